@@ -1,0 +1,576 @@
+//! Checkpoint envelopes, the one codec behind them, and where checkpoints are kept.
+//!
+//! A checkpoint is a small envelope around a bincode (serde) payload:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 4 | magic `KLNE` |
+//! | 2 | format version of the payload type (little endian) |
+//! | 1 | codec tag (`1` = bincode 2, serde mode, standard config) |
+//! | 4 | payload kind (`TASK`, …), so one type's bytes never decode as another's |
+//! | 8 | payload length (little endian) |
+//! | 32 | blake3 over the header fields above and the payload |
+//! | n | payload |
+//!
+//! Decoding never panics: truncated, corrupted or foreign bytes give a [`CheckpointError`].
+//! bincode is confined to this module, behind the codec tag, so the format can change in one
+//! place. bincode is not self-describing, so older format versions are decoded by their own
+//! types and migrated (a [`Task`](crate::Task) written before R21 loads with
+//! `root_task_ref = None`, `root_spec = None`, `prior_failures = []`).
+//!
+//! ```
+//! use kleene::checkpoint::{self, CheckpointStore, MemoryStore};
+//! use kleene::{ChannelId, Spec, Task, TaskId};
+//!
+//! let task = Task::new(TaskId::new("t1")?, Spec::new("build the login page"));
+//! let bytes = checkpoint::encode(&task)?;
+//! assert_eq!(checkpoint::decode::<Task>(&bytes)?, task);
+//!
+//! let mut store = MemoryStore::default();
+//! let channel = ChannelId::new("chan-1")?;
+//! store.commit(&channel, &bytes)?;
+//! assert_eq!(store.load(&channel)?.as_deref(), Some(&bytes[..]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::ChannelId;
+
+/// The first four bytes of every checkpoint.
+pub const MAGIC: [u8; 4] = *b"KLNE";
+/// The codec tag of bincode 2 (serde mode, standard configuration).
+pub const CODEC_BINCODE2: u8 = 1;
+/// Header length in bytes.
+pub const HEADER_LEN: usize = 4 + 2 + 1 + 4 + 8 + 32;
+/// The largest payload the decoder will accept (1 GiB).
+pub const MAX_PAYLOAD_LEN: u64 = 1 << 30;
+
+/// Why bytes could not be encoded or decoded as a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// Fewer bytes than a header, or than the header's declared payload length.
+    #[error("checkpoint is truncated: {len} bytes, at least {needed} needed")]
+    TooShort {
+        /// Bytes present.
+        len: usize,
+        /// Bytes needed.
+        needed: u64,
+    },
+    /// Bytes after the declared payload.
+    #[error("checkpoint has {extra} bytes after its declared payload")]
+    TrailingBytes {
+        /// How many.
+        extra: usize,
+    },
+    /// The bytes do not start with [`MAGIC`].
+    #[error("not a kleene checkpoint: magic is {found:?}")]
+    BadMagic {
+        /// The first four bytes.
+        found: [u8; 4],
+    },
+    /// A codec tag this build cannot read.
+    #[error("unknown checkpoint codec tag {tag}")]
+    UnknownCodec {
+        /// The tag found.
+        tag: u8,
+    },
+    /// The payload is of another kind than the one asked for.
+    #[error("checkpoint holds a {found} payload, expected {expected}")]
+    WrongKind {
+        /// The kind asked for.
+        expected: String,
+        /// The kind found.
+        found: String,
+    },
+    /// A format version this build cannot read.
+    #[error("unsupported {kind} format version {found} (this build reads {min}..={max})")]
+    UnsupportedVersion {
+        /// The payload kind.
+        kind: String,
+        /// The version found.
+        found: u16,
+        /// Oldest readable version.
+        min: u16,
+        /// Newest (current) version.
+        max: u16,
+    },
+    /// The declared payload length is beyond [`MAX_PAYLOAD_LEN`].
+    #[error("checkpoint declares a {declared}-byte payload, more than the {max} allowed")]
+    PayloadTooLarge {
+        /// Declared length.
+        declared: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// The checksum does not match: the bytes were corrupted.
+    #[error("checkpoint checksum mismatch: the bytes were corrupted")]
+    ChecksumMismatch,
+    /// The payload passed the checksum but did not decode as the asked-for type.
+    #[error("checkpoint payload does not decode: {message}")]
+    Decode {
+        /// The codec's message.
+        message: String,
+    },
+    /// The value could not be encoded.
+    #[error("value does not encode: {message}")]
+    Encode {
+        /// The codec's message.
+        message: String,
+    },
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A type that kleene checkpoints. Sealed: implemented for kleene's own persisted types.
+pub trait Checkpoint: Serialize + DeserializeOwned + sealed::Sealed {
+    /// Four bytes naming the payload kind.
+    const KIND: [u8; 4];
+    /// The current format version of this payload kind.
+    const VERSION: u16;
+    /// The oldest format version that can still be read (and migrated).
+    const MIN_VERSION: u16 = Self::VERSION;
+
+    /// Decodes a payload of an older format version. Only called for versions in
+    /// `MIN_VERSION..VERSION`.
+    #[doc(hidden)]
+    fn migrate(version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
+        let _ = payload;
+        Err(unsupported::<Self>(version))
+    }
+}
+
+fn kind_name(kind: [u8; 4]) -> String {
+    String::from_utf8_lossy(&kind).into_owned()
+}
+
+fn unsupported<T: Checkpoint>(found: u16) -> CheckpointError {
+    CheckpointError::UnsupportedVersion {
+        kind: kind_name(T::KIND),
+        found,
+        min: T::MIN_VERSION,
+        max: T::VERSION,
+    }
+}
+
+fn bincode_config() -> impl bincode::config::Config {
+    bincode::config::standard().with_limit::<{ MAX_PAYLOAD_LEN as usize }>()
+}
+
+/// Encodes `value` as bincode payload bytes (no envelope).
+pub(crate) fn encode_payload<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CheckpointError> {
+    bincode::serde::encode_to_vec(value, bincode_config()).map_err(|e| CheckpointError::Encode {
+        message: e.to_string(),
+    })
+}
+
+/// Decodes a whole payload; bytes left over are an error.
+pub(crate) fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, CheckpointError> {
+    let (value, used) =
+        bincode::serde::decode_from_slice(payload, bincode_config()).map_err(|e| {
+            CheckpointError::Decode {
+                message: e.to_string(),
+            }
+        })?;
+    if used != payload.len() {
+        return Err(CheckpointError::Decode {
+            message: format!("{} bytes left after the value", payload.len() - used),
+        });
+    }
+    Ok(value)
+}
+
+fn checksum(header: &[u8], payload: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new_derive_key("kleene checkpoint envelope v1");
+    h.update(header);
+    h.update(payload);
+    *h.finalize().as_bytes()
+}
+
+/// Wraps an already encoded payload in an envelope.
+pub(crate) fn seal(kind: [u8; 4], version: u16, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&version.to_le_bytes());
+    out.push(CODEC_BINCODE2);
+    out.extend_from_slice(&kind);
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    let sum = checksum(&out, payload);
+    out.extend_from_slice(&sum);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// An envelope whose structure and checksum were verified.
+pub(crate) struct Opened<'a> {
+    pub(crate) kind: [u8; 4],
+    pub(crate) version: u16,
+    pub(crate) payload: &'a [u8],
+}
+
+/// Checks an envelope's structure and checksum, without interpreting the payload.
+pub(crate) fn open(bytes: &[u8]) -> Result<Opened<'_>, CheckpointError> {
+    let Some((header, rest)) = bytes.split_first_chunk::<HEADER_LEN>() else {
+        return Err(CheckpointError::TooShort {
+            len: bytes.len(),
+            needed: HEADER_LEN as u64,
+        });
+    };
+    let field = |at: usize, len: usize| &header[at..at + len];
+    let magic: [u8; 4] = [header[0], header[1], header[2], header[3]];
+    if magic != MAGIC {
+        return Err(CheckpointError::BadMagic { found: magic });
+    }
+    let version = u16::from_le_bytes([header[4], header[5]]);
+    let codec = header[6];
+    if codec != CODEC_BINCODE2 {
+        return Err(CheckpointError::UnknownCodec { tag: codec });
+    }
+    let kind = [header[7], header[8], header[9], header[10]];
+    let mut len_bytes = [0u8; 8];
+    len_bytes.copy_from_slice(field(11, 8));
+    let declared = u64::from_le_bytes(len_bytes);
+    if declared > MAX_PAYLOAD_LEN {
+        return Err(CheckpointError::PayloadTooLarge {
+            declared,
+            max: MAX_PAYLOAD_LEN,
+        });
+    }
+    let needed = HEADER_LEN as u64 + declared;
+    if (rest.len() as u64) < declared {
+        return Err(CheckpointError::TooShort {
+            len: bytes.len(),
+            needed,
+        });
+    }
+    if (rest.len() as u64) > declared {
+        return Err(CheckpointError::TrailingBytes {
+            extra: rest.len() - declared as usize,
+        });
+    }
+    if checksum(field(0, 19), rest) != field(19, 32) {
+        return Err(CheckpointError::ChecksumMismatch);
+    }
+    Ok(Opened {
+        kind,
+        version,
+        payload: rest,
+    })
+}
+
+/// Encodes `value` in a checkpoint envelope at its type's current format version.
+///
+/// # Errors
+///
+/// [`CheckpointError::Encode`] when the codec refuses the value.
+pub fn encode<T: Checkpoint>(value: &T) -> Result<Vec<u8>, CheckpointError> {
+    Ok(seal(T::KIND, T::VERSION, &encode_payload(value)?))
+}
+
+/// Decodes a checkpoint of type `T`, migrating older format versions.
+///
+/// # Errors
+///
+/// A [`CheckpointError`] naming what is wrong: too short, bad magic, unknown codec, wrong
+/// kind, unsupported version, checksum mismatch, or a payload that does not decode.
+pub fn decode<T: Checkpoint>(bytes: &[u8]) -> Result<T, CheckpointError> {
+    let opened = open(bytes)?;
+    if opened.kind != T::KIND {
+        return Err(CheckpointError::WrongKind {
+            expected: kind_name(T::KIND),
+            found: kind_name(opened.kind),
+        });
+    }
+    match opened.version {
+        v if v == T::VERSION => decode_payload(opened.payload),
+        v if (T::MIN_VERSION..T::VERSION).contains(&v) => T::migrate(v, opened.payload),
+        v => Err(unsupported::<T>(v)),
+    }
+}
+
+impl sealed::Sealed for crate::Task {}
+
+/// Tasks are at format version 2 (R21 added `root_task_ref`, `root_spec`,
+/// `prior_failures`); version 1 is the shape before R21 and is migrated on read.
+impl Checkpoint for crate::Task {
+    const KIND: [u8; 4] = *b"TASK";
+    const VERSION: u16 = 2;
+    const MIN_VERSION: u16 = 1;
+
+    fn migrate(version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
+        debug_assert_eq!(version, 1);
+        let v1: TaskV1 = decode_payload(payload)?;
+        crate::Task::try_from(crate::task::TaskRecord {
+            id: v1.id,
+            spec: v1.spec,
+            depth: v1.depth,
+            parent_task_ref: v1.parent_task_ref,
+            root_task_ref: None,
+            root_spec: None,
+            prior_failures: Vec::new(),
+        })
+        .map_err(|e| CheckpointError::Decode {
+            message: e.to_string(),
+        })
+    }
+}
+
+/// The task shape before R21 (format version 1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub(crate) struct TaskV1 {
+    pub(crate) id: crate::TaskId,
+    pub(crate) spec: crate::Spec,
+    pub(crate) depth: u32,
+    pub(crate) parent_task_ref: Option<crate::TaskId>,
+}
+
+/// Why a store could not load or commit.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// An I/O operation on `path` failed.
+    #[error("checkpoint store i/o failed at {}: {source}", .path.display())]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl StoreError {
+    fn io(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+        move |source| StoreError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// Where checkpoints live, keyed by channel. A commit replaces the channel's checkpoint
+/// whole; a load returns exactly the last committed bytes (or none).
+///
+/// Implement it to keep checkpoints in your own database.
+pub trait CheckpointStore {
+    /// The last committed bytes for `channel`, if any.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be read.
+    fn load(&self, channel: &ChannelId) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Replaces `channel`'s checkpoint with `bytes`, durably and atomically: after a crash
+    /// the store holds either the old bytes or the new ones.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written; the previous checkpoint is intact.
+    fn commit(&mut self, channel: &ChannelId, bytes: &[u8]) -> Result<(), StoreError>;
+}
+
+/// A checkpoint store in memory: for tests and for callers that keep the store alive
+/// themselves.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    checkpoints: HashMap<ChannelId, Vec<u8>>,
+}
+
+impl CheckpointStore for MemoryStore {
+    fn load(&self, channel: &ChannelId) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.checkpoints.get(channel).cloned())
+    }
+
+    fn commit(&mut self, channel: &ChannelId, bytes: &[u8]) -> Result<(), StoreError> {
+        self.checkpoints.insert(channel.clone(), bytes.to_vec());
+        Ok(())
+    }
+}
+
+/// A checkpoint store in a directory: one file per channel, replaced atomically (temp file
+/// in the same directory, fsync, rename, fsync of the directory).
+///
+/// File names are a digest of the channel id, so no channel id can name a path outside the
+/// directory. One store should own a directory: opening it removes temp files that an
+/// interrupted commit left behind.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    dir: PathBuf,
+}
+
+const TEMP_SUFFIX: &str = ".tmp";
+
+impl FileStore {
+    /// Opens (creating if needed) the store in `dir`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Io`] when the directory cannot be created or listed.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
+        for entry in fs::read_dir(&dir).map_err(StoreError::io(&dir))? {
+            let path = entry.map_err(StoreError::io(&dir))?.path();
+            if path.to_string_lossy().ends_with(TEMP_SUFFIX) {
+                fs::remove_file(&path).map_err(StoreError::io(&path))?;
+            }
+        }
+        Ok(Self { dir })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file that holds `channel`'s checkpoint.
+    pub fn path_for(&self, channel: &ChannelId) -> PathBuf {
+        let name = blake3::Hasher::new_derive_key("kleene channel file name v1")
+            .update(channel.as_str().as_bytes())
+            .finalize()
+            .to_hex();
+        self.dir.join(format!("{name}.ckpt"))
+    }
+}
+
+impl CheckpointStore for FileStore {
+    fn load(&self, channel: &ChannelId) -> Result<Option<Vec<u8>>, StoreError> {
+        let path = self.path_for(channel);
+        match fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::io(&path)(e)),
+        }
+    }
+
+    fn commit(&mut self, channel: &ChannelId, bytes: &[u8]) -> Result<(), StoreError> {
+        let path = self.path_for(channel);
+        let tmp = path.with_extension(format!("ckpt{TEMP_SUFFIX}"));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(StoreError::io(&tmp))?;
+        file.write_all(bytes).map_err(StoreError::io(&tmp))?;
+        file.sync_all().map_err(StoreError::io(&tmp))?;
+        drop(file);
+        fs::rename(&tmp, &path).map_err(StoreError::io(&path))?;
+        // The rename is durable only once the directory entry is.
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(StoreError::io(&self.dir))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Spec, Task, TaskId};
+
+    fn task() -> Task {
+        Task::new(
+            TaskId::new("t").unwrap(),
+            Spec::new("x").with_criterion("c"),
+        )
+    }
+
+    #[test]
+    fn round_trip_and_each_refusal() {
+        let bytes = encode(&task()).unwrap();
+        assert_eq!(decode::<Task>(&bytes).unwrap(), task());
+        assert!(matches!(
+            decode::<Task>(&bytes[..10]),
+            Err(CheckpointError::TooShort { .. })
+        ));
+        assert!(matches!(
+            decode::<Task>(&bytes[..bytes.len() - 1]),
+            Err(CheckpointError::TooShort { .. })
+        ));
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(
+            decode::<Task>(&longer),
+            Err(CheckpointError::TrailingBytes { extra: 1 })
+        );
+        let mut bad = bytes.clone();
+        bad[0] = b'X';
+        assert!(matches!(
+            decode::<Task>(&bad),
+            Err(CheckpointError::BadMagic { .. })
+        ));
+        let mut bad = bytes.clone();
+        bad[6] = 9;
+        assert_eq!(
+            decode::<Task>(&bad),
+            Err(CheckpointError::UnknownCodec { tag: 9 })
+        );
+        let mut bad = bytes.clone();
+        *bad.last_mut().unwrap() ^= 1;
+        assert_eq!(decode::<Task>(&bad), Err(CheckpointError::ChecksumMismatch));
+        let future = seal(*b"TASK", 3, &encode_payload(&task()).unwrap());
+        assert!(matches!(
+            decode::<Task>(&future),
+            Err(CheckpointError::UnsupportedVersion { found: 3, .. })
+        ));
+        let foreign = seal(*b"EVID", 2, &encode_payload(&task()).unwrap());
+        assert!(matches!(
+            decode::<Task>(&foreign),
+            Err(CheckpointError::WrongKind { .. })
+        ));
+        let garbage = seal(*b"TASK", 2, &[0xff; 3]);
+        assert!(matches!(
+            decode::<Task>(&garbage),
+            Err(CheckpointError::Decode { .. })
+        ));
+    }
+
+    #[test]
+    fn version_one_migrates() {
+        let v1 = TaskV1 {
+            id: TaskId::new("t").unwrap(),
+            spec: Spec::new("x"),
+            depth: 0,
+            parent_task_ref: None,
+        };
+        let bytes = seal(*b"TASK", 1, &encode_payload(&v1).unwrap());
+        let t = decode::<Task>(&bytes).unwrap();
+        assert_eq!(t, Task::new(TaskId::new("t").unwrap(), Spec::new("x")));
+    }
+
+    #[test]
+    fn file_store_commits_atomically_and_ignores_torn_temp_files() {
+        let dir = std::env::temp_dir().join(format!("kleene-store-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let channel = ChannelId::new("../../etc/passwd").unwrap();
+        let mut store = FileStore::open(&dir).unwrap();
+        assert_eq!(store.load(&channel).unwrap(), None);
+        store.commit(&channel, b"first").unwrap();
+        assert!(store.path_for(&channel).starts_with(&dir));
+        // A crash mid-commit leaves a truncated temp file; the last good checkpoint stands.
+        let tmp = store.path_for(&channel).with_extension("ckpt.tmp");
+        fs::write(&tmp, b"sec").unwrap();
+        assert_eq!(
+            store.load(&channel).unwrap().as_deref(),
+            Some(&b"first"[..])
+        );
+        let mut reopened = FileStore::open(&dir).unwrap();
+        assert!(!tmp.exists());
+        reopened.commit(&channel, b"second").unwrap();
+        assert_eq!(
+            reopened.load(&channel).unwrap().as_deref(),
+            Some(&b"second"[..])
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,46 @@
+//! kleene runs agent-driven build work as a typed state machine with bounded, auditable
+//! recovery.
+//!
+//! ```
+//! use kleene::{ExecutionOutput, GovernanceDecision, Moved, Next, PostValidation, RecoverOn,
+//!              Session, Spec, Step, Task, TaskId, Verdict};
+//!
+//! let task = Task::new(TaskId::new("task_X")?, Spec::new("add a /login route"));
+//! let (step, token) = Step::new(task, Session::new("build", "demo")?)
+//!     .govern(GovernanceDecision::Approve)?;
+//! let step = step
+//!     .pre_validate(Verdict::clean())?
+//!     .execute(token, ExecutionOutput::new("done"))?;
+//! match step.post_validate(Verdict::clean(), RecoverOn::Blockers) {
+//!     PostValidation::Clean(step) => assert!(matches!(step.move_next(Next::Complete), Moved::Completed(_))),
+//!     other => panic!("unexpected {other:?}"),
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+// No unsafe code: everything here is bookkeeping over values.
+#![forbid(unsafe_code)]
+// Every public item is part of the contract users build on.
+#![deny(missing_docs)]
+// Users put these types in their own state; they must be printable.
+#![warn(missing_debug_implementations)]
+
+pub mod checkpoint;
+mod digest;
+mod id;
+mod phase;
+mod task;
+mod verdict;
+
+pub use digest::{Digest, DigestParseError};
+pub use id::{
+    AgentId, ChannelId, IdError, MAX_ID_LEN, ProjectId, SessionMode, TaskId, ValidatorId,
+};
+pub use phase::{
+    Completed, DEFAULT_ITERATION_CAP, Execute, ExecutionOutput, ExhaustedBound, Governance,
+    GovernanceDecision, Halt, HaltReason, MoveNext, Moved, Next, Phase, PostValidate,
+    PostValidation, PreValidate, RecoverOn, Recoverable, Session, Step, TokenError, TokenRejected,
+    ValidationToken,
+};
+pub use task::{FailureEntry, Spec, Task, TaskError};
+pub use verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};
