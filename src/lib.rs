@@ -30,6 +30,8 @@ mod digest;
 mod id;
 mod phase;
 mod task;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod verdict;
 
 pub use digest::{Digest, DigestParseError};

@@ -1,0 +1,3 @@
+//! kleene's integration tests: one binary, one module per area (builds faster than many).
+
+mod foundation;
