@@ -33,7 +33,8 @@
 //!
 //! 0. **The final line**: the last non-blank line and any blank lines after it. It is kept
 //!    first. When it alone does not fit, its tail is kept (trailing whitespace dropped, the
-//!    cut moved forward to a UTF-8 boundary) after one marker counting everything elided.
+//!    cut moved forward to a UTF-8 boundary) after one marker counting everything elided
+//!    (the cut line among the elided lines).
 //! 1. **Key lines**, what a person fixing the failure reads. cargo test: `test x ... FAILED`,
 //!    `---- x stdout ----`, `thread '…' panicked at file:line:col:` and the message lines
 //!    after it (assertion text, `left:`/`right:`), `failures:` and the names listed under
@@ -56,9 +57,10 @@
 //! blank line) is kept instead. Cuts therefore fall on line boundaries,
 //! except inside the final line when it alone exceeds the bound.
 //!
-//! The bound is never exceeded. A bound smaller than [`TailLimits::MIN_STREAM`] cannot hold
-//! a marker; the kept text is then just the tail of the final line, with no marker, and
-//! [`OutputTail::elided_bytes`] still counts what was dropped.
+//! The bound is never exceeded. Below [`TailLimits::MIN_STREAM`] a bound may be too small
+//! for a marker: when the final line does not fit together with one, the kept text is just
+//! the end of the final line, with no marker, and [`OutputTail::elided_bytes`] still counts
+//! what was dropped.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -304,9 +306,9 @@ fn cut_final_line(text: &str, final_lines: &[&str], limit: usize) -> StreamTail 
     let line = final_lines.concat();
     let line = line.trim_end();
     let total_lines = text.split_inclusive('\n').count();
-    // The marker is sized for every line and byte of the text, so the real one (which
-    // counts fewer) is never longer.
-    let room = limit.saturating_sub(marker_len(total_lines, text.len()));
+    // The marker is sized for every line and byte of the text (and a plural), so the real
+    // one, which counts no more, is never longer.
+    let room = limit.saturating_sub(marker_len(total_lines.max(2), text.len()));
     let (room, with_marker) = if room == 0 || limit < TailLimits::MIN_STREAM {
         (limit, false)
     } else {
@@ -320,8 +322,8 @@ fn cut_final_line(text: &str, final_lines: &[&str], limit: usize) -> StreamTail 
     let elided = text.len() - kept.len();
     let mut out = String::new();
     if with_marker {
-        // The partial final line is not counted as elided while part of it remains.
-        let lines_elided = total_lines - final_lines.len() + usize::from(kept.is_empty());
+        // The cut final line counts among the elided lines: part of it is.
+        let lines_elided = total_lines - final_lines.len() + 1;
         out.push_str(&marker(lines_elided, elided));
     }
     out.push_str(kept);
@@ -412,7 +414,8 @@ fn is_pytest_section_header(line: &str) -> bool {
 }
 
 /// `tests/test_app.py:12: AssertionError` → `Some(true)` (the frame that raised);
-/// `tests/test_app.py:12: ` → `Some(false)` (an intermediate frame).
+/// `tests/test_app.py:12: ` or `tests/test_app.py:12: in walk` → `Some(false)` (an
+/// intermediate frame, long or short style).
 fn pytest_location(line: &str) -> Option<bool> {
     if line.starts_with(char::is_whitespace) {
         return None;
@@ -425,7 +428,8 @@ fn pytest_location(line: &str) -> Option<bool> {
     if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some(!after.trim().is_empty())
+    let after = after.trim();
+    Some(!after.is_empty() && !after.starts_with("in "))
 }
 
 fn is_key_line(line: &str, trimmed: &str) -> bool {
@@ -502,7 +506,7 @@ mod tests {
         let s = format!("first\n{}END\n\n", "x".repeat(500));
         let t = OutputTail::capture(s.as_bytes(), b"", TailLimits::both(100));
         assert!(t.stdout().len() <= 100);
-        assert!(t.stdout().starts_with("[... 1 line elided ("));
+        assert!(t.stdout().starts_with("[... 2 lines elided ("));
         assert!(t.stdout().ends_with("xxEND"));
         assert_eq!(
             t.stdout_elided() as usize + t.stdout().lines().nth(1).unwrap().len(),
