@@ -740,3 +740,53 @@ mod tests {
         assert_eq!(a.kind(), "recovery_stalled");
     }
 }
+
+#[cfg(all(test, feature = "tracing"))]
+mod tracing_tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tracing::subscriber::with_default;
+    use tracing::{Event, Metadata, Subscriber, span};
+
+    use super::*;
+
+    /// Counts the events it is sent on the `kleene::audit` target.
+    struct Counter(Arc<AtomicUsize>);
+
+    impl Subscriber for Counter {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
+            span::Id::from_u64(1)
+        }
+        fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
+        fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
+        fn event(&self, event: &Event<'_>) {
+            if event.metadata().target() == "kleene::audit" {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        fn enter(&self, _: &span::Id) {}
+        fn exit(&self, _: &span::Id) {}
+    }
+
+    #[test]
+    fn the_tracing_sink_emits_one_event_per_entry() {
+        let count = Arc::new(AtomicUsize::new(0));
+        let mut log = AuditLog::new();
+        log.append(AuditEvent::RecoveryStalled {
+            root_task_ref: TaskId::new("x").unwrap(),
+            task_ref: TaskId::new("x_fix_1").unwrap(),
+            depth: 1,
+        });
+        with_default(Counter(count.clone()), || {
+            let mut sink = TracingSink;
+            for (i, e) in log.entries().iter().enumerate() {
+                sink.record(i, e);
+            }
+        });
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+    }
+}

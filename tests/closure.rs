@@ -653,3 +653,42 @@ proptest! {
         prop_assert!(expected.contains(&err.index()), "{:?} named {}", m, err);
     }
 }
+
+#[test]
+fn an_unnameable_fix_is_a_typed_failure() {
+    let long = TaskId::new("x".repeat(kleene::MAX_ID_LEN - 2)).unwrap();
+    let task = Task::new(long, Spec::new("i"));
+    let mut agent = ScriptedAgent::new().post_verdicts([blocker("a", true)]);
+    let record = run_to_closure(task, session(), &mut agent, &RecoveryPolicy::default());
+    assert!(matches!(
+        record.outcome(),
+        ClosureOutcome::Failed {
+            failure: ClosureFailure::FixId { depth: 1, .. },
+            ..
+        }
+    ));
+    assert_eq!(record.fix_attempts(), 0);
+}
+
+#[test]
+fn a_restored_closure_can_draw_from_a_shared_budget() {
+    let budget = FixBudget::new(1);
+    let mut agent = ScriptedAgent::new().post_verdicts([blocker("a", true), blocker("b", true)]);
+    let mut closure = Closure::start(root("i"), session(), RecoveryPolicy::default());
+    let record = loop {
+        let state = closure.state();
+        closure = Closure::restore_with_budget(state, &budget).unwrap();
+        closure = match closure {
+            Closure::Done(record) => break record,
+            due => due.step(&mut agent),
+        };
+    };
+    assert!(matches!(
+        record.outcome().halt_reason(),
+        Some(HaltReason::RecoveryExhausted {
+            bound: ExhaustedBound::FixBudget { max: 1 },
+            ..
+        })
+    ));
+    assert_eq!(budget.used(), 1);
+}
