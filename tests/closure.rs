@@ -730,3 +730,20 @@ fn version_1_checkpoints_still_decode() {
     let restored = Closure::restore(state).unwrap();
     assert!(matches!(restored, Closure::PostValidate(_)), "{restored:?}");
 }
+
+#[test]
+fn a_state_that_forgets_the_previous_verdict_cannot_dodge_stall_detection() {
+    let mut agent = ScriptedAgent::new().post_verdicts([blocker("a", true)]);
+    let mut closure = Closure::start(root("i"), session(), RecoveryPolicy::default());
+    // ClosureStarted, then governance, pre, execute, post: x_fix_1 awaits governance.
+    for _ in 0..4 {
+        closure = closure.step(&mut agent);
+    }
+    assert!(matches!(closure, Closure::Governance(_)));
+    let mut json = serde_json::to_value(closure.state()).unwrap();
+    json["governance"]["previous"] = serde_json::Value::Null;
+    let state: ClosureState = serde_json::from_value(json).unwrap();
+    let err = Closure::restore(state).unwrap_err();
+    assert_eq!(err.task().map(TaskId::as_str), Some("x_fix_1"));
+    assert!(err.to_string().contains("stall detection"), "{err}");
+}
