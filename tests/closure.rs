@@ -735,7 +735,7 @@ fn version_1_checkpoints_still_decode() {
 fn a_state_that_forgets_the_previous_verdict_cannot_dodge_stall_detection() {
     let mut agent = ScriptedAgent::new().post_verdicts([blocker("a", true)]);
     let mut closure = Closure::start(root("i"), session(), RecoveryPolicy::default());
-    // ClosureStarted, then governance, pre, execute, post: x_fix_1 awaits governance.
+    // Governance, pre-validation, execution, post-validation: then x_fix_1 awaits governance.
     for _ in 0..4 {
         closure = closure.step(&mut agent);
     }

@@ -32,7 +32,9 @@ struct Core {
 /// next `Closure`, and `fail` records that the agent itself failed. [`Closure::state`]
 /// gives a plain serialisable [`ClosureState`] to persist between any two steps, and
 /// [`Closure::restore`] brings it back, re-checking it through the typed transitions.
-/// [`run_to_closure`](crate::run_to_closure) drives exactly this machine.
+/// [`run_to_closure`](crate::run_to_closure) drives exactly this machine. To forward audit
+/// events live, hand `closure.audit().entries()[forwarded..]` to your
+/// [`AuditSink`](crate::AuditSink) after each step.
 ///
 /// # Examples
 ///
