@@ -639,6 +639,24 @@ proptest! {
     }
 
     #[test]
+    fn closures_sharing_a_budget_never_spawn_more_fixes_than_it_holds(
+        policy in policy(),
+        agents in prop::collection::vec(scripted_agent(), 1..4),
+        size in 0u32..5,
+    ) {
+        let budget = FixBudget::new(size);
+        let spawned: u32 = agents
+            .into_iter()
+            .map(|mut agent| {
+                run_to_closure_with(root("i"), session(), &mut agent, &policy, &budget, &mut ())
+                    .fix_attempts()
+            })
+            .sum();
+        prop_assert!(spawned <= size);
+        prop_assert_eq!(budget.used(), spawned);
+    }
+
+    #[test]
     fn any_single_mutation_of_the_audit_chain_fails_verification(
         policy in policy(),
         mut agent in scripted_agent(),
