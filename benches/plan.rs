@@ -226,14 +226,15 @@ fn bench(c: &mut Criterion) {
         plan.tasks.len(),
         prepared.tasks.len()
     );
-    // Memory first, before other runs leave freed memory behind that the allocator reuses.
+    // Memory first, before other runs leave freed memory behind that the allocator reuses;
+    // the small baseline before the large pipeline for the same reason.
+    if let Some((peak, _)) = memory_per_task(&prepared, |p| petgraph_toposort(&p.tasks)) {
+        eprintln!("plan bench: petgraph baseline peak {peak:.0} B/task above the input");
+    }
     if let Some((peak, held)) = memory_per_task(&plan, kleene_pipeline) {
         eprintln!(
             "plan bench: kleene pipeline peak {peak:.0} B/task above the input, result holds {held:.0} B/task"
         );
-    }
-    if let Some((peak, _)) = memory_per_task(&prepared, |p| petgraph_toposort(&p.tasks)) {
-        eprintln!("plan bench: petgraph baseline peak {peak:.0} B/task above the input");
     }
     stage_breakdown(&plan, if smoke_run() { 1 } else { 5 });
 
