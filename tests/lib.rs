@@ -4,3 +4,4 @@
 #[cfg(feature = "testing")]
 mod closure;
 mod foundation;
+mod plan;

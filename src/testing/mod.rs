@@ -3,3 +3,4 @@
 
 pub mod closure;
 pub mod foundation;
+pub mod plan;

@@ -1,0 +1,875 @@
+//! Validation: every problem of a plan at once, or a [`ValidatedPlan`].
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fmt;
+use std::sync::OnceLock;
+
+use foldhash::{HashMap, HashMapExt};
+use petgraph::Direction;
+use petgraph::graph::{DiGraph, NodeIndex};
+
+use super::model::{ModuleName, PlannedTask};
+use super::normalize::index;
+use crate::digest::{CanonicalHasher, Digest};
+use crate::{AdmittedPath, TaskId};
+
+/// One problem found in a plan. Every variant names the tasks involved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PlanProblem {
+    /// The tasks form a cycle. `path` lists it in dependency order: each task is a
+    /// prerequisite of the next, and the last is a prerequisite of the first.
+    Cycle {
+        /// The cycle, starting at its smallest id.
+        path: Vec<TaskId>,
+    },
+    /// A task depends on an id that no task has.
+    UnknownDependency {
+        /// The dependent task.
+        task: TaskId,
+        /// The missing prerequisite.
+        dependency: TaskId,
+    },
+    /// Several tasks share one id.
+    DuplicateTaskId {
+        /// The shared id.
+        id: TaskId,
+        /// How many tasks have it.
+        count: usize,
+    },
+    /// A task lists itself as a prerequisite.
+    SelfDependency {
+        /// The task.
+        task: TaskId,
+    },
+    /// A module is provided by more than one module lane.
+    AmbiguousModuleOwner {
+        /// The module.
+        module: ModuleName,
+        /// The tasks that provide it, sorted.
+        tasks: Vec<TaskId>,
+    },
+    /// A path is owned by more than one task.
+    PathOwnedTwice {
+        /// The path.
+        path: AdmittedPath,
+        /// The tasks that own it, sorted.
+        tasks: Vec<TaskId>,
+    },
+    /// A path is owned as a file by one task while another owned path lies beneath it, so
+    /// it would have to be a directory too (`a` and `a/b`).
+    NestedPath {
+        /// The outer path.
+        outer: AdmittedPath,
+        /// The task that owns it.
+        outer_task: TaskId,
+        /// The path beneath it.
+        inner: AdmittedPath,
+        /// The task that owns that.
+        inner_task: TaskId,
+    },
+    /// A task records an input contract from a task that is not one of its prerequisites.
+    ContractWithoutDependency {
+        /// The receiving task.
+        task: TaskId,
+        /// The contract's source.
+        from: TaskId,
+    },
+}
+
+impl PlanProblem {
+    /// Whether this problem is a cycle.
+    pub fn is_cycle(&self) -> bool {
+        matches!(self, Self::Cycle { .. })
+    }
+
+    /// The cycle's path, if this problem is a cycle.
+    pub fn cycle(&self) -> Option<&[TaskId]> {
+        match self {
+            Self::Cycle { path } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The tasks this problem names.
+    pub fn tasks(&self) -> Vec<&TaskId> {
+        match self {
+            Self::Cycle { path } => path.iter().collect(),
+            Self::UnknownDependency { task, .. }
+            | Self::SelfDependency { task }
+            | Self::ContractWithoutDependency { task, .. } => vec![task],
+            Self::DuplicateTaskId { id, .. } => vec![id],
+            Self::AmbiguousModuleOwner { tasks, .. } | Self::PathOwnedTwice { tasks, .. } => {
+                tasks.iter().collect()
+            }
+            Self::NestedPath {
+                outer_task,
+                inner_task,
+                ..
+            } => vec![outer_task, inner_task],
+        }
+    }
+
+    fn rank(&self) -> u8 {
+        match self {
+            Self::DuplicateTaskId { .. } => 0,
+            Self::SelfDependency { .. } => 1,
+            Self::UnknownDependency { .. } => 2,
+            Self::ContractWithoutDependency { .. } => 3,
+            Self::AmbiguousModuleOwner { .. } => 4,
+            Self::PathOwnedTwice { .. } => 5,
+            Self::NestedPath { .. } => 6,
+            Self::Cycle { .. } => 7,
+        }
+    }
+}
+
+fn join(ids: &[TaskId]) -> String {
+    ids.iter()
+        .map(TaskId::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl fmt::Display for PlanProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cycle { path } => {
+                let ids: Vec<&str> = path.iter().map(TaskId::as_str).collect();
+                let first = ids.first().copied().unwrap_or_default();
+                write!(f, "cycle {} -> {first}", ids.join(" -> "))
+            }
+            Self::UnknownDependency { task, dependency } => {
+                write!(f, "task {task} depends on unknown task {dependency}")
+            }
+            Self::DuplicateTaskId { id, count } => write!(f, "{count} tasks have id {id}"),
+            Self::SelfDependency { task } => write!(f, "task {task} depends on itself"),
+            Self::AmbiguousModuleOwner { module, tasks } => {
+                write!(f, "module {module} is provided by {}", join(tasks))
+            }
+            Self::PathOwnedTwice { path, tasks } => {
+                write!(f, "path {path} is owned by {}", join(tasks))
+            }
+            Self::NestedPath {
+                outer,
+                outer_task,
+                inner,
+                inner_task,
+            } => write!(
+                f,
+                "path {inner} of task {inner_task} lies under path {outer} of task {outer_task}"
+            ),
+            Self::ContractWithoutDependency { task, from } => write!(
+                f,
+                "task {task} has an input contract from {from}, which is not a prerequisite"
+            ),
+        }
+    }
+}
+
+/// When validation ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ValidationStage {
+    /// On the normalised plan, before persistence tasks were consolidated.
+    BeforeConsolidation,
+    /// On the consolidated plan (a merge can create a cycle).
+    AfterConsolidation,
+}
+
+impl fmt::Display for ValidationStage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::BeforeConsolidation => "before consolidation",
+            Self::AfterConsolidation => "after consolidation",
+        })
+    }
+}
+
+/// Every problem validation found in a plan (never empty).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("validate plan {stage}: {}", summary(.problems))]
+pub struct PlanValidationError {
+    stage: ValidationStage,
+    problems: Vec<PlanProblem>,
+}
+
+fn summary(problems: &[PlanProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl PlanValidationError {
+    /// Every problem found at `stage`, in a fixed order (by kind, then as found).
+    pub(crate) fn new(stage: ValidationStage, mut problems: Vec<PlanProblem>) -> Self {
+        problems.sort_by_key(PlanProblem::rank);
+        Self { stage, problems }
+    }
+
+    /// All problems, in a fixed order (by kind, then by the ids they name).
+    pub fn problems(&self) -> &[PlanProblem] {
+        &self.problems
+    }
+
+    /// When validation ran.
+    pub fn stage(&self) -> ValidationStage {
+        self.stage
+    }
+
+    /// The cycles found.
+    pub fn cycles(&self) -> impl Iterator<Item = &[TaskId]> {
+        self.problems.iter().filter_map(PlanProblem::cycle)
+    }
+}
+
+/// A plan's tasks resolved to dense indices: what every check after id resolution works on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Resolved {
+    /// Task positions sorted by id.
+    pub(crate) by_id: Vec<u32>,
+    /// Prerequisites of each task (CSR: `pre[pre_start[i]..pre_start[i + 1]]`), sorted and
+    /// de-duplicated.
+    pub(crate) pre_start: Vec<u32>,
+    pub(crate) pre: Vec<u32>,
+    /// Every owned path, by hash.
+    pub(crate) owned: PathEntries,
+}
+
+impl Resolved {
+    pub(crate) fn prerequisites(&self, i: usize) -> &[u32] {
+        &self.pre[self.pre_start[i] as usize..self.pre_start[i + 1] as usize]
+    }
+}
+
+/// What validation of a plan yields when it finds no problem.
+#[derive(Debug, Clone)]
+pub(crate) struct Structure {
+    pub(crate) resolved: Resolved,
+    /// Task positions in topological order, ties broken by id.
+    pub(crate) order: Vec<u32>,
+}
+
+/// Validates `tasks` from scratch: resolves every id and checks every rule. Returns the
+/// structure, or every problem found.
+pub(crate) fn analyse(
+    tasks: &[PlannedTask],
+    stage: ValidationStage,
+) -> Result<Structure, PlanValidationError> {
+    let n = tasks.len();
+    let mut problems = Vec::new();
+
+    // Intern ids to dense indices once; every later step works on integers.
+    let mut ids: HashMap<&str, u32> = HashMap::with_capacity(n);
+    let mut duplicates: BTreeMap<&TaskId, usize> = BTreeMap::new();
+    for (i, task) in tasks.iter().enumerate() {
+        if ids.insert(task.id.as_str(), index(i)).is_some() {
+            *duplicates.entry(&task.id).or_insert(1) += 1;
+        }
+    }
+    if !duplicates.is_empty() {
+        // The first task with a duplicated id is the one others resolve to.
+        for (i, task) in tasks.iter().enumerate().rev() {
+            if duplicates.contains_key(&task.id) {
+                ids.insert(task.id.as_str(), index(i));
+            }
+        }
+    }
+    problems.extend(
+        duplicates
+            .into_iter()
+            .map(|(id, count)| PlanProblem::DuplicateTaskId {
+                id: id.clone(),
+                count,
+            }),
+    );
+
+    let mut pre_start = Vec::with_capacity(n + 1);
+    let mut pre: Vec<u32> = Vec::with_capacity(tasks.iter().map(|t| t.depends_on.len()).sum());
+    pre_start.push(0);
+    for (i, task) in tasks.iter().enumerate() {
+        let start = pre.len();
+        for dep in &task.depends_on {
+            if *dep == task.id {
+                problems.push(PlanProblem::SelfDependency {
+                    task: task.id.clone(),
+                });
+                continue;
+            }
+            match ids.get(dep.as_str()) {
+                Some(&j) if j as usize != i => pre.push(j),
+                Some(_) => {}
+                None => problems.push(PlanProblem::UnknownDependency {
+                    task: task.id.clone(),
+                    dependency: dep.clone(),
+                }),
+            }
+        }
+        sort_dedup_tail(&mut pre, start);
+        pre_start.push(index(pre.len()));
+        for contract in &task.input_contracts {
+            if !task.depends_on.contains(&contract.from) {
+                problems.push(PlanProblem::ContractWithoutDependency {
+                    task: task.id.clone(),
+                    from: contract.from.clone(),
+                });
+            }
+        }
+    }
+
+    let mut providers: BTreeMap<&ModuleName, Vec<&TaskId>> = BTreeMap::new();
+    for task in tasks {
+        if let Some(module) = task.kind.provides() {
+            providers.entry(module).or_default().push(&task.id);
+        }
+    }
+    for (module, mut owners) in providers {
+        if owners.len() > 1 {
+            owners.sort_unstable();
+            problems.push(PlanProblem::AmbiguousModuleOwner {
+                module: module.clone(),
+                tasks: owners.into_iter().cloned().collect(),
+            });
+        }
+    }
+
+    let owned = ownership_problems(tasks, &mut problems);
+
+    // Sorting on a 16-byte prefix first keeps most comparisons off the heap.
+    let mut keyed: Vec<(u128, u32)> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (id_prefix(&t.id), index(i)))
+        .collect();
+    keyed.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| tasks[a.1 as usize].id.cmp(&tasks[b.1 as usize].id))
+    });
+    let resolved = Resolved {
+        by_id: keyed.into_iter().map(|(_, i)| i).collect(),
+        pre_start,
+        pre,
+        owned,
+    };
+    match topological_order(tasks, &resolved) {
+        Ok(order) if problems.is_empty() => Ok(Structure { resolved, order }),
+        Ok(_) => Err(PlanValidationError::new(stage, problems)),
+        Err(cycles) => {
+            problems.extend(cycles);
+            Err(PlanValidationError::new(stage, problems))
+        }
+    }
+}
+
+/// Sorts and de-duplicates `v[start..]` in place.
+pub(crate) fn sort_dedup_tail(v: &mut Vec<u32>, start: usize) {
+    let mine = &mut v[start..];
+    if mine.len() > 1 {
+        mine.sort_unstable();
+        let mut kept = 1;
+        for k in 1..mine.len() {
+            if mine[k] != mine[kept - 1] {
+                mine[kept] = mine[k];
+                kept += 1;
+            }
+        }
+        v.truncate(start + kept);
+    }
+}
+
+/// Kahn's algorithm over the resolved graph, ties broken by id; or a cycle problem for each
+/// strongly connected component that blocks it.
+///
+/// Kahn's order over integer adjacency is both what fixes the tie-break and cheaper than a
+/// depth-first `toposort` followed by a re-sort.
+pub(crate) fn topological_order(
+    tasks: &[PlannedTask],
+    resolved: &Resolved,
+) -> Result<Vec<u32>, Vec<PlanProblem>> {
+    let n = resolved.pre_start.len().saturating_sub(1);
+    let Resolved {
+        by_id,
+        pre_start,
+        pre,
+        ..
+    } = resolved;
+    let mut rank = vec![0u32; n];
+    for (r, &i) in by_id.iter().enumerate() {
+        rank[i as usize] = index(r);
+    }
+    let mut indegree: Vec<u32> = pre_start.windows(2).map(|w| w[1] - w[0]).collect();
+    // Dependents (reverse CSR).
+    let mut post_start = vec![0u32; n + 1];
+    for &j in pre {
+        post_start[j as usize + 1] += 1;
+    }
+    for i in 0..n {
+        post_start[i + 1] += post_start[i];
+    }
+    let mut fill = post_start.clone();
+    let mut post = vec![0u32; pre.len()];
+    for i in 0..n {
+        for &j in resolved.prerequisites(i) {
+            post[fill[j as usize] as usize] = index(i);
+            fill[j as usize] += 1;
+        }
+    }
+    drop(fill);
+
+    // The ready set is a min-heap of id ranks.
+    let mut ready: BinaryHeap<Reverse<u32>> = (0..n)
+        .filter(|&i| indegree[i] == 0)
+        .map(|i| Reverse(rank[i]))
+        .collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(Reverse(r)) = ready.pop() {
+        let i = by_id[r as usize];
+        order.push(i);
+        for &d in &post[post_start[i as usize] as usize..post_start[i as usize + 1] as usize] {
+            let deg = &mut indegree[d as usize];
+            *deg -= 1;
+            if *deg == 0 {
+                ready.push(Reverse(rank[d as usize]));
+            }
+        }
+    }
+    if order.len() == n {
+        return Ok(order);
+    }
+    Err(cycles(&indegree, pre_start, pre, &rank)
+        .into_iter()
+        .map(|path| PlanProblem::Cycle {
+            path: path.iter().map(|&i| tasks[i as usize].id.clone()).collect(),
+        })
+        .collect())
+}
+
+/// The first 16 bytes of `id`, zero-padded, as a big-endian number: ordering by it agrees
+/// with ordering by the id wherever the prefixes differ (ids hold no NUL).
+fn id_prefix(id: &TaskId) -> u128 {
+    let bytes = id.as_str().as_bytes();
+    let mut buf = [0u8; 16];
+    let n = bytes.len().min(16);
+    buf[..n].copy_from_slice(&bytes[..n]);
+    u128::from_be_bytes(buf)
+}
+
+/// One cycle per strongly connected component among the tasks Kahn could not order (those
+/// with `indegree > 0`), each the shortest cycle through the component's smallest id.
+fn cycles(indegree: &[u32], pre_start: &[u32], pre: &[u32], rank: &[u32]) -> Vec<Vec<u32>> {
+    let stuck: Vec<u32> = (0..indegree.len())
+        .filter(|&i| indegree[i] > 0)
+        .map(index)
+        .collect();
+    let mut local = HashMap::with_capacity(stuck.len());
+    let mut graph: DiGraph<u32, ()> = DiGraph::with_capacity(stuck.len(), stuck.len());
+    for &i in &stuck {
+        local.insert(i, graph.add_node(i));
+    }
+    for &i in &stuck {
+        for &j in &pre[pre_start[i as usize] as usize..pre_start[i as usize + 1] as usize] {
+            if let (Some(&a), Some(&b)) = (local.get(&j), local.get(&i)) {
+                graph.add_edge(a, b, ());
+            }
+        }
+    }
+    let mut found: Vec<Vec<u32>> = petgraph::algo::kosaraju_scc(&graph)
+        .into_iter()
+        .filter(|scc| scc.len() > 1)
+        .filter_map(|scc| shortest_cycle(&graph, &scc, rank))
+        .collect();
+    found.sort_unstable_by_key(|c| c.first().map(|&i| rank[i as usize]));
+    found
+}
+
+/// The shortest cycle inside `scc` through its member with the smallest id, as task
+/// positions in dependency order.
+fn shortest_cycle(graph: &DiGraph<u32, ()>, scc: &[NodeIndex], rank: &[u32]) -> Option<Vec<u32>> {
+    let member: std::collections::HashSet<NodeIndex> = scc.iter().copied().collect();
+    let start = *scc.iter().min_by_key(|&&n| rank[graph[n] as usize])?;
+    // Breadth-first from `start`; neighbours visited by id so the cycle is deterministic.
+    let mut parent: HashMap<NodeIndex, NodeIndex> = HashMap::with_capacity(scc.len());
+    let mut queue = std::collections::VecDeque::from([start]);
+    while let Some(node) = queue.pop_front() {
+        let mut next: Vec<NodeIndex> = graph
+            .neighbors_directed(node, Direction::Outgoing)
+            .filter(|n| member.contains(n))
+            .collect();
+        next.sort_unstable_by_key(|&n| rank[graph[n] as usize]);
+        for n in next {
+            if n == start {
+                let mut path = vec![graph[node]];
+                let mut at = node;
+                while let Some(&p) = parent.get(&at) {
+                    path.push(graph[p]);
+                    at = p;
+                }
+                path.reverse();
+                return Some(path);
+            }
+            if let std::collections::hash_map::Entry::Vacant(e) = parent.entry(n) {
+                e.insert(node);
+                queue.push_back(n);
+            }
+        }
+    }
+    None
+}
+
+/// Owned paths as (hash of the path, task position, index in its `owned_paths`), sorted.
+///
+/// Hashing instead of sorting by path keeps ownership checks linear and cache-friendly;
+/// every hash match is confirmed by comparing the paths themselves.
+pub(crate) type PathEntries = Vec<(u64, u32, u32)>;
+
+pub(crate) fn path_hash(path: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0).hash_one(path)
+}
+
+fn entry_path<'a>(tasks: &'a [PlannedTask], &(_, t, k): &(u64, u32, u32)) -> &'a AdmittedPath {
+    &tasks[t as usize].owned_paths[k as usize]
+}
+
+/// The entries whose path is exactly `path`.
+fn entries_for<'e>(
+    entries: &'e [(u64, u32, u32)],
+    tasks: &[PlannedTask],
+    path: &str,
+) -> impl Iterator<Item = &'e (u64, u32, u32)> {
+    let h = path_hash(path);
+    let start = entries.partition_point(|e| e.0 < h);
+    entries[start..]
+        .iter()
+        .take_while(move |e| e.0 == h)
+        .filter(move |e| entry_path(tasks, e).as_str() == path)
+}
+
+/// Reports paths owned by several tasks and paths nested under another owned path (each
+/// against its nearest owned ancestor); returns the owned-path entries.
+fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) -> PathEntries {
+    // Walk the tasks in order (memory order), never in hash order, so the paths are read
+    // sequentially.
+    let mut entries: PathEntries =
+        Vec::with_capacity(tasks.iter().map(|t| t.owned_paths.len()).sum());
+    for (t, task) in tasks.iter().enumerate() {
+        for (k, p) in task.owned_paths.iter().enumerate() {
+            entries.push((path_hash(p.as_str()), index(t), index(k)));
+        }
+    }
+    // Only a path that some task owns can be an outer one: a set of owned path hashes
+    // rejects almost every probe without touching a path.
+    let hashes: foldhash::HashSet<u64> = entries.iter().map(|e| e.0).collect();
+    entries.sort_unstable();
+    // A task that lists a path twice owns it once.
+    entries
+        .dedup_by(|b, a| a.0 == b.0 && a.1 == b.1 && entry_path(tasks, a) == entry_path(tasks, b));
+
+    let mut twice: Vec<(&AdmittedPath, Vec<&TaskId>)> = Vec::new();
+    for run in entries
+        .chunk_by(|a, b| a.0 == b.0)
+        .filter(|run| run.len() > 1)
+    {
+        let mut by_path: Vec<(&AdmittedPath, Vec<&TaskId>)> = Vec::new();
+        for e in run {
+            let path = entry_path(tasks, e);
+            let owner = &tasks[e.1 as usize].id;
+            match by_path.iter_mut().find(|(p, _)| *p == path) {
+                Some((_, owners)) => owners.push(owner),
+                None => by_path.push((path, vec![owner])),
+            }
+        }
+        for (path, mut owners) in by_path.into_iter().filter(|(_, o)| o.len() > 1) {
+            owners.sort_unstable();
+            twice.push((path, owners));
+        }
+    }
+
+    let mut nested: Vec<(&AdmittedPath, &AdmittedPath, &TaskId, &TaskId)> = Vec::new();
+    for task in tasks {
+        for inner in &task.owned_paths {
+            let raw = inner.as_str();
+            // Proper prefixes that end at a separator, longest first.
+            let outer = raw
+                .rmatch_indices('/')
+                .map(|(i, _)| &raw[..i])
+                .filter(|prefix| hashes.contains(&path_hash(prefix)))
+                .find_map(|prefix| {
+                    entries_for(&entries, tasks, prefix)
+                        .min_by(|a, b| tasks[a.1 as usize].id.cmp(&tasks[b.1 as usize].id))
+                });
+            if let Some(o) = outer {
+                nested.push((
+                    inner,
+                    entry_path(tasks, o),
+                    &task.id,
+                    &tasks[o.1 as usize].id,
+                ));
+            }
+        }
+    }
+    twice.sort_unstable();
+    nested.sort_unstable();
+    // One report per pair of paths, naming the smallest owner of each.
+    nested.dedup_by(|b, a| a.0 == b.0 && a.1 == b.1);
+    problems.extend(
+        twice
+            .into_iter()
+            .map(|(path, owners)| PlanProblem::PathOwnedTwice {
+                path: path.clone(),
+                tasks: owners.into_iter().cloned().collect(),
+            }),
+    );
+    problems.extend(
+        nested.into_iter().map(
+            |(inner, outer, inner_task, outer_task)| PlanProblem::NestedPath {
+                outer: outer.clone(),
+                outer_task: outer_task.clone(),
+                inner: inner.clone(),
+                inner_task: inner_task.clone(),
+            },
+        ),
+    );
+    entries
+}
+
+/// A plan that passed validation after normalisation and consolidation: the only form of a
+/// plan that can be executed.
+///
+/// It holds the dependency graph (a petgraph [`DiGraph`] whose node `i` is the `i`-th task
+/// in topological order, with edges from prerequisite to dependent), the deterministic
+/// topological order (ties broken by id), the canonical plan digest and the owner index.
+#[derive(Debug, Clone)]
+pub struct ValidatedPlan {
+    /// The tasks in the order they were given (after consolidation).
+    tasks: Vec<PlannedTask>,
+    /// Task positions in topological order.
+    topo: Vec<u32>,
+    /// The topological rank of each task position.
+    rank: Vec<u32>,
+    /// Task ids in topological order.
+    order: Vec<TaskId>,
+    /// Task positions sorted by id, for lookups.
+    by_id: Vec<u32>,
+    /// Node `r` is the task of rank `r`.
+    graph: DiGraph<(), (), u32>,
+    /// Owned paths by hash (see `PathEntries`); task positions refer to `tasks`.
+    owners: PathEntries,
+    /// The canonical digest, computed on first use.
+    digest: OnceLock<Digest>,
+}
+
+impl ValidatedPlan {
+    pub(crate) fn build(tasks: Vec<PlannedTask>, structure: Structure) -> Self {
+        let n = tasks.len();
+        let Structure {
+            order: topo,
+            resolved,
+        } = structure;
+        let mut rank = vec![0u32; n];
+        for (r, &i) in topo.iter().enumerate() {
+            rank[i as usize] = index(r);
+        }
+        let mut graph = DiGraph::with_capacity(n, resolved.pre.len());
+        for _ in 0..n {
+            graph.add_node(());
+        }
+        for &i in &topo {
+            let to = NodeIndex::new(rank[i as usize] as usize);
+            for &j in resolved.prerequisites(i as usize) {
+                graph.add_edge(NodeIndex::new(rank[j as usize] as usize), to, ());
+            }
+        }
+        let order: Vec<TaskId> = topo.iter().map(|&i| tasks[i as usize].id.clone()).collect();
+        Self {
+            tasks,
+            topo,
+            rank,
+            order,
+            by_id: resolved.by_id,
+            graph,
+            owners: resolved.owned,
+            digest: OnceLock::new(),
+        }
+    }
+
+    /// The canonical digest of the plan: the same for the same tasks in any input order,
+    /// different when any field of any task differs.
+    ///
+    /// Computed on the first call (it reads every byte of the plan) and kept.
+    pub fn digest(&self) -> Digest {
+        *self.digest.get_or_init(|| plan_digest(&self.tasks))
+    }
+
+    /// The task ids in topological order: every task after all its prerequisites, ties
+    /// broken by id (smallest first).
+    pub fn topological_order(&self) -> &[TaskId] {
+        &self.order
+    }
+
+    /// The task with `id`.
+    pub fn task(&self, id: &TaskId) -> Option<&PlannedTask> {
+        self.position(id).map(|p| &self.tasks[p])
+    }
+
+    /// Every task, in topological order.
+    pub fn tasks(&self) -> impl Iterator<Item = &PlannedTask> {
+        self.topo.iter().map(|&p| &self.tasks[p as usize])
+    }
+
+    /// The direct prerequisites of `id`, sorted by id (empty for an unknown id).
+    pub fn prerequisites(&self, id: &TaskId) -> Vec<&TaskId> {
+        self.neighbours(id, Direction::Incoming)
+    }
+
+    /// The direct dependents of `id`, sorted by id (empty for an unknown id).
+    pub fn dependents(&self, id: &TaskId) -> Vec<&TaskId> {
+        self.neighbours(id, Direction::Outgoing)
+    }
+
+    /// Every task that depends on `id` directly or transitively, in topological order
+    /// (empty for an unknown id): what a failure of `id` drains.
+    ///
+    /// # Complexity
+    ///
+    /// Linear in the number of dependents and their edges.
+    pub fn transitive_dependents(&self, id: &TaskId) -> Vec<TaskId> {
+        let Some(start) = self.position(id) else {
+            return Vec::new();
+        };
+        let mut seen = vec![false; self.tasks.len()];
+        let mut stack = vec![NodeIndex::new(self.rank[start] as usize)];
+        let mut found = Vec::new();
+        while let Some(node) = stack.pop() {
+            for next in self.graph.neighbors_directed(node, Direction::Outgoing) {
+                if !seen[next.index()] {
+                    seen[next.index()] = true;
+                    found.push(next.index());
+                    stack.push(next);
+                }
+            }
+        }
+        found.sort_unstable();
+        found.into_iter().map(|p| self.order[p].clone()).collect()
+    }
+
+    /// The task that owns `path`, if any.
+    pub fn owner_of(&self, path: &AdmittedPath) -> Option<&TaskId> {
+        entries_for(&self.owners, &self.tasks, path.as_str())
+            .next()
+            .map(|e| &self.tasks[e.1 as usize].id)
+    }
+
+    /// The number of tasks.
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Whether the plan has no task.
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// The dependency graph: node `i` is the `i`-th task of
+    /// [`topological_order`](Self::topological_order); edges run from prerequisite to
+    /// dependent.
+    pub fn graph(&self) -> &DiGraph<(), (), u32> {
+        &self.graph
+    }
+
+    /// The plan as data (tasks in topological order), for saving or inspection.
+    pub fn to_app_build_plan(&self) -> super::AppBuildPlan {
+        super::AppBuildPlan::new(self.tasks().cloned().collect())
+    }
+
+    /// The position in `tasks` of the task with `id`.
+    fn position(&self, id: &TaskId) -> Option<usize> {
+        self.by_id
+            .binary_search_by(|&p| self.tasks[p as usize].id.cmp(id))
+            .ok()
+            .map(|k| self.by_id[k] as usize)
+    }
+
+    fn neighbours(&self, id: &TaskId, direction: Direction) -> Vec<&TaskId> {
+        let Some(p) = self.position(id) else {
+            return Vec::new();
+        };
+        let mut out: Vec<&TaskId> = self
+            .graph
+            .neighbors_directed(NodeIndex::new(self.rank[p] as usize), direction)
+            .map(|n| &self.order[n.index()])
+            .collect();
+        out.sort_unstable();
+        out
+    }
+}
+
+/// The canonical digest: a digest per task (its lists sorted), the task digests sorted, then
+/// digested together. Neither the order of tasks nor the order inside a task's lists changes
+/// it; any change to any field of any task does.
+fn plan_digest(tasks: &[PlannedTask]) -> Digest {
+    let mut buffers = DigestBuffers::default();
+    let mut digests: Vec<Digest> = tasks.iter().map(|t| buffers.task_digest(t)).collect();
+    digests.sort_unstable();
+    let mut h = CanonicalHasher::new("plan");
+    h.u64(digests.len() as u64);
+    for d in &digests {
+        h.digest(d);
+    }
+    h.finish()
+}
+
+/// Scratch space reused across tasks, so digesting a task allocates nothing.
+#[derive(Default)]
+struct DigestBuffers<'a> {
+    paths: Vec<&'a AdmittedPath>,
+    ids: Vec<&'a TaskId>,
+    contracts: Vec<&'a super::model::InputContract>,
+}
+
+impl<'a> DigestBuffers<'a> {
+    fn task_digest(&mut self, t: &'a PlannedTask) -> Digest {
+        let mut h = CanonicalHasher::new("plan task");
+        h.str(t.id.as_str())
+            .str(t.kind.lane())
+            .opt_str(t.kind.module().map(ModuleName::as_str))
+            .str(t.owner.as_str())
+            .str(&t.spec.intent)
+            .u64(t.spec.acceptance_criteria.len() as u64);
+        for c in &t.spec.acceptance_criteria {
+            h.str(c);
+        }
+        h.u64(u64::from(t.retry_limit))
+            .u64(u64::from(t.is_synthesized()));
+        self.paths.clear();
+        self.paths.extend(&t.owned_paths);
+        self.paths.sort_unstable();
+        self.paths.dedup();
+        h.u64(self.paths.len() as u64);
+        for p in &self.paths {
+            h.str(p.as_str());
+        }
+        for list in [&t.depends_on, &t.consolidated_from] {
+            self.ids.clear();
+            self.ids.extend(list);
+            self.ids.sort_unstable();
+            self.ids.dedup();
+            h.u64(self.ids.len() as u64);
+            for id in &self.ids {
+                h.str(id.as_str());
+            }
+        }
+        self.contracts.clear();
+        self.contracts.extend(&t.input_contracts);
+        self.contracts.sort_unstable();
+        self.contracts.dedup();
+        h.u64(self.contracts.len() as u64);
+        for c in &self.contracts {
+            h.str(c.from.as_str()).u64(c.contract.tag());
+        }
+        h.finish()
+    }
+}
