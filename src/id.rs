@@ -15,6 +15,7 @@
 //! ```
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -79,7 +80,11 @@ macro_rules! id_type {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        // `Arc<str>`: an id is copied into many places (edges, contracts, orders, audit
+        // records); sharing one allocation makes each copy a reference count instead of a
+        // heap string. `Arc`'s Eq, Ord and Hash are the string's, so ids compare, sort and
+        // hash exactly as their text does.
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Checks `s` and wraps it.
@@ -91,7 +96,7 @@ macro_rules! id_type {
             pub fn new(s: impl Into<String>) -> Result<Self, IdError> {
                 let s = s.into();
                 check($kind, &s)?;
-                Ok(Self(s))
+                Ok(Self(Arc::from(s)))
             }
 
             /// The id as a string slice.
@@ -123,7 +128,7 @@ macro_rules! id_type {
 
         impl From<$name> for String {
             fn from(id: $name) -> String {
-                id.0
+                String::from(&*id.0)
             }
         }
 
@@ -217,7 +222,9 @@ mod tests {
     #[test]
     fn fix_ids_are_linear() {
         let root = TaskId::new("task_X").unwrap();
-        let ids: Vec<_> = (1..=3).map(|d| root.fix_id(d).unwrap().0).collect();
+        let ids: Vec<_> = (1..=3)
+            .map(|d| root.fix_id(d).unwrap().0.to_string())
+            .collect();
         assert_eq!(ids, ["task_X_fix_1", "task_X_fix_2", "task_X_fix_3"]);
         let long = TaskId::new("a".repeat(MAX_ID_LEN)).unwrap();
         assert!(long.fix_id(1).is_err());
