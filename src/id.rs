@@ -198,6 +198,12 @@ impl TaskId {
     pub fn fix_id(&self, depth: u32) -> Result<TaskId, IdError> {
         TaskId::new(format!("{}_fix_{depth}", self.0))
     }
+
+    /// Whether `self` and `other` are clones of one id (so certainly equal), without
+    /// comparing their text; `false` says nothing.
+    pub(crate) fn shares_allocation_with(&self, other: &TaskId) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 #[cfg(test)]

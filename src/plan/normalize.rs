@@ -123,6 +123,8 @@ pub(crate) fn normalize(tasks: &mut Vec<PlannedTask>) {
                 }
             }
         }
+        tasks[target].input_contracts.reserve(new_contracts.len());
+        tasks[target].depends_on.reserve(new_deps.len());
         for &(source, contract) in &new_contracts {
             let from = tasks[source].id.clone();
             tasks[target]

@@ -270,7 +270,8 @@ pub(crate) fn analyse(
             *duplicates.entry(&task.id).or_insert(1) += 1;
         }
     }
-    if !duplicates.is_empty() {
+    let has_duplicates = !duplicates.is_empty();
+    if has_duplicates {
         // The first task with a duplicated id is the one others resolve to.
         for (i, task) in tasks.iter().enumerate().rev() {
             if duplicates.contains_key(&task.id) {
@@ -293,15 +294,18 @@ pub(crate) fn analyse(
     for (i, task) in tasks.iter().enumerate() {
         let start = pre.len();
         for dep in &task.depends_on {
-            if *dep == task.id {
-                problems.push(PlanProblem::SelfDependency {
-                    task: task.id.clone(),
-                });
-                continue;
-            }
             match ids.get(dep.as_str()) {
-                Some(&j) if j as usize != i => pre.push(j),
-                Some(_) => {}
+                // A dependency on the task's own id resolves to its own position, or, when
+                // the id is duplicated, to the first task with it: only then is the text
+                // compared.
+                Some(&j)
+                    if j as usize == i || (has_duplicates && tasks[j as usize].id == task.id) =>
+                {
+                    problems.push(PlanProblem::SelfDependency {
+                        task: task.id.clone(),
+                    });
+                }
+                Some(&j) => pre.push(j),
                 None => problems.push(PlanProblem::UnknownDependency {
                     task: task.id.clone(),
                     dependency: dep.clone(),
@@ -311,7 +315,14 @@ pub(crate) fn analyse(
         sort_dedup_tail(&mut pre, start);
         pre_start.push(index(pre.len()));
         for contract in &task.input_contracts {
-            if !task.depends_on.contains(&contract.from) {
+            // Normalisation clones the prerequisite's id into both lists, so comparing
+            // allocations finds almost every contract's edge without comparing text.
+            let has_edge = task
+                .depends_on
+                .iter()
+                .any(|d| d.shares_allocation_with(&contract.from))
+                || task.depends_on.contains(&contract.from);
+            if !has_edge {
                 problems.push(PlanProblem::ContractWithoutDependency {
                     task: task.id.clone(),
                     from: contract.from.clone(),
