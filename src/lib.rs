@@ -25,6 +25,7 @@
 // Users put these types in their own state; they must be printable.
 #![warn(missing_debug_implementations)]
 
+mod acceptance;
 pub mod checkpoint;
 mod digest;
 mod id;
@@ -35,6 +36,11 @@ mod task;
 pub mod testing;
 mod verdict;
 
+pub use acceptance::{
+    ACCEPTANCE_PREDICATE_TYPE, AcceptanceRecord, BuildBinding, FILES_DIR, FileEntry, FileManifest,
+    FileMismatch, HostileEntry, InTotoStatement, ManifestError, RECORD_ENTRY, RECORD_FORMAT,
+    RecordError, STATEMENT_TYPE, Subject, TaskResult, VerifiedArchive, VerifyError, verify_archive,
+};
 pub use digest::{Digest, DigestParseError};
 pub use id::{
     AgentId, ChannelId, IdError, MAX_ID_LEN, ProjectId, SessionMode, TaskId, ValidatorId,
