@@ -25,6 +25,7 @@
 // Users put these types in their own state; they must be printable.
 #![warn(missing_debug_implementations)]
 
+pub mod batch;
 pub mod checkpoint;
 mod digest;
 mod id;
