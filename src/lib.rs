@@ -26,6 +26,7 @@
 #![warn(missing_debug_implementations)]
 
 mod acceptance;
+pub mod batch;
 pub mod checkpoint;
 mod digest;
 mod id;
