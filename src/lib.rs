@@ -32,15 +32,17 @@ mod digest;
 mod id;
 mod path;
 mod phase;
+mod snapshot;
 mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod verdict;
 
 pub use acceptance::{
-    ACCEPTANCE_PREDICATE_TYPE, AcceptanceRecord, BuildBinding, FILES_DIR, FileEntry, FileManifest,
-    FileMismatch, HostileEntry, InTotoStatement, ManifestError, RECORD_ENTRY, RECORD_FORMAT,
-    RecordError, STATEMENT_TYPE, Subject, TaskResult, VerifiedArchive, VerifyError, verify_archive,
+    ACCEPTANCE_PREDICATE_TYPE, AcceptanceRecord, BuildBinding, CanonicalArchive, ExportError,
+    FILES_DIR, FileEntry, FileManifest, FileMismatch, HostileEntry, InTotoStatement, ManifestError,
+    RECORD_ENTRY, RECORD_FORMAT, RecordError, STATEMENT_TYPE, Subject, TaskResult, VerifiedArchive,
+    VerifyError, export, verify_archive,
 };
 pub use digest::{Digest, DigestParseError};
 pub use id::{
@@ -53,5 +55,6 @@ pub use phase::{
     PostValidation, PreValidate, RecoverOn, Recoverable, Session, Step, TokenError, TokenRejected,
     ValidationToken,
 };
+pub use snapshot::{FileSource, Snapshot, SnapshotError, SnapshotFile};
 pub use task::{FailureEntry, Spec, Task, TaskError};
 pub use verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};

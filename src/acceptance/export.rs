@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 
 use super::record::{ReadRecord, RecordError, canonical_json};
-use super::{FileManifest, FileMismatch};
+use super::{AcceptanceRecord, FileManifest, FileMismatch};
+use crate::snapshot::Snapshot;
 use crate::{AdmittedPath, Digest, PathError};
 
 /// The archive entry holding the acceptance record as JSON. It comes first.
@@ -189,14 +190,104 @@ impl VerifiedArchive {
     }
 }
 
+/// Why a snapshot could not be exported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// The snapshot was projected from other evidence than the record accepted.
+    #[error("export snapshot: it is of evidence {snapshot}, the record accepted evidence {record}")]
+    EvidenceMismatch {
+        /// The evidence digest in the record.
+        record: Digest,
+        /// The evidence digest of the snapshot.
+        snapshot: Digest,
+    },
+    /// The snapshot's files are not the files the record accepted.
+    #[error("export snapshot: files differ from the record: {}", list(.mismatches))]
+    Files {
+        /// Every difference, in path order.
+        mismatches: Vec<FileMismatch>,
+    },
+    /// The archive could not be written.
+    #[error("export snapshot: writing the archive failed: {message}")]
+    Write {
+        /// What the tar writer reported.
+        message: String,
+    },
+    /// The written archive failed its own verification.
+    #[error("export snapshot: {0}")]
+    Verify(#[from] VerifyError),
+}
+
+/// A canonical archive that was verified right after it was written: the bytes to publish
+/// and what verification found in them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanonicalArchive {
+    bytes: Vec<u8>,
+    verified: VerifiedArchive,
+}
+
+impl CanonicalArchive {
+    /// The archive bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The archive bytes, by value.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
+    /// What verification of these exact bytes found.
+    pub fn verified(&self) -> &VerifiedArchive {
+        &self.verified
+    }
+}
+
+/// Writes `snapshot` as the canonical archive of `record` (sorted entries, fixed
+/// mtime/uid/gid/mode, the record first as JSON), then verifies the written bytes against
+/// the record before returning them. Identical input gives byte-identical output.
+///
+/// # Errors
+///
+/// [`ExportError`] when the snapshot is not exactly what the record accepted, or the
+/// written archive does not verify.
+pub fn export(
+    record: &AcceptanceRecord,
+    snapshot: &Snapshot,
+) -> Result<CanonicalArchive, ExportError> {
+    if snapshot.evidence_digest() != record.evidence_digest() {
+        return Err(ExportError::EvidenceMismatch {
+            record: record.evidence_digest(),
+            snapshot: snapshot.evidence_digest(),
+        });
+    }
+    let mismatches = record.files().compare(&snapshot.manifest());
+    if !mismatches.is_empty() {
+        return Err(ExportError::Files { mismatches });
+    }
+    let bytes = render(
+        record.to_json().as_bytes(),
+        &snapshot
+            .files()
+            .map(|(p, f)| (p, f.content()))
+            .collect::<Vec<_>>(),
+    )
+    .map_err(|e| ExportError::Write {
+        message: e.to_string(),
+    })?;
+    let verified = verify_archive(&bytes, record.digest())?;
+    Ok(CanonicalArchive { bytes, verified })
+}
+
 /// The canonical archive of `files` with `record_json` as its first entry.
-pub(crate) fn render<'a>(
+pub(crate) fn render(
     record_json: &[u8],
-    files: impl Iterator<Item = (&'a AdmittedPath, &'a [u8])> + Clone,
+    files: &[(&AdmittedPath, &[u8])],
 ) -> std::io::Result<Vec<u8>> {
     let block = |n: usize| n.div_ceil(512) * 512;
     let capacity = files
-        .clone()
+        .iter()
         .map(|(p, b)| 1024 + block(p.as_str().len()) + block(b.len()))
         .sum::<usize>()
         + 1024
@@ -204,7 +295,7 @@ pub(crate) fn render<'a>(
         + 1024;
     let mut builder = tar::Builder::new(Vec::with_capacity(capacity));
     append(&mut builder, RECORD_ENTRY, record_json)?;
-    for (path, content) in files {
+    for &(path, content) in files {
         append(&mut builder, &format!("{FILES_DIR}/{path}"), content)?;
     }
     builder.into_inner()
@@ -257,13 +348,17 @@ pub fn verify_archive(
     if !mismatches.is_empty() {
         return Err(VerifyError::Files { mismatches });
     }
-    let rendered =
-        render(&record_json, files.iter().map(|(p, b)| (p, b.as_slice()))).map_err(|e| {
-            VerifyError::Malformed {
-                after: None,
-                message: e.to_string(),
-            }
-        })?;
+    let rendered = render(
+        &record_json,
+        &files
+            .iter()
+            .map(|(p, b)| (p, b.as_slice()))
+            .collect::<Vec<_>>(),
+    )
+    .map_err(|e| VerifyError::Malformed {
+        after: None,
+        message: e.to_string(),
+    })?;
     if rendered != archive {
         // Every entry header checked out, so the difference is in padding or the trailer.
         return Err(VerifyError::NonCanonical {
@@ -404,11 +499,8 @@ mod tests {
 
     fn archive(files: &BTreeMap<AdmittedPath, Vec<u8>>) -> (AcceptanceRecord, Vec<u8>) {
         let r = record(files);
-        let bytes = render(
-            r.to_json().as_bytes(),
-            files.iter().map(|(p, b)| (p, b.as_slice())),
-        )
-        .unwrap();
+        let refs: Vec<_> = files.iter().map(|(p, b)| (p, b.as_slice())).collect();
+        let bytes = render(r.to_json().as_bytes(), &refs).unwrap();
         (r, bytes)
     }
 

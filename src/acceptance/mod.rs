@@ -18,7 +18,8 @@ mod manifest;
 mod record;
 
 pub use export::{
-    FILES_DIR, HostileEntry, RECORD_ENTRY, VerifiedArchive, VerifyError, verify_archive,
+    CanonicalArchive, ExportError, FILES_DIR, HostileEntry, RECORD_ENTRY, VerifiedArchive,
+    VerifyError, export, verify_archive,
 };
 pub use intoto::{ACCEPTANCE_PREDICATE_TYPE, InTotoStatement, STATEMENT_TYPE, Subject};
 pub use manifest::{FileEntry, FileManifest, FileMismatch, ManifestError};
