@@ -33,6 +33,7 @@ mod id;
 mod path;
 mod phase;
 mod snapshot;
+mod plan;
 mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -56,5 +57,11 @@ pub use phase::{
     ValidationToken,
 };
 pub use snapshot::{FileSource, Snapshot, SnapshotError, SnapshotFile};
+pub use plan::{
+    AppBuildPlan, Consolidated, ContractKind, DEFAULT_RETRY_LIMIT, Draft, InputContract,
+    MAX_MODULE_NAME_LEN, ModuleName, ModuleNameError, Normalized, Plan, PlanLoadError, PlanProblem,
+    PlanState, PlanValidationError, PlannedTask, SYNTHESIZED_MODULE_OWNER, TaskKind, TaskOrigin,
+    ValidatedPlan, ValidationStage,
+};
 pub use task::{FailureEntry, Spec, Task, TaskError};
 pub use verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};
