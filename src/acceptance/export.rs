@@ -514,8 +514,11 @@ mod tests {
         .collect()
     }
 
+    type RawEntry<'a> = (tar::EntryType, &'a str, &'a [u8], Option<&'a str>);
+    type Expect = fn(&HostileEntry) -> bool;
+
     /// Builds a raw archive entry by entry, so tests can write what the exporter never would.
-    fn raw_archive(entries: &[(tar::EntryType, &str, &[u8], Option<&str>)]) -> Vec<u8> {
+    fn raw_archive(entries: &[RawEntry]) -> Vec<u8> {
         let mut b = tar::Builder::new(Vec::new());
         for (kind, name, content, link) in entries {
             let mut h = tar::Header::new_gnu();
@@ -568,10 +571,7 @@ mod tests {
             record_json.as_bytes(),
             None,
         );
-        let cases: Vec<(
-            Vec<(tar::EntryType, &str, &[u8], Option<&str>)>,
-            fn(&HostileEntry) -> bool,
-        )> = vec![
+        let cases: Vec<(Vec<RawEntry>, Expect)> = vec![
             (
                 vec![rec, (tar::EntryType::Regular, "/etc/passwd", b"x", None)],
                 |k| matches!(k, HostileEntry::Path(PathError::Absolute { .. })),

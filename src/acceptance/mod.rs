@@ -12,11 +12,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod accept;
 mod export;
 mod intoto;
 mod manifest;
 mod record;
 
+pub use accept::{AcceptanceError, AcceptanceProblem, accept};
 pub use export::{
     CanonicalArchive, ExportError, FILES_DIR, HostileEntry, RECORD_ENTRY, VerifiedArchive,
     VerifyError, export, verify_archive,

@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod repair;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -26,6 +27,11 @@ use std::sync::Arc;
 use crate::acceptance::FileManifest;
 use crate::batch::BatchEvidence;
 use crate::{AdmittedPath, Digest, TaskId};
+
+pub use repair::{
+    Diagnostic, ProposalProblem, REPAIR_PROPOSAL_BUDGET, RepairError, RepairLedger, RepairProposal,
+    RepairRequest, RepairRoutes, RouteRefusal, Submitted,
+};
 
 /// Why a snapshot could not be projected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
