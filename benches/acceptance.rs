@@ -9,7 +9,13 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use kleene::{AdmittedPath, FileManifest};
+use kleene::batch::{
+    BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent, InventoryEntry, Settlement,
+};
+use kleene::{
+    AdmittedPath, AgentId, AppBuildPlan, BuildBinding, ChannelId, Digest, FileManifest,
+    PlannedTask, Snapshot, Spec, TaskId, TaskKind, accept, export, verify_archive,
+};
 
 /// Whether criterion runs in test mode (`--test`): each bench once, so keep setup cheap.
 fn smoke() -> bool {
@@ -90,5 +96,90 @@ fn digest(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, digest);
+/// An accepted build of `files`, split over 16 config tasks that each own their share.
+fn accepted_build(files: &BTreeMap<AdmittedPath, &[u8]>) -> (Snapshot, kleene::AcceptanceRecord) {
+    const TASKS: usize = 16;
+    let mut shares: Vec<BTreeMap<AdmittedPath, Vec<u8>>> = vec![BTreeMap::new(); TASKS];
+    for (i, (path, content)) in files.iter().enumerate() {
+        shares[i % TASKS].insert(path.clone(), content.to_vec());
+    }
+    let ids: Vec<TaskId> = (0..TASKS)
+        .map(|i| TaskId::new(format!("config_{i:02}")).unwrap())
+        .collect();
+    let tasks = ids
+        .iter()
+        .zip(&shares)
+        .map(|(id, share)| {
+            share.keys().fold(
+                PlannedTask::new(
+                    id.clone(),
+                    TaskKind::Config { module: None },
+                    AgentId::new("ConfigAgent").unwrap(),
+                    Spec::new("config"),
+                ),
+                |task, path| task.owning(path.clone()),
+            )
+        })
+        .collect();
+    let plan = AppBuildPlan::new(tasks).validate().unwrap();
+    let channel = ChannelId::new("bench").unwrap();
+    let mut events = vec![EvidenceEvent::Started {
+        channel: channel.clone(),
+        plan_digest: plan.digest(),
+        evidence_version: EVIDENCE_VERSION,
+        inputs: BTreeMap::new(),
+        recovery: false,
+        inventory: plan
+            .tasks()
+            .map(|t| InventoryEntry {
+                task: t.id.clone(),
+                owner: t.owner.clone(),
+                budget: t.retry_limit + 1,
+            })
+            .collect(),
+    }];
+    for (id, share) in ids.iter().zip(shares) {
+        let candidate = Candidate::new(share);
+        let digest = candidate.digest();
+        events.push(EvidenceEvent::Reserved {
+            task: id.clone(),
+            attempt: 1,
+            input_digest: Digest::from_bytes([0; 32]),
+        });
+        events.push(EvidenceEvent::Settled {
+            task: id.clone(),
+            attempt: 1,
+            settlement: Settlement::Accepted { candidate, digest },
+        });
+    }
+    let evidence = BatchEvidence::fold(events).unwrap();
+    let snapshot = Snapshot::from_evidence(&evidence).unwrap();
+    let binding = BuildBinding::new(channel, plan.digest(), EVIDENCE_VERSION);
+    let record = accept(&plan, &evidence, &snapshot, &binding).unwrap();
+    (snapshot, record)
+}
+
+fn export_verify(c: &mut Criterion) {
+    // A quarter of the digest bench's size: each iteration writes, parses, hashes and
+    // re-renders the whole archive.
+    let (total, count) = size();
+    let (total, count) = (total / 4, count / 4);
+    let data = bytes(total);
+    let files = files(&data, count);
+    let (snapshot, record) = accepted_build(&files);
+    let archive = export(&record, &snapshot).unwrap().into_bytes();
+
+    let mut group = c.benchmark_group("export_verify");
+    group.throughput(Throughput::Bytes(total as u64));
+    group.sample_size(10);
+    group.bench_function("export_and_self_verify", |b| {
+        b.iter(|| black_box(export(&record, &snapshot).unwrap()))
+    });
+    group.bench_function("verify_archive", |b| {
+        b.iter(|| black_box(verify_archive(&archive, record.digest()).unwrap()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, digest, export_verify);
 criterion_main!(benches);
