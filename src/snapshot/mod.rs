@@ -7,15 +7,57 @@
 //! export all read the same projection.
 //!
 //! ```
-//! use kleene::Snapshot;
-//! use kleene::batch::BatchEvidence;
+//! use kleene::{AdmittedPath, Diagnostic, ProposalProblem, RepairError, RepairLedger,
+//!              RepairProposal, Snapshot, ValidatorId};
+//! # use std::collections::BTreeMap;
+//! # use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
+//! #                     InventoryEntry, Settlement};
+//! # use kleene::{AppBuildPlan, ChannelId, Digest};
+//! # let plan = AppBuildPlan::from_json(r#"{"tasks": [
+//! #   {"id": "model_tasks", "kind": {"lane": "model", "module": "tasks"}, "owner": "ModelAgent",
+//! #    "spec": {"intent": "schemas"}, "owned_paths": ["backend/schemas.py"]},
+//! #   {"id": "service_tasks", "kind": {"lane": "service", "module": "tasks"},
+//! #    "owner": "ServiceAgent", "spec": {"intent": "handlers"},
+//! #    "owned_paths": ["backend/services.py"]}
+//! # ]}"#)?.validate()?;
+//! # let mut events = vec![EvidenceEvent::Started {
+//! #     channel: ChannelId::new("chan-1")?, plan_digest: plan.digest(),
+//! #     evidence_version: EVIDENCE_VERSION, inputs: BTreeMap::new(), recovery: false,
+//! #     inventory: plan.tasks().map(|t| InventoryEntry {
+//! #         task: t.id.clone(), owner: t.owner.clone(), budget: t.retry_limit + 1 }).collect(),
+//! # }];
+//! # for t in plan.tasks() {
+//! #     let files: BTreeMap<_, _> = t.owned_paths.iter().map(|p| (p.clone(), b"v1".to_vec())).collect();
+//! #     let candidate = Candidate::new(files);
+//! #     events.push(EvidenceEvent::Reserved { task: t.id.clone(), attempt: 1,
+//! #                                           input_digest: Digest::from_bytes([0; 32]) });
+//! #     events.push(EvidenceEvent::Settled { task: t.id.clone(), attempt: 1,
+//! #         settlement: Settlement::Accepted { digest: candidate.digest(), candidate } });
+//! # }
+//! # let evidence = BatchEvidence::fold(events)?;
+//! // `plan` is the ValidatedPlan, `evidence` the batch's execution evidence.
+//! let snapshot = Snapshot::from_evidence(&evidence)?;
+//! let services = AdmittedPath::admit("backend/services.py")?;
+//! let schemas = AdmittedPath::admit("backend/schemas.py")?;
 //!
-//! # fn demo(evidence: &BatchEvidence) -> Result<(), Box<dyn std::error::Error>> {
-//! let snapshot = Snapshot::from_evidence(evidence)?;
-//! for (path, file) in snapshot.files() {
-//!     println!("{path} from {} ({} bytes)", file.task(), file.content().len());
-//! }
-//! # Ok(()) }
+//! // A diagnostic on the service file routes to the service task, and only to it.
+//! let ledger = RepairLedger::default();
+//! let finding = Diagnostic::new(services.clone(), ValidatorId::new("wiring")?, "no create()");
+//! let routes = ledger.route(&plan, &evidence, &snapshot, &[finding])?;
+//! let request = &routes.requests()[0];
+//! assert_eq!(request.target().as_str(), "service_tasks");
+//!
+//! // Its proposal may not touch the model task's schema: refused whole, nothing changes.
+//! let proposal = RepairProposal::new()
+//!     .write(services.clone(), "class TaskModule: ...")
+//!     .write(schemas.clone(), "class Task: ...");
+//! let submitted = ledger.submit(&plan, &evidence, &snapshot, request, proposal);
+//! assert!(matches!(&submitted.outcome,
+//!     Err(RepairError::Rejected { problems, .. })
+//!         if matches!(&problems[..], [ProposalProblem::NotOwned { .. }])));
+//! assert_eq!(snapshot.get(&schemas).unwrap().content(), b"v1");
+//! assert_eq!(submitted.ledger.proposals(request.target()), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod repair;
