@@ -429,7 +429,7 @@ fn a_stuck_target_does_not_starve_an_independent_one() {
         .collect();
     assert_eq!(targets, ["page_tasks"]);
     assert!(
-        matches!(&routes.refused()[..], [RouteRefusal::Unchanged { task, .. }] if task.as_str() == "model_tasks")
+        matches!(routes.refused(), [RouteRefusal::Unchanged { task, .. }] if task.as_str() == "model_tasks")
     );
 }
 
@@ -690,7 +690,11 @@ proptest! {
 
 /// A random repair operation: which diagnosed path picks the target, and a proposal over
 /// every planned path plus unowned ones.
-fn operations() -> impl Strategy<Value = Vec<(usize, Vec<(usize, Option<Vec<u8>>)>, bool)>> {
+/// (index of the diagnosed path, changes as (path index, content or deletion), replay an
+/// earlier request instead of the fresh one).
+type Operation = (usize, Vec<(usize, Option<Vec<u8>>)>, bool);
+
+fn operations() -> impl Strategy<Value = Vec<Operation>> {
     // Indexes past the universe stand for the diagnosed path, so many proposals are
     // admissible and the budget is really spent.
     let change = (
