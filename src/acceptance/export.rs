@@ -554,6 +554,16 @@ mod tests {
     }
 
     #[test]
+    fn long_paths_round_trip() {
+        let long = format!("{}/{}.py", "d".repeat(200), "f".repeat(200));
+        let mut files = sample();
+        files.insert(p(&long), b"x".to_vec());
+        let (r, bytes) = archive(&files);
+        let verified = verify_archive(&bytes, r.digest()).unwrap();
+        assert_eq!(verified.files(), &files);
+    }
+
+    #[test]
     fn wrong_trust_anchor_is_refused() {
         let (_, bytes) = archive(&sample());
         let other = CanonicalHasher::new("x").finish();
