@@ -214,7 +214,10 @@ impl PathError {
 pub struct AdmittedPath(Box<str>);
 
 impl AdmittedPath {
-    /// Admits `raw` if it passes every rule listed in the [module docs](self).
+    /// Admits `raw` if it passes every rule: non-empty and bounded ([`MAX_PATH_LEN`],
+    /// [`MAX_COMPONENT_LEN`]); no control character, backslash, leading `/` or `~`, colon,
+    /// empty, `.` or `..` component, or glob character; not secret-like
+    /// ([`PathError::SecretLike`]) unless exactly [`SECRETS_MANIFEST_PATH`].
     ///
     /// # Errors
     ///
@@ -366,7 +369,11 @@ impl Ord for AdmittedPath {
         fn rank(b: u8) -> u8 {
             if b == b'/' { 0 } else { b }
         }
-        self.0.bytes().map(rank).cmp(other.0.bytes().map(rank))
+        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+        match a.iter().zip(b).position(|(x, y)| x != y) {
+            Some(i) => rank(a[i]).cmp(&rank(b[i])),
+            None => a.len().cmp(&b.len()),
+        }
     }
 }
 
