@@ -31,6 +31,7 @@ mod digest;
 mod id;
 mod path;
 mod phase;
+mod plan;
 mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -46,6 +47,12 @@ pub use phase::{
     GovernanceDecision, Halt, HaltReason, MoveNext, Moved, Next, Phase, PostValidate,
     PostValidation, PreValidate, RecoverOn, Recoverable, Session, Step, TokenError, TokenRejected,
     ValidationToken,
+};
+pub use plan::{
+    AppBuildPlan, Consolidated, ContractKind, DEFAULT_RETRY_LIMIT, Draft, InputContract,
+    MAX_MODULE_NAME_LEN, ModuleName, ModuleNameError, Normalized, Plan, PlanLoadError, PlanProblem,
+    PlanState, PlanValidationError, PlannedTask, SYNTHESIZED_MODULE_OWNER, TaskKind, TaskOrigin,
+    ValidatedPlan, ValidationStage,
 };
 pub use task::{FailureEntry, Spec, Task, TaskError};
 pub use verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};
