@@ -96,12 +96,6 @@ impl TryFrom<AcceptedRecord> for AcceptedOutput {
 }
 
 impl AcceptedOutput {
-    #[cfg(test)]
-    pub(crate) fn new(candidate: Candidate) -> Self {
-        let digest = candidate.digest();
-        Self { candidate, digest }
-    }
-
     /// Rebuilds an accepted output from persisted parts, refusing a digest that does not
     /// match the files.
     pub(crate) fn verified(candidate: Candidate, digest: Digest) -> Option<Self> {

@@ -13,7 +13,8 @@
 mod candidate;
 mod event;
 mod evidence;
-mod journal;
+mod executor;
+pub(crate) mod journal;
 mod recovery;
 mod worker;
 
@@ -23,8 +24,12 @@ pub use evidence::{
     BatchEvidence, BatchSummary, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT, FailureKind, FailureNote,
     FoldError, RecoveryRecord, RejectedAttempt, TaskEvidence, TaskStatus,
 };
+pub use executor::{Batch, BatchError, DEFAULT_COMPACTION_AFTER, RecoveryOutcome};
 pub use journal::{
     EvidenceJournal, FileJournal, JournalError, JournalLoad, MemoryJournal, TornTail,
 };
 pub use recovery::{IneligibleReason, RecoveryError, RecoveryRequest, TaskBatchRecovery};
-pub use worker::{InfrastructureFailure, PendingTurnReplay};
+pub use worker::{
+    Correction, InfrastructureFailure, OutputContract, PendingTurnReplay, Worker, WorkerCall,
+    WorkerFailure,
+};
