@@ -716,3 +716,135 @@ impl BatchSummary {
         self.failed + self.drained + self.in_flight + self.pending == 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint;
+    use crate::path::AdmittedPath;
+
+    fn t() -> TaskId {
+        TaskId::new("t").unwrap()
+    }
+
+    fn started(recovery: bool) -> EvidenceEvent {
+        EvidenceEvent::Started {
+            channel: ChannelId::new("c").unwrap(),
+            plan_digest: Digest::from_bytes([1; 32]),
+            evidence_version: EVIDENCE_VERSION,
+            inputs: BTreeMap::new(),
+            recovery,
+            inventory: vec![InventoryEntry {
+                task: t(),
+                owner: AgentId::new("a").unwrap(),
+                budget: 2,
+            }],
+        }
+    }
+
+    fn reserved(attempt: u32) -> EvidenceEvent {
+        EvidenceEvent::Reserved {
+            task: t(),
+            attempt,
+            input_digest: Digest::from_bytes([2; 32]),
+        }
+    }
+
+    fn rejected(attempt: u32) -> EvidenceEvent {
+        EvidenceEvent::Settled {
+            task: t(),
+            attempt,
+            settlement: Settlement::Rejected {
+                candidate: Candidate::default(),
+                rejection: Rejection::contract(&t(), "no"),
+            },
+        }
+    }
+
+    #[test]
+    fn fold_refuses_what_did_not_happen() {
+        assert!(matches!(
+            BatchEvidence::fold([reserved(1)]),
+            Err(FoldError::NotStarted { index: 0 })
+        ));
+        assert!(matches!(
+            BatchEvidence::fold([started(false), started(false)]),
+            Err(FoldError::NotStarted { index: 1 })
+        ));
+        assert!(matches!(
+            BatchEvidence::fold([started(false), rejected(1)]),
+            Err(FoldError::OutOfOrder {
+                event: "settled",
+                ..
+            })
+        ));
+        assert!(matches!(
+            BatchEvidence::fold([started(false), reserved(2)]),
+            Err(FoldError::OutOfOrder {
+                event: "reserved",
+                ..
+            })
+        ));
+        // A budget of two calls: a third reservation is refused.
+        let over = [
+            started(false),
+            reserved(1),
+            rejected(1),
+            reserved(2),
+            rejected(2),
+            reserved(3),
+        ];
+        assert!(matches!(
+            BatchEvidence::fold(over),
+            Err(FoldError::OutOfOrder { index: 5, .. })
+        ));
+        // With recovery, the first rejection is final until a recovery grants a call.
+        let deferred = [started(true), reserved(1), rejected(1), reserved(2)];
+        assert!(matches!(
+            BatchEvidence::fold(deferred),
+            Err(FoldError::OutOfOrder { index: 3, .. })
+        ));
+        let mismatched = EvidenceEvent::Settled {
+            task: t(),
+            attempt: 1,
+            settlement: Settlement::Accepted {
+                candidate: Candidate::new(BTreeMap::from([(
+                    AdmittedPath::admit("a.txt").unwrap(),
+                    b"x".to_vec(),
+                )])),
+                digest: Candidate::default().digest(),
+            },
+        };
+        assert!(matches!(
+            BatchEvidence::fold([started(false), reserved(1), mismatched]),
+            Err(FoldError::DigestMismatch { index: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn status_history_and_snapshot_round_trip() {
+        let e = BatchEvidence::fold([started(true), reserved(1), rejected(1)]).unwrap();
+        assert_eq!(e.status(&t()), TaskStatus::Failed);
+        assert_eq!(e.recovery_roots().collect::<Vec<_>>(), [&t()]);
+        assert_eq!(e.failure_history().count(), 1);
+        assert_eq!(e.summary().failed, 1);
+        assert_eq!(
+            e.status(&TaskId::new("nope").unwrap()),
+            TaskStatus::NotInPlan
+        );
+        let bytes = checkpoint::encode(&e).unwrap();
+        let back: BatchEvidence = checkpoint::decode(&bytes).unwrap();
+        assert_eq!(back, e);
+        assert_eq!(back.digest(), e.digest());
+    }
+
+    #[test]
+    fn failure_history_is_bounded() {
+        let mut e = BatchEvidence::fold([started(false)]).unwrap();
+        for i in 0..(FAILURE_HISTORY_LIMIT + 5) {
+            e.note(&t(), i as u32, FailureKind::Rejected);
+        }
+        assert_eq!(e.failure_history().count(), FAILURE_HISTORY_LIMIT);
+        assert_eq!(e.failure_history().next().unwrap().attempt, 5);
+    }
+}
