@@ -840,14 +840,20 @@ proptest! {
         check_invariants(&plan, &full, &worker);
         let channel = chan("crash");
 
-        // Every moment of the journal: after each commit, and torn inside the next one.
+        // Every moment of the journal: after each record of each commit, and torn inside
+        // each record. A compaction replaces the file atomically, so it is either old or new.
         let mut cuts: Vec<Vec<u8>> = Vec::new();
         let mut previous: Vec<u8> = Vec::new();
         for image in &recorder.history {
             if image.len() > previous.len() && image.starts_with(&previous) {
-                let extra = image.len() - previous.len();
-                let at = previous.len() + 1 + ((extra - 1) as f64 * inside) as usize;
-                cuts.push(image[..at.min(image.len() - 1).max(previous.len())].to_vec());
+                let ends = ImageJournal::with_image(channel.clone(), image.clone()).record_ends(&channel);
+                let mut start = previous.len();
+                for end in ends.into_iter().filter(|&e| e > previous.len()) {
+                    let torn = start + 1 + ((end - start - 2) as f64 * inside) as usize;
+                    cuts.push(image[..torn].to_vec());
+                    cuts.push(image[..end].to_vec());
+                    start = end;
+                }
             }
             cuts.push(image.clone());
             previous = image.clone();
