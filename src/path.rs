@@ -214,7 +214,10 @@ impl PathError {
 pub struct AdmittedPath(Box<str>);
 
 impl AdmittedPath {
-    /// Admits `raw` if it passes every rule listed in the [module docs](self).
+    /// Admits `raw` if it passes every rule: non-empty and bounded ([`MAX_PATH_LEN`],
+    /// [`MAX_COMPONENT_LEN`]); no control character, backslash, leading `/` or `~`, colon,
+    /// empty, `.` or `..` component, or glob character; not secret-like
+    /// ([`PathError::SecretLike`]) unless exactly [`SECRETS_MANIFEST_PATH`].
     ///
     /// # Errors
     ///
@@ -359,8 +362,18 @@ fn secret_pattern(component: &str, is_last: bool) -> Option<&'static str> {
 }
 
 impl Ord for AdmittedPath {
+    /// Component-wise order, computed without splitting: admitted paths have no empty
+    /// components and no byte below `' '` other than the separator, so ranking `/` below
+    /// every other byte makes byte order equal component order.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.components().cmp(other.components())
+        fn rank(b: u8) -> u8 {
+            if b == b'/' { 0 } else { b }
+        }
+        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+        match a.iter().zip(b).position(|(x, y)| x != y) {
+            Some(i) => rank(a[i]).cmp(&rank(b[i])),
+            None => a.len().cmp(&b.len()),
+        }
     }
 }
 
@@ -513,6 +526,22 @@ mod tests {
         assert!(a("a/b").starts_with(&a("a/b")));
         assert!(!a("a/bc").starts_with(&a("a/b")));
         assert!(!a("a").starts_with(&a("a/b")));
+    }
+
+    #[test]
+    fn byte_order_equals_component_order() {
+        let names = [
+            "a", "a.b", "a/b", "a b", "a-b/c", "ab", "a/b/c", "a/b.c", "b", "a/.b", "é", "a/é",
+        ];
+        let paths: Vec<AdmittedPath> = names
+            .iter()
+            .map(|n| AdmittedPath::admit(n).unwrap())
+            .collect();
+        for x in &paths {
+            for y in &paths {
+                assert_eq!(x.cmp(y), x.components().cmp(y.components()), "{x} vs {y}");
+            }
+        }
     }
 
     #[test]
