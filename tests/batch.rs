@@ -905,3 +905,75 @@ proptest! {
         }
     }
 }
+
+/// Routing: one ineligible target never starves an independent eligible one, and a partial
+/// recovery keeps the unrecovered root blocked while the rest completes.
+#[test]
+fn independent_roots_recover_independently() {
+    let plan = AppBuildPlan::from_json(
+        r#"{"tasks": [
+      {"id": "service_tasks", "kind": {"lane": "service", "module": "tasks"},
+       "owner": "ServiceAgent", "spec": {"intent": "task handlers"},
+       "owned_paths": ["backend/services/tasks.py"]},
+      {"id": "page_tasks", "kind": {"lane": "page", "module": "tasks"},
+       "owner": "PageAgent", "spec": {"intent": "task list page"},
+       "owned_paths": ["frontend/pages/tasks.tsx"], "depends_on": ["service_tasks"]},
+      {"id": "config_app", "kind": {"lane": "config"}, "owner": "ConfigAgent",
+       "spec": {"intent": "settings"}, "owned_paths": ["config/app.toml"]},
+      {"id": "auth_app", "kind": {"lane": "auth"}, "owner": "AuthAgent",
+       "spec": {"intent": "login"}, "owned_paths": ["backend/auth.py"]}
+    ]}"#,
+    )
+    .unwrap();
+    let plan = Plan::draft(plan)
+        .normalize()
+        .consolidate()
+        .unwrap()
+        .validate()
+        .unwrap();
+    let batch = recovering(&plan, "routing");
+    let mut journal = MemoryJournal::default();
+    let mut worker = ScriptedWorker::new()
+        .script(
+            service(),
+            [
+                ok(&[("backend/auth.py", "hijack")]),
+                ok(&[("backend/services/tasks.py", "ok")]),
+            ],
+        )
+        .script(
+            id("config_app"),
+            [ScriptedOutcome::Infrastructure(
+                InfrastructureFailure::Timeout { after_ms: 5 },
+            )],
+        )
+        .script(
+            id("auth_app"),
+            [
+                ok(&[("config/app.toml", "hijack")]),
+                ok(&[("config/app.toml", "again")]),
+            ],
+        );
+    let first = batch.dispatch(&mut worker, &(), &mut journal).unwrap();
+    let roots: Vec<TaskId> = first.recovery_roots().cloned().collect();
+    assert_eq!(roots.len(), 2, "{roots:?}");
+    let request = RecoveryRequest::for_roots(&first, [service(), id("config_app"), id("auth_app")]);
+    let out = batch
+        .recover(&request, &mut worker, &(), &mut journal)
+        .unwrap();
+    let mut granted = out.granted.clone();
+    granted.sort();
+    assert_eq!(granted, [id("auth_app"), service()]);
+    assert_eq!(
+        out.refused,
+        [(id("config_app"), IneligibleReason::InfrastructureFailure)]
+    );
+    let e = &out.evidence;
+    assert_eq!(e.status(&service()), TaskStatus::Accepted);
+    assert_eq!(e.status(&page()), TaskStatus::Accepted);
+    // The auth target's correction was rejected again: it stays blocked, alone.
+    assert_eq!(e.status(&id("auth_app")), TaskStatus::Failed);
+    assert_eq!(e.status(&id("config_app")), TaskStatus::Failed);
+    assert_eq!(e.summary().failed, 2);
+    assert_eq!(e.recovery_roots().count(), 0, "nothing left to route");
+}
