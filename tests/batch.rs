@@ -1,12 +1,14 @@
 //! Batch executor: R11's execution-evidence cases, the offline integration run, and the
 //! crash-anywhere property.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use kleene::batch::{
     Batch, BatchError, BatchEvidence, Candidate, EvidenceJournal, FileJournal, IneligibleReason,
     InfrastructureFailure, MemoryJournal, PendingTurnReplay, RecoveryError, RecoveryRequest,
-    Rejection, TaskBatchRecovery, TaskStatus,
+    Rejection, TaskBatchRecovery, TaskStatus, Worker, WorkerCall, WorkerFailure,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
 use kleene::{AdmittedPath, AgentId, AppBuildPlan, ChannelId, Plan, PlannedTask, ValidatedPlan};
@@ -608,13 +610,41 @@ fn file_journal_resumes_after_a_torn_tail() {
 #[derive(Default)]
 struct Recorder {
     inner: ImageJournal,
-    history: Vec<Vec<u8>>,
+    history: Rc<RefCell<Vec<Vec<u8>>>>,
 }
 
 impl Recorder {
     fn snap(&mut self, channel: &ChannelId) {
         let image = self.inner.image(channel).unwrap_or_default().to_vec();
-        self.history.push(image);
+        self.history.borrow_mut().push(image);
+    }
+}
+
+/// A worker that checks, at every call, that the journal's durable image already holds the
+/// call's reservation and every earlier settlement (exactly one call in flight: this one).
+struct DurableCheck {
+    inner: ScriptedWorker,
+    history: Rc<RefCell<Vec<Vec<u8>>>>,
+}
+
+impl Worker for DurableCheck {
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+        let image = self.history.borrow().last().cloned().unwrap_or_default();
+        let channel = call.channel().clone();
+        let durable = ImageJournal::with_image(channel.clone(), image)
+            .load(&channel)
+            .unwrap()
+            .unwrap()
+            .into_evidence()
+            .unwrap();
+        assert_eq!(
+            durable.status(&call.task().id),
+            TaskStatus::InFlight {
+                attempt: call.attempt()
+            }
+        );
+        assert_eq!(durable.in_flight().count(), 1);
+        self.inner.call(call)
     }
 }
 
@@ -768,7 +798,7 @@ impl Scenario {
 /// batch opted in and has not recovered yet.
 fn complete(
     batch: &Batch<'_>,
-    worker: &mut ScriptedWorker,
+    worker: &mut impl Worker,
     journal: &mut impl EvidenceJournal,
     resume: bool,
 ) -> Result<BatchEvidence, BatchError> {
@@ -835,16 +865,17 @@ proptest! {
         let plan = s.plan();
         let batch = s.batch(&plan);
         let mut recorder = Recorder::default();
-        let mut worker = s.worker();
+        let mut worker = DurableCheck { inner: s.worker(), history: recorder.history.clone() };
         let full = complete(&batch, &mut worker, &mut recorder, false).unwrap();
-        check_invariants(&plan, &full, &worker);
+        check_invariants(&plan, &full, &worker.inner);
         let channel = chan("crash");
 
         // Every moment of the journal: after each record of each commit, and torn inside
         // each record. A compaction replaces the file atomically, so it is either old or new.
         let mut cuts: Vec<Vec<u8>> = Vec::new();
         let mut previous: Vec<u8> = Vec::new();
-        for image in &recorder.history {
+        let history = recorder.history.borrow().clone();
+        for image in &history {
             if image.len() > previous.len() && image.starts_with(&previous) {
                 let ends = ImageJournal::with_image(channel.clone(), image.clone()).record_ends(&channel);
                 let mut start = previous.len();
