@@ -394,18 +394,17 @@ impl EvidenceJournal for FileJournal {
         let mut bytes = std::mem::take(&mut self.scratch);
         bytes.clear();
         encode_events(channel, events, &mut bytes)?;
-        let path = self.path_for(channel);
         let file = self.handle(channel)?;
-        let written = file
-            .write_all(&bytes)
-            .and_then(|()| file.sync_data())
-            .map_err(JournalError::io(&path));
+        let written = file.write_all(&bytes).and_then(|()| file.sync_data());
         self.scratch = bytes;
-        if written.is_err() {
+        written.map_err(|source| {
             // The file may now end in a partial record; reopening cuts it.
             self.open.remove(channel);
-        }
-        written
+            JournalError::Io {
+                path: self.path_for(channel),
+                source,
+            }
+        })
     }
 
     fn load(&mut self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
