@@ -122,6 +122,7 @@ impl<'de> Deserialize<'de> for Digest {
 
 /// A blake3 hasher for one purpose, fed with length-prefixed fields so the encoding is
 /// canonical: the same logical value gives the same digest on every machine.
+#[derive(Clone)]
 pub(crate) struct CanonicalHasher(blake3::Hasher);
 
 impl CanonicalHasher {
@@ -154,6 +155,10 @@ impl CanonicalHasher {
 
     /// Feeds an optional string: a tag byte, then the string if present, so `None` and
     /// `Some("")` differ.
+    #[allow(
+        dead_code,
+        reason = "part of the shared hasher API; the plan and batch digests feed optional fields"
+    )]
     pub(crate) fn opt_str(&mut self, s: Option<&str>) -> &mut Self {
         match s {
             None => {

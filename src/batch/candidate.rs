@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -46,7 +47,11 @@ impl Candidate {
     /// The canonical digest of the file set: the sorted list of `(path, length,
     /// blake3(content))`, so one changed byte, a renamed, added or removed file changes it.
     pub fn digest(&self) -> Digest {
-        let mut h = CanonicalHasher::new("batch candidate");
+        // The derive-key setup is the same for every candidate; do it once.
+        static TEMPLATE: OnceLock<CanonicalHasher> = OnceLock::new();
+        let mut h = TEMPLATE
+            .get_or_init(|| CanonicalHasher::new("batch candidate"))
+            .clone();
         h.u64(self.files.len() as u64);
         for (path, content) in &self.files {
             h.str(path.as_str())
@@ -96,16 +101,16 @@ impl TryFrom<AcceptedRecord> for AcceptedOutput {
 }
 
 impl AcceptedOutput {
-    #[cfg(test)]
-    pub(crate) fn new(candidate: Candidate) -> Self {
-        let digest = candidate.digest();
-        Self { candidate, digest }
-    }
-
     /// Rebuilds an accepted output from persisted parts, refusing a digest that does not
     /// match the files.
     pub(crate) fn verified(candidate: Candidate, digest: Digest) -> Option<Self> {
         (candidate.digest() == digest).then_some(Self { candidate, digest })
+    }
+
+    /// An output whose digest the caller computed from `candidate` itself.
+    pub(crate) fn trusted(candidate: Candidate, digest: Digest) -> Self {
+        debug_assert_eq!(candidate.digest(), digest);
+        Self { candidate, digest }
     }
 
     /// The accepted files.
