@@ -46,7 +46,7 @@ impl Digest {
     }
 
     /// Wraps raw bytes (for example a digest read from a foreign record).
-    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
         Self(bytes)
     }
 }
@@ -122,6 +122,8 @@ impl<'de> Deserialize<'de> for Digest {
 
 /// A blake3 hasher for one purpose, fed with length-prefixed fields so the encoding is
 /// canonical: the same logical value gives the same digest on every machine.
+///
+/// Clone a prepared hasher to skip re-deriving the purpose key on hot paths.
 #[derive(Clone)]
 pub(crate) struct CanonicalHasher(blake3::Hasher);
 

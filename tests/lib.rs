@@ -1,5 +1,10 @@
 //! kleene's integration tests: one binary, one module per area (builds faster than many).
 
+// The batch tests use the scripted worker and image journal of the `testing` feature.
+#[cfg(feature = "testing")]
 mod batch;
+// The closure tests use the scripted agent and strategies of the `testing` feature.
+#[cfg(feature = "testing")]
+mod closure;
 mod foundation;
 mod plan;

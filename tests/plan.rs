@@ -611,3 +611,19 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn a_task_that_takes_a_synthesized_lane_id_is_reported_not_merged() {
+    // `module_tasks` is the id normalisation gives the missing lane of module `tasks`.
+    let err = AppBuildPlan::new(vec![model("module_tasks", "tasks")])
+        .validate()
+        .unwrap_err();
+    assert_eq!(
+        err.problems(),
+        [PlanProblem::DuplicateTaskId {
+            id: id("module_tasks"),
+            count: 2
+        }],
+        "and no self-dependency was invented"
+    );
+}
