@@ -226,6 +226,37 @@ impl Drop for Committers {
     }
 }
 
+/// Fsync latency on a shared disk drifts by 10× between criterion's measurement windows, so
+/// the ratios are also measured paired: each round times all four commits back to back (in a
+/// rotating order), and the medians of the per-round ratios are printed.
+fn paired_commit_ratios(committers: &mut Committers, rounds: usize) {
+    let mut small_large = Vec::with_capacity(rounds);
+    let mut durable_bare = Vec::with_capacity(rounds);
+    let mut bare_small_large = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let mut t = [Duration::ZERO; 4];
+        for k in 0..4 {
+            let which = (round + k) % 4;
+            t[which] = committers.timed(which, 1);
+        }
+        let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+        small_large.push(r(t[1], t[0]));
+        durable_bare.push(r(t[1], t[2]));
+        bare_small_large.push(r(t[2], t[3]));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    eprintln!(
+        "batch/journal_commit paired medians over {rounds} rounds: durable 100k/1k = {:.2}, \
+         durable/bare at 100k = {:.2}, bare 100k/1k = {:.2}",
+        median(&mut small_large),
+        median(&mut durable_bare),
+        median(&mut bare_small_large)
+    );
+}
+
 fn journal_commit(c: &mut Criterion) {
     let mut group = c.benchmark_group("batch/journal_commit");
     group.sample_size(20);
@@ -240,6 +271,9 @@ fn journal_commit(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| committers.timed(which, iters))
         });
+    }
+    if !std::env::args().any(|a| a == "--test") {
+        paired_commit_ratios(&mut committers, 200);
     }
     let eight: Vec<EvidenceEvent> = events[1..9].to_vec();
     group.bench_function("group_commit_8_events/100000", |b| {
