@@ -63,7 +63,9 @@
 // at most once per task, so its size costs nothing on the hot path.
 #![allow(clippy::result_large_err)]
 
+mod acceptance;
 mod audit;
+pub mod batch;
 pub mod checkpoint;
 mod closure;
 mod digest;
@@ -71,11 +73,18 @@ mod id;
 mod path;
 mod phase;
 mod plan;
+mod snapshot;
 mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod verdict;
 
+pub use acceptance::{
+    ACCEPTANCE_PREDICATE_TYPE, AcceptanceError, AcceptanceProblem, AcceptanceRecord, BuildBinding,
+    CanonicalArchive, ExportError, FILES_DIR, FileEntry, FileManifest, FileMismatch, HostileEntry,
+    InTotoStatement, ManifestError, RECORD_ENTRY, RECORD_FORMAT, RecordError, STATEMENT_TYPE,
+    Subject, TaskResult, VerifiedArchive, VerifyError, accept, export, verify_archive,
+};
 #[cfg(feature = "tracing")]
 pub use audit::TracingSink;
 pub use audit::{AuditEntry, AuditError, AuditEvent, AuditLog, AuditSink, LoopPhase};
@@ -102,6 +111,11 @@ pub use plan::{
     MAX_MODULE_NAME_LEN, ModuleName, ModuleNameError, Normalized, Plan, PlanLoadError, PlanProblem,
     PlanState, PlanValidationError, PlannedTask, SYNTHESIZED_MODULE_OWNER, TaskKind, TaskOrigin,
     ValidatedPlan, ValidationStage,
+};
+pub use snapshot::{
+    Diagnostic, FileSource, ProposalProblem, REPAIR_PROPOSAL_BUDGET, RepairError, RepairLedger,
+    RepairProposal, RepairRequest, RepairRoutes, RouteRefusal, Snapshot, SnapshotError,
+    SnapshotFile, Submitted,
 };
 pub use task::{FailureEntry, Spec, Task, TaskError};
 pub use verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};

@@ -1,7 +1,8 @@
 //! kleene's integration tests: one binary, one module per area (builds faster than many).
+//! They use the `testing` feature, which the self dev-dependency in Cargo.toml turns on.
 
-// The closure tests use the scripted agent and strategies of the `testing` feature.
-#[cfg(feature = "testing")]
+mod acceptance;
+mod batch;
 mod closure;
 mod foundation;
 mod plan;
