@@ -24,43 +24,7 @@
 //! assert!(tail.elided_bytes() > 0);
 //! ```
 //!
-//! # Strategy
-//!
-//! Each stream is decoded as lossy UTF-8 (invalid sequences become U+FFFD); all byte counts,
-//! the bound included, are bytes of that decoded text. A stream that fits its bound is kept
-//! verbatim. Otherwise it is split into lines (each keeping its `\n`) and every line gets a
-//! rank:
-//!
-//! 0. **The final line**: the last non-blank line and any blank lines after it. It is kept
-//!    first. When it alone does not fit, its tail is kept (trailing whitespace dropped, the
-//!    cut moved forward to a UTF-8 boundary) after one marker counting everything elided
-//!    (the cut line among the elided lines).
-//! 1. **Key lines**, what a person fixing the failure reads. cargo test: `test x ... FAILED`,
-//!    `---- x stdout ----`, `thread '…' panicked at file:line:col:` and the message lines
-//!    after it (assertion text, `left:`/`right:`), `failures:` and the names listed under
-//!    it, `test result:`, `error…` lines and `--> file:line:col`. pytest: `____ test_x ____`
-//!    section headers, the failing source lines (`>   …`), `E   …` lines,
-//!    `file.py:12: SomeError` locations, `FAILED …`/`ERROR …` lines, and the `===` lines of
-//!    the short test summary and the final counts.
-//! 2. **Context**: every other line (source excerpts, captured output, progress lines).
-//! 3. **Frames**, elided first: Rust backtrace frames (`  12: path` and `at file:line`),
-//!    `stack backtrace:` and the `note: Some details are omitted` line; pytest's
-//!    intermediate traceback frames (every frame of a failure section after its first, except
-//!    the one that raised) and its `_ _ _` frame separators.
-//!
-//! Lines are then admitted by rank, later lines first within a rank (the end of a log is
-//! where its summary is). Rank 1 admits every line that still fits; ranks 2 and 3 stop at
-//! their first line that does not, so context stays one contiguous run. Each maximal run of
-//! elided lines is replaced by one marker line `[... N lines elided (B bytes) ...]`
-//! (`1 line` when N is one), and the
-//! markers' own bytes count against the bound. A run no longer than its marker (a lone
-//! blank line) is kept instead. Cuts therefore fall on line boundaries,
-//! except inside the final line when it alone exceeds the bound.
-//!
-//! The bound is never exceeded. Below [`TailLimits::MIN_STREAM`] a bound may be too small
-//! for a marker: when the final line does not fit together with one, the kept text is just
-//! the end of the final line, with no marker, and [`OutputTail::elided_bytes`] still counts
-//! what was dropped.
+//! The exact strategy is documented on [`OutputTail`].
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -106,8 +70,45 @@ struct StreamTail {
 }
 
 /// A bounded tail of a process's stdout and stderr, keeping failing tests' names,
-/// assertions with file:line and the final summary (see the [module docs](self) for the
-/// exact strategy).
+/// assertions with file:line and the final summary.
+///
+/// # Strategy
+///
+/// Each stream is decoded as lossy UTF-8 (invalid sequences become U+FFFD); all byte counts,
+/// the bound included, are bytes of that decoded text. A stream that fits its bound is kept
+/// verbatim. Otherwise it is split into lines (each keeping its `\n`) and every line gets a
+/// rank:
+///
+/// 0. **The final line**: the last non-blank line and any blank lines after it. It is kept
+///    first. When it alone does not fit, its tail is kept (trailing whitespace dropped, the
+///    cut moved forward to a UTF-8 boundary) after one marker counting everything elided
+///    (the cut line among the elided lines).
+/// 1. **Key lines**, what a person fixing the failure reads. cargo test: `test x ... FAILED`,
+///    `---- x stdout ----`, `thread '…' panicked at file:line:col:` and the message lines
+///    after it (assertion text, `left:`/`right:`), `failures:` and the names listed under
+///    it, `test result:`, `error…` lines and `--> file:line:col`. pytest: `____ test_x ____`
+///    section headers, the failing source lines (`>   …`), `E   …` lines,
+///    `file.py:12: SomeError` locations, `FAILED …`/`ERROR …` lines, and the `===` lines of
+///    the short test summary and the final counts.
+/// 2. **Context**: every other line (source excerpts, captured output, progress lines).
+/// 3. **Frames**, elided first: Rust backtrace frames (`  12: path` and `at file:line`),
+///    `stack backtrace:` and the `note: Some details are omitted` line; pytest's
+///    intermediate traceback frames (every frame of a failure section after its first, except
+///    the one that raised) and its `_ _ _` frame separators.
+///
+/// Lines are then admitted by rank, later lines first within a rank (the end of a log is
+/// where its summary is). Rank 1 admits every line that still fits; ranks 2 and 3 stop at
+/// their first line that does not, so context stays one contiguous run. Each maximal run of
+/// elided lines is replaced by one marker line `[... N lines elided (B bytes) ...]`
+/// (`1 line` when N is one), and the
+/// markers' own bytes count against the bound. A run no longer than its marker (a lone
+/// blank line) is kept instead. Cuts therefore fall on line boundaries,
+/// except inside the final line when it alone exceeds the bound.
+///
+/// The bound is never exceeded. Below [`TailLimits::MIN_STREAM`] a bound may be too small
+/// for a marker: when the final line does not fit together with one, the kept text is just
+/// the end of the final line, with no marker, and [`OutputTail::elided_bytes`] still counts
+/// what was dropped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OutputTail {
     stdout: StreamTail,
