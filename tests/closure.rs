@@ -765,3 +765,21 @@ fn a_state_that_forgets_the_previous_verdict_cannot_dodge_stall_detection() {
     assert_eq!(err.task().map(TaskId::as_str), Some("x_fix_1"));
     assert!(err.to_string().contains("stall detection"), "{err}");
 }
+
+#[test]
+fn a_state_whose_root_depth_would_overflow_is_refused() {
+    let mut agent = ScriptedAgent::new().post_verdicts([blocker("a", true)]);
+    let mut closure = Closure::start(root("i"), session(), RecoveryPolicy::default());
+    for _ in 0..4 {
+        closure = closure.step(&mut agent);
+    }
+    let mut json = serde_json::to_value(closure.state()).unwrap();
+    // A persisted root at the deepest depth there is: one fix below it has no depth.
+    let task = &mut json["governance"]["done"][0]["task"];
+    task["depth"] = serde_json::json!(u32::MAX);
+    task["parent_task_ref"] = serde_json::json!("elsewhere");
+    let state: ClosureState = serde_json::from_value(json).unwrap();
+    let err = Closure::restore(state).unwrap_err();
+    assert_eq!(err.task().map(TaskId::as_str), Some("x_fix_1"));
+    assert!(err.to_string().contains("one level below"), "{err}");
+}

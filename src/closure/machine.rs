@@ -287,10 +287,14 @@ impl Closure {
                 "the number of finished tasks differs from the fix attempts",
             ));
         }
-        let expected_depth = core.done.first().map_or(core.current.task.depth(), |root| {
-            root.task.depth() + core.fix_attempts
-        });
-        if core.current.task.depth() != expected_depth {
+        // Depths are persisted numbers: a root at the deepest depth has no fix below it.
+        let expected_depth = core
+            .done
+            .first()
+            .map_or(Some(core.current.task.depth()), |root| {
+                root.task.depth().checked_add(core.fix_attempts)
+            });
+        if expected_depth != Some(core.current.task.depth()) {
             return Err(bad("the current task is not one level below its parent"));
         }
         let chain = core.done.iter().chain(std::iter::once(&core.current));
