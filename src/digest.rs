@@ -174,6 +174,20 @@ impl CanonicalHasher {
         self
     }
 
+    /// Feeds a file set as its canonical list: the number of files, then each file's path,
+    /// length and plain blake3 hash, in the order given (callers give path order). Candidates
+    /// and manifests both digest file sets this way, each under its own purpose.
+    pub(crate) fn file_set<'a>(
+        &mut self,
+        files: impl ExactSizeIterator<Item = (&'a str, u64, Digest)>,
+    ) -> &mut Self {
+        self.u64(files.len() as u64);
+        for (path, len, blake3) in files {
+            self.str(path).u64(len).digest(&blake3);
+        }
+        self
+    }
+
     pub(crate) fn finish(&self) -> Digest {
         Digest::from(self.0.finalize())
     }

@@ -218,12 +218,9 @@ impl FileManifest {
     }
 
     fn from_sorted(entries: Vec<FileEntry>) -> Self {
-        let mut h = CanonicalHasher::new("file manifest");
-        h.u64(entries.len() as u64);
-        for e in &entries {
-            h.str(e.path.as_str()).u64(e.len).digest(&e.blake3);
-        }
-        let digest = h.finish();
+        let digest = CanonicalHasher::new("file manifest")
+            .file_set(entries.iter().map(|e| (e.path.as_str(), e.len, e.blake3)))
+            .finish();
         Self { entries, digest }
     }
 
@@ -345,6 +342,15 @@ mod tests {
             .collect();
         assert_eq!(names, ["b/c is missing", "b/d is not in the record"]);
         assert!(base.compare(&base).is_empty());
+    }
+
+    #[test]
+    fn digest_is_pinned() {
+        // Acceptance records and archives carry this digest: the value must never move.
+        assert_eq!(
+            set(&[("a.py", b"x"), ("b/c.py", b"")]).digest().to_string(),
+            "e63e4988dbfab93f474bd282a4d7a34de897cdb3f0a46ba2daa157147a89ae06"
+        );
     }
 
     #[test]
