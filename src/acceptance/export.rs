@@ -399,7 +399,20 @@ fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
             return Err(hostile(HostileEntry::NotUtf8));
         };
         // Admission catches absolute and traversing names before anything else is trusted.
-        let admitted = AdmittedPath::admit(text).map_err(|e| hostile(HostileEntry::Path(e)))?;
+        // A file's name is admitted without the `files/` prefix: the prefix is the archive's,
+        // and the path under it may be as long as any admitted path.
+        let file = match text
+            .strip_prefix(FILES_DIR)
+            .and_then(|r| r.strip_prefix('/'))
+        {
+            Some(rest) => {
+                Some(AdmittedPath::admit(rest).map_err(|e| hostile(HostileEntry::Path(e)))?)
+            }
+            None => {
+                AdmittedPath::admit(text).map_err(|e| hostile(HostileEntry::Path(e)))?;
+                None
+            }
+        };
         let header = entry.header();
         let link = || {
             entry
@@ -450,15 +463,8 @@ fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
             }
             record = Some(content);
         } else {
-            let path = match admitted
-                .as_str()
-                .strip_prefix(FILES_DIR)
-                .and_then(|r| r.strip_prefix('/'))
-            {
-                Some(rest) => {
-                    AdmittedPath::admit(rest).map_err(|e| hostile(HostileEntry::Path(e)))?
-                }
-                None => return Err(hostile(HostileEntry::Unexpected)),
+            let Some(path) = file else {
+                return Err(hostile(HostileEntry::Unexpected));
             };
             if record.is_none() || last_file.as_ref().is_some_and(|l| *l >= path) {
                 return Err(VerifyError::OutOfOrder { name });
@@ -475,6 +481,7 @@ fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
 mod tests {
     use super::*;
     use crate::ChannelId;
+    use crate::MAX_PATH_LEN;
     use crate::acceptance::AcceptanceRecord;
     use crate::acceptance::record::{BuildBinding, RECORD_FORMAT, RecordBody, task_results_digest};
     use crate::digest::CanonicalHasher;
@@ -558,6 +565,20 @@ mod tests {
         let long = format!("{}/{}.py", "d".repeat(200), "f".repeat(200));
         let mut files = sample();
         files.insert(p(&long), b"x".to_vec());
+        let (r, bytes) = archive(&files);
+        let verified = verify_archive(&bytes, r.digest()).unwrap();
+        assert_eq!(verified.files(), &files);
+    }
+
+    #[test]
+    fn a_path_of_the_longest_admitted_length_round_trips() {
+        // The archive name adds `files/` to the path, so the name itself may be longer
+        // than any admitted path; only the path under `files/` is subject to admission.
+        let head = vec!["d".repeat(200); 5].join("/");
+        let longest = format!("{head}/{}", "f".repeat(MAX_PATH_LEN - head.len() - 1));
+        assert_eq!(longest.len(), MAX_PATH_LEN);
+        let mut files = sample();
+        files.insert(p(&longest), b"x".to_vec());
         let (r, bytes) = archive(&files);
         let verified = verify_archive(&bytes, r.digest()).unwrap();
         assert_eq!(verified.files(), &files);
