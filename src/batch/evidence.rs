@@ -37,8 +37,11 @@ pub enum FoldError {
         found: u32,
     },
     /// The inventory lists a task twice.
-    #[error("fold evidence: the batch inventory lists a task twice")]
-    DuplicateTask,
+    #[error("fold evidence: the batch inventory lists task {task} twice")]
+    DuplicateTask {
+        /// The task listed twice.
+        task: TaskId,
+    },
     /// An event names a task that is not in the inventory.
     #[error("fold evidence event {index}: task {task} is not in the batch inventory")]
     UnknownTask {
@@ -392,7 +395,8 @@ impl TryFrom<EvidenceRecord> for BatchEvidence {
                 r.tasks.len()
             ));
         }
-        let index = index_of(&r.order).ok_or("snapshot lists a task twice")?;
+        let index =
+            index_of(&r.order).map_err(|task| format!("snapshot lists task {task} twice"))?;
         Ok(Self {
             channel: r.channel,
             plan_digest: r.plan_digest,
@@ -411,14 +415,15 @@ impl TryFrom<EvidenceRecord> for BatchEvidence {
 
 type Index = HashMap<TaskId, usize, foldhash::fast::RandomState>;
 
-fn index_of(order: &[TaskId]) -> Option<Index> {
+/// The position of every task of `order`, or the first task listed twice.
+fn index_of(order: &[TaskId]) -> Result<Index, TaskId> {
     let mut index = Index::with_capacity_and_hasher(order.len(), Default::default());
     for (i, id) in order.iter().enumerate() {
         if index.insert(id.clone(), i).is_some() {
-            return None;
+            return Err(id.clone());
         }
     }
-    Some(index)
+    Ok(index)
 }
 
 impl BatchEvidence {
@@ -458,7 +463,7 @@ impl BatchEvidence {
         }
         let order: Vec<TaskId> = inventory.iter().map(|e| e.task.clone()).collect();
         let tasks = inventory.iter().map(TaskEvidence::new).collect();
-        let index = index_of(&order).ok_or(FoldError::DuplicateTask)?;
+        let index = index_of(&order).map_err(|task| FoldError::DuplicateTask { task })?;
         Ok(Self {
             channel,
             plan_digest,
@@ -869,6 +874,33 @@ mod tests {
                 rejection: Rejection::contract(&t(), "no"),
             },
         }
+    }
+
+    #[test]
+    fn an_inventory_listing_a_task_twice_names_it() {
+        let EvidenceEvent::Started {
+            channel,
+            plan_digest,
+            evidence_version,
+            inputs,
+            recovery,
+            mut inventory,
+        } = started(false)
+        else {
+            unreachable!()
+        };
+        inventory.push(inventory[0].clone());
+        let twice = EvidenceEvent::Started {
+            channel,
+            plan_digest,
+            evidence_version,
+            inputs,
+            recovery,
+            inventory,
+        };
+        let err = BatchEvidence::fold([twice]).unwrap_err();
+        assert_eq!(err, FoldError::DuplicateTask { task: t() });
+        assert!(err.to_string().contains("task t twice"), "{err}");
     }
 
     #[test]
