@@ -178,7 +178,7 @@ pub enum TokenError {
 
 /// A token refused by [`Step::execute`], with the step given back unchanged.
 #[derive(Debug, thiserror::Error)]
-#[error("failed to execute: {error}")]
+#[error("execute: {error}")]
 pub struct TokenRejected {
     /// The step, still waiting for a matching token.
     pub step: Box<Step<Execute>>,
