@@ -452,11 +452,22 @@ fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
             return Err(non_canonical("owner"));
         }
         // The header's size is untrusted: never reserve more than the archive could hold.
-        let declared = usize::try_from(entry.size()).unwrap_or(usize::MAX);
+        let size = entry.size();
+        let declared = usize::try_from(size).unwrap_or(usize::MAX);
         let mut content = Vec::with_capacity(declared.min(archive.len()));
         entry
             .read_to_end(&mut content)
             .map_err(|e| malformed(&last, e))?;
+        // The reader stops quietly at the end of the archive; a short entry is truncated.
+        if content.len() as u64 != size {
+            return Err(VerifyError::Malformed {
+                after: last,
+                message: format!(
+                    "entry {name:?} declares {size} bytes but only {} are present",
+                    content.len()
+                ),
+            });
+        }
         if text == RECORD_ENTRY {
             if last.is_some() {
                 return Err(VerifyError::OutOfOrder { name });
@@ -736,12 +747,17 @@ mod tests {
     #[test]
     fn a_huge_declared_size_is_not_trusted() {
         let (r, mut bytes) = archive(&sample());
-        // The first header's size field (offset 124, 12 octal digits): claim ~64 GiB.
+        // The first header's size field (offset 124, 12 octal digits): claim ~8 GiB.
         bytes[124..136].copy_from_slice(b"77777777777\0");
         let header = tar::Header::from_byte_slice(&bytes[..512]).clone();
         let mut header = header;
         header.set_cksum();
         bytes[..512].copy_from_slice(header.as_bytes());
-        assert!(verify_archive(&bytes, r.digest()).is_err());
+        let err = verify_archive(&bytes, r.digest()).unwrap_err();
+        assert!(
+            matches!(&err, VerifyError::Malformed { after: None, message }
+                if message.contains(RECORD_ENTRY) && message.contains("8589934591 bytes")),
+            "{err:?}"
+        );
     }
 }
