@@ -374,6 +374,12 @@ impl StoreError {
     }
 }
 
+impl From<IoFailure> for StoreError {
+    fn from((path, source): IoFailure) -> Self {
+        StoreError::Io { path, source }
+    }
+}
+
 /// Where checkpoints live, keyed by channel. A commit replaces the channel's checkpoint
 /// whole; a load returns exactly the last committed bytes (or none).
 ///
@@ -426,6 +432,67 @@ pub struct FileStore {
 
 const TEMP_SUFFIX: &str = ".tmp";
 
+/// A failed file-system operation and the file or directory it was on; each store wraps it
+/// in its own error type.
+pub(crate) type IoFailure = (PathBuf, io::Error);
+
+/// Creates `dir` if needed and removes the temp files an interrupted [`replace_file`] left
+/// in it (a store owns its directory).
+pub(crate) fn open_dir(dir: &Path) -> Result<(), IoFailure> {
+    fs::create_dir_all(dir).map_err(at(dir))?;
+    for entry in fs::read_dir(dir).map_err(at(dir))? {
+        let path = entry.map_err(at(dir))?.path();
+        if path.to_string_lossy().ends_with(TEMP_SUFFIX) {
+            fs::remove_file(&path).map_err(at(&path))?;
+        }
+    }
+    Ok(())
+}
+
+/// The file in `dir` that holds `channel`'s data: a digest of the id under `context` plus
+/// `extension`, so no channel id can name a path outside `dir`.
+pub(crate) fn channel_file(
+    dir: &Path,
+    context: &str,
+    channel: &ChannelId,
+    extension: &str,
+) -> PathBuf {
+    let name = blake3::Hasher::new_derive_key(context)
+        .update(channel.as_str().as_bytes())
+        .finalize()
+        .to_hex();
+    dir.join(format!("{name}.{extension}"))
+}
+
+/// Replaces `path` (in `dir`) with `bytes` atomically: a temp file beside it, fsync, rename,
+/// then fsync of `dir`, since the rename is durable only once the directory entry is.
+pub(crate) fn replace_file(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), IoFailure> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(TEMP_SUFFIX);
+    let tmp = PathBuf::from(tmp);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(at(&tmp))?;
+    file.write_all(bytes).map_err(at(&tmp))?;
+    file.sync_all().map_err(at(&tmp))?;
+    drop(file);
+    fs::rename(&tmp, path).map_err(at(path))?;
+    sync_dir(dir)
+}
+
+/// Names `path` as the place an I/O error happened.
+fn at(path: &Path) -> impl FnOnce(io::Error) -> IoFailure + '_ {
+    move |e| (path.to_owned(), e)
+}
+
+/// Makes `dir`'s entries (a new or renamed file) durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), IoFailure> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(at(dir))
+}
+
 impl FileStore {
     /// Opens (creating if needed) the store in `dir`.
     ///
@@ -434,13 +501,7 @@ impl FileStore {
     /// [`StoreError::Io`] when the directory cannot be created or listed.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
-        for entry in fs::read_dir(&dir).map_err(StoreError::io(&dir))? {
-            let path = entry.map_err(StoreError::io(&dir))?.path();
-            if path.to_string_lossy().ends_with(TEMP_SUFFIX) {
-                fs::remove_file(&path).map_err(StoreError::io(&path))?;
-            }
-        }
+        open_dir(&dir).map_err(StoreError::from)?;
         Ok(Self { dir })
     }
 
@@ -451,11 +512,7 @@ impl FileStore {
 
     /// The file that holds `channel`'s checkpoint.
     pub fn path_for(&self, channel: &ChannelId) -> PathBuf {
-        let name = blake3::Hasher::new_derive_key("kleene channel file name v1")
-            .update(channel.as_str().as_bytes())
-            .finalize()
-            .to_hex();
-        self.dir.join(format!("{name}.ckpt"))
+        channel_file(&self.dir, "kleene channel file name v1", channel, "ckpt")
     }
 }
 
@@ -470,23 +527,7 @@ impl CheckpointStore for FileStore {
     }
 
     fn commit(&mut self, channel: &ChannelId, bytes: &[u8]) -> Result<(), StoreError> {
-        let path = self.path_for(channel);
-        let tmp = path.with_extension(format!("ckpt{TEMP_SUFFIX}"));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(StoreError::io(&tmp))?;
-        file.write_all(bytes).map_err(StoreError::io(&tmp))?;
-        file.sync_all().map_err(StoreError::io(&tmp))?;
-        drop(file);
-        fs::rename(&tmp, &path).map_err(StoreError::io(&path))?;
-        // The rename is durable only once the directory entry is.
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(StoreError::io(&self.dir))?;
-        Ok(())
+        replace_file(&self.dir, &self.path_for(channel), bytes).map_err(StoreError::from)
     }
 }
 

@@ -74,6 +74,12 @@ pub enum JournalError {
     },
 }
 
+impl From<checkpoint::IoFailure> for JournalError {
+    fn from((path, source): checkpoint::IoFailure) -> Self {
+        JournalError::Io { path, source }
+    }
+}
+
 impl JournalError {
     fn io(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
         move |source| JournalError::Io {
@@ -312,8 +318,6 @@ pub struct FileJournal {
     scratch: Vec<u8>,
 }
 
-const TEMP_SUFFIX: &str = ".tmp";
-
 impl FileJournal {
     /// Opens (creating if needed) the journal directory `dir`, removing temp files an
     /// interrupted compaction left behind.
@@ -323,13 +327,7 @@ impl FileJournal {
     /// [`JournalError::Io`] when the directory cannot be created or listed.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, JournalError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(JournalError::io(&dir))?;
-        for entry in fs::read_dir(&dir).map_err(JournalError::io(&dir))? {
-            let path = entry.map_err(JournalError::io(&dir))?.path();
-            if path.to_string_lossy().ends_with(TEMP_SUFFIX) {
-                fs::remove_file(&path).map_err(JournalError::io(&path))?;
-            }
-        }
+        checkpoint::open_dir(&dir).map_err(JournalError::from)?;
         Ok(Self {
             dir,
             open: HashMap::new(),
@@ -339,17 +337,12 @@ impl FileJournal {
 
     /// The file that holds `channel`'s journal.
     pub fn path_for(&self, channel: &ChannelId) -> PathBuf {
-        let name = blake3::Hasher::new_derive_key("kleene channel journal file name v1")
-            .update(channel.as_str().as_bytes())
-            .finalize()
-            .to_hex();
-        self.dir.join(format!("{name}.journal"))
-    }
-
-    fn sync_dir(&self) -> Result<(), JournalError> {
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(JournalError::io(&self.dir))
+        checkpoint::channel_file(
+            &self.dir,
+            "kleene channel journal file name v1",
+            channel,
+            "journal",
+        )
     }
 
     /// The append handle for `channel`, cutting a torn tail first so new records never land
@@ -375,9 +368,7 @@ impl FileJournal {
                     }
                 } else {
                     // A new file is durable only once its directory entry is.
-                    File::open(&dir)
-                        .and_then(|d| d.sync_all())
-                        .map_err(JournalError::io(&dir))?;
+                    checkpoint::sync_dir(&dir).map_err(JournalError::from)?;
                 }
                 Ok(slot.insert(file))
             }
@@ -437,20 +428,10 @@ impl EvidenceJournal for FileJournal {
         evidence: &BatchEvidence,
     ) -> Result<(), JournalError> {
         let bytes = encode_snapshot(channel, evidence)?;
-        let path = self.path_for(channel);
-        let tmp = path.with_extension(format!("journal{TEMP_SUFFIX}"));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(JournalError::io(&tmp))?;
-        file.write_all(&bytes).map_err(JournalError::io(&tmp))?;
-        file.sync_all().map_err(JournalError::io(&tmp))?;
-        drop(file);
+        // The append handle points at the file being replaced; the next append reopens.
         self.open.remove(channel);
-        fs::rename(&tmp, &path).map_err(JournalError::io(&path))?;
-        self.sync_dir()
+        checkpoint::replace_file(&self.dir, &self.path_for(channel), &bytes)
+            .map_err(JournalError::from)
     }
 }
 
