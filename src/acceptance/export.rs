@@ -320,6 +320,53 @@ fn append(builder: &mut tar::Builder<Vec<u8>>, name: &str, content: &[u8]) -> st
 ///
 /// [`VerifyError`]: hostile or non-canonical entries by name, an inconsistent or unexpected
 /// record, or [`VerifyError::Files`] listing every changed, missing and extra path.
+///
+/// # Examples
+///
+/// One changed byte in a file of an exported archive is named by its path:
+///
+/// ```
+/// # use std::collections::BTreeMap;
+/// # use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
+/// #                     InventoryEntry, Settlement};
+/// # use kleene::{AdmittedPath, AppBuildPlan, BuildBinding, ChannelId, Digest, Snapshot,
+/// #              accept, export};
+/// # let plan = AppBuildPlan::from_json(r#"{"tasks": [
+/// #   {"id": "config_app", "kind": {"lane": "config"}, "owner": "ConfigAgent",
+/// #    "spec": {"intent": "app config"}, "owned_paths": ["config/app.yaml"]}
+/// # ]}"#)?.validate()?;
+/// # let task = plan.topological_order()[0].clone();
+/// # let candidate = Candidate::new(BTreeMap::from([
+/// #     (AdmittedPath::admit("config/app.yaml")?, b"name: demo\n".to_vec()),
+/// # ]));
+/// # let channel = ChannelId::new("chan-1")?;
+/// # let evidence = BatchEvidence::fold([
+/// #     EvidenceEvent::Started { channel: channel.clone(), plan_digest: plan.digest(),
+/// #         evidence_version: EVIDENCE_VERSION, inputs: BTreeMap::new(), recovery: false,
+/// #         inventory: vec![InventoryEntry {
+/// #             task: task.clone(), owner: "ConfigAgent".parse()?, budget: 4 }] },
+/// #     EvidenceEvent::Reserved { task: task.clone(), attempt: 1,
+/// #                               input_digest: Digest::from_bytes([0; 32]) },
+/// #     EvidenceEvent::Settled { task, attempt: 1,
+/// #         settlement: Settlement::Accepted { digest: candidate.digest(), candidate } },
+/// # ])?;
+/// # let snapshot = Snapshot::from_evidence(&evidence)?;
+/// # let binding = BuildBinding::new(channel, plan.digest(), EVIDENCE_VERSION);
+/// # let record = accept(&plan, &evidence, &snapshot, &binding)?;
+/// use kleene::{FileMismatch, VerifyError, verify_archive};
+///
+/// // `record` is the acceptance record, `archive` its export.
+/// let archive = export(&record, &snapshot)?.into_bytes();
+/// assert!(verify_archive(&archive, record.digest()).is_ok());
+///
+/// let mut tampered = archive.clone();
+/// let at = tampered.windows(10).position(|w| w == b"name: demo").unwrap();
+/// tampered[at] = b'N';
+/// let err = verify_archive(&tampered, record.digest()).unwrap_err();
+/// assert!(matches!(err.mismatches(), [FileMismatch::Changed { path, .. }]
+///     if path.as_str() == "config/app.yaml"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn verify_archive(
     archive: &[u8],
     expected_record: Digest,
