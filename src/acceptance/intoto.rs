@@ -64,13 +64,15 @@ impl VerifiedArchive {
     /// The acceptance as an in-toto Statement v1: one subject per verified file with its
     /// `sha256` and `blake3` digests, and the acceptance record as predicate.
     pub fn in_toto_statement(&self) -> InTotoStatement {
+        // The verified manifest already holds each file's blake3, in the same path order.
         let subject = self
             .files()
             .iter()
-            .map(|(path, content)| Subject {
+            .zip(self.manifest().entries())
+            .map(|((path, content), entry)| Subject {
                 name: path.to_string(),
                 digest: BTreeMap::from([
-                    ("blake3", blake3::hash(content).to_hex().to_string()),
+                    ("blake3", entry.blake3().to_string()),
                     ("sha256", hex(&Sha256::digest(content))),
                 ]),
             })
