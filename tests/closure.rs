@@ -783,3 +783,30 @@ fn a_state_whose_root_depth_would_overflow_is_refused() {
     assert_eq!(err.task().map(TaskId::as_str), Some("x_fix_1"));
     assert!(err.to_string().contains("one level below"), "{err}");
 }
+
+#[test]
+fn a_damaged_record_does_not_read_back() {
+    let mut agent = ScriptedAgent::new().post_verdicts([blocker("a", true), Verdict::clean()]);
+    let record = run_to_closure(root("i"), session(), &mut agent, &RecoveryPolicy::default());
+    let json = serde_json::to_value(&record).unwrap();
+    assert_eq!(
+        serde_json::from_value::<ClosureRecord>(json.clone()).unwrap(),
+        record
+    );
+
+    let mut dropped_entry = json.clone();
+    dropped_entry["audit"]["entries"]
+        .as_array_mut()
+        .unwrap()
+        .remove(1);
+    let err = serde_json::from_value::<ClosureRecord>(dropped_entry).unwrap_err();
+    assert!(err.to_string().contains("verify audit log"), "{err}");
+
+    let mut lost_fix = json;
+    lost_fix["attempts"].as_array_mut().unwrap().pop();
+    let err = serde_json::from_value::<ClosureRecord>(lost_fix).unwrap_err();
+    assert!(
+        err.to_string().contains("holds 1 tasks for 1 fix attempts"),
+        "{err}"
+    );
+}

@@ -183,7 +183,11 @@ impl TaskAttempt {
 /// `x_fix_1`, `x_fix_2`, …) with all its verdicts, how many fixes were spawned, and the
 /// hash-chained audit log. It is serialisable and checkpoint-encodable
 /// ([`checkpoint::encode`](crate::checkpoint::encode)).
+///
+/// Reading one back (JSON or checkpoint) re-verifies its audit chain and that it holds one
+/// task per spawned fix plus the root, so a damaged record is an error, not a value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "ClosureRecordWire")]
 pub struct ClosureRecord {
     pub(crate) root_task_ref: TaskId,
     pub(crate) session: Session,
@@ -192,6 +196,45 @@ pub struct ClosureRecord {
     pub(crate) attempts: Vec<TaskAttempt>,
     pub(crate) fix_attempts: u32,
     pub(crate) audit: AuditLog,
+}
+
+/// The persisted shape of a [`ClosureRecord`], checked on the way back in.
+#[derive(Deserialize)]
+struct ClosureRecordWire {
+    root_task_ref: TaskId,
+    session: Session,
+    policy: RecoveryPolicy,
+    outcome: ClosureOutcome,
+    attempts: Vec<TaskAttempt>,
+    fix_attempts: u32,
+    audit: AuditLog,
+}
+
+impl TryFrom<ClosureRecordWire> for ClosureRecord {
+    type Error = String;
+
+    fn try_from(w: ClosureRecordWire) -> Result<Self, String> {
+        let root = &w.root_task_ref;
+        w.audit
+            .verify()
+            .map_err(|e| format!("closure record of {root}: {e}"))?;
+        if u64::try_from(w.attempts.len()).ok() != Some(u64::from(w.fix_attempts) + 1) {
+            return Err(format!(
+                "closure record of {root} holds {} tasks for {} fix attempts",
+                w.attempts.len(),
+                w.fix_attempts
+            ));
+        }
+        Ok(Self {
+            root_task_ref: w.root_task_ref,
+            session: w.session,
+            policy: w.policy,
+            outcome: w.outcome,
+            attempts: w.attempts,
+            fix_attempts: w.fix_attempts,
+            audit: w.audit,
+        })
+    }
 }
 
 impl ClosureRecord {
