@@ -57,7 +57,7 @@ pub const MAX_PAYLOAD_LEN: u64 = 1 << 30;
 #[non_exhaustive]
 pub enum CheckpointError {
     /// Fewer bytes than a header, or than the header's declared payload length.
-    #[error("checkpoint is truncated: {len} bytes, at least {needed} needed")]
+    #[error("decode checkpoint: truncated at {len} bytes, at least {needed} needed")]
     TooShort {
         /// Bytes present.
         len: usize,
@@ -65,25 +65,25 @@ pub enum CheckpointError {
         needed: u64,
     },
     /// Bytes after the declared payload.
-    #[error("checkpoint has {extra} bytes after its declared payload")]
+    #[error("decode checkpoint: {extra} bytes after its declared payload")]
     TrailingBytes {
         /// How many.
         extra: usize,
     },
     /// The bytes do not start with [`MAGIC`].
-    #[error("not a kleene checkpoint: magic is {found:?}")]
+    #[error("decode checkpoint: not a kleene checkpoint (magic {found:?})")]
     BadMagic {
         /// The first four bytes.
         found: [u8; 4],
     },
     /// A codec tag this build cannot read.
-    #[error("unknown checkpoint codec tag {tag}")]
+    #[error("decode checkpoint: unknown codec tag {tag}")]
     UnknownCodec {
         /// The tag found.
         tag: u8,
     },
     /// The payload is of another kind than the one asked for.
-    #[error("checkpoint holds a {found} payload, expected {expected}")]
+    #[error("decode checkpoint: it holds a {found} payload, expected {expected}")]
     WrongKind {
         /// The kind asked for.
         expected: String,
@@ -91,7 +91,9 @@ pub enum CheckpointError {
         found: String,
     },
     /// A format version this build cannot read.
-    #[error("unsupported {kind} format version {found} (this build reads {min}..={max})")]
+    #[error(
+        "decode checkpoint: unsupported {kind} format version {found} (this build reads {min}..={max})"
+    )]
     UnsupportedVersion {
         /// The payload kind.
         kind: String,
@@ -103,7 +105,9 @@ pub enum CheckpointError {
         max: u16,
     },
     /// The declared payload length is beyond [`MAX_PAYLOAD_LEN`].
-    #[error("checkpoint declares a {declared}-byte payload, more than the {max} allowed")]
+    #[error(
+        "decode checkpoint: it declares a {declared}-byte payload, more than the {max} allowed"
+    )]
     PayloadTooLarge {
         /// Declared length.
         declared: u64,
@@ -111,16 +115,16 @@ pub enum CheckpointError {
         max: u64,
     },
     /// The checksum does not match: the bytes were corrupted.
-    #[error("checkpoint checksum mismatch: the bytes were corrupted")]
+    #[error("decode checkpoint: checksum mismatch, the bytes were corrupted")]
     ChecksumMismatch,
     /// The payload passed the checksum but did not decode as the asked-for type.
-    #[error("checkpoint payload does not decode: {message}")]
+    #[error("decode checkpoint payload: {message}")]
     Decode {
         /// The codec's message.
         message: String,
     },
     /// The value could not be encoded.
-    #[error("value does not encode: {message}")]
+    #[error("encode checkpoint: {message}")]
     Encode {
         /// The codec's message.
         message: String,
@@ -355,7 +359,7 @@ impl Checkpoint for crate::ClosureState {
 #[non_exhaustive]
 pub enum StoreError {
     /// An I/O operation on `path` failed.
-    #[error("checkpoint store i/o failed at {}: {source}", .path.display())]
+    #[error("access checkpoint store at {}: {source}", .path.display())]
     Io {
         /// The file or directory involved.
         path: PathBuf,

@@ -26,13 +26,13 @@ pub struct Digest([u8; 32]);
 #[non_exhaustive]
 pub enum DigestParseError {
     /// The string was not 64 characters long.
-    #[error("digest must be 64 hex characters, got {len}")]
+    #[error("parse digest: it must be 64 hex characters, got {len}")]
     Length {
         /// The length that was found.
         len: usize,
     },
     /// A character was not a lowercase hex digit.
-    #[error("digest has a non-hex character at {index}")]
+    #[error("parse digest: non-hex character at byte {index}")]
     NotHex {
         /// Its byte offset.
         index: usize,

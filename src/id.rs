@@ -27,13 +27,13 @@ pub const MAX_ID_LEN: usize = 256;
 #[non_exhaustive]
 pub enum IdError {
     /// The string was empty.
-    #[error("{kind} must not be empty")]
+    #[error("validate {kind}: it is empty")]
     Empty {
         /// Which id type refused it.
         kind: &'static str,
     },
     /// The string was longer than [`MAX_ID_LEN`] bytes.
-    #[error("{kind} is {len} bytes long, more than the {max} allowed")]
+    #[error("validate {kind}: it is {len} bytes long, more than the {max} allowed")]
     TooLong {
         /// Which id type refused it.
         kind: &'static str,
@@ -43,7 +43,7 @@ pub enum IdError {
         max: usize,
     },
     /// The string contained a control character.
-    #[error("{kind} contains control character {character:?} at byte {index}")]
+    #[error("validate {kind}: control character {character:?} at byte {index}")]
     ControlCharacter {
         /// Which id type refused it.
         kind: &'static str,

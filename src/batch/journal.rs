@@ -34,7 +34,7 @@ use crate::checkpoint::{self, CheckpointError};
 #[non_exhaustive]
 pub enum JournalError {
     /// An I/O operation on `path` failed.
-    #[error("journal i/o failed at {}: {source}", .path.display())]
+    #[error("access journal at {}: {source}", .path.display())]
     Io {
         /// The file or directory involved.
         path: PathBuf,
