@@ -395,6 +395,13 @@ impl TryFrom<EvidenceRecord> for BatchEvidence {
                 r.tasks.len()
             ));
         }
+        // `note` keeps the history at the limit; a longer one would never shrink back.
+        if r.failure_history.len() > FAILURE_HISTORY_LIMIT {
+            return Err(format!(
+                "snapshot keeps {} failures, more than the {FAILURE_HISTORY_LIMIT} allowed",
+                r.failure_history.len()
+            ));
+        }
         let index =
             index_of(&r.order).map_err(|task| format!("snapshot lists task {task} twice"))?;
         Ok(Self {
@@ -988,5 +995,12 @@ mod tests {
         }
         assert_eq!(e.failure_history().count(), FAILURE_HISTORY_LIMIT);
         assert_eq!(e.failure_history().next().unwrap().attempt, 5);
+
+        // A snapshot keeping more than the bound is refused, not carried on unbounded.
+        let mut json = serde_json::to_value(&e).unwrap();
+        let history = json["failure_history"].as_array_mut().unwrap();
+        history.push(history[0].clone());
+        let err = serde_json::from_value::<BatchEvidence>(json).unwrap_err();
+        assert!(err.to_string().contains("65 failures"), "{err}");
     }
 }
