@@ -376,10 +376,9 @@ impl StoreError {
             source,
         }
     }
-}
 
-impl From<IoFailure> for StoreError {
-    fn from((path, source): IoFailure) -> Self {
+    // A private conversion: a `From` impl would add `(PathBuf, io::Error)` to the public API.
+    fn from_io((path, source): IoFailure) -> Self {
         StoreError::Io { path, source }
     }
 }
@@ -505,7 +504,7 @@ impl FileStore {
     /// [`StoreError::Io`] when the directory cannot be created or listed.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let dir = dir.into();
-        open_dir(&dir).map_err(StoreError::from)?;
+        open_dir(&dir).map_err(StoreError::from_io)?;
         Ok(Self { dir })
     }
 
@@ -531,7 +530,7 @@ impl CheckpointStore for FileStore {
     }
 
     fn commit(&mut self, channel: &ChannelId, bytes: &[u8]) -> Result<(), StoreError> {
-        replace_file(&self.dir, &self.path_for(channel), bytes).map_err(StoreError::from)
+        replace_file(&self.dir, &self.path_for(channel), bytes).map_err(StoreError::from_io)
     }
 }
 

@@ -74,13 +74,12 @@ pub enum JournalError {
     },
 }
 
-impl From<checkpoint::IoFailure> for JournalError {
-    fn from((path, source): checkpoint::IoFailure) -> Self {
+impl JournalError {
+    // A private conversion: a `From` impl would add `(PathBuf, io::Error)` to the public API.
+    fn from_io((path, source): checkpoint::IoFailure) -> Self {
         JournalError::Io { path, source }
     }
-}
 
-impl JournalError {
     fn io(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
         move |source| JournalError::Io {
             path: path.to_owned(),
@@ -327,7 +326,7 @@ impl FileJournal {
     /// [`JournalError::Io`] when the directory cannot be created or listed.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, JournalError> {
         let dir = dir.into();
-        checkpoint::open_dir(&dir).map_err(JournalError::from)?;
+        checkpoint::open_dir(&dir).map_err(JournalError::from_io)?;
         Ok(Self {
             dir,
             open: HashMap::new(),
@@ -368,7 +367,7 @@ impl FileJournal {
                     }
                 } else {
                     // A new file is durable only once its directory entry is.
-                    checkpoint::sync_dir(&dir).map_err(JournalError::from)?;
+                    checkpoint::sync_dir(&dir).map_err(JournalError::from_io)?;
                 }
                 Ok(slot.insert(file))
             }
@@ -431,7 +430,7 @@ impl EvidenceJournal for FileJournal {
         // The append handle points at the file being replaced; the next append reopens.
         self.open.remove(channel);
         checkpoint::replace_file(&self.dir, &self.path_for(channel), &bytes)
-            .map_err(JournalError::from)
+            .map_err(JournalError::from_io)
     }
 }
 
