@@ -3,6 +3,8 @@
 // The binary keeps the library's promise: no unsafe code anywhere.
 #![forbid(unsafe_code)]
 
+mod planfile;
+mod report;
 mod runner;
 
 fn main() {}
