@@ -3,8 +3,10 @@
 // The binary keeps the library's promise: no unsafe code anywhere.
 #![forbid(unsafe_code)]
 
+mod cli;
 mod planfile;
 mod report;
 mod runner;
+mod state;
 
 fn main() {}
