@@ -28,7 +28,9 @@
 pub mod checkpoint;
 mod digest;
 mod id;
+mod path;
 mod phase;
+mod plan;
 mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -38,11 +40,18 @@ pub use digest::{Digest, DigestParseError};
 pub use id::{
     AgentId, ChannelId, IdError, MAX_ID_LEN, ProjectId, SessionMode, TaskId, ValidatorId,
 };
+pub use path::{AdmittedPath, MAX_COMPONENT_LEN, MAX_PATH_LEN, PathError, SECRETS_MANIFEST_PATH};
 pub use phase::{
     Completed, DEFAULT_ITERATION_CAP, Execute, ExecutionOutput, ExhaustedBound, Governance,
     GovernanceDecision, Halt, HaltReason, MoveNext, Moved, Next, Phase, PostValidate,
     PostValidation, PreValidate, RecoverOn, Recoverable, Session, Step, TokenError, TokenRejected,
     ValidationToken,
+};
+pub use plan::{
+    AppBuildPlan, Consolidated, ContractKind, DEFAULT_RETRY_LIMIT, Draft, InputContract,
+    MAX_MODULE_NAME_LEN, ModuleName, ModuleNameError, Normalized, Plan, PlanLoadError, PlanProblem,
+    PlanState, PlanValidationError, PlannedTask, SYNTHESIZED_MODULE_OWNER, TaskKind, TaskOrigin,
+    ValidatedPlan, ValidationStage,
 };
 pub use task::{FailureEntry, Spec, Task, TaskError};
 pub use verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};

@@ -1,3 +1,4 @@
 //! kleene's integration tests: one binary, one module per area (builds faster than many).
 
 mod foundation;
+mod plan;

@@ -1,0 +1,457 @@
+//! The plan as a user writes it: tasks, lanes, owners, owned paths, edges, contracts.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{AdmittedPath, AgentId, IdError, Spec, TaskId};
+
+/// How many retries a planned task gets when its plan does not say (R11: `retry_limit + 1`
+/// is the ceiling of calls, four by default).
+pub const DEFAULT_RETRY_LIMIT: u32 = 3;
+
+/// The longest module name, in bytes.
+pub const MAX_MODULE_NAME_LEN: usize = 128;
+
+/// The id prefix of module lanes synthesised by normalisation (`module_<name>`).
+pub(crate) const MODULE_LANE_PREFIX: &str = "module_";
+
+/// The owner of a module lane that normalisation synthesised.
+pub const SYNTHESIZED_MODULE_OWNER: &str = "ModuleAgent";
+
+/// Why a string was refused as a [`ModuleName`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModuleNameError {
+    /// The name was empty.
+    #[error("accept module name: the name is empty")]
+    Empty,
+    /// The name was longer than [`MAX_MODULE_NAME_LEN`] bytes.
+    #[error("accept module name {name:?}: longer than {max} bytes")]
+    TooLong {
+        /// The refused name.
+        name: String,
+        /// The bound.
+        max: usize,
+    },
+    /// The name had a character other than ASCII letters, digits, `_` and `-`.
+    #[error(
+        "accept module name {name:?}: character {character:?} is not a letter, digit, `_` or `-`"
+    )]
+    Character {
+        /// The refused name.
+        name: String,
+        /// The offending character.
+        character: char,
+    },
+    /// `module_<name>` is not a valid task id.
+    #[error("accept module name: its lane id is not a valid task id")]
+    LaneId(#[from] IdError),
+}
+
+/// The name of an application module (`tasks`, `billing`): ASCII letters, digits, `_`, `-`,
+/// at most [`MAX_MODULE_NAME_LEN`] bytes, so its lane id `module_<name>` is always a valid
+/// [`TaskId`].
+///
+/// # Examples
+///
+/// ```
+/// use kleene::ModuleName;
+///
+/// let m = ModuleName::new("tasks")?;
+/// assert_eq!(m.lane_id().as_str(), "module_tasks");
+/// assert!(ModuleName::new("a b").is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ModuleName {
+    // Stored as the lane id so that the id of a synthesised module lane needs no fallible
+    // construction later; ordering by `module_<name>` equals ordering by `<name>`.
+    lane: TaskId,
+}
+
+impl ModuleName {
+    /// Checks `name` and wraps it.
+    ///
+    /// # Errors
+    ///
+    /// [`ModuleNameError`] naming the rule.
+    pub fn new(name: impl Into<String>) -> Result<Self, ModuleNameError> {
+        let name = name.into();
+        if name.is_empty() {
+            return Err(ModuleNameError::Empty);
+        }
+        if name.len() > MAX_MODULE_NAME_LEN {
+            return Err(ModuleNameError::TooLong {
+                name,
+                max: MAX_MODULE_NAME_LEN,
+            });
+        }
+        if let Some(character) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+        {
+            return Err(ModuleNameError::Character { name, character });
+        }
+        Ok(Self {
+            lane: TaskId::new(format!("{MODULE_LANE_PREFIX}{name}"))?,
+        })
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        self.lane
+            .as_str()
+            .strip_prefix(MODULE_LANE_PREFIX)
+            .unwrap_or_default()
+    }
+
+    /// The deterministic id normalisation gives this module's lane when no task provides it.
+    pub fn lane_id(&self) -> &TaskId {
+        &self.lane
+    }
+}
+
+impl TryFrom<String> for ModuleName {
+    type Error = ModuleNameError;
+    fn try_from(s: String) -> Result<Self, ModuleNameError> {
+        Self::new(s)
+    }
+}
+
+impl From<ModuleName> for String {
+    fn from(m: ModuleName) -> String {
+        m.as_str().to_owned()
+    }
+}
+
+impl fmt::Display for ModuleName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for ModuleName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ModuleName({:?})", self.as_str())
+    }
+}
+
+/// The lane a planned task belongs to, tied to its module where it has one.
+///
+/// In JSON: `{"lane": "model", "module": "tasks"}`; `config` and `auth` may omit `module`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "lane", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum TaskKind {
+    /// Provides a module: its contract (name, actions, handler class) that every other lane
+    /// of the module builds on.
+    Module {
+        /// The module provided.
+        module: ModuleName,
+    },
+    /// Data models (schemas) of a module.
+    Model {
+        /// The module.
+        module: ModuleName,
+    },
+    /// Persistence (storage, migrations) of a module.
+    Persistence {
+        /// The module.
+        module: ModuleName,
+    },
+    /// Services (handlers, business logic) of a module.
+    Service {
+        /// The module.
+        module: ModuleName,
+    },
+    /// User-facing pages of a module.
+    Page {
+        /// The module.
+        module: ModuleName,
+    },
+    /// Configuration, app-wide or of one module.
+    Config {
+        /// The module, if the configuration belongs to one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        module: Option<ModuleName>,
+    },
+    /// Authentication and authorisation, app-wide or of one module.
+    Auth {
+        /// The module, if the auth work belongs to one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        module: Option<ModuleName>,
+    },
+}
+
+impl TaskKind {
+    /// The module this task belongs to (or provides), if any.
+    pub fn module(&self) -> Option<&ModuleName> {
+        match self {
+            Self::Module { module }
+            | Self::Model { module }
+            | Self::Persistence { module }
+            | Self::Service { module }
+            | Self::Page { module } => Some(module),
+            Self::Config { module } | Self::Auth { module } => module.as_ref(),
+        }
+    }
+
+    /// The module this task provides, if it is a module lane.
+    pub fn provides(&self) -> Option<&ModuleName> {
+        match self {
+            Self::Module { module } => Some(module),
+            _ => None,
+        }
+    }
+
+    /// The lane's snake-case name (`"module"`, `"model"`, …), as in JSON.
+    pub fn lane(&self) -> &'static str {
+        match self {
+            Self::Module { .. } => "module",
+            Self::Model { .. } => "model",
+            Self::Persistence { .. } => "persistence",
+            Self::Service { .. } => "service",
+            Self::Page { .. } => "page",
+            Self::Config { .. } => "config",
+            Self::Auth { .. } => "auth",
+        }
+    }
+}
+
+/// What a task receives from one of its prerequisites, recorded by normalisation on the
+/// receiving task so a worker is handed its actual prerequisite contracts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ContractKind {
+    /// The module contract (from the module lane).
+    Module,
+    /// The applicable persistence contract (from a persistence task of the module).
+    Persistence,
+    /// Accepted schemas (from a model task of the module).
+    Schemas,
+}
+
+impl ContractKind {
+    pub(crate) fn tag(self) -> u64 {
+        match self {
+            Self::Module => 0,
+            Self::Persistence => 1,
+            Self::Schemas => 2,
+        }
+    }
+}
+
+/// One input contract of a task: the prerequisite it comes from and what it carries.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputContract {
+    /// The prerequisite task that provides the contract.
+    pub from: TaskId,
+    /// What the contract carries.
+    pub contract: ContractKind,
+}
+
+/// Whether a task came from the plan's author or from normalisation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TaskOrigin {
+    /// Written in the plan.
+    #[default]
+    Planned,
+    /// A module lane synthesised by normalisation for a module that tasks referenced but no
+    /// task provided.
+    Synthesized,
+}
+
+/// One task of an [`AppBuildPlan`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannedTask {
+    /// The task's id, unique in the plan.
+    pub id: TaskId,
+    /// Its lane (and module).
+    pub kind: TaskKind,
+    /// The agent that performs it.
+    pub owner: AgentId,
+    /// What the task must achieve.
+    pub spec: Spec,
+    /// The files this task, and only this task, may write.
+    #[serde(default)]
+    pub owned_paths: Vec<AdmittedPath>,
+    /// Its direct prerequisites.
+    #[serde(default)]
+    pub depends_on: Vec<TaskId>,
+    /// Retries after the first call (calls are bounded by `retry_limit + 1`).
+    #[serde(default = "default_retry_limit")]
+    pub retry_limit: u32,
+    /// The contracts it receives from its prerequisites.
+    #[serde(default)]
+    pub input_contracts: Vec<InputContract>,
+    /// Whether the author wrote it or normalisation synthesised it.
+    #[serde(default)]
+    pub origin: TaskOrigin,
+    /// The ids of tasks consolidation merged into this one (empty unless consolidated).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consolidated_from: Vec<TaskId>,
+}
+
+fn default_retry_limit() -> u32 {
+    DEFAULT_RETRY_LIMIT
+}
+
+impl PlannedTask {
+    /// A planned task with no owned paths, prerequisites or contracts and the default retry
+    /// limit.
+    pub fn new(id: TaskId, kind: TaskKind, owner: AgentId, spec: Spec) -> Self {
+        Self {
+            id,
+            kind,
+            owner,
+            spec,
+            owned_paths: Vec::new(),
+            depends_on: Vec::new(),
+            retry_limit: DEFAULT_RETRY_LIMIT,
+            input_contracts: Vec::new(),
+            origin: TaskOrigin::Planned,
+            consolidated_from: Vec::new(),
+        }
+    }
+
+    /// Adds an owned path.
+    #[must_use]
+    pub fn owning(mut self, path: AdmittedPath) -> Self {
+        self.owned_paths.push(path);
+        self
+    }
+
+    /// Adds a prerequisite.
+    #[must_use]
+    pub fn after(mut self, prerequisite: TaskId) -> Self {
+        self.depends_on.push(prerequisite);
+        self
+    }
+
+    /// Whether normalisation synthesised this task.
+    pub fn is_synthesized(&self) -> bool {
+        self.origin == TaskOrigin::Synthesized
+    }
+}
+
+/// Why a plan could not be loaded from JSON.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanLoadError {
+    /// The JSON was malformed or did not match the plan's shape: an unknown or missing field,
+    /// a wrong type, an invalid id, module name or path.
+    #[error("load plan: {message} at `{field}`, line {line} column {column}")]
+    Json {
+        /// Where in the document the error is, as a path of field names and indices
+        /// (`tasks[2].owned_paths[0]`); `.` for the top level.
+        field: String,
+        /// The 1-based line.
+        line: usize,
+        /// The 1-based column.
+        column: usize,
+        /// What was wrong (names the unknown field, or the path rule that refused a path).
+        message: String,
+    },
+}
+
+impl PlanLoadError {
+    /// The location as a path of fields (`tasks[2].kind`).
+    pub fn field(&self) -> &str {
+        match self {
+            Self::Json { field, .. } => field,
+        }
+    }
+
+    /// The 1-based line and column.
+    pub fn position(&self) -> (usize, usize) {
+        match self {
+            Self::Json { line, column, .. } => (*line, *column),
+        }
+    }
+}
+
+/// The approved plan of an app build: the only authority for tasks and file ownership.
+///
+/// A plan as loaded is a draft; only [`ValidatedPlan`](crate::ValidatedPlan) can be executed.
+///
+/// # Examples
+///
+/// ```
+/// use kleene::AppBuildPlan;
+///
+/// let plan = AppBuildPlan::from_json(r#"{"tasks": [
+///   {"id": "model_tasks", "kind": {"lane": "model", "module": "tasks"},
+///    "owner": "ModelAgent", "spec": {"intent": "task schema"},
+///    "owned_paths": ["backend/schemas.py"]}
+/// ]}"#)?;
+/// assert_eq!(plan.tasks[0].retry_limit, 3);
+/// assert_eq!(AppBuildPlan::from_json(&plan.to_json())?, plan);
+///
+/// let err = AppBuildPlan::from_json(r#"{"tasks": [], "extra": 1}"#).unwrap_err();
+/// assert_eq!(err.position(), (1, 21));
+/// assert!(err.to_string().contains("unknown field `extra`"), "{err}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppBuildPlan {
+    /// The planned tasks, in the author's order (order carries no meaning).
+    pub tasks: Vec<PlannedTask>,
+}
+
+impl AppBuildPlan {
+    /// A plan of `tasks`.
+    pub fn new(tasks: Vec<PlannedTask>) -> Self {
+        Self { tasks }
+    }
+
+    /// Loads a plan from JSON. Unknown fields are refused.
+    ///
+    /// # Errors
+    ///
+    /// [`PlanLoadError::Json`] with the field path, line and column of the first problem.
+    pub fn from_json(json: &str) -> Result<Self, PlanLoadError> {
+        let mut de = serde_json::Deserializer::from_str(json);
+        let result: Result<Self, _> = serde_path_to_error::deserialize(&mut de);
+        let plan = result.map_err(|e| {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            PlanLoadError::Json {
+                field,
+                line: inner.line(),
+                column: inner.column(),
+                message: strip_position(&inner.to_string()),
+            }
+        })?;
+        de.end().map_err(|e| PlanLoadError::Json {
+            field: ".".to_owned(),
+            line: e.line(),
+            column: e.column(),
+            message: strip_position(&e.to_string()),
+        })?;
+        Ok(plan)
+    }
+
+    /// Saves the plan as pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        // Serialising these types cannot fail: every map key is a string and every value
+        // is plain data. Fall back to an empty document rather than panic if that ever
+        // changed.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// serde_json appends " at line L column C" to its messages; the position is kept in fields.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}

@@ -1,0 +1,420 @@
+//! Plans (R11 slice 1): normalisation, consolidation, validation, queries, JSON, DOT.
+
+use kleene::{
+    AdmittedPath, AgentId, AppBuildPlan, ContractKind, InputContract, ModuleName, Plan,
+    PlanProblem, PlannedTask, Spec, TaskId, TaskKind, ValidationStage,
+};
+
+fn id(s: &str) -> TaskId {
+    TaskId::new(s).unwrap()
+}
+
+fn m(s: &str) -> ModuleName {
+    ModuleName::new(s).unwrap()
+}
+
+fn path(s: &str) -> AdmittedPath {
+    AdmittedPath::admit(s).unwrap()
+}
+
+fn task(name: &str, kind: TaskKind) -> PlannedTask {
+    PlannedTask::new(
+        id(name),
+        kind,
+        AgentId::new("Agent").unwrap(),
+        Spec::new(name),
+    )
+}
+
+fn model(name: &str, module: &str) -> PlannedTask {
+    task(name, TaskKind::Model { module: m(module) })
+}
+fn service(name: &str, module: &str) -> PlannedTask {
+    task(name, TaskKind::Service { module: m(module) })
+}
+fn page(name: &str, module: &str) -> PlannedTask {
+    task(name, TaskKind::Page { module: m(module) })
+}
+fn persistence(name: &str, module: &str) -> PlannedTask {
+    task(name, TaskKind::Persistence { module: m(module) })
+}
+fn module(name: &str, module: &str) -> PlannedTask {
+    task(name, TaskKind::Module { module: m(module) })
+}
+
+fn normalized(tasks: Vec<PlannedTask>) -> Vec<PlannedTask> {
+    Plan::draft(AppBuildPlan::new(tasks))
+        .normalize()
+        .into_app_build_plan()
+        .tasks
+}
+
+fn find<'a>(tasks: &'a [PlannedTask], name: &str) -> &'a PlannedTask {
+    tasks.iter().find(|t| t.id.as_str() == name).unwrap()
+}
+
+fn deps(t: &PlannedTask) -> Vec<&str> {
+    let mut d: Vec<&str> = t.depends_on.iter().map(TaskId::as_str).collect();
+    d.sort_unstable();
+    d
+}
+
+fn contracts(t: &PlannedTask) -> Vec<(&str, ContractKind)> {
+    let mut c: Vec<_> = t
+        .input_contracts
+        .iter()
+        .map(|c| (c.from.as_str(), c.contract))
+        .collect();
+    c.sort_unstable();
+    c
+}
+
+fn strs(ids: &[TaskId]) -> Vec<&str> {
+    ids.iter().map(TaskId::as_str).collect()
+}
+
+#[test]
+fn absent_module_tasks_get_one_synthesized_lane_and_contract_edges() {
+    let tasks = normalized(vec![
+        model("model_t", "tasks"),
+        persistence("db_t", "tasks"),
+        service("svc_t", "tasks"),
+        page("page_t", "tasks"),
+    ]);
+    assert_eq!(tasks.len(), 5, "exactly one task added: the module lane");
+    let lane = find(&tasks, "module_tasks");
+    assert!(lane.is_synthesized());
+    assert_eq!(lane.kind, TaskKind::Module { module: m("tasks") });
+    assert!(lane.depends_on.is_empty() && lane.owned_paths.is_empty());
+
+    assert_eq!(deps(find(&tasks, "db_t")), ["module_tasks"]);
+    assert_eq!(deps(find(&tasks, "model_t")), ["db_t", "module_tasks"]);
+    assert_eq!(
+        contracts(find(&tasks, "model_t")),
+        [
+            ("db_t", ContractKind::Persistence),
+            ("module_tasks", ContractKind::Module)
+        ]
+    );
+    assert_eq!(deps(find(&tasks, "svc_t")), ["model_t", "module_tasks"]);
+    assert_eq!(
+        contracts(find(&tasks, "svc_t")),
+        [
+            ("model_t", ContractKind::Schemas),
+            ("module_tasks", ContractKind::Module)
+        ]
+    );
+    assert_eq!(deps(find(&tasks, "page_t")), ["module_tasks"]);
+}
+
+#[test]
+fn existing_module_lane_and_explicit_edges_are_kept() {
+    let tasks = normalized(vec![
+        module("tasks_module", "tasks"),
+        page("page_t", "tasks")
+            .after(id("svc_t"))
+            .after(id("svc_t")),
+        service("svc_t", "tasks"),
+        task("config", TaskKind::Config { module: None }),
+        task("auth", TaskKind::Auth { module: None }).after(id("config")),
+    ]);
+    assert_eq!(
+        tasks.len(),
+        5,
+        "the provided module lane is used, none synthesized"
+    );
+    assert!(tasks.iter().all(|t| !t.is_synthesized()));
+    let page = find(&tasks, "page_t");
+    assert_eq!(
+        page.depends_on,
+        [id("svc_t"), id("tasks_module")],
+        "explicit edge first, repeats removed"
+    );
+    assert_eq!(
+        deps(find(&tasks, "auth")),
+        ["config"],
+        "app-wide lanes get no invented edges"
+    );
+    assert!(find(&tasks, "config").depends_on.is_empty());
+}
+
+#[test]
+fn multiple_modules_get_their_own_lanes_and_edges_stay_within_a_module() {
+    let tasks = normalized(vec![
+        model("model_b", "billing"),
+        service("svc_b", "billing").after(id("model_t")),
+        model("model_t", "tasks"),
+        service("svc_t", "tasks"),
+        task(
+            "auth_t",
+            TaskKind::Auth {
+                module: Some(m("tasks")),
+            },
+        ),
+    ]);
+    let synthesized: Vec<&str> = tasks
+        .iter()
+        .filter(|t| t.is_synthesized())
+        .map(|t| t.id.as_str())
+        .collect();
+    assert_eq!(synthesized, ["module_billing", "module_tasks"]);
+    assert_eq!(deps(find(&tasks, "svc_t")), ["model_t", "module_tasks"]);
+    assert_eq!(
+        deps(find(&tasks, "svc_b")),
+        ["model_b", "model_t", "module_billing"],
+        "the explicit cross-module edge stays, no other cross-module edge appears"
+    );
+    assert_eq!(deps(find(&tasks, "auth_t")), ["module_tasks"]);
+}
+
+#[test]
+fn repeated_normalisation_changes_nothing() {
+    let once = normalized(vec![
+        model("model_t", "tasks"),
+        persistence("db_t", "tasks").after(id("cfg")),
+        service("svc_t", "tasks"),
+        task("cfg", TaskKind::Config { module: None }),
+    ]);
+    let twice = normalized(once.clone());
+    assert_eq!(once, twice);
+    // Also through JSON: a saved normalised plan normalises to itself.
+    let reloaded = AppBuildPlan::from_json(&AppBuildPlan::new(once.clone()).to_json()).unwrap();
+    assert_eq!(normalized(reloaded.tasks), once);
+}
+
+#[test]
+fn ambiguous_module_owners_are_reported_with_both_tasks() {
+    let err = AppBuildPlan::new(vec![
+        module("m2", "tasks"),
+        module("m1", "tasks"),
+        model("model_t", "tasks"),
+    ])
+    .validate()
+    .unwrap_err();
+    assert_eq!(err.stage(), ValidationStage::BeforeConsolidation);
+    assert_eq!(
+        err.problems(),
+        [PlanProblem::AmbiguousModuleOwner {
+            module: m("tasks"),
+            tasks: vec![id("m1"), id("m2")],
+        }]
+    );
+}
+
+#[test]
+fn a_cycle_created_by_consolidation_is_caught_by_revalidation() {
+    // db_a -> reader -> db_b is acyclic; merging db_a and db_b closes the loop.
+    let plan = AppBuildPlan::new(vec![
+        persistence("db_a", "tasks").owning(path("backend/db/a.py")),
+        task("reader", TaskKind::Config { module: None }).after(id("db_a")),
+        persistence("db_b", "tasks")
+            .after(id("reader"))
+            .owning(path("backend/db/b.py")),
+    ]);
+    let consolidated = Plan::draft(plan).normalize().consolidate().unwrap();
+    let err = consolidated.validate().unwrap_err();
+    assert_eq!(err.stage(), ValidationStage::AfterConsolidation);
+    let cycles: Vec<Vec<&str>> = err.cycles().map(strs).collect();
+    assert_eq!(cycles, [["db_a", "reader"]]);
+}
+
+#[test]
+fn consolidation_merges_persistence_tasks_of_a_module() {
+    let plan = AppBuildPlan::new(vec![
+        persistence("db_b", "tasks")
+            .owning(path("backend/db/b.py"))
+            .owning(path("backend/db/shared.py")),
+        persistence("db_a", "tasks").owning(path("backend/db/a.py")),
+        persistence("db_x", "other"),
+        model("model_t", "tasks").after(id("db_b")),
+        page("page_t", "tasks").after(id("db_a")).after(id("db_b")),
+    ]);
+    let mut retry = plan.clone();
+    retry.tasks[0].retry_limit = 1;
+    let plan = Plan::draft(plan)
+        .normalize()
+        .consolidate()
+        .unwrap()
+        .validate()
+        .unwrap();
+    assert_eq!(
+        plan.len(),
+        6,
+        "two tasks became one; two module lanes were added"
+    );
+    let db = plan.task(&id("db_a")).unwrap();
+    assert!(plan.task(&id("db_b")).is_none());
+    assert_eq!(db.consolidated_from, [id("db_b")]);
+    assert_eq!(
+        db.owned_paths,
+        [
+            path("backend/db/a.py"),
+            path("backend/db/b.py"),
+            path("backend/db/shared.py")
+        ]
+    );
+    assert_eq!(db.spec.intent, "db_a\n\ndb_b");
+    assert_eq!(plan.owner_of(&path("backend/db/b.py")), Some(&id("db_a")));
+    let model = plan.task(&id("model_t")).unwrap();
+    assert_eq!(
+        model.depends_on,
+        [id("db_a"), id("module_tasks")],
+        "re-pointed and de-duplicated"
+    );
+    assert_eq!(
+        contracts(model),
+        [
+            ("db_a", ContractKind::Persistence),
+            ("module_tasks", ContractKind::Module)
+        ]
+    );
+    assert_eq!(
+        plan.prerequisites(&id("page_t")),
+        [&id("db_a"), &id("module_tasks")]
+    );
+    assert_eq!(
+        plan.task(&id("db_x")).unwrap().consolidated_from,
+        [] as [TaskId; 0]
+    );
+
+    let merged = retry.validate().unwrap();
+    assert_eq!(
+        merged.task(&id("db_a")).unwrap().retry_limit,
+        1,
+        "a merge never raises a budget"
+    );
+}
+
+#[test]
+fn validation_reports_every_problem_at_once() {
+    let mut contract_only = task("contract_only", TaskKind::Config { module: None });
+    contract_only.input_contracts.push(InputContract {
+        from: id("dup"),
+        contract: ContractKind::Module,
+    });
+    let err = AppBuildPlan::new(vec![
+        task("dup", TaskKind::Config { module: None }).owning(path("a/b.py")),
+        task("dup", TaskKind::Config { module: None }),
+        task("selfish", TaskKind::Config { module: None }).after(id("selfish")),
+        task("lost", TaskKind::Config { module: None }).after(id("ghost")),
+        task("x", TaskKind::Config { module: None })
+            .after(id("y"))
+            .owning(path("a/b.py"))
+            .owning(path("a")),
+        task("y", TaskKind::Config { module: None }).after(id("x")),
+        contract_only,
+    ])
+    .validate()
+    .unwrap_err();
+    let shown: Vec<String> = err.problems().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "2 tasks have id dup",
+            "task selfish depends on itself",
+            "task lost depends on unknown task ghost",
+            "task contract_only has an input contract from dup, which is not a prerequisite",
+            "path a/b.py is owned by dup, x",
+            "path a/b.py of task dup lies under path a of task x",
+            "cycle x -> y -> x",
+        ]
+    );
+    assert!(
+        err.to_string()
+            .starts_with("validate plan before consolidation: 2 tasks")
+    );
+    assert!(err.problems()[6].is_cycle());
+}
+
+#[test]
+fn validated_plan_answers_queries_in_deterministic_order() {
+    let plan = AppBuildPlan::new(vec![
+        page("page_t", "tasks").owning(path("frontend/tasks.tsx")),
+        service("svc_t", "tasks").owning(path("backend/service.py")),
+        model("model_t", "tasks").owning(path("backend/schemas.py")),
+        task("cfg", TaskKind::Config { module: None }),
+    ])
+    .validate()
+    .unwrap();
+    assert_eq!(
+        strs(plan.topological_order()),
+        ["cfg", "module_tasks", "model_t", "page_t", "svc_t"],
+        "ties broken by id"
+    );
+    let ids: Vec<&TaskId> = plan.tasks().map(|t| &t.id).collect();
+    assert_eq!(ids, plan.topological_order().iter().collect::<Vec<_>>());
+    assert_eq!(
+        plan.transitive_dependents(&id("module_tasks")),
+        [id("model_t"), id("page_t"), id("svc_t")]
+    );
+    assert_eq!(plan.transitive_dependents(&id("model_t")), [id("svc_t")]);
+    assert!(plan.transitive_dependents(&id("nope")).is_empty());
+    assert_eq!(
+        plan.prerequisites(&id("svc_t")),
+        [&id("model_t"), &id("module_tasks")]
+    );
+    assert_eq!(plan.dependents(&id("model_t")), [&id("svc_t")]);
+    assert_eq!(
+        plan.owner_of(&path("backend/schemas.py")),
+        Some(&id("model_t"))
+    );
+    assert_eq!(plan.owner_of(&path("backend")), None);
+    assert_eq!(plan.graph().edge_count(), 4);
+    assert_eq!(plan.len(), 5);
+}
+
+#[test]
+fn json_loading_names_field_position_and_rule() {
+    let unknown = AppBuildPlan::from_json(
+        r#"{"tasks": [{"id": "a", "kind": {"lane": "config"}, "owner": "o",
+            "spec": {"intent": "x"}, "ownd_paths": []}]}"#,
+    )
+    .unwrap_err();
+    assert_eq!(unknown.field(), "tasks[0].ownd_paths");
+    assert_eq!(unknown.position(), (2, 49));
+    assert!(
+        unknown.to_string().contains("unknown field `ownd_paths`"),
+        "{unknown}"
+    );
+
+    let hostile = AppBuildPlan::from_json(
+        r#"{"tasks": [{"id": "a", "kind": {"lane": "config"}, "owner": "o",
+            "spec": {"intent": "x"}, "owned_paths": ["ok.py", "../../etc/passwd"]}]}"#,
+    )
+    .unwrap_err();
+    assert_eq!(hostile.field(), "tasks[0].owned_paths[1]");
+    assert!(hostile.to_string().contains("traversal"), "{hostile}");
+    assert!(
+        hostile.to_string().contains("../../etc/passwd"),
+        "{hostile}"
+    );
+
+    let lane = AppBuildPlan::from_json(
+        r#"{"tasks": [{"id": "a", "kind": {"lane": "model", "module": "t", "x": 1},
+            "owner": "o", "spec": {"intent": "x"}}]}"#,
+    )
+    .unwrap_err();
+    assert!(lane.to_string().contains("unknown field `x`"), "{lane}");
+
+    let missing = AppBuildPlan::from_json(r#"{"tasks": [{"id": "a"}]}"#).unwrap_err();
+    assert!(missing.to_string().contains("missing field"), "{missing}");
+    assert!(
+        AppBuildPlan::from_json(r#"{"tasks": []} x"#).is_err(),
+        "trailing data"
+    );
+}
+
+#[test]
+fn dot_export_colours_lanes_and_marks_synthesized_tasks() {
+    let plan = AppBuildPlan::new(vec![model("model_t", "tasks"), service("svc_t", "tasks")])
+        .validate()
+        .unwrap();
+    let dot = plan.to_dot();
+    assert!(dot.contains(
+        r##""module_tasks" [label="module_tasks\nmodule · tasks\n(synthesized)", fillcolor="#f4d35e", style="filled,dashed"];"##
+    ), "{dot}");
+    assert!(dot.contains(r##""model_t" [label="model_t\nmodel · tasks", fillcolor="#8ecae6"];"##));
+    assert!(dot.contains(r##""model_t" -> "svc_t";"##));
+    assert_eq!(dot.matches(" -> ").count(), 3);
+    assert!(dot.ends_with("}\n"));
+}
