@@ -333,6 +333,23 @@ pub(crate) struct TaskV1 {
     pub(crate) parent_task_ref: Option<crate::TaskId>,
 }
 
+impl sealed::Sealed for crate::ClosureRecord {}
+
+/// Closure records, format version 1.
+impl Checkpoint for crate::ClosureRecord {
+    const KIND: [u8; 4] = *b"CLSR";
+    const VERSION: u16 = 1;
+}
+
+impl sealed::Sealed for crate::ClosureState {}
+
+/// Persisted closure machines (see [`Closure::state`](crate::Closure::state)), format
+/// version 1.
+impl Checkpoint for crate::ClosureState {
+    const KIND: [u8; 4] = *b"CLST";
+    const VERSION: u16 = 1;
+}
+
 /// Why a store could not load or commit.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

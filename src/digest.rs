@@ -46,7 +46,7 @@ impl Digest {
     }
 
     /// Wraps raw bytes (for example a digest read from a foreign record).
-    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
         Self(bytes)
     }
 }

@@ -25,7 +25,9 @@
 // Users put these types in their own state; they must be printable.
 #![warn(missing_debug_implementations)]
 
+mod audit;
 pub mod checkpoint;
+mod closure;
 mod digest;
 mod id;
 mod path;
@@ -36,6 +38,16 @@ mod task;
 pub mod testing;
 mod verdict;
 
+#[cfg(feature = "tracing")]
+pub use audit::TracingSink;
+pub use audit::{AuditEntry, AuditError, AuditEvent, AuditLog, AuditSink, LoopPhase};
+pub use closure::{
+    Agent, AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
+    AwaitingPreValidation, Closure, ClosureFailure, ClosureOutcome, ClosureProgress, ClosureRecord,
+    ClosureState, ClosureStateError, FixBudget, MAX_RECOVERY_DEPTH, NormalizedResult,
+    NormalizedVerdict, PolicyError, RecoveryPolicy, RecoveryPolicyBuilder, StepRecord, TaskAttempt,
+    VerdictNormalizer, render_recovery_spec, run_to_closure, run_to_closure_with,
+};
 pub use digest::{Digest, DigestParseError};
 pub use id::{
     AgentId, ChannelId, IdError, MAX_ID_LEN, ProjectId, SessionMode, TaskId, ValidatorId,

@@ -436,6 +436,8 @@ impl Step<Governance> {
     /// # Errors
     ///
     /// A [`Halt`] with [`HaltReason::GovernanceDenied`] when governance denies.
+    // A halt carries the task it stopped; it is the terminal value, not a hot-path error.
+    #[allow(clippy::result_large_err)]
     pub fn govern(
         self,
         decision: GovernanceDecision,
@@ -462,6 +464,8 @@ impl Step<PreValidate> {
     /// # Errors
     ///
     /// A [`Halt`] with [`HaltReason::PreExecuteRejected`] when the verdict has a blocker.
+    // A halt carries the task it stopped; it is the terminal value, not a hot-path error.
+    #[allow(clippy::result_large_err)]
     pub fn pre_validate(self, verdict: Verdict) -> Result<Step<Execute>, Halt> {
         if verdict.worst() == Some(crate::Severity::Blocker) {
             return Err(self.halt(HaltReason::PreExecuteRejected { verdict }));

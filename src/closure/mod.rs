@@ -1,0 +1,59 @@
+//! Bounded auto-fix recovery: run a task to its closure (R13, R21).
+//!
+//! A task runs the inner loop `governance → pre_validate → execute → post_validate →
+//! move_next`. A recoverable post-execute failure (an overridable blocker; a warning only
+//! when [`RecoverOn::BlockersAndWarnings`](crate::RecoverOn) opts in) spawns a fix subtask
+//! `{root}_fix_{depth}` whose spec is rendered from the root's spec and every failure so far
+//! ([`render_recovery_spec`]). The closure ends at the first clean completion
+//! (`recovery_resolved`) or at a bound: the depth and the global fix budget
+//! (`recovery_exhausted`), a verdict that repeats the previous attempt's after
+//! normalisation (`recovery_stalled`, see [`VerdictNormalizer`]), or any other halt
+//! (governance denial, pre-execute rejection, non-overridable blocker, withheld warning,
+//! iteration cap). Every step is audited in a hash-chained [`AuditLog`](crate::AuditLog).
+//!
+//! Drive it with [`run_to_closure`] over your [`Agent`], or step by step with the sans-IO
+//! [`Closure`] machine, persisting its [`ClosureState`] between steps. Both produce the same
+//! immutable [`ClosureRecord`].
+//!
+//! ```
+//! use kleene::{Closure, ExecutionOutput, GovernanceDecision, Next, RecoveryPolicy, Session,
+//!              Severity, Spec, Task, TaskId, ValidatorId, ValidatorResult, Verdict};
+//!
+//! let failing = Verdict::new([ValidatorResult::new(
+//!     ValidatorId::new("tests")?, Severity::Blocker, true, "test login ... FAILED")]);
+//! let mut posts = vec![Verdict::clean(), failing].into_iter().rev();
+//! let task = Task::new(TaskId::new("x")?, Spec::new("add /login"));
+//! let mut closure = Closure::start(task, Session::new("build", "demo")?, RecoveryPolicy::default());
+//! let record = loop {
+//!     closure = match closure {
+//!         Closure::Governance(due) => due.feed(GovernanceDecision::Approve),
+//!         Closure::PreValidate(due) => due.feed(Verdict::clean()),
+//!         Closure::Execute(due) => due.feed(ExecutionOutput::new("patched")),
+//!         Closure::PostValidate(due) => due.feed(posts.next().unwrap_or_default()),
+//!         Closure::MoveNext(due) => due.feed(Next::Complete),
+//!         Closure::Done(record) => break record,
+//!     };
+//! };
+//! assert_eq!(record.outcome().resolved_depth(), Some(1));
+//! assert_eq!(record.attempts()[1].task.id().as_str(), "x_fix_1");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod driver;
+mod machine;
+mod normalize;
+mod policy;
+mod record;
+mod spec;
+
+pub use driver::{Agent, run_to_closure, run_to_closure_with};
+pub use machine::{
+    AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
+    AwaitingPreValidation, Closure, ClosureProgress, ClosureState, ClosureStateError,
+};
+pub use normalize::{NormalizedResult, NormalizedVerdict, VerdictNormalizer};
+pub use policy::{
+    FixBudget, MAX_RECOVERY_DEPTH, PolicyError, RecoveryPolicy, RecoveryPolicyBuilder,
+};
+pub use record::{ClosureFailure, ClosureOutcome, ClosureRecord, StepRecord, TaskAttempt};
+pub use spec::render_recovery_spec;

@@ -1,0 +1,232 @@
+//! The immutable result of a closure: outcome, every task of the tree, the audit log.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    AuditLog, ExecutionOutput, GovernanceDecision, HaltReason, LoopPhase, Next, RecoveryPolicy,
+    Session, Task, TaskId, Verdict,
+};
+
+/// How a closure ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ClosureOutcome {
+    /// A task completed with a clean post-validation: the fixpoint (`recovery_resolved`).
+    Resolved {
+        /// The task that completed.
+        task_ref: TaskId,
+        /// Its depth: 0 when the root itself passed.
+        depth: u32,
+    },
+    /// A task halted and the closure with it.
+    Halted {
+        /// The task that halted.
+        task_ref: TaskId,
+        /// Its depth.
+        depth: u32,
+        /// The iteration it halted in.
+        iteration: u32,
+        /// Why (`recovery_exhausted`, `recovery_stalled`, governance denial, …).
+        reason: HaltReason,
+    },
+    /// The closure could not go on for a reason outside the task's verdicts.
+    Failed {
+        /// The task it stopped at.
+        task_ref: TaskId,
+        /// Its depth.
+        depth: u32,
+        /// The iteration it stopped in.
+        iteration: u32,
+        /// What failed.
+        failure: ClosureFailure,
+    },
+}
+
+/// A closure stopped by something other than a verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ClosureFailure {
+    /// The agent reported its own error (an I/O failure, a crashed tool).
+    Agent {
+        /// The phase it failed in.
+        phase: LoopPhase,
+        /// Its error, as it displayed itself.
+        message: String,
+    },
+    /// The next fix subtask's id would be invalid (the root id is too long for the
+    /// `_fix_{depth}` suffix).
+    FixId {
+        /// The depth of the fix that could not be named.
+        depth: u32,
+        /// Why the id was refused.
+        message: String,
+    },
+}
+
+impl ClosureOutcome {
+    /// The task the closure ended at.
+    pub fn task_ref(&self) -> &TaskId {
+        match self {
+            ClosureOutcome::Resolved { task_ref, .. }
+            | ClosureOutcome::Halted { task_ref, .. }
+            | ClosureOutcome::Failed { task_ref, .. } => task_ref,
+        }
+    }
+
+    /// The depth of the task the closure ended at.
+    pub fn depth(&self) -> u32 {
+        match self {
+            ClosureOutcome::Resolved { depth, .. }
+            | ClosureOutcome::Halted { depth, .. }
+            | ClosureOutcome::Failed { depth, .. } => *depth,
+        }
+    }
+
+    /// The depth it resolved at, if it resolved.
+    pub fn resolved_depth(&self) -> Option<u32> {
+        match self {
+            ClosureOutcome::Resolved { depth, .. } => Some(*depth),
+            _ => None,
+        }
+    }
+
+    /// The halt reason, if it halted.
+    pub fn halt_reason(&self) -> Option<&HaltReason> {
+        match self {
+            ClosureOutcome::Halted { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// True when the closure reached its fixpoint.
+    pub fn is_resolved(&self) -> bool {
+        matches!(self, ClosureOutcome::Resolved { .. })
+    }
+
+    /// True when it halted with `recovery_stalled`.
+    pub fn is_stalled(&self) -> bool {
+        matches!(self.halt_reason(), Some(HaltReason::RecoveryStalled { .. }))
+    }
+
+    /// True when it halted with `recovery_exhausted`.
+    pub fn is_exhausted(&self) -> bool {
+        matches!(
+            self.halt_reason(),
+            Some(HaltReason::RecoveryExhausted { .. })
+        )
+    }
+}
+
+/// One iteration of one task, as far as it got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// The iteration, from 1.
+    pub iteration: u32,
+    /// Governance's decision.
+    pub governance: GovernanceDecision,
+    /// The pre-execute verdict, if pre-validation ran.
+    pub pre_verdict: Option<Verdict>,
+    /// What execution produced, if it ran.
+    pub output: Option<ExecutionOutput>,
+    /// The post-execute verdict, if post-validation ran.
+    pub post_verdict: Option<Verdict>,
+    /// What came next, if the iteration was clean.
+    pub next: Option<Next>,
+}
+
+impl StepRecord {
+    pub(crate) fn governed(iteration: u32, governance: GovernanceDecision) -> Self {
+        Self {
+            iteration,
+            governance,
+            pre_verdict: None,
+            output: None,
+            post_verdict: None,
+            next: None,
+        }
+    }
+}
+
+/// One task of the closure tree (the root or a fix subtask) and every iteration it ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskAttempt {
+    /// The task, exactly as it ran (for a fix, its rendered recovery spec and
+    /// `prior_failures`).
+    pub task: Task,
+    /// Its iterations, in order.
+    pub steps: Vec<StepRecord>,
+}
+
+impl TaskAttempt {
+    pub(crate) fn new(task: Task) -> Self {
+        Self {
+            task,
+            steps: Vec::new(),
+        }
+    }
+
+    /// The last post-execute verdict of this task, if it got that far.
+    pub fn last_post_verdict(&self) -> Option<&Verdict> {
+        self.steps
+            .iter()
+            .rev()
+            .find_map(|s| s.post_verdict.as_ref())
+    }
+}
+
+/// The immutable outcome of [`run_to_closure`](crate::run_to_closure) or of a driven
+/// [`Closure`](crate::Closure).
+///
+/// It holds the outcome, every task of the closure tree in order (root first, then
+/// `x_fix_1`, `x_fix_2`, …) with all its verdicts, how many fixes were spawned, and the
+/// hash-chained audit log. It is serialisable and checkpoint-encodable
+/// ([`checkpoint::encode`](crate::checkpoint::encode)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClosureRecord {
+    pub(crate) root_task_ref: TaskId,
+    pub(crate) session: Session,
+    pub(crate) policy: RecoveryPolicy,
+    pub(crate) outcome: ClosureOutcome,
+    pub(crate) attempts: Vec<TaskAttempt>,
+    pub(crate) fix_attempts: u32,
+    pub(crate) audit: AuditLog,
+}
+
+impl ClosureRecord {
+    /// The root task of the closure.
+    pub fn root_task_ref(&self) -> &TaskId {
+        &self.root_task_ref
+    }
+
+    /// The session every task of the tree ran in.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The policy it ran under.
+    pub fn policy(&self) -> &RecoveryPolicy {
+        &self.policy
+    }
+
+    /// How it ended.
+    pub fn outcome(&self) -> &ClosureOutcome {
+        &self.outcome
+    }
+
+    /// Every task of the tree, root first, each with its iterations and verdicts.
+    pub fn attempts(&self) -> &[TaskAttempt] {
+        &self.attempts
+    }
+
+    /// How many fix subtasks this closure spawned.
+    pub fn fix_attempts(&self) -> u32 {
+        self.fix_attempts
+    }
+
+    /// The audit log of the whole tree.
+    pub fn audit(&self) -> &AuditLog {
+        &self.audit
+    }
+}

@@ -1,0 +1,110 @@
+//! Rendering a fix subtask's spec from the root's spec and the whole attributed failure
+//! list (R21 §1–3).
+
+use std::fmt::Write as _;
+
+use crate::{FailureEntry, Spec, TaskId};
+
+/// The spec of the fix subtask `fix_task_ref` at `depth`, rendered from the root task's
+/// `root_spec` and every failure so far — never from the previous attempt's spec, so it
+/// cannot wrap itself.
+///
+/// The intent holds a one-line header, the root's intent verbatim (exactly once, at any
+/// depth), and every failure in order with its attempt, validator and severity, followed by
+/// its justification verbatim (which carries the validator's output tail: test names,
+/// assertions, files). The acceptance criteria are the root's, once, unchanged. The text is
+/// deterministic (same input, same bytes) and its size is the root spec's plus a constant
+/// per failure plus the failures' justifications: linear in the failure list.
+///
+/// # Examples
+///
+/// ```
+/// use kleene::{FailureEntry, Severity, Spec, TaskId, ValidatorId, render_recovery_spec};
+///
+/// let root = Spec::new("add a /login route").with_criterion("cargo test passes");
+/// let failures = [FailureEntry {
+///     attempt: 0,
+///     validator_id: ValidatorId::new("tests")?,
+///     severity: Severity::Blocker,
+///     justification: "test tests::login ... FAILED".into(),
+/// }];
+/// let spec = render_recovery_spec(&root, &TaskId::new("x_fix_1")?, 1, &failures);
+/// assert_eq!(spec.intent.matches("add a /login route").count(), 1);
+/// assert!(spec.intent.contains("attempt 0 · validator tests · blocker"));
+/// assert_eq!(spec.acceptance_criteria, root.acceptance_criteria);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Complexity
+///
+/// Linear in the size of `root_spec` and `failures`.
+pub fn render_recovery_spec(
+    root_spec: &Spec,
+    fix_task_ref: &TaskId,
+    depth: u32,
+    failures: &[FailureEntry],
+) -> Spec {
+    let capacity = root_spec.intent.len()
+        + failures
+            .iter()
+            .map(|f| f.justification.len() + 96)
+            .sum::<usize>()
+        + 256;
+    let mut intent = String::with_capacity(capacity);
+    // `write!` into a String cannot fail; the results are ignored for that reason only.
+    let _ = write!(
+        intent,
+        "Recovery task {fix_task_ref} (fix attempt {depth}). Achieve the original task below; \
+         earlier attempts failed validation with the failures listed after it.\n\n\
+         ## Original task\n\n{}\n\n## Failures so far ({})\n",
+        root_spec.intent,
+        failures.len()
+    );
+    for (i, f) in failures.iter().enumerate() {
+        let _ = write!(
+            intent,
+            "\n### Failure {}: attempt {} · validator {} · {} ({} bytes)\n\n{}\n",
+            i + 1,
+            f.attempt,
+            f.validator_id,
+            f.severity,
+            f.justification.len(),
+            f.justification
+        );
+    }
+    Spec {
+        intent,
+        acceptance_criteria: root_spec.acceptance_criteria.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Severity, ValidatorId};
+
+    fn failure(attempt: u32, text: &str) -> FailureEntry {
+        FailureEntry {
+            attempt,
+            validator_id: ValidatorId::new("tests").unwrap(),
+            severity: Severity::Blocker,
+            justification: text.into(),
+        }
+    }
+
+    #[test]
+    fn deterministic_and_linear() {
+        let root = Spec::new("intent").with_criterion("c");
+        let id = TaskId::new("x_fix_1").unwrap();
+        let fs: Vec<_> = (0..10).map(|a| failure(a, "boom")).collect();
+        let a = render_recovery_spec(&root, &id, 1, &fs);
+        assert_eq!(a, render_recovery_spec(&root, &id, 1, &fs));
+        let sizes: Vec<usize> = (1..=10)
+            .map(|n| render_recovery_spec(&root, &id, 1, &fs[..n]).intent.len())
+            .collect();
+        let steps: Vec<usize> = sizes.windows(2).map(|w| w[1] - w[0]).collect();
+        // Each failure adds the same amount, give or take a digit of its numbering.
+        assert!(steps.iter().all(|s| s.abs_diff(steps[0]) <= 2), "{steps:?}");
+        assert_eq!(a.intent.matches("intent").count(), 1);
+    }
+}
