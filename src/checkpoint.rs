@@ -490,6 +490,40 @@ impl CheckpointStore for FileStore {
     }
 }
 
+/// The length of the whole envelope at the start of `bytes` (which may continue with more
+/// records), after checking its structure and checksum. Journals use it to walk a sequence of
+/// records and find where a torn tail starts.
+pub(crate) fn open_prefix(bytes: &[u8]) -> Result<usize, CheckpointError> {
+    let Some(header) = bytes.first_chunk::<HEADER_LEN>() else {
+        return Err(CheckpointError::TooShort {
+            len: bytes.len(),
+            needed: HEADER_LEN as u64,
+        });
+    };
+    let mut len_bytes = [0u8; 8];
+    len_bytes.copy_from_slice(&header[11..19]);
+    let declared = u64::from_le_bytes(len_bytes).min(MAX_PAYLOAD_LEN + 1);
+    let end = usize::try_from(HEADER_LEN as u64 + declared).unwrap_or(usize::MAX);
+    open(bytes.get(..end).unwrap_or(bytes))?;
+    Ok(end)
+}
+
+impl sealed::Sealed for crate::batch::EvidenceEvent {}
+
+/// One journal record: a batch evidence event.
+impl Checkpoint for crate::batch::EvidenceEvent {
+    const KIND: [u8; 4] = *b"BEVT";
+    const VERSION: u16 = 1;
+}
+
+impl sealed::Sealed for crate::batch::BatchEvidence {}
+
+/// A journal snapshot: folded batch evidence.
+impl Checkpoint for crate::batch::BatchEvidence {
+    const KIND: [u8; 4] = *b"EVID";
+    const VERSION: u16 = 1;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,6 +26,7 @@
 #![warn(missing_debug_implementations)]
 
 mod audit;
+pub mod batch;
 pub mod checkpoint;
 mod closure;
 mod digest;

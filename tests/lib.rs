@@ -1,4 +1,5 @@
 //! kleene's integration tests: one binary, one module per area (builds faster than many).
 
+mod batch;
 mod foundation;
 mod plan;

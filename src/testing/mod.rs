@@ -1,2 +1,3 @@
 //! Test support for users' own property-test suites (feature `testing`): scripted agents and
 //! workers, and proptest strategies for kleene's inputs.
+pub mod batch;

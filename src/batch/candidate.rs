@@ -1,0 +1,211 @@
+//! What a worker proposes for a task, what the batch accepted, and why a proposal was refused.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::CanonicalHasher;
+use crate::path::AdmittedPath;
+use crate::{Digest, TaskId};
+
+/// A worker's proposed output for one task: whole files at admitted paths.
+///
+/// A candidate is validated whole (ownership, then the output contract) before anything is
+/// accepted, so a partly wrong candidate never leaks a file into the batch.
+///
+/// # Examples
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use kleene::AdmittedPath;
+/// use kleene::batch::Candidate;
+///
+/// let files = BTreeMap::from([(AdmittedPath::admit("backend/models.py")?, b"class User: ...".to_vec())]);
+/// let candidate = Candidate::new(files);
+/// assert_eq!(candidate.files().len(), 1);
+/// assert_eq!(candidate.digest(), candidate.clone().digest());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Candidate {
+    files: BTreeMap<AdmittedPath, Vec<u8>>,
+}
+
+impl Candidate {
+    /// A candidate made of `files`.
+    pub fn new(files: BTreeMap<AdmittedPath, Vec<u8>>) -> Self {
+        Self { files }
+    }
+
+    /// The proposed files, sorted by path.
+    pub fn files(&self) -> &BTreeMap<AdmittedPath, Vec<u8>> {
+        &self.files
+    }
+
+    /// The canonical digest of the file set: the sorted list of `(path, length,
+    /// blake3(content))`, so one changed byte, a renamed, added or removed file changes it.
+    pub fn digest(&self) -> Digest {
+        let mut h = CanonicalHasher::new("batch candidate");
+        h.u64(self.files.len() as u64);
+        for (path, content) in &self.files {
+            h.str(path.as_str())
+                .u64(content.len() as u64)
+                .digest(&Digest::from(blake3::hash(content)));
+        }
+        h.finish()
+    }
+}
+
+impl fmt::Debug for Candidate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // File contents can be large; the paths and the digest identify a candidate.
+        f.debug_struct("Candidate")
+            .field("paths", &self.files.keys().collect::<Vec<_>>())
+            .field("digest", &self.digest())
+            .finish()
+    }
+}
+
+/// A candidate the batch accepted for a task, with the digest it was accepted under.
+///
+/// The digest is verified whenever evidence is folded, so an accepted output whose bytes no
+/// longer match is an error, never silently re-run or replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "AcceptedRecord")]
+pub struct AcceptedOutput {
+    candidate: Candidate,
+    digest: Digest,
+}
+
+/// The persisted shape of an [`AcceptedOutput`], verified on the way back in.
+#[derive(Deserialize)]
+struct AcceptedRecord {
+    candidate: Candidate,
+    digest: Digest,
+}
+
+impl TryFrom<AcceptedRecord> for AcceptedOutput {
+    type Error = String;
+
+    fn try_from(r: AcceptedRecord) -> Result<Self, String> {
+        let digest = r.digest;
+        Self::verified(r.candidate, digest)
+            .ok_or_else(|| format!("accepted output does not match its digest {digest}"))
+    }
+}
+
+impl AcceptedOutput {
+    /// Rebuilds an accepted output from persisted parts, refusing a digest that does not
+    /// match the files.
+    pub(crate) fn verified(candidate: Candidate, digest: Digest) -> Option<Self> {
+        (candidate.digest() == digest).then_some(Self { candidate, digest })
+    }
+
+    /// The accepted files.
+    pub fn files(&self) -> &BTreeMap<AdmittedPath, Vec<u8>> {
+        self.candidate.files()
+    }
+
+    /// The accepted candidate.
+    pub fn candidate(&self) -> &Candidate {
+        &self.candidate
+    }
+
+    /// The digest the output was accepted under.
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+}
+
+/// Why a candidate was refused: the exact rejection a corrective call receives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The candidate touches a path the task does not own (the built-in ownership check).
+    #[error("candidate for task {task} writes {path}, which the task does not own")]
+    NotOwned {
+        /// The task.
+        task: TaskId,
+        /// The first path outside the task's admitted paths.
+        path: AdmittedPath,
+    },
+    /// The user-supplied output contract refused the candidate.
+    #[error("candidate for task {task} breaks its output contract: {message}")]
+    Contract {
+        /// The task.
+        task: TaskId,
+        /// The contract's diagnostic, verbatim.
+        message: String,
+    },
+}
+
+impl Rejection {
+    /// A contract rejection of `task`'s candidate with `message` kept verbatim.
+    pub fn contract(task: &TaskId, message: impl Into<String>) -> Self {
+        Self::Contract {
+            task: task.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// The task whose candidate was refused.
+    pub fn task(&self) -> &TaskId {
+        match self {
+            Self::NotOwned { task, .. } | Self::Contract { task, .. } => task,
+        }
+    }
+
+    /// Whether the built-in ownership check refused the candidate.
+    pub fn is_not_owned(&self) -> bool {
+        matches!(self, Self::NotOwned { .. })
+    }
+
+    pub(crate) fn feed(&self, h: &mut CanonicalHasher) {
+        match self {
+            Self::NotOwned { task, path } => {
+                h.str("not_owned").str(task.as_str()).str(path.as_str())
+            }
+            Self::Contract { task, message } => h.str("contract").str(task.as_str()).str(message),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> AdmittedPath {
+        AdmittedPath::admit(s).unwrap()
+    }
+
+    #[test]
+    fn digest_sees_every_change() {
+        let a = Candidate::new(BTreeMap::from([(p("a.py"), b"x".to_vec())]));
+        let byte = Candidate::new(BTreeMap::from([(p("a.py"), b"y".to_vec())]));
+        let renamed = Candidate::new(BTreeMap::from([(p("b.py"), b"x".to_vec())]));
+        let added = Candidate::new(BTreeMap::from([
+            (p("a.py"), b"x".to_vec()),
+            (p("b.py"), Vec::new()),
+        ]));
+        let digests = [
+            a.digest(),
+            byte.digest(),
+            renamed.digest(),
+            added.digest(),
+            Candidate::default().digest(),
+        ];
+        for (i, x) in digests.iter().enumerate() {
+            for y in &digests[i + 1..] {
+                assert_ne!(x, y);
+            }
+        }
+    }
+
+    #[test]
+    fn accepted_output_refuses_a_foreign_digest() {
+        let a = Candidate::new(BTreeMap::from([(p("a.py"), b"x".to_vec())]));
+        assert!(AcceptedOutput::verified(a.clone(), a.digest()).is_some());
+        assert!(AcceptedOutput::verified(a, Candidate::default().digest()).is_none());
+    }
+}

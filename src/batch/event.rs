@@ -1,0 +1,126 @@
+//! Evidence events: the append-only facts a batch records, in the order they happened.
+//!
+//! [`BatchEvidence`](super::BatchEvidence) is nothing but the fold of these events; a journal
+//! stores them, a resume replays them. Nothing is ever edited: a retry, a drain or a recovery
+//! is a new event.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::candidate::{Candidate, Rejection};
+use super::recovery::IneligibleReason;
+use super::worker::InfrastructureFailure;
+use crate::{AgentId, ChannelId, Digest, TaskId};
+
+/// One planned task as the batch inventory records it when the batch starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InventoryEntry {
+    /// The task.
+    pub task: TaskId,
+    /// The agent that owns it (its `pending_turn_replay` policy applies on resume).
+    pub owner: AgentId,
+    /// Its total call budget: `retry_limit + 1`.
+    pub budget: u32,
+}
+
+/// One fact about a batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum EvidenceEvent {
+    /// The batch started on `channel` for the plan with `plan_digest`.
+    Started {
+        /// The trusted channel the batch runs on.
+        channel: ChannelId,
+        /// The digest of the validated plan.
+        plan_digest: Digest,
+        /// The evidence format version.
+        evidence_version: u32,
+        /// Digests of the batch's immutable named inputs.
+        inputs: BTreeMap<String, Digest>,
+        /// Whether the batch opted in to bounded batch recovery.
+        recovery: bool,
+        /// Every planned task, in topological order.
+        inventory: Vec<InventoryEntry>,
+    },
+    /// A call was reserved (committed before the worker is called).
+    Reserved {
+        /// The task.
+        task: TaskId,
+        /// The call number, from 1.
+        attempt: u32,
+        /// The digest of everything the call depends on.
+        input_digest: Digest,
+    },
+    /// A reserved call settled.
+    Settled {
+        /// The task.
+        task: TaskId,
+        /// The call number that settled.
+        attempt: u32,
+        /// How it settled.
+        settlement: Settlement,
+    },
+    /// A resume closed a reservation whose call never settled; the call counts against the
+    /// task's budget.
+    Interrupted {
+        /// The task.
+        task: TaskId,
+        /// The call number that was interrupted.
+        attempt: u32,
+    },
+    /// The task was drained: a prerequisite failed, so it is never called.
+    Drained {
+        /// The task.
+        task: TaskId,
+        /// The failed task that blocks it.
+        blocked_by: TaskId,
+    },
+    /// A recovery request was consumed: some roots were granted one corrective call, their
+    /// drained descendants released, the other roots refused with a typed reason.
+    RecoveryConsumed {
+        /// The request's fingerprint (its identity).
+        request: Digest,
+        /// Roots granted one corrective call.
+        granted: Vec<TaskId>,
+        /// Drained descendants released to run with their own budgets.
+        released: Vec<TaskId>,
+        /// Roots refused, with why.
+        refused: Vec<(TaskId, IneligibleReason)>,
+    },
+}
+
+/// How a reserved call settled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum Settlement {
+    /// The candidate passed the ownership check and the output contract.
+    Accepted {
+        /// The accepted candidate.
+        candidate: Candidate,
+        /// Its digest at acceptance.
+        digest: Digest,
+    },
+    /// The candidate was refused; both are kept verbatim.
+    Rejected {
+        /// The refused candidate.
+        candidate: Candidate,
+        /// The exact rejection.
+        rejection: Rejection,
+    },
+    /// The worker's infrastructure failed; this is never a repairable output error.
+    Infrastructure(InfrastructureFailure),
+}
+
+impl EvidenceEvent {
+    /// The task the event is about, if it is about one.
+    pub fn task(&self) -> Option<&TaskId> {
+        match self {
+            Self::Reserved { task, .. }
+            | Self::Settled { task, .. }
+            | Self::Interrupted { task, .. }
+            | Self::Drained { task, .. } => Some(task),
+            Self::Started { .. } | Self::RecoveryConsumed { .. } => None,
+        }
+    }
+}

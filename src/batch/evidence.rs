@@ -1,0 +1,718 @@
+//! Batch evidence: the fold of a batch's evidence events, and the summary derived from it.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use super::candidate::{AcceptedOutput, Candidate, Rejection};
+use super::event::{EvidenceEvent, InventoryEntry, Settlement};
+use super::recovery::IneligibleReason;
+use super::worker::InfrastructureFailure;
+use crate::digest::CanonicalHasher;
+use crate::{AgentId, ChannelId, Digest, TaskId};
+
+/// The evidence format version this build writes and reads.
+pub const EVIDENCE_VERSION: u32 = 1;
+
+/// How many failure notes the bounded failure history keeps (the oldest are dropped; the
+/// per-task evidence keeps everything).
+pub const FAILURE_HISTORY_LIMIT: usize = 64;
+
+/// Why a sequence of evidence events does not fold into evidence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FoldError {
+    /// The first event is not `Started`, or `Started` appears twice.
+    #[error("fold evidence event {index}: the batch must start exactly once, first")]
+    NotStarted {
+        /// The event's position.
+        index: u64,
+    },
+    /// The evidence was written in a format version this build does not read.
+    #[error(
+        "fold evidence: unsupported evidence_version {found} (this build reads {EVIDENCE_VERSION})"
+    )]
+    UnsupportedVersion {
+        /// The version found.
+        found: u32,
+    },
+    /// An event names a task that is not in the inventory.
+    #[error("fold evidence event {index}: task {task} is not in the batch inventory")]
+    UnknownTask {
+        /// The event's position.
+        index: u64,
+        /// The task.
+        task: TaskId,
+    },
+    /// An event does not follow from the task's state (for example a settlement without its
+    /// reservation, or a call to an accepted task).
+    #[error("fold evidence event {index}: {event} is out of order for task {task}")]
+    OutOfOrder {
+        /// The event's position.
+        index: u64,
+        /// The task.
+        task: TaskId,
+        /// Which event.
+        event: &'static str,
+    },
+    /// An accepted output's files do not match the digest it was accepted under.
+    #[error(
+        "fold evidence event {index}: accepted output of task {task} does not match its digest {digest}"
+    )]
+    DigestMismatch {
+        /// The event's position.
+        index: u64,
+        /// The task.
+        task: TaskId,
+        /// The recorded digest.
+        digest: Digest,
+    },
+}
+
+/// A refused candidate, kept verbatim with its exact rejection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectedAttempt {
+    attempt: u32,
+    input_digest: Digest,
+    candidate: Candidate,
+    rejection: Rejection,
+}
+
+impl RejectedAttempt {
+    /// The call number.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+    /// The digest of the call's inputs.
+    pub fn input_digest(&self) -> Digest {
+        self.input_digest
+    }
+    /// The refused candidate.
+    pub fn candidate(&self) -> &Candidate {
+        &self.candidate
+    }
+    /// The exact rejection.
+    pub fn rejection(&self) -> &Rejection {
+        &self.rejection
+    }
+}
+
+/// Where a task stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskStatus {
+    /// Its output was accepted.
+    Accepted,
+    /// It failed and no further call is allowed in this batch (a recovery may grant one).
+    Failed,
+    /// A prerequisite failed; it was never called.
+    Drained {
+        /// The failed task that blocks it.
+        blocked_by: TaskId,
+    },
+    /// A call was reserved and has not settled.
+    InFlight {
+        /// The reserved call number.
+        attempt: u32,
+    },
+    /// It is waiting for a (first or further) call.
+    Pending,
+    /// The task is not in the batch inventory.
+    NotInPlan,
+}
+
+/// Everything the batch knows about one task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskEvidence {
+    owner: AgentId,
+    budget: u32,
+    calls: u32,
+    in_flight: Option<(u32, Digest)>,
+    last_input_digest: Option<Digest>,
+    rejections: Vec<RejectedAttempt>,
+    accepted: Option<AcceptedOutput>,
+    infrastructure: Option<(u32, InfrastructureFailure)>,
+    interrupted: Vec<u32>,
+    blocked_by: Option<TaskId>,
+    correction_granted: bool,
+}
+
+impl TaskEvidence {
+    fn new(entry: &InventoryEntry) -> Self {
+        Self {
+            owner: entry.owner.clone(),
+            budget: entry.budget,
+            calls: 0,
+            in_flight: None,
+            last_input_digest: None,
+            rejections: Vec::new(),
+            accepted: None,
+            infrastructure: None,
+            interrupted: Vec::new(),
+            blocked_by: None,
+            correction_granted: false,
+        }
+    }
+
+    /// The agent that owns the task.
+    pub fn owner(&self) -> &AgentId {
+        &self.owner
+    }
+    /// The total call budget, `retry_limit + 1`.
+    pub fn budget(&self) -> u32 {
+        self.budget
+    }
+    /// Calls made so far, interrupted ones included.
+    pub fn calls(&self) -> u32 {
+        self.calls
+    }
+    /// Every refused candidate, oldest first.
+    pub fn rejections(&self) -> &[RejectedAttempt] {
+        &self.rejections
+    }
+    /// The accepted output, if any.
+    pub fn accepted(&self) -> Option<&AcceptedOutput> {
+        self.accepted.as_ref()
+    }
+    /// The infrastructure failure that failed the task, with its call number.
+    pub fn infrastructure_failure(&self) -> Option<(u32, &InfrastructureFailure)> {
+        self.infrastructure.as_ref().map(|(a, f)| (*a, f))
+    }
+    /// Call numbers that were reserved, never settled, and closed by a resume.
+    pub fn interrupted_attempts(&self) -> &[u32] {
+        &self.interrupted
+    }
+    /// The failed prerequisite that drained this task.
+    pub fn blocked_by(&self) -> Option<&TaskId> {
+        self.blocked_by.as_ref()
+    }
+    /// Whether a recovery granted (and so consumed) this task's one corrective call.
+    pub fn recovery_consumed(&self) -> bool {
+        self.correction_granted
+    }
+    /// The input digest of the last settled call.
+    pub fn last_input_digest(&self) -> Option<Digest> {
+        self.last_input_digest
+    }
+    /// The reserved, unsettled call and its input digest.
+    pub fn in_flight(&self) -> Option<(u32, Digest)> {
+        self.in_flight
+    }
+
+    /// How many refused candidates this batch lets the task accumulate before it fails.
+    fn allowance(&self, recovery: bool) -> u32 {
+        if recovery {
+            // The first rejection is deferred; a granted recovery allows one more.
+            1 + u32::from(self.correction_granted)
+        } else {
+            self.budget
+        }
+    }
+
+    /// Whether the task may be called again now.
+    pub(crate) fn may_call(&self, recovery: bool) -> bool {
+        self.accepted.is_none()
+            && self.in_flight.is_none()
+            && self.blocked_by.is_none()
+            && self.infrastructure.is_none()
+            && self.calls < self.budget
+            && (self.rejections.len() as u64) < u64::from(self.allowance(recovery))
+    }
+
+    fn status(&self, recovery: bool) -> TaskStatus {
+        if self.accepted.is_some() {
+            TaskStatus::Accepted
+        } else if let Some((attempt, _)) = self.in_flight {
+            TaskStatus::InFlight { attempt }
+        } else if let Some(blocked_by) = &self.blocked_by {
+            TaskStatus::Drained {
+                blocked_by: blocked_by.clone(),
+            }
+        } else if self.may_call(recovery) {
+            TaskStatus::Pending
+        } else {
+            TaskStatus::Failed
+        }
+    }
+
+    fn feed(&self, h: &mut CanonicalHasher) {
+        h.str(self.owner.as_str())
+            .u64(self.budget.into())
+            .u64(self.calls.into());
+        match self.in_flight {
+            Some((a, d)) => h.u64(1).u64(a.into()).digest(&d),
+            None => h.u64(0),
+        };
+        match self.last_input_digest {
+            Some(d) => h.u64(1).digest(&d),
+            None => h.u64(0),
+        };
+        h.u64(self.rejections.len() as u64);
+        for r in &self.rejections {
+            h.u64(r.attempt.into())
+                .digest(&r.input_digest)
+                .digest(&r.candidate.digest());
+            r.rejection.feed(h);
+        }
+        match &self.accepted {
+            Some(a) => h.u64(1).digest(&a.digest()),
+            None => h.u64(0),
+        };
+        match &self.infrastructure {
+            Some((a, f)) => h.u64(1).u64((*a).into()).str(&f.to_string()),
+            None => h.u64(0),
+        };
+        h.u64(self.interrupted.len() as u64);
+        for a in &self.interrupted {
+            h.u64((*a).into());
+        }
+        h.opt_str(self.blocked_by.as_ref().map(TaskId::as_str))
+            .u64(self.correction_granted.into());
+    }
+}
+
+/// One entry of the bounded failure history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureNote {
+    /// The task.
+    pub task: TaskId,
+    /// The call number.
+    pub attempt: u32,
+    /// What happened.
+    pub kind: FailureKind,
+}
+
+/// What kind of failure a [`FailureNote`] records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The candidate was refused.
+    Rejected,
+    /// The worker's infrastructure failed.
+    Infrastructure,
+    /// The call was interrupted and closed by a resume.
+    Interrupted,
+}
+
+/// What one consumed recovery request decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryRecord {
+    /// The request's fingerprint.
+    pub request: Digest,
+    /// Roots granted one corrective call.
+    pub granted: Vec<TaskId>,
+    /// Drained descendants released.
+    pub released: Vec<TaskId>,
+    /// Roots refused, with why.
+    pub refused: Vec<(TaskId, IneligibleReason)>,
+}
+
+/// Everything a batch learned: the fold of its evidence events. Built only by folding events
+/// (a run, a resume or a journal load); never edited by callers, never replaced by a summary.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn demo(evidence: &kleene::batch::BatchEvidence) {
+/// for (task, output) in evidence.accepted_outputs() {
+///     println!("{task}: {}", output.digest());
+/// }
+/// println!("{:?}", evidence.summary());
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchEvidence {
+    channel: ChannelId,
+    plan_digest: Digest,
+    evidence_version: u32,
+    inputs: BTreeMap<String, Digest>,
+    recovery: bool,
+    order: Vec<TaskId>,
+    tasks: BTreeMap<TaskId, TaskEvidence>,
+    recoveries: Vec<RecoveryRecord>,
+    failure_history: VecDeque<FailureNote>,
+    events: u64,
+}
+
+impl BatchEvidence {
+    /// Folds a whole event sequence.
+    ///
+    /// # Errors
+    ///
+    /// [`FoldError`] when the sequence does not start with `Started`, names an unknown task,
+    /// has an event out of order, or holds an accepted output whose digest does not match.
+    pub fn fold(events: impl IntoIterator<Item = EvidenceEvent>) -> Result<Self, FoldError> {
+        let mut events = events.into_iter();
+        let first = events.next().ok_or(FoldError::NotStarted { index: 0 })?;
+        let mut evidence = Self::start(first)?;
+        for event in events {
+            evidence.apply(event)?;
+        }
+        Ok(evidence)
+    }
+
+    /// Starts a fold with the `Started` event.
+    pub(crate) fn start(event: EvidenceEvent) -> Result<Self, FoldError> {
+        let EvidenceEvent::Started {
+            channel,
+            plan_digest,
+            evidence_version,
+            inputs,
+            recovery,
+            inventory,
+        } = event
+        else {
+            return Err(FoldError::NotStarted { index: 0 });
+        };
+        if evidence_version != EVIDENCE_VERSION {
+            return Err(FoldError::UnsupportedVersion {
+                found: evidence_version,
+            });
+        }
+        let order = inventory.iter().map(|e| e.task.clone()).collect();
+        let tasks = inventory
+            .iter()
+            .map(|e| (e.task.clone(), TaskEvidence::new(e)))
+            .collect();
+        Ok(Self {
+            channel,
+            plan_digest,
+            evidence_version,
+            inputs,
+            recovery,
+            order,
+            tasks,
+            recoveries: Vec::new(),
+            failure_history: VecDeque::new(),
+            events: 1,
+        })
+    }
+
+    fn note(&mut self, task: &TaskId, attempt: u32, kind: FailureKind) {
+        if self.failure_history.len() == FAILURE_HISTORY_LIMIT {
+            self.failure_history.pop_front();
+        }
+        self.failure_history.push_back(FailureNote {
+            task: task.clone(),
+            attempt,
+            kind,
+        });
+    }
+
+    /// Applies one more event.
+    pub(crate) fn apply(&mut self, event: EvidenceEvent) -> Result<(), FoldError> {
+        let index = self.events;
+        let out_of_order = |task: &TaskId, event: &'static str| FoldError::OutOfOrder {
+            index,
+            task: task.clone(),
+            event,
+        };
+        match event {
+            EvidenceEvent::Started { .. } => return Err(FoldError::NotStarted { index }),
+            EvidenceEvent::Reserved {
+                task,
+                attempt,
+                input_digest,
+            } => {
+                let recovery = self.recovery;
+                let t = self.task_mut(index, &task)?;
+                if !t.may_call(recovery) || attempt != t.calls + 1 {
+                    return Err(out_of_order(&task, "reserved"));
+                }
+                t.calls = attempt;
+                t.in_flight = Some((attempt, input_digest));
+            }
+            EvidenceEvent::Settled {
+                task,
+                attempt,
+                settlement,
+            } => {
+                let t = self.task_mut(index, &task)?;
+                let Some((reserved, input_digest)) = t.in_flight else {
+                    return Err(out_of_order(&task, "settled"));
+                };
+                if reserved != attempt {
+                    return Err(out_of_order(&task, "settled"));
+                }
+                t.in_flight = None;
+                t.last_input_digest = Some(input_digest);
+                let kind = match settlement {
+                    Settlement::Accepted { candidate, digest } => {
+                        let accepted =
+                            AcceptedOutput::verified(candidate, digest).ok_or_else(|| {
+                                FoldError::DigestMismatch {
+                                    index,
+                                    task: task.clone(),
+                                    digest,
+                                }
+                            })?;
+                        t.accepted = Some(accepted);
+                        None
+                    }
+                    Settlement::Rejected {
+                        candidate,
+                        rejection,
+                    } => {
+                        t.rejections.push(RejectedAttempt {
+                            attempt,
+                            input_digest,
+                            candidate,
+                            rejection,
+                        });
+                        Some(FailureKind::Rejected)
+                    }
+                    Settlement::Infrastructure(failure) => {
+                        t.infrastructure = Some((attempt, failure));
+                        Some(FailureKind::Infrastructure)
+                    }
+                };
+                if let Some(kind) = kind {
+                    self.note(&task, attempt, kind);
+                }
+            }
+            EvidenceEvent::Interrupted { task, attempt } => {
+                let t = self.task_mut(index, &task)?;
+                if t.in_flight.map(|(a, _)| a) != Some(attempt) {
+                    return Err(out_of_order(&task, "interrupted"));
+                }
+                t.in_flight = None;
+                t.interrupted.push(attempt);
+                self.note(&task, attempt, FailureKind::Interrupted);
+            }
+            EvidenceEvent::Drained { task, blocked_by } => {
+                if !self.tasks.contains_key(&blocked_by) {
+                    return Err(FoldError::UnknownTask {
+                        index,
+                        task: blocked_by,
+                    });
+                }
+                let t = self.task_mut(index, &task)?;
+                if t.accepted.is_some() || t.in_flight.is_some() || t.blocked_by.is_some() {
+                    return Err(out_of_order(&task, "drained"));
+                }
+                t.blocked_by = Some(blocked_by);
+            }
+            EvidenceEvent::RecoveryConsumed {
+                request,
+                granted,
+                released,
+                refused,
+            } => {
+                for root in &granted {
+                    let t = self.task_mut(index, root)?;
+                    if t.correction_granted || t.accepted.is_some() || t.rejections.is_empty() {
+                        return Err(out_of_order(root, "recovery granted"));
+                    }
+                    t.correction_granted = true;
+                }
+                for task in &released {
+                    let t = self.task_mut(index, task)?;
+                    if t.blocked_by.take().is_none() {
+                        return Err(out_of_order(task, "released"));
+                    }
+                }
+                for (task, _) in &refused {
+                    self.task_mut(index, task)?;
+                }
+                self.recoveries.push(RecoveryRecord {
+                    request,
+                    granted,
+                    released,
+                    refused,
+                });
+            }
+        }
+        self.events += 1;
+        Ok(())
+    }
+
+    fn task_mut(&mut self, index: u64, task: &TaskId) -> Result<&mut TaskEvidence, FoldError> {
+        self.tasks
+            .get_mut(task)
+            .ok_or_else(|| FoldError::UnknownTask {
+                index,
+                task: task.clone(),
+            })
+    }
+
+    /// The trusted channel the batch ran on.
+    pub fn channel(&self) -> &ChannelId {
+        &self.channel
+    }
+    /// The digest of the plan the batch ran.
+    pub fn plan_digest(&self) -> Digest {
+        self.plan_digest
+    }
+    /// The evidence format version ([`EVIDENCE_VERSION`]).
+    pub fn evidence_version(&self) -> u32 {
+        self.evidence_version
+    }
+    /// Whether the batch opted in to bounded batch recovery.
+    pub fn recovery_enabled(&self) -> bool {
+        self.recovery
+    }
+    /// Digests of the batch's immutable named inputs.
+    pub fn input_digests(&self) -> &BTreeMap<String, Digest> {
+        &self.inputs
+    }
+    /// How many events were folded.
+    pub fn event_count(&self) -> u64 {
+        self.events
+    }
+    /// The accepted output of `id`.
+    pub fn accepted(&self, id: &TaskId) -> Option<&AcceptedOutput> {
+        self.tasks.get(id).and_then(|t| t.accepted.as_ref())
+    }
+    /// Every accepted output, in task-id order.
+    pub fn accepted_outputs(&self) -> impl Iterator<Item = (&TaskId, &AcceptedOutput)> {
+        self.tasks
+            .iter()
+            .filter_map(|(id, t)| t.accepted.as_ref().map(|a| (id, a)))
+    }
+    /// The digest of every accepted output, in task-id order.
+    pub fn accepted_output_digests(&self) -> impl Iterator<Item = (&TaskId, Digest)> {
+        self.accepted_outputs().map(|(id, a)| (id, a.digest()))
+    }
+    /// Everything known about `id`.
+    pub fn task(&self, id: &TaskId) -> Option<&TaskEvidence> {
+        self.tasks.get(id)
+    }
+    /// Every task in the inventory, in topological order.
+    pub fn inventory(&self) -> impl Iterator<Item = (&TaskId, &TaskEvidence)> {
+        self.order
+            .iter()
+            .filter_map(|id| self.tasks.get(id).map(|t| (id, t)))
+    }
+    /// Where `id` stands.
+    pub fn status(&self, id: &TaskId) -> TaskStatus {
+        self.tasks
+            .get(id)
+            .map_or(TaskStatus::NotInPlan, |t| t.status(self.recovery))
+    }
+    /// Tasks waiting for a call, in topological order.
+    pub fn pending(&self) -> impl Iterator<Item = &TaskId> {
+        self.inventory()
+            .filter(|(_, t)| t.status(self.recovery) == TaskStatus::Pending)
+            .map(|(id, _)| id)
+    }
+    /// Tasks with a reserved, unsettled call, in topological order.
+    pub fn in_flight(&self) -> impl Iterator<Item = (&TaskId, u32)> {
+        self.inventory()
+            .filter_map(|(id, t)| t.in_flight.map(|(a, _)| (id, a)))
+    }
+    /// Roots whose corrective call a recovery consumed, in task-id order.
+    pub fn consumed_roots(&self) -> impl Iterator<Item = &TaskId> {
+        self.tasks
+            .iter()
+            .filter(|(_, t)| t.correction_granted)
+            .map(|(id, _)| id)
+    }
+    /// Fingerprints of consumed recovery requests, oldest first.
+    pub fn consumed_requests(&self) -> impl Iterator<Item = Digest> + '_ {
+        self.recoveries.iter().map(|r| r.request)
+    }
+    /// What each consumed recovery request decided, oldest first.
+    pub fn recoveries(&self) -> &[RecoveryRecord] {
+        &self.recoveries
+    }
+    /// The most recent failures (at most [`FAILURE_HISTORY_LIMIT`]), oldest first.
+    pub fn failure_history(&self) -> impl Iterator<Item = &FailureNote> {
+        self.failure_history.iter()
+    }
+    /// Failed tasks that a recovery request could name: failed on a retained rejection,
+    /// corrective call not yet consumed, budget left. In topological order.
+    pub fn recovery_roots(&self) -> impl Iterator<Item = &TaskId> {
+        self.inventory()
+            .filter(|(_, t)| {
+                t.status(self.recovery) == TaskStatus::Failed
+                    && t.infrastructure.is_none()
+                    && !t.rejections.is_empty()
+                    && !t.correction_granted
+                    && t.calls < t.budget
+            })
+            .map(|(id, _)| id)
+    }
+
+    /// The canonical digest of the whole evidence.
+    pub fn digest(&self) -> Digest {
+        let mut h = CanonicalHasher::new("batch evidence");
+        h.str(self.channel.as_str())
+            .digest(&self.plan_digest)
+            .u64(self.evidence_version.into())
+            .u64(self.recovery.into())
+            .u64(self.inputs.len() as u64);
+        for (name, d) in &self.inputs {
+            h.str(name).digest(d);
+        }
+        h.u64(self.order.len() as u64);
+        for id in &self.order {
+            h.str(id.as_str());
+            if let Some(t) = self.tasks.get(id) {
+                t.feed(&mut h);
+            }
+        }
+        h.u64(self.recoveries.len() as u64);
+        for r in &self.recoveries {
+            h.digest(&r.request).u64(r.granted.len() as u64);
+            for id in &r.granted {
+                h.str(id.as_str());
+            }
+            h.u64(r.released.len() as u64);
+            for id in &r.released {
+                h.str(id.as_str());
+            }
+            h.u64(r.refused.len() as u64);
+            for (id, why) in &r.refused {
+                h.str(id.as_str()).str(&why.to_string());
+            }
+        }
+        h.finish()
+    }
+
+    /// A derived summary; it never replaces the evidence.
+    pub fn summary(&self) -> BatchSummary {
+        let mut s = BatchSummary {
+            accepted: 0,
+            failed: 0,
+            drained: 0,
+            in_flight: 0,
+            pending: 0,
+            evidence_digest: self.digest(),
+        };
+        for t in self.tasks.values() {
+            match t.status(self.recovery) {
+                TaskStatus::Accepted => s.accepted += 1,
+                TaskStatus::Failed => s.failed += 1,
+                TaskStatus::Drained { .. } => s.drained += 1,
+                TaskStatus::InFlight { .. } => s.in_flight += 1,
+                TaskStatus::Pending | TaskStatus::NotInPlan => s.pending += 1,
+            }
+        }
+        s
+    }
+}
+
+/// Counts derived from [`BatchEvidence`], bound to it by the evidence digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BatchSummary {
+    /// Accepted tasks.
+    pub accepted: usize,
+    /// Failed tasks.
+    pub failed: usize,
+    /// Drained tasks.
+    pub drained: usize,
+    /// Tasks with an unsettled call.
+    pub in_flight: usize,
+    /// Tasks waiting for a call.
+    pub pending: usize,
+    /// The digest of the evidence this summary was derived from.
+    pub evidence_digest: Digest,
+}
+
+impl BatchSummary {
+    /// Whether every task was accepted.
+    pub fn is_complete(&self) -> bool {
+        self.failed + self.drained + self.in_flight + self.pending == 0
+    }
+}

@@ -1,0 +1,787 @@
+//! Running a validated plan: fresh dispatch, resume and bounded recovery over one channel.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::candidate::{Candidate, Rejection};
+use super::event::{EvidenceEvent, InventoryEntry, Settlement};
+use super::evidence::{BatchEvidence, EVIDENCE_VERSION, FoldError, TaskStatus};
+use super::journal::{EvidenceJournal, JournalError};
+use super::recovery::{self, IneligibleReason, RecoveryError, RecoveryRequest, TaskBatchRecovery};
+use super::worker::{
+    Correction, OutputContract, PendingTurnReplay, Worker, WorkerCall, WorkerFailure,
+};
+use crate::digest::CanonicalHasher;
+use crate::path::AdmittedPath;
+use crate::plan::{PlannedTask, ValidatedPlan};
+use crate::{AgentId, ChannelId, Digest, TaskId};
+
+/// The fewest journaled events after which the executor compacts the journal into a
+/// snapshot. Past it, compaction waits until the tail is as long as the snapshot, so the
+/// amortised cost per event stays constant.
+pub const DEFAULT_COMPACTION_AFTER: u64 = 4096;
+
+/// Why a batch could not be dispatched, resumed or recovered.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BatchError {
+    /// The journal failed.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// A fresh dispatch found evidence on its channel (resume instead).
+    #[error("dispatch batch on channel {channel}: the channel already has evidence; resume it")]
+    EvidenceExists {
+        /// The channel.
+        channel: ChannelId,
+    },
+    /// A resume or recovery found no evidence on its channel: evidence is never borrowed
+    /// from another channel or rebuilt.
+    #[error("resume batch on channel {channel}: the channel has no evidence")]
+    NoEvidence {
+        /// The channel.
+        channel: ChannelId,
+    },
+    /// The journal of the channel holds evidence of another channel.
+    #[error("resume batch on channel {channel}: its evidence belongs to channel {found}")]
+    ChannelMismatch {
+        /// The channel asked for.
+        channel: ChannelId,
+        /// The channel the evidence names.
+        found: ChannelId,
+    },
+    /// The evidence was made for another plan.
+    #[error("resume batch on channel {channel}: evidence is for plan {found}, not {expected}")]
+    PlanMismatch {
+        /// The channel.
+        channel: ChannelId,
+        /// The plan given.
+        expected: Digest,
+        /// The plan the evidence names.
+        found: Digest,
+    },
+    /// The evidence's inventory (tasks, owners, budgets, order) differs from the plan's.
+    #[error("resume batch on channel {channel}: task {task} differs from the recorded inventory")]
+    InventoryMismatch {
+        /// The channel.
+        channel: ChannelId,
+        /// The first differing task.
+        task: TaskId,
+    },
+    /// An accepted output writes a path its task does not own in the plan.
+    #[error(
+        "resume batch on channel {channel}: accepted output of task {task} writes {path}, which it does not own"
+    )]
+    AcceptedOutputNotOwned {
+        /// The channel.
+        channel: ChannelId,
+        /// The task.
+        task: TaskId,
+        /// The path.
+        path: AdmittedPath,
+    },
+    /// The batch's immutable inputs differ from those recorded.
+    #[error("resume batch on channel {channel}: inputs changed: {}", .names.join(", "))]
+    InputsChanged {
+        /// The channel.
+        channel: ChannelId,
+        /// The names of the inputs that differ (added, removed or changed).
+        names: Vec<String>,
+    },
+    /// The batch's recovery opt-in differs from the recorded one.
+    #[error("resume batch on channel {channel}: batch recovery was {}, cannot change it", if *.recorded { "enabled" } else { "disabled" })]
+    RecoveryModeChanged {
+        /// The channel.
+        channel: ChannelId,
+        /// The recorded opt-in.
+        recorded: bool,
+    },
+    /// A call reserved for an agent that declared `pending_turn_replay: block` never settled;
+    /// replaying it could repeat effects that were never recorded.
+    #[error(
+        "resume batch on channel {channel}: task {task} (agent {agent}, call {attempt}) was interrupted in flight and its agent blocks replay"
+    )]
+    PendingTurnBlocked {
+        /// The agent.
+        agent: AgentId,
+        /// The channel.
+        channel: ChannelId,
+        /// The task.
+        task: TaskId,
+        /// The interrupted call number.
+        attempt: u32,
+    },
+    /// The worker or caller cancelled a call; its reservation is kept.
+    #[error(
+        "run task {task} on channel {channel}: call {attempt} was cancelled; its reservation is kept"
+    )]
+    Cancelled {
+        /// The channel.
+        channel: ChannelId,
+        /// The task.
+        task: TaskId,
+        /// The cancelled call number.
+        attempt: u32,
+    },
+    /// A recovery request was refused as a whole.
+    #[error(transparent)]
+    Recovery(#[from] RecoveryError),
+    /// The executor's own events did not fold (an internal invariant broke).
+    #[error("fold evidence on channel {channel}: {source}")]
+    Fold {
+        /// The channel.
+        channel: ChannelId,
+        /// The fold's error.
+        #[source]
+        source: FoldError,
+    },
+}
+
+impl BatchError {
+    /// Whether a resume stopped on a `block` agent's interrupted call.
+    pub fn is_pending_turn_blocked(&self) -> bool {
+        matches!(self, Self::PendingTurnBlocked { .. })
+    }
+    /// Whether the batch was cancelled mid-call.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Self::Cancelled { .. })
+    }
+}
+
+/// What a consumed recovery request decided, and the evidence after the recovery ran.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RecoveryOutcome {
+    /// Roots granted one corrective call.
+    pub granted: Vec<TaskId>,
+    /// Roots refused, with why; they stay blocked.
+    pub refused: Vec<(TaskId, IneligibleReason)>,
+    /// The evidence after the corrective calls and the released descendants ran.
+    pub evidence: BatchEvidence,
+}
+
+/// A batch of one validated plan on one trusted channel.
+///
+/// # Examples
+///
+/// See the [module documentation](super).
+#[derive(Debug, Clone)]
+pub struct Batch<'p> {
+    plan: &'p ValidatedPlan,
+    channel: ChannelId,
+    inputs: BTreeMap<String, Digest>,
+    recovery: bool,
+    replay: BTreeMap<AgentId, PendingTurnReplay>,
+    group_commit: bool,
+    compaction_after: u64,
+}
+
+impl<'p> Batch<'p> {
+    /// A batch running `plan` on `channel`, without recovery, every agent `allow`, each
+    /// event committed on its own.
+    pub fn new(plan: &'p ValidatedPlan, channel: ChannelId) -> Self {
+        Self {
+            plan,
+            channel,
+            inputs: BTreeMap::new(),
+            recovery: false,
+            replay: BTreeMap::new(),
+            group_commit: false,
+            compaction_after: DEFAULT_COMPACTION_AFTER,
+        }
+    }
+
+    /// Adds an immutable named input (its digest is recorded; a resume or recovery with
+    /// different bytes is refused).
+    pub fn with_input(mut self, name: impl Into<String>, bytes: &[u8]) -> Self {
+        let digest = CanonicalHasher::new("batch input").bytes(bytes).finish();
+        self.inputs.insert(name.into(), digest);
+        self
+    }
+
+    /// Opts in to bounded batch recovery.
+    pub fn with_recovery(mut self, _contract: TaskBatchRecovery) -> Self {
+        self.recovery = true;
+        self
+    }
+
+    /// Declares `agent`'s `pending_turn_replay` policy (default `allow`).
+    pub fn with_pending_turn_replay(mut self, agent: AgentId, policy: PendingTurnReplay) -> Self {
+        self.replay.insert(agent, policy);
+        self
+    }
+
+    /// Group commit: a settlement (and any drains after it) is committed together with the
+    /// next reservation, in one durable append, instead of on its own. Every event is still
+    /// durable before the next worker call; only the number of syncs changes.
+    pub fn with_group_commit(mut self, group: bool) -> Self {
+        self.group_commit = group;
+        self
+    }
+
+    /// Compacts the journal after at least `events` events (default
+    /// [`DEFAULT_COMPACTION_AFTER`]).
+    pub fn with_compaction_after(mut self, events: u64) -> Self {
+        self.compaction_after = events.max(1);
+        self
+    }
+
+    /// The channel.
+    pub fn channel(&self) -> &ChannelId {
+        &self.channel
+    }
+
+    fn policy(&self, agent: &AgentId) -> PendingTurnReplay {
+        self.replay.get(agent).copied().unwrap_or_default()
+    }
+
+    /// Runs the batch from the start.
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::EvidenceExists`] when the channel already has evidence,
+    /// [`BatchError::Cancelled`] when a call was cancelled, [`BatchError::Journal`] when the
+    /// journal fails.
+    pub fn dispatch(
+        &self,
+        worker: &mut impl Worker,
+        contract: &impl OutputContract,
+        journal: &mut impl EvidenceJournal,
+    ) -> Result<BatchEvidence, BatchError> {
+        if journal.load(&self.channel)?.is_some() {
+            return Err(BatchError::EvidenceExists {
+                channel: self.channel.clone(),
+            });
+        }
+        let started = EvidenceEvent::Started {
+            channel: self.channel.clone(),
+            plan_digest: self.plan.digest(),
+            evidence_version: EVIDENCE_VERSION,
+            inputs: self.inputs.clone(),
+            recovery: self.recovery,
+            inventory: self.inventory(),
+        };
+        journal.append(&self.channel, std::slice::from_ref(&started))?;
+        let evidence = BatchEvidence::start(started).map_err(|source| self.fold_error(source))?;
+        let mut run = Run::new(self, journal, evidence, 1, 0);
+        run.drive(worker, contract)?;
+        run.finish()
+    }
+
+    /// Continues the batch from its journal: the restored evidence replaces any local state.
+    /// Calls left in flight are closed (counting against their budgets) and re-dispatched
+    /// for `allow` agents; a `block` agent's stops the resume.
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::NoEvidence`], [`BatchError::ChannelMismatch`],
+    /// [`BatchError::PlanMismatch`], [`BatchError::InventoryMismatch`],
+    /// [`BatchError::InputsChanged`], [`BatchError::RecoveryModeChanged`] when the evidence
+    /// cannot be trusted for this batch; [`BatchError::PendingTurnBlocked`] for a `block`
+    /// agent's interrupted call; [`BatchError::Cancelled`], [`BatchError::Journal`].
+    pub fn resume(
+        &self,
+        worker: &mut impl Worker,
+        contract: &impl OutputContract,
+        journal: &mut impl EvidenceJournal,
+    ) -> Result<BatchEvidence, BatchError> {
+        let mut run = self.restore(journal)?;
+        if let Some(names) = self.changed_inputs(&run.evidence) {
+            return Err(BatchError::InputsChanged {
+                channel: self.channel.clone(),
+                names,
+            });
+        }
+        let interrupted: Vec<(TaskId, u32)> = run
+            .evidence
+            .in_flight()
+            .map(|(id, attempt)| (id.clone(), attempt))
+            .collect();
+        for (task, attempt) in &interrupted {
+            let agent = run
+                .evidence
+                .task(task)
+                .map(|t| t.owner().clone())
+                .ok_or_else(|| self.inventory_mismatch(task))?;
+            if self.policy(&agent) == PendingTurnReplay::Block {
+                return Err(BatchError::PendingTurnBlocked {
+                    agent,
+                    channel: self.channel.clone(),
+                    task: task.clone(),
+                    attempt: *attempt,
+                });
+            }
+        }
+        for (task, attempt) in interrupted {
+            run.record(EvidenceEvent::Interrupted { task, attempt })?;
+        }
+        run.drive(worker, contract)?;
+        run.finish()
+    }
+
+    /// Consumes a recovery request: re-checks the restored evidence against the plan, grants
+    /// each eligible root one corrective call with its exact rejection and candidate, then
+    /// runs the roots and their released descendants (with their own budgets). Accepted
+    /// tasks are never called again.
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::Recovery`] when the request is refused as a whole (recovery not
+    /// enabled, no roots, unknown root, stale fingerprint); the errors of
+    /// [`resume`](Self::resume) otherwise.
+    pub fn recover(
+        &self,
+        request: &RecoveryRequest,
+        worker: &mut impl Worker,
+        contract: &impl OutputContract,
+        journal: &mut impl EvidenceJournal,
+    ) -> Result<RecoveryOutcome, BatchError> {
+        let mut run = self.restore(journal)?;
+        let evidence = &run.evidence;
+        if !evidence.recovery_enabled() {
+            return Err(RecoveryError::NotEnabled {
+                channel: self.channel.clone(),
+            }
+            .into());
+        }
+        if request.roots().is_empty() {
+            return Err(RecoveryError::NoRoots {
+                channel: self.channel.clone(),
+            }
+            .into());
+        }
+        if let Some(task) = request.roots().iter().find(|r| evidence.task(r).is_none()) {
+            return Err(RecoveryError::UnknownRoot {
+                channel: self.channel.clone(),
+                task: task.clone(),
+            }
+            .into());
+        }
+        let expected = recovery::fingerprint(evidence, request.roots());
+        if expected != request.fingerprint() {
+            return Err(RecoveryError::StaleFingerprint {
+                channel: self.channel.clone(),
+                expected,
+                found: request.fingerprint(),
+            }
+            .into());
+        }
+        if evidence
+            .consumed_requests()
+            .any(|r| r == request.fingerprint())
+        {
+            // A consumed request never dispatches again, and is not recorded twice.
+            let refused = request
+                .roots()
+                .iter()
+                .map(|r| (r.clone(), IneligibleReason::RequestAlreadyConsumed))
+                .collect();
+            return Ok(RecoveryOutcome {
+                granted: Vec::new(),
+                refused,
+                evidence: run.evidence,
+            });
+        }
+        let inputs_changed = self.changed_inputs(evidence).is_some();
+        let mut granted = Vec::new();
+        let mut refused = Vec::new();
+        for root in request.roots() {
+            match self.eligibility(evidence, root, inputs_changed) {
+                Ok(()) => granted.push(root.clone()),
+                Err(why) => refused.push((root.clone(), why)),
+            }
+        }
+        let granted_set: BTreeSet<&TaskId> = granted.iter().collect();
+        let released: Vec<TaskId> = self
+            .plan
+            .topological_order()
+            .iter()
+            .filter(|id| {
+                evidence
+                    .task(id)
+                    .and_then(|t| t.blocked_by())
+                    .is_some_and(|b| granted_set.contains(b))
+            })
+            .cloned()
+            .collect();
+        run.record(EvidenceEvent::RecoveryConsumed {
+            request: request.fingerprint(),
+            granted: granted.clone(),
+            released,
+            refused: refused.clone(),
+        })?;
+        if !granted.is_empty() {
+            run.drive(worker, contract)?;
+        }
+        Ok(RecoveryOutcome {
+            granted,
+            refused,
+            evidence: run.finish()?,
+        })
+    }
+
+    fn eligibility(
+        &self,
+        evidence: &BatchEvidence,
+        root: &TaskId,
+        inputs_changed: bool,
+    ) -> Result<(), IneligibleReason> {
+        let t = evidence
+            .task(root)
+            .ok_or(IneligibleReason::DiagnosticsMissing)?;
+        if t.accepted().is_some() {
+            return Err(IneligibleReason::AlreadyAccepted);
+        }
+        if t.recovery_consumed() {
+            return Err(IneligibleReason::RootAlreadyConsumed);
+        }
+        if t.infrastructure_failure().is_some() {
+            return Err(IneligibleReason::InfrastructureFailure);
+        }
+        if t.in_flight().is_some() {
+            return Err(IneligibleReason::UncertainInterruptedExecution);
+        }
+        if t.rejections().is_empty() || evidence.status(root) != TaskStatus::Failed {
+            return Err(IneligibleReason::DiagnosticsMissing);
+        }
+        if t.calls() >= t.budget() {
+            return Err(IneligibleReason::BudgetExhausted);
+        }
+        if inputs_changed || Some(self.input_digest(evidence, root)) != t.last_input_digest() {
+            return Err(IneligibleReason::InputsChanged);
+        }
+        Ok(())
+    }
+
+    fn inventory(&self) -> Vec<InventoryEntry> {
+        self.plan
+            .tasks()
+            .map(|t| InventoryEntry {
+                task: t.id.clone(),
+                owner: t.owner.clone(),
+                budget: t.retry_limit.saturating_add(1),
+            })
+            .collect()
+    }
+
+    fn fold_error(&self, source: FoldError) -> BatchError {
+        BatchError::Fold {
+            channel: self.channel.clone(),
+            source,
+        }
+    }
+
+    fn inventory_mismatch(&self, task: &TaskId) -> BatchError {
+        BatchError::InventoryMismatch {
+            channel: self.channel.clone(),
+            task: task.clone(),
+        }
+    }
+
+    fn changed_inputs(&self, evidence: &BatchEvidence) -> Option<Vec<String>> {
+        let recorded = evidence.input_digests();
+        let names: BTreeSet<&String> = recorded.keys().chain(self.inputs.keys()).collect();
+        let changed: Vec<String> = names
+            .into_iter()
+            .filter(|n| recorded.get(*n) != self.inputs.get(*n))
+            .cloned()
+            .collect();
+        (!changed.is_empty()).then_some(changed)
+    }
+
+    /// The digest of everything a call of `task` depends on: the plan, the batch inputs and
+    /// the prerequisites' accepted outputs.
+    fn input_digest(&self, evidence: &BatchEvidence, task: &TaskId) -> Digest {
+        let mut h = CanonicalHasher::new("batch task input");
+        h.digest(&self.plan.digest()).str(task.as_str());
+        h.u64(self.inputs.len() as u64);
+        for (name, d) in &self.inputs {
+            h.str(name).digest(d);
+        }
+        let prerequisites = self.plan.prerequisites(task);
+        h.u64(prerequisites.len() as u64);
+        for p in prerequisites {
+            h.str(p.as_str());
+            match evidence.accepted(p) {
+                Some(a) => h.u64(1).digest(&a.digest()),
+                None => h.u64(0),
+            };
+        }
+        h.finish()
+    }
+
+    /// Loads the channel's evidence and checks it against this batch: channel, plan,
+    /// inventory, owners, budgets, recovery mode and the ownership of every accepted output.
+    /// (Accepted-output digests were verified by the fold.)
+    fn restore<'j, J: EvidenceJournal>(
+        &'j self,
+        journal: &'j mut J,
+    ) -> Result<Run<'j, 'p, J>, BatchError> {
+        let load = journal
+            .load(&self.channel)?
+            .ok_or_else(|| BatchError::NoEvidence {
+                channel: self.channel.clone(),
+            })?;
+        let tail = load.events.len() as u64;
+        let snapshot_events = load.snapshot.as_ref().map_or(0, BatchEvidence::event_count);
+        let evidence = load.into_evidence().map_err(|source| JournalError::Fold {
+            channel: self.channel.clone(),
+            source,
+        })?;
+        if evidence.channel() != &self.channel {
+            return Err(BatchError::ChannelMismatch {
+                channel: self.channel.clone(),
+                found: evidence.channel().clone(),
+            });
+        }
+        if evidence.plan_digest() != self.plan.digest() {
+            return Err(BatchError::PlanMismatch {
+                channel: self.channel.clone(),
+                expected: self.plan.digest(),
+                found: evidence.plan_digest(),
+            });
+        }
+        if evidence.recovery_enabled() != self.recovery {
+            return Err(BatchError::RecoveryModeChanged {
+                channel: self.channel.clone(),
+                recorded: evidence.recovery_enabled(),
+            });
+        }
+        let inventory = self.inventory();
+        let recorded: Vec<_> = evidence.inventory().collect();
+        for i in 0..inventory.len().max(recorded.len()) {
+            match (inventory.get(i), recorded.get(i)) {
+                (Some(e), Some((id, t)))
+                    if &e.task == *id && &e.owner == t.owner() && e.budget == t.budget() => {}
+                (Some(e), _) => return Err(self.inventory_mismatch(&e.task)),
+                (None, Some((id, _))) => return Err(self.inventory_mismatch(id)),
+                (None, None) => break,
+            }
+        }
+        for (task, output) in evidence.accepted_outputs() {
+            if let Some(path) = output
+                .files()
+                .keys()
+                .find(|p| self.plan.owner_of(p) != Some(task))
+            {
+                return Err(BatchError::AcceptedOutputNotOwned {
+                    channel: self.channel.clone(),
+                    task: task.clone(),
+                    path: path.clone(),
+                });
+            }
+        }
+        Ok(Run::new(self, journal, evidence, tail, snapshot_events))
+    }
+}
+
+/// One pass of the executor over the journal and the evidence it folds.
+struct Run<'b, 'p, J> {
+    batch: &'b Batch<'p>,
+    journal: &'b mut J,
+    evidence: BatchEvidence,
+    buffer: Vec<EvidenceEvent>,
+    since_snapshot: u64,
+    snapshot_events: u64,
+}
+
+impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
+    fn new(
+        batch: &'b Batch<'p>,
+        journal: &'b mut J,
+        evidence: BatchEvidence,
+        since_snapshot: u64,
+        snapshot_events: u64,
+    ) -> Self {
+        Self {
+            batch,
+            journal,
+            evidence,
+            buffer: Vec::new(),
+            since_snapshot,
+            snapshot_events,
+        }
+    }
+
+    /// Records an event: committed at once, or (group commit) with the next reservation.
+    fn record(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        if self.batch.group_commit {
+            self.buffer.push(event.clone());
+            self.apply(event)
+        } else {
+            self.journal
+                .append(&self.batch.channel, std::slice::from_ref(&event))?;
+            self.apply(event)?;
+            self.journaled(1)
+        }
+    }
+
+    /// Commits a reservation (with anything buffered) before its call is dispatched.
+    fn reserve(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        self.record(event)?;
+        self.flush()
+    }
+
+    fn apply(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        self.evidence
+            .apply(event)
+            .map_err(|source| self.batch.fold_error(source))
+    }
+
+    fn flush(&mut self) -> Result<(), BatchError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        self.journal.append(&self.batch.channel, &self.buffer)?;
+        let n = self.buffer.len() as u64;
+        self.buffer.clear();
+        self.journaled(n)
+    }
+
+    fn journaled(&mut self, n: u64) -> Result<(), BatchError> {
+        self.since_snapshot += n;
+        if self.since_snapshot >= self.batch.compaction_after.max(self.snapshot_events) {
+            self.journal.compact(&self.batch.channel, &self.evidence)?;
+            self.snapshot_events = self.evidence.event_count();
+            self.since_snapshot = 0;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<BatchEvidence, BatchError> {
+        self.flush()?;
+        Ok(self.evidence)
+    }
+
+    /// The failed task that keeps `task` from running, if any: a prerequisite (or an input
+    /// contract's source) that is not accepted, or the root that drained it.
+    fn blocker(&self, task: &PlannedTask) -> Option<TaskId> {
+        let prerequisites = self.batch.plan.prerequisites(&task.id);
+        let sources = task.input_contracts.iter().map(|c| &c.from);
+        for p in prerequisites.into_iter().chain(sources) {
+            match self.evidence.status(p) {
+                TaskStatus::Accepted => {}
+                TaskStatus::Drained { blocked_by } => return Some(blocked_by),
+                _ => return Some(p.clone()),
+            }
+        }
+        None
+    }
+
+    fn drive(
+        &mut self,
+        worker: &mut impl Worker,
+        contract: &impl OutputContract,
+    ) -> Result<(), BatchError> {
+        let batch = self.batch;
+        let recovery = self.evidence.recovery_enabled();
+        for id in batch.plan.topological_order() {
+            let task = batch
+                .plan
+                .task(id)
+                .ok_or_else(|| batch.inventory_mismatch(id))?;
+            loop {
+                let t = self
+                    .evidence
+                    .task(id)
+                    .ok_or_else(|| batch.inventory_mismatch(id))?;
+                if !t.may_call(recovery) {
+                    break;
+                }
+                if let Some(blocked_by) = self.blocker(task) {
+                    self.record(EvidenceEvent::Drained {
+                        task: id.clone(),
+                        blocked_by,
+                    })?;
+                    break;
+                }
+                let attempt = t.calls() + 1;
+                let input_digest = batch.input_digest(&self.evidence, id);
+                self.reserve(EvidenceEvent::Reserved {
+                    task: id.clone(),
+                    attempt,
+                    input_digest,
+                })?;
+                let result = self.call(worker, task, attempt);
+                let settlement = match result {
+                    Ok(candidate) => match check(batch.plan, task, contract, &candidate) {
+                        Ok(()) => Settlement::Accepted {
+                            digest: candidate.digest(),
+                            candidate,
+                        },
+                        Err(rejection) => Settlement::Rejected {
+                            candidate,
+                            rejection,
+                        },
+                    },
+                    Err(WorkerFailure::Infrastructure(failure)) => {
+                        Settlement::Infrastructure(failure)
+                    }
+                    Err(WorkerFailure::Cancelled) => {
+                        self.flush()?;
+                        return Err(BatchError::Cancelled {
+                            channel: batch.channel.clone(),
+                            task: id.clone(),
+                            attempt,
+                        });
+                    }
+                };
+                self.record(EvidenceEvent::Settled {
+                    task: id.clone(),
+                    attempt,
+                    settlement,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn call(
+        &self,
+        worker: &mut impl Worker,
+        task: &PlannedTask,
+        attempt: u32,
+    ) -> Result<Candidate, WorkerFailure> {
+        let prerequisites = self
+            .batch
+            .plan
+            .prerequisites(&task.id)
+            .into_iter()
+            .filter_map(|p| self.evidence.accepted(p).map(|a| (p, a)))
+            .collect();
+        let correction = self
+            .evidence
+            .task(&task.id)
+            .and_then(|t| t.rejections().last())
+            .map(|r| Correction {
+                rejection: r.rejection(),
+                candidate: r.candidate(),
+            });
+        worker.call(&WorkerCall {
+            channel: &self.batch.channel,
+            task,
+            prerequisites,
+            attempt,
+            correction,
+        })
+    }
+}
+
+/// The built-in ownership check (a candidate may only write paths the plan gives its task),
+/// then the user's contract. The candidate is checked whole before anything is accepted.
+fn check(
+    plan: &ValidatedPlan,
+    task: &PlannedTask,
+    contract: &impl OutputContract,
+    candidate: &Candidate,
+) -> Result<(), Rejection> {
+    if let Some(path) = candidate
+        .files()
+        .keys()
+        .find(|p| plan.owner_of(p) != Some(&task.id))
+    {
+        return Err(Rejection::NotOwned {
+            task: task.id.clone(),
+            path: path.clone(),
+        });
+    }
+    contract.check(task, candidate)
+}

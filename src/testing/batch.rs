@@ -1,0 +1,183 @@
+//! A scripted batch worker and a byte-image journal, for deterministic batch tests.
+//!
+//! ```
+//! use kleene::TaskId;
+//! use kleene::batch::{Candidate, InfrastructureFailure};
+//! use kleene::testing::batch::{ScriptedOutcome, ScriptedWorker};
+//!
+//! let worker = ScriptedWorker::new()
+//!     .script(TaskId::new("svc")?, [
+//!         ScriptedOutcome::Infrastructure(InfrastructureFailure::Timeout { after_ms: 30_000 }),
+//!     ])
+//!     .script(TaskId::new("page")?, [ScriptedOutcome::Cancel, ScriptedOutcome::Candidate(Candidate::default())]);
+//! assert!(worker.calls().is_empty());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::batch::journal::{encode_events, encode_snapshot, parse, record_ends};
+use crate::batch::{
+    BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, InfrastructureFailure, JournalError,
+    JournalLoad, Rejection, Worker, WorkerCall, WorkerFailure,
+};
+use crate::{ChannelId, Digest, TaskId};
+
+/// What a scripted worker does on one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScriptedOutcome {
+    /// Propose this candidate.
+    Candidate(Candidate),
+    /// Fail on infrastructure.
+    Infrastructure(InfrastructureFailure),
+    /// Abort mid-call (the reservation stays in flight).
+    Cancel,
+}
+
+/// One call a scripted worker received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptedCall {
+    /// The task.
+    pub task: TaskId,
+    /// The call number.
+    pub attempt: u32,
+    /// The prerequisites whose accepted outputs the call carried.
+    pub prerequisites: Vec<TaskId>,
+    /// The correction the call carried: the exact rejection and the refused candidate's
+    /// digest.
+    pub correction: Option<(Rejection, Digest)>,
+}
+
+/// A worker that answers from per-task scripts: call `n` of a task gets the script's `n`th
+/// outcome (the last one repeats); tasks without a script get an empty candidate.
+#[derive(Debug, Clone, Default)]
+pub struct ScriptedWorker {
+    scripts: BTreeMap<TaskId, Vec<ScriptedOutcome>>,
+    calls: Vec<ScriptedCall>,
+}
+
+impl ScriptedWorker {
+    /// A worker with no scripts.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Scripts `task`'s calls, in order.
+    pub fn script(
+        mut self,
+        task: TaskId,
+        outcomes: impl IntoIterator<Item = ScriptedOutcome>,
+    ) -> Self {
+        self.scripts.insert(task, outcomes.into_iter().collect());
+        self
+    }
+
+    /// Every call received, in order.
+    pub fn calls(&self) -> &[ScriptedCall] {
+        &self.calls
+    }
+
+    /// The calls `task` received.
+    pub fn calls_of(&self, task: &TaskId) -> Vec<&ScriptedCall> {
+        self.calls.iter().filter(|c| &c.task == task).collect()
+    }
+}
+
+impl Worker for ScriptedWorker {
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+        let task = &call.task().id;
+        self.calls.push(ScriptedCall {
+            task: task.clone(),
+            attempt: call.attempt(),
+            prerequisites: call
+                .prerequisites()
+                .iter()
+                .map(|(id, _)| (*id).clone())
+                .collect(),
+            correction: call
+                .correction()
+                .map(|c| (c.rejection().clone(), c.candidate().digest())),
+        });
+        let outcome = self.scripts.get(task).and_then(|script| {
+            let at = usize::try_from(call.attempt().saturating_sub(1)).unwrap_or(usize::MAX);
+            script.get(at).or_else(|| script.last())
+        });
+        match outcome {
+            None => Ok(Candidate::default()),
+            Some(ScriptedOutcome::Candidate(c)) => Ok(c.clone()),
+            Some(ScriptedOutcome::Infrastructure(f)) => {
+                Err(WorkerFailure::Infrastructure(f.clone()))
+            }
+            Some(ScriptedOutcome::Cancel) => Err(WorkerFailure::Cancelled),
+        }
+    }
+}
+
+/// A journal that keeps, per channel, exactly the bytes a [`FileJournal`](crate::batch::FileJournal)
+/// would hold (checksummed records, snapshot first after compaction), so crash tests can cut
+/// it after any record or inside one and load what is left.
+#[derive(Debug, Clone, Default)]
+pub struct ImageJournal {
+    images: HashMap<ChannelId, Vec<u8>>,
+}
+
+impl ImageJournal {
+    /// A journal holding `image` for `channel`.
+    pub fn with_image(channel: ChannelId, image: Vec<u8>) -> Self {
+        Self {
+            images: HashMap::from([(channel, image)]),
+        }
+    }
+
+    /// The bytes held for `channel`.
+    pub fn image(&self, channel: &ChannelId) -> Option<&[u8]> {
+        self.images.get(channel).map(Vec::as_slice)
+    }
+
+    /// Where each whole record of `channel`'s image ends.
+    pub fn record_ends(&self, channel: &ChannelId) -> Vec<usize> {
+        self.image(channel)
+            .map(|i| record_ends(i).0)
+            .unwrap_or_default()
+    }
+}
+
+impl EvidenceJournal for ImageJournal {
+    fn append(
+        &mut self,
+        channel: &ChannelId,
+        events: &[EvidenceEvent],
+    ) -> Result<(), JournalError> {
+        let mut bytes = Vec::new();
+        encode_events(channel, events, &mut bytes)?;
+        self.images
+            .entry(channel.clone())
+            .or_default()
+            .extend_from_slice(&bytes);
+        Ok(())
+    }
+
+    fn load(&mut self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
+        let Some(image) = self.images.get_mut(channel) else {
+            return Ok(None);
+        };
+        let load = parse(channel, image)?;
+        if let Some(torn) = &load.torn_tail {
+            image.truncate(usize::try_from(torn.offset).unwrap_or(image.len()));
+        }
+        if load.snapshot.is_none() && load.events.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(load))
+    }
+
+    fn compact(
+        &mut self,
+        channel: &ChannelId,
+        evidence: &BatchEvidence,
+    ) -> Result<(), JournalError> {
+        let bytes = encode_snapshot(channel, evidence)?;
+        self.images.insert(channel.clone(), bytes);
+        Ok(())
+    }
+}
