@@ -26,6 +26,7 @@
 #![warn(missing_debug_implementations)]
 
 mod audit;
+mod acceptance;
 pub mod batch;
 pub mod checkpoint;
 mod closure;
@@ -33,6 +34,7 @@ mod digest;
 mod id;
 mod path;
 mod phase;
+mod snapshot;
 mod plan;
 mod task;
 #[cfg(feature = "testing")]
@@ -49,6 +51,12 @@ pub use closure::{
     NormalizedVerdict, PolicyError, RecoveryPolicy, RecoveryPolicyBuilder, StepRecord, TaskAttempt,
     VerdictNormalizer, render_recovery_spec, run_to_closure, run_to_closure_with,
 };
+pub use acceptance::{
+    ACCEPTANCE_PREDICATE_TYPE, AcceptanceRecord, BuildBinding, CanonicalArchive, ExportError,
+    FILES_DIR, FileEntry, FileManifest, FileMismatch, HostileEntry, InTotoStatement, ManifestError,
+    RECORD_ENTRY, RECORD_FORMAT, RecordError, STATEMENT_TYPE, Subject, TaskResult, VerifiedArchive,
+    VerifyError, export, verify_archive,
+};
 pub use digest::{Digest, DigestParseError};
 pub use id::{
     AgentId, ChannelId, IdError, MAX_ID_LEN, ProjectId, SessionMode, TaskId, ValidatorId,
@@ -60,6 +68,7 @@ pub use phase::{
     PostValidation, PreValidate, RecoverOn, Recoverable, Session, Step, TokenError, TokenRejected,
     ValidationToken,
 };
+pub use snapshot::{FileSource, Snapshot, SnapshotError, SnapshotFile};
 pub use plan::{
     AppBuildPlan, Consolidated, ContractKind, DEFAULT_RETRY_LIMIT, Draft, InputContract,
     MAX_MODULE_NAME_LEN, ModuleName, ModuleNameError, Normalized, Plan, PlanLoadError, PlanProblem,
