@@ -599,6 +599,24 @@ mod tests {
         assert_eq!(t, Task::new(TaskId::new("t").unwrap(), Spec::new("x")));
     }
 
+    /// The committed version-1 fixture is exactly what the pre-R21 shape writes. Run with
+    /// `KLEENE_WRITE_FIXTURES=1` to (re)write it; it should never need to change.
+    #[test]
+    fn version_one_fixture_is_what_the_v1_shape_writes() {
+        let v1 = TaskV1 {
+            id: TaskId::new("task_X_fix_1").unwrap(),
+            spec: Spec::new("fix the failing login test").with_criterion("GET /login is 200"),
+            depth: 1,
+            parent_task_ref: Some(TaskId::new("task_X").unwrap()),
+        };
+        let bytes = seal(*b"TASK", 1, &encode_payload(&v1).unwrap());
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/task_v1.ckpt");
+        if std::env::var_os("KLEENE_WRITE_FIXTURES").is_some() {
+            fs::write(&path, &bytes).unwrap();
+        }
+        assert_eq!(fs::read(&path).unwrap(), bytes);
+    }
+
     #[test]
     fn file_store_commits_atomically_and_ignores_torn_temp_files() {
         let dir = std::env::temp_dir().join(format!("kleene-store-{}", std::process::id()));

@@ -154,6 +154,10 @@ impl CanonicalHasher {
 
     /// Feeds an optional string: a tag byte, then the string if present, so `None` and
     /// `Some("")` differ.
+    #[allow(
+        dead_code,
+        reason = "part of the shared hasher API; the plan and batch digests feed optional fields"
+    )]
     pub(crate) fn opt_str(&mut self, s: Option<&str>) -> &mut Self {
         match s {
             None => {

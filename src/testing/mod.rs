@@ -1,3 +1,5 @@
 //! Test support for users' own property-test suites (feature `testing`): scripted agents and
 //! workers, and proptest strategies for kleene's inputs.
+
 pub mod batch;
+pub mod foundation;

@@ -1,0 +1,10 @@
+// A token is neither Clone nor Copy: one approval, one execution.
+use kleene::{GovernanceDecision, Session, Spec, Step, Task, TaskId};
+
+fn main() {
+    let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));
+    let (_step, token) = Step::new(task, Session::new("build", "p").unwrap())
+        .govern(GovernanceDecision::Approve)
+        .unwrap();
+    let _copy = token.clone();
+}

@@ -1,0 +1,11 @@
+// A step that passed pre-validation must execute before it can be post-validated.
+use kleene::{GovernanceDecision, RecoverOn, Session, Spec, Step, Task, TaskId, Verdict};
+
+fn main() {
+    let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));
+    let (step, _token) = Step::new(task, Session::new("build", "p").unwrap())
+        .govern(GovernanceDecision::Approve)
+        .unwrap();
+    let step = step.pre_validate(Verdict::clean()).unwrap();
+    let _ = step.post_validate(Verdict::clean(), RecoverOn::Blockers);
+}
