@@ -37,8 +37,8 @@ mod digest;
 mod id;
 mod path;
 mod phase;
-mod snapshot;
 mod plan;
+mod snapshot;
 mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -55,10 +55,10 @@ pub use closure::{
     VerdictNormalizer, render_recovery_spec, run_to_closure, run_to_closure_with,
 };
 pub use acceptance::{
-    ACCEPTANCE_PREDICATE_TYPE, AcceptanceRecord, BuildBinding, CanonicalArchive, ExportError,
-    FILES_DIR, FileEntry, FileManifest, FileMismatch, HostileEntry, InTotoStatement, ManifestError,
-    RECORD_ENTRY, RECORD_FORMAT, RecordError, STATEMENT_TYPE, Subject, TaskResult, VerifiedArchive,
-    VerifyError, export, verify_archive,
+    ACCEPTANCE_PREDICATE_TYPE, AcceptanceError, AcceptanceProblem, AcceptanceRecord, BuildBinding,
+    CanonicalArchive, ExportError, FILES_DIR, FileEntry, FileManifest, FileMismatch, HostileEntry,
+    InTotoStatement, ManifestError, RECORD_ENTRY, RECORD_FORMAT, RecordError, STATEMENT_TYPE,
+    Subject, TaskResult, VerifiedArchive, VerifyError, accept, export, verify_archive,
 };
 pub use digest::{Digest, DigestParseError};
 pub use id::{
@@ -71,12 +71,16 @@ pub use phase::{
     PostValidation, PreValidate, RecoverOn, Recoverable, Session, Step, TokenError, TokenRejected,
     ValidationToken,
 };
-pub use snapshot::{FileSource, Snapshot, SnapshotError, SnapshotFile};
 pub use plan::{
     AppBuildPlan, Consolidated, ContractKind, DEFAULT_RETRY_LIMIT, Draft, InputContract,
     MAX_MODULE_NAME_LEN, ModuleName, ModuleNameError, Normalized, Plan, PlanLoadError, PlanProblem,
     PlanState, PlanValidationError, PlannedTask, SYNTHESIZED_MODULE_OWNER, TaskKind, TaskOrigin,
     ValidatedPlan, ValidationStage,
+};
+pub use snapshot::{
+    Diagnostic, FileSource, ProposalProblem, REPAIR_PROPOSAL_BUDGET, RepairError, RepairLedger,
+    RepairProposal, RepairRequest, RepairRoutes, RouteRefusal, Snapshot, SnapshotError,
+    SnapshotFile, Submitted,
 };
 pub use task::{FailureEntry, Spec, Task, TaskError};
 pub use verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};

@@ -359,8 +359,14 @@ fn secret_pattern(component: &str, is_last: bool) -> Option<&'static str> {
 }
 
 impl Ord for AdmittedPath {
+    /// Component-wise order, computed without splitting: admitted paths have no empty
+    /// components and no byte below `' '` other than the separator, so ranking `/` below
+    /// every other byte makes byte order equal component order.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.components().cmp(other.components())
+        fn rank(b: u8) -> u8 {
+            if b == b'/' { 0 } else { b }
+        }
+        self.0.bytes().map(rank).cmp(other.0.bytes().map(rank))
     }
 }
 
@@ -513,6 +519,22 @@ mod tests {
         assert!(a("a/b").starts_with(&a("a/b")));
         assert!(!a("a/bc").starts_with(&a("a/b")));
         assert!(!a("a").starts_with(&a("a/b")));
+    }
+
+    #[test]
+    fn byte_order_equals_component_order() {
+        let names = [
+            "a", "a.b", "a/b", "a b", "a-b/c", "ab", "a/b/c", "a/b.c", "b", "a/.b", "é", "a/é",
+        ];
+        let paths: Vec<AdmittedPath> = names
+            .iter()
+            .map(|n| AdmittedPath::admit(n).unwrap())
+            .collect();
+        for x in &paths {
+            for y in &paths {
+                assert_eq!(x.cmp(y), x.components().cmp(y.components()), "{x} vs {y}");
+            }
+        }
     }
 
     #[test]

@@ -418,3 +418,186 @@ fn dot_export_colours_lanes_and_marks_synthesized_tasks() {
     assert_eq!(dot.matches(" -> ").count(), 3);
     assert!(dot.ends_with("}\n"));
 }
+
+mod properties {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use kleene::testing::plan::{
+        acyclic_plan, arbitrary_plan, hostile_path_with_rule, ordinary_path,
+        plan_with_injected_cycle, plan_with_missing_module_lanes,
+    };
+    use kleene::{AdmittedPath, AppBuildPlan, Plan, PlannedTask, TaskId, ValidatedPlan};
+    use proptest::prelude::*;
+
+    fn normalize(tasks: Vec<PlannedTask>) -> Vec<PlannedTask> {
+        Plan::draft(AppBuildPlan::new(tasks))
+            .normalize()
+            .into_app_build_plan()
+            .tasks
+    }
+
+    /// The oracle: repeatedly take the smallest id whose prerequisites are all placed.
+    fn oracle_order(plan: &ValidatedPlan) -> Vec<TaskId> {
+        let mut pending: BTreeMap<&TaskId, BTreeSet<&TaskId>> = plan
+            .tasks()
+            .map(|t| (&t.id, t.depends_on.iter().collect()))
+            .collect();
+        let mut order = Vec::new();
+        while let Some(next) = pending
+            .iter()
+            .find(|(_, pre)| pre.is_empty())
+            .map(|(id, _)| *id)
+        {
+            pending.remove(next);
+            for pre in pending.values_mut() {
+                pre.remove(next);
+            }
+            order.push(next.clone());
+        }
+        assert!(
+            pending.is_empty(),
+            "the oracle found a cycle in a validated plan"
+        );
+        order
+    }
+
+    fn shuffled(tasks: Vec<PlannedTask>) -> impl Strategy<Value = Vec<PlannedTask>> {
+        Just(tasks).prop_shuffle().prop_map(|mut tasks| {
+            // Inner lists carry no order either.
+            for t in &mut tasks {
+                t.depends_on.reverse();
+                t.owned_paths.reverse();
+                t.input_contracts.reverse();
+            }
+            tasks
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        #[test]
+        fn acyclic_plans_validate_in_an_order_that_respects_every_edge(plan in acyclic_plan(40)) {
+            let validated = plan.validate().unwrap();
+            let position: BTreeMap<&TaskId, usize> = validated
+                .topological_order()
+                .iter()
+                .enumerate()
+                .map(|(i, id)| (id, i))
+                .collect();
+            prop_assert_eq!(position.len(), validated.len());
+            for task in validated.tasks() {
+                for pre in &task.depends_on {
+                    prop_assert!(position[pre] < position[&task.id], "{} before {}", pre, task.id);
+                }
+                let mut direct: Vec<&TaskId> = task.depends_on.iter().collect();
+                direct.sort_unstable();
+                prop_assert_eq!(validated.prerequisites(&task.id), direct);
+                for path in &task.owned_paths {
+                    prop_assert_eq!(validated.owner_of(path), Some(&task.id));
+                }
+            }
+            let oracle = oracle_order(&validated);
+            prop_assert_eq!(validated.topological_order(), oracle.as_slice());
+            prop_assert_eq!(validated.graph().edge_count(),
+                validated.tasks().map(|t| t.depends_on.len()).sum::<usize>());
+        }
+
+        #[test]
+        fn an_injected_cycle_is_reported_as_that_cycle((plan, ring) in plan_with_injected_cycle(30)) {
+            let err = plan.validate().unwrap_err();
+            let cycles: Vec<&[TaskId]> = err.cycles().collect();
+            prop_assert_eq!(cycles, vec![ring.as_slice()]);
+            prop_assert_eq!(err.problems().len(), 1);
+        }
+
+        #[test]
+        fn normalisation_is_idempotent_and_keeps_explicit_edges(plan in prop_oneof![acyclic_plan(30), arbitrary_plan(12)]) {
+            let once = normalize(plan.tasks.clone());
+            prop_assert_eq!(&normalize(once.clone()), &once);
+            for (before, after) in plan.tasks.iter().zip(&once) {
+                prop_assert_eq!(&before.id, &after.id);
+                for dep in &before.depends_on {
+                    prop_assert!(after.depends_on.contains(dep));
+                }
+                prop_assert!(after.depends_on.starts_with(&{
+                    let mut explicit = before.depends_on.clone();
+                    let mut seen = BTreeSet::new();
+                    explicit.retain(|d| seen.insert(d.clone()));
+                    explicit
+                }), "explicit edges first, in their order");
+            }
+        }
+
+        #[test]
+        fn normalisation_adds_only_the_missing_module_lanes((plan, missing) in plan_with_missing_module_lanes(30)) {
+            prop_assert!(!missing.is_empty());
+            let before = plan.tasks.len();
+            let once = normalize(plan.tasks);
+            let added: Vec<&PlannedTask> = once[before..].iter().collect();
+            let lanes: BTreeSet<&str> = added.iter().map(|t| t.id.as_str()).collect();
+            let expected: BTreeSet<String> = missing.iter().map(|m| format!("module_{m}")).collect();
+            prop_assert_eq!(lanes, expected.iter().map(String::as_str).collect::<BTreeSet<_>>());
+            for t in added {
+                prop_assert!(t.is_synthesized() && t.kind.provides().is_some());
+                prop_assert!(t.depends_on.is_empty() && t.owned_paths.is_empty());
+            }
+        }
+
+        #[test]
+        fn the_digest_does_not_depend_on_order(
+            (plan, reordered) in acyclic_plan(30).prop_flat_map(|p| {
+                let tasks = p.tasks.clone();
+                (Just(p), shuffled(tasks))
+            })
+        ) {
+            let changed = {
+                let mut tasks = reordered.clone();
+                tasks[0].spec.intent.push_str(" (changed)");
+                AppBuildPlan::new(tasks)
+            };
+            let a = plan.validate().unwrap();
+            let b = AppBuildPlan::new(reordered).validate().unwrap();
+            prop_assert_eq!(a.digest(), b.digest());
+            prop_assert_eq!(a.topological_order(), b.topological_order());
+            prop_assert_ne!(changed.validate().unwrap().digest(), a.digest());
+        }
+
+        #[test]
+        fn validation_never_panics_and_explains_every_refusal(plan in arbitrary_plan(14)) {
+            let json = plan.to_json();
+            prop_assert_eq!(&AppBuildPlan::from_json(&json).unwrap(), &plan);
+            match plan.validate() {
+                Ok(validated) => {
+                    let oracle = oracle_order(&validated);
+            prop_assert_eq!(validated.topological_order(), oracle.as_slice());
+                }
+                Err(err) => {
+                    prop_assert!(!err.problems().is_empty());
+                    for problem in err.problems() {
+                        prop_assert!(!problem.tasks().is_empty());
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn no_hostile_path_is_admitted((raw, rule) in hostile_path_with_rule()) {
+            let err = AdmittedPath::admit(&raw).unwrap_err();
+            prop_assert_eq!(err.rule(), rule, "{:?}: {}", raw, err);
+            prop_assert_eq!(err.path(), raw.as_str());
+            prop_assert!(serde_json::from_value::<AdmittedPath>(serde_json::Value::String(raw)).is_err());
+        }
+
+        #[test]
+        fn ordinary_paths_are_admitted_and_ordered_by_components(a in ordinary_path(), b in ordinary_path()) {
+            let pa = AdmittedPath::admit(&a).unwrap();
+            let pb = AdmittedPath::admit(&b).unwrap();
+            prop_assert_eq!(pa.as_str(), a.as_str());
+            prop_assert_eq!(pa.cmp(&pb), pa.components().cmp(pb.components()));
+            let joined = AdmittedPath::admit(&format!("{a}/{b}")).unwrap();
+            prop_assert!(joined.starts_with(&pa));
+            prop_assert_eq!(pb.starts_with(&pa), b == a || b.starts_with(&format!("{a}/")));
+        }
+    }
+}

@@ -438,7 +438,9 @@ fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
         if header.uid().ok() != Some(UID) || header.gid().ok() != Some(GID) {
             return Err(non_canonical("owner"));
         }
-        let mut content = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
+        // The header's size is untrusted: never reserve more than the archive could hold.
+        let declared = usize::try_from(entry.size()).unwrap_or(usize::MAX);
+        let mut content = Vec::with_capacity(declared.min(archive.len()));
         entry
             .read_to_end(&mut content)
             .map_err(|e| malformed(&last, e))?;
@@ -514,8 +516,11 @@ mod tests {
         .collect()
     }
 
+    type RawEntry<'a> = (tar::EntryType, &'a str, &'a [u8], Option<&'a str>);
+    type Expect = fn(&HostileEntry) -> bool;
+
     /// Builds a raw archive entry by entry, so tests can write what the exporter never would.
-    fn raw_archive(entries: &[(tar::EntryType, &str, &[u8], Option<&str>)]) -> Vec<u8> {
+    fn raw_archive(entries: &[RawEntry]) -> Vec<u8> {
         let mut b = tar::Builder::new(Vec::new());
         for (kind, name, content, link) in entries {
             let mut h = tar::Header::new_gnu();
@@ -549,6 +554,16 @@ mod tests {
     }
 
     #[test]
+    fn long_paths_round_trip() {
+        let long = format!("{}/{}.py", "d".repeat(200), "f".repeat(200));
+        let mut files = sample();
+        files.insert(p(&long), b"x".to_vec());
+        let (r, bytes) = archive(&files);
+        let verified = verify_archive(&bytes, r.digest()).unwrap();
+        assert_eq!(verified.files(), &files);
+    }
+
+    #[test]
     fn wrong_trust_anchor_is_refused() {
         let (_, bytes) = archive(&sample());
         let other = CanonicalHasher::new("x").finish();
@@ -568,10 +583,7 @@ mod tests {
             record_json.as_bytes(),
             None,
         );
-        let cases: Vec<(
-            Vec<(tar::EntryType, &str, &[u8], Option<&str>)>,
-            fn(&HostileEntry) -> bool,
-        )> = vec![
+        let cases: Vec<(Vec<RawEntry>, Expect)> = vec![
             (
                 vec![rec, (tar::EntryType::Regular, "/etc/passwd", b"x", None)],
                 |k| matches!(k, HostileEntry::Path(PathError::Absolute { .. })),
@@ -661,5 +673,54 @@ mod tests {
             verify_archive(&bytes[..0], r.digest()),
             Err(VerifyError::MissingRecord)
         );
+    }
+
+    #[test]
+    fn a_status_only_or_edited_record_is_refused() {
+        let files = sample();
+        let (r, _) = archive(&files);
+        let with_record = |json: &str| {
+            let mut entries: Vec<RawEntry> =
+                vec![(tar::EntryType::Regular, RECORD_ENTRY, json.as_bytes(), None)];
+            let names: Vec<String> = files.keys().map(|p| format!("{FILES_DIR}/{p}")).collect();
+            for ((_, content), name) in files.iter().zip(&names) {
+                entries.push((tar::EntryType::Regular, name, content, None));
+            }
+            verify_archive(&raw_archive(&entries), r.digest())
+        };
+        assert!(matches!(
+            with_record(r#"{"status": "accepted"}"#),
+            Err(VerifyError::UnreadableRecord { .. })
+        ));
+        // An extra field keeps every digest intact but is not the canonical record.
+        let extra = r
+            .to_json()
+            .replacen('{', "{\n  \"status\": \"accepted\",", 1);
+        assert_eq!(
+            with_record(&extra),
+            Err(VerifyError::NonCanonical {
+                name: RECORD_ENTRY.to_owned(),
+                field: "json"
+            })
+        );
+        // A record whose file list was edited no longer recomputes its own digest.
+        let edited = r.to_json().replacen("\"len\": 6", "\"len\": 7", 1);
+        assert!(matches!(
+            with_record(&edited),
+            Err(VerifyError::UnreadableRecord { .. })
+        ));
+        assert!(with_record(&r.to_json()).is_ok());
+    }
+
+    #[test]
+    fn a_huge_declared_size_is_not_trusted() {
+        let (r, mut bytes) = archive(&sample());
+        // The first header's size field (offset 124, 12 octal digits): claim ~64 GiB.
+        bytes[124..136].copy_from_slice(b"77777777777\0");
+        let header = tar::Header::from_byte_slice(&bytes[..512]).clone();
+        let mut header = header;
+        header.set_cksum();
+        bytes[..512].copy_from_slice(header.as_bytes());
+        assert!(verify_archive(&bytes, r.digest()).is_err());
     }
 }

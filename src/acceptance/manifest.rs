@@ -318,6 +318,15 @@ mod tests {
     }
 
     #[test]
+    fn large_files_hash_the_same_on_every_path() {
+        // Above the multi-threaded threshold of the `parallel` feature.
+        let big: Vec<u8> = (0..(3u32 << 20)).map(|i| (i % 251) as u8).collect();
+        let m = set(&[("big.bin", &big), ("small.txt", b"x")]);
+        assert_eq!(m.entries()[0].blake3(), Digest::from(blake3::hash(&big)));
+        assert_eq!(m.entries()[0].len(), big.len() as u64);
+    }
+
+    #[test]
     fn every_kind_of_change_moves_the_digest_and_names_the_path() {
         let base = set(&[("a", b"1"), ("b/c", b"2")]);
         let changed = set(&[("a", b"1"), ("b/c", b"3")]);

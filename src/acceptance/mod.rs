@@ -1,22 +1,63 @@
 //! Acceptance of a build's final file set against its plan and evidence, and the canonical,
 //! verifiable export of that set.
 //!
+//! A complete build is accepted, exported as a canonical archive, and verified from the
+//! archive bytes against the record digest alone:
+//!
 //! ```
 //! use std::collections::BTreeMap;
-//! use kleene::{AdmittedPath, FileManifest};
+//! use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
+//!                     InventoryEntry, Settlement};
+//! use kleene::{AdmittedPath, AppBuildPlan, BuildBinding, ChannelId, Digest, Snapshot,
+//!              accept, export, verify_archive};
 //!
-//! let mut files = BTreeMap::new();
-//! files.insert(AdmittedPath::admit("backend/models.py")?, b"class User: ...\n".to_vec());
-//! let manifest = FileManifest::compute(&files);
-//! assert_eq!(manifest.entries()[0].path().as_str(), "backend/models.py");
+//! let plan = AppBuildPlan::from_json(r#"{"tasks": [
+//!   {"id": "config_app", "kind": {"lane": "config"}, "owner": "ConfigAgent",
+//!    "spec": {"intent": "app config"}, "owned_paths": ["config/app.yaml"]}
+//! ]}"#)?.validate()?;
+//! let task = plan.topological_order()[0].clone();
+//! let candidate = Candidate::new(BTreeMap::from([
+//!     (AdmittedPath::admit("config/app.yaml")?, b"name: demo\n".to_vec()),
+//! ]));
+//! let channel = ChannelId::new("chan-1")?;
+//! // Execution evidence, as the batch executor records it.
+//! let evidence = BatchEvidence::fold([
+//!     EvidenceEvent::Started {
+//!         channel: channel.clone(),
+//!         plan_digest: plan.digest(),
+//!         evidence_version: EVIDENCE_VERSION,
+//!         inputs: BTreeMap::new(),
+//!         recovery: false,
+//!         inventory: vec![InventoryEntry {
+//!             task: task.clone(), owner: "ConfigAgent".parse()?, budget: 4 }],
+//!     },
+//!     EvidenceEvent::Reserved { task: task.clone(), attempt: 1,
+//!                               input_digest: Digest::from_bytes([0; 32]) },
+//!     EvidenceEvent::Settled { task, attempt: 1,
+//!         settlement: Settlement::Accepted { digest: candidate.digest(), candidate } },
+//! ])?;
+//!
+//! let snapshot = Snapshot::from_evidence(&evidence)?;
+//! let binding = BuildBinding::new(channel, plan.digest(), EVIDENCE_VERSION);
+//! let record = accept(&plan, &evidence, &snapshot, &binding)?;
+//! let archive = export(&record, &snapshot)?;
+//!
+//! // Anyone holding only the record digest can check the archive bytes.
+//! let verified = verify_archive(archive.as_bytes(), record.digest())?;
+//! assert_eq!(verified.files().len(), 1);
+//! let statement = verified.in_toto_statement();
+//! assert_eq!(statement.subjects()[0].name(), "config/app.yaml");
+//! assert!(statement.subjects()[0].digest("sha256").is_some());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod accept;
 mod export;
 mod intoto;
 mod manifest;
 mod record;
 
+pub use accept::{AcceptanceError, AcceptanceProblem, accept};
 pub use export::{
     CanonicalArchive, ExportError, FILES_DIR, HostileEntry, RECORD_ENTRY, VerifiedArchive,
     VerifyError, export, verify_archive,

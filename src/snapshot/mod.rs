@@ -7,17 +7,60 @@
 //! export all read the same projection.
 //!
 //! ```
-//! use kleene::Snapshot;
-//! use kleene::batch::BatchEvidence;
+//! use kleene::{AdmittedPath, Diagnostic, ProposalProblem, RepairError, RepairLedger,
+//!              RepairProposal, Snapshot, ValidatorId};
+//! # use std::collections::BTreeMap;
+//! # use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
+//! #                     InventoryEntry, Settlement};
+//! # use kleene::{AppBuildPlan, ChannelId, Digest};
+//! # let plan = AppBuildPlan::from_json(r#"{"tasks": [
+//! #   {"id": "model_tasks", "kind": {"lane": "model", "module": "tasks"}, "owner": "ModelAgent",
+//! #    "spec": {"intent": "schemas"}, "owned_paths": ["backend/schemas.py"]},
+//! #   {"id": "service_tasks", "kind": {"lane": "service", "module": "tasks"},
+//! #    "owner": "ServiceAgent", "spec": {"intent": "handlers"},
+//! #    "owned_paths": ["backend/services.py"]}
+//! # ]}"#)?.validate()?;
+//! # let mut events = vec![EvidenceEvent::Started {
+//! #     channel: ChannelId::new("chan-1")?, plan_digest: plan.digest(),
+//! #     evidence_version: EVIDENCE_VERSION, inputs: BTreeMap::new(), recovery: false,
+//! #     inventory: plan.tasks().map(|t| InventoryEntry {
+//! #         task: t.id.clone(), owner: t.owner.clone(), budget: t.retry_limit + 1 }).collect(),
+//! # }];
+//! # for t in plan.tasks() {
+//! #     let files: BTreeMap<_, _> = t.owned_paths.iter().map(|p| (p.clone(), b"v1".to_vec())).collect();
+//! #     let candidate = Candidate::new(files);
+//! #     events.push(EvidenceEvent::Reserved { task: t.id.clone(), attempt: 1,
+//! #                                           input_digest: Digest::from_bytes([0; 32]) });
+//! #     events.push(EvidenceEvent::Settled { task: t.id.clone(), attempt: 1,
+//! #         settlement: Settlement::Accepted { digest: candidate.digest(), candidate } });
+//! # }
+//! # let evidence = BatchEvidence::fold(events)?;
+//! // `plan` is the ValidatedPlan, `evidence` the batch's execution evidence.
+//! let snapshot = Snapshot::from_evidence(&evidence)?;
+//! let services = AdmittedPath::admit("backend/services.py")?;
+//! let schemas = AdmittedPath::admit("backend/schemas.py")?;
 //!
-//! # fn demo(evidence: &BatchEvidence) -> Result<(), Box<dyn std::error::Error>> {
-//! let snapshot = Snapshot::from_evidence(evidence)?;
-//! for (path, file) in snapshot.files() {
-//!     println!("{path} from {} ({} bytes)", file.task(), file.content().len());
-//! }
-//! # Ok(()) }
+//! // A diagnostic on the service file routes to the service task, and only to it.
+//! let ledger = RepairLedger::default();
+//! let finding = Diagnostic::new(services.clone(), ValidatorId::new("wiring")?, "no create()");
+//! let routes = ledger.route(&plan, &evidence, &snapshot, &[finding])?;
+//! let request = &routes.requests()[0];
+//! assert_eq!(request.target().as_str(), "service_tasks");
+//!
+//! // Its proposal may not touch the model task's schema: refused whole, nothing changes.
+//! let proposal = RepairProposal::new()
+//!     .write(services.clone(), "class TaskModule: ...")
+//!     .write(schemas.clone(), "class Task: ...");
+//! let submitted = ledger.submit(&plan, &evidence, &snapshot, request, proposal);
+//! assert!(matches!(&submitted.outcome,
+//!     Err(RepairError::Rejected { problems, .. })
+//!         if matches!(&problems[..], [ProposalProblem::NotOwned { .. }])));
+//! assert_eq!(snapshot.get(&schemas).unwrap().content(), b"v1");
+//! assert_eq!(submitted.ledger.proposals(request.target()), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod repair;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -26,6 +69,11 @@ use std::sync::Arc;
 use crate::acceptance::FileManifest;
 use crate::batch::BatchEvidence;
 use crate::{AdmittedPath, Digest, TaskId};
+
+pub use repair::{
+    Diagnostic, ProposalProblem, REPAIR_PROPOSAL_BUDGET, RepairError, RepairLedger, RepairProposal,
+    RepairRequest, RepairRoutes, RouteRefusal, Submitted,
+};
 
 /// Why a snapshot could not be projected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -155,6 +203,18 @@ fn project(
 /// The final file set of a build, projected from its execution evidence and admitted repairs.
 ///
 /// A value: applying a repair yields a new snapshot and leaves this one as it was.
+///
+/// Its only sources are accepted outputs (through [`Snapshot::from_evidence`]) and admitted
+/// repairs (through [`RepairLedger::submit`]); a rejected candidate or a raw response has
+/// no way in:
+///
+/// ```compile_fail
+/// use kleene::Snapshot;
+/// use kleene::batch::Candidate;
+///
+/// let rejected = Candidate::default();
+/// let snapshot = Snapshot::from_evidence(&rejected); // expects BatchEvidence
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Snapshot {
     generated: Arc<GeneratedFiles>,
@@ -269,5 +329,105 @@ impl Snapshot {
         task: &'a TaskId,
     ) -> impl Iterator<Item = (&'a AdmittedPath, &'a SnapshotFile)> {
         self.files.iter().filter(move |(_, f)| f.task == *task)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{
+        Candidate, EVIDENCE_VERSION, EvidenceEvent, InventoryEntry, Rejection, Settlement,
+    };
+    use crate::{AgentId, ChannelId};
+
+    fn p(s: &str) -> AdmittedPath {
+        AdmittedPath::admit(s).unwrap()
+    }
+
+    /// Evidence where `a` is accepted with two files and `b` was rejected with one.
+    fn evidence() -> BatchEvidence {
+        let (a, b) = (TaskId::new("a").unwrap(), TaskId::new("b").unwrap());
+        let entry = |task: &TaskId| InventoryEntry {
+            task: task.clone(),
+            owner: AgentId::new("Agent").unwrap(),
+            budget: 1,
+        };
+        let accepted = Candidate::new(BTreeMap::from([
+            (p("a/1"), b"one".to_vec()),
+            (p("a/2"), b"two".to_vec()),
+        ]));
+        let rejected = Candidate::new(BTreeMap::from([(p("b/1"), b"rejected".to_vec())]));
+        let call = |task: &TaskId, settlement| {
+            [
+                EvidenceEvent::Reserved {
+                    task: task.clone(),
+                    attempt: 1,
+                    input_digest: Digest::from_bytes([0; 32]),
+                },
+                EvidenceEvent::Settled {
+                    task: task.clone(),
+                    attempt: 1,
+                    settlement,
+                },
+            ]
+        };
+        let mut events = vec![EvidenceEvent::Started {
+            channel: ChannelId::new("c").unwrap(),
+            plan_digest: Digest::from_bytes([1; 32]),
+            evidence_version: EVIDENCE_VERSION,
+            inputs: BTreeMap::new(),
+            recovery: false,
+            inventory: vec![entry(&a), entry(&b)],
+        }];
+        events.extend(call(
+            &a,
+            Settlement::Accepted {
+                digest: accepted.digest(),
+                candidate: accepted,
+            },
+        ));
+        events.extend(call(
+            &b,
+            Settlement::Rejected {
+                candidate: rejected,
+                rejection: Rejection::contract(&b, "bad"),
+            },
+        ));
+        BatchEvidence::fold(events).unwrap()
+    }
+
+    #[test]
+    fn rejected_candidates_never_reach_the_projection() {
+        let snapshot = Snapshot::from_evidence(&evidence()).unwrap();
+        let paths: Vec<_> = snapshot.files().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["a/1", "a/2"]);
+        assert!(
+            snapshot
+                .files()
+                .all(|(_, f)| f.task().as_str() == "a" && f.source() == FileSource::Generated)
+        );
+    }
+
+    #[test]
+    fn overlay_replaces_and_tombstones_remove_in_a_new_value() {
+        let base = Snapshot::from_evidence(&evidence()).unwrap();
+        let a = TaskId::new("a").unwrap();
+        let writes = BTreeMap::from([(p("a/1"), Arc::<[u8]>::from(&b"ONE"[..]))]);
+        let next = base.with_repair(&a, writes, vec![p("a/2")]);
+        assert_eq!(next.get(&p("a/1")).unwrap().content(), b"ONE");
+        assert_eq!(next.get(&p("a/1")).unwrap().source(), FileSource::Repair);
+        assert!(next.get(&p("a/2")).is_none());
+        assert_eq!(next.tombstones().count(), 1);
+        // Writing a tombstoned path again brings it back; the base never changed.
+        let again = next.with_repair(
+            &a,
+            BTreeMap::from([(p("a/2"), Arc::<[u8]>::from(&b"TWO"[..]))]),
+            Vec::new(),
+        );
+        assert_eq!(again.len(), 2);
+        assert_eq!(again.tombstones().count(), 0);
+        assert_eq!(base.get(&p("a/1")).unwrap().content(), b"one");
+        assert_ne!(base.manifest().digest(), again.manifest().digest());
+        assert_eq!(base.evidence_digest(), again.evidence_digest());
     }
 }

@@ -1,0 +1,252 @@
+//! `accept`: the complete final snapshot checked against the plan and the evidence.
+
+use std::collections::BTreeSet;
+
+use super::record::{RECORD_FORMAT, RecordBody, task_results_digest};
+use super::{AcceptanceRecord, BuildBinding, TaskResult};
+use crate::batch::{BatchEvidence, TaskStatus};
+use crate::digest::CanonicalHasher;
+use crate::plan::ValidatedPlan;
+use crate::snapshot::Snapshot;
+use crate::{AdmittedPath, ChannelId, Digest, TaskId};
+
+/// One reason a build cannot be accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcceptanceProblem {
+    /// The evidence executed another plan.
+    #[error("evidence executed plan {evidence}, the plan is {plan}")]
+    PlanMismatch {
+        /// The validated plan's digest.
+        plan: Digest,
+        /// The plan digest in the evidence.
+        evidence: Digest,
+    },
+    /// The snapshot was projected from other (changed) evidence.
+    #[error("snapshot was projected from evidence {snapshot}, the evidence is {evidence}")]
+    EvidenceChanged {
+        /// The evidence digest the snapshot carries.
+        snapshot: Digest,
+        /// The digest of the evidence given.
+        evidence: Digest,
+    },
+    /// The binding names another channel than the evidence's trusted one.
+    #[error("binding names channel {binding}, the evidence ran on {evidence}")]
+    ChannelMismatch {
+        /// The binding's channel.
+        binding: ChannelId,
+        /// The evidence's channel.
+        evidence: ChannelId,
+    },
+    /// The binding names another plan.
+    #[error("binding names plan {binding}, the plan is {plan}")]
+    BindingPlanMismatch {
+        /// The binding's plan digest.
+        binding: Digest,
+        /// The plan's digest.
+        plan: Digest,
+    },
+    /// The binding names another evidence format version.
+    #[error("binding names evidence version {binding}, the evidence is version {evidence}")]
+    EvidenceVersionMismatch {
+        /// The binding's version.
+        binding: u32,
+        /// The evidence's version.
+        evidence: u32,
+    },
+    /// A planned task is not accepted.
+    #[error("task {task} is {status:?}, not accepted")]
+    TaskNotAccepted {
+        /// The task.
+        task: TaskId,
+        /// Where it stands.
+        status: TaskStatus,
+    },
+    /// The evidence holds an accepted output of a task the plan does not have.
+    #[error("task {task} has an accepted output but is not in the plan")]
+    UnplannedTask {
+        /// The task.
+        task: TaskId,
+    },
+    /// A planned file is not in the snapshot.
+    #[error("planned file {path} of task {task} is missing")]
+    MissingPlannedFile {
+        /// The path.
+        path: AdmittedPath,
+        /// The task that owns it.
+        task: TaskId,
+    },
+    /// A file is not owned by the task it is attributed to.
+    #[error("file {path} of task {task} is outside its ownership (owner: {owner:?})")]
+    OutsideOwnership {
+        /// The path.
+        path: AdmittedPath,
+        /// The task it is attributed to.
+        task: TaskId,
+        /// Its planned owner, if any.
+        owner: Option<TaskId>,
+    },
+}
+
+impl AcceptanceProblem {
+    /// The path involved, if the problem is about one file.
+    pub fn path(&self) -> Option<&AdmittedPath> {
+        match self {
+            Self::MissingPlannedFile { path, .. } | Self::OutsideOwnership { path, .. } => {
+                Some(path)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Why a build was not accepted: every problem found, not just the first.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcceptanceError {
+    /// The snapshot, plan and evidence do not agree.
+    #[error("accept build: {} problem(s): {}", problems.len(), problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Rejected {
+        /// Every problem, in a deterministic order.
+        problems: Vec<AcceptanceProblem>,
+    },
+}
+
+impl AcceptanceError {
+    /// Every problem found.
+    pub fn problems(&self) -> &[AcceptanceProblem] {
+        match self {
+            Self::Rejected { problems } => problems,
+        }
+    }
+}
+
+/// Checks the complete final `snapshot` against `plan` and `evidence` under `binding`:
+/// every planned file present, nothing outside its task's ownership, every planned task
+/// accepted, and every digest consistent. Returns the [`AcceptanceRecord`] that binds them.
+///
+/// # Errors
+///
+/// [`AcceptanceError::Rejected`] listing every problem found.
+pub fn accept(
+    plan: &ValidatedPlan,
+    evidence: &BatchEvidence,
+    snapshot: &Snapshot,
+    binding: &BuildBinding,
+) -> Result<AcceptanceRecord, AcceptanceError> {
+    let mut problems = Vec::new();
+    let plan_digest = plan.digest();
+    let evidence_digest = evidence.digest();
+    if evidence.plan_digest() != plan_digest {
+        problems.push(AcceptanceProblem::PlanMismatch {
+            plan: plan_digest,
+            evidence: evidence.plan_digest(),
+        });
+    }
+    if snapshot.evidence_digest() != evidence_digest {
+        problems.push(AcceptanceProblem::EvidenceChanged {
+            snapshot: snapshot.evidence_digest(),
+            evidence: evidence_digest,
+        });
+    }
+    if binding.channel() != evidence.channel() {
+        problems.push(AcceptanceProblem::ChannelMismatch {
+            binding: binding.channel().clone(),
+            evidence: evidence.channel().clone(),
+        });
+    }
+    if binding.plan_digest() != plan_digest {
+        problems.push(AcceptanceProblem::BindingPlanMismatch {
+            binding: binding.plan_digest(),
+            plan: plan_digest,
+        });
+    }
+    if binding.evidence_version() != evidence.evidence_version() {
+        problems.push(AcceptanceProblem::EvidenceVersionMismatch {
+            binding: binding.evidence_version(),
+            evidence: evidence.evidence_version(),
+        });
+    }
+    let mut planned: Vec<_> = plan.tasks().collect();
+    planned.sort_by(|a, b| a.id.cmp(&b.id));
+    for task in &planned {
+        let status = evidence.status(&task.id);
+        if status != TaskStatus::Accepted {
+            problems.push(AcceptanceProblem::TaskNotAccepted {
+                task: task.id.clone(),
+                status,
+            });
+        }
+    }
+    let mut results: Vec<TaskResult> = evidence
+        .accepted_outputs()
+        .map(|(id, out)| TaskResult::new(id.clone(), out.digest()))
+        .collect();
+    results.sort();
+    for r in &results {
+        if plan.task(r.task()).is_none() {
+            problems.push(AcceptanceProblem::UnplannedTask {
+                task: r.task().clone(),
+            });
+        }
+    }
+    let mut missing = BTreeSet::new();
+    for task in &planned {
+        for path in &task.owned_paths {
+            if snapshot.get(path).is_none() {
+                missing.insert((path.clone(), task.id.clone()));
+            }
+        }
+    }
+    problems.extend(
+        missing
+            .into_iter()
+            .map(|(path, task)| AcceptanceProblem::MissingPlannedFile { path, task }),
+    );
+    for (path, file) in snapshot.files() {
+        let owner = plan.owner_of(path);
+        if owner != Some(file.task()) {
+            problems.push(AcceptanceProblem::OutsideOwnership {
+                path: path.clone(),
+                task: file.task().clone(),
+                owner: owner.cloned(),
+            });
+        }
+    }
+    if !problems.is_empty() {
+        return Err(AcceptanceError::Rejected { problems });
+    }
+    let task_results_digest = task_results_digest(&results);
+    Ok(AcceptanceRecord::seal(RecordBody {
+        format: RECORD_FORMAT,
+        binding_digest: binding.digest(),
+        binding: binding.clone(),
+        plan_digest,
+        task_inventory_digest: task_inventory_digest(&planned),
+        evidence_digest,
+        task_results: results,
+        task_results_digest,
+        files: snapshot.manifest(),
+    }))
+}
+
+/// The plan's task inventory, sorted by id: each task's id, lane, owner, retry limit and
+/// owned paths.
+fn task_inventory_digest(tasks: &[&crate::plan::PlannedTask]) -> Digest {
+    let mut h = CanonicalHasher::new("task inventory");
+    h.u64(tasks.len() as u64);
+    for t in tasks {
+        let mut owned: Vec<_> = t.owned_paths.iter().collect();
+        owned.sort();
+        h.str(t.id.as_str())
+            .str(t.kind.lane())
+            .opt_str(t.kind.module().map(|m| m.as_str()))
+            .str(t.owner.as_str())
+            .u64(u64::from(t.retry_limit))
+            .u64(owned.len() as u64);
+        for p in owned {
+            h.str(p.as_str());
+        }
+    }
+    h.finish()
+}
