@@ -122,6 +122,9 @@ impl<'de> Deserialize<'de> for Digest {
 
 /// A blake3 hasher for one purpose, fed with length-prefixed fields so the encoding is
 /// canonical: the same logical value gives the same digest on every machine.
+///
+/// Clone a prepared hasher to skip re-deriving the purpose key on hot paths.
+#[derive(Clone)]
 pub(crate) struct CanonicalHasher(blake3::Hasher);
 
 impl CanonicalHasher {

@@ -17,6 +17,41 @@
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! Run a task to its closure: each recoverable failure spawns a fix subtask rendered from the
+//! original spec and every failure so far, until the tests pass (here at depth 2) or a bound
+//! halts it. [`run_to_closure`] does the same over your own [`Agent`].
+//!
+//! ```
+//! use kleene::{Closure, ExecutionOutput, GovernanceDecision, Next, RecoveryPolicy, Session,
+//!              Severity, Spec, Task, TaskId, ValidatorId, ValidatorResult, Verdict};
+//!
+//! let failing = |test: &str| -> Result<Verdict, kleene::IdError> {
+//!     Ok(Verdict::new([ValidatorResult::new(ValidatorId::new("tests")?, Severity::Blocker,
+//!         true, format!("test {test} ... FAILED"))]))
+//! };
+//! let mut post_verdicts = vec![failing("login")?, failing("logout")?, Verdict::clean()].into_iter();
+//! let task = Task::new(TaskId::new("task_X")?, Spec::new("add /login and /logout"));
+//! let mut closure = Closure::start(task, Session::new("build", "demo")?, RecoveryPolicy::default());
+//! let record = loop {
+//!     closure = match closure {
+//!         Closure::Governance(due) => due.feed(GovernanceDecision::Approve),
+//!         Closure::PreValidate(due) => due.feed(Verdict::clean()),
+//!         Closure::Execute(due) => {
+//!             let output = ExecutionOutput::new(format!("patched {}", due.task().id()));
+//!             due.feed(output)
+//!         }
+//!         Closure::PostValidate(due) => due.feed(post_verdicts.next().unwrap_or_default()),
+//!         Closure::MoveNext(due) => due.feed(Next::Complete),
+//!         Closure::Done(record) => break record,
+//!     };
+//! };
+//! assert_eq!(record.outcome().resolved_depth(), Some(2));
+//! let ids: Vec<_> = record.attempts().iter().map(|a| a.task.id().as_str()).collect();
+//! assert_eq!(ids, ["task_X", "task_X_fix_1", "task_X_fix_2"]);
+//! assert!(record.audit().verify().is_ok());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 // No unsafe code: everything here is bookkeeping over values.
 #![forbid(unsafe_code)]

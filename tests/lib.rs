@@ -2,5 +2,8 @@
 
 mod acceptance;
 mod batch;
+// The closure tests use the scripted agent and strategies of the `testing` feature.
+#[cfg(feature = "testing")]
+mod closure;
 mod foundation;
 mod plan;

@@ -81,7 +81,8 @@ macro_rules! awaiting {
         #[derive(Debug)]
         #[must_use]
         pub struct $name {
-            core: Core,
+            // Boxed: the closure moves by value at every step.
+            core: Box<Core>,
             step: Step<$phase>,
             $($token: ValidationToken,)?
         }
@@ -177,7 +178,7 @@ impl Closure {
         let step = Step::new(task.clone(), session.clone())
             .with_iteration_cap(policy.max_inner_iterations());
         Closure::Governance(AwaitingGovernance {
-            core: Core {
+            core: Box::new(Core {
                 policy,
                 session,
                 budget: budget.clone(),
@@ -186,7 +187,7 @@ impl Closure {
                 done: Vec::new(),
                 current: TaskAttempt::new(task),
                 audit,
-            },
+            }),
             step,
         })
     }
@@ -264,7 +265,7 @@ impl Closure {
             Some(b) => b.clone(),
             None => FixBudget::restore(progress.budget_max, progress.budget_used)?,
         };
-        let core = Core {
+        let core = Box::new(Core {
             policy: progress.policy,
             session: progress.session,
             budget,
@@ -273,7 +274,7 @@ impl Closure {
             done: progress.done,
             current: progress.current,
             audit: progress.audit,
-        };
+        });
         let bad = |reason: &'static str| ClosureStateError::Inconsistent {
             task: core.current.task.id().clone(),
             phase,
@@ -509,7 +510,7 @@ impl Core {
         }
     }
 
-    fn recover(mut self, r: Recoverable) -> Closure {
+    fn recover(mut self: Box<Self>, r: Recoverable) -> Closure {
         let normalized = self.policy.normalizer().normalize(&r.verdict);
         let depth = r.task.depth();
         let halt = |reason| Halt {
@@ -583,7 +584,7 @@ impl Core {
         Closure::Governance(AwaitingGovernance { core: self, step })
     }
 
-    fn resolved(mut self, task: &Task) -> Closure {
+    fn resolved(mut self: Box<Self>, task: &Task) -> Closure {
         self.audit.append(AuditEvent::RecoveryResolved {
             root_task_ref: task.root_task_ref().clone(),
             task_ref: task.id().clone(),
@@ -597,7 +598,7 @@ impl Core {
         self.finish(outcome)
     }
 
-    fn halted(mut self, halt: Halt) -> Closure {
+    fn halted(mut self: Box<Self>, halt: Halt) -> Closure {
         let root_task_ref = halt.task.root_task_ref().clone();
         let task_ref = halt.task.id().clone();
         let depth = halt.task.depth();
@@ -627,7 +628,12 @@ impl Core {
         })
     }
 
-    fn failed(mut self, task: &Task, iteration: u32, failure: ClosureFailure) -> Closure {
+    fn failed(
+        mut self: Box<Self>,
+        task: &Task,
+        iteration: u32,
+        failure: ClosureFailure,
+    ) -> Closure {
         self.audit.append(AuditEvent::Failed {
             task_ref: task.id().clone(),
             iteration,
@@ -641,18 +647,19 @@ impl Core {
         })
     }
 
-    fn finish(self, outcome: ClosureOutcome) -> Closure {
-        let mut attempts = self.done;
-        let root_task_ref = self.current.task.root_task_ref().clone();
-        attempts.push(self.current);
+    fn finish(self: Box<Self>, outcome: ClosureOutcome) -> Closure {
+        let core = *self;
+        let mut attempts = core.done;
+        let root_task_ref = core.current.task.root_task_ref().clone();
+        attempts.push(core.current);
         Closure::Done(Box::new(ClosureRecord {
             root_task_ref,
-            session: self.session,
-            policy: self.policy,
+            session: core.session,
+            policy: core.policy,
             outcome,
             attempts,
-            fix_attempts: self.fix_attempts,
-            audit: self.audit,
+            fix_attempts: core.fix_attempts,
+            audit: core.audit,
         }))
     }
 }

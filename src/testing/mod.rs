@@ -2,5 +2,6 @@
 //! workers, and proptest strategies for kleene's inputs.
 
 pub mod batch;
+pub mod closure;
 pub mod foundation;
 pub mod plan;

@@ -1,0 +1,220 @@
+//! Closure overhead and recovery-spec rendering.
+//!
+//! - `closure_3_fixes`: a closure whose root and first two fixes fail and whose third fix
+//!   passes, driven by `run_to_closure` over a no-op agent, against a hand-written loop
+//!   that calls the same agent through the typed `Step` API and spawns plain fix tasks
+//!   (no normalisation, no rendered spec, no audit, no record). Target: ≤ 1.5×.
+//!   `hand_written_loop_with_audit` adds the same hash-chained audit log a user would keep
+//!   (three events per iteration), to separate the audit's cost from the machine's.
+//! - `render_recovery_spec`: depth 3 with 4 KiB tails, and depths 1..=10 (one 4 KiB failure
+//!   per attempt) to show linear growth.
+
+use std::convert::Infallible;
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use kleene::{
+    Agent, AuditEvent, AuditLog, ExecutionOutput, FailureEntry, GovernanceDecision, Moved, Next,
+    PostValidation, RecoverOn, RecoveryPolicy, Session, Severity, Spec, Step, Task, TaskId,
+    ValidationToken, ValidatorId, ValidatorResult, Verdict, render_recovery_spec, run_to_closure,
+};
+
+/// Approves, passes pre-validation, "executes" nothing, and fails post-validation with a
+/// distinct one-line blocker until `failures` attempts have failed.
+struct NoopAgent {
+    failures: u32,
+    post_calls: u32,
+    tests: ValidatorId,
+}
+
+impl NoopAgent {
+    fn new(failures: u32) -> Self {
+        Self {
+            failures,
+            post_calls: 0,
+            tests: ValidatorId::new("tests").unwrap(),
+        }
+    }
+}
+
+impl Agent for NoopAgent {
+    type Error = Infallible;
+
+    fn govern(&mut self, _: &Task, _: &Session, _: u32) -> Result<GovernanceDecision, Infallible> {
+        Ok(GovernanceDecision::Approve)
+    }
+
+    fn pre_validate(&mut self, _: &Task, _: u32) -> Result<Verdict, Infallible> {
+        Ok(Verdict::clean())
+    }
+
+    fn execute(&mut self, _: &Task, _: &ValidationToken) -> Result<ExecutionOutput, Infallible> {
+        Ok(ExecutionOutput::default())
+    }
+
+    fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> Result<Verdict, Infallible> {
+        let n = self.post_calls;
+        self.post_calls += 1;
+        Ok(if n < self.failures {
+            Verdict::new([ValidatorResult::new(
+                self.tests.clone(),
+                Severity::Blocker,
+                true,
+                format!("test t{n} ... FAILED"),
+            )])
+        } else {
+            Verdict::clean()
+        })
+    }
+}
+
+/// What a user would write without kleene's closure: the same agent calls through the
+/// typed inner loop, and a plain fix task per failure.
+fn hand_written_loop(
+    root: Task,
+    session: &Session,
+    agent: &mut NoopAgent,
+    mut audit: Option<&mut AuditLog>,
+) -> Option<u32> {
+    let root_id = root.id().clone();
+    let mut task = root;
+    for depth in 0..=3u32 {
+        let step = Step::new(task.clone(), session.clone());
+        let decision = agent.govern(&task, session, 1).ok()?;
+        let (step, token) = step.govern(decision).ok()?;
+        let pre = agent.pre_validate(&task, 1).ok()?;
+        let step = step.pre_validate(pre).ok()?;
+        let output = agent.execute(&task, &token).ok()?;
+        let step = step.execute(token, output).ok()?;
+        let post = agent.post_validate(&task, step.output()).ok()?;
+        if let Some(log) = audit.as_deref_mut() {
+            // The same events kleene's closure audits for one iteration.
+            let task_ref = task.id().clone();
+            log.append(AuditEvent::Governed {
+                task_ref: task_ref.clone(),
+                iteration: 1,
+                decision: GovernanceDecision::Approve,
+                token: None,
+            });
+            log.append(AuditEvent::PreValidated {
+                task_ref: task_ref.clone(),
+                iteration: 1,
+                verdict: Verdict::clean(),
+            });
+            log.append(AuditEvent::PostValidated {
+                task_ref,
+                iteration: 1,
+                verdict: post.clone(),
+            });
+        }
+        match step.post_validate(post, RecoverOn::Blockers) {
+            PostValidation::Clean(step) => {
+                return match step.move_next(Next::Complete) {
+                    Moved::Completed(_) => Some(depth),
+                    _ => None,
+                };
+            }
+            PostValidation::Recoverable(r) => {
+                let id = root_id.fix_id(depth + 1).ok()?;
+                let failures: Vec<_> = r
+                    .verdict
+                    .failures()
+                    .map(|f| f.justification.clone())
+                    .collect();
+                task = Task::new(id, Spec::new(failures.join("\n")));
+            }
+            PostValidation::Halted(_) => return None,
+        }
+    }
+    None
+}
+
+fn closure_3_fixes(c: &mut Criterion) {
+    let session = Session::new("build", "bench").unwrap();
+    let root = Task::new(TaskId::new("x").unwrap(), Spec::new("add /login"));
+    let policy = RecoveryPolicy::default();
+    let mut group = c.benchmark_group("closure_3_fixes");
+    group.bench_function("hand_written_loop", |b| {
+        b.iter(|| {
+            let mut agent = NoopAgent::new(3);
+            let depth = hand_written_loop(black_box(root.clone()), &session, &mut agent, None);
+            assert_eq!(depth, Some(3));
+        })
+    });
+    group.bench_function("hand_written_loop_with_audit", |b| {
+        b.iter(|| {
+            let mut agent = NoopAgent::new(3);
+            let mut log = AuditLog::new();
+            let depth = hand_written_loop(
+                black_box(root.clone()),
+                &session,
+                &mut agent,
+                Some(&mut log),
+            );
+            assert_eq!(depth, Some(3));
+            log
+        })
+    });
+    group.bench_function("run_to_closure", |b| {
+        b.iter(|| {
+            let mut agent = NoopAgent::new(3);
+            let record = run_to_closure(
+                black_box(root.clone()),
+                session.clone(),
+                &mut agent,
+                &policy,
+            );
+            assert_eq!(record.outcome().resolved_depth(), Some(3));
+            record
+        })
+    });
+    group.finish();
+}
+
+/// A 4 KiB test-output tail, as the quality validator keeps it.
+fn tail(attempt: u32) -> String {
+    let mut s = String::with_capacity(4096);
+    let mut i = 0;
+    while s.len() < 4096 - 80 {
+        s.push_str(&format!(
+            "test tests::case_{attempt}_{i} ... FAILED at src/lib.rs:{i}:9\n"
+        ));
+        i += 1;
+    }
+    s
+}
+
+fn failures(n: u32) -> Vec<FailureEntry> {
+    (0..n)
+        .map(|attempt| FailureEntry {
+            attempt,
+            validator_id: ValidatorId::new("tests").unwrap(),
+            severity: Severity::Blocker,
+            justification: tail(attempt),
+        })
+        .collect()
+}
+
+fn render(c: &mut Criterion) {
+    let root = Spec::new("Handle webhooks: log the payload size and parse the event name.")
+        .with_criterion("cargo test passes");
+    let mut group = c.benchmark_group("render_recovery_spec");
+    let three = failures(3);
+    let id = TaskId::new("x_fix_3").unwrap();
+    group.throughput(Throughput::Bytes(3 * 4096));
+    group.bench_function("depth_3_4KiB_tails", |b| {
+        b.iter(|| render_recovery_spec(black_box(&root), &id, 3, black_box(&three)))
+    });
+    for depth in 1..=10u32 {
+        let fs = failures(depth);
+        let id = TaskId::new(format!("x_fix_{depth}")).unwrap();
+        group.throughput(Throughput::Bytes(u64::from(depth) * 4096));
+        group.bench_with_input(BenchmarkId::new("depth", depth), &fs, |b, fs| {
+            b.iter(|| render_recovery_spec(black_box(&root), &id, depth, black_box(fs)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, closure_3_fixes, render);
+criterion_main!(benches);
