@@ -599,6 +599,18 @@ mod tests {
         assert_eq!(t, Task::new(TaskId::new("t").unwrap(), Spec::new("x")));
     }
 
+    proptest::proptest! {
+        /// Garbage behind a valid envelope (checksum included) reaches the payload decoder
+        /// of both the current and the migrated version; it must never panic.
+        #[test]
+        fn garbage_payloads_never_panic_the_decoder(
+            payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+            version in 1u16..=2,
+        ) {
+            let _ = decode::<Task>(&seal(*b"TASK", version, &payload));
+        }
+    }
+
     /// The committed version-1 fixture is exactly what the pre-R21 shape writes. Run with
     /// `KLEENE_WRITE_FIXTURES=1` to (re)write it; it should never need to change.
     #[test]

@@ -134,8 +134,9 @@ macro_rules! id_type {
         }
 
         impl fmt::Display for $name {
+            // `pad` so width and alignment flags work in tables and audit lines.
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                f.pad(&self.0)
             }
         }
 
@@ -220,6 +221,11 @@ mod tests {
         assert_eq!(ids, ["task_X_fix_1", "task_X_fix_2", "task_X_fix_3"]);
         let long = TaskId::new("a".repeat(MAX_ID_LEN)).unwrap();
         assert!(long.fix_id(1).is_err());
+    }
+
+    #[test]
+    fn display_honours_width() {
+        assert_eq!(format!("{:<4}|", TaskId::new("ab").unwrap()), "ab  |");
     }
 
     #[test]

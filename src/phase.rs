@@ -388,17 +388,15 @@ impl<P: Phase> Step<P> {
         }
     }
 
-    fn into_phase<Q: Phase>(self, phase: Q) -> (Step<Q>, P) {
-        (
-            Step {
-                task: self.task,
-                session: self.session,
-                iteration: self.iteration,
-                cap: self.cap,
-                phase,
-            },
-            self.phase,
-        )
+    /// Moves to the next phase, built from what this phase earned.
+    fn map_phase<Q: Phase>(self, next: impl FnOnce(P) -> Q) -> Step<Q> {
+        Step {
+            task: self.task,
+            session: self.session,
+            iteration: self.iteration,
+            cap: self.cap,
+            phase: next(self.phase),
+        }
     }
 }
 
@@ -448,7 +446,7 @@ impl Step<Governance> {
             }
             GovernanceDecision::Approve => {
                 let token = ValidationToken::mint(&self.session, &self.task, self.iteration);
-                let (step, Governance) = self.into_phase(PreValidate {
+                let step = self.map_phase(|Governance| PreValidate {
                     token: token.digest,
                 });
                 Ok((step, token))
@@ -470,13 +468,10 @@ impl Step<PreValidate> {
         if verdict.worst() == Some(crate::Severity::Blocker) {
             return Err(self.halt(HaltReason::PreExecuteRejected { verdict }));
         }
-        let token = self.phase.token;
-        Ok(self
-            .into_phase(Execute {
-                token,
-                pre_verdict: verdict,
-            })
-            .0)
+        Ok(self.map_phase(|PreValidate { token }| Execute {
+            token,
+            pre_verdict: verdict,
+        }))
     }
 }
 
@@ -514,17 +509,10 @@ impl Step<Execute> {
                 error,
             });
         }
-        let (step, Execute { pre_verdict, .. }) = self.into_phase(PostValidate {
-            pre_verdict: Verdict::clean(),
+        Ok(self.map_phase(|Execute { pre_verdict, .. }| PostValidate {
+            pre_verdict,
             output,
-        });
-        Ok(Step {
-            phase: PostValidate {
-                pre_verdict,
-                ..step.phase
-            },
-            ..step
-        })
+        }))
     }
 
     /// The pre-execute verdict this step passed with.
@@ -546,7 +534,11 @@ pub enum PostValidation {
 }
 
 /// A post-execute failure the closure may recover from by spawning a fix subtask.
+///
+/// Only [`Step::post_validate`] makes one (`#[non_exhaustive]`), so a recovery is always
+/// backed by a real post-execute verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Recoverable {
     /// The task whose attempt failed.
     pub task: Task,
@@ -584,23 +576,16 @@ impl Step<PostValidate> {
             Some(Warning) => {
                 PostValidation::Halted(self.halt(HaltReason::WarningWithheld { verdict }))
             }
-            _ => {
-                let PostValidate {
+            _ => PostValidation::Clean(self.map_phase(
+                |PostValidate {
+                     pre_verdict,
+                     output,
+                 }| MoveNext {
                     pre_verdict,
                     output,
-                } = self.phase;
-                PostValidation::Clean(Step {
-                    task: self.task,
-                    session: self.session,
-                    iteration: self.iteration,
-                    cap: self.cap,
-                    phase: MoveNext {
-                        pre_verdict,
-                        output,
-                        post_verdict: verdict,
-                    },
-                })
-            }
+                    post_verdict: verdict,
+                },
+            )),
         }
     }
 

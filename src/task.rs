@@ -84,6 +84,12 @@ pub enum TaskError {
         /// Its depth.
         depth: u32,
     },
+    /// A root task (depth 0) names another task or spec as its root.
+    #[error("root task {id} names another task or spec as its root")]
+    InconsistentRoot {
+        /// The task.
+        id: TaskId,
+    },
     /// A failure entry claims an attempt at or after the task's own depth.
     #[error("task {id} at depth {depth} carries a failure from attempt {attempt}")]
     FutureFailure {
@@ -216,6 +222,12 @@ impl TryFrom<TaskRecord> for Task {
                 depth: r.depth,
             });
         }
+        // A root is its own root: an explicit ref or spec, if stored, must be its own.
+        let foreign_root = r.root_task_ref.as_ref().is_some_and(|root| root != &r.id)
+            || r.root_spec.as_ref().is_some_and(|spec| spec != &r.spec);
+        if r.depth == 0 && foreign_root {
+            return Err(TaskError::InconsistentRoot { id: r.id });
+        }
         // Failures at depth d come from attempts 0..d; a root carries none.
         if let Some(f) = r.prior_failures.iter().find(|f| f.attempt >= r.depth) {
             return Err(TaskError::FutureFailure {
@@ -301,6 +313,16 @@ mod tests {
             "prior_failures":[{"attempt":1,"validator_id":"v","severity":"blocker","justification":""}]}"#;
         let err = serde_json::from_str::<Task>(json).unwrap_err();
         assert!(err.to_string().contains("attempt 1"), "{err}");
+        let json = r#"{"id":"t","spec":{"intent":"do"},"depth":0,"parent_task_ref":null,
+            "root_task_ref":"other"}"#;
+        let err = serde_json::from_str::<Task>(json).unwrap_err();
+        assert!(
+            err.to_string().contains("root task t names another"),
+            "{err}"
+        );
+        let json = r#"{"id":"t","spec":{"intent":"do"},"depth":0,"parent_task_ref":null,
+            "root_task_ref":"t","root_spec":{"intent":"do"}}"#;
+        assert!(serde_json::from_str::<Task>(json).is_ok());
     }
 
     #[test]

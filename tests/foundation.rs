@@ -104,31 +104,11 @@ mod envelope_props {
         fn random_bytes_never_panic_the_decoder(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
             prop_assert!(checkpoint::decode::<Task>(&bytes).is_err());
         }
-
-        /// Random bytes behind a valid header get past the magic, so the payload decoder
-        /// itself sees garbage (the checksum is recomputed to let it through).
-        #[test]
-        fn random_payloads_behind_a_valid_header_never_panic(
-            payload in prop::collection::vec(any::<u8>(), 0..200),
-        ) {
-            let mut bytes = Vec::from(*b"KLNE");
-            bytes.extend_from_slice(&2u16.to_le_bytes());
-            bytes.push(checkpoint::CODEC_BINCODE2);
-            bytes.extend_from_slice(b"TASK");
-            bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-            bytes.extend_from_slice(&[0; 32]);
-            bytes.extend_from_slice(&payload);
-            // Wrong checksum: refused before the payload is read.
-            prop_assert_eq!(
-                checkpoint::decode::<Task>(&bytes),
-                Err(CheckpointError::ChecksumMismatch)
-            );
-        }
     }
 
     #[cfg(feature = "testing")]
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(128))]
+        #![proptest_config(ProptestConfig::with_cases(64))]
 
         #[test]
         fn any_task_round_trips_unchanged(task in kleene::testing::foundation::task()) {
@@ -163,20 +143,13 @@ mod verdict_props {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
         #[test]
-        fn equality_ignores_order(rs in results().prop_shuffle().prop_flat_map(|rs| {
-            let n = rs.len();
-            (Just(rs), Just(()).prop_perturb(move |_, mut rng| {
-                let mut idx: Vec<usize> = (0..n).collect();
-                for i in (1..n).rev() {
-                    idx.swap(i, (rng.next_u32() as usize) % (i + 1));
-                }
-                idx
-            }))
-        })) {
-            let (rs, perm) = rs;
-            let permuted: Vec<_> = perm.iter().map(|&i| rs[i].clone()).collect();
-            prop_assert_eq!(Verdict::new(rs), Verdict::new(permuted));
+        fn equality_ignores_order(
+            (rs, shuffled) in results().prop_flat_map(|rs| (Just(rs.clone()), Just(rs).prop_shuffle())),
+        ) {
+            prop_assert_eq!(Verdict::new(rs), Verdict::new(shuffled));
         }
 
         #[test]

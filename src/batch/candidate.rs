@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -46,7 +47,11 @@ impl Candidate {
     /// The canonical digest of the file set: the sorted list of `(path, length,
     /// blake3(content))`, so one changed byte, a renamed, added or removed file changes it.
     pub fn digest(&self) -> Digest {
-        let mut h = CanonicalHasher::new("batch candidate");
+        // The derive-key setup is the same for every candidate; do it once.
+        static TEMPLATE: OnceLock<CanonicalHasher> = OnceLock::new();
+        let mut h = TEMPLATE
+            .get_or_init(|| CanonicalHasher::new("batch candidate"))
+            .clone();
         h.u64(self.files.len() as u64);
         for (path, content) in &self.files {
             h.str(path.as_str())

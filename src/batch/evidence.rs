@@ -1,6 +1,6 @@
 //! Batch evidence: the fold of a batch's evidence events, and the summary derived from it.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +36,9 @@ pub enum FoldError {
         /// The version found.
         found: u32,
     },
+    /// The inventory lists a task twice.
+    #[error("fold evidence: the batch inventory lists a task twice")]
+    DuplicateTask,
     /// An event names a task that is not in the inventory.
     #[error("fold evidence event {index}: task {task} is not in the batch inventory")]
     UnknownTask {
@@ -320,18 +323,102 @@ pub struct RecoveryRecord {
 /// println!("{:?}", evidence.summary());
 /// # }
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "EvidenceRecord")]
 pub struct BatchEvidence {
     channel: ChannelId,
     plan_digest: Digest,
     evidence_version: u32,
     inputs: BTreeMap<String, Digest>,
     recovery: bool,
+    /// The inventory in topological order; `tasks[i]` is the evidence of `order[i]`.
     order: Vec<TaskId>,
-    tasks: BTreeMap<TaskId, TaskEvidence>,
+    tasks: Vec<TaskEvidence>,
     recoveries: Vec<RecoveryRecord>,
     failure_history: VecDeque<FailureNote>,
     events: u64,
+    /// Where each task sits in `order`; rebuilt on load, never persisted.
+    #[serde(skip)]
+    index: HashMap<TaskId, usize, foldhash::fast::RandomState>,
+}
+
+impl PartialEq for BatchEvidence {
+    fn eq(&self, other: &Self) -> bool {
+        // `index` is derived from `order`.
+        self.channel == other.channel
+            && self.plan_digest == other.plan_digest
+            && self.evidence_version == other.evidence_version
+            && self.inputs == other.inputs
+            && self.recovery == other.recovery
+            && self.order == other.order
+            && self.tasks == other.tasks
+            && self.recoveries == other.recoveries
+            && self.failure_history == other.failure_history
+            && self.events == other.events
+    }
+}
+
+impl Eq for BatchEvidence {}
+
+/// The persisted shape of [`BatchEvidence`] (a journal snapshot), checked on the way in.
+#[derive(Deserialize)]
+struct EvidenceRecord {
+    channel: ChannelId,
+    plan_digest: Digest,
+    evidence_version: u32,
+    inputs: BTreeMap<String, Digest>,
+    recovery: bool,
+    order: Vec<TaskId>,
+    tasks: Vec<TaskEvidence>,
+    recoveries: Vec<RecoveryRecord>,
+    failure_history: VecDeque<FailureNote>,
+    events: u64,
+}
+
+impl TryFrom<EvidenceRecord> for BatchEvidence {
+    type Error = String;
+
+    fn try_from(r: EvidenceRecord) -> Result<Self, String> {
+        if r.evidence_version != EVIDENCE_VERSION {
+            return Err(format!(
+                "unsupported evidence_version {}",
+                r.evidence_version
+            ));
+        }
+        if r.order.len() != r.tasks.len() {
+            return Err(format!(
+                "snapshot lists {} tasks but holds evidence of {}",
+                r.order.len(),
+                r.tasks.len()
+            ));
+        }
+        let index = index_of(&r.order).ok_or("snapshot lists a task twice")?;
+        Ok(Self {
+            channel: r.channel,
+            plan_digest: r.plan_digest,
+            evidence_version: r.evidence_version,
+            inputs: r.inputs,
+            recovery: r.recovery,
+            order: r.order,
+            tasks: r.tasks,
+            recoveries: r.recoveries,
+            failure_history: r.failure_history,
+            events: r.events,
+            index,
+        })
+    }
+}
+
+type Index = HashMap<TaskId, usize, foldhash::fast::RandomState>;
+
+fn index_of(order: &[TaskId]) -> Option<Index> {
+    let mut index = Index::with_capacity_and_hasher(order.len(), Default::default());
+    for (i, id) in order.iter().enumerate() {
+        if index.insert(id.clone(), i).is_some() {
+            return None;
+        }
+    }
+    Some(index)
 }
 
 impl BatchEvidence {
@@ -369,11 +456,9 @@ impl BatchEvidence {
                 found: evidence_version,
             });
         }
-        let order = inventory.iter().map(|e| e.task.clone()).collect();
-        let tasks = inventory
-            .iter()
-            .map(|e| (e.task.clone(), TaskEvidence::new(e)))
-            .collect();
+        let order: Vec<TaskId> = inventory.iter().map(|e| e.task.clone()).collect();
+        let tasks = inventory.iter().map(TaskEvidence::new).collect();
+        let index = index_of(&order).ok_or(FoldError::DuplicateTask)?;
         Ok(Self {
             channel,
             plan_digest,
@@ -385,6 +470,7 @@ impl BatchEvidence {
             recoveries: Vec::new(),
             failure_history: VecDeque::new(),
             events: 1,
+            index,
         })
     }
 
@@ -480,7 +566,7 @@ impl BatchEvidence {
                 self.note(&task, attempt, FailureKind::Interrupted);
             }
             EvidenceEvent::Drained { task, blocked_by } => {
-                if !self.tasks.contains_key(&blocked_by) {
+                if !self.index.contains_key(&blocked_by) {
                     return Err(FoldError::UnknownTask {
                         index,
                         task: blocked_by,
@@ -527,12 +613,30 @@ impl BatchEvidence {
     }
 
     fn task_mut(&mut self, index: u64, task: &TaskId) -> Result<&mut TaskEvidence, FoldError> {
-        self.tasks
-            .get_mut(task)
-            .ok_or_else(|| FoldError::UnknownTask {
+        match self.index.get(task) {
+            Some(&i) => Ok(&mut self.tasks[i]),
+            None => Err(FoldError::UnknownTask {
                 index,
                 task: task.clone(),
-            })
+            }),
+        }
+    }
+
+    /// The evidence of the `i`-th task of the inventory (topological order).
+    pub(crate) fn task_at(&self, i: usize) -> Option<&TaskEvidence> {
+        self.tasks.get(i)
+    }
+
+    /// The status of the `i`-th task of the inventory.
+    pub(crate) fn status_at(&self, i: usize) -> TaskStatus {
+        self.tasks
+            .get(i)
+            .map_or(TaskStatus::NotInPlan, |t| t.status(self.recovery))
+    }
+
+    /// Where `id` sits in the inventory.
+    pub(crate) fn position(&self, id: &TaskId) -> Option<usize> {
+        self.index.get(id).copied()
     }
 
     /// The trusted channel the batch ran on.
@@ -561,33 +665,29 @@ impl BatchEvidence {
     }
     /// The accepted output of `id`.
     pub fn accepted(&self, id: &TaskId) -> Option<&AcceptedOutput> {
-        self.tasks.get(id).and_then(|t| t.accepted.as_ref())
+        self.task(id).and_then(|t| t.accepted.as_ref())
     }
-    /// Every accepted output, in task-id order.
+    /// Every accepted output, in topological order.
     pub fn accepted_outputs(&self) -> impl Iterator<Item = (&TaskId, &AcceptedOutput)> {
-        self.tasks
-            .iter()
+        self.inventory()
             .filter_map(|(id, t)| t.accepted.as_ref().map(|a| (id, a)))
     }
-    /// The digest of every accepted output, in task-id order.
+    /// The digest of every accepted output, in topological order.
     pub fn accepted_output_digests(&self) -> impl Iterator<Item = (&TaskId, Digest)> {
         self.accepted_outputs().map(|(id, a)| (id, a.digest()))
     }
     /// Everything known about `id`.
     pub fn task(&self, id: &TaskId) -> Option<&TaskEvidence> {
-        self.tasks.get(id)
+        self.position(id).map(|i| &self.tasks[i])
     }
     /// Every task in the inventory, in topological order.
     pub fn inventory(&self) -> impl Iterator<Item = (&TaskId, &TaskEvidence)> {
-        self.order
-            .iter()
-            .filter_map(|id| self.tasks.get(id).map(|t| (id, t)))
+        self.order.iter().zip(&self.tasks)
     }
     /// Where `id` stands.
     pub fn status(&self, id: &TaskId) -> TaskStatus {
-        self.tasks
-            .get(id)
-            .map_or(TaskStatus::NotInPlan, |t| t.status(self.recovery))
+        self.position(id)
+            .map_or(TaskStatus::NotInPlan, |i| self.status_at(i))
     }
     /// Tasks waiting for a call, in topological order.
     pub fn pending(&self) -> impl Iterator<Item = &TaskId> {
@@ -600,10 +700,9 @@ impl BatchEvidence {
         self.inventory()
             .filter_map(|(id, t)| t.in_flight.map(|(a, _)| (id, a)))
     }
-    /// Roots whose corrective call a recovery consumed, in task-id order.
+    /// Roots whose corrective call a recovery consumed, in topological order.
     pub fn consumed_roots(&self) -> impl Iterator<Item = &TaskId> {
-        self.tasks
-            .iter()
+        self.inventory()
             .filter(|(_, t)| t.correction_granted)
             .map(|(id, _)| id)
     }
@@ -645,11 +744,9 @@ impl BatchEvidence {
             h.str(name).digest(d);
         }
         h.u64(self.order.len() as u64);
-        for id in &self.order {
+        for (id, t) in self.inventory() {
             h.str(id.as_str());
-            if let Some(t) = self.tasks.get(id) {
-                t.feed(&mut h);
-            }
+            t.feed(&mut h);
         }
         h.u64(self.recoveries.len() as u64);
         for r in &self.recoveries {
@@ -679,7 +776,7 @@ impl BatchEvidence {
             pending: 0,
             evidence_digest: self.digest(),
         };
-        for t in self.tasks.values() {
+        for t in &self.tasks {
             match t.status(self.recovery) {
                 TaskStatus::Accepted => s.accepted += 1,
                 TaskStatus::Failed => s.failed += 1,
@@ -714,5 +811,137 @@ impl BatchSummary {
     /// Whether every task was accepted.
     pub fn is_complete(&self) -> bool {
         self.failed + self.drained + self.in_flight + self.pending == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint;
+    use crate::path::AdmittedPath;
+
+    fn t() -> TaskId {
+        TaskId::new("t").unwrap()
+    }
+
+    fn started(recovery: bool) -> EvidenceEvent {
+        EvidenceEvent::Started {
+            channel: ChannelId::new("c").unwrap(),
+            plan_digest: Digest::from_bytes([1; 32]),
+            evidence_version: EVIDENCE_VERSION,
+            inputs: BTreeMap::new(),
+            recovery,
+            inventory: vec![InventoryEntry {
+                task: t(),
+                owner: AgentId::new("a").unwrap(),
+                budget: 2,
+            }],
+        }
+    }
+
+    fn reserved(attempt: u32) -> EvidenceEvent {
+        EvidenceEvent::Reserved {
+            task: t(),
+            attempt,
+            input_digest: Digest::from_bytes([2; 32]),
+        }
+    }
+
+    fn rejected(attempt: u32) -> EvidenceEvent {
+        EvidenceEvent::Settled {
+            task: t(),
+            attempt,
+            settlement: Settlement::Rejected {
+                candidate: Candidate::default(),
+                rejection: Rejection::contract(&t(), "no"),
+            },
+        }
+    }
+
+    #[test]
+    fn fold_refuses_what_did_not_happen() {
+        assert!(matches!(
+            BatchEvidence::fold([reserved(1)]),
+            Err(FoldError::NotStarted { index: 0 })
+        ));
+        assert!(matches!(
+            BatchEvidence::fold([started(false), started(false)]),
+            Err(FoldError::NotStarted { index: 1 })
+        ));
+        assert!(matches!(
+            BatchEvidence::fold([started(false), rejected(1)]),
+            Err(FoldError::OutOfOrder {
+                event: "settled",
+                ..
+            })
+        ));
+        assert!(matches!(
+            BatchEvidence::fold([started(false), reserved(2)]),
+            Err(FoldError::OutOfOrder {
+                event: "reserved",
+                ..
+            })
+        ));
+        // A budget of two calls: a third reservation is refused.
+        let over = [
+            started(false),
+            reserved(1),
+            rejected(1),
+            reserved(2),
+            rejected(2),
+            reserved(3),
+        ];
+        assert!(matches!(
+            BatchEvidence::fold(over),
+            Err(FoldError::OutOfOrder { index: 5, .. })
+        ));
+        // With recovery, the first rejection is final until a recovery grants a call.
+        let deferred = [started(true), reserved(1), rejected(1), reserved(2)];
+        assert!(matches!(
+            BatchEvidence::fold(deferred),
+            Err(FoldError::OutOfOrder { index: 3, .. })
+        ));
+        let mismatched = EvidenceEvent::Settled {
+            task: t(),
+            attempt: 1,
+            settlement: Settlement::Accepted {
+                candidate: Candidate::new(BTreeMap::from([(
+                    AdmittedPath::admit("a.txt").unwrap(),
+                    b"x".to_vec(),
+                )])),
+                digest: Candidate::default().digest(),
+            },
+        };
+        assert!(matches!(
+            BatchEvidence::fold([started(false), reserved(1), mismatched]),
+            Err(FoldError::DigestMismatch { index: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn status_history_and_snapshot_round_trip() {
+        let e = BatchEvidence::fold([started(true), reserved(1), rejected(1)]).unwrap();
+        assert_eq!(e.status(&t()), TaskStatus::Failed);
+        assert_eq!(e.recovery_roots().collect::<Vec<_>>(), [&t()]);
+        assert_eq!(e.failure_history().count(), 1);
+        assert_eq!(e.summary().failed, 1);
+        assert_eq!(
+            e.status(&TaskId::new("nope").unwrap()),
+            TaskStatus::NotInPlan
+        );
+        let bytes = checkpoint::encode(&e).unwrap();
+        let back: BatchEvidence = checkpoint::decode(&bytes).unwrap();
+        assert_eq!(back, e);
+        assert_eq!(back.digest(), e.digest());
+    }
+
+    #[test]
+    fn failure_history_is_bounded() {
+        let mut e = BatchEvidence::fold([started(false)]).unwrap();
+        for i in 0..(FAILURE_HISTORY_LIMIT + 5) {
+            e.note(&t(), i as u32, FailureKind::Rejected);
+        }
+        assert_eq!(e.failure_history().count(), FAILURE_HISTORY_LIMIT);
+        assert_eq!(e.failure_history().next().unwrap().attempt, 5);
     }
 }

@@ -10,6 +10,9 @@ use super::recovery::{self, IneligibleReason, RecoveryError, RecoveryRequest, Ta
 use super::worker::{
     Correction, OutputContract, PendingTurnReplay, Worker, WorkerCall, WorkerFailure,
 };
+use petgraph::Direction;
+use petgraph::graph::NodeIndex;
+
 use crate::digest::CanonicalHasher;
 use crate::path::AdmittedPath;
 use crate::plan::{PlannedTask, ValidatedPlan};
@@ -384,7 +387,7 @@ impl<'p> Batch<'p> {
         let mut granted = Vec::new();
         let mut refused = Vec::new();
         for root in request.roots() {
-            match self.eligibility(evidence, root, inputs_changed) {
+            match self.eligibility(&run.graph, evidence, root, inputs_changed) {
                 Ok(()) => granted.push(root.clone()),
                 Err(why) => refused.push((root.clone(), why)),
             }
@@ -420,6 +423,7 @@ impl<'p> Batch<'p> {
 
     fn eligibility(
         &self,
+        graph: &Prerequisites,
         evidence: &BatchEvidence,
         root: &TaskId,
         inputs_changed: bool,
@@ -445,7 +449,10 @@ impl<'p> Batch<'p> {
         if t.calls() >= t.budget() {
             return Err(IneligibleReason::BudgetExhausted);
         }
-        if inputs_changed || Some(self.input_digest(evidence, root)) != t.last_input_digest() {
+        let current = evidence
+            .position(root)
+            .map(|i| self.input_digest(&self.input_template(), graph, evidence, i));
+        if inputs_changed || current != t.last_input_digest() {
             return Err(IneligibleReason::InputsChanged);
         }
         Ok(())
@@ -487,20 +494,34 @@ impl<'p> Batch<'p> {
         (!changed.is_empty()).then_some(changed)
     }
 
-    /// The digest of everything a call of `task` depends on: the plan, the batch inputs and
-    /// the prerequisites' accepted outputs.
-    fn input_digest(&self, evidence: &BatchEvidence, task: &TaskId) -> Digest {
+    /// The part of every task's input digest that all tasks share: the plan and the batch
+    /// inputs.
+    fn input_template(&self) -> CanonicalHasher {
         let mut h = CanonicalHasher::new("batch task input");
-        h.digest(&self.plan.digest()).str(task.as_str());
-        h.u64(self.inputs.len() as u64);
+        h.digest(&self.plan.digest()).u64(self.inputs.len() as u64);
         for (name, d) in &self.inputs {
             h.str(name).digest(d);
         }
-        let prerequisites = self.plan.prerequisites(task);
+        h
+    }
+
+    /// The digest of everything a call of the task at `position` depends on: the plan, the
+    /// batch inputs and the prerequisites' accepted outputs.
+    fn input_digest(
+        &self,
+        template: &CanonicalHasher,
+        graph: &Prerequisites,
+        evidence: &BatchEvidence,
+        position: usize,
+    ) -> Digest {
+        let mut h = template.clone();
+        let order = self.plan.topological_order();
+        h.str(order[position].as_str());
+        let prerequisites = graph.of(position);
         h.u64(prerequisites.len() as u64);
-        for p in prerequisites {
-            h.str(p.as_str());
-            match evidence.accepted(p) {
+        for &p in prerequisites {
+            h.str(order[p].as_str());
+            match evidence.task_at(p).and_then(|t| t.accepted()) {
                 Some(a) => h.u64(1).digest(&a.digest()),
                 None => h.u64(0),
             };
@@ -576,6 +597,8 @@ impl<'p> Batch<'p> {
 /// One pass of the executor over the journal and the evidence it folds.
 struct Run<'b, 'p, J> {
     batch: &'b Batch<'p>,
+    graph: Prerequisites,
+    template: CanonicalHasher,
     journal: &'b mut J,
     evidence: BatchEvidence,
     buffer: Vec<EvidenceEvent>,
@@ -593,6 +616,8 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
     ) -> Self {
         Self {
             batch,
+            graph: Prerequisites::of_plan(batch.plan),
+            template: batch.input_template(),
             journal,
             evidence,
             buffer: Vec::new(),
@@ -651,16 +676,23 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         Ok(self.evidence)
     }
 
-    /// The failed task that keeps `task` from running, if any: a prerequisite (or an input
-    /// contract's source) that is not accepted, or the root that drained it.
-    fn blocker(&self, task: &PlannedTask) -> Option<TaskId> {
-        let prerequisites = self.batch.plan.prerequisites(&task.id);
-        let sources = task.input_contracts.iter().map(|c| &c.from);
-        for p in prerequisites.into_iter().chain(sources) {
-            match self.evidence.status(p) {
+    /// The failed task that keeps the task at `position` from running, if any: a
+    /// prerequisite (or an input contract's source) that is not accepted, or the root that
+    /// drained it.
+    fn blocker(&self, task: &PlannedTask, position: usize) -> Option<TaskId> {
+        let order = self.batch.plan.topological_order();
+        let prerequisites = self.graph.of(position).iter().map(|&p| (p, &order[p]));
+        let sources = task.input_contracts.iter().map(|c| {
+            (
+                self.evidence.position(&c.from).unwrap_or(usize::MAX),
+                &c.from,
+            )
+        });
+        for (p, id) in prerequisites.chain(sources) {
+            match self.evidence.status_at(p) {
                 TaskStatus::Accepted => {}
                 TaskStatus::Drained { blocked_by } => return Some(blocked_by),
-                _ => return Some(p.clone()),
+                _ => return Some(id.clone()),
             }
         }
         None
@@ -673,34 +705,33 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
     ) -> Result<(), BatchError> {
         let batch = self.batch;
         let recovery = self.evidence.recovery_enabled();
-        for id in batch.plan.topological_order() {
-            let task = batch
-                .plan
-                .task(id)
-                .ok_or_else(|| batch.inventory_mismatch(id))?;
+        // The inventory was checked against the plan: position `i` is the same task in both.
+        for (position, task) in batch.plan.tasks().enumerate() {
+            let id = &task.id;
             loop {
                 let t = self
                     .evidence
-                    .task(id)
+                    .task_at(position)
                     .ok_or_else(|| batch.inventory_mismatch(id))?;
                 if !t.may_call(recovery) {
                     break;
                 }
-                if let Some(blocked_by) = self.blocker(task) {
+                let attempt = t.calls() + 1;
+                if let Some(blocked_by) = self.blocker(task, position) {
                     self.record(EvidenceEvent::Drained {
                         task: id.clone(),
                         blocked_by,
                     })?;
                     break;
                 }
-                let attempt = t.calls() + 1;
-                let input_digest = batch.input_digest(&self.evidence, id);
+                let input_digest =
+                    batch.input_digest(&self.template, &self.graph, &self.evidence, position);
                 self.reserve(EvidenceEvent::Reserved {
                     task: id.clone(),
                     attempt,
                     input_digest,
                 })?;
-                let result = self.call(worker, task, attempt);
+                let result = self.call(worker, task, position, attempt);
                 let settlement = match result {
                     Ok(candidate) => match check(batch.plan, task, contract, &candidate) {
                         Ok(()) => Settlement::Accepted {
@@ -738,18 +769,23 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         &self,
         worker: &mut impl Worker,
         task: &PlannedTask,
+        position: usize,
         attempt: u32,
     ) -> Result<Candidate, WorkerFailure> {
-        let prerequisites = self
-            .batch
-            .plan
-            .prerequisites(&task.id)
-            .into_iter()
-            .filter_map(|p| self.evidence.accepted(p).map(|a| (p, a)))
+        let order = self.batch.plan.topological_order();
+        let mut prerequisites: Vec<_> = self
+            .graph
+            .of(position)
+            .iter()
+            .filter_map(|&p| {
+                let t = self.evidence.task_at(p)?;
+                t.accepted().map(|a| (&order[p], a))
+            })
             .collect();
+        prerequisites.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let correction = self
             .evidence
-            .task(&task.id)
+            .task_at(position)
             .and_then(|t| t.rejections().last())
             .map(|r| Correction {
                 rejection: r.rejection(),
@@ -762,6 +798,41 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
             attempt,
             correction,
         })
+    }
+}
+
+/// Every task's direct prerequisites as positions in topological order, read once from the
+/// plan's graph (node `i` is the `i`-th task), so the executor never searches by id.
+#[derive(Debug)]
+struct Prerequisites {
+    start: Vec<usize>,
+    positions: Vec<usize>,
+}
+
+impl Prerequisites {
+    fn of_plan(plan: &ValidatedPlan) -> Self {
+        let graph = plan.graph();
+        let mut start = Vec::with_capacity(plan.len() + 1);
+        let mut positions = Vec::with_capacity(graph.edge_count());
+        for i in 0..plan.len() {
+            start.push(positions.len());
+            let from = positions.len();
+            positions.extend(
+                graph
+                    .neighbors_directed(NodeIndex::new(i), Direction::Incoming)
+                    .map(|n| n.index()),
+            );
+            positions[from..].sort_unstable();
+        }
+        start.push(positions.len());
+        Self { start, positions }
+    }
+
+    fn of(&self, position: usize) -> &[usize] {
+        match (self.start.get(position), self.start.get(position + 1)) {
+            (Some(&a), Some(&b)) => &self.positions[a..b],
+            _ => &[],
+        }
     }
 }
 

@@ -437,3 +437,153 @@ impl EvidenceJournal for FileJournal {
         self.sync_dir()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::batch::event::{InventoryEntry, Settlement};
+    use crate::batch::evidence::EVIDENCE_VERSION;
+    use crate::batch::{Candidate, TaskStatus};
+    use crate::{AgentId, Digest, TaskId};
+
+    fn chan() -> ChannelId {
+        ChannelId::new("c").unwrap()
+    }
+
+    fn events() -> Vec<EvidenceEvent> {
+        let t = TaskId::new("t").unwrap();
+        let d = Digest::from_bytes([7; 32]);
+        vec![
+            EvidenceEvent::Started {
+                channel: chan(),
+                plan_digest: d,
+                evidence_version: EVIDENCE_VERSION,
+                inputs: BTreeMap::new(),
+                recovery: false,
+                inventory: vec![InventoryEntry {
+                    task: t.clone(),
+                    owner: AgentId::new("a").unwrap(),
+                    budget: 2,
+                }],
+            },
+            EvidenceEvent::Reserved {
+                task: t.clone(),
+                attempt: 1,
+                input_digest: d,
+            },
+            EvidenceEvent::Settled {
+                task: t,
+                attempt: 1,
+                settlement: Settlement::Accepted {
+                    candidate: Candidate::default(),
+                    digest: Candidate::default().digest(),
+                },
+            },
+        ]
+    }
+
+    fn image(events: &[EvidenceEvent]) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_events(&chan(), events, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn every_cut_keeps_exactly_the_whole_records_before_it() {
+        let all = events();
+        let bytes = image(&all);
+        let (ends, torn) = record_ends(&bytes);
+        assert_eq!(ends.len(), 3);
+        assert!(torn.is_none());
+        for cut in 0..=bytes.len() {
+            let load = parse(&chan(), &bytes[..cut]).unwrap();
+            let whole = ends.iter().filter(|&&e| e <= cut).count();
+            assert_eq!(load.events, all[..whole]);
+            let kept = if whole == 0 { 0 } else { ends[whole - 1] };
+            assert_eq!(load.torn_tail.is_some(), cut != kept, "cut at {cut}");
+            if let Some(t) = load.torn_tail {
+                assert_eq!(t.offset as usize, kept);
+                assert_eq!(t.discarded as usize, cut - kept);
+            }
+        }
+    }
+
+    #[test]
+    fn a_flipped_bit_cuts_from_its_record() {
+        let all = events();
+        let mut bytes = image(&all);
+        let (ends, _) = record_ends(&bytes);
+        bytes[ends[1] + 60] ^= 1;
+        let load = parse(&chan(), &bytes).unwrap();
+        assert_eq!(load.events, all[..2]);
+        assert_eq!(
+            load.torn_tail.unwrap().cause,
+            CheckpointError::ChecksumMismatch
+        );
+    }
+
+    #[test]
+    fn a_foreign_record_is_refused_not_cut() {
+        let mut bytes = image(&events());
+        bytes.extend(
+            checkpoint::encode(&crate::Task::new(
+                TaskId::new("x").unwrap(),
+                crate::Spec::new("y"),
+            ))
+            .unwrap(),
+        );
+        assert!(matches!(
+            parse(&chan(), &bytes),
+            Err(JournalError::Foreign { .. })
+        ));
+    }
+
+    #[test]
+    fn file_journal_appends_compacts_and_cuts_torn_tails() {
+        let dir = std::env::temp_dir().join(format!("kleene-journal-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut journal = FileJournal::open(&dir).unwrap();
+        let all = events();
+        journal.append(&chan(), &all[..2]).unwrap();
+        let evidence = journal
+            .load(&chan())
+            .unwrap()
+            .unwrap()
+            .into_evidence()
+            .unwrap();
+        journal.compact(&chan(), &evidence).unwrap();
+        journal.append(&chan(), &all[2..]).unwrap();
+        // A torn append: the next open cuts it before appending.
+        let path = journal.path_for(&chan());
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&image(&all[1..2])[..30]).unwrap();
+        drop(f);
+        let mut reopened = FileJournal::open(&dir).unwrap();
+        let load = reopened.load(&chan()).unwrap().unwrap();
+        assert!(load.snapshot.is_some());
+        assert_eq!(load.events, all[2..]);
+        assert_eq!(load.torn_tail.as_ref().unwrap().discarded, 30);
+        let folded = load.into_evidence().unwrap();
+        assert_eq!(
+            folded.status(&TaskId::new("t").unwrap()),
+            TaskStatus::Accepted
+        );
+        assert_eq!(folded.digest(), BatchEvidence::fold(all).unwrap().digest());
+        assert!(reopened.load(&chan()).unwrap().unwrap().torn_tail.is_none());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn memory_journal_compaction_replaces_the_tail() {
+        let mut journal = MemoryJournal::default();
+        let all = events();
+        journal.append(&chan(), &all).unwrap();
+        let evidence = BatchEvidence::fold(all).unwrap();
+        journal.compact(&chan(), &evidence).unwrap();
+        let load = journal.load(&chan()).unwrap().unwrap();
+        assert!(load.events.is_empty());
+        assert_eq!(load.into_evidence().unwrap(), evidence);
+    }
+}

@@ -1,12 +1,44 @@
 //! The batch executor: runs a validated plan through a worker, keeps everything it learns as
-//! append-only evidence, and recovers failed roots with one bounded corrective call.
+//! append-only evidence, and recovers failed roots with one bounded corrective call (R11).
+//!
+//! Tasks run in the plan's topological order. Each call is reserved in an
+//! [`EvidenceJournal`] before the [`Worker`] is called and settled after; a candidate is
+//! accepted only if it writes nothing but its task's admitted paths and passes the
+//! [`OutputContract`]. A failed prerequisite drains every dependent (never called). The
+//! [`BatchEvidence`] is the fold of the journaled [`EvidenceEvent`]s; a resume rebuilds it
+//! from the journal of the original channel and nothing else.
 //!
 //! ```
-//! use kleene::batch::{EvidenceJournal, MemoryJournal};
-//! use kleene::ChannelId;
+//! use std::collections::BTreeMap;
+//! use kleene::batch::{Batch, Candidate, MemoryJournal, RecoveryRequest, TaskBatchRecovery,
+//!                     TaskStatus, Worker, WorkerCall, WorkerFailure};
+//! use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan, TaskId};
 //!
+//! let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
+//!   {"id": "svc", "kind": {"lane": "config"}, "owner": "ServiceAgent",
+//!    "spec": {"intent": "settings"}, "owned_paths": ["config/app.toml"]}]}"#)?)
+//!     .normalize().consolidate()?.validate()?;
+//!
+//! /// Writes outside its ownership first, then corrects itself when told why.
+//! struct Svc;
+//! impl Worker for Svc {
+//!     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+//!         let path = if call.correction().is_some() { "config/app.toml" } else { "backend/schemas.py" };
+//!         Ok(Candidate::new(BTreeMap::from([(AdmittedPath::admit(path).unwrap(), b"x".to_vec())])))
+//!     }
+//! }
+//!
+//! let batch = Batch::new(&plan, ChannelId::new("chan-1")?).with_recovery(TaskBatchRecovery::new());
 //! let mut journal = MemoryJournal::default();
-//! assert!(journal.load(&ChannelId::new("chan-1")?)?.is_none());
+//! let svc = TaskId::new("svc")?;
+//!
+//! let evidence = batch.dispatch(&mut Svc, &(), &mut journal)?;
+//! assert_eq!(evidence.status(&svc), TaskStatus::Failed); // rejection retained, deferred
+//!
+//! let request = RecoveryRequest::for_roots(&evidence, evidence.recovery_roots().cloned());
+//! let outcome = batch.recover(&request, &mut Svc, &(), &mut journal)?;
+//! assert_eq!(outcome.evidence.status(&svc), TaskStatus::Accepted);
+//! assert!(outcome.evidence.summary().is_complete());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
