@@ -366,7 +366,11 @@ impl Ord for AdmittedPath {
         fn rank(b: u8) -> u8 {
             if b == b'/' { 0 } else { b }
         }
-        self.0.bytes().map(rank).cmp(other.0.bytes().map(rank))
+        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+        match a.iter().zip(b).position(|(x, y)| x != y) {
+            Some(i) => rank(a[i]).cmp(&rank(b[i])),
+            None => a.len().cmp(&b.len()),
+        }
     }
 }
 

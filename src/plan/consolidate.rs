@@ -5,11 +5,13 @@ use std::collections::BTreeMap;
 use foldhash::{HashMap, HashMapExt};
 
 use super::model::{ModuleName, PlannedTask, TaskKind};
-use super::normalize::dedup_preserving_order;
-use crate::{Spec, TaskId};
+use super::normalize::{dedup_preserving_order, index};
+use super::validate::{PathEntries, Resolved, path_hash, sort_dedup_tail};
+use crate::TaskId;
 
-/// Merges the persistence tasks of each module into one (R11). Returns the tasks unchanged
-/// when no module has more than one.
+/// Merges the persistence tasks of each module into one (R11), and carries the resolved
+/// structure of the validated normalised plan over to the merged plan. Returns both
+/// unchanged when no module has more than one persistence task.
 ///
 /// The survivor is the task with the smallest id. It keeps its own kind, owner and position,
 /// and takes the union of owned paths (sorted), prerequisites and input contracts (the merged
@@ -17,96 +19,256 @@ use crate::{Spec, TaskId};
 /// now), the smallest retry limit (a merge never grants a larger budget than any merged task
 /// had), the specs in id order, and records the merged ids in `consolidated_from`. Every other
 /// task's edges and contracts are re-pointed to the survivor and de-duplicated.
-pub(crate) fn consolidate(tasks: Vec<PlannedTask>) -> Vec<PlannedTask> {
-    let mut groups: BTreeMap<&ModuleName, Vec<usize>> = BTreeMap::new();
-    for (i, task) in tasks.iter().enumerate() {
-        if let TaskKind::Persistence { module } = &task.kind {
-            groups.entry(module).or_default().push(i);
+///
+/// `resolved` must be the resolution of `tasks` (validation of the normalised plan passed).
+pub(crate) fn consolidate(
+    mut tasks: Vec<PlannedTask>,
+    resolved: Resolved,
+) -> (Vec<PlannedTask>, Resolved) {
+    let merges: Vec<Vec<usize>> = {
+        let mut groups: BTreeMap<&ModuleName, Vec<usize>> = BTreeMap::new();
+        for (i, task) in tasks.iter().enumerate() {
+            if let TaskKind::Persistence { module } = &task.kind {
+                groups.entry(module).or_default().push(i);
+            }
         }
-    }
-    let mut merges: Vec<Vec<usize>> = groups
-        .into_values()
-        .filter(|g| g.len() > 1)
-        .map(|mut g| {
-            g.sort_unstable_by(|&a, &b| tasks[a].id.cmp(&tasks[b].id));
-            g
-        })
-        .collect();
+        groups
+            .into_values()
+            .filter(|g| g.len() > 1)
+            .map(|mut g| {
+                g.sort_unstable_by(|&a, &b| tasks[a].id.cmp(&tasks[b].id));
+                g
+            })
+            .collect()
+    };
     if merges.is_empty() {
-        return tasks;
+        return (tasks, resolved);
     }
-    merges.sort_unstable();
-
-    let mut renamed: HashMap<TaskId, TaskId> = HashMap::new();
-    let mut merged_away = vec![false; tasks.len()];
+    let n = tasks.len();
+    // The survivor of every position (itself unless merged away).
+    let mut survivor_of: Vec<u32> = (0..index(n)).collect();
+    let mut merged_away = vec![false; n];
+    let mut members_of: HashMap<usize, &[usize]> = HashMap::with_capacity(merges.len());
     for group in &merges {
-        let survivor = &tasks[group[0]].id;
+        members_of.insert(group[0], &group[1..]);
         for &i in &group[1..] {
-            renamed.insert(tasks[i].id.clone(), survivor.clone());
+            survivor_of[i] = index(group[0]);
             merged_away[i] = true;
         }
     }
-
-    let mut slots: Vec<Option<PlannedTask>> = tasks.into_iter().map(Some).collect();
-    for group in &merges {
-        let members: Vec<PlannedTask> = group.iter().filter_map(|&i| slots[i].take()).collect();
-        if let Some(merged) = merge(members) {
-            slots[group[0]] = Some(merged);
+    let mut new_position = vec![0u32; n];
+    let mut kept = 0;
+    for i in 0..n {
+        new_position[i] = kept;
+        if !merged_away[i] {
+            kept += 1;
         }
     }
-    let mut out: Vec<PlannedTask> = slots
-        .into_iter()
-        .zip(merged_away)
-        .filter_map(|(slot, away)| if away { None } else { slot })
+    let moved = |j: u32| new_position[survivor_of[j as usize] as usize];
+
+    // The merged plan's prerequisites, from the old ones by integer remapping.
+    let mut pre_start = Vec::with_capacity(n + 1 - merged_away.iter().filter(|m| **m).count());
+    let mut pre = Vec::with_capacity(resolved.pre.len());
+    pre_start.push(0);
+    for i in (0..n).filter(|&i| !merged_away[i]) {
+        let start = pre.len();
+        let own = new_position[i];
+        let group = members_of.get(&i).copied().unwrap_or_default();
+        for &m in std::iter::once(&i).chain(group) {
+            pre.extend(
+                resolved
+                    .prerequisites(m)
+                    .iter()
+                    .map(|&j| moved(j))
+                    .filter(|&j| j != own),
+            );
+        }
+        sort_dedup_tail(&mut pre, start);
+        pre_start.push(index(pre.len()));
+    }
+
+    // The same merge on the tasks themselves. Only survivors and tasks with an edge to a
+    // merged task need re-pointing, and the integer structure says which.
+    let touched: Vec<bool> = (0..n)
+        .map(|i| {
+            !merged_away[i]
+                && (members_of.contains_key(&i)
+                    || resolved
+                        .prerequisites(i)
+                        .iter()
+                        .any(|&j| merged_away[j as usize]))
+        })
         .collect();
-    for task in &mut out {
-        let own = task.id.clone();
-        for dep in &mut task.depends_on {
+    let mut renamed: HashMap<TaskId, TaskId> = HashMap::new();
+    for group in &merges {
+        let survivor = group[0];
+        let mut intents = vec![std::mem::take(&mut tasks[survivor].spec.intent)];
+        for &i in &group[1..] {
+            // The merged task is removed below; take what the survivor inherits.
+            let other = &mut tasks[i];
+            let id = other.id.clone();
+            let owned_paths = std::mem::take(&mut other.owned_paths);
+            let depends_on = std::mem::take(&mut other.depends_on);
+            let input_contracts = std::mem::take(&mut other.input_contracts);
+            let criteria = std::mem::take(&mut other.spec.acceptance_criteria);
+            let merged_from = std::mem::take(&mut other.consolidated_from);
+            let retry_limit = other.retry_limit;
+            intents.push(std::mem::take(&mut other.spec.intent));
+            renamed.insert(id.clone(), tasks[survivor].id.clone());
+            let s = &mut tasks[survivor];
+            s.owned_paths.extend(owned_paths);
+            s.depends_on.extend(depends_on);
+            s.input_contracts.extend(input_contracts);
+            s.retry_limit = s.retry_limit.min(retry_limit);
+            s.spec.acceptance_criteria.extend(criteria);
+            s.consolidated_from.push(id);
+            s.consolidated_from.extend(merged_from);
+        }
+        let s = &mut tasks[survivor];
+        s.spec.intent = intents.join("\n\n");
+        s.owned_paths.sort_unstable();
+        s.owned_paths.dedup();
+        s.consolidated_from.sort_unstable();
+        s.consolidated_from.dedup();
+    }
+    for (task, _) in tasks.iter_mut().zip(&touched).filter(|(_, t)| **t) {
+        let PlannedTask {
+            id,
+            depends_on,
+            input_contracts,
+            ..
+        } = task;
+        for dep in depends_on.iter_mut() {
             if let Some(to) = renamed.get(dep) {
                 *dep = to.clone();
             }
         }
-        for contract in &mut task.input_contracts {
+        for contract in input_contracts.iter_mut() {
             if let Some(to) = renamed.get(&contract.from) {
                 contract.from = to.clone();
             }
         }
-        if !task.consolidated_from.is_empty() {
-            // Edges among the merged tasks now point at the survivor itself.
-            task.depends_on.retain(|d| *d != own);
-            task.input_contracts.retain(|c| c.from != own);
-        }
-        dedup_preserving_order(&mut task.depends_on);
-        dedup_preserving_order(&mut task.input_contracts);
+        // Edges among the merged tasks now point at the survivor itself.
+        depends_on.retain(|d| d != id);
+        input_contracts.retain(|c| c.from != *id);
+        dedup_preserving_order(depends_on);
+        dedup_preserving_order(input_contracts);
     }
-    out
+    let mut k = 0;
+    tasks.retain(|_| {
+        k += 1;
+        !merged_away[k - 1]
+    });
+
+    let mut owned: PathEntries = resolved
+        .owned
+        .into_iter()
+        .filter(|e| !merged_away[e.1 as usize] && !members_of.contains_key(&(e.1 as usize)))
+        .map(|(h, t, k)| (h, new_position[t as usize], k))
+        .collect();
+    for &survivor in members_of.keys() {
+        let t = new_position[survivor];
+        owned.extend(
+            tasks[t as usize]
+                .owned_paths
+                .iter()
+                .enumerate()
+                .map(|(k, p)| (path_hash(p.as_str()), t, index(k))),
+        );
+    }
+    owned.sort_unstable();
+    let by_id = resolved
+        .by_id
+        .iter()
+        .filter(|&&i| !merged_away[i as usize])
+        .map(|&i| new_position[i as usize])
+        .collect();
+    (
+        tasks,
+        Resolved {
+            by_id,
+            pre_start,
+            pre,
+            owned,
+        },
+    )
 }
 
-/// Merges `members` (sorted by id, survivor first) into the survivor.
-fn merge(members: Vec<PlannedTask>) -> Option<PlannedTask> {
-    let mut members = members.into_iter();
-    let mut survivor = members.next()?;
-    let mut intents = vec![survivor.spec.intent.clone()];
-    for other in members {
-        survivor.owned_paths.extend(other.owned_paths);
-        survivor.depends_on.extend(other.depends_on);
-        survivor.input_contracts.extend(other.input_contracts);
-        survivor.retry_limit = survivor.retry_limit.min(other.retry_limit);
-        survivor
-            .spec
-            .acceptance_criteria
-            .extend(other.spec.acceptance_criteria);
-        intents.push(other.spec.intent);
-        survivor.consolidated_from.push(other.id);
-        survivor.consolidated_from.extend(other.consolidated_from);
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+    use proptest::strategy::ValueTree;
+
+    use super::super::validate::{ValidationStage, analyse, topological_order};
+    use super::super::{AppBuildPlan, Plan};
+    use super::*;
+    use crate::testing::plan::acyclic_plan;
+
+    /// Normalised plans that pass validation, with extra forward edges (so merging
+    /// persistence tasks can close a loop).
+    fn normalized_with_extra_edges() -> impl Strategy<Value = Vec<PlannedTask>> {
+        (
+            acyclic_plan(40),
+            proptest::collection::vec((any::<Index>(), any::<Index>()), 0..12),
+        )
+            .prop_map(|(plan, extra)| {
+                let mut tasks = Plan::draft(plan).normalize().into_app_build_plan().tasks;
+                let Ok(structure) = analyse(&tasks, ValidationStage::BeforeConsolidation) else {
+                    return tasks;
+                };
+                let order = structure.order;
+                for (a, b) in extra {
+                    let (a, b) = (a.index(order.len()), b.index(order.len()));
+                    if a < b {
+                        let prerequisite = tasks[order[a] as usize].id.clone();
+                        let dependent = &mut tasks[order[b] as usize];
+                        if !dependent.depends_on.contains(&prerequisite) {
+                            dependent.depends_on.push(prerequisite);
+                        }
+                    }
+                }
+                tasks
+            })
     }
-    survivor.owned_paths.sort_unstable();
-    survivor.owned_paths.dedup();
-    survivor.consolidated_from.sort_unstable();
-    survivor.consolidated_from.dedup();
-    survivor.spec = Spec {
-        intent: intents.join("\n\n"),
-        acceptance_criteria: survivor.spec.acceptance_criteria,
-    };
-    Some(survivor)
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// The oracle for the second validation: carrying the structure through consolidation
+        /// gives exactly what validating the consolidated tasks from scratch gives.
+        #[test]
+        fn carried_structure_equals_validation_from_scratch(tasks in normalized_with_extra_edges()) {
+            let before = analyse(&tasks, ValidationStage::BeforeConsolidation).unwrap();
+            let (merged, carried) = consolidate(tasks, before.resolved);
+            let carried_order = topological_order(&merged, &carried);
+            match analyse(&merged, ValidationStage::AfterConsolidation) {
+                Ok(fresh) => {
+                    prop_assert_eq!(&fresh.resolved, &carried);
+                    prop_assert_eq!(Ok(fresh.order), carried_order);
+                }
+                Err(err) => {
+                    prop_assert!(err.problems().iter().all(|p| p.is_cycle()), "{}", err);
+                    prop_assert_eq!(Err(err.problems().to_vec()), carried_order);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_extra_edges_do_create_post_merge_cycles() {
+        // Guards the generator above: without post-merge cycles the oracle test would only
+        // cover the acyclic case.
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let strategy = normalized_with_extra_edges();
+        let mut cycles = 0;
+        for _ in 0..300 {
+            let tasks = strategy.new_tree(&mut runner).unwrap().current();
+            let plan = Plan::draft(AppBuildPlan::new(tasks)).normalize();
+            if plan.consolidate().is_ok_and(|c| c.validate().is_err()) {
+                cycles += 1;
+            }
+        }
+        assert!(cycles > 0, "no post-merge cycle in 300 generated plans");
+    }
 }

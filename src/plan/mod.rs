@@ -107,6 +107,9 @@ impl PlanState for Consolidated {
 #[derive(Debug, Clone)]
 pub struct Plan<S: PlanState> {
     tasks: Vec<PlannedTask>,
+    /// After consolidation: the merged plan's structure, carried over from the validation
+    /// of the normalised plan.
+    carried: Option<validate::Resolved>,
     state: PhantomData<S>,
 }
 
@@ -114,6 +117,7 @@ impl<S: PlanState> Plan<S> {
     fn at(tasks: Vec<PlannedTask>) -> Self {
         Self {
             tasks,
+            carried: None,
             state: PhantomData,
         }
     }
@@ -162,13 +166,27 @@ impl Plan<Normalized> {
     /// [`PlanValidationError`] at [`ValidationStage::BeforeConsolidation`] with every
     /// problem of the normalised plan.
     pub fn consolidate(self) -> Result<Plan<Consolidated>, PlanValidationError> {
-        validate::analyse(&self.tasks, ValidationStage::BeforeConsolidation)?;
-        Ok(Plan::at(consolidate::consolidate(self.tasks)))
+        let structure = validate::analyse(&self.tasks, ValidationStage::BeforeConsolidation)?;
+        let (tasks, resolved) = consolidate::consolidate(self.tasks, structure.resolved);
+        Ok(Plan {
+            tasks,
+            carried: Some(resolved),
+            state: PhantomData,
+        })
     }
 }
 
 impl Plan<Consolidated> {
-    /// Validates the consolidated plan again (a merge can create a cycle).
+    /// Validates the consolidated plan again: a merge can create a cycle.
+    ///
+    /// Consolidation carries the resolved structure of the validated normalised plan over to
+    /// the merged plan by integer remapping, so this second validation does not resolve
+    /// string ids again. It re-checks what a merge can change, the DAG (cycles) and the
+    /// topological order; the other rules hold by construction (a merge removes tasks and
+    /// re-points edges to an existing survivor: no id is added, no edge to an unknown task
+    /// or to itself remains, contracts move with their edges, and the set of owned paths is
+    /// unchanged). A test checks that the carried structure equals a validation from
+    /// scratch of the consolidated tasks.
     ///
     /// # Errors
     ///
@@ -179,7 +197,18 @@ impl Plan<Consolidated> {
     ///
     /// `O((n + e) log n)` for `n` tasks and `e` edges (the log from ordering ties by id).
     pub fn validate(self) -> Result<ValidatedPlan, PlanValidationError> {
-        let structure = validate::analyse(&self.tasks, ValidationStage::AfterConsolidation)?;
+        let structure = match self.carried {
+            Some(resolved) => match validate::topological_order(&self.tasks, &resolved) {
+                Ok(order) => validate::Structure { resolved, order },
+                Err(cycles) => {
+                    return Err(PlanValidationError::new(
+                        ValidationStage::AfterConsolidation,
+                        cycles,
+                    ));
+                }
+            },
+            None => validate::analyse(&self.tasks, ValidationStage::AfterConsolidation)?,
+        };
         Ok(ValidatedPlan::build(self.tasks, structure))
     }
 }

@@ -13,7 +13,7 @@ use crate::{AgentId, Spec, TaskId};
 /// Above this many entries, de-duplication uses a hash set instead of a linear scan.
 const LINEAR_DEDUP_LIMIT: usize = 16;
 
-/// Tasks of one module, by lane, as indices into the task list.
+/// Tasks of one module, by lane, as positions in the task list.
 #[derive(Default)]
 struct ModuleLanes {
     providers: Vec<u32>,
@@ -26,6 +26,12 @@ struct ModuleLanes {
 ///
 /// Idempotent: a second call finds every lane and edge already present and changes nothing.
 pub(crate) fn normalize(tasks: &mut Vec<PlannedTask>) {
+    for task in tasks.iter_mut() {
+        dedup_preserving_order(&mut task.depends_on);
+        dedup_preserving_order(&mut task.input_contracts);
+    }
+    // Contract edges as (target, source, contract), grouped by target in task order; within
+    // a target, by contract and then by source id, whatever the input order was.
     let mut additions: Vec<(u32, u32, ContractKind)> = Vec::new();
     let synthesized: Vec<ModuleName> = {
         let mut lanes: HashMap<&ModuleName, ModuleLanes> = HashMap::with_capacity(tasks.len() / 4);
@@ -41,6 +47,16 @@ pub(crate) fn normalize(tasks: &mut Vec<PlannedTask>) {
                 TaskKind::Model { .. } => entry.models.push(i),
                 _ => {}
             }
+        }
+        let by_id = |list: &mut Vec<u32>| {
+            if list.len() > 1 {
+                list.sort_unstable_by(|&a, &b| tasks[a as usize].id.cmp(&tasks[b as usize].id));
+            }
+        };
+        for l in lanes.values_mut() {
+            by_id(&mut l.providers);
+            by_id(&mut l.persistence);
+            by_id(&mut l.models);
         }
         // Sorted, so synthesised lanes get the same positions whatever the input order.
         let missing: BTreeSet<&ModuleName> = lanes
@@ -81,50 +97,76 @@ pub(crate) fn normalize(tasks: &mut Vec<PlannedTask>) {
     };
     tasks.extend(synthesized.into_iter().map(module_lane));
 
-    for task in tasks.iter_mut() {
-        dedup_preserving_order(&mut task.depends_on);
-        dedup_preserving_order(&mut task.input_contracts);
-    }
-    // Grouped by target, then by contract and source id, so the added edges have one order
-    // whatever the input order was.
-    additions.sort_unstable_by(|a, b| {
-        (a.0, a.2)
-            .cmp(&(b.0, b.2))
-            .then_with(|| tasks[a.1 as usize].id.cmp(&tasks[b.1 as usize].id))
-    });
-    let mut start = 0;
-    while start < additions.len() {
-        let target = additions[start].0;
-        let end = start
-            + additions[start..]
-                .iter()
-                .take_while(|a| a.0 == target)
-                .count();
-        let new: Vec<(TaskId, ContractKind)> = additions[start..end]
-            .iter()
-            .map(|&(_, s, c)| (tasks[s as usize].id.clone(), c))
-            .collect();
-        let task = &mut tasks[target as usize];
-        let mut known_deps = Known::new(&task.depends_on);
-        let mut known_contracts = Known::new(&task.input_contracts);
-        for (from, contract) in new {
-            let input = InputContract {
-                from: from.clone(),
-                contract,
-            };
-            // A task listed as its own module's provider (duplicate ids) is left for
-            // validation to report; normalisation never adds a self-edge.
-            if from == task.id {
-                continue;
-            }
-            if known_contracts.insert(&task.input_contracts, &input) {
-                task.input_contracts.push(input);
-            }
-            if known_deps.insert(&task.depends_on, &from) {
-                task.depends_on.push(from);
+    let mut new_deps: Vec<usize> = Vec::new();
+    let mut new_contracts: Vec<(usize, ContractKind)> = Vec::new();
+    for group in additions.chunk_by(|a, b| a.0 == b.0) {
+        let target = group[0].0 as usize;
+        new_deps.clear();
+        new_contracts.clear();
+        {
+            let task = &tasks[target];
+            let deps = Members::new(task.depends_on.iter().map(TaskId::as_str));
+            let contracts = Members::new(
+                task.input_contracts
+                    .iter()
+                    .map(|c| (c.from.as_str(), c.contract)),
+            );
+            for &(_, source, contract) in group {
+                let source = source as usize;
+                let from = tasks[source].id.as_str();
+                // A task that shares its id with its module's lane (a duplicate id) is left
+                // for validation to report; normalisation never adds a self-edge.
+                if from == task.id.as_str() {
+                    continue;
+                }
+                if !contracts.contains(&(from, contract)) {
+                    new_contracts.push((source, contract));
+                }
+                if !deps.contains(&from) {
+                    new_deps.push(source);
+                }
             }
         }
-        start = end;
+        for &(source, contract) in &new_contracts {
+            let from = tasks[source].id.clone();
+            tasks[target]
+                .input_contracts
+                .push(InputContract { from, contract });
+        }
+        for &source in &new_deps {
+            let from = tasks[source].id.clone();
+            tasks[target].depends_on.push(from);
+        }
+        // Two sources can share an id (a duplicate that validation reports).
+        if new_deps.len() > 1 {
+            dedup_preserving_order(&mut tasks[target].depends_on);
+        }
+        if new_contracts.len() > 1 {
+            dedup_preserving_order(&mut tasks[target].input_contracts);
+        }
+    }
+}
+
+/// Membership in a short list by scanning it, in a long one through a hash set.
+enum Members<T> {
+    Short(Vec<T>),
+    Long(HashSet<T>),
+}
+
+impl<T: Eq + std::hash::Hash> Members<T> {
+    fn new(items: impl ExactSizeIterator<Item = T>) -> Self {
+        if items.len() <= LINEAR_DEDUP_LIMIT {
+            Self::Short(items.collect())
+        } else {
+            Self::Long(items.collect())
+        }
+    }
+
+    fn contains(&self, item: &T) -> bool {
+        match self {
+            Self::Short(v) => v.contains(item),
+            Self::Long(s) => s.contains(item),
+        }
     }
 }
 
@@ -167,35 +209,6 @@ pub(crate) fn dedup_preserving_order<T: Eq + std::hash::Hash + Clone>(items: &mu
     } else {
         let mut seen = HashSet::with_capacity(items.len());
         items.retain(|x| seen.insert(x.clone()));
-    }
-}
-
-/// Membership of a growing list: a linear scan while it is short, a hash set once long.
-struct Known<T> {
-    set: Option<HashSet<T>>,
-}
-
-impl<T: Eq + std::hash::Hash + Clone> Known<T> {
-    fn new(items: &[T]) -> Self {
-        let set = (items.len() > LINEAR_DEDUP_LIMIT).then(|| items.iter().cloned().collect());
-        Self { set }
-    }
-
-    /// Whether `item` is new (and, for a long list, remembers it).
-    fn insert(&mut self, items: &[T], item: &T) -> bool {
-        match &mut self.set {
-            Some(set) => set.insert(item.clone()),
-            None => {
-                if items.len() >= LINEAR_DEDUP_LIMIT {
-                    let mut set: HashSet<T> = items.iter().cloned().collect();
-                    let new = set.insert(item.clone());
-                    self.set = Some(set);
-                    new
-                } else {
-                    !items.contains(item)
-                }
-            }
-        }
     }
 }
 

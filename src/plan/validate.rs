@@ -3,6 +3,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
+use std::sync::OnceLock;
 
 use foldhash::{HashMap, HashMapExt};
 use petgraph::Direction;
@@ -203,6 +204,12 @@ fn summary(problems: &[PlanProblem]) -> String {
 }
 
 impl PlanValidationError {
+    /// Every problem found at `stage`, in a fixed order (by kind, then as found).
+    pub(crate) fn new(stage: ValidationStage, mut problems: Vec<PlanProblem>) -> Self {
+        problems.sort_by_key(PlanProblem::rank);
+        Self { stage, problems }
+    }
+
     /// All problems, in a fixed order (by kind, then by the ids they name).
     pub fn problems(&self) -> &[PlanProblem] {
         &self.problems
@@ -219,18 +226,35 @@ impl PlanValidationError {
     }
 }
 
-/// What structural analysis of a plan yields when it finds no problem.
-pub(crate) struct Structure {
-    /// Task positions in topological order, ties broken by id.
-    order: Vec<u32>,
+/// A plan's tasks resolved to dense indices: what every check after id resolution works on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Resolved {
     /// Task positions sorted by id.
-    by_id: Vec<u32>,
-    /// Prerequisites of each task (CSR: `pre[pre_start[i]..pre_start[i + 1]]`), de-duplicated.
-    pre_start: Vec<u32>,
-    pre: Vec<u32>,
+    pub(crate) by_id: Vec<u32>,
+    /// Prerequisites of each task (CSR: `pre[pre_start[i]..pre_start[i + 1]]`), sorted and
+    /// de-duplicated.
+    pub(crate) pre_start: Vec<u32>,
+    pub(crate) pre: Vec<u32>,
+    /// Every owned path, by hash.
+    pub(crate) owned: PathEntries,
 }
 
-/// Analyses `tasks`: returns the structure, or every problem found.
+impl Resolved {
+    pub(crate) fn prerequisites(&self, i: usize) -> &[u32] {
+        &self.pre[self.pre_start[i] as usize..self.pre_start[i + 1] as usize]
+    }
+}
+
+/// What validation of a plan yields when it finds no problem.
+#[derive(Debug, Clone)]
+pub(crate) struct Structure {
+    pub(crate) resolved: Resolved,
+    /// Task positions in topological order, ties broken by id.
+    pub(crate) order: Vec<u32>,
+}
+
+/// Validates `tasks` from scratch: resolves every id and checks every rule. Returns the
+/// structure, or every problem found.
 pub(crate) fn analyse(
     tasks: &[PlannedTask],
     stage: ValidationStage,
@@ -246,10 +270,12 @@ pub(crate) fn analyse(
             *duplicates.entry(&task.id).or_insert(1) += 1;
         }
     }
-    // The first task with a duplicated id is the one others resolve to.
-    for (i, task) in tasks.iter().enumerate().rev() {
-        if duplicates.contains_key(&task.id) {
-            ids.insert(task.id.as_str(), index(i));
+    if !duplicates.is_empty() {
+        // The first task with a duplicated id is the one others resolve to.
+        for (i, task) in tasks.iter().enumerate().rev() {
+            if duplicates.contains_key(&task.id) {
+                ids.insert(task.id.as_str(), index(i));
+            }
         }
     }
     problems.extend(
@@ -263,7 +289,6 @@ pub(crate) fn analyse(
 
     let mut pre_start = Vec::with_capacity(n + 1);
     let mut pre: Vec<u32> = Vec::with_capacity(tasks.iter().map(|t| t.depends_on.len()).sum());
-    let mut indegree = vec![0u32; n];
     pre_start.push(0);
     for (i, task) in tasks.iter().enumerate() {
         let start = pre.len();
@@ -283,19 +308,7 @@ pub(crate) fn analyse(
                 }),
             }
         }
-        let mine = &mut pre[start..];
-        if mine.len() > 1 {
-            mine.sort_unstable();
-            let mut kept = 1;
-            for k in 1..mine.len() {
-                if mine[k] != mine[kept - 1] {
-                    mine[kept] = mine[k];
-                    kept += 1;
-                }
-            }
-            pre.truncate(start + kept);
-        }
-        indegree[i] = index(pre.len() - start);
+        sort_dedup_tail(&mut pre, start);
         pre_start.push(index(pre.len()));
         for contract in &task.input_contracts {
             if !task.depends_on.contains(&contract.from) {
@@ -323,18 +336,74 @@ pub(crate) fn analyse(
         }
     }
 
-    ownership_problems(tasks, &mut problems);
+    let owned = ownership_problems(tasks, &mut problems);
 
-    let mut by_id: Vec<u32> = (0..index(n)).collect();
-    by_id.sort_unstable_by(|&a, &b| tasks[a as usize].id.cmp(&tasks[b as usize].id));
+    // Sorting on a 16-byte prefix first keeps most comparisons off the heap.
+    let mut keyed: Vec<(u128, u32)> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (id_prefix(&t.id), index(i)))
+        .collect();
+    keyed.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| tasks[a.1 as usize].id.cmp(&tasks[b.1 as usize].id))
+    });
+    let resolved = Resolved {
+        by_id: keyed.into_iter().map(|(_, i)| i).collect(),
+        pre_start,
+        pre,
+        owned,
+    };
+    match topological_order(tasks, &resolved) {
+        Ok(order) if problems.is_empty() => Ok(Structure { resolved, order }),
+        Ok(_) => Err(PlanValidationError::new(stage, problems)),
+        Err(cycles) => {
+            problems.extend(cycles);
+            Err(PlanValidationError::new(stage, problems))
+        }
+    }
+}
+
+/// Sorts and de-duplicates `v[start..]` in place.
+pub(crate) fn sort_dedup_tail(v: &mut Vec<u32>, start: usize) {
+    let mine = &mut v[start..];
+    if mine.len() > 1 {
+        mine.sort_unstable();
+        let mut kept = 1;
+        for k in 1..mine.len() {
+            if mine[k] != mine[kept - 1] {
+                mine[kept] = mine[k];
+                kept += 1;
+            }
+        }
+        v.truncate(start + kept);
+    }
+}
+
+/// Kahn's algorithm over the resolved graph, ties broken by id; or a cycle problem for each
+/// strongly connected component that blocks it.
+///
+/// Kahn's order over integer adjacency is both what fixes the tie-break and cheaper than a
+/// depth-first `toposort` followed by a re-sort.
+pub(crate) fn topological_order(
+    tasks: &[PlannedTask],
+    resolved: &Resolved,
+) -> Result<Vec<u32>, Vec<PlanProblem>> {
+    let n = resolved.pre_start.len().saturating_sub(1);
+    let Resolved {
+        by_id,
+        pre_start,
+        pre,
+        ..
+    } = resolved;
     let mut rank = vec![0u32; n];
     for (r, &i) in by_id.iter().enumerate() {
         rank[i as usize] = index(r);
     }
-
-    // Dependents (reverse CSR) for Kahn's algorithm.
+    let mut indegree: Vec<u32> = pre_start.windows(2).map(|w| w[1] - w[0]).collect();
+    // Dependents (reverse CSR).
     let mut post_start = vec![0u32; n + 1];
-    for &j in &pre {
+    for &j in pre {
         post_start[j as usize + 1] += 1;
     }
     for i in 0..n {
@@ -343,14 +412,14 @@ pub(crate) fn analyse(
     let mut fill = post_start.clone();
     let mut post = vec![0u32; pre.len()];
     for i in 0..n {
-        for &j in &pre[pre_start[i] as usize..pre_start[i + 1] as usize] {
+        for &j in resolved.prerequisites(i) {
             post[fill[j as usize] as usize] = index(i);
             fill[j as usize] += 1;
         }
     }
     drop(fill);
 
-    // Kahn's algorithm; the ready set is a min-heap of id ranks, so ties go by id.
+    // The ready set is a min-heap of id ranks.
     let mut ready: BinaryHeap<Reverse<u32>> = (0..n)
         .filter(|&i| indegree[i] == 0)
         .map(|i| Reverse(rank[i]))
@@ -367,27 +436,25 @@ pub(crate) fn analyse(
             }
         }
     }
-    if order.len() < n {
-        problems.extend(
-            cycles(&indegree, &pre_start, &pre, &rank)
-                .into_iter()
-                .map(|path| PlanProblem::Cycle {
-                    path: path.iter().map(|&i| tasks[i as usize].id.clone()).collect(),
-                }),
-        );
+    if order.len() == n {
+        return Ok(order);
     }
-
-    if problems.is_empty() {
-        Ok(Structure {
-            order,
-            by_id,
-            pre_start,
-            pre,
+    Err(cycles(&indegree, pre_start, pre, &rank)
+        .into_iter()
+        .map(|path| PlanProblem::Cycle {
+            path: path.iter().map(|&i| tasks[i as usize].id.clone()).collect(),
         })
-    } else {
-        problems.sort_by_key(PlanProblem::rank);
-        Err(PlanValidationError { stage, problems })
-    }
+        .collect())
+}
+
+/// The first 16 bytes of `id`, zero-padded, as a big-endian number: ordering by it agrees
+/// with ordering by the id wherever the prefixes differ (ids hold no NUL).
+fn id_prefix(id: &TaskId) -> u128 {
+    let bytes = id.as_str().as_bytes();
+    let mut buf = [0u8; 16];
+    let n = bytes.len().min(16);
+    buf[..n].copy_from_slice(&bytes[..n]);
+    u128::from_be_bytes(buf)
 }
 
 /// One cycle per strongly connected component among the tasks Kahn could not order (those
@@ -452,44 +519,132 @@ fn shortest_cycle(graph: &DiGraph<u32, ()>, scc: &[NodeIndex], rank: &[u32]) -> 
     None
 }
 
-/// Reports paths owned twice and paths nested under another owned path.
-fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) {
-    let mut owned: Vec<(&AdmittedPath, &TaskId)> = tasks
+/// Owned paths as (hash of the path, task position, index in its `owned_paths`), sorted.
+///
+/// Hashing instead of sorting by path keeps ownership checks linear and cache-friendly;
+/// every hash match is confirmed by comparing the paths themselves.
+pub(crate) type PathEntries = Vec<(u64, u32, u32)>;
+
+pub(crate) fn path_hash(path: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0).hash_one(path)
+}
+
+fn entry_path<'a>(tasks: &'a [PlannedTask], &(_, t, k): &(u64, u32, u32)) -> &'a AdmittedPath {
+    &tasks[t as usize].owned_paths[k as usize]
+}
+
+/// The entries whose path is exactly `path`.
+fn entries_for<'e>(
+    entries: &'e [(u64, u32, u32)],
+    tasks: &[PlannedTask],
+    path: &str,
+) -> impl Iterator<Item = &'e (u64, u32, u32)> {
+    let h = path_hash(path);
+    let start = entries.partition_point(|e| e.0 < h);
+    entries[start..]
         .iter()
-        .flat_map(|t| t.owned_paths.iter().map(move |p| (p, &t.id)))
+        .take_while(move |e| e.0 == h)
+        .filter(move |e| entry_path(tasks, e).as_str() == path)
+}
+
+/// Reports paths owned by several tasks and paths nested under another owned path (each
+/// against its nearest owned ancestor); returns the owned-path entries.
+fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) -> PathEntries {
+    let mut entries: PathEntries = tasks
+        .iter()
+        .enumerate()
+        .flat_map(|(t, task)| {
+            task.owned_paths
+                .iter()
+                .enumerate()
+                .map(move |(k, p)| (path_hash(p.as_str()), index(t), index(k)))
+        })
         .collect();
-    owned.sort_unstable();
-    owned.dedup();
-    // Sorted by components, every path's extensions follow it directly, so a stack of the
-    // current ancestors finds each nesting in one pass.
-    let mut ancestors: Vec<(&AdmittedPath, &TaskId)> = Vec::new();
-    let mut k = 0;
-    while k < owned.len() {
-        let path = owned[k].0;
-        let same = owned[k..].iter().take_while(|(p, _)| *p == path).count();
-        if same > 1 {
-            problems.push(PlanProblem::PathOwnedTwice {
-                path: path.clone(),
-                tasks: owned[k..k + same]
-                    .iter()
-                    .map(|(_, t)| (*t).clone())
-                    .collect(),
-            });
+    entries.sort_unstable();
+    // A task that lists a path twice owns it once.
+    entries
+        .dedup_by(|b, a| a.0 == b.0 && a.1 == b.1 && entry_path(tasks, a) == entry_path(tasks, b));
+
+    let mut twice: Vec<(&AdmittedPath, Vec<&TaskId>)> = Vec::new();
+    for run in entries
+        .chunk_by(|a, b| a.0 == b.0)
+        .filter(|run| run.len() > 1)
+    {
+        let mut by_path: Vec<(&AdmittedPath, Vec<&TaskId>)> = Vec::new();
+        for e in run {
+            let path = entry_path(tasks, e);
+            let owner = &tasks[e.1 as usize].id;
+            match by_path.iter_mut().find(|(p, _)| *p == path) {
+                Some((_, owners)) => owners.push(owner),
+                None => by_path.push((path, vec![owner])),
+            }
         }
-        while ancestors.last().is_some_and(|(a, _)| !path.starts_with(a)) {
-            ancestors.pop();
+        for (path, mut owners) in by_path.into_iter().filter(|(_, o)| o.len() > 1) {
+            owners.sort_unstable();
+            twice.push((path, owners));
         }
-        if let Some((outer, outer_task)) = ancestors.last() {
-            problems.push(PlanProblem::NestedPath {
-                outer: (*outer).clone(),
-                outer_task: (*outer_task).clone(),
-                inner: path.clone(),
-                inner_task: owned[k].1.clone(),
-            });
-        }
-        ancestors.push(owned[k]);
-        k += same;
     }
+
+    let mut nested: Vec<(&AdmittedPath, &AdmittedPath, &TaskId, &TaskId)> = Vec::new();
+    // Only a path with a separator can lie under another, and only a path that some task owns
+    // can be an outer one: a hash set of owned paths rejects almost every probe at once.
+    let owned: foldhash::HashSet<&str> = entries
+        .iter()
+        .map(|e| entry_path(tasks, e).as_str())
+        .collect();
+    let mut last: Option<&AdmittedPath> = None;
+    for e in &entries {
+        let inner = entry_path(tasks, e);
+        if last == Some(inner) {
+            continue;
+        }
+        last = Some(inner);
+        let raw = inner.as_str();
+        // Proper prefixes that end at a separator, longest first.
+        let outer = raw
+            .rmatch_indices('/')
+            .map(|(i, _)| &raw[..i])
+            .filter(|prefix| owned.contains(prefix))
+            .find_map(|prefix| {
+                entries_for(&entries, tasks, prefix)
+                    .min_by(|a, b| tasks[a.1 as usize].id.cmp(&tasks[b.1 as usize].id))
+            });
+        if let Some(o) = outer {
+            let inner_task = entries_for(&entries, tasks, raw)
+                .map(|e| &tasks[e.1 as usize].id)
+                .min();
+            if let Some(inner_task) = inner_task {
+                nested.push((
+                    inner,
+                    entry_path(tasks, o),
+                    &tasks[o.1 as usize].id,
+                    inner_task,
+                ));
+            }
+        }
+    }
+    twice.sort_unstable();
+    nested.sort_unstable();
+    problems.extend(
+        twice
+            .into_iter()
+            .map(|(path, owners)| PlanProblem::PathOwnedTwice {
+                path: path.clone(),
+                tasks: owners.into_iter().cloned().collect(),
+            }),
+    );
+    problems.extend(
+        nested.into_iter().map(
+            |(inner, outer, outer_task, inner_task)| PlanProblem::NestedPath {
+                outer: outer.clone(),
+                outer_task: outer_task.clone(),
+                inner: inner.clone(),
+                inner_task: inner_task.clone(),
+            },
+        ),
+    );
+    entries
 }
 
 /// A plan that passed validation after normalisation and consolidation: the only form of a
@@ -500,68 +655,64 @@ fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) {
 /// topological order (ties broken by id), the canonical plan digest and the owner index.
 #[derive(Debug, Clone)]
 pub struct ValidatedPlan {
+    /// The tasks in the order they were given (after consolidation).
     tasks: Vec<PlannedTask>,
+    /// Task positions in topological order.
+    topo: Vec<u32>,
+    /// The topological rank of each task position.
+    rank: Vec<u32>,
+    /// Task ids in topological order.
     order: Vec<TaskId>,
-    /// Positions sorted by id, for lookups.
+    /// Task positions sorted by id, for lookups.
     by_id: Vec<u32>,
+    /// Node `r` is the task of rank `r`.
     graph: DiGraph<(), (), u32>,
-    /// Owned paths sorted by components, with the position of their owner.
-    owners: Vec<(AdmittedPath, u32)>,
-    digest: Digest,
+    /// Owned paths by hash (see `PathEntries`); task positions refer to `tasks`.
+    owners: PathEntries,
+    /// The canonical digest, computed on first use.
+    digest: OnceLock<Digest>,
 }
 
 impl ValidatedPlan {
     pub(crate) fn build(tasks: Vec<PlannedTask>, structure: Structure) -> Self {
         let n = tasks.len();
         let Structure {
-            order,
-            by_id,
-            pre_start,
-            pre,
+            order: topo,
+            resolved,
         } = structure;
-        let mut position = vec![0u32; n];
-        for (p, &i) in order.iter().enumerate() {
-            position[i as usize] = index(p);
+        let mut rank = vec![0u32; n];
+        for (r, &i) in topo.iter().enumerate() {
+            rank[i as usize] = index(r);
         }
-        let mut graph = DiGraph::with_capacity(n, pre.len());
+        let mut graph = DiGraph::with_capacity(n, resolved.pre.len());
         for _ in 0..n {
             graph.add_node(());
         }
-        for &i in &order {
-            let to = NodeIndex::new(position[i as usize] as usize);
-            for &j in &pre[pre_start[i as usize] as usize..pre_start[i as usize + 1] as usize] {
-                graph.add_edge(NodeIndex::new(position[j as usize] as usize), to, ());
+        for &i in &topo {
+            let to = NodeIndex::new(rank[i as usize] as usize);
+            for &j in resolved.prerequisites(i as usize) {
+                graph.add_edge(NodeIndex::new(rank[j as usize] as usize), to, ());
             }
         }
-        let mut slots: Vec<Option<PlannedTask>> = tasks.into_iter().map(Some).collect();
-        let tasks: Vec<PlannedTask> = order
-            .iter()
-            .filter_map(|&i| slots[i as usize].take())
-            .collect();
-        let ids: Vec<TaskId> = tasks.iter().map(|t| t.id.clone()).collect();
-        let by_id: Vec<u32> = by_id.iter().map(|&i| position[i as usize]).collect();
-        let mut owners: Vec<(AdmittedPath, u32)> = tasks
-            .iter()
-            .enumerate()
-            .flat_map(|(i, t)| t.owned_paths.iter().map(move |p| (p.clone(), index(i))))
-            .collect();
-        owners.sort_unstable();
-        owners.dedup();
-        let digest = plan_digest(&tasks, &by_id);
+        let order: Vec<TaskId> = topo.iter().map(|&i| tasks[i as usize].id.clone()).collect();
         Self {
             tasks,
-            order: ids,
-            by_id,
+            topo,
+            rank,
+            order,
+            by_id: resolved.by_id,
             graph,
-            owners,
-            digest,
+            owners: resolved.owned,
+            digest: OnceLock::new(),
         }
     }
 
     /// The canonical digest of the plan: the same for the same tasks in any input order,
     /// different when any field of any task differs.
+    ///
+    /// Computed on the first call (it reads every byte of the plan) and kept.
     pub fn digest(&self) -> Digest {
-        self.digest
+        *self.digest.get_or_init(|| plan_digest(&self.tasks))
     }
 
     /// The task ids in topological order: every task after all its prerequisites, ties
@@ -577,7 +728,7 @@ impl ValidatedPlan {
 
     /// Every task, in topological order.
     pub fn tasks(&self) -> impl Iterator<Item = &PlannedTask> {
-        self.tasks.iter()
+        self.topo.iter().map(|&p| &self.tasks[p as usize])
     }
 
     /// The direct prerequisites of `id`, sorted by id (empty for an unknown id).
@@ -601,7 +752,7 @@ impl ValidatedPlan {
             return Vec::new();
         };
         let mut seen = vec![false; self.tasks.len()];
-        let mut stack = vec![NodeIndex::new(start)];
+        let mut stack = vec![NodeIndex::new(self.rank[start] as usize)];
         let mut found = Vec::new();
         while let Some(node) = stack.pop() {
             for next in self.graph.neighbors_directed(node, Direction::Outgoing) {
@@ -618,10 +769,9 @@ impl ValidatedPlan {
 
     /// The task that owns `path`, if any.
     pub fn owner_of(&self, path: &AdmittedPath) -> Option<&TaskId> {
-        self.owners
-            .binary_search_by(|(p, _)| p.cmp(path))
-            .ok()
-            .map(|k| &self.order[self.owners[k].1 as usize])
+        entries_for(&self.owners, &self.tasks, path.as_str())
+            .next()
+            .map(|e| &self.tasks[e.1 as usize].id)
     }
 
     /// The number of tasks.
@@ -643,12 +793,13 @@ impl ValidatedPlan {
 
     /// The plan as data (tasks in topological order), for saving or inspection.
     pub fn to_app_build_plan(&self) -> super::AppBuildPlan {
-        super::AppBuildPlan::new(self.tasks.clone())
+        super::AppBuildPlan::new(self.tasks().cloned().collect())
     }
 
+    /// The position in `tasks` of the task with `id`.
     fn position(&self, id: &TaskId) -> Option<usize> {
         self.by_id
-            .binary_search_by(|&p| self.order[p as usize].cmp(id))
+            .binary_search_by(|&p| self.tasks[p as usize].id.cmp(id))
             .ok()
             .map(|k| self.by_id[k] as usize)
     }
@@ -659,7 +810,7 @@ impl ValidatedPlan {
         };
         let mut out: Vec<&TaskId> = self
             .graph
-            .neighbors_directed(NodeIndex::new(p), direction)
+            .neighbors_directed(NodeIndex::new(self.rank[p] as usize), direction)
             .map(|n| &self.order[n.index()])
             .collect();
         out.sort_unstable();
@@ -667,47 +818,69 @@ impl ValidatedPlan {
     }
 }
 
-/// The canonical digest: tasks in id order, each with its lists sorted, so neither the
-/// order of tasks nor the order inside a task's lists changes it.
-fn plan_digest(tasks: &[PlannedTask], by_id: &[u32]) -> Digest {
+/// The canonical digest: a digest per task (its lists sorted), the task digests sorted, then
+/// digested together. Neither the order of tasks nor the order inside a task's lists changes
+/// it; any change to any field of any task does.
+fn plan_digest(tasks: &[PlannedTask]) -> Digest {
+    let mut buffers = DigestBuffers::default();
+    let mut digests: Vec<Digest> = tasks.iter().map(|t| buffers.task_digest(t)).collect();
+    digests.sort_unstable();
     let mut h = CanonicalHasher::new("plan");
-    h.u64(tasks.len() as u64);
-    let mut deps: Vec<&TaskId> = Vec::new();
-    let mut paths: Vec<&AdmittedPath> = Vec::new();
-    for &i in by_id {
-        let t = &tasks[i as usize];
+    h.u64(digests.len() as u64);
+    for d in &digests {
+        h.digest(d);
+    }
+    h.finish()
+}
+
+/// Scratch space reused across tasks, so digesting a task allocates nothing.
+#[derive(Default)]
+struct DigestBuffers<'a> {
+    paths: Vec<&'a AdmittedPath>,
+    ids: Vec<&'a TaskId>,
+    contracts: Vec<&'a super::model::InputContract>,
+}
+
+impl<'a> DigestBuffers<'a> {
+    fn task_digest(&mut self, t: &'a PlannedTask) -> Digest {
+        let mut h = CanonicalHasher::new("plan task");
         h.str(t.id.as_str())
             .str(t.kind.lane())
             .opt_str(t.kind.module().map(ModuleName::as_str))
             .str(t.owner.as_str())
-            .digest(&t.spec.digest())
-            .u64(u64::from(t.retry_limit))
+            .str(&t.spec.intent)
+            .u64(t.spec.acceptance_criteria.len() as u64);
+        for c in &t.spec.acceptance_criteria {
+            h.str(c);
+        }
+        h.u64(u64::from(t.retry_limit))
             .u64(u64::from(t.is_synthesized()));
-        paths.clear();
-        paths.extend(&t.owned_paths);
-        paths.sort_unstable();
-        paths.dedup();
-        h.u64(paths.len() as u64);
-        for p in &paths {
+        self.paths.clear();
+        self.paths.extend(&t.owned_paths);
+        self.paths.sort_unstable();
+        self.paths.dedup();
+        h.u64(self.paths.len() as u64);
+        for p in &self.paths {
             h.str(p.as_str());
         }
         for list in [&t.depends_on, &t.consolidated_from] {
-            deps.clear();
-            deps.extend(list.iter());
-            deps.sort_unstable();
-            deps.dedup();
-            h.u64(deps.len() as u64);
-            for d in &deps {
-                h.str(d.as_str());
+            self.ids.clear();
+            self.ids.extend(list);
+            self.ids.sort_unstable();
+            self.ids.dedup();
+            h.u64(self.ids.len() as u64);
+            for id in &self.ids {
+                h.str(id.as_str());
             }
         }
-        let mut contracts: Vec<_> = t.input_contracts.iter().collect();
-        contracts.sort_unstable();
-        contracts.dedup();
-        h.u64(contracts.len() as u64);
-        for c in contracts {
+        self.contracts.clear();
+        self.contracts.extend(&t.input_contracts);
+        self.contracts.sort_unstable();
+        self.contracts.dedup();
+        h.u64(self.contracts.len() as u64);
+        for c in &self.contracts {
             h.str(c.from.as_str()).u64(c.contract.tag());
         }
+        h.finish()
     }
-    h.finish()
 }
