@@ -692,3 +692,41 @@ fn a_restored_closure_can_draw_from_a_shared_budget() {
     ));
     assert_eq!(budget.used(), 1);
 }
+
+/// The scripted run whose record and mid-run state are committed as format-version-1
+/// checkpoints.
+fn v1_fixture_run() -> (ClosureRecord, ClosureState) {
+    let posts = [blocker("test a ... FAILED", true), warning("unused import")];
+    let policy = RecoveryPolicy::builder()
+        .recover_on(RecoverOn::BlockersAndWarnings)
+        .build()
+        .unwrap();
+    let mut agent = ScriptedAgent::new().post_verdicts(posts.clone());
+    let record = run_to_closure(root("fixture intent"), session(), &mut agent, &policy);
+    let mut agent = ScriptedAgent::new().post_verdicts(posts);
+    let mut closure = Closure::start(root("fixture intent"), session(), policy);
+    for _ in 0..7 {
+        closure = closure.step(&mut agent);
+    }
+    (record, closure.state())
+}
+
+/// Old reader / new data and new reader / old data: the committed version-1 checkpoints
+/// (written by this crate when `ClosureRecord` and `ClosureState` got format version 1)
+/// still decode to exactly what the same run produces today, and re-encode to the same
+/// bytes.
+#[test]
+fn version_1_checkpoints_still_decode() {
+    let record_v1 = include_bytes!("fixtures/closure/record_v1.ckpt");
+    let state_v1 = include_bytes!("fixtures/closure/state_v1.ckpt");
+    let (record, state) = v1_fixture_run();
+    assert_eq!(
+        checkpoint::decode::<ClosureRecord>(record_v1).unwrap(),
+        record
+    );
+    assert_eq!(checkpoint::decode::<ClosureState>(state_v1).unwrap(), state);
+    assert_eq!(checkpoint::encode(&record).unwrap(), record_v1);
+    assert_eq!(record.outcome().resolved_depth(), Some(2));
+    let restored = Closure::restore(state).unwrap();
+    assert!(matches!(restored, Closure::PostValidate(_)), "{restored:?}");
+}
