@@ -214,7 +214,10 @@ impl PathError {
 pub struct AdmittedPath(Box<str>);
 
 impl AdmittedPath {
-    /// Admits `raw` if it passes every rule listed in the [module docs](self).
+    /// Admits `raw` if it passes every rule: non-empty and bounded ([`MAX_PATH_LEN`],
+    /// [`MAX_COMPONENT_LEN`]); no control character, backslash, leading `/` or `~`, colon,
+    /// empty, `.` or `..` component, or glob character; not secret-like
+    /// ([`PathError::SecretLike`]) unless exactly [`SECRETS_MANIFEST_PATH`].
     ///
     /// # Errors
     ///

@@ -8,7 +8,7 @@ use super::model::{
     ContractKind, InputContract, ModuleName, PlannedTask, SYNTHESIZED_MODULE_OWNER, TaskKind,
     TaskOrigin,
 };
-use crate::{AgentId, Spec, TaskId};
+use crate::{AgentId, Spec};
 
 /// Above this many entries, de-duplication uses a hash set instead of a linear scan.
 const LINEAR_DEDUP_LIMIT: usize = 16;
@@ -105,12 +105,8 @@ pub(crate) fn normalize(tasks: &mut Vec<PlannedTask>) {
         new_contracts.clear();
         {
             let task = &tasks[target];
-            let deps = Members::new(task.depends_on.iter().map(TaskId::as_str));
-            let contracts = Members::new(
-                task.input_contracts
-                    .iter()
-                    .map(|c| (c.from.as_str(), c.contract)),
-            );
+            let deps = Members::new(&task.depends_on, |d| d.as_str());
+            let contracts = Members::new(&task.input_contracts, |c| (c.from.as_str(), c.contract));
             for &(_, source, contract) in group {
                 let source = source as usize;
                 let from = tasks[source].id.as_str();
@@ -147,25 +143,23 @@ pub(crate) fn normalize(tasks: &mut Vec<PlannedTask>) {
     }
 }
 
-/// Membership in a short list by scanning it, in a long one through a hash set.
-enum Members<T> {
-    Short(Vec<T>),
-    Long(HashSet<T>),
+/// Membership in a list by a key: a scan while the list is short, a hash set once long.
+struct Members<'a, T, K> {
+    items: &'a [T],
+    key: fn(&'a T) -> K,
+    set: Option<HashSet<K>>,
 }
 
-impl<T: Eq + std::hash::Hash> Members<T> {
-    fn new(items: impl ExactSizeIterator<Item = T>) -> Self {
-        if items.len() <= LINEAR_DEDUP_LIMIT {
-            Self::Short(items.collect())
-        } else {
-            Self::Long(items.collect())
-        }
+impl<'a, T, K: Eq + std::hash::Hash> Members<'a, T, K> {
+    fn new(items: &'a [T], key: fn(&'a T) -> K) -> Self {
+        let set = (items.len() > LINEAR_DEDUP_LIMIT).then(|| items.iter().map(key).collect());
+        Self { items, key, set }
     }
 
-    fn contains(&self, item: &T) -> bool {
-        match self {
-            Self::Short(v) => v.contains(item),
-            Self::Long(s) => s.contains(item),
+    fn contains(&self, item: &K) -> bool {
+        match &self.set {
+            Some(set) => set.contains(item),
+            None => self.items.iter().any(|x| (self.key)(x) == *item),
         }
     }
 }

@@ -551,16 +551,18 @@ fn entries_for<'e>(
 /// Reports paths owned by several tasks and paths nested under another owned path (each
 /// against its nearest owned ancestor); returns the owned-path entries.
 fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) -> PathEntries {
-    let mut entries: PathEntries = tasks
-        .iter()
-        .enumerate()
-        .flat_map(|(t, task)| {
-            task.owned_paths
-                .iter()
-                .enumerate()
-                .map(move |(k, p)| (path_hash(p.as_str()), index(t), index(k)))
-        })
-        .collect();
+    // Walk the tasks in order (memory order), never in hash order, so the paths are read
+    // sequentially.
+    let mut entries: PathEntries =
+        Vec::with_capacity(tasks.iter().map(|t| t.owned_paths.len()).sum());
+    for (t, task) in tasks.iter().enumerate() {
+        for (k, p) in task.owned_paths.iter().enumerate() {
+            entries.push((path_hash(p.as_str()), index(t), index(k)));
+        }
+    }
+    // Only a path that some task owns can be an outer one: a set of owned path hashes
+    // rejects almost every probe without touching a path.
+    let hashes: foldhash::HashSet<u64> = entries.iter().map(|e| e.0).collect();
     entries.sort_unstable();
     // A task that lists a path twice owns it once.
     entries
@@ -587,45 +589,32 @@ fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) ->
     }
 
     let mut nested: Vec<(&AdmittedPath, &AdmittedPath, &TaskId, &TaskId)> = Vec::new();
-    // Only a path with a separator can lie under another, and only a path that some task owns
-    // can be an outer one: a hash set of owned paths rejects almost every probe at once.
-    let owned: foldhash::HashSet<&str> = entries
-        .iter()
-        .map(|e| entry_path(tasks, e).as_str())
-        .collect();
-    let mut last: Option<&AdmittedPath> = None;
-    for e in &entries {
-        let inner = entry_path(tasks, e);
-        if last == Some(inner) {
-            continue;
-        }
-        last = Some(inner);
-        let raw = inner.as_str();
-        // Proper prefixes that end at a separator, longest first.
-        let outer = raw
-            .rmatch_indices('/')
-            .map(|(i, _)| &raw[..i])
-            .filter(|prefix| owned.contains(prefix))
-            .find_map(|prefix| {
-                entries_for(&entries, tasks, prefix)
-                    .min_by(|a, b| tasks[a.1 as usize].id.cmp(&tasks[b.1 as usize].id))
-            });
-        if let Some(o) = outer {
-            let inner_task = entries_for(&entries, tasks, raw)
-                .map(|e| &tasks[e.1 as usize].id)
-                .min();
-            if let Some(inner_task) = inner_task {
+    for task in tasks {
+        for inner in &task.owned_paths {
+            let raw = inner.as_str();
+            // Proper prefixes that end at a separator, longest first.
+            let outer = raw
+                .rmatch_indices('/')
+                .map(|(i, _)| &raw[..i])
+                .filter(|prefix| hashes.contains(&path_hash(prefix)))
+                .find_map(|prefix| {
+                    entries_for(&entries, tasks, prefix)
+                        .min_by(|a, b| tasks[a.1 as usize].id.cmp(&tasks[b.1 as usize].id))
+                });
+            if let Some(o) = outer {
                 nested.push((
                     inner,
                     entry_path(tasks, o),
+                    &task.id,
                     &tasks[o.1 as usize].id,
-                    inner_task,
                 ));
             }
         }
     }
     twice.sort_unstable();
     nested.sort_unstable();
+    // One report per pair of paths, naming the smallest owner of each.
+    nested.dedup_by(|b, a| a.0 == b.0 && a.1 == b.1);
     problems.extend(
         twice
             .into_iter()
@@ -636,7 +625,7 @@ fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) ->
     );
     problems.extend(
         nested.into_iter().map(
-            |(inner, outer, outer_task, inner_task)| PlanProblem::NestedPath {
+            |(inner, outer, inner_task, outer_task)| PlanProblem::NestedPath {
                 outer: outer.clone(),
                 outer_task: outer_task.clone(),
                 inner: inner.clone(),
