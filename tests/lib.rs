@@ -2,6 +2,8 @@
 
 mod acceptance;
 mod batch;
+#[cfg(feature = "cli")]
+mod cli;
 // The closure tests use the scripted agent and strategies of the `testing` feature.
 #[cfg(feature = "testing")]
 mod closure;

@@ -90,7 +90,7 @@ pub enum Command {
     #[command(after_help = "Example:\n  kleene export out.tar --state .kleene")]
     Export(ExportArgs),
     /// Verify an exported archive against the record inside it; name every mismatch.
-    #[command(after_help = "Example:\n  kleene verify out.tar")]
+    #[command(after_help = "Example:\n  kleene verify out.tar --state .kleene")]
     Verify(VerifyArgs),
     /// Print a plan's task graph as Graphviz DOT (and render SVG when `dot` is on PATH).
     #[command(after_help = "Example:\n  kleene graph examples/demo/plan.json --out plan")]
@@ -158,6 +158,12 @@ pub struct VerifyArgs {
     /// The archive to verify.
     #[arg(value_name = "ARCHIVE.tar")]
     pub archive: PathBuf,
+    /// The expected acceptance record digest [default: the one in STATE/acceptance.json].
+    #[arg(long, value_name = "DIGEST")]
+    pub record: Option<String>,
+    /// The state directory whose acceptance record is expected.
+    #[arg(long, value_name = "DIR", default_value = ".kleene")]
+    pub state: PathBuf,
 }
 
 /// `kleene graph`.

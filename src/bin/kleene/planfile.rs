@@ -19,7 +19,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use kleene::{Severity, TaskId, ValidatorId};
+use std::path::{Path, PathBuf};
+
+use kleene::{
+    AppBuildPlan, PlanLoadError, PlanValidationError, Severity, TaskId, ValidatedPlan, ValidatorId,
+};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -114,6 +118,8 @@ pub struct TaskCommands {
 pub struct Split {
     /// The document with the command keys blanked; positions are unchanged.
     pub plan_json: String,
+    /// Each task's id (or `tasks[i]` when it has none), by index, to name tasks in errors.
+    pub labels: Vec<String>,
     /// The commands of every task that declares them.
     pub commands: BTreeMap<TaskId, TaskCommands>,
 }
@@ -151,6 +157,7 @@ pub enum SplitError {
     },
 }
 
+#[cfg(test)]
 impl SplitError {
     /// Where in the file the problem is.
     pub fn pos(&self) -> Pos {
@@ -198,6 +205,7 @@ pub fn split(text: &str) -> Result<Split, SplitError> {
     let Some(tasks_raw) = doc.get("tasks") else {
         return Ok(Split {
             plan_json: text.to_owned(),
+            labels: Vec::new(),
             commands: BTreeMap::new(),
         });
     };
@@ -211,6 +219,7 @@ pub fn split(text: &str) -> Result<Split, SplitError> {
     // (key, value offset, value length) of every command member, blanked once all are known.
     let mut members_to_blank: Vec<(&str, usize, usize)> = Vec::new();
     let mut commands = BTreeMap::new();
+    let mut labels = Vec::with_capacity(tasks.len());
     for (index, task_raw) in tasks.iter().enumerate() {
         let task_offset = offset_in(text, task_raw.get());
         let task_pos = Pos::of(text, task_offset);
@@ -223,6 +232,7 @@ pub fn split(text: &str) -> Result<Split, SplitError> {
             .get("id")
             .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
             .unwrap_or_else(|| format!("tasks[{index}]"));
+        labels.push(label.clone());
         let field = |name: &str, pos: Pos, message: String| SplitError::Field {
             pos,
             task: label.clone(),
@@ -352,8 +362,171 @@ pub fn split(text: &str) -> Result<Split, SplitError> {
     })?;
     Ok(Split {
         plan_json,
+        labels,
         commands,
     })
+}
+
+/// A plan file loaded and validated: the plan the batch may run and the commands per task.
+#[derive(Debug)]
+pub struct LoadedPlan {
+    /// The validated plan (normalised, consolidated).
+    pub plan: ValidatedPlan,
+    /// The commands of every task that declares them.
+    pub commands: BTreeMap<TaskId, TaskCommands>,
+}
+
+/// Why a plan file was refused. Every message names the file; the ones about a place in it
+/// name the line, column, task and field.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("read plan {}: {source}", file.display())]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Malformed JSON, a wrong shape, or a bad command key.
+    #[error("load plan {}: {source}", file.display())]
+    Split {
+        /// The file.
+        file: PathBuf,
+        /// What and where.
+        #[source]
+        source: SplitError,
+    },
+    /// The plan model refused a field (unknown field, bad id, inadmissible path).
+    #[error("load plan {}: line {line} column {column}: task {task}: field `{field}`: {message}", file.display())]
+    Plan {
+        /// The file.
+        file: PathBuf,
+        /// The line.
+        line: usize,
+        /// The column.
+        column: usize,
+        /// The task, or `-` for the top level.
+        task: String,
+        /// The field path inside the task (or the document).
+        field: String,
+        /// The plan loader's message (it names the path rule for a refused path).
+        message: String,
+        /// The loader's error.
+        source: Box<PlanLoadError>,
+    },
+    /// The plan is not a valid DAG with unique owners.
+    #[error("validate plan {}: {source}", file.display())]
+    Invalid {
+        /// The file.
+        file: PathBuf,
+        /// Every problem.
+        #[source]
+        source: Box<PlanValidationError>,
+    },
+    /// Consolidation merged away a task that has commands of its own.
+    #[error(
+        "validate plan {}: task {task} has commands but consolidation merged it into {survivor}; \
+         give each module one persistence task",
+        file.display()
+    )]
+    MergedAway {
+        /// The file.
+        file: PathBuf,
+        /// The merged task.
+        task: TaskId,
+        /// The task it was merged into.
+        survivor: TaskId,
+    },
+}
+
+/// Reads, splits, loads and validates the plan file at `file`.
+///
+/// # Errors
+///
+/// [`LoadError`] naming the file and, where there is one, the line, column, task and field.
+pub fn load(file: &Path) -> Result<(LoadedPlan, String), LoadError> {
+    let text = std::fs::read_to_string(file).map_err(|source| LoadError::Read {
+        file: file.to_owned(),
+        source,
+    })?;
+    let loaded = load_text(file, &text)?;
+    Ok((loaded, text))
+}
+
+/// Splits, loads and validates `text`, read from `file`.
+///
+/// # Errors
+///
+/// As [`load`].
+pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
+    let split = split(text).map_err(|source| LoadError::Split {
+        file: file.to_owned(),
+        source,
+    })?;
+    let draft = AppBuildPlan::from_json(&split.plan_json).map_err(|source| {
+        let (line, column) = source.position();
+        let (task, field) = name_task(&split.labels, source.field());
+        let message = match &source {
+            PlanLoadError::Json { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        LoadError::Plan {
+            file: file.to_owned(),
+            line,
+            column,
+            task,
+            field,
+            message,
+            source: Box::new(source),
+        }
+    })?;
+    let plan = draft.validate().map_err(|source| LoadError::Invalid {
+        file: file.to_owned(),
+        source: Box::new(source),
+    })?;
+    for id in split.commands.keys() {
+        if plan.task(id).is_none() {
+            let survivor = plan
+                .tasks()
+                .find(|t| t.consolidated_from.contains(id))
+                .map_or_else(|| id.clone(), |t| t.id.clone());
+            return Err(LoadError::MergedAway {
+                file: file.to_owned(),
+                task: id.clone(),
+                survivor,
+            });
+        }
+    }
+    Ok(LoadedPlan {
+        plan,
+        commands: split.commands,
+    })
+}
+
+/// `tasks[2].owned_paths[0]` → (`billing_service`, `owned_paths[0]`).
+fn name_task(labels: &[String], field: &str) -> (String, String) {
+    let Some(rest) = field.strip_prefix("tasks[") else {
+        return ("-".to_owned(), field.to_owned());
+    };
+    let Some((index, after)) = rest.split_once(']') else {
+        return ("-".to_owned(), field.to_owned());
+    };
+    let task = index
+        .parse::<usize>()
+        .ok()
+        .and_then(|i| labels.get(i).cloned())
+        .unwrap_or_else(|| format!("tasks[{index}]"));
+    let after = after.strip_prefix('.').unwrap_or(after);
+    (
+        task,
+        if after.is_empty() {
+            ".".to_owned()
+        } else {
+            after.to_owned()
+        },
+    )
 }
 
 fn skip_back(bytes: &[u8], mut i: usize) -> usize {
@@ -508,6 +681,59 @@ mod tests {
             split("{\"tasks\": [3]}").unwrap_err(),
             SplitError::Shape { .. }
         ));
+    }
+
+    const DEMO: &str = include_str!("../../../examples/demo/plan.json");
+
+    #[test]
+    fn the_demo_plan_loads_with_its_commands() {
+        let loaded = load_text(Path::new("plan.json"), DEMO).unwrap();
+        assert_eq!(loaded.plan.len(), 4);
+        assert_eq!(loaded.commands.len(), 4);
+        let svc = &loaded.commands[&TaskId::new("billing_service").unwrap()];
+        assert!(svc.fix.is_some());
+        assert_eq!(svc.checks.len(), 2);
+    }
+
+    #[test]
+    fn plan_errors_name_file_task_field_and_position() {
+        let text = DEMO.replace("\"billing/items.sh\"]", "\"../items.sh\"]");
+        let err = load_text(Path::new("p.json"), &text).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("load plan p.json: line "), "{msg}");
+        assert!(
+            msg.contains("task billing_model: field `owned_paths[0]`"),
+            "{msg}"
+        );
+        let LoadError::Plan { line, .. } = err else {
+            panic!("{msg}")
+        };
+        let expected = text
+            .lines()
+            .position(|l| l.contains("../items.sh"))
+            .unwrap()
+            + 1;
+        assert_eq!(line, expected);
+
+        let text = DEMO.replace(
+            "\"owner\": \"shell\",",
+            "\"owner\": \"shell\", \"colour\": 1,",
+        );
+        let msg = load_text(Path::new("p.json"), &text)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("unknown field `colour`"), "{msg}");
+        assert!(msg.contains("task billing_module"), "{msg}");
+
+        let text = DEMO.replace(
+            "\"depends_on\": [\"billing_module\"]",
+            "\"depends_on\": [\"nope\"]",
+        );
+        let msg = load_text(Path::new("p.json"), &text)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.starts_with("validate plan p.json"), "{msg}");
+        assert!(msg.contains("nope"), "{msg}");
     }
 
     #[test]

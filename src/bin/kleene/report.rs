@@ -173,6 +173,11 @@ impl Reporter {
         }
     }
 
+    /// A result object for machines (JSON mode only prints it; the others never call it).
+    pub fn say_json(&mut self, value: &serde_json::Value) {
+        println_flush(&value.to_string());
+    }
+
     fn live(&mut self, event: &Event) {
         if let Event::RunStarted { tasks, .. } = event {
             let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());

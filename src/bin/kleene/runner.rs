@@ -11,17 +11,18 @@
 //! interrupted it). Infrastructure failures are never handed to a fixer.
 
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use kleene::{OutputTail, TailLimits};
 use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
@@ -32,7 +33,7 @@ const HELD_BYTES: usize = 1 << 20;
 /// How long a process group gets between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_millis(500);
 
-/// How often a wait re-checks the interrupt flag.
+/// How often a wait re-checks the deadline, the interrupt flag and a silent leader.
 const POLL: Duration = Duration::from_millis(25);
 
 /// Set by SIGINT/SIGTERM; every running command is stopped when it turns true.
@@ -44,6 +45,8 @@ impl Interrupt {
     pub fn install() -> std::io::Result<Self> {
         let flag = Self::default();
         for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // A second Ctrl-C while the first is being handled exits at once.
+            signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&flag.0))?;
             signal_hook::flag::register(signal, Arc::clone(&flag.0))?;
         }
         Ok(flag)
@@ -87,8 +90,6 @@ pub struct Finished {
     pub signal: Option<i32>,
     /// Bounded stdout/stderr.
     pub tail: OutputTail,
-    /// Wall time.
-    pub elapsed: Duration,
 }
 
 impl Finished {
@@ -182,13 +183,19 @@ fn detail(tail: &OutputTail) -> String {
 
 /// Runs `inv` to its end, its timeout, or an interrupt.
 ///
+/// The calling thread multiplexes both output pipes with `poll` and watches the deadline and
+/// the interrupt flag in between, so a command costs one process and no helper threads
+/// (a thread feeds stdin only when there is input).
+///
 /// # Errors
 ///
 /// [`RunError`] for every infrastructure failure; an ordinary non-zero exit is a
 /// [`Finished`] value.
 pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunError> {
     let started = Instant::now();
-    let mut cmd = Command::new("sh");
+    let command = inv.command.to_owned();
+    // An absolute path spares the child a PATH search on every command.
+    let mut cmd = Command::new(SHELL);
     cmd.arg("-c")
         .arg(inv.command)
         .current_dir(inv.dir)
@@ -204,58 +211,61 @@ pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunE
         cmd.env(key, value);
     }
     let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
-        command: inv.command.to_owned(),
+        command: command.clone(),
         dir: inv.dir.to_owned(),
         source,
     })?;
     // The child leads its own group, so its pid is the group id.
     let group = Pid::from_raw(child.id().cast_signed());
     let feeder = spawn_feeder(&mut child, inv.stdin);
-    let out = spawn_reader(child.stdout.take());
-    let err = spawn_reader(child.stderr.take());
-
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(child.wait());
-    });
+    let mut streams = Streams::new(child.stdout.take(), child.stderr.take());
 
     let deadline = started + inv.timeout;
+    let mut status: Option<std::io::Result<ExitStatus>> = None;
+    let mut leader_gone: Option<Instant> = None;
     let ended = loop {
-        let now = Instant::now();
         if interrupt.is_set() {
             break End::Interrupted;
         }
+        let now = Instant::now();
         if now >= deadline {
             break End::TimedOut;
         }
-        match rx.recv_timeout(POLL.min(deadline - now)) {
-            Ok(status) => break End::Exited(status),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                break End::Exited(Err(std::io::Error::other("waiter thread vanished")));
+        if streams.closed() {
+            break End::Exited;
+        }
+        if leader_gone.is_some_and(|at| now.duration_since(at) > DRAIN) {
+            // Something escaped the group and still holds the pipes: stop listening.
+            break End::Exited;
+        }
+        let woke = streams.pump(POLL.min(deadline - now));
+        if !woke && status.is_none() {
+            // Quiet pipes: the leader may be gone while leftovers of its group hold them.
+            if let Ok(Some(exited)) = child.try_wait() {
+                status = Some(Ok(exited));
+                leader_gone = Some(Instant::now());
+                signal_group(group, Signal::SIGKILL);
             }
         }
     };
-
     let status = match ended {
-        End::Exited(status) => {
-            // Whatever the command left running in its group would hold the pipes open.
+        End::Exited => {
+            let status = status.unwrap_or_else(|| child.wait());
+            // Whatever the command left running in its group must not outlive it.
             signal_group(group, Signal::SIGKILL);
             Some(status)
         }
         End::TimedOut | End::Interrupted => {
             // The leader's status after our own signal says nothing about the command.
-            let _ = stop_group(group, &rx);
+            stop_group(group, &mut child);
+            streams.drain(DRAIN);
             None
         }
     };
     if let Some(feeder) = feeder {
         let _ = feeder.join();
     }
-    let stdout = join_reader(out);
-    let stderr = join_reader(err);
-    let tail = OutputTail::capture(&stdout, &stderr, inv.limits);
-    let command = inv.command.to_owned();
+    let tail = OutputTail::capture(&streams.out.held, &streams.err.held, inv.limits);
     let status = match (status, interrupt.is_set()) {
         (Some(status), _) => status,
         (None, true) => return Err(RunError::Interrupted { command }),
@@ -278,31 +288,132 @@ pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunE
             code,
             signal: status.signal(),
             tail,
-            elapsed: started.elapsed(),
         }),
     }
 }
 
+/// The POSIX shell every command runs in.
+const SHELL: &str = "/bin/sh";
+
+/// How long output is still read after the leader is gone or the group was killed.
+const DRAIN: Duration = Duration::from_millis(200);
+
 enum End {
-    Exited(std::io::Result<ExitStatus>),
+    Exited,
     TimedOut,
     Interrupted,
 }
 
-/// SIGTERM, a grace period, then SIGKILL; returns the leader's status.
-fn stop_group(
-    group: Pid,
-    rx: &mpsc::Receiver<std::io::Result<ExitStatus>>,
-) -> std::io::Result<ExitStatus> {
-    signal_group(group, Signal::SIGTERM);
-    let status = rx.recv_timeout(GRACE);
-    signal_group(group, Signal::SIGKILL);
-    match status {
-        Ok(status) => status,
-        Err(_) => rx
-            .recv()
-            .unwrap_or_else(|_| Err(std::io::Error::other("waiter thread vanished"))),
+/// One output pipe and what it said so far (at most [`HELD_BYTES`], the latest).
+struct Stream<R> {
+    pipe: Option<R>,
+    held: Vec<u8>,
+}
+
+impl<R: Read + AsFd> Stream<R> {
+    fn new(pipe: Option<R>) -> Self {
+        Self {
+            pipe,
+            held: Vec::new(),
+        }
     }
+
+    /// Reads what is ready; closes the stream on end of file or error.
+    fn read_ready(&mut self) {
+        let Some(pipe) = self.pipe.as_mut() else {
+            return;
+        };
+        let mut chunk = [0u8; 8192];
+        match pipe.read(&mut chunk) {
+            Ok(0) | Err(_) => self.pipe = None,
+            Ok(n) => {
+                self.held.extend_from_slice(&chunk[..n]);
+                if self.held.len() > 2 * HELD_BYTES {
+                    self.held.drain(..self.held.len() - HELD_BYTES);
+                }
+            }
+        }
+    }
+}
+
+struct Streams {
+    out: Stream<ChildStdout>,
+    err: Stream<ChildStderr>,
+}
+
+impl Streams {
+    fn new(out: Option<ChildStdout>, err: Option<ChildStderr>) -> Self {
+        Self {
+            out: Stream::new(out),
+            err: Stream::new(err),
+        }
+    }
+
+    fn closed(&self) -> bool {
+        self.out.pipe.is_none() && self.err.pipe.is_none()
+    }
+
+    /// Waits up to `timeout` for output and reads it; false when nothing happened.
+    fn pump(&mut self, timeout: Duration) -> bool {
+        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+        let (out_ready, err_ready) = {
+            let mut which = Vec::with_capacity(2);
+            let mut fds = Vec::with_capacity(2);
+            if let Some(p) = &self.out.pipe {
+                which.push(0);
+                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+            }
+            if let Some(p) = &self.err.pipe {
+                which.push(1);
+                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(&mut fds, PollTimeout::from(ms)) {
+                // EINTR is how SIGINT wakes us: the caller re-checks the flag.
+                Ok(0) | Err(_) => return false,
+                Ok(_) => {}
+            }
+            let ready = |stream: i32| {
+                which
+                    .iter()
+                    .zip(&fds)
+                    .any(|(w, fd)| *w == stream && fd.revents().is_some_and(|r| !r.is_empty()))
+            };
+            (ready(0), ready(1))
+        };
+        if out_ready {
+            self.out.read_ready();
+        }
+        if err_ready {
+            self.err.read_ready();
+        }
+        true
+    }
+
+    /// Reads whatever is left for at most `window`.
+    fn drain(&mut self, window: Duration) {
+        let until = Instant::now() + window;
+        while !self.closed() {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            self.pump(until - now);
+        }
+    }
+}
+
+/// SIGTERM, a grace period, then SIGKILL; reaps the leader.
+fn stop_group(group: Pid, child: &mut Child) {
+    signal_group(group, Signal::SIGTERM);
+    let until = Instant::now() + GRACE;
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    signal_group(group, Signal::SIGKILL);
+    let _ = child.wait();
 }
 
 fn signal_group(group: Pid, signal: Signal) {
@@ -318,30 +429,6 @@ fn spawn_feeder(child: &mut Child, input: Option<&[u8]>) -> Option<JoinHandle<()
         // A command that does not read its stdin closes the pipe: that is its right.
         let _ = stdin.write_all(&bytes);
     }))
-}
-
-fn spawn_reader<R: Read + Send + 'static>(stream: Option<R>) -> Option<JoinHandle<Vec<u8>>> {
-    let mut stream = stream?;
-    Some(thread::spawn(move || {
-        let mut held = Vec::new();
-        let mut chunk = [0u8; 8192];
-        loop {
-            match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    held.extend_from_slice(&chunk[..n]);
-                    if held.len() > 2 * HELD_BYTES {
-                        held.drain(..held.len() - HELD_BYTES);
-                    }
-                }
-            }
-        }
-        held
-    }))
-}
-
-fn join_reader(handle: Option<JoinHandle<Vec<u8>>>) -> Vec<u8> {
-    handle.and_then(|h| h.join().ok()).unwrap_or_default()
 }
 
 #[cfg(test)]

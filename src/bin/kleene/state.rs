@@ -4,7 +4,8 @@
 //! STATE/run.json          the run's settings: channel, workspace, plan location, policy
 //! STATE/plan.json         the plan file exactly as it was run (resume never re-reads PLAN)
 //! STATE/journal/          the batch evidence journal (checksummed events, torn tail cut)
-//! STATE/closures/         one JSON closure record per task call (verdicts, audit chain)
+//! STATE/closures.jsonl    one closure record per task call, a JSON line each (verdicts,
+//!                         the hash-chained audit log)
 //! STATE/specs/            the recovery specs handed to `fix` commands
 //! STATE/acceptance.json   written by `kleene accept`
 //! STATE/workspace/        the default workspace
@@ -14,6 +15,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use kleene::{ClosureRecord, TaskId};
 use serde::{Deserialize, Serialize};
 
 /// Settings of a run, fixed when it starts so a resume behaves the same.
@@ -80,6 +82,54 @@ pub enum StateError {
     },
 }
 
+/// One line of the closure log.
+#[derive(Debug)]
+pub struct ClosureEntry {
+    /// Its line number, from 1.
+    pub line: usize,
+    /// The task, as written.
+    pub task: String,
+    /// The call number.
+    pub call: u32,
+    /// The record, or why it could not be read.
+    pub record: Result<ClosureRecord, String>,
+}
+
+impl ClosureEntry {
+    fn parse(line_no: usize, line: &str) -> Self {
+        #[derive(Deserialize)]
+        struct Line {
+            task: String,
+            call: u32,
+            record: ClosureRecord,
+        }
+        match serde_json::from_str::<Line>(line) {
+            Ok(l) => Self {
+                line: line_no,
+                task: l.task,
+                call: l.call,
+                record: Ok(l.record),
+            },
+            Err(e) => {
+                // Name what can still be read of a damaged line.
+                let value: Option<serde_json::Value> = serde_json::from_str(line).ok();
+                let field = |k: &str| value.as_ref().and_then(|v| v.get(k).cloned());
+                Self {
+                    line: line_no,
+                    task: field("task")
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_else(|| "?".to_owned()),
+                    call: field("call")
+                        .and_then(|v| v.as_u64())
+                        .and_then(|c| u32::try_from(c).ok())
+                        .unwrap_or(0),
+                    record: Err(e.to_string()),
+                }
+            }
+        }
+    }
+}
+
 /// An opened state directory.
 #[derive(Debug, Clone)]
 pub struct StateDir {
@@ -103,6 +153,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     fs::rename(&tmp, path).map_err(io(path))
 }
 
+/// Writes `bytes` to `path` through a temporary file and a rename, without syncing: for the
+/// explanatory records (closure records, recovery specs) whose loss after a power cut
+/// `kleene audit` reports, while the journal, the only authority, is synced.
+pub fn write_replace(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, bytes).map_err(io(&tmp))?;
+    fs::rename(&tmp, path).map_err(io(path))
+}
+
 impl StateDir {
     /// The state directory at `root`, not yet checked.
     pub fn at(root: &Path) -> Self {
@@ -123,11 +182,7 @@ impl StateDir {
                 channel: existing.channel,
             });
         }
-        for dir in [
-            self.closures_dir(),
-            self.specs_dir(),
-            info.workspace.clone(),
-        ] {
+        for dir in [self.specs_dir(), info.workspace.clone()] {
             fs::create_dir_all(&dir).map_err(io(&dir))?;
         }
         let plan = self.plan_path();
@@ -185,9 +240,50 @@ impl StateDir {
         self.root.join("journal")
     }
 
-    /// Where closure records go.
-    pub fn closures_dir(&self) -> PathBuf {
-        self.root.join("closures")
+    /// The closure log: one JSON line per task call.
+    pub fn closure_log_path(&self) -> PathBuf {
+        self.root.join("closures.jsonl")
+    }
+
+    /// Appends the closure record of `call` of `task` to the closure log.
+    ///
+    /// Appending to one file (no file created per call) keeps a run's cost per task flat; it
+    /// is not synced: the journal is the authority, and `kleene audit` reports a record
+    /// missing or torn after a power cut.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Io`] when the log cannot be written.
+    pub fn append_closure(
+        &self,
+        task: &TaskId,
+        call: u32,
+        record: &ClosureRecord,
+    ) -> Result<(), StateError> {
+        let path = self.closure_log_path();
+        let line = serde_json::json!({ "task": task, "call": call, "record": record });
+        let mut text = line.to_string();
+        text.push('\n');
+        let mut file = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        // One write of the whole line: concurrent readers never see half of it in practice,
+        // and a torn line after a crash is reported by line number.
+        file.write_all(text.as_bytes()).map_err(io(&path))
+    }
+
+    /// Every entry of the closure log, in the order written.
+    pub fn closure_log(&self) -> Vec<ClosureEntry> {
+        let Ok(text) = fs::read_to_string(self.closure_log_path()) else {
+            return Vec::new();
+        };
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, line)| ClosureEntry::parse(i + 1, line))
+            .collect()
     }
 
     /// Where recovery specs go.
