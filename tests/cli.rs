@@ -561,3 +561,125 @@ fn a_second_run_in_the_same_state_is_refused() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn batch_recovery_gives_a_halted_root_one_corrective_call() {
+    let tmp = TempDir::new().unwrap();
+    // The closure's own fixer changes nothing (it stalls); the corrective call's fixer gets
+    // the exact rejection on stdin and repairs the file only from it.
+    let fix = "if grep -q 'Corrective call' && grep -q 'expected ok' \"$KLEENE_RECOVERY_SPEC_FILE\"; \
+               then echo ok > app/state.txt; fi";
+    let tasks = vec![
+        module(),
+        task(
+            "app_model",
+            "model",
+            &["app/state.txt"],
+            &["app_module"],
+            json!({
+                "run": "echo broken > app/state.txt",
+                "checks": [{"id": "state", "command": "grep -q '^ok$' app/state.txt || { echo 'expected ok, found' \"$(cat app/state.txt)\"; exit 1; }"}],
+                "fix": fix,
+                "retry_limit": 1,
+            }),
+        ),
+        task(
+            "app_page",
+            "page",
+            &["app/page.txt"],
+            &["app_model"],
+            json!({"run": "cat app/state.txt > app/page.txt"}),
+        ),
+    ];
+    let plan = write_plan(tmp.path(), tasks);
+    let out = kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "without"])
+        .output()
+        .unwrap();
+    // Without the flag the retry comes at once, with the same correction: also repaired.
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+
+    let out = kleene(tmp.path())
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--state",
+            "with",
+            "--batch-recovery",
+        ])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("recovery_stalled"), "{stdout}");
+    assert!(
+        stdout.contains("batch recovery: one corrective call for app_model"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("app_page: accepted"), "{stdout}");
+    let spec = std::fs::read_to_string(tmp.path().join("with/specs/app_model.call2.md")).unwrap();
+    assert!(spec.contains("## Exact rejection"), "{spec}");
+    assert!(spec.contains("expected ok, found broken"), "{spec}");
+}
+
+#[test]
+fn a_tampered_closure_log_fails_the_audit_naming_the_line() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(tmp.path(), vec![module()]);
+    kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .assert()
+        .success();
+    let log = tmp.path().join("st/closures.jsonl");
+    let original = std::fs::read_to_string(&log).unwrap();
+    // Rewrite the recorded session of the first audit entry: the chain must notice.
+    let tampered = original.replacen("\"kleene-run\"", "\"kleene-rux\"", 1);
+    assert_ne!(tampered, original);
+    std::fs::write(&log, tampered).unwrap();
+    let out = kleene(tmp.path())
+        .args(["audit", "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("closures.jsonl line 1"), "{stderr}");
+    assert!(stderr.contains("app_module"), "{stderr}");
+}
+
+#[test]
+fn json_mode_prints_one_object_per_line() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(tmp.path(), vec![module()]);
+    let out = kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let events: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["event"], "run_started");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "task_accepted" && e["task"] == "app_module")
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "run_finished" && e["outcome"] == "accepted")
+    );
+    let out = kleene(tmp.path())
+        .args(["status", "--state", "st", "--json"])
+        .output()
+        .unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["complete"], true);
+    assert_eq!(status["tasks"][0]["status"], "accepted");
+}

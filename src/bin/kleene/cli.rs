@@ -89,7 +89,7 @@ pub enum Command {
     /// Write the accepted files and their acceptance record as a canonical tar archive.
     #[command(after_help = "Example:\n  kleene export out.tar --state .kleene")]
     Export(ExportArgs),
-    /// Verify an exported archive against the record inside it; name every mismatch.
+    /// Verify an exported archive against the accepted record; name every mismatching path.
     #[command(after_help = "Example:\n  kleene verify out.tar --state .kleene")]
     Verify(VerifyArgs),
     /// Print a plan's task graph as Graphviz DOT (and render SVG when `dot` is on PATH).

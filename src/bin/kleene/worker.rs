@@ -366,7 +366,8 @@ impl ShellAgent<'_> {
             .specs_dir()
             .join(format!("{}.call{}.md", task.id(), self.call));
         write_replace(&path, text.as_bytes()).map_err(|e| Stopped(e.to_string()))?;
-        Ok(path)
+        // Commands run in the workspace: a relative --state must not leak into the variable.
+        std::path::absolute(&path).map_err(|e| Stopped(format!("resolve {}: {e}", path.display())))
     }
 }
 
