@@ -245,12 +245,7 @@ impl HaltContract {
         let missing: Vec<&str> = task
             .owned_paths
             .iter()
-            .filter(|p| {
-                !candidate
-                    .files()
-                    .keys()
-                    .any(|f| f == *p || f.as_str().starts_with(&format!("{}/", p.as_str())))
-            })
+            .filter(|p| !candidate.files().keys().any(|f| f.starts_with(p)))
             .map(AdmittedPath::as_str)
             .collect();
         if missing.is_empty() {
