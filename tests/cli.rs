@@ -637,8 +637,13 @@ fn a_tampered_closure_log_fails_the_audit_naming_the_line() {
         .success();
     let log = tmp.path().join("st/closures.jsonl");
     let original = std::fs::read_to_string(&log).unwrap();
-    // Rewrite the recorded session of the first audit entry: the chain must notice.
-    let tampered = original.replacen("\"kleene-run\"", "\"kleene-rux\"", 1);
+    // Rewrite the session recorded by the first audit entry: the chain must notice.
+    let at = original.find("\"closure_started\"").unwrap();
+    let (head, tail) = original.split_at(at);
+    let tampered = format!(
+        "{head}{}",
+        tail.replacen("\"kleene-run\"", "\"kleene-rux\"", 1)
+    );
     assert_ne!(tampered, original);
     std::fs::write(&log, tampered).unwrap();
     let out = kleene(tmp.path())

@@ -260,10 +260,19 @@ impl StateDir {
         call: u32,
         record: &ClosureRecord,
     ) -> Result<(), StateError> {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            task: &'a TaskId,
+            call: u32,
+            record: &'a ClosureRecord,
+        }
         let path = self.closure_log_path();
-        let line = serde_json::json!({ "task": task, "call": call, "record": record });
-        let mut text = line.to_string();
-        text.push('\n');
+        let mut text =
+            serde_json::to_vec(&Line { task, call, record }).map_err(|e| StateError::Corrupt {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        text.push(b'\n');
         let mut file = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -271,7 +280,7 @@ impl StateDir {
             .map_err(io(&path))?;
         // One write of the whole line: concurrent readers never see half of it in practice,
         // and a torn line after a crash is reported by line number.
-        file.write_all(text.as_bytes()).map_err(io(&path))
+        file.write_all(&text).map_err(io(&path))
     }
 
     /// Every entry of the closure log, in the order written.

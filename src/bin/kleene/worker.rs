@@ -89,12 +89,20 @@ pub struct ShellWorker<'a> {
     ctx: &'a Context,
     plan: &'a ValidatedPlan,
     shared: Rc<RefCell<Shared>>,
+    /// The workspace's unowned files after the last call: nothing else writes the workspace
+    /// between calls, so the next call's "before" needs no second walk.
+    unowned: Option<BTreeSet<AdmittedPath>>,
 }
 
 impl<'a> ShellWorker<'a> {
     /// A worker over `ctx` for `plan`.
     pub fn new(ctx: &'a Context, plan: &'a ValidatedPlan, shared: Rc<RefCell<Shared>>) -> Self {
-        Self { ctx, plan, shared }
+        Self {
+            ctx,
+            plan,
+            shared,
+            unowned: None,
+        }
     }
 
     fn emit(&self, event: Event) {
@@ -112,7 +120,10 @@ impl Worker for ShellWorker<'_> {
             task: task.id.to_string(),
             call: call.attempt(),
         });
-        let before = unowned_files(&self.ctx.workspace, self.plan);
+        let before = match self.unowned.take() {
+            Some(known) => known,
+            None => unowned_files(&self.ctx.workspace, self.plan),
+        };
         let Some(commands) = self.ctx.commands.get(&task.id) else {
             // A lane the plan only declares (for example a synthesised module lane) runs
             // nothing; its candidate is whatever its owned paths hold.
@@ -181,14 +192,16 @@ impl Worker for ShellWorker<'_> {
 impl ShellWorker<'_> {
     /// The task's owned files as they are now, plus every file outside all ownership that
     /// appeared during the call (so the built-in ownership check refuses a stray write).
-    fn candidate(&self, task: &PlannedTask, before: &BTreeSet<AdmittedPath>) -> Candidate {
+    fn candidate(&mut self, task: &PlannedTask, before: &BTreeSet<AdmittedPath>) -> Candidate {
         let mut files = BTreeMap::new();
         for owned in &task.owned_paths {
             collect(&self.ctx.workspace, owned, &mut files);
         }
-        for stray in unowned_files(&self.ctx.workspace, self.plan).difference(before) {
+        let after = unowned_files(&self.ctx.workspace, self.plan);
+        for stray in after.difference(before) {
             collect(&self.ctx.workspace, stray, &mut files);
         }
+        self.unowned = Some(after);
         Candidate::new(files)
     }
 
