@@ -209,10 +209,11 @@ pub fn split(text: &str) -> Result<Split, SplitError> {
             commands: BTreeMap::new(),
         });
     };
-    let tasks_pos = Pos::of(text, offset_in(text, tasks_raw.get()));
+    // Positions are computed only for errors: each one scans the text from its start.
+    let at = |offset: usize| Pos::of(text, offset);
     let tasks: Vec<&RawValue> =
         serde_json::from_str(tasks_raw.get()).map_err(|e| SplitError::Shape {
-            pos: tasks_pos,
+            pos: at(offset_in(text, tasks_raw.get())),
             message: format!("`tasks` must be an array ({})", message_of(&e)),
         })?;
 
@@ -222,10 +223,9 @@ pub fn split(text: &str) -> Result<Split, SplitError> {
     let mut labels = Vec::with_capacity(tasks.len());
     for (index, task_raw) in tasks.iter().enumerate() {
         let task_offset = offset_in(text, task_raw.get());
-        let task_pos = Pos::of(text, task_offset);
         let members: BTreeMap<String, &RawValue> =
             serde_json::from_str(task_raw.get()).map_err(|e| SplitError::Shape {
-                pos: task_pos,
+                pos: at(task_offset),
                 message: format!("tasks[{index}] must be an object ({})", message_of(&e)),
             })?;
         let label = members
@@ -233,8 +233,8 @@ pub fn split(text: &str) -> Result<Split, SplitError> {
             .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
             .unwrap_or_else(|| format!("tasks[{index}]"));
         labels.push(label.clone());
-        let field = |name: &str, pos: Pos, message: String| SplitError::Field {
-            pos,
+        let field = |name: &str, offset: usize, message: String| SplitError::Field {
+            pos: at(offset),
             task: label.clone(),
             field: name.to_owned(),
             message,
@@ -246,12 +246,12 @@ pub fn split(text: &str) -> Result<Split, SplitError> {
                 if key_start(text, key, offset).is_none() {
                     return Err(field(
                         key,
-                        Pos::of(text, offset),
+                        offset,
                         "write the key as plain `\"key\"`, without escapes".to_owned(),
                     ));
                 }
                 members_to_blank.push((key, offset, raw.get().len()));
-                found.insert(key, (*raw, Pos::of(text, offset)));
+                found.insert(key, (*raw, offset));
             }
         }
         if found.is_empty() {
@@ -261,20 +261,26 @@ pub fn split(text: &str) -> Result<Split, SplitError> {
         let id_raw = members.get("id").ok_or_else(|| {
             field(
                 "id",
-                task_pos,
+                task_offset,
                 "missing (a task with commands needs an id)".to_owned(),
             )
         })?;
-        let id_pos = Pos::of(text, offset_in(text, id_raw.get()));
-        let id: TaskId =
-            serde_json::from_str(id_raw.get()).map_err(|e| field("id", id_pos, message_of(&e)))?;
-        let typed = |key: &str| -> Result<Option<(&RawValue, Pos)>, SplitError> {
+        let id: TaskId = serde_json::from_str(id_raw.get())
+            .map_err(|e| field("id", offset_in(text, id_raw.get()), message_of(&e)))?;
+        let typed = |key: &str| -> Result<Option<(&RawValue, usize)>, SplitError> {
             Ok(found.get(key).copied())
+        };
+        // An error inside a command value, at its own line and column.
+        let inner = |name: &str, offset: usize, e: &serde_json::Error| SplitError::Field {
+            pos: at(offset).inner(e.line(), e.column()),
+            task: label.clone(),
+            field: name.to_owned(),
+            message: message_of(e),
         };
         let run = match typed("run")? {
             Some((raw, pos)) => {
-                let run: String = serde_json::from_str(raw.get())
-                    .map_err(|e| field("run", pos.inner(e.line(), e.column()), message_of(&e)))?;
+                let run: String =
+                    serde_json::from_str(raw.get()).map_err(|e| inner("run", pos, &e))?;
                 if run.trim().is_empty() {
                     return Err(field("run", pos, "must not be empty".to_owned()));
                 }
@@ -283,20 +289,21 @@ pub fn split(text: &str) -> Result<Split, SplitError> {
             None => {
                 return Err(field(
                     "run",
-                    task_pos,
+                    task_offset,
                     "missing (checks and fix need a run command)".to_owned(),
                 ));
             }
         };
         let checks: Vec<Check> = match typed("checks")? {
-            Some((raw, pos)) => serde_json::from_str(raw.get())
-                .map_err(|e| field("checks", pos.inner(e.line(), e.column()), message_of(&e)))?,
+            Some((raw, pos)) => {
+                serde_json::from_str(raw.get()).map_err(|e| inner("checks", pos, &e))?
+            }
             None => Vec::new(),
         };
         let mut seen = std::collections::BTreeSet::new();
         for check in &checks {
             if !seen.insert(check.id.clone()) {
-                let pos = found.get("checks").map_or(task_pos, |(_, p)| *p);
+                let pos = found.get("checks").map_or(task_offset, |(_, p)| *p);
                 return Err(field(
                     "checks",
                     pos,
@@ -305,21 +312,15 @@ pub fn split(text: &str) -> Result<Split, SplitError> {
             }
         }
         let fix: Option<String> = match typed("fix")? {
-            Some((raw, pos)) => Some(
-                serde_json::from_str(raw.get())
-                    .map_err(|e| field("fix", pos.inner(e.line(), e.column()), message_of(&e)))?,
-            ),
+            Some((raw, pos)) => {
+                Some(serde_json::from_str(raw.get()).map_err(|e| inner("fix", pos, &e))?)
+            }
             None => None,
         };
         let timeout = match typed("timeout_secs")? {
             Some((raw, pos)) => {
-                let secs: f64 = serde_json::from_str(raw.get()).map_err(|e| {
-                    field(
-                        "timeout_secs",
-                        pos.inner(e.line(), e.column()),
-                        message_of(&e),
-                    )
-                })?;
+                let secs: f64 =
+                    serde_json::from_str(raw.get()).map_err(|e| inner("timeout_secs", pos, &e))?;
                 if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
                     return Err(field(
                         "timeout_secs",
