@@ -20,10 +20,10 @@ use kleene::batch::{
     Candidate, InfrastructureFailure, Rejection, Worker, WorkerCall, WorkerFailure,
 };
 use kleene::{
-    AdmittedPath, Agent, AuditEntry, AuditEvent, AuditSink, ClosureOutcome, ClosureRecord,
-    ExecutionOutput, FixBudget, GovernanceDecision, HaltReason, PlannedTask, RecoveryPolicy,
-    Session, Severity, Spec, TailLimits, Task, TaskId, ValidatedPlan, ValidationToken, ValidatorId,
-    ValidatorResult, Verdict, run_to_closure_with,
+    AdmittedPath, Agent, AuditEntry, AuditEvent, AuditSink, ClosureFailure, ClosureOutcome,
+    ClosureRecord, ExecutionOutput, FixBudget, GovernanceDecision, HaltReason, PlannedTask,
+    RecoveryPolicy, Session, Severity, Spec, TailLimits, Task, TaskId, ValidatedPlan,
+    ValidationToken, ValidatorId, ValidatorResult, Verdict, run_to_closure_with,
 };
 
 use crate::planfile::TaskCommands;
@@ -446,8 +446,9 @@ impl Agent for ShellAgent<'_> {
             stdin.as_ref().map(|(t, p)| (t.as_str(), p.clone())),
         )?;
         if !done.success() {
+            let validator = ValidatorId::new(role).map_err(|e| Stopped(e.to_string()))?;
             self.exec_failure = Some(ValidatorResult::new(
-                validator(role),
+                validator,
                 Severity::Blocker,
                 true,
                 justification(&command, &done),
@@ -487,11 +488,6 @@ impl Agent for ShellAgent<'_> {
         }
         Ok(Verdict::new(results))
     }
-}
-
-fn validator(role: &str) -> ValidatorId {
-    // "run" and "fix" are valid ids (non-empty, no control characters).
-    ValidatorId::new(role).unwrap_or_else(|_| unreachable!("{role} is a valid validator id"))
 }
 
 /// A failed command's justification: the command, how it ended, and its output tail,
@@ -588,7 +584,18 @@ pub fn halt_text(record: &ClosureRecord) -> Option<String> {
             }
             Some(text)
         }
-        other => Some(format!("closure stopped: {other:?}")),
+        ClosureOutcome::Failed {
+            task_ref, failure, ..
+        } => Some(match failure {
+            ClosureFailure::Agent { phase, message } => {
+                format!(
+                    "closure stopped at {task_ref}: {} failed: {message}",
+                    phase.as_str()
+                )
+            }
+            other => format!("closure stopped at {task_ref}: {other:?}"),
+        }),
+        other => Some(format!("closure ended without resolving: {other:?}")),
     }
 }
 
