@@ -688,3 +688,51 @@ fn json_mode_prints_one_object_per_line() {
     assert_eq!(status["complete"], true);
     assert_eq!(status["tasks"][0]["status"], "accepted");
 }
+
+#[test]
+fn sigterm_stops_the_run_like_ctrl_c() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![task(
+            "app_module",
+            "module",
+            &["app/MODULE"],
+            &[],
+            json!({"run": "mkdir -p app && touch app/MODULE && sleep 30"}),
+        )],
+    );
+    let started = Instant::now();
+    let child = StdCommand::new(env!("CARGO_BIN_EXE_kleene"))
+        .current_dir(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let flag = tmp.path().join("st/workspace/app/MODULE");
+    while !flag.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the task never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the sleep was not stopped"
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let status = kleene(tmp.path())
+        .args(["status", "--state", "st"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&status.stdout).contains("in flight (call 1)"),
+        "{}",
+        text(&status.stdout)
+    );
+}
