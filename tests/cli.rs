@@ -736,3 +736,30 @@ fn sigterm_stops_the_run_like_ctrl_c() {
         text(&status.stdout)
     );
 }
+
+#[test]
+fn a_write_outside_the_owned_paths_is_refused() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![task(
+            "app_module",
+            "module",
+            &["app/MODULE"],
+            &[],
+            json!({"run": "mkdir -p app && echo m > app/MODULE && echo oops > stray.txt"}),
+        )],
+    );
+    let out = kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "app_module: FAILED: call 1 rejected: candidate for task app_module writes stray.txt"
+        ),
+        "{stdout}"
+    );
+}

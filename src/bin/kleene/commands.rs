@@ -323,7 +323,7 @@ fn execute(
     let mut shared = Rc::try_unwrap(shared)
         .map(RefCell::into_inner)
         .map_err(|_| Failure::halted("finish the run: its reporter is still in use"))?;
-    finish(plan, &evidence, state, &mut shared.reporter)
+    finish(plan, &evidence, state, &mut shared)
 }
 
 /// Reports the tasks the worker never saw (drained) and the run's outcome.
@@ -331,16 +331,26 @@ fn finish(
     plan: &ValidatedPlan,
     evidence: &BatchEvidence,
     state: &StateDir,
-    rep: &mut Reporter,
+    shared: &mut Shared,
 ) -> Outcome {
     for id in plan.topological_order() {
-        if let TaskStatus::Drained { blocked_by } = evidence.status(id) {
-            rep.emit(&Event::TaskDrained {
+        match evidence.status(id) {
+            TaskStatus::Drained { blocked_by } => shared.emit(&Event::TaskDrained {
                 task: id.to_string(),
                 blocked_by: blocked_by.to_string(),
-            });
+            }),
+            // Refused by the built-in ownership check, which runs before (and instead of)
+            // the output contract that reports the other outcomes as they happen.
+            TaskStatus::Failed if !shared.reported.contains(id) => {
+                shared.emit(&Event::TaskFailed {
+                    task: id.to_string(),
+                    reason: failure_reason(evidence, id),
+                });
+            }
+            _ => {}
         }
     }
+    let rep = &mut shared.reporter;
     let summary = evidence.summary();
     let complete = summary.is_complete();
     rep.emit(&Event::RunFinished {

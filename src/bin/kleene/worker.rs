@@ -65,6 +65,8 @@ pub struct Shared {
     pub halts: BTreeMap<TaskId, String>,
     /// Fix subtasks each task's latest call took.
     pub fixes: BTreeMap<TaskId, u32>,
+    /// Tasks whose latest call's outcome was already shown.
+    pub reported: BTreeSet<TaskId>,
 }
 
 impl Shared {
@@ -74,11 +76,23 @@ impl Shared {
             reporter,
             halts: BTreeMap::new(),
             fixes: BTreeMap::new(),
+            reported: BTreeSet::new(),
         }))
     }
 
     /// Shows `event`.
     pub fn emit(&mut self, event: &Event) {
+        match event {
+            Event::TaskStarted { task, .. } => {
+                self.reported.retain(|id| id.as_str() != task);
+            }
+            Event::TaskAccepted { task, .. } | Event::TaskFailed { task, .. } => {
+                if let Ok(id) = TaskId::new(task.clone()) {
+                    self.reported.insert(id);
+                }
+            }
+            _ => {}
+        }
         self.reporter.emit(event);
     }
 }
