@@ -47,6 +47,17 @@ spec of a failed check (on stdin and in the file named by KLEENE_RECOVERY_SPEC_F
 Tasks run in dependency order; a failed task drains its dependents. Everything a run
 learns is journaled evidence, so it can be resumed, accepted, exported and verified.
 
+Each task of the plan file may add these keys to the AppBuildPlan task:
+  \"run\": \"sh build.sh\"                 does the work, writes the task's owned paths
+  \"checks\": [{\"id\": \"tests\", \"command\": \"sh test.sh\",
+              \"severity\": \"blocker\", \"overridable\": true}]   non-zero exit = failure
+  \"fix\": \"sh fix.sh\"                   run for each fix subtask (none: never auto-fixed)
+  \"timeout_secs\": 60                   per command (default --timeout)
+Commands run as `sh -c` in the workspace, each in its own process group, with
+KLEENE_PLAN_DIR, KLEENE_WORKSPACE, KLEENE_TASK, KLEENE_SUBTASK, KLEENE_DEPTH, KLEENE_CALL
+and, for `fix`, KLEENE_RECOVERY_SPEC_FILE. A missing command (exit 127/126) or a timeout is
+an infrastructure failure and is never handed to a fixer.
+
 Exit codes: 0 accepted (or done), 1 halted or blocked (the reason is printed),
 2 bad input, 130 interrupted (resume with `kleene resume`).";
 
