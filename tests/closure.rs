@@ -639,6 +639,24 @@ proptest! {
     }
 
     #[test]
+    fn closures_sharing_a_budget_never_spawn_more_fixes_than_it_holds(
+        policy in policy(),
+        agents in prop::collection::vec(scripted_agent(), 1..4),
+        size in 0u32..5,
+    ) {
+        let budget = FixBudget::new(size);
+        let spawned: u32 = agents
+            .into_iter()
+            .map(|mut agent| {
+                run_to_closure_with(root("i"), session(), &mut agent, &policy, &budget, &mut ())
+                    .fix_attempts()
+            })
+            .sum();
+        prop_assert!(spawned <= size);
+        prop_assert_eq!(budget.used(), spawned);
+    }
+
+    #[test]
     fn any_single_mutation_of_the_audit_chain_fails_verification(
         policy in policy(),
         mut agent in scripted_agent(),
@@ -729,4 +747,21 @@ fn version_1_checkpoints_still_decode() {
     assert_eq!(record.outcome().resolved_depth(), Some(2));
     let restored = Closure::restore(state).unwrap();
     assert!(matches!(restored, Closure::PostValidate(_)), "{restored:?}");
+}
+
+#[test]
+fn a_state_that_forgets_the_previous_verdict_cannot_dodge_stall_detection() {
+    let mut agent = ScriptedAgent::new().post_verdicts([blocker("a", true)]);
+    let mut closure = Closure::start(root("i"), session(), RecoveryPolicy::default());
+    // Governance, pre-validation, execution, post-validation: then x_fix_1 awaits governance.
+    for _ in 0..4 {
+        closure = closure.step(&mut agent);
+    }
+    assert!(matches!(closure, Closure::Governance(_)));
+    let mut json = serde_json::to_value(closure.state()).unwrap();
+    json["governance"]["previous"] = serde_json::Value::Null;
+    let state: ClosureState = serde_json::from_value(json).unwrap();
+    let err = Closure::restore(state).unwrap_err();
+    assert_eq!(err.task().map(TaskId::as_str), Some("x_fix_1"));
+    assert!(err.to_string().contains("stall detection"), "{err}");
 }

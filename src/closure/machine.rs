@@ -32,7 +32,9 @@ struct Core {
 /// next `Closure`, and `fail` records that the agent itself failed. [`Closure::state`]
 /// gives a plain serialisable [`ClosureState`] to persist between any two steps, and
 /// [`Closure::restore`] brings it back, re-checking it through the typed transitions.
-/// [`run_to_closure`](crate::run_to_closure) drives exactly this machine.
+/// [`run_to_closure`](crate::run_to_closure) drives exactly this machine. To forward audit
+/// events live, hand `closure.audit().entries()[forwarded..]` to your
+/// [`AuditSink`](crate::AuditSink) after each step.
 ///
 /// # Examples
 ///
@@ -290,6 +292,26 @@ impl Closure {
         });
         if core.current.task.depth() != expected_depth {
             return Err(bad("the current task is not one level below its parent"));
+        }
+        let chain = core.done.iter().chain(std::iter::once(&core.current));
+        if chain
+            .clone()
+            .zip(chain.skip(1))
+            .any(|(parent, fix)| fix.task.parent_task_ref() != Some(parent.task.id()))
+        {
+            return Err(bad(
+                "a fix subtask does not name the task before it as parent",
+            ));
+        }
+        let expected_previous = core.done.last().and_then(|parent| {
+            parent
+                .last_post_verdict()
+                .map(|v| core.policy.normalizer().normalize(v))
+        });
+        if core.previous != expected_previous {
+            return Err(bad(
+                "the verdict kept for stall detection is not the previous attempt's",
+            ));
         }
         let cap = core.policy.max_inner_iterations();
         let last = core.current.steps.last().cloned();
