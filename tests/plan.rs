@@ -277,6 +277,14 @@ fn consolidation_merges_persistence_tasks_of_a_module() {
         [] as [TaskId; 0]
     );
 
+    let saved = plan.to_app_build_plan();
+    assert_eq!(AppBuildPlan::from_json(&saved.to_json()).unwrap(), saved);
+    assert_eq!(
+        saved.validate().unwrap().digest(),
+        plan.digest(),
+        "a saved validated plan validates to the same plan"
+    );
+
     let merged = retry.validate().unwrap();
     assert_eq!(
         merged.task(&id("db_a")).unwrap().retry_limit,
@@ -559,6 +567,8 @@ mod properties {
             let a = plan.validate().unwrap();
             let b = AppBuildPlan::new(reordered).validate().unwrap();
             prop_assert_eq!(a.digest(), b.digest());
+            // The whole pipeline is idempotent: a validated plan, saved, validates to itself.
+            prop_assert_eq!(a.to_app_build_plan().validate().unwrap().digest(), a.digest());
             prop_assert_eq!(a.topological_order(), b.topological_order());
             prop_assert_ne!(changed.validate().unwrap().digest(), a.digest());
         }
@@ -600,4 +610,20 @@ mod properties {
             prop_assert_eq!(pb.starts_with(&pa), b == a || b.starts_with(&format!("{a}/")));
         }
     }
+}
+
+#[test]
+fn a_task_that_takes_a_synthesized_lane_id_is_reported_not_merged() {
+    // `module_tasks` is the id normalisation gives the missing lane of module `tasks`.
+    let err = AppBuildPlan::new(vec![model("module_tasks", "tasks")])
+        .validate()
+        .unwrap_err();
+    assert_eq!(
+        err.problems(),
+        [PlanProblem::DuplicateTaskId {
+            id: id("module_tasks"),
+            count: 2
+        }],
+        "and no self-dependency was invented"
+    );
 }

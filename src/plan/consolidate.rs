@@ -48,9 +48,10 @@ pub(crate) fn consolidate(
     // The survivor of every position (itself unless merged away).
     let mut survivor_of: Vec<u32> = (0..index(n)).collect();
     let mut merged_away = vec![false; n];
-    let mut members_of: HashMap<usize, &[usize]> = HashMap::with_capacity(merges.len());
+    // The members merged into each survivor (empty for every other task).
+    let mut members_of: Vec<&[usize]> = vec![&[]; n];
     for group in &merges {
-        members_of.insert(group[0], &group[1..]);
+        members_of[group[0]] = &group[1..];
         for &i in &group[1..] {
             survivor_of[i] = index(group[0]);
             merged_away[i] = true;
@@ -73,8 +74,7 @@ pub(crate) fn consolidate(
     for i in (0..n).filter(|&i| !merged_away[i]) {
         let start = pre.len();
         let own = new_position[i];
-        let group = members_of.get(&i).copied().unwrap_or_default();
-        for &m in std::iter::once(&i).chain(group) {
+        for &m in std::iter::once(&i).chain(members_of[i]) {
             pre.extend(
                 resolved
                     .prerequisites(m)
@@ -92,7 +92,7 @@ pub(crate) fn consolidate(
     let touched: Vec<bool> = (0..n)
         .map(|i| {
             !merged_away[i]
-                && (members_of.contains_key(&i)
+                && (!members_of[i].is_empty()
                     || resolved
                         .prerequisites(i)
                         .iter()
@@ -160,23 +160,26 @@ pub(crate) fn consolidate(
         !merged_away[k - 1]
     });
 
-    let mut owned: PathEntries = resolved
+    // Entries of untouched tasks keep their order (positions only shift down); survivors'
+    // entries are made afresh and merged in.
+    let kept_entries = resolved
         .owned
         .into_iter()
-        .filter(|e| !merged_away[e.1 as usize] && !members_of.contains_key(&(e.1 as usize)))
-        .map(|(h, t, k)| (h, new_position[t as usize], k))
-        .collect();
-    for &survivor in members_of.keys() {
-        let t = new_position[survivor];
-        owned.extend(
+        .filter(|e| !merged_away[e.1 as usize] && members_of[e.1 as usize].is_empty())
+        .map(|(h, t, k)| (h, new_position[t as usize], k));
+    let mut fresh: PathEntries = merges
+        .iter()
+        .flat_map(|group| {
+            let t = new_position[group[0]];
             tasks[t as usize]
                 .owned_paths
                 .iter()
                 .enumerate()
-                .map(|(k, p)| (path_hash(p.as_str()), t, index(k))),
-        );
-    }
-    owned.sort_unstable();
+                .map(move |(k, p)| (path_hash(p.as_str()), t, index(k)))
+        })
+        .collect();
+    fresh.sort_unstable();
+    let owned = merge_sorted(kept_entries, fresh);
     let by_id = resolved
         .by_id
         .iter()
@@ -192,6 +195,23 @@ pub(crate) fn consolidate(
             owned,
         },
     )
+}
+
+/// Merges two sorted sequences into one sorted vector.
+fn merge_sorted<T: Ord>(a: impl Iterator<Item = T>, b: Vec<T>) -> Vec<T> {
+    let mut out = Vec::with_capacity(a.size_hint().0 + b.len());
+    let mut a = a.peekable();
+    let mut b = b.into_iter().peekable();
+    loop {
+        let take_a = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => x <= y,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        out.extend(if take_a { a.next() } else { b.next() });
+    }
+    out
 }
 
 #[cfg(all(test, feature = "testing"))]

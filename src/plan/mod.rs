@@ -104,6 +104,20 @@ impl PlanState for Consolidated {
 /// // A draft cannot be validated: it must be normalised and consolidated first.
 /// let _ = Plan::draft(AppBuildPlan::default()).validate();
 /// ```
+///
+/// ```compile_fail
+/// use kleene::{AppBuildPlan, Plan};
+/// // Skipping consolidation (and the validation that comes with it) does not compile either.
+/// let _ = Plan::draft(AppBuildPlan::default()).normalize().validate();
+/// ```
+///
+/// ```
+/// use kleene::{AppBuildPlan, Plan};
+/// // The one order that compiles.
+/// let plan = Plan::draft(AppBuildPlan::default()).normalize().consolidate()?.validate()?;
+/// assert!(plan.is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Plan<S: PlanState> {
     tasks: Vec<PlannedTask>,
