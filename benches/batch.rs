@@ -7,7 +7,7 @@ use std::fs::{self, OpenOptions};
 use std::hint::black_box;
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kleene::ValidatedPlan;
@@ -136,48 +136,154 @@ fn encode_all(events: &[EvidenceEvent]) -> Vec<u8> {
     out
 }
 
+/// Four ways to commit the same event, interleaved: each timed iteration also runs the
+/// other three untimed, so the disk's fsync latency (which drifts by 10× on a shared machine)
+/// weighs on all of them alike and their ratios stay meaningful.
+struct Committers {
+    small: FileJournal,
+    large: FileJournal,
+    bare: std::fs::File,
+    bare_small: std::fs::File,
+    channel: ChannelId,
+    event: EvidenceEvent,
+    record: Vec<u8>,
+    dirs: Vec<PathBuf>,
+}
+
+impl Committers {
+    fn new(events: &[EvidenceEvent]) -> Self {
+        let channel = ChannelId::new("bench").unwrap();
+        let open = |name: &str, size: usize| {
+            let dir = scratch_dir(name);
+            let journal = FileJournal::open(&dir).unwrap();
+            // Pre-fill the journal with `size` events, written once.
+            fs::write(journal.path_for(&channel), encode_all(&events[..size])).unwrap();
+            (dir, journal)
+        };
+        let (small_dir, small) = open("commit-1k", 1_000);
+        let (large_dir, large) = open("commit-100k", 100_000);
+        // The same bytes as the large journal, appended and fdatasync'd by hand.
+        let path = large_dir.join("bare.journal");
+        fs::write(&path, encode_all(&events[..100_000])).unwrap();
+        let bare = OpenOptions::new().append(true).open(&path).unwrap();
+        let path = small_dir.join("bare.journal");
+        fs::write(&path, encode_all(&events[..1_000])).unwrap();
+        let bare_small = OpenOptions::new().append(true).open(&path).unwrap();
+        let event = events[1].clone();
+        let record = checkpoint::encode(&event).unwrap();
+        Self {
+            small,
+            large,
+            bare,
+            bare_small,
+            channel,
+            event,
+            record,
+            dirs: vec![small_dir, large_dir],
+        }
+    }
+
+    fn run(&mut self, which: usize) {
+        match which {
+            0 => self
+                .small
+                .append(&self.channel, std::slice::from_ref(&self.event))
+                .unwrap(),
+            1 => self
+                .large
+                .append(&self.channel, std::slice::from_ref(&self.event))
+                .unwrap(),
+            2 => {
+                self.bare.write_all(&self.record).unwrap();
+                self.bare.sync_data().unwrap();
+            }
+            _ => {
+                self.bare_small.write_all(&self.record).unwrap();
+                self.bare_small.sync_data().unwrap();
+            }
+        }
+    }
+
+    fn timed(&mut self, which: usize, iters: u64) -> Duration {
+        let mut total = Duration::ZERO;
+        for _ in 0..iters {
+            for other in (0..4).filter(|&o| o != which) {
+                self.run(other);
+            }
+            let start = Instant::now();
+            self.run(which);
+            total += start.elapsed();
+        }
+        total
+    }
+}
+
+impl Drop for Committers {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            let _ = fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Fsync latency on a shared disk drifts by 10× between criterion's measurement windows, so
+/// the ratios are also measured paired: each round times all four commits back to back (in a
+/// rotating order), and the medians of the per-round ratios are printed.
+fn paired_commit_ratios(committers: &mut Committers, rounds: usize) {
+    let mut small_large = Vec::with_capacity(rounds);
+    let mut durable_bare = Vec::with_capacity(rounds);
+    let mut bare_small_large = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let mut t = [Duration::ZERO; 4];
+        for k in 0..4 {
+            let which = (round + k) % 4;
+            t[which] = committers.timed(which, 1);
+        }
+        let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+        small_large.push(r(t[1], t[0]));
+        durable_bare.push(r(t[1], t[2]));
+        bare_small_large.push(r(t[2], t[3]));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    eprintln!(
+        "batch/journal_commit paired medians over {rounds} rounds: durable 100k/1k = {:.2}, \
+         durable/bare at 100k = {:.2}, bare 100k/1k = {:.2}",
+        median(&mut small_large),
+        median(&mut durable_bare),
+        median(&mut bare_small_large)
+    );
+}
+
 fn journal_commit(c: &mut Criterion) {
     let mut group = c.benchmark_group("batch/journal_commit");
     group.sample_size(20);
     let events = batch_events(50_000);
-    let next = events[1].clone();
-    let record = checkpoint::encode(&next).unwrap();
-    let channel = ChannelId::new("bench").unwrap();
-    for size in [1_000usize, 100_000] {
-        let dir = scratch_dir(&format!("commit-{size}"));
-        let mut journal = FileJournal::open(&dir).unwrap();
-        // Pre-fill the journal with `size` events, written once.
-        fs::write(
-            journal.path_for(&channel),
-            encode_all(&events[..size.min(events.len())]),
-        )
-        .unwrap();
-        group.bench_function(BenchmarkId::new("durable_append", size), |b| {
-            b.iter(|| {
-                journal
-                    .append(&channel, std::slice::from_ref(&next))
-                    .unwrap()
-            })
+    let mut committers = Committers::new(&events);
+    for (which, name) in [
+        (0, "durable_append/1000"),
+        (1, "durable_append/100000"),
+        (2, "bare_append_fdatasync/100000"),
+        (3, "bare_append_fdatasync/1000"),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| committers.timed(which, iters))
         });
-        if size == 100_000 {
-            // The same bytes, appended and fdatasync'd by hand.
-            let path = dir.join("bare.journal");
-            fs::write(&path, encode_all(&events[..size.min(events.len())])).unwrap();
-            let mut file = OpenOptions::new().append(true).open(&path).unwrap();
-            group.bench_function(BenchmarkId::new("bare_append_fdatasync", size), |b| {
-                b.iter(|| {
-                    file.write_all(&record).unwrap();
-                    file.sync_data().unwrap();
-                })
-            });
-            let eight: Vec<EvidenceEvent> = events[1..9].to_vec();
-            group.bench_function(BenchmarkId::new("group_commit_8_events", size), |b| {
-                b.iter(|| journal.append(&channel, &eight).unwrap())
-            });
-        }
-        drop(journal);
-        let _ = fs::remove_dir_all(&dir);
     }
+    if !std::env::args().any(|a| a == "--test") {
+        paired_commit_ratios(&mut committers, 200);
+    }
+    let eight: Vec<EvidenceEvent> = events[1..9].to_vec();
+    group.bench_function("group_commit_8_events/100000", |b| {
+        b.iter(|| {
+            committers
+                .large
+                .append(&committers.channel, &eight)
+                .unwrap()
+        })
+    });
     group.finish();
 }
 

@@ -1,12 +1,14 @@
 //! Batch executor: R11's execution-evidence cases, the offline integration run, and the
 //! crash-anywhere property.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use kleene::batch::{
     Batch, BatchError, BatchEvidence, Candidate, EvidenceJournal, FileJournal, IneligibleReason,
     InfrastructureFailure, MemoryJournal, PendingTurnReplay, RecoveryError, RecoveryRequest,
-    Rejection, TaskBatchRecovery, TaskStatus,
+    Rejection, TaskBatchRecovery, TaskStatus, Worker, WorkerCall, WorkerFailure,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
 use kleene::{AdmittedPath, AgentId, AppBuildPlan, ChannelId, Plan, PlannedTask, ValidatedPlan};
@@ -608,13 +610,41 @@ fn file_journal_resumes_after_a_torn_tail() {
 #[derive(Default)]
 struct Recorder {
     inner: ImageJournal,
-    history: Vec<Vec<u8>>,
+    history: Rc<RefCell<Vec<Vec<u8>>>>,
 }
 
 impl Recorder {
     fn snap(&mut self, channel: &ChannelId) {
         let image = self.inner.image(channel).unwrap_or_default().to_vec();
-        self.history.push(image);
+        self.history.borrow_mut().push(image);
+    }
+}
+
+/// A worker that checks, at every call, that the journal's durable image already holds the
+/// call's reservation and every earlier settlement (exactly one call in flight: this one).
+struct DurableCheck {
+    inner: ScriptedWorker,
+    history: Rc<RefCell<Vec<Vec<u8>>>>,
+}
+
+impl Worker for DurableCheck {
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+        let image = self.history.borrow().last().cloned().unwrap_or_default();
+        let channel = call.channel().clone();
+        let durable = ImageJournal::with_image(channel.clone(), image)
+            .load(&channel)
+            .unwrap()
+            .unwrap()
+            .into_evidence()
+            .unwrap();
+        assert_eq!(
+            durable.status(&call.task().id),
+            TaskStatus::InFlight {
+                attempt: call.attempt()
+            }
+        );
+        assert_eq!(durable.in_flight().count(), 1);
+        self.inner.call(call)
     }
 }
 
@@ -768,7 +798,7 @@ impl Scenario {
 /// batch opted in and has not recovered yet.
 fn complete(
     batch: &Batch<'_>,
-    worker: &mut ScriptedWorker,
+    worker: &mut impl Worker,
     journal: &mut impl EvidenceJournal,
     resume: bool,
 ) -> Result<BatchEvidence, BatchError> {
@@ -835,19 +865,26 @@ proptest! {
         let plan = s.plan();
         let batch = s.batch(&plan);
         let mut recorder = Recorder::default();
-        let mut worker = s.worker();
+        let mut worker = DurableCheck { inner: s.worker(), history: recorder.history.clone() };
         let full = complete(&batch, &mut worker, &mut recorder, false).unwrap();
-        check_invariants(&plan, &full, &worker);
+        check_invariants(&plan, &full, &worker.inner);
         let channel = chan("crash");
 
-        // Every moment of the journal: after each commit, and torn inside the next one.
+        // Every moment of the journal: after each record of each commit, and torn inside
+        // each record. A compaction replaces the file atomically, so it is either old or new.
         let mut cuts: Vec<Vec<u8>> = Vec::new();
         let mut previous: Vec<u8> = Vec::new();
-        for image in &recorder.history {
+        let history = recorder.history.borrow().clone();
+        for image in &history {
             if image.len() > previous.len() && image.starts_with(&previous) {
-                let extra = image.len() - previous.len();
-                let at = previous.len() + 1 + ((extra - 1) as f64 * inside) as usize;
-                cuts.push(image[..at.min(image.len() - 1).max(previous.len())].to_vec());
+                let ends = ImageJournal::with_image(channel.clone(), image.clone()).record_ends(&channel);
+                let mut start = previous.len();
+                for end in ends.into_iter().filter(|&e| e > previous.len()) {
+                    let torn = start + 1 + ((end - start - 2) as f64 * inside) as usize;
+                    cuts.push(image[..torn].to_vec());
+                    cuts.push(image[..end].to_vec());
+                    start = end;
+                }
             }
             cuts.push(image.clone());
             previous = image.clone();
@@ -898,4 +935,76 @@ proptest! {
             }
         }
     }
+}
+
+/// Routing: one ineligible target never starves an independent eligible one, and a partial
+/// recovery keeps the unrecovered root blocked while the rest completes.
+#[test]
+fn independent_roots_recover_independently() {
+    let plan = AppBuildPlan::from_json(
+        r#"{"tasks": [
+      {"id": "service_tasks", "kind": {"lane": "service", "module": "tasks"},
+       "owner": "ServiceAgent", "spec": {"intent": "task handlers"},
+       "owned_paths": ["backend/services/tasks.py"]},
+      {"id": "page_tasks", "kind": {"lane": "page", "module": "tasks"},
+       "owner": "PageAgent", "spec": {"intent": "task list page"},
+       "owned_paths": ["frontend/pages/tasks.tsx"], "depends_on": ["service_tasks"]},
+      {"id": "config_app", "kind": {"lane": "config"}, "owner": "ConfigAgent",
+       "spec": {"intent": "settings"}, "owned_paths": ["config/app.toml"]},
+      {"id": "auth_app", "kind": {"lane": "auth"}, "owner": "AuthAgent",
+       "spec": {"intent": "login"}, "owned_paths": ["backend/auth.py"]}
+    ]}"#,
+    )
+    .unwrap();
+    let plan = Plan::draft(plan)
+        .normalize()
+        .consolidate()
+        .unwrap()
+        .validate()
+        .unwrap();
+    let batch = recovering(&plan, "routing");
+    let mut journal = MemoryJournal::default();
+    let mut worker = ScriptedWorker::new()
+        .script(
+            service(),
+            [
+                ok(&[("backend/auth.py", "hijack")]),
+                ok(&[("backend/services/tasks.py", "ok")]),
+            ],
+        )
+        .script(
+            id("config_app"),
+            [ScriptedOutcome::Infrastructure(
+                InfrastructureFailure::Timeout { after_ms: 5 },
+            )],
+        )
+        .script(
+            id("auth_app"),
+            [
+                ok(&[("config/app.toml", "hijack")]),
+                ok(&[("config/app.toml", "again")]),
+            ],
+        );
+    let first = batch.dispatch(&mut worker, &(), &mut journal).unwrap();
+    let roots: Vec<TaskId> = first.recovery_roots().cloned().collect();
+    assert_eq!(roots.len(), 2, "{roots:?}");
+    let request = RecoveryRequest::for_roots(&first, [service(), id("config_app"), id("auth_app")]);
+    let out = batch
+        .recover(&request, &mut worker, &(), &mut journal)
+        .unwrap();
+    let mut granted = out.granted.clone();
+    granted.sort();
+    assert_eq!(granted, [id("auth_app"), service()]);
+    assert_eq!(
+        out.refused,
+        [(id("config_app"), IneligibleReason::InfrastructureFailure)]
+    );
+    let e = &out.evidence;
+    assert_eq!(e.status(&service()), TaskStatus::Accepted);
+    assert_eq!(e.status(&page()), TaskStatus::Accepted);
+    // The auth target's correction was rejected again: it stays blocked, alone.
+    assert_eq!(e.status(&id("auth_app")), TaskStatus::Failed);
+    assert_eq!(e.status(&id("config_app")), TaskStatus::Failed);
+    assert_eq!(e.summary().failed, 2);
+    assert_eq!(e.recovery_roots().count(), 0, "nothing left to route");
 }

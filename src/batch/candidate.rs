@@ -107,6 +107,12 @@ impl AcceptedOutput {
         (candidate.digest() == digest).then_some(Self { candidate, digest })
     }
 
+    /// An output whose digest the caller computed from `candidate` itself.
+    pub(crate) fn trusted(candidate: Candidate, digest: Digest) -> Self {
+        debug_assert_eq!(candidate.digest(), digest);
+        Self { candidate, digest }
+    }
+
     /// The accepted files.
     pub fn files(&self) -> &BTreeMap<AdmittedPath, Vec<u8>> {
         self.candidate.files()

@@ -485,8 +485,19 @@ impl BatchEvidence {
         });
     }
 
-    /// Applies one more event.
+    /// Applies one more event read from outside (a journal): accepted outputs are verified
+    /// against their digests.
     pub(crate) fn apply(&mut self, event: EvidenceEvent) -> Result<(), FoldError> {
+        self.apply_checked(event, true)
+    }
+
+    /// Applies an event the executor just made; `verify` is false only when the accepted
+    /// digest was computed from the same candidate a moment ago.
+    pub(crate) fn apply_checked(
+        &mut self,
+        event: EvidenceEvent,
+        verify: bool,
+    ) -> Result<(), FoldError> {
         let index = self.events;
         let out_of_order = |task: &TaskId, event: &'static str| FoldError::OutOfOrder {
             index,
@@ -524,14 +535,16 @@ impl BatchEvidence {
                 t.last_input_digest = Some(input_digest);
                 let kind = match settlement {
                     Settlement::Accepted { candidate, digest } => {
-                        let accepted =
-                            AcceptedOutput::verified(candidate, digest).ok_or_else(|| {
-                                FoldError::DigestMismatch {
-                                    index,
-                                    task: task.clone(),
-                                    digest,
-                                }
-                            })?;
+                        let accepted = if verify {
+                            AcceptedOutput::verified(candidate, digest)
+                        } else {
+                            Some(AcceptedOutput::trusted(candidate, digest))
+                        };
+                        let accepted = accepted.ok_or_else(|| FoldError::DigestMismatch {
+                            index,
+                            task: task.clone(),
+                            digest,
+                        })?;
                         t.accepted = Some(accepted);
                         None
                     }

@@ -19,8 +19,8 @@ use crate::plan::{PlannedTask, ValidatedPlan};
 use crate::{AgentId, ChannelId, Digest, TaskId};
 
 /// The fewest journaled events after which the executor compacts the journal into a
-/// snapshot. Past it, compaction waits until the tail is as long as the snapshot, so the
-/// amortised cost per event stays constant.
+/// snapshot. Past it, compaction waits until the tail is as long as the snapshot (the
+/// inventory plus the events it folds), so the amortised cost per event stays constant.
 pub const DEFAULT_COMPACTION_AFTER: u64 = 4096;
 
 /// Why a batch could not be dispatched, resumed or recovered.
@@ -646,8 +646,9 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
     }
 
     fn apply(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        // The executor computed every accepted digest from its candidate just before.
         self.evidence
-            .apply(event)
+            .apply_checked(event, false)
             .map_err(|source| self.batch.fold_error(source))
     }
 
@@ -663,7 +664,10 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
 
     fn journaled(&mut self, n: u64) -> Result<(), BatchError> {
         self.since_snapshot += n;
-        if self.since_snapshot >= self.batch.compaction_after.max(self.snapshot_events) {
+        // A snapshot costs the whole inventory plus everything folded so far; waiting until
+        // the tail is that long keeps the amortised cost per event constant.
+        let snapshot_size = self.batch.plan.len() as u64 + self.snapshot_events;
+        if self.since_snapshot >= self.batch.compaction_after.max(snapshot_size) {
             self.journal.compact(&self.batch.channel, &self.evidence)?;
             self.snapshot_events = self.evidence.event_count();
             self.since_snapshot = 0;

@@ -107,6 +107,20 @@ pub struct JournalLoad {
 }
 
 impl JournalLoad {
+    /// A load made of an optional snapshot, the events after it and the tail that was cut
+    /// (for implementations of [`EvidenceJournal`]).
+    pub fn new(
+        snapshot: Option<BatchEvidence>,
+        events: Vec<EvidenceEvent>,
+        torn_tail: Option<TornTail>,
+    ) -> Self {
+        Self {
+            snapshot,
+            events,
+            torn_tail,
+        }
+    }
+
     /// Folds the load into evidence: the snapshot, then every event after it.
     ///
     /// # Errors
@@ -341,30 +355,33 @@ impl FileJournal {
     /// The append handle for `channel`, cutting a torn tail first so new records never land
     /// after garbage.
     fn handle(&mut self, channel: &ChannelId) -> Result<&mut File, JournalError> {
-        if !self.open.contains_key(channel) {
-            let path = self.path_for(channel);
-            let existed = path.exists();
-            let file = OpenOptions::new()
-                .read(true)
-                .append(true)
-                .create(true)
-                .open(&path)
-                .map_err(JournalError::io(&path))?;
-            if existed {
-                let bytes = fs::read(&path).map_err(JournalError::io(&path))?;
-                if let (_, Some(torn)) = record_ends(&bytes) {
-                    file.set_len(torn.offset).map_err(JournalError::io(&path))?;
-                    file.sync_all().map_err(JournalError::io(&path))?;
+        let path = self.path_for(channel);
+        let dir = self.dir.clone();
+        match self.open.entry(channel.clone()) {
+            std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                let existed = path.exists();
+                let file = OpenOptions::new()
+                    .read(true)
+                    .append(true)
+                    .create(true)
+                    .open(&path)
+                    .map_err(JournalError::io(&path))?;
+                if existed {
+                    let bytes = fs::read(&path).map_err(JournalError::io(&path))?;
+                    if let (_, Some(torn)) = record_ends(&bytes) {
+                        file.set_len(torn.offset).map_err(JournalError::io(&path))?;
+                        file.sync_all().map_err(JournalError::io(&path))?;
+                    }
+                } else {
+                    // A new file is durable only once its directory entry is.
+                    File::open(&dir)
+                        .and_then(|d| d.sync_all())
+                        .map_err(JournalError::io(&dir))?;
                 }
-            } else {
-                self.sync_dir()?;
+                Ok(slot.insert(file))
             }
-            self.open.insert(channel.clone(), file);
         }
-        self.open.get_mut(channel).ok_or_else(|| JournalError::Io {
-            path: PathBuf::new(),
-            source: io::Error::other("journal handle vanished"),
-        })
     }
 }
 
@@ -377,18 +394,17 @@ impl EvidenceJournal for FileJournal {
         let mut bytes = std::mem::take(&mut self.scratch);
         bytes.clear();
         encode_events(channel, events, &mut bytes)?;
-        let path = self.path_for(channel);
         let file = self.handle(channel)?;
-        let written = file
-            .write_all(&bytes)
-            .and_then(|()| file.sync_data())
-            .map_err(JournalError::io(&path));
+        let written = file.write_all(&bytes).and_then(|()| file.sync_data());
         self.scratch = bytes;
-        if written.is_err() {
+        written.map_err(|source| {
             // The file may now end in a partial record; reopening cuts it.
             self.open.remove(channel);
-        }
-        written
+            JournalError::Io {
+                path: self.path_for(channel),
+                source,
+            }
+        })
     }
 
     fn load(&mut self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
