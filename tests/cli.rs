@@ -763,3 +763,41 @@ fn a_write_outside_the_owned_paths_is_refused() {
         "{stdout}"
     );
 }
+
+#[test]
+fn graph_renders_svg_when_dot_is_on_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = TempDir::new().unwrap();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    // A stand-in for Graphviz: records its arguments and writes the `-o` file.
+    let dot = bin.join("dot");
+    std::fs::write(
+        &dot,
+        "#!/bin/sh\necho \"$@\" > dot-args\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\necho '<svg/>' > \"$out\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&dot, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = kleene(tmp.path())
+        .env("PATH", path)
+        .args(["graph", demo_plan().to_str().unwrap(), "--out", "plan"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("wrote plan.svg"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("plan.svg")).unwrap(),
+        "<svg/>\n"
+    );
+    let args = std::fs::read_to_string(tmp.path().join("dot-args")).unwrap();
+    assert_eq!(args.trim(), "-Tsvg plan.dot -o plan.svg");
+}
