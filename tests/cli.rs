@@ -801,3 +801,51 @@ fn graph_renders_svg_when_dot_is_on_path() {
     let args = std::fs::read_to_string(tmp.path().join("dot-args")).unwrap();
     assert_eq!(args.trim(), "-Tsvg plan.dot -o plan.svg");
 }
+
+#[test]
+fn the_fix_budget_is_shared_by_the_whole_run() {
+    let tmp = TempDir::new().unwrap();
+    let repairable = |id: &str, file: &str| {
+        task(
+            id,
+            "model",
+            &[file],
+            &["app_module"],
+            json!({
+                "run": format!("echo bad > {file}"),
+                "checks": [{"id": "good", "command": format!("grep -q good {file} || {{ echo 'expected good in {file}'; exit 1; }}")}],
+                "fix": format!("echo good > {file}"),
+            }),
+        )
+    };
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            module(),
+            repairable("app_model_a", "app/a.txt"),
+            repairable("app_model_b", "app/b.txt"),
+        ],
+    );
+    let out = kleene(tmp.path())
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--state",
+            "st",
+            "--max-fixes",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("app_model_a: accepted after 1 fix"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("recovery_exhausted (the run's 1 fix attempt(s) are used)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("spawned app_model_b_fix_1"), "{stdout}");
+}

@@ -21,8 +21,8 @@ use kleene::batch::{
 };
 use kleene::{
     AdmittedPath, Agent, AuditEntry, AuditEvent, AuditSink, ClosureFailure, ClosureOutcome,
-    ClosureRecord, ExecutionOutput, FixBudget, GovernanceDecision, HaltReason, PlannedTask,
-    RecoveryPolicy, Session, Severity, Spec, TailLimits, Task, TaskId, ValidatedPlan,
+    ClosureRecord, ExecutionOutput, ExhaustedBound, FixBudget, GovernanceDecision, HaltReason,
+    PlannedTask, RecoveryPolicy, Session, Severity, Spec, TailLimits, Task, TaskId, ValidatedPlan,
     ValidationToken, ValidatorId, ValidatorResult, Verdict, run_to_closure_with,
 };
 
@@ -627,9 +627,12 @@ fn verdict_of(reason: &HaltReason) -> Option<&Verdict> {
 /// One line for a halt reason.
 pub fn describe(reason: &HaltReason) -> String {
     match reason {
-        HaltReason::RecoveryExhausted { bound, .. } => {
-            format!("recovery_exhausted ({bound:?})")
-        }
+        HaltReason::RecoveryExhausted { bound, .. } => match bound {
+            ExhaustedBound::Depth { max } => format!("recovery_exhausted (depth {max} reached)"),
+            ExhaustedBound::FixBudget { max } => {
+                format!("recovery_exhausted (the run's {max} fix attempt(s) are used)")
+            }
+        },
         other => other.halt_type().to_owned(),
     }
 }
