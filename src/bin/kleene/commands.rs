@@ -289,7 +289,7 @@ fn execute(
     };
     let mut evidence = match result {
         Ok(evidence) => evidence,
-        Err(err) => return Err(stopped(err, state, &shared)),
+        Err(err) => return Err(stopped(err, state, &info.channel, &shared)),
     };
     if info.batch_recovery {
         let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
@@ -314,7 +314,7 @@ fn execute(
                     }
                     evidence = outcome.evidence;
                 }
-                Err(err) => return Err(stopped(err, state, &shared)),
+                Err(err) => return Err(stopped(err, state, &info.channel, &shared)),
             }
         }
     }
@@ -379,14 +379,26 @@ fn finish(
     }
 }
 
-fn stopped(err: BatchError, state: &StateDir, shared: &Rc<RefCell<Shared>>) -> Failure {
+fn stopped(
+    err: BatchError,
+    state: &StateDir,
+    channel: &str,
+    shared: &Rc<RefCell<Shared>>,
+) -> Failure {
     let dir = state.root().display();
     if err.is_cancelled() {
+        // The journal holds everything settled before the interrupt (and the reservation).
+        let summary = FileJournal::open(state.journal_dir())
+            .ok()
+            .zip(ChannelId::new(channel).ok())
+            .and_then(|(mut journal, channel)| journal.load(&channel).ok().flatten())
+            .and_then(|load| load.into_evidence().ok())
+            .map(|evidence| evidence.summary());
         shared.borrow_mut().emit(&Event::RunFinished {
             outcome: "interrupted".to_owned(),
-            accepted: 0,
-            failed: 0,
-            drained: 0,
+            accepted: summary.as_ref().map_or(0, |s| s.accepted),
+            failed: summary.as_ref().map_or(0, |s| s.failed),
+            drained: summary.as_ref().map_or(0, |s| s.drained),
         });
         return Failure {
             exit: Exit::Interrupted,
@@ -509,6 +521,7 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
             info.workspace.display()
         ));
         let width = rows.iter().map(|r| r.0.as_str().len()).max().unwrap_or(0);
+        let status_width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
         for (id, status, calls, fixes, why) in &rows {
             let calls = match calls {
                 1 => "1 call".to_owned(),
@@ -521,7 +534,7 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
             };
             let why = why.as_ref().map_or(String::new(), |w| format!("  {w}"));
             rep.say(&format!(
-                "  {:<width$}  {status:<9} {:>15}{why}",
+                "  {:<width$}  {status:<status_width$} {:>15}{why}",
                 id.as_str(),
                 format!("{calls}{fixes}")
             ));

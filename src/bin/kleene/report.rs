@@ -131,6 +131,8 @@ struct Live {
     multi: MultiProgress,
     overall: ProgressBar,
     current: Option<(String, ProgressBar)>,
+    /// Tasks with an outcome: a retried task counts once.
+    settled: std::collections::BTreeSet<String>,
 }
 
 impl Reporter {
@@ -190,6 +192,7 @@ impl Reporter {
                 multi,
                 overall,
                 current: None,
+                settled: std::collections::BTreeSet::new(),
             });
         }
         let Some(live) = self.live.as_mut() else {
@@ -231,14 +234,20 @@ impl Reporter {
                     }
                     other => live.current = other,
                 }
-                live.overall.inc(1);
+                live.settled.insert(task.clone());
+                live.overall.set_position(live.settled.len() as u64);
                 live.multi.suspend(|| println_flush(&line));
             }
             Event::RunFinished { outcome, .. } => {
                 if let Some((_, bar)) = live.current.take() {
                     bar.finish_and_clear();
                 }
-                live.overall.finish_with_message(outcome.clone());
+                if outcome == "accepted" {
+                    live.overall.finish_with_message(outcome.clone());
+                } else {
+                    // Keep the bar where the run stopped.
+                    live.overall.abandon_with_message(outcome.clone());
+                }
                 live.multi.suspend(|| println_flush(&plain(event)));
             }
         }
