@@ -461,9 +461,21 @@ fn interrupt_keeps_the_reservation_and_resume_finishes() {
         "{}",
         text(&out.stderr)
     );
-    for line in text(&out.stdout).lines() {
-        serde_json::from_str::<Value>(line).expect("every --json line is JSON");
-    }
+    let events: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every --json line is JSON"))
+        .collect();
+    let finished = events
+        .iter()
+        .find(|e| e["event"] == "run_finished")
+        .expect("a run_finished event");
+    assert_eq!(finished["outcome"], "interrupted", "{finished}");
+    assert_eq!(finished["accepted"], 1, "{finished}");
+    let error = events.last().unwrap();
+    assert_eq!(
+        (&error["event"], &error["exit"]),
+        (&json!("error"), &json!(130))
+    );
 
     let status = kleene(tmp.path())
         .args(["status", "--state", "st"])
