@@ -775,3 +775,114 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn two_proposals_then_the_target_is_exhausted() {
+    let b = build();
+    let diagnostics = [diag(SCHEMA, "Task lacks due_date")];
+    let mut ledger = RepairLedger::default();
+    let mut snapshot = b.snapshot.clone();
+    for (n, body) in ["v1", "v2"].into_iter().enumerate() {
+        let routes = ledger
+            .route(&b.plan, &b.evidence, &snapshot, &diagnostics)
+            .unwrap();
+        let request = routes.requests()[0].clone();
+        assert_eq!(request.attempt(), n as u32 + 1);
+        let s = ledger.submit(
+            &b.plan,
+            &b.evidence,
+            &snapshot,
+            &request,
+            RepairProposal::new().write(p(SCHEMA), body),
+        );
+        let next = s.outcome.unwrap();
+        // The answered request cannot dispatch again, and it was routed on the old snapshot.
+        let replay = s.ledger.submit(
+            &b.plan,
+            &b.evidence,
+            &next,
+            &request,
+            RepairProposal::new().write(p(SCHEMA), "v9"),
+        );
+        assert!(matches!(
+            replay.outcome,
+            Err(RepairError::RequestConsumed { .. })
+        ));
+        ledger = s.ledger;
+        snapshot = next;
+    }
+    let routes = ledger
+        .route(&b.plan, &b.evidence, &snapshot, &diagnostics)
+        .unwrap();
+    assert_eq!(
+        routes.refused(),
+        [RouteRefusal::BudgetExhausted {
+            task: t("model_tasks"),
+            used: REPAIR_PROPOSAL_BUDGET
+        }]
+    );
+    // A snapshot of other evidence is refused before any routing.
+    let other = build_with(&{
+        let mut o = outputs();
+        o.insert(
+            t("page_tasks"),
+            BTreeMap::from([(p(PAGE), b"changed".to_vec())]),
+        );
+        o
+    });
+    assert!(matches!(
+        ledger.route(&b.plan, &b.evidence, &other.snapshot, &diagnostics),
+        Err(RepairError::EvidenceMismatch { .. })
+    ));
+}
+
+#[test]
+fn a_request_routed_on_an_older_snapshot_is_stale() {
+    let b = build();
+    let ledger = RepairLedger::default();
+    let routes = ledger
+        .route(
+            &b.plan,
+            &b.evidence,
+            &b.snapshot,
+            &[diag(SCHEMA, "x"), diag(SERVICE, "y")],
+        )
+        .unwrap();
+    let [model, service] = routes.requests() else {
+        panic!("{routes:?}")
+    };
+    let s = ledger.submit(
+        &b.plan,
+        &b.evidence,
+        &b.snapshot,
+        model,
+        RepairProposal::new().write(p(SCHEMA), "fixed"),
+    );
+    let repaired = s.outcome.unwrap();
+    // The service request was routed before the schema changed; its own files did not
+    // change, so it is still current on the new snapshot.
+    let s2 = s.ledger.submit(
+        &b.plan,
+        &b.evidence,
+        &repaired,
+        service,
+        RepairProposal::new().write(p(SERVICE), "fixed"),
+    );
+    assert!(s2.outcome.is_ok());
+    // A second model request routed on the original snapshot is stale after the repair.
+    let again = s
+        .ledger
+        .route(&b.plan, &b.evidence, &b.snapshot, &[diag(SCHEMA, "x2")])
+        .unwrap();
+    let stale = s.ledger.submit(
+        &b.plan,
+        &b.evidence,
+        &repaired,
+        &again.requests()[0],
+        RepairProposal::new().write(p(SCHEMA), "again"),
+    );
+    assert!(matches!(
+        stale.outcome,
+        Err(RepairError::StaleRequest { .. })
+    ));
+}

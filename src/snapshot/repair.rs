@@ -208,11 +208,6 @@ pub enum ProposalProblem {
         /// The path.
         path: AdmittedPath,
     },
-    /// The path to delete is not in the snapshot.
-    DeletesAbsentFile {
-        /// The path.
-        path: AdmittedPath,
-    },
 }
 
 impl std::fmt::Display for ProposalProblem {
@@ -227,7 +222,6 @@ impl std::fmt::Display for ProposalProblem {
             Self::DeletesRequiredArtifact { path } => {
                 write!(f, "{path} is a required final artifact")
             }
-            Self::DeletesAbsentFile { path } => write!(f, "{path} is not in the snapshot"),
         }
     }
 }
@@ -237,9 +231,7 @@ impl ProposalProblem {
     pub fn path(&self) -> Option<&AdmittedPath> {
         match self {
             Self::Empty => None,
-            Self::NotOwned { path, .. }
-            | Self::DeletesRequiredArtifact { path }
-            | Self::DeletesAbsentFile { path } => Some(path),
+            Self::NotOwned { path, .. } | Self::DeletesRequiredArtifact { path } => Some(path),
         }
     }
 }
@@ -442,7 +434,7 @@ impl RepairLedger {
             .or_default()
             .proposed_under
             .push(request.fingerprint);
-        let problems = problems(plan, snapshot, task, &proposal);
+        let problems = problems(plan, task, &proposal);
         let outcome = if problems.is_empty() {
             let mut writes = BTreeMap::new();
             let mut deletions = Vec::new();
@@ -503,7 +495,6 @@ fn fingerprint(
 /// Every reason to refuse `proposal` for `task`, found before anything changes.
 fn problems(
     plan: &ValidatedPlan,
-    snapshot: &Snapshot,
     task: &TaskId,
     proposal: &RepairProposal,
 ) -> Vec<ProposalProblem> {
@@ -524,12 +515,8 @@ fn problems(
             });
             continue;
         }
-        if *change == Change::Delete {
-            if required.contains(path) {
-                problems.push(ProposalProblem::DeletesRequiredArtifact { path: path.clone() });
-            } else if snapshot.get(path).is_none() {
-                problems.push(ProposalProblem::DeletesAbsentFile { path: path.clone() });
-            }
+        if *change == Change::Delete && required.contains(path) {
+            problems.push(ProposalProblem::DeletesRequiredArtifact { path: path.clone() });
         }
     }
     problems
