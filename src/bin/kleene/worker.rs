@@ -429,13 +429,16 @@ impl Agent for ShellAgent<'_> {
                 Some(spec_text(task.spec())),
             )
         } else if let Some(correction) = &self.correction {
-            // A corrective call: the fixer gets the exact rejection (batch recovery).
-            let command = self
-                .commands
-                .fix
-                .clone()
-                .or(Some(self.commands.run.clone()));
-            ("fix", command, Some(correction.clone()))
+            // A corrective call (a retry, or batch recovery): the fixer gets the exact
+            // rejection; a task without one runs again with it on stdin.
+            match &self.commands.fix {
+                Some(fix) => ("fix", Some(fix.clone()), Some(correction.clone())),
+                None => (
+                    "run",
+                    Some(self.commands.run.clone()),
+                    Some(correction.clone()),
+                ),
+            }
         } else {
             ("run", Some(self.commands.run.clone()), None)
         };
