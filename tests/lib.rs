@@ -3,6 +3,9 @@
 
 mod acceptance;
 mod batch;
+// End-to-end tests of the `kleene` binary.
+#[cfg(feature = "cli")]
+mod cli;
 mod closure;
 mod foundation;
 mod plan;

@@ -1,0 +1,234 @@
+//! The command line: commands, arguments, help texts with an example each, exit codes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// What the process exits with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The run was accepted (or the command did what was asked).
+    Ok,
+    /// The run halted or is blocked; the reason was printed.
+    Halted,
+    /// The input (plan file, arguments, state directory, archive) was refused.
+    BadInput,
+    /// SIGINT or SIGTERM stopped the run; `kleene resume` continues it.
+    Interrupted,
+}
+
+impl Exit {
+    /// The numeric code: 0, 1, 2 or 130.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Halted => 1,
+            Exit::BadInput => 2,
+            Exit::Interrupted => 130,
+        }
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> Self {
+        ExitCode::from(exit.code())
+    }
+}
+
+const ABOUT: &str = "Run plan files of shell commands with bounded, auditable auto-fix recovery";
+
+const LONG_ABOUT: &str = "\
+Run plan files of shell commands with bounded, auditable auto-fix recovery.
+
+A plan file is an AppBuildPlan (tasks, lanes, owned paths, dependencies) whose tasks also
+say what to run: `run` does the work, `checks` validate it, and `fix` gets the recovery
+spec of a failed check (on stdin and in the file named by KLEENE_RECOVERY_SPEC_FILE).
+Tasks run in dependency order; a failed task drains its dependents. Everything a run
+learns is journaled evidence, so it can be resumed, accepted, exported and verified.
+
+Each task of the plan file may add these keys to the AppBuildPlan task:
+  \"run\": \"sh build.sh\"                 does the work, writes the task's owned paths
+  \"checks\": [{\"id\": \"tests\", \"command\": \"sh test.sh\",
+              \"severity\": \"blocker\", \"overridable\": true}]   non-zero exit = failure
+  \"fix\": \"sh fix.sh\"                   run for each fix subtask (none: never auto-fixed)
+  \"timeout_secs\": 60                   per command (default --timeout)
+Commands run as `sh -c` in the workspace, each in its own process group, with
+KLEENE_PLAN_DIR, KLEENE_WORKSPACE, KLEENE_TASK, KLEENE_SUBTASK, KLEENE_DEPTH, KLEENE_CALL
+and, for `fix`, KLEENE_RECOVERY_SPEC_FILE. A missing command (exit 127/126) or a timeout is
+an infrastructure failure and is never handed to a fixer.
+
+Exit codes: 0 accepted (or done), 1 halted or blocked (the reason is printed),
+2 bad input, 130 interrupted (resume with `kleene resume`).";
+
+const EXAMPLES: &str = "\
+Examples:
+  kleene run examples/demo/plan.json     build the demo (one check fails, a fix repairs it)
+  kleene status                          what is accepted, failed, drained, in flight
+  kleene accept && kleene export out.tar && kleene verify out.tar
+  kleene graph examples/demo/plan.json --out plan   plan.dot (and plan.svg with Graphviz)";
+
+/// kleene's command line.
+#[derive(Debug, Parser)]
+#[command(name = "kleene", version, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
+pub struct Cli {
+    /// Print events and results as JSON lines on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a plan file from the start on a new channel.
+    #[command(
+        after_help = "Example:\n  kleene run examples/demo/plan.json --state .kleene --max-depth 3"
+    )]
+    Run(RunArgs),
+    /// Continue an interrupted run on its own channel.
+    #[command(after_help = "Example:\n  kleene resume --state .kleene")]
+    Resume(StateArgs),
+    /// Show what is accepted, failed, drained and in flight, and why.
+    #[command(after_help = "Example:\n  kleene status --state .kleene --json")]
+    Status(StateArgs),
+    /// Check the final files against plan and evidence; write the acceptance record.
+    #[command(after_help = "Example:\n  kleene accept --state .kleene")]
+    Accept(StateArgs),
+    /// Write the accepted files and their acceptance record as a canonical tar archive.
+    #[command(after_help = "Example:\n  kleene export out.tar --state .kleene")]
+    Export(ExportArgs),
+    /// Verify an exported archive against the accepted record; name every mismatching path.
+    #[command(after_help = "Example:\n  kleene verify out.tar --state .kleene")]
+    Verify(VerifyArgs),
+    /// Print a plan's task graph as Graphviz DOT (and render SVG when `dot` is on PATH).
+    #[command(after_help = "Example:\n  kleene graph examples/demo/plan.json --out plan")]
+    Graph(GraphArgs),
+    /// Print the audit trail of every task's closure and verify its hash chain.
+    #[command(after_help = "Example:\n  kleene audit --state .kleene")]
+    Audit(StateArgs),
+    /// Load and validate a plan file; print its tasks in execution order.
+    #[command(after_help = "Example:\n  kleene validate examples/demo/plan.json")]
+    Validate(PlanArgs),
+}
+
+/// Where a run keeps its state.
+#[derive(Debug, Args)]
+pub struct StateArgs {
+    /// The state directory (journal, plan copy, closure records, acceptance record).
+    #[arg(long, value_name = "DIR", default_value = ".kleene")]
+    pub state: PathBuf,
+}
+
+/// `kleene run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The plan file (JSON).
+    #[arg(value_name = "PLAN")]
+    pub plan: PathBuf,
+    /// Where commands run and files are written [default: STATE/workspace].
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// The channel the evidence is bound to [default: derived from the plan digest].
+    #[arg(long, value_name = "ID")]
+    pub channel: Option<String>,
+    /// Deepest fix subtask (0 = never auto-fix).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub max_depth: u32,
+    /// Most fix subtasks in the whole run.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub max_fixes: u32,
+    /// Also auto-fix failed checks of severity warning.
+    #[arg(long)]
+    pub recover_warnings: bool,
+    /// After the batch settles, give each failed root one corrective call.
+    #[arg(long)]
+    pub batch_recovery: bool,
+    /// Timeout of each command, for tasks that set none.
+    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+    pub timeout: f64,
+}
+
+/// `kleene export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The archive to write.
+    #[arg(value_name = "OUT.tar")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub state: StateArgs,
+}
+
+/// `kleene verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The archive to verify.
+    #[arg(value_name = "ARCHIVE.tar")]
+    pub archive: PathBuf,
+    /// The expected acceptance record digest [default: the one in STATE/acceptance.json].
+    #[arg(long, value_name = "DIGEST")]
+    pub record: Option<String>,
+    /// The state directory whose acceptance record is expected.
+    #[arg(long, value_name = "DIR", default_value = ".kleene")]
+    pub state: PathBuf,
+}
+
+/// `kleene graph`.
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    /// The plan file (JSON).
+    #[arg(value_name = "PLAN")]
+    pub plan: PathBuf,
+    /// Write BASE.dot (and BASE.svg when Graphviz's `dot` is on PATH) instead of printing.
+    #[arg(long, value_name = "BASE")]
+    pub out: Option<PathBuf>,
+}
+
+/// `kleene validate`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The plan file (JSON).
+    #[arg(value_name = "PLAN")]
+    pub plan: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_command_has_an_example() {
+        for sub in Cli::command().get_subcommands() {
+            let help = sub
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            assert!(
+                help.contains(&format!("kleene {}", sub.get_name())),
+                "{}: {help}",
+                sub.get_name()
+            );
+        }
+    }
+
+    #[test]
+    fn run_defaults() {
+        let cli = Cli::try_parse_from(["kleene", "run", "p.json"]).unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.state.state, PathBuf::from(".kleene"));
+        assert_eq!((run.max_depth, run.max_fixes), (3, 10));
+        assert!(!run.batch_recovery && !cli.json);
+    }
+}

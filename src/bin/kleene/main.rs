@@ -1,0 +1,54 @@
+//! `kleene`: run plan files of shell commands through bounded, auditable recovery.
+//!
+//! `kleene run PLAN` runs every task of the plan as a closure over its commands (`run`,
+//! `checks`, `fix`) inside a journaled batch; `accept`, `export` and `verify` turn the
+//! accepted files into a verified archive. See `kleene --help`.
+
+// The binary keeps the library's promise: no unsafe code anywhere.
+#![forbid(unsafe_code)]
+
+mod cli;
+mod commands;
+mod planfile;
+mod report;
+mod runner;
+mod state;
+mod worker;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::report::{Mode, Reporter};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mode = Mode::detect(cli.json);
+    let mut rep = Reporter::new(mode);
+    let outcome = match &cli.command {
+        Command::Run(args) => commands::run(args, Reporter::new(mode)),
+        Command::Resume(args) => commands::resume(args, Reporter::new(mode)),
+        Command::Status(args) => commands::status(args, &mut rep),
+        Command::Accept(args) => commands::accept_run(args, &mut rep),
+        Command::Export(args) => commands::export_run(args, &mut rep),
+        Command::Verify(args) => commands::verify(args, &mut rep),
+        Command::Graph(args) => commands::graph(args, &mut rep),
+        Command::Audit(args) => commands::audit(args, &mut rep),
+        Command::Validate(args) => commands::validate(args, &mut rep),
+    };
+    match outcome {
+        Ok(exit) => exit.into(),
+        Err(failure) => {
+            if mode == Mode::Json {
+                rep.say_json(&serde_json::json!({
+                    "event": "error",
+                    "exit": failure.exit.code(),
+                    "message": failure.message,
+                }));
+            }
+            eprintln!("kleene: {}", failure.message);
+            failure.exit.into()
+        }
+    }
+}

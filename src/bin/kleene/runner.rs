@@ -1,0 +1,557 @@
+//! Runs one shell command in its own process group with a timeout, capturing bounded output.
+//!
+//! Every command of a plan file runs as `sh -c COMMAND` in the workspace directory. The child
+//! leads a new process group, so a timeout or Ctrl-C can stop everything the command started
+//! (a test runner and its workers, a `sleep` in the background) with one `killpg`, and the
+//! terminal's own Ctrl-C does not reach the children behind kleene's back.
+//!
+//! A command either finishes ([`Finished`], success or an ordinary non-zero exit that a
+//! validator may judge and a fix may repair) or fails as infrastructure ([`RunError`]: it
+//! could not be spawned, the shell could not find or execute it, it timed out, or the user
+//! interrupted it). Infrastructure failures are never handed to a fixer.
+
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use kleene::{OutputTail, TailLimits};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+/// The most bytes of each stream held in memory while a command runs. Far above any tail
+/// limit, so the tail is exact, yet a command that prints gigabytes cannot exhaust memory.
+const HELD_BYTES: usize = 1 << 20;
+
+/// How long a process group gets between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// How often a wait re-checks the deadline, the interrupt flag and a silent leader.
+const POLL: Duration = Duration::from_millis(25);
+
+/// Set by SIGINT/SIGTERM; every running command is stopped when it turns true.
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt(Arc<AtomicBool>);
+
+impl Interrupt {
+    /// A flag that SIGINT and SIGTERM set.
+    pub fn install() -> std::io::Result<Self> {
+        let flag = Self::default();
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // A second Ctrl-C while the first is being handled exits at once.
+            signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&flag.0))?;
+            signal_hook::flag::register(signal, Arc::clone(&flag.0))?;
+        }
+        Ok(flag)
+    }
+
+    /// Whether an interrupt arrived.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Sets the flag (what the signal handler does).
+    #[cfg(test)]
+    pub fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// One command to run.
+#[derive(Debug, Clone)]
+pub struct Invocation<'a> {
+    /// The shell command line, run as `sh -c`.
+    pub command: &'a str,
+    /// The working directory.
+    pub dir: &'a Path,
+    /// Longest run allowed before the whole group is killed.
+    pub timeout: Duration,
+    /// Bytes written to the command's stdin (then closed); stdin is empty otherwise.
+    pub stdin: Option<&'a [u8]>,
+    /// Extra environment variables.
+    pub env: Vec<(&'static str, String)>,
+    /// Bounds of the kept output tail.
+    pub limits: TailLimits,
+}
+
+/// A command that ran to its end.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// The exit code, or `None` when a signal (not sent by kleene) ended it.
+    pub code: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+    /// Bounded stdout/stderr.
+    pub tail: OutputTail,
+}
+
+impl Finished {
+    /// Whether the command succeeded (exit code 0).
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// "exit code 3" or "killed by signal 11".
+    pub fn status_text(&self) -> String {
+        match (self.code, self.signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            (None, None) => "unknown status".to_owned(),
+        }
+    }
+}
+
+/// Why a command could not do its work at all (an infrastructure failure, never repairable).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The shell itself could not be started in the directory.
+    #[error("start `sh -c {command}` in {dir}: {source}")]
+    Spawn {
+        /// The command line.
+        command: String,
+        /// The working directory.
+        dir: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The shell could not find the command (exit 127).
+    #[error("run `{command}`: command not found (exit 127){}", detail(tail))]
+    NotFound {
+        /// The command line.
+        command: String,
+        /// What the shell printed.
+        tail: OutputTail,
+    },
+    /// The shell found the command but could not execute it (exit 126).
+    #[error("run `{command}`: command not executable (exit 126){}", detail(tail))]
+    NotExecutable {
+        /// The command line.
+        command: String,
+        /// What the shell printed.
+        tail: OutputTail,
+    },
+    /// The command ran longer than its timeout; its whole process group was killed.
+    #[error("run `{command}`: timed out after {}s, process group killed", timeout.as_secs_f64())]
+    TimedOut {
+        /// The command line.
+        command: String,
+        /// The timeout.
+        timeout: Duration,
+        /// What it printed before it was killed.
+        tail: OutputTail,
+    },
+    /// SIGINT or SIGTERM arrived; the command's process group was stopped.
+    #[error("run `{command}`: interrupted, process group stopped")]
+    Interrupted {
+        /// The command line.
+        command: String,
+    },
+    /// Waiting for the command or reading its output failed.
+    #[error("wait for `{command}`: {source}")]
+    Wait {
+        /// The command line.
+        command: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl RunError {
+    /// Whether the user interrupted the run (as opposed to the command failing).
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, RunError::Interrupted { .. })
+    }
+}
+
+fn detail(tail: &OutputTail) -> String {
+    let stderr = tail.stderr().trim();
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    }
+}
+
+/// Runs `inv` to its end, its timeout, or an interrupt.
+///
+/// The calling thread multiplexes both output pipes with `poll` and watches the deadline and
+/// the interrupt flag in between, so a command costs one process and no helper threads
+/// (a thread feeds stdin only when there is input).
+///
+/// # Errors
+///
+/// [`RunError`] for every infrastructure failure; an ordinary non-zero exit is a
+/// [`Finished`] value.
+pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunError> {
+    let started = Instant::now();
+    let command = inv.command.to_owned();
+    // An absolute path spares the child a PATH search on every command.
+    let mut cmd = Command::new(SHELL);
+    cmd.arg("-c")
+        .arg(inv.command)
+        .current_dir(inv.dir)
+        .process_group(0)
+        .stdin(if inv.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in &inv.env {
+        cmd.env(key, value);
+    }
+    let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
+        command: command.clone(),
+        dir: inv.dir.to_owned(),
+        source,
+    })?;
+    // The child leads its own group, so its pid is the group id.
+    let group = Pid::from_raw(child.id().cast_signed());
+    let feeder = spawn_feeder(&mut child, inv.stdin);
+    let mut streams = Streams::new(child.stdout.take(), child.stderr.take());
+
+    let deadline = started + inv.timeout;
+    let mut status: Option<std::io::Result<ExitStatus>> = None;
+    let mut leader_gone: Option<Instant> = None;
+    let ended = loop {
+        if interrupt.is_set() {
+            break End::Interrupted;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            break End::TimedOut;
+        }
+        if streams.closed() {
+            break End::Exited;
+        }
+        if leader_gone.is_some_and(|at| now.duration_since(at) > DRAIN) {
+            // Something escaped the group and still holds the pipes: stop listening.
+            break End::Exited;
+        }
+        let woke = streams.pump(POLL.min(deadline - now));
+        if !woke && status.is_none() {
+            // Quiet pipes: the leader may be gone while leftovers of its group hold them.
+            if let Ok(Some(exited)) = child.try_wait() {
+                status = Some(Ok(exited));
+                leader_gone = Some(Instant::now());
+                signal_group(group, Signal::SIGKILL);
+            }
+        }
+    };
+    let status = match ended {
+        End::Exited => {
+            let status = status.unwrap_or_else(|| child.wait());
+            // Whatever the command left running in its group must not outlive it.
+            signal_group(group, Signal::SIGKILL);
+            Some(status)
+        }
+        End::TimedOut | End::Interrupted => {
+            // The leader's status after our own signal says nothing about the command.
+            stop_group(group, &mut child);
+            streams.drain(DRAIN);
+            None
+        }
+    };
+    if let Some(feeder) = feeder {
+        let _ = feeder.join();
+    }
+    let tail = OutputTail::capture(&streams.out.held, &streams.err.held, inv.limits);
+    let status = match (status, interrupt.is_set()) {
+        (Some(status), _) => status,
+        (None, true) => return Err(RunError::Interrupted { command }),
+        (None, false) => {
+            return Err(RunError::TimedOut {
+                command,
+                timeout: inv.timeout,
+                tail,
+            });
+        }
+    };
+    let status: ExitStatus = status.map_err(|source| RunError::Wait {
+        command: command.clone(),
+        source,
+    })?;
+    match status.code() {
+        Some(127) => Err(RunError::NotFound { command, tail }),
+        Some(126) => Err(RunError::NotExecutable { command, tail }),
+        code => Ok(Finished {
+            code,
+            signal: status.signal(),
+            tail,
+        }),
+    }
+}
+
+/// The POSIX shell every command runs in.
+const SHELL: &str = "/bin/sh";
+
+/// How long output is still read after the leader is gone or the group was killed.
+const DRAIN: Duration = Duration::from_millis(200);
+
+enum End {
+    Exited,
+    TimedOut,
+    Interrupted,
+}
+
+/// One output pipe and what it said so far (at most [`HELD_BYTES`], the latest).
+struct Stream<R> {
+    pipe: Option<R>,
+    held: Vec<u8>,
+}
+
+impl<R: Read + AsFd> Stream<R> {
+    fn new(pipe: Option<R>) -> Self {
+        Self {
+            pipe,
+            held: Vec::new(),
+        }
+    }
+
+    /// Reads what is ready; closes the stream on end of file or error.
+    fn read_ready(&mut self) {
+        let Some(pipe) = self.pipe.as_mut() else {
+            return;
+        };
+        let mut chunk = [0u8; 8192];
+        match pipe.read(&mut chunk) {
+            Ok(0) | Err(_) => self.pipe = None,
+            Ok(n) => {
+                self.held.extend_from_slice(&chunk[..n]);
+                if self.held.len() > 2 * HELD_BYTES {
+                    self.held.drain(..self.held.len() - HELD_BYTES);
+                }
+            }
+        }
+    }
+}
+
+struct Streams {
+    out: Stream<ChildStdout>,
+    err: Stream<ChildStderr>,
+}
+
+impl Streams {
+    fn new(out: Option<ChildStdout>, err: Option<ChildStderr>) -> Self {
+        Self {
+            out: Stream::new(out),
+            err: Stream::new(err),
+        }
+    }
+
+    fn closed(&self) -> bool {
+        self.out.pipe.is_none() && self.err.pipe.is_none()
+    }
+
+    /// Waits up to `timeout` for output and reads it; false when nothing happened.
+    fn pump(&mut self, timeout: Duration) -> bool {
+        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+        let (out_ready, err_ready) = {
+            let mut which = Vec::with_capacity(2);
+            let mut fds = Vec::with_capacity(2);
+            if let Some(p) = &self.out.pipe {
+                which.push(0);
+                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+            }
+            if let Some(p) = &self.err.pipe {
+                which.push(1);
+                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(&mut fds, PollTimeout::from(ms)) {
+                // EINTR is how SIGINT wakes us: the caller re-checks the flag.
+                Ok(0) | Err(_) => return false,
+                Ok(_) => {}
+            }
+            let ready = |stream: i32| {
+                which
+                    .iter()
+                    .zip(&fds)
+                    .any(|(w, fd)| *w == stream && fd.revents().is_some_and(|r| !r.is_empty()))
+            };
+            (ready(0), ready(1))
+        };
+        if out_ready {
+            self.out.read_ready();
+        }
+        if err_ready {
+            self.err.read_ready();
+        }
+        true
+    }
+
+    /// Reads whatever is left for at most `window`.
+    fn drain(&mut self, window: Duration) {
+        let until = Instant::now() + window;
+        while !self.closed() {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            self.pump(until - now);
+        }
+    }
+}
+
+/// SIGTERM, a grace period, then SIGKILL; reaps the leader.
+fn stop_group(group: Pid, child: &mut Child) {
+    signal_group(group, Signal::SIGTERM);
+    let until = Instant::now() + GRACE;
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    signal_group(group, Signal::SIGKILL);
+    let _ = child.wait();
+}
+
+fn signal_group(group: Pid, signal: Signal) {
+    // ESRCH (the group is already gone) is the expected case after a clean exit, and no
+    // other error leaves anything for the caller to do.
+    let _: Result<(), Errno> = killpg(group, signal);
+}
+
+fn spawn_feeder(child: &mut Child, input: Option<&[u8]>) -> Option<JoinHandle<()>> {
+    let mut stdin = child.stdin.take()?;
+    let bytes = input?.to_vec();
+    Some(thread::spawn(move || {
+        // A command that does not read its stdin closes the pipe: that is its right.
+        let _ = stdin.write_all(&bytes);
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv<'a>(command: &'a str, dir: &'a Path, timeout_ms: u64) -> Invocation<'a> {
+        Invocation {
+            command,
+            dir,
+            timeout: Duration::from_millis(timeout_ms),
+            stdin: None,
+            env: Vec::new(),
+            limits: TailLimits::default(),
+        }
+    }
+
+    fn dir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn captures_both_streams_and_the_exit_code() {
+        let d = dir();
+        let done = run(
+            &inv("echo out; echo err >&2; exit 3", d.path(), 5000),
+            &Interrupt::default(),
+        )
+        .unwrap();
+        assert_eq!(done.code, Some(3));
+        assert!(!done.success());
+        assert_eq!(done.tail.stdout(), "out\n");
+        assert_eq!(done.tail.stderr(), "err\n");
+        assert_eq!(done.status_text(), "exit code 3");
+    }
+
+    #[test]
+    fn runs_in_the_directory_with_stdin_and_env() {
+        let d = dir();
+        let mut i = inv("pwd; cat; printf %s \"$K\"", d.path(), 5000);
+        i.stdin = Some(b"spec\n");
+        i.env.push(("K", "v".to_owned()));
+        let done = run(&i, &Interrupt::default()).unwrap();
+        assert!(done.success());
+        let canonical = d.path().canonicalize().unwrap();
+        assert_eq!(
+            done.tail.stdout(),
+            format!("{}\nspec\nv", canonical.display())
+        );
+    }
+
+    #[test]
+    fn missing_command_is_infrastructure() {
+        let d = dir();
+        let err = run(
+            &inv("no_such_command_kleene_xyz", d.path(), 5000),
+            &Interrupt::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, RunError::NotFound { .. }), "{err}");
+        assert!(err.to_string().contains("not found"), "{err}");
+    }
+
+    #[test]
+    fn missing_directory_is_a_spawn_failure() {
+        let d = dir();
+        let gone = d.path().join("absent");
+        let err = run(&inv("true", &gone, 5000), &Interrupt::default()).unwrap_err();
+        assert!(matches!(err, RunError::Spawn { .. }), "{err}");
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let d = dir();
+        let started = Instant::now();
+        // The background sleep would keep stdout open for 30 s if only the shell died.
+        let err = run(
+            &inv("sleep 30 & echo started; sleep 30", d.path(), 300),
+            &Interrupt::default(),
+        )
+        .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        match err {
+            RunError::TimedOut { tail, .. } => assert_eq!(tail.stdout(), "started\n"),
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn background_leftovers_do_not_hold_a_finished_command() {
+        let d = dir();
+        let started = Instant::now();
+        let done = run(
+            &inv("sleep 30 & echo ok", d.path(), 10_000),
+            &Interrupt::default(),
+        )
+        .unwrap();
+        assert!(done.success());
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn interrupt_stops_the_command() {
+        let d = dir();
+        let flag = Interrupt::default();
+        let setter = flag.clone();
+        let t = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(150));
+            setter.set();
+        });
+        let started = Instant::now();
+        let err = run(&inv("sleep 30", d.path(), 60_000), &flag).unwrap_err();
+        t.join().unwrap();
+        assert!(err.is_interrupted());
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_command_that_ignores_stdin_is_fine() {
+        let d = dir();
+        let mut i = inv("exit 0", d.path(), 5000);
+        let big = vec![b'x'; 1 << 20];
+        i.stdin = Some(&big);
+        assert!(run(&i, &Interrupt::default()).unwrap().success());
+    }
+}

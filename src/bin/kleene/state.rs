@@ -1,0 +1,354 @@
+//! The state directory of a run: what it ran, where, on which channel, and what it learned.
+//!
+//! ```text
+//! STATE/run.json          the run's settings: channel, workspace, plan location, policy
+//! STATE/plan.json         the plan file exactly as it was run (resume never re-reads PLAN)
+//! STATE/journal/          the batch evidence journal (checksummed events, torn tail cut)
+//! STATE/closures.jsonl    one closure record per task call, a JSON line each (verdicts,
+//!                         the hash-chained audit log)
+//! STATE/specs/            the recovery specs handed to `fix` commands
+//! STATE/acceptance.json   written by `kleene accept`
+//! STATE/workspace/        the default workspace
+//! ```
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use kleene::{ClosureRecord, TaskId};
+use serde::{Deserialize, Serialize};
+
+/// Settings of a run, fixed when it starts so a resume behaves the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunInfo {
+    /// The channel the evidence is bound to.
+    pub channel: String,
+    /// Where commands run (absolute).
+    pub workspace: PathBuf,
+    /// The plan file as given (for messages).
+    pub plan_file: PathBuf,
+    /// The plan file's directory (absolute), exported to commands as `KLEENE_PLAN_DIR`.
+    pub plan_dir: PathBuf,
+    /// Deepest fix subtask.
+    pub max_depth: u32,
+    /// Most fix subtasks in the whole run.
+    pub max_fixes: u32,
+    /// Whether warnings are auto-fixed.
+    pub recover_warnings: bool,
+    /// Whether failed roots get one corrective call.
+    pub batch_recovery: bool,
+    /// Timeout of each command for tasks that set none, in seconds.
+    pub timeout_secs: f64,
+}
+
+/// Why the state directory could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// A run already lives there.
+    #[error(
+        "start a run in {}: it already holds the run on channel {channel}; \
+         use `kleene resume --state {}` or another --state",
+        dir.display(), dir.display()
+    )]
+    Occupied {
+        /// The state directory.
+        dir: PathBuf,
+        /// The channel of the existing run.
+        channel: String,
+    },
+    /// No run lives there.
+    #[error("find a run in {}: no run.json (start one with `kleene run PLAN --state {}`)", dir.display(), dir.display())]
+    NoRun {
+        /// The state directory.
+        dir: PathBuf,
+    },
+    /// A file could not be read or written.
+    #[error("access {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A state file is not what kleene wrote.
+    #[error("read {}: {message}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// One line of the closure log.
+#[derive(Debug)]
+pub struct ClosureEntry {
+    /// Its line number, from 1.
+    pub line: usize,
+    /// The task, as written.
+    pub task: String,
+    /// The call number.
+    pub call: u32,
+    /// The record, or why it could not be read.
+    pub record: Result<ClosureRecord, String>,
+}
+
+impl ClosureEntry {
+    fn parse(line_no: usize, line: &str) -> Self {
+        #[derive(Deserialize)]
+        struct Line {
+            task: String,
+            call: u32,
+            record: ClosureRecord,
+        }
+        match serde_json::from_str::<Line>(line) {
+            Ok(l) => Self {
+                line: line_no,
+                task: l.task,
+                call: l.call,
+                record: Ok(l.record),
+            },
+            Err(e) => {
+                // Name what can still be read of a damaged line.
+                let value: Option<serde_json::Value> = serde_json::from_str(line).ok();
+                let field = |k: &str| value.as_ref().and_then(|v| v.get(k).cloned());
+                Self {
+                    line: line_no,
+                    task: field("task")
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_else(|| "?".to_owned()),
+                    call: field("call")
+                        .and_then(|v| v.as_u64())
+                        .and_then(|c| u32::try_from(c).ok())
+                        .unwrap_or(0),
+                    record: Err(e.to_string()),
+                }
+            }
+        }
+    }
+}
+
+/// An opened state directory.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
+    move |source| StateError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees
+/// half a file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    let tmp = path.with_extension("tmp");
+    let mut file = fs::File::create(&tmp).map_err(io(&tmp))?;
+    file.write_all(bytes).map_err(io(&tmp))?;
+    file.sync_all().map_err(io(&tmp))?;
+    fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, without syncing: for the
+/// explanatory records (closure records, recovery specs) whose loss after a power cut
+/// `kleene audit` reports, while the journal, the only authority, is synced.
+pub fn write_replace(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, bytes).map_err(io(&tmp))?;
+    fs::rename(&tmp, path).map_err(io(path))
+}
+
+impl StateDir {
+    /// The state directory at `root`, not yet checked.
+    pub fn at(root: &Path) -> Self {
+        Self {
+            root: root.to_owned(),
+        }
+    }
+
+    /// Creates the layout for a new run, refusing a directory that already holds one.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Occupied`] when a run lives there; [`StateError::Io`] otherwise.
+    pub fn create(&self, info: &RunInfo, plan_text: &str) -> Result<(), StateError> {
+        if let Ok((existing, _)) = self.open() {
+            return Err(StateError::Occupied {
+                dir: self.root.clone(),
+                channel: existing.channel,
+            });
+        }
+        for dir in [self.specs_dir(), info.workspace.clone()] {
+            fs::create_dir_all(&dir).map_err(io(&dir))?;
+        }
+        let plan = self.plan_path();
+        write_atomic(&plan, plan_text.as_bytes())?;
+        let json = serde_json::to_string_pretty(info).map_err(|e| StateError::Corrupt {
+            path: self.run_path(),
+            message: e.to_string(),
+        })?;
+        // run.json last: its presence means the layout is complete.
+        write_atomic(&self.run_path(), json.as_bytes())
+    }
+
+    /// The run's settings and the plan text it ran.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::NoRun`] when no run lives there; [`StateError::Corrupt`] when a state
+    /// file is not kleene's.
+    pub fn open(&self) -> Result<(RunInfo, String), StateError> {
+        let run = self.run_path();
+        let text = match fs::read_to_string(&run) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StateError::NoRun {
+                    dir: self.root.clone(),
+                });
+            }
+            Err(e) => return Err(io(&run)(e)),
+        };
+        let info: RunInfo = serde_json::from_str(&text).map_err(|e| StateError::Corrupt {
+            path: run.clone(),
+            message: e.to_string(),
+        })?;
+        let plan = self.plan_path();
+        let plan_text = fs::read_to_string(&plan).map_err(io(&plan))?;
+        Ok((info, plan_text))
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn run_path(&self) -> PathBuf {
+        self.root.join("run.json")
+    }
+
+    /// The plan file as run.
+    pub fn plan_path(&self) -> PathBuf {
+        self.root.join("plan.json")
+    }
+
+    /// The evidence journal's directory.
+    pub fn journal_dir(&self) -> PathBuf {
+        self.root.join("journal")
+    }
+
+    /// The closure log: one JSON line per task call.
+    pub fn closure_log_path(&self) -> PathBuf {
+        self.root.join("closures.jsonl")
+    }
+
+    /// Appends the closure record of `call` of `task` to the closure log.
+    ///
+    /// Appending to one file (no file created per call) keeps a run's cost per task flat; it
+    /// is not synced: the journal is the authority, and `kleene audit` reports a record
+    /// missing or torn after a power cut.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Io`] when the log cannot be written.
+    pub fn append_closure(
+        &self,
+        task: &TaskId,
+        call: u32,
+        record: &ClosureRecord,
+    ) -> Result<(), StateError> {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            task: &'a TaskId,
+            call: u32,
+            record: &'a ClosureRecord,
+        }
+        let path = self.closure_log_path();
+        let mut text =
+            serde_json::to_vec(&Line { task, call, record }).map_err(|e| StateError::Corrupt {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        text.push(b'\n');
+        let mut file = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        // One write of the whole line: concurrent readers never see half of it in practice,
+        // and a torn line after a crash is reported by line number.
+        file.write_all(&text).map_err(io(&path))
+    }
+
+    /// Every entry of the closure log, in the order written.
+    pub fn closure_log(&self) -> Vec<ClosureEntry> {
+        let Ok(text) = fs::read_to_string(self.closure_log_path()) else {
+            return Vec::new();
+        };
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, line)| ClosureEntry::parse(i + 1, line))
+            .collect()
+    }
+
+    /// Where recovery specs go.
+    pub fn specs_dir(&self) -> PathBuf {
+        self.root.join("specs")
+    }
+
+    /// The acceptance record.
+    pub fn acceptance_path(&self) -> PathBuf {
+        self.root.join("acceptance.json")
+    }
+
+    /// The default workspace.
+    pub fn default_workspace(&self) -> PathBuf {
+        self.root.join("workspace")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(dir: &Path) -> RunInfo {
+        RunInfo {
+            channel: "c1".into(),
+            workspace: dir.join("ws"),
+            plan_file: "plan.json".into(),
+            plan_dir: dir.to_owned(),
+            max_depth: 3,
+            max_fixes: 10,
+            recover_warnings: false,
+            batch_recovery: false,
+            timeout_secs: 600.0,
+        }
+    }
+
+    #[test]
+    fn create_open_and_refuse_a_second_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = StateDir::at(&tmp.path().join("st"));
+        assert!(matches!(state.open(), Err(StateError::NoRun { .. })));
+        let info = info(tmp.path());
+        state.create(&info, "{\"tasks\": []}").unwrap();
+        let (back, plan) = state.open().unwrap();
+        assert_eq!(back, info);
+        assert_eq!(plan, "{\"tasks\": []}");
+        assert!(info.workspace.is_dir());
+        let err = state.create(&info, "{}").unwrap_err();
+        assert!(err.to_string().contains("kleene resume"), "{err}");
+    }
+
+    #[test]
+    fn a_foreign_run_file_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = StateDir::at(tmp.path());
+        fs::write(tmp.path().join("run.json"), "{\"x\": 1}").unwrap();
+        assert!(matches!(state.open(), Err(StateError::Corrupt { .. })));
+    }
+}
