@@ -603,10 +603,12 @@ fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) ->
     for task in tasks {
         for inner in &task.owned_paths {
             let raw = inner.as_str();
-            // Proper prefixes that end at a separator, longest first.
-            let outer = raw
-                .rmatch_indices('/')
-                .map(|(i, _)| &raw[..i])
+            // Proper prefixes that end at a separator, longest first. A byte scan: owned
+            // paths are short, and `rmatch_indices` pays a `memrchr` call per separator.
+            let outer = (0..raw.len())
+                .rev()
+                .filter(|&i| raw.as_bytes()[i] == b'/')
+                .map(|i| &raw[..i])
                 .filter(|prefix| hashes.contains(&path_hash(prefix)))
                 .find_map(|prefix| {
                     entries_for(&entries, tasks, prefix)
