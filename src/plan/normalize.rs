@@ -19,6 +19,9 @@ struct ModuleLanes {
     providers: Vec<u32>,
     persistence: Vec<u32>,
     models: Vec<u32>,
+    /// Whether two of these tasks share an id (a duplicate id, which validation reports):
+    /// only then can a task receive two contract edges from one id and need de-duplicating.
+    repeated_id: bool,
 }
 
 /// Normalises `tasks` in place (R11): every module a task references gets a lane, every task
@@ -33,6 +36,8 @@ pub(crate) fn normalize(tasks: &mut Vec<PlannedTask>) {
     // Contract edges as (target, source, contract), grouped by target in task order; within
     // a target, by contract and then by source id, whatever the input order was.
     let mut additions: Vec<(u32, u32, ContractKind)> = Vec::new();
+    // Per target task: whether its contract sources may repeat an id.
+    let mut repeated_source = vec![false; tasks.len()];
     let synthesized: Vec<ModuleName> = {
         let mut lanes: HashMap<&ModuleName, ModuleLanes> = HashMap::with_capacity(tasks.len() / 4);
         for (i, task) in tasks.iter().enumerate() {
@@ -69,10 +74,24 @@ pub(crate) fn normalize(tasks: &mut Vec<PlannedTask>) {
                 l.providers.push(index(tasks.len() + k));
             }
         }
+        let mut ids: Vec<&str> = Vec::new();
+        for (module, l) in lanes.iter_mut() {
+            let id = |p: &u32| match tasks.get(*p as usize) {
+                Some(task) => task.id.as_str(),
+                None => module.lane_id().as_str(),
+            };
+            ids.clear();
+            ids.extend(l.providers.iter().map(id));
+            ids.extend(l.persistence.iter().map(id));
+            ids.extend(l.models.iter().map(id));
+            ids.sort_unstable();
+            l.repeated_id = ids.windows(2).any(|w| w[0] == w[1]);
+        }
         for (i, task) in tasks.iter().enumerate() {
             let Some(l) = task.kind.module().and_then(|m| lanes.get(m)) else {
                 continue;
             };
+            repeated_source[i] = l.repeated_id;
             let i = index(i);
             let mut add = |sources: &[u32], contract| {
                 additions.extend(sources.iter().map(|&s| (i, s, contract)));
@@ -135,11 +154,11 @@ pub(crate) fn normalize(tasks: &mut Vec<PlannedTask>) {
             let from = tasks[source].id.clone();
             tasks[target].depends_on.push(from);
         }
-        // Two sources can share an id (a duplicate that validation reports).
-        if new_deps.len() > 1 {
+        // Two sources can share an id (a duplicate that validation reports). Checked per
+        // module rather than per task: re-scanning every grown list cost more than all the
+        // rest of this loop.
+        if repeated_source[target] {
             dedup_preserving_order(&mut tasks[target].depends_on);
-        }
-        if new_contracts.len() > 1 {
             dedup_preserving_order(&mut tasks[target].input_contracts);
         }
     }
