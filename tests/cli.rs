@@ -776,6 +776,45 @@ fn a_write_outside_the_owned_paths_is_refused() {
     );
 }
 
+/// R11: a service task cannot change a model task's schema. All tasks share one workspace,
+/// so the worker must notice a write into another task's owned file, not only a new file
+/// outside every task's ownership.
+#[test]
+fn a_service_overwriting_the_model_schema_is_refused() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            module(),
+            task(
+                "app_model",
+                "model",
+                &["app/schema.txt"],
+                &[],
+                json!({"run": "echo 'id: int' > app/schema.txt"}),
+            ),
+            task(
+                "app_service",
+                "service",
+                &["app/service.txt"],
+                &[],
+                json!({"run": "echo svc > app/service.txt && echo 'id: text' > app/schema.txt"}),
+            ),
+        ],
+    );
+    let out = kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("app_service: FAILED: call 1 rejected: candidate for task app_service writes app/schema.txt"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("app_model: accepted"), "{stdout}");
+}
+
 #[test]
 fn graph_renders_svg_when_dot_is_on_path() {
     use std::os::unix::fs::PermissionsExt;

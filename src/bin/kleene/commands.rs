@@ -268,7 +268,7 @@ fn execute(
         tasks: plan.len(),
         resumed,
     });
-    let mut worker = ShellWorker::new(&ctx, plan, Rc::clone(&shared));
+    let mut worker = ShellWorker::new(&ctx, Rc::clone(&shared));
     let contract = HaltContract {
         shared: Rc::clone(&shared),
     };

@@ -22,7 +22,7 @@ use kleene::batch::{
 use kleene::{
     AdmittedPath, Agent, AuditEntry, AuditEvent, AuditSink, ClosureFailure, ClosureOutcome,
     ClosureRecord, ExecutionOutput, ExhaustedBound, FixBudget, GovernanceDecision, HaltReason,
-    PlannedTask, RecoveryPolicy, Session, Severity, Spec, TailLimits, Task, TaskId, ValidatedPlan,
+    PlannedTask, RecoveryPolicy, Session, Severity, Spec, TailLimits, Task, TaskId,
     ValidationToken, ValidatorId, ValidatorResult, Verdict, run_to_closure_with,
 };
 
@@ -101,21 +101,19 @@ impl Shared {
 #[derive(Debug)]
 pub struct ShellWorker<'a> {
     ctx: &'a Context,
-    plan: &'a ValidatedPlan,
     shared: Rc<RefCell<Shared>>,
-    /// The workspace's unowned files after the last call: nothing else writes the workspace
-    /// between calls, so the next call's "before" needs no second walk.
-    unowned: Option<BTreeSet<AdmittedPath>>,
+    /// Every workspace file with a digest of its content after the last call: nothing else
+    /// writes the workspace between calls, so the next call's "before" needs no second walk.
+    known: Option<WorkspaceFiles>,
 }
 
 impl<'a> ShellWorker<'a> {
-    /// A worker over `ctx` for `plan`.
-    pub fn new(ctx: &'a Context, plan: &'a ValidatedPlan, shared: Rc<RefCell<Shared>>) -> Self {
+    /// A worker over `ctx`.
+    pub fn new(ctx: &'a Context, shared: Rc<RefCell<Shared>>) -> Self {
         Self {
             ctx,
-            plan,
             shared,
-            unowned: None,
+            known: None,
         }
     }
 
@@ -134,9 +132,9 @@ impl Worker for ShellWorker<'_> {
             task: task.id.to_string(),
             call: call.attempt(),
         });
-        let before = match self.unowned.take() {
+        let before = match self.known.take() {
             Some(known) => known,
-            None => unowned_files(&self.ctx.workspace, self.plan),
+            None => workspace_files(&self.ctx.workspace),
         };
         let Some(commands) = self.ctx.commands.get(&task.id) else {
             // A lane the plan only declares (for example a synthesised module lane) runs
@@ -204,18 +202,24 @@ impl Worker for ShellWorker<'_> {
 }
 
 impl ShellWorker<'_> {
-    /// The task's owned files as they are now, plus every file outside all ownership that
-    /// appeared during the call (so the built-in ownership check refuses a stray write).
-    fn candidate(&mut self, task: &PlannedTask, before: &BTreeSet<AdmittedPath>) -> Candidate {
+    /// The task's owned files as they are now, plus every other file that the call created
+    /// or changed: all tasks share one workspace, so a write into another task's files or
+    /// outside every task's ownership must reach the built-in ownership check, which refuses
+    /// it. (A candidate cannot express a deletion, so a deleted foreign file is not seen
+    /// here; the final acceptance finds the planned file missing.)
+    fn candidate(&mut self, task: &PlannedTask, before: &WorkspaceFiles) -> Candidate {
         let mut files = BTreeMap::new();
         for owned in &task.owned_paths {
             collect(&self.ctx.workspace, owned, &mut files);
         }
-        let after = unowned_files(&self.ctx.workspace, self.plan);
-        for stray in after.difference(before) {
-            collect(&self.ctx.workspace, stray, &mut files);
+        let after = workspace_files(&self.ctx.workspace);
+        let own = |path: &AdmittedPath| task.owned_paths.iter().any(|o| path.starts_with(o));
+        for (path, digest) in &after {
+            if before.get(path) != Some(digest) && !own(path) {
+                collect(&self.ctx.workspace, path, &mut files);
+            }
         }
-        self.unowned = Some(after);
+        self.known = Some(after);
         Candidate::new(files)
     }
 
@@ -668,14 +672,18 @@ fn collect(workspace: &Path, path: &AdmittedPath, files: &mut BTreeMap<AdmittedP
     }
 }
 
-/// Every file of the workspace that no task owns.
-fn unowned_files(workspace: &Path, plan: &ValidatedPlan) -> BTreeSet<AdmittedPath> {
-    let mut out = BTreeSet::new();
-    walk(workspace, "", plan, &mut out);
+/// Every file of the workspace, keyed by admitted path, with a blake3 digest of its content.
+type WorkspaceFiles = BTreeMap<AdmittedPath, blake3::Hash>;
+
+/// Every file of the workspace with its digest. Names that cannot be admitted (secret-like,
+/// hostile) are skipped: no candidate can carry them, and acceptance only reads planned paths.
+fn workspace_files(workspace: &Path) -> WorkspaceFiles {
+    let mut out = BTreeMap::new();
+    walk(workspace, "", &mut out);
     out
 }
 
-fn walk(dir: &Path, prefix: &str, plan: &ValidatedPlan, out: &mut BTreeSet<AdmittedPath>) {
+fn walk(dir: &Path, prefix: &str, out: &mut WorkspaceFiles) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
@@ -690,13 +698,12 @@ fn walk(dir: &Path, prefix: &str, plan: &ValidatedPlan, out: &mut BTreeSet<Admit
         let Ok(path) = AdmittedPath::admit(&rel) else {
             continue;
         };
-        if plan.owner_of(&path).is_some() {
-            continue;
-        }
         match entry.file_type() {
-            Ok(t) if t.is_dir() => walk(&entry.path(), &rel, plan, out),
+            Ok(t) if t.is_dir() => walk(&entry.path(), &rel, out),
             Ok(t) if t.is_file() => {
-                out.insert(path);
+                if let Ok(bytes) = fs::read(entry.path()) {
+                    out.insert(path, blake3::hash(&bytes));
+                }
             }
             _ => {}
         }
