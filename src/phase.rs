@@ -27,10 +27,10 @@
 //! Transitions the phase does not have do not compile:
 //!
 //! ```compile_fail
-//! use kleene::{ExecutionOutput, Session, Spec, Step, Task, TaskId};
+//! use kleene::{RecoverOn, Session, Spec, Step, Task, TaskId, Verdict};
 //! let step = Step::new(Task::new(TaskId::new("t").unwrap(), Spec::new("x")),
 //!                      Session::new("m", "p").unwrap());
-//! step.post_validate(todo!(), todo!()); // no post-validation before execution
+//! step.post_validate(Verdict::clean(), RecoverOn::Blockers); // no post-validation before execution
 //! ```
 
 use std::num::NonZeroU32;
