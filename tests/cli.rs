@@ -2,7 +2,7 @@
 //! real process groups, real journals.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command as StdCommand, Stdio};
+use std::process::{Command as StdCommand, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
@@ -13,6 +13,22 @@ fn kleene(dir: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kleene"));
     cmd.current_dir(dir);
     cmd
+}
+
+/// `kleene run PLAN --state st` in `dir`.
+fn run(dir: &Path, plan: &Path) -> Output {
+    kleene(dir)
+        .args(["run", &plan.to_string_lossy(), "--state", "st"])
+        .output()
+        .unwrap()
+}
+
+/// `kleene status --state st` in `dir`.
+fn status(dir: &Path) -> Output {
+    kleene(dir)
+        .args(["status", "--state", "st"])
+        .output()
+        .unwrap()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -102,10 +118,7 @@ fn demo_succeeds_with_one_fix_that_reads_the_evidence() {
     let page = std::fs::read_to_string(tmp.path().join("st/workspace/site/index.html")).unwrap();
     assert!(page.contains("Total due: 120.00"), "{page}");
 
-    let status = kleene(tmp.path())
-        .args(["status", "--state", "st"])
-        .output()
-        .unwrap();
+    let status = status(tmp.path());
     assert_eq!(status.status.code(), Some(0));
     assert!(text(&status.stdout).contains("4 accepted, 0 failed"));
 
@@ -158,19 +171,13 @@ fn a_fix_that_changes_nothing_stalls() {
             ),
         ],
     );
-    let out = kleene(tmp.path())
-        .args(["run", plan.to_str().unwrap(), "--state", "st"])
-        .output()
-        .unwrap();
+    let out = run(tmp.path(), &plan);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("spawned app_service_fix_1"), "{stdout}");
     assert!(!stdout.contains("app_service_fix_2"), "{stdout}");
     assert!(stdout.contains("recovery_stalled"), "{stdout}");
-    let status = kleene(tmp.path())
-        .args(["status", "--state", "st"])
-        .output()
-        .unwrap();
+    let status = status(tmp.path());
     assert_eq!(status.status.code(), Some(1));
     assert!(
         text(&status.stdout).contains("recovery_stalled"),
@@ -248,10 +255,7 @@ fn a_failed_prerequisite_drains_its_dependent() {
             ),
         ],
     );
-    let out = kleene(tmp.path())
-        .args(["run", plan.to_str().unwrap(), "--state", "st"])
-        .output()
-        .unwrap();
+    let out = run(tmp.path(), &plan);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("non_overridable_blocker"), "{stdout}");
@@ -261,10 +265,7 @@ fn a_failed_prerequisite_drains_its_dependent() {
         "{stdout}"
     );
     assert!(!marker.exists(), "a drained task was run");
-    let status = kleene(tmp.path())
-        .args(["status", "--state", "st"])
-        .output()
-        .unwrap();
+    let status = status(tmp.path());
     assert!(text(&status.stdout).contains("prerequisite app_service failed"));
 }
 
@@ -285,10 +286,7 @@ fn a_missing_command_is_infrastructure_and_never_fixed() {
             }),
         )],
     );
-    let out = kleene(tmp.path())
-        .args(["run", plan.to_str().unwrap(), "--state", "st"])
-        .output()
-        .unwrap();
+    let out = run(tmp.path(), &plan);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("infrastructure"), "{stdout}");
@@ -298,10 +296,7 @@ fn a_missing_command_is_infrastructure_and_never_fixed() {
         !marker.exists(),
         "the fixer ran for an infrastructure failure"
     );
-    let status = kleene(tmp.path())
-        .args(["status", "--state", "st"])
-        .output()
-        .unwrap();
+    let status = status(tmp.path());
     assert!(
         text(&status.stdout).contains("infrastructure failure on call 1"),
         "{}",
@@ -323,10 +318,7 @@ fn a_timeout_kills_the_command_and_is_infrastructure() {
         )],
     );
     let started = Instant::now();
-    let out = kleene(tmp.path())
-        .args(["run", plan.to_str().unwrap(), "--state", "st"])
-        .output()
-        .unwrap();
+    let out = run(tmp.path(), &plan);
     assert!(started.elapsed() < Duration::from_secs(10));
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
@@ -347,10 +339,7 @@ fn a_hostile_path_is_refused_with_its_place_named() {
             json!({"run": "true"}),
         )],
     );
-    let out = kleene(tmp.path())
-        .args(["run", plan.to_str().unwrap(), "--state", "st"])
-        .output()
-        .unwrap();
+    let out = run(tmp.path(), &plan);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("plan.json"), "{stderr}");
@@ -477,10 +466,7 @@ fn interrupt_keeps_the_reservation_and_resume_finishes() {
         (&json!("error"), &json!(130))
     );
 
-    let status = kleene(tmp.path())
-        .args(["status", "--state", "st"])
-        .output()
-        .unwrap();
+    let status = status(tmp.path());
     let status_out = text(&status.stdout);
     assert_eq!(status.status.code(), Some(1), "{status_out}");
     assert!(status_out.contains("in flight (call 1)"), "{status_out}");
@@ -562,10 +548,7 @@ fn a_second_run_in_the_same_state_is_refused() {
         .args(["run", plan.to_str().unwrap(), "--state", "st"])
         .assert()
         .success();
-    let out = kleene(tmp.path())
-        .args(["run", plan.to_str().unwrap(), "--state", "st"])
-        .output()
-        .unwrap();
+    let out = run(tmp.path(), &plan);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("kleene resume"),
@@ -738,10 +721,7 @@ fn sigterm_stops_the_run_like_ctrl_c() {
         "the sleep was not stopped"
     );
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
-    let status = kleene(tmp.path())
-        .args(["status", "--state", "st"])
-        .output()
-        .unwrap();
+    let status = status(tmp.path());
     assert!(
         text(&status.stdout).contains("in flight (call 1)"),
         "{}",
@@ -762,10 +742,7 @@ fn a_write_outside_the_owned_paths_is_refused() {
             json!({"run": "mkdir -p app && echo m > app/MODULE && echo oops > stray.txt"}),
         )],
     );
-    let out = kleene(tmp.path())
-        .args(["run", plan.to_str().unwrap(), "--state", "st"])
-        .output()
-        .unwrap();
+    let out = run(tmp.path(), &plan);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
@@ -802,10 +779,7 @@ fn a_service_overwriting_the_model_schema_is_refused() {
             ),
         ],
     );
-    let out = kleene(tmp.path())
-        .args(["run", plan.to_str().unwrap(), "--state", "st"])
-        .output()
-        .unwrap();
+    let out = run(tmp.path(), &plan);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
