@@ -11,21 +11,11 @@ use kleene::batch::{
     Rejection, TaskBatchRecovery, TaskStatus, Worker, WorkerCall, WorkerFailure,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
-use kleene::{AdmittedPath, AgentId, AppBuildPlan, ChannelId, Plan, PlannedTask, ValidatedPlan};
+use kleene::{AgentId, AppBuildPlan, ChannelId, Plan, PlannedTask, ValidatedPlan};
 use kleene::{Spec, TaskId, TaskKind};
 use proptest::prelude::*;
 
-fn id(s: &str) -> TaskId {
-    TaskId::new(s).unwrap()
-}
-
-fn chan(s: &str) -> ChannelId {
-    ChannelId::new(s).unwrap()
-}
-
-fn path(s: &str) -> AdmittedPath {
-    AdmittedPath::admit(s).unwrap()
-}
+use crate::support::{chan, id, path};
 
 fn files(entries: &[(&str, &str)]) -> Candidate {
     Candidate::new(

@@ -9,3 +9,4 @@ mod cli;
 mod closure;
 mod foundation;
 mod plan;
+mod support;

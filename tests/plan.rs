@@ -1,20 +1,14 @@
 //! Plans (R11 slice 1): normalisation, consolidation, validation, queries, JSON, DOT.
 
 use kleene::{
-    AdmittedPath, AgentId, AppBuildPlan, ContractKind, InputContract, ModuleName, Plan,
-    PlanProblem, PlannedTask, Spec, TaskId, TaskKind, ValidationStage,
+    AgentId, AppBuildPlan, ContractKind, InputContract, ModuleName, Plan, PlanProblem, PlannedTask,
+    Spec, TaskId, TaskKind, ValidationStage,
 };
 
-fn id(s: &str) -> TaskId {
-    TaskId::new(s).unwrap()
-}
+use crate::support::{id, path};
 
 fn m(s: &str) -> ModuleName {
     ModuleName::new(s).unwrap()
-}
-
-fn path(s: &str) -> AdmittedPath {
-    AdmittedPath::admit(s).unwrap()
 }
 
 fn task(name: &str, kind: TaskKind) -> PlannedTask {
