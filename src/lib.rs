@@ -74,6 +74,8 @@ mod path;
 mod phase;
 mod plan;
 mod snapshot;
+#[cfg(unix)]
+pub mod stage;
 mod task;
 #[cfg(feature = "testing")]
 pub mod testing;

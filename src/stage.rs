@@ -1,0 +1,980 @@
+//! A staged workspace for one task call: the accepted files it starts from, and exactly what
+//! the call created, changed or deleted there.
+//!
+//! ```
+//! use kleene::AdmittedPath;
+//! use kleene::stage::{ObjectStore, Stage, StageInput};
+//!
+//! let tmp = std::env::temp_dir().join(format!("kleene-stage-doc-{}", std::process::id()));
+//! let store = ObjectStore::open(tmp.join("objects"))?;
+//! let input = AdmittedPath::admit("billing/MODULE")?;
+//! let stage = Stage::prepare(tmp.join("stage"), &store, [StageInput::new(&input, b"name=billing\n")])?;
+//! std::fs::write(stage.root().join("notes.txt"), "written by the call")?;
+//! let changes = stage.changes(&())?;
+//! assert_eq!(changes.written().keys().map(AdmittedPath::as_str).collect::<Vec<_>>(), ["notes.txt"]);
+//! assert!(changes.deleted().is_empty() && changes.refused().is_empty());
+//! stage.discard()?;
+//! # std::fs::remove_dir_all(&tmp)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # What a stage guarantees
+//!
+//! A call sees only its stage: the accepted outputs of its task's transitive prerequisites,
+//! nothing else. After the call, [`Stage::changes`] walks the stage from its root, opening
+//! every directory relative to its parent with `O_NOFOLLOW`, so **kleene never reads through a
+//! symbolic link**, at any component of any path. What the call left is classified:
+//!
+//! - a regular file that is new, or whose content differs from the input at its path, is
+//!   *written* (it becomes the candidate, whose every path the task must own);
+//! - an input that is no longer there as a regular file is *deleted*;
+//! - a symbolic link, a FIFO, a socket or a device, and any file whose name kleene cannot
+//!   admit as a project path (not UTF-8, a control character, a secret-like name), is
+//!   *refused*, named as well as it can be (lossy and escaped);
+//! - anything the caller's [`ScratchRule`] calls scratch (`target/**`, `**/__pycache__/**`)
+//!   is ignored: never read, never part of a candidate.
+//!
+//! A symlink in a task's output therefore never carries a file into a candidate: a task that
+//! wants a file at a path writes the file there.
+//!
+//! # Cost
+//!
+//! Inputs are hard links to a content-addressed [`ObjectStore`] (a copy where the file system
+//! refuses a link), so preparing a stage costs one link per input file whatever its size. A
+//! walk compares each input's file identity (device, inode, size, modification and change
+//! times) with the one recorded when it was linked and reads and hashes only files whose
+//! identity changed or that are new: the cost of a call grows with the number of files in its
+//! stage and the bytes the call itself wrote, never with the bytes of its inputs.
+//!
+//! Objects are read-only (mode 0444). A process running as root can still write through the
+//! link in place; the change time of the shared inode then moves, so the walk of every stage
+//! holding that input re-hashes it and reports the change, and [`ObjectStore::forget`] lets
+//! the caller drop the damaged object so that the next stage gets a fresh copy.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::ffi::CStr;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
+
+use crate::Digest;
+use crate::path::AdmittedPath;
+
+/// Why a stage or the object store could not be prepared, walked or removed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StageError {
+    /// A file-system operation on `path` failed (disk full, permissions, …).
+    #[error("access {}: {source}", path.display())]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The stage directory already exists: a stage always starts empty.
+    #[error("prepare stage {}: the directory already exists (remove it first)", path.display())]
+    Exists {
+        /// The stage directory.
+        path: PathBuf,
+    },
+    /// An object file's content does not match its name.
+    #[error(
+        "read object {digest} in {}: its content no longer matches its digest; remove the \
+         file and run again",
+        dir.display()
+    )]
+    ObjectCorrupt {
+        /// The store's directory.
+        dir: PathBuf,
+        /// The object's digest (its file name).
+        digest: Digest,
+    },
+}
+
+impl StageError {
+    fn io(path: &Path) -> impl FnOnce(io::Error) -> StageError + '_ {
+        move |source| StageError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+
+    /// The operating system's error, when a file-system operation failed.
+    pub fn io_error(&self) -> Option<&io::Error> {
+        match self {
+            StageError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Decides which paths of a stage are scratch: build output and caches that are never part of
+/// a candidate, never read and never carried to another call.
+///
+/// `()` has no scratch paths.
+pub trait ScratchRule {
+    /// Whether the file (or symlink, or special file) at `path` is scratch.
+    fn is_scratch(&self, path: &str) -> bool;
+
+    /// Whether everything under the directory `dir` is scratch, so the walk need not enter it.
+    /// The default enters every directory.
+    fn covers_dir(&self, dir: &str) -> bool {
+        let _ = dir;
+        false
+    }
+}
+
+impl ScratchRule for () {
+    fn is_scratch(&self, _path: &str) -> bool {
+        false
+    }
+}
+
+impl<S: ScratchRule + ?Sized> ScratchRule for &S {
+    fn is_scratch(&self, path: &str) -> bool {
+        (**self).is_scratch(path)
+    }
+
+    fn covers_dir(&self, dir: &str) -> bool {
+        (**self).covers_dir(dir)
+    }
+}
+
+/// A content-addressed directory of read-only files, one per distinct content, that stages
+/// link their inputs to.
+///
+/// Each object is written once (temporary file, then rename) and verified once per process
+/// the first time it is used; afterwards it is trusted by name until [`ObjectStore::forget`].
+#[derive(Debug)]
+pub struct ObjectStore {
+    dir: PathBuf,
+    verified: Mutex<HashSet<Digest>>,
+}
+
+impl ObjectStore {
+    /// The store in `dir`, created if missing.
+    ///
+    /// # Errors
+    ///
+    /// [`StageError::Io`] when the directory cannot be created.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StageError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir).map_err(StageError::io(&dir))?;
+        Ok(Self {
+            dir,
+            verified: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path_of(&self, digest: &Digest) -> PathBuf {
+        self.dir.join(digest.to_string())
+    }
+
+    fn is_verified(&self, digest: &Digest) -> bool {
+        self.verified
+            .lock()
+            .map(|set| set.contains(digest))
+            .unwrap_or(false)
+    }
+
+    fn mark_verified(&self, digest: Digest) {
+        if let Ok(mut set) = self.verified.lock() {
+            set.insert(digest);
+        }
+    }
+
+    /// The object file holding `content` (whose blake3 is `digest`), written if missing.
+    fn ensure(&self, digest: Digest, content: &[u8]) -> Result<PathBuf, StageError> {
+        let path = self.path_of(&digest);
+        if self.is_verified(&digest) {
+            return Ok(path);
+        }
+        match fs::read(&path) {
+            Ok(existing) if Digest::from(blake3::hash(&existing)) == digest => {}
+            Ok(_) => {
+                // A damaged object (a torn write from an earlier crash, or an in-place write):
+                // replace it, since the caller holds the true bytes.
+                fs::remove_file(&path).map_err(StageError::io(&path))?;
+                self.write_object(&path, content)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self.write_object(&path, content)?,
+            Err(e) => return Err(StageError::io(&path)(e)),
+        }
+        self.mark_verified(digest);
+        Ok(path)
+    }
+
+    fn write_object(&self, path: &Path, content: &[u8]) -> Result<(), StageError> {
+        let tmp = self.dir.join(format!(
+            ".tmp-{}-{}",
+            std::process::id(),
+            unique_suffix()
+        ));
+        let written = (|| {
+            let mut file = fs::File::create(&tmp)?;
+            file.write_all(content)?;
+            file.set_permissions(fs::Permissions::from_mode(0o444))?;
+            fs::rename(&tmp, path)
+        })();
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(StageError::io(path)(e));
+        }
+        Ok(())
+    }
+
+    /// Drops the object for `digest` (a stage reported it changed in place), so the next
+    /// stage that needs it writes a fresh copy.
+    ///
+    /// # Errors
+    ///
+    /// [`StageError::Io`] when the file exists but cannot be removed.
+    pub fn forget(&self, digest: &Digest) -> Result<(), StageError> {
+        if let Ok(mut set) = self.verified.lock() {
+            set.remove(digest);
+        }
+        let path = self.path_of(digest);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StageError::io(&path)(e)),
+        }
+    }
+}
+
+fn unique_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// One file a stage starts with: a prerequisite's accepted output.
+#[derive(Debug, Clone, Copy)]
+pub struct StageInput<'a> {
+    path: &'a AdmittedPath,
+    content: &'a [u8],
+    digest: Option<Digest>,
+}
+
+impl<'a> StageInput<'a> {
+    /// The file `content` at `path`; its digest is computed when the stage is prepared.
+    pub fn new(path: &'a AdmittedPath, content: &'a [u8]) -> Self {
+        Self {
+            path,
+            content,
+            digest: None,
+        }
+    }
+
+    /// The same, with the blake3 of `content` already known (a caller that stages the same
+    /// accepted output for many calls computes it once).
+    ///
+    /// The digest is trusted only to name the object: an object whose content does not match
+    /// is rewritten from `content`.
+    pub fn with_digest(path: &'a AdmittedPath, content: &'a [u8], digest: Digest) -> Self {
+        Self {
+            path,
+            content,
+            digest: Some(digest),
+        }
+    }
+}
+
+/// The identity of a file as the walk sees it: if none of these moved, the content did not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    size: i64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+// The field types of `struct stat` differ between architectures; the casts are lossless on
+// every one kleene builds for.
+#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+fn identity(st: &Stat) -> FileIdentity {
+    FileIdentity {
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+        size: st.st_size as i64,
+        mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
+        ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Staged {
+    digest: Digest,
+    identity: FileIdentity,
+}
+
+/// A call's staged workspace.
+///
+/// Built by [`Stage::prepare`], walked by [`Stage::changes`], removed by
+/// [`Stage::discard`]. Dropping a stage leaves its directory in place (for inspection).
+#[derive(Debug)]
+pub struct Stage {
+    root: PathBuf,
+    inputs: BTreeMap<AdmittedPath, Staged>,
+}
+
+impl Stage {
+    /// Creates the stage directory `root` holding exactly `inputs`, hard-linked from `store`
+    /// (copied where the file system refuses a link).
+    ///
+    /// # Errors
+    ///
+    /// [`StageError::Exists`] when `root` exists; [`StageError::Io`] when a directory, object
+    /// or link cannot be written (for example a full disk). A stage that failed half-way is
+    /// removed.
+    pub fn prepare<'a>(
+        root: impl Into<PathBuf>,
+        store: &ObjectStore,
+        inputs: impl IntoIterator<Item = StageInput<'a>>,
+    ) -> Result<Self, StageError> {
+        let root = root.into();
+        if fs::symlink_metadata(&root).is_ok() {
+            return Err(StageError::Exists { path: root });
+        }
+        if let Some(parent) = root.parent() {
+            fs::create_dir_all(parent).map_err(StageError::io(parent))?;
+        }
+        fs::create_dir(&root).map_err(StageError::io(&root))?;
+        let mut stage = Self {
+            root,
+            inputs: BTreeMap::new(),
+        };
+        let mut made_dirs: HashSet<PathBuf> = HashSet::new();
+        for input in inputs {
+            if let Err(e) = stage.link(store, input, &mut made_dirs) {
+                let _ = fs::remove_dir_all(&stage.root);
+                return Err(e);
+            }
+        }
+        Ok(stage)
+    }
+
+    fn link(
+        &mut self,
+        store: &ObjectStore,
+        input: StageInput<'_>,
+        made_dirs: &mut HashSet<PathBuf>,
+    ) -> Result<(), StageError> {
+        let digest = input
+            .digest
+            .unwrap_or_else(|| Digest::from(blake3::hash(input.content)));
+        let object = store.ensure(digest, input.content)?;
+        // The stage is new and no command has run in it yet, so no component of `target` can
+        // be a link planted by a task.
+        let target = self.root.join(input.path.as_str());
+        if let Some(parent) = target.parent() {
+            if parent != self.root && !made_dirs.contains(parent) {
+                fs::create_dir_all(parent).map_err(StageError::io(parent))?;
+                made_dirs.insert(parent.to_owned());
+            }
+        }
+        if let Err(e) = fs::hard_link(&object, &target) {
+            // Another file system, a link-count limit or a file system without links: copy.
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                return Err(StageError::io(&target)(e));
+            }
+            fs::write(&target, input.content).map_err(StageError::io(&target))?;
+        }
+        let st = rustix::fs::lstat(&target).map_err(|e| StageError::io(&target)(e.into()))?;
+        self.inputs.insert(
+            input.path.clone(),
+            Staged {
+                digest,
+                identity: identity(&st),
+            },
+        );
+        Ok(())
+    }
+
+    /// The stage directory: where the call's commands run.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The digest of the input at `path`, if the stage started with one there.
+    pub fn input_digest(&self, path: &AdmittedPath) -> Option<Digest> {
+        self.inputs.get(path).map(|s| s.digest)
+    }
+
+    /// What the call created, changed, deleted or left that kleene refuses, relative to the
+    /// inputs, ignoring what `scratch` calls scratch. Nothing is followed through a link.
+    ///
+    /// # Errors
+    ///
+    /// [`StageError::Io`] when a directory or file of the stage cannot be read.
+    pub fn changes(&self, scratch: &impl ScratchRule) -> Result<StageChanges, StageError> {
+        let root_fd = rustix::fs::open(
+            &self.root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| StageError::io(&self.root)(e.into()))?;
+        let mut walk = Walk {
+            stage: self,
+            scratch,
+            seen: BTreeSet::new(),
+            written: BTreeMap::new(),
+            refused: Vec::new(),
+        };
+        walk.dir(&root_fd, "")?;
+        let Walk {
+            seen,
+            written,
+            refused,
+            ..
+        } = walk;
+        let deleted = self
+            .inputs
+            .keys()
+            .filter(|p| !seen.contains(*p))
+            .cloned()
+            .collect();
+        Ok(StageChanges {
+            written,
+            deleted,
+            refused,
+        })
+    }
+
+    /// Removes the stage directory and everything in it (links are removed, never followed).
+    ///
+    /// # Errors
+    ///
+    /// [`StageError::Io`] when it cannot be removed.
+    pub fn discard(self) -> Result<(), StageError> {
+        match fs::remove_dir_all(&self.root) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => {
+                // A call may have left a directory without write permission: open it up and
+                // try once more.
+                make_writable(&self.root);
+                fs::remove_dir_all(&self.root).map_err(|_| StageError::io(&self.root)(e))
+            }
+        }
+    }
+}
+
+fn make_writable(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            make_writable(&entry.path());
+        }
+    }
+}
+
+/// Something a call left in its stage that can never be part of a candidate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StageRefusal {
+    /// A symbolic link (kleene never follows one).
+    Symlink {
+        /// Its path in the stage (escaped where not printable).
+        path: String,
+        /// Where it points (escaped).
+        target: String,
+    },
+    /// A FIFO, socket or device.
+    SpecialFile {
+        /// Its path in the stage (escaped).
+        path: String,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// A file whose name cannot be a project path.
+    Unnameable {
+        /// Its path in the stage, lossy and escaped.
+        path: String,
+        /// Why the name is refused.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for StageRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StageRefusal::Symlink { path, target } => {
+                write!(
+                    f,
+                    "{path} is a symbolic link to {target} (write the file itself)"
+                )
+            }
+            StageRefusal::SpecialFile { path, kind } => write!(f, "{path} is a {kind}"),
+            StageRefusal::Unnameable { path, reason } => {
+                write!(f, "{path} cannot be a project path: {reason}")
+            }
+        }
+    }
+}
+
+/// What a call changed in its stage.
+#[derive(Debug, Clone, Default)]
+pub struct StageChanges {
+    written: BTreeMap<AdmittedPath, Vec<u8>>,
+    deleted: Vec<AdmittedPath>,
+    refused: Vec<StageRefusal>,
+}
+
+impl StageChanges {
+    /// Files the call created, or whose content it changed, with their content.
+    pub fn written(&self) -> &BTreeMap<AdmittedPath, Vec<u8>> {
+        &self.written
+    }
+
+    /// The written files, by value (the candidate).
+    pub fn into_written(self) -> BTreeMap<AdmittedPath, Vec<u8>> {
+        self.written
+    }
+
+    /// Inputs the call removed (or replaced by something that is not a regular file).
+    pub fn deleted(&self) -> &[AdmittedPath] {
+        &self.deleted
+    }
+
+    /// What the call left that can never be part of a candidate.
+    pub fn refused(&self) -> &[StageRefusal] {
+        &self.refused
+    }
+}
+
+struct Walk<'s, S> {
+    stage: &'s Stage,
+    scratch: &'s S,
+    seen: BTreeSet<AdmittedPath>,
+    written: BTreeMap<AdmittedPath, Vec<u8>>,
+    refused: Vec<StageRefusal>,
+}
+
+/// How deep the walk descends: far below what an admitted path can reach, so a deeper tree
+/// is refused by name instead of exhausting file descriptors.
+const MAX_DEPTH: usize = 128;
+
+impl<S: ScratchRule> Walk<'_, S> {
+    fn place(&self, rel: &str) -> PathBuf {
+        self.stage.root.join(rel)
+    }
+
+    fn dir(&mut self, fd: &OwnedFd, prefix: &str) -> Result<(), StageError> {
+        let depth = prefix.split('/').filter(|c| !c.is_empty()).count();
+        let dir = Dir::read_from(fd).map_err(|e| StageError::io(&self.place(prefix))(e.into()))?;
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        for entry in dir {
+            let entry = entry.map_err(|e| StageError::io(&self.place(prefix))(e.into()))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(name.to_vec());
+            }
+        }
+        // Sorted, so refusals are listed in a stable order.
+        names.sort_unstable();
+        for name in names {
+            let shown = escape(&name);
+            let rel = if prefix.is_empty() {
+                shown.clone()
+            } else {
+                format!("{prefix}/{shown}")
+            };
+            let c_name = match std::ffi::CString::new(name.clone()) {
+                Ok(c) => c,
+                Err(_) => continue, // a directory entry never holds a NUL byte
+            };
+            let st = match rustix::fs::statat(fd, &c_name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                // Removed between listing and looking: it is not there.
+                Err(rustix::io::Errno::NOENT) => continue,
+                Err(e) => return Err(StageError::io(&self.place(&rel))(e.into())),
+            };
+            let utf8 = std::str::from_utf8(&name).is_ok();
+            match FileType::from_raw_mode(st.st_mode as _) {
+                FileType::Directory => {
+                    if self.scratch.covers_dir(&rel) {
+                        continue;
+                    }
+                    if depth + 1 > MAX_DEPTH {
+                        self.refused.push(StageRefusal::Unnameable {
+                            path: rel,
+                            reason: format!("nested deeper than {MAX_DEPTH} directories"),
+                        });
+                        continue;
+                    }
+                    let child = rustix::fs::openat(
+                        fd,
+                        &c_name,
+                        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    )
+                    .map_err(|e| StageError::io(&self.place(&rel))(e.into()))?;
+                    self.dir(&child, &rel)?;
+                }
+                FileType::RegularFile => {
+                    if self.scratch.is_scratch(&rel) {
+                        continue;
+                    }
+                    let path = match (utf8, AdmittedPath::admit(&rel)) {
+                        (true, Ok(path)) => path,
+                        (false, _) => {
+                            self.refused.push(StageRefusal::Unnameable {
+                                path: rel,
+                                reason: "the name is not UTF-8".to_owned(),
+                            });
+                            continue;
+                        }
+                        (true, Err(e)) => {
+                            self.refused.push(StageRefusal::Unnameable {
+                                path: rel,
+                                reason: e.to_string(),
+                            });
+                            continue;
+                        }
+                    };
+                    self.file(fd, &c_name, path, &st)?;
+                }
+                other => {
+                    if self.scratch.is_scratch(&rel) {
+                        continue;
+                    }
+                    if other == FileType::Symlink {
+                        let target = rustix::fs::readlinkat(fd, &c_name, Vec::new())
+                            .map(|t| escape(t.as_bytes()))
+                            .unwrap_or_else(|_| "(unreadable)".to_owned());
+                        self.refused
+                            .push(StageRefusal::Symlink { path: rel, target });
+                    } else {
+                        let kind = match other {
+                            FileType::Fifo => "FIFO",
+                            FileType::Socket => "socket",
+                            FileType::CharacterDevice => "character device",
+                            FileType::BlockDevice => "block device",
+                            _ => "file of unknown type",
+                        };
+                        self.refused
+                            .push(StageRefusal::SpecialFile { path: rel, kind });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn file(
+        &mut self,
+        dir: &OwnedFd,
+        name: &CStr,
+        path: AdmittedPath,
+        st: &Stat,
+    ) -> Result<(), StageError> {
+        let input = self.stage.inputs.get(&path);
+        if let Some(input) = input {
+            if input.identity == identity(st) {
+                self.seen.insert(path);
+                return Ok(());
+            }
+        }
+        let fd = match rustix::fs::openat(
+            dir,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            // Swapped for a link between the look and the open: refuse it by name.
+            Err(rustix::io::Errno::LOOP) => {
+                self.refused.push(StageRefusal::Symlink {
+                    path: path.as_str().to_owned(),
+                    target: "(changed while kleene read it)".to_owned(),
+                });
+                return Ok(());
+            }
+            Err(e) => return Err(StageError::io(&self.place(path.as_str()))(e.into())),
+        };
+        let mut content = Vec::new();
+        fs::File::from(fd)
+            .read_to_end(&mut content)
+            .map_err(StageError::io(&self.place(path.as_str())))?;
+        if let Some(input) = input {
+            if Digest::from(blake3::hash(&content)) == input.digest {
+                self.seen.insert(path);
+                return Ok(());
+            }
+            self.seen.insert(path.clone());
+        }
+        self.written.insert(path, content);
+        Ok(())
+    }
+}
+
+/// A name as text: UTF-8 stays as it is except control characters and backslashes, which are
+/// escaped, as are bytes that are not UTF-8 (`\xff`).
+fn escape(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() || c == '\\' {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::ffi::OsStrExt;
+
+    fn p(s: &str) -> AdmittedPath {
+        AdmittedPath::admit(s).unwrap()
+    }
+
+    fn setup() -> (tempfile::TempDir, ObjectStore) {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = ObjectStore::open(tmp.path().join("objects")).unwrap();
+        (tmp, store)
+    }
+
+    #[test]
+    fn a_new_stage_holds_exactly_its_inputs_and_reports_no_change() {
+        let (tmp, store) = setup();
+        let (a, b) = (p("a/one.txt"), p("b/c/two.txt"));
+        let stage = Stage::prepare(
+            tmp.path().join("s"),
+            &store,
+            [StageInput::new(&a, b"1"), StageInput::new(&b, b"2")],
+        )
+        .unwrap();
+        assert_eq!(fs::read(stage.root().join("a/one.txt")).unwrap(), b"1");
+        let changes = stage.changes(&()).unwrap();
+        assert!(changes.written().is_empty(), "{changes:?}");
+        assert!(changes.deleted().is_empty() && changes.refused().is_empty());
+    }
+
+    #[test]
+    fn created_changed_and_deleted_files_are_reported() {
+        let (tmp, store) = setup();
+        let (a, b) = (p("a.txt"), p("b.txt"));
+        let stage = Stage::prepare(
+            tmp.path().join("s"),
+            &store,
+            [StageInput::new(&a, b"1"), StageInput::new(&b, b"2")],
+        )
+        .unwrap();
+        // Replace a (new inode, same name) with other bytes; delete b; create c.
+        fs::remove_file(stage.root().join("a.txt")).unwrap();
+        fs::write(stage.root().join("a.txt"), "changed").unwrap();
+        fs::remove_file(stage.root().join("b.txt")).unwrap();
+        fs::create_dir(stage.root().join("d")).unwrap();
+        fs::write(stage.root().join("d/c.txt"), "new").unwrap();
+        let changes = stage.changes(&()).unwrap();
+        let written: Vec<_> = changes.written().keys().map(|p| p.as_str()).collect();
+        assert_eq!(written, ["a.txt", "d/c.txt"]);
+        assert_eq!(changes.deleted(), [p("b.txt")]);
+    }
+
+    #[test]
+    fn rewriting_the_same_bytes_is_no_change() {
+        let (tmp, store) = setup();
+        let a = p("a.txt");
+        let stage =
+            Stage::prepare(tmp.path().join("s"), &store, [StageInput::new(&a, b"same")]).unwrap();
+        fs::remove_file(stage.root().join("a.txt")).unwrap();
+        fs::write(stage.root().join("a.txt"), "same").unwrap();
+        let changes = stage.changes(&()).unwrap();
+        assert!(changes.written().is_empty() && changes.deleted().is_empty());
+    }
+
+    #[test]
+    fn an_in_place_write_through_the_link_is_seen() {
+        let (tmp, store) = setup();
+        let a = p("a.txt");
+        let stage =
+            Stage::prepare(tmp.path().join("s"), &store, [StageInput::new(&a, b"1")]).unwrap();
+        let target = stage.root().join("a.txt");
+        // Root ignores the read-only mode; make it writable for every user running the test.
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&target)
+            .unwrap()
+            .write_all(b"2")
+            .unwrap();
+        let changes = stage.changes(&()).unwrap();
+        assert_eq!(changes.written().get(&a).map(Vec::as_slice), Some(&b"12"[..]));
+        // The object is damaged too; forgetting it makes the next stage get the true bytes.
+        let digest = stage.input_digest(&a).unwrap();
+        store.forget(&digest).unwrap();
+        let next =
+            Stage::prepare(tmp.path().join("s2"), &store, [StageInput::new(&a, b"1")]).unwrap();
+        assert_eq!(fs::read(next.root().join("a.txt")).unwrap(), b"1");
+    }
+
+    #[test]
+    fn symlinks_are_refused_and_never_followed() {
+        let (tmp, store) = setup();
+        let outside = tmp.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        fs::write(outside.join("passwd"), "secret").unwrap();
+        let stage = Stage::prepare(tmp.path().join("s"), &store, []).unwrap();
+        std::os::unix::fs::symlink(&outside, stage.root().join("out")).unwrap();
+        std::os::unix::fs::symlink(outside.join("passwd"), stage.root().join("file")).unwrap();
+        let changes = stage.changes(&()).unwrap();
+        assert!(changes.written().is_empty(), "{changes:?}");
+        let paths: Vec<_> = changes
+            .refused()
+            .iter()
+            .map(|r| match r {
+                StageRefusal::Symlink { path, .. } => path.as_str(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(paths, ["file", "out"]);
+    }
+
+    #[test]
+    fn unnameable_files_are_refused_by_name() {
+        let (tmp, store) = setup();
+        let stage = Stage::prepare(tmp.path().join("s"), &store, []).unwrap();
+        let root = stage.root();
+        fs::write(root.join("new\nline"), "x").unwrap();
+        fs::write(root.join(".env"), "x").unwrap();
+        fs::write(
+            root.join(std::ffi::OsStr::from_bytes(b"bad\xffname")),
+            "x",
+        )
+        .unwrap();
+        let changes = stage.changes(&()).unwrap();
+        let shown: Vec<String> = changes.refused().iter().map(ToString::to_string).collect();
+        assert_eq!(changes.refused().len(), 3, "{shown:?}");
+        assert!(shown.iter().any(|s| s.starts_with(".env ")), "{shown:?}");
+        assert!(shown.iter().any(|s| s.starts_with("bad\\xffname ")), "{shown:?}");
+        assert!(shown.iter().any(|s| s.starts_with("new\\nline ")), "{shown:?}");
+    }
+
+    #[test]
+    fn special_files_are_refused() {
+        let (tmp, store) = setup();
+        let stage = Stage::prepare(tmp.path().join("s"), &store, []).unwrap();
+        let fifo = stage.root().join("pipe");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            FileType::Fifo,
+            Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let changes = stage.changes(&()).unwrap();
+        assert!(matches!(
+            changes.refused(),
+            [StageRefusal::SpecialFile { kind: "FIFO", .. }]
+        ));
+    }
+
+    struct Target;
+    impl ScratchRule for Target {
+        fn is_scratch(&self, path: &str) -> bool {
+            path.starts_with("target/") || path.ends_with(".pyc")
+        }
+        fn covers_dir(&self, dir: &str) -> bool {
+            dir == "target"
+        }
+    }
+
+    #[test]
+    fn scratch_is_ignored_even_when_it_holds_links() {
+        let (tmp, store) = setup();
+        let stage = Stage::prepare(tmp.path().join("s"), &store, []).unwrap();
+        fs::create_dir_all(stage.root().join("target/debug")).unwrap();
+        fs::write(stage.root().join("target/debug/x"), "bin").unwrap();
+        std::os::unix::fs::symlink("/etc", stage.root().join("target/etc")).unwrap();
+        fs::write(stage.root().join("m.pyc"), "b").unwrap();
+        let changes = stage.changes(&Target).unwrap();
+        assert!(changes.written().is_empty() && changes.refused().is_empty());
+    }
+
+    #[test]
+    fn an_existing_stage_directory_is_refused_and_a_failed_one_removed() {
+        let (tmp, store) = setup();
+        let root = tmp.path().join("s");
+        fs::create_dir(&root).unwrap();
+        assert!(matches!(
+            Stage::prepare(&root, &store, []),
+            Err(StageError::Exists { .. })
+        ));
+        // Two inputs at the same path cannot both be linked: the half-made stage is removed.
+        let a = p("a.txt");
+        let other = tmp.path().join("s2");
+        let err = Stage::prepare(
+            &other,
+            &store,
+            [StageInput::new(&a, b"1"), StageInput::new(&a, b"2")],
+        )
+        .unwrap_err();
+        assert!(err.io_error().is_some(), "{err}");
+        assert!(!other.exists());
+    }
+
+    #[test]
+    fn a_damaged_object_is_rewritten_from_the_true_bytes() {
+        let (tmp, store) = setup();
+        let a = p("a.txt");
+        let digest = Digest::from(blake3::hash(b"true"));
+        let object = store.dir().join(digest.to_string());
+        fs::write(&object, "torn").unwrap();
+        let stage = Stage::prepare(
+            tmp.path().join("s"),
+            &store,
+            [StageInput::with_digest(&a, b"true", digest)],
+        )
+        .unwrap();
+        assert_eq!(fs::read(stage.root().join("a.txt")).unwrap(), b"true");
+    }
+
+    #[test]
+    fn discard_removes_everything_without_following_links() {
+        let (tmp, store) = setup();
+        let keep = tmp.path().join("keep");
+        fs::create_dir(&keep).unwrap();
+        fs::write(keep.join("f"), "x").unwrap();
+        let stage = Stage::prepare(tmp.path().join("s"), &store, []).unwrap();
+        std::os::unix::fs::symlink(&keep, stage.root().join("link")).unwrap();
+        fs::create_dir(stage.root().join("ro")).unwrap();
+        fs::set_permissions(stage.root().join("ro"), fs::Permissions::from_mode(0o500)).unwrap();
+        let root = stage.root().to_owned();
+        stage.discard().unwrap();
+        assert!(!root.exists());
+        assert!(keep.join("f").exists());
+    }
+
+    #[test]
+    fn escape_shows_every_byte() {
+        assert_eq!(escape(b"a\tb\\c\xfe"), "a\\tb\\\\c\\xfe");
+        assert_eq!(escape("ünï".as_bytes()), "ünï");
+    }
+}
