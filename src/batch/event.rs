@@ -69,6 +69,16 @@ pub enum EvidenceEvent {
         /// The call number that was interrupted.
         attempt: u32,
     },
+    /// A reserved call was never made: the worker's host failed before it could do anything
+    /// that lasts. The call does not count; the next reservation reuses its number.
+    Withdrawn {
+        /// The task.
+        task: TaskId,
+        /// The withdrawn call number.
+        attempt: u32,
+        /// Why, for the operator.
+        detail: String,
+    },
     /// The task was drained: a prerequisite failed, so it is never called.
     Drained {
         /// The task.
@@ -119,6 +129,7 @@ impl EvidenceEvent {
             Self::Reserved { task, .. }
             | Self::Settled { task, .. }
             | Self::Interrupted { task, .. }
+            | Self::Withdrawn { task, .. }
             | Self::Drained { task, .. } => Some(task),
             Self::Started { .. } | Self::RecoveryConsumed { .. } => None,
         }

@@ -590,6 +590,14 @@ impl BatchEvidence {
                 t.interrupted.push(attempt);
                 self.note(&task, attempt, FailureKind::Interrupted);
             }
+            EvidenceEvent::Withdrawn { task, attempt, .. } => {
+                let t = self.task_mut(index, &task)?;
+                if t.in_flight.map(|(a, _)| a) != Some(attempt) {
+                    return Err(out_of_order(&task, "withdrawn"));
+                }
+                t.in_flight = None;
+                t.calls = attempt - 1;
+            }
             EvidenceEvent::Drained { task, blocked_by } => {
                 if !self.index.contains_key(&blocked_by) {
                     return Err(FoldError::UnknownTask {

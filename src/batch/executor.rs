@@ -8,6 +8,7 @@ use super::evidence::{BatchEvidence, EVIDENCE_VERSION, FoldError, TaskStatus};
 use super::journal::{EvidenceJournal, JournalError};
 use super::recovery::{self, IneligibleReason, RecoveryError, RecoveryRequest, TaskBatchRecovery};
 use super::worker::{
+    Ancestry,
     Correction, OutputContract, PendingTurnReplay, Worker, WorkerCall, WorkerFailure,
 };
 use petgraph::Direction;
@@ -124,6 +125,22 @@ pub enum BatchError {
         /// The cancelled call number.
         attempt: u32,
     },
+    /// The worker's host failed before the call could do anything (a full disk, say). The
+    /// reservation was withdrawn, the call does not count, and a resume makes it again.
+    #[error(
+        "run task {task} on channel {channel}: call {attempt} could not be made ({detail}); \
+         nothing was counted, resume once the cause is fixed"
+    )]
+    WorkerUnavailable {
+        /// The channel.
+        channel: ChannelId,
+        /// The task.
+        task: TaskId,
+        /// The withdrawn call number.
+        attempt: u32,
+        /// What failed.
+        detail: String,
+    },
     /// A recovery request was refused as a whole.
     #[error(transparent)]
     Recovery(#[from] RecoveryError),
@@ -142,6 +159,10 @@ impl BatchError {
     /// Whether a resume stopped on a `block` agent's interrupted call.
     pub fn is_pending_turn_blocked(&self) -> bool {
         matches!(self, Self::PendingTurnBlocked { .. })
+    }
+    /// Whether the worker's host failed and the call was withdrawn (resume once it is fixed).
+    pub fn is_worker_unavailable(&self) -> bool {
+        matches!(self, Self::WorkerUnavailable { .. })
     }
     /// Whether the batch was cancelled mid-call.
     pub fn is_cancelled(&self) -> bool {
@@ -750,6 +771,20 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
                     Err(WorkerFailure::Infrastructure(failure)) => {
                         Settlement::Infrastructure(failure)
                     }
+                    Err(WorkerFailure::Unavailable { detail }) => {
+                        self.record(EvidenceEvent::Withdrawn {
+                            task: id.clone(),
+                            attempt,
+                            detail: detail.clone(),
+                        })?;
+                        self.flush()?;
+                        return Err(BatchError::WorkerUnavailable {
+                            channel: batch.channel.clone(),
+                            task: id.clone(),
+                            attempt,
+                            detail,
+                        });
+                    }
                     Err(WorkerFailure::Cancelled) => {
                         self.flush()?;
                         return Err(BatchError::Cancelled {
@@ -795,12 +830,22 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
                 rejection: r.rejection(),
                 candidate: r.candidate(),
             });
+        let prerequisites_of = |p: usize| self.graph.of(p);
+        let accepted_at = |p: usize| {
+            let t = self.evidence.task_at(p)?;
+            t.accepted().map(|a| (&order[p], a))
+        };
         worker.call(&WorkerCall {
             channel: &self.batch.channel,
             task,
             prerequisites,
             attempt,
             correction,
+            ancestry: Ancestry {
+                position,
+                prerequisites_of: &prerequisites_of,
+                accepted_at: &accepted_at,
+            },
         })
     }
 }

@@ -57,6 +57,15 @@ pub enum WorkerFailure {
     /// agent's [`PendingTurnReplay`]) whether the call may be replayed.
     #[error("worker call was cancelled")]
     Cancelled,
+    /// The worker could not make the call at all because its own host failed (its disk is
+    /// full, its state directory cannot be written). The batch stops and the reservation is
+    /// withdrawn: the call does not count against the task's budget, and a resume makes it
+    /// again. Only for failures that left no effect behind (a staged workspace is discarded).
+    #[error("worker could not make the call: {detail}")]
+    Unavailable {
+        /// What failed, for the operator.
+        detail: String,
+    },
 }
 
 /// The exact rejection of the task's last refused candidate, and that candidate: what a
@@ -87,6 +96,24 @@ pub struct WorkerCall<'a> {
     pub(crate) prerequisites: Vec<(&'a TaskId, &'a AcceptedOutput)>,
     pub(crate) attempt: u32,
     pub(crate) correction: Option<Correction<'a>>,
+    pub(crate) ancestry: Ancestry<'a>,
+}
+
+/// What [`WorkerCall::inputs`] needs to walk the task's ancestors on demand: most workers
+/// never ask, so a call does not pay for the walk.
+#[derive(Clone, Copy)]
+pub(crate) struct Ancestry<'a> {
+    pub(crate) position: usize,
+    pub(crate) prerequisites_of: &'a dyn Fn(usize) -> &'a [usize],
+    pub(crate) accepted_at: &'a dyn Fn(usize) -> Option<(&'a TaskId, &'a AcceptedOutput)>,
+}
+
+impl std::fmt::Debug for Ancestry<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ancestry")
+            .field("position", &self.position)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a> WorkerCall<'a> {
@@ -102,6 +129,28 @@ impl<'a> WorkerCall<'a> {
     pub fn prerequisites(&self) -> &[(&'a TaskId, &'a AcceptedOutput)] {
         &self.prerequisites
     }
+    /// The accepted outputs of every transitive prerequisite of the task (its prerequisites,
+    /// theirs, and so on), in the plan's topological order: what a staged workspace for the
+    /// call starts from.
+    ///
+    /// # Complexity
+    ///
+    /// Linear in the number of the task's ancestors and the edges between them; computed on
+    /// each call of this method.
+    pub fn inputs(&self) -> Vec<(&'a TaskId, &'a AcceptedOutput)> {
+        let a = self.ancestry;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo = vec![a.position];
+        while let Some(p) = todo.pop() {
+            for &q in (a.prerequisites_of)(p) {
+                if seen.insert(q) {
+                    todo.push(q);
+                }
+            }
+        }
+        seen.into_iter().filter_map(|p| (a.accepted_at)(p)).collect()
+    }
+
     /// The call number for this task, from 1 (interrupted calls count).
     pub fn attempt(&self) -> u32 {
         self.attempt
