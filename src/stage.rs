@@ -217,11 +217,9 @@ impl ObjectStore {
     }
 
     fn write_object(&self, path: &Path, content: &[u8]) -> Result<(), StageError> {
-        let tmp = self.dir.join(format!(
-            ".tmp-{}-{}",
-            std::process::id(),
-            unique_suffix()
-        ));
+        let tmp = self
+            .dir
+            .join(format!(".tmp-{}-{}", std::process::id(), unique_suffix()));
         let written = (|| {
             let mut file = fs::File::create(&tmp)?;
             file.write_all(content)?;
@@ -825,7 +823,10 @@ mod tests {
             .write_all(b"2")
             .unwrap();
         let changes = stage.changes(&()).unwrap();
-        assert_eq!(changes.written().get(&a).map(Vec::as_slice), Some(&b"12"[..]));
+        assert_eq!(
+            changes.written().get(&a).map(Vec::as_slice),
+            Some(&b"12"[..])
+        );
         // The object is damaged too; forgetting it makes the next stage get the true bytes.
         let digest = stage.input_digest(&a).unwrap();
         store.forget(&digest).unwrap();
@@ -863,17 +864,19 @@ mod tests {
         let root = stage.root();
         fs::write(root.join("new\nline"), "x").unwrap();
         fs::write(root.join(".env"), "x").unwrap();
-        fs::write(
-            root.join(std::ffi::OsStr::from_bytes(b"bad\xffname")),
-            "x",
-        )
-        .unwrap();
+        fs::write(root.join(std::ffi::OsStr::from_bytes(b"bad\xffname")), "x").unwrap();
         let changes = stage.changes(&()).unwrap();
         let shown: Vec<String> = changes.refused().iter().map(ToString::to_string).collect();
         assert_eq!(changes.refused().len(), 3, "{shown:?}");
         assert!(shown.iter().any(|s| s.starts_with(".env ")), "{shown:?}");
-        assert!(shown.iter().any(|s| s.starts_with("bad\\xffname ")), "{shown:?}");
-        assert!(shown.iter().any(|s| s.starts_with("new\\nline ")), "{shown:?}");
+        assert!(
+            shown.iter().any(|s| s.starts_with("bad\\xffname ")),
+            "{shown:?}"
+        );
+        assert!(
+            shown.iter().any(|s| s.starts_with("new\\nline ")),
+            "{shown:?}"
+        );
     }
 
     #[test]

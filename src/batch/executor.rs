@@ -8,8 +8,7 @@ use super::evidence::{BatchEvidence, EVIDENCE_VERSION, FoldError, TaskStatus};
 use super::journal::{EvidenceJournal, JournalError};
 use super::recovery::{self, IneligibleReason, RecoveryError, RecoveryRequest, TaskBatchRecovery};
 use super::worker::{
-    Ancestry,
-    Correction, OutputContract, PendingTurnReplay, Worker, WorkerCall, WorkerFailure,
+    Ancestry, Correction, OutputContract, PendingTurnReplay, Worker, WorkerCall, WorkerFailure,
 };
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;

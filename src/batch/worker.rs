@@ -148,7 +148,9 @@ impl<'a> WorkerCall<'a> {
                 }
             }
         }
-        seen.into_iter().filter_map(|p| (a.accepted_at)(p)).collect()
+        seen.into_iter()
+            .filter_map(|p| (a.accepted_at)(p))
+            .collect()
     }
 
     /// The call number for this task, from 1 (interrupted calls count).

@@ -90,7 +90,7 @@ pub enum Command {
     Run(RunArgs),
     /// Continue an interrupted run on its own channel.
     #[command(after_help = "Example:\n  kleene resume --state .kleene")]
-    Resume(StateArgs),
+    Resume(ResumeArgs),
     /// Show what is accepted, failed, drained and in flight, and why.
     #[command(after_help = "Example:\n  kleene status --state .kleene --json")]
     Status(StateArgs),
@@ -151,6 +151,25 @@ pub struct RunArgs {
     /// Timeout of each command, for tasks that set none.
     #[arg(long, value_name = "SECS", default_value_t = 600.0)]
     pub timeout: f64,
+    /// Start over: move an existing state directory aside to STATE.old-N first (kept for
+    /// inspection) instead of refusing it.
+    #[arg(long)]
+    pub restart: bool,
+    /// Kill commands an earlier kleene left running in this state directory instead of
+    /// refusing to start.
+    #[arg(long)]
+    pub kill_stale: bool,
+}
+
+/// `kleene resume`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// Kill commands an earlier kleene left running in this state directory instead of
+    /// refusing to resume.
+    #[arg(long)]
+    pub kill_stale: bool,
 }
 
 /// `kleene export`.

@@ -18,10 +18,12 @@ use kleene::{
     verify_archive,
 };
 
-use crate::cli::{Exit, ExportArgs, GraphArgs, PlanArgs, RunArgs, StateArgs, VerifyArgs};
+use crate::cli::{
+    Exit, ExportArgs, GraphArgs, PlanArgs, ResumeArgs, RunArgs, StateArgs, VerifyArgs,
+};
 use crate::planfile::{self, LoadedPlan};
 use crate::report::{Event, Reporter};
-use crate::runner::Interrupt;
+use crate::runner::{GroupRecords, Interrupt};
 use crate::state::{RunInfo, StateDir, write_atomic};
 use crate::worker::{Context, HaltContract, Shared, ShellWorker};
 
@@ -166,6 +168,10 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
         )));
     }
     let state = StateDir::at(&args.state.state);
+    if args.restart {
+        set_aside(&state)?;
+    }
+    let _lock = state.lock("run").map_err(Failure::halted)?;
     let workspace = match &args.workspace {
         Some(w) => absolute(w)?,
         None => absolute(&state.default_workspace())?,
@@ -196,15 +202,143 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
     };
     policy(&info, info.max_depth)?;
     state.create(&info, &text).map_err(Failure::bad_input)?;
+    refuse_live_groups(&state, args.kill_stale)?;
     execute(&state, &info, &loaded, &text, false, rep)
 }
 
+/// Moves the state directory of an earlier run aside (`STATE.old-N`), so `run --restart`
+/// starts over and the old run stays there to inspect.
+fn set_aside(state: &StateDir) -> Result<(), Failure> {
+    let root = state.root();
+    if fs::symlink_metadata(root).is_err() {
+        return Ok(());
+    }
+    // Holding the old directory's lock while it moves keeps a writer from racing the move.
+    let _lock = state.lock("run --restart").map_err(Failure::halted)?;
+    let name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "state".to_owned());
+    for n in 1..1000 {
+        let aside = root.with_file_name(format!("{name}.old-{n}"));
+        if fs::symlink_metadata(&aside).is_ok() {
+            continue;
+        }
+        return fs::rename(root, &aside).map_err(|e| {
+            Failure::halted(format!(
+                "move {} aside to {}: {e}",
+                root.display(),
+                aside.display()
+            ))
+        });
+    }
+    Err(Failure::halted(format!(
+        "move {} aside: {name}.old-1 to {name}.old-999 all exist; remove some",
+        root.display()
+    )))
+}
+
+/// Refuses to start while a command of an earlier kleene in this state directory is still
+/// running (it could still write), or kills it when the user asked for that.
+fn refuse_live_groups(state: &StateDir, kill: bool) -> Result<(), Failure> {
+    let records = GroupRecords::new(state.running_dir());
+    let live = records.live();
+    if live.is_empty() {
+        return Ok(());
+    }
+    if kill {
+        for group in &live {
+            records.kill(group);
+        }
+        return Ok(());
+    }
+    let names: Vec<String> = live
+        .iter()
+        .map(|g| format!("process group {} ({})", g.group, g.label))
+        .collect();
+    Err(Failure::halted(format!(
+        "start in {}: commands of an earlier kleene are still running and could still write: \
+         {}; wait for them, kill them, or pass --kill-stale",
+        state.root().display(),
+        names.join("; ")
+    )))
+}
+
+/// What differs between two plan files, task by task.
+fn plan_changes(old: &LoadedPlan, new: &LoadedPlan) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in old.plan.tasks() {
+        match new.plan.tasks().find(|n| n.id == t.id) {
+            None => out.push(format!("task {} was removed", t.id)),
+            Some(n) => {
+                if n != t {
+                    out.push(format!("task {} changed", t.id));
+                } else if old.commands.get(&t.id) != new.commands.get(&t.id) {
+                    out.push(format!("the commands of task {} changed", t.id));
+                }
+            }
+        }
+    }
+    for n in new.plan.tasks() {
+        if !old.plan.tasks().any(|t| t.id == n.id) {
+            out.push(format!("task {} was added", n.id));
+        }
+    }
+    if out.is_empty() {
+        out.push("the plan's settings changed".to_owned());
+    }
+    out
+}
+
 /// `kleene resume`.
-pub fn resume(args: &StateArgs, rep: Reporter) -> Outcome {
-    let state = StateDir::at(&args.state);
+pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
+    let state = StateDir::at(&args.state.state);
+    let _lock = state.lock("resume").map_err(Failure::halted)?;
     let (info, text) = state.open().map_err(Failure::bad_input)?;
     let loaded = planfile::load_text(&state.plan_path(), &text).map_err(Failure::bad_input)?;
+    refuse_changed_plan(&info, &loaded, &state)?;
+    refuse_live_groups(&state, args.kill_stale)?;
     execute(&state, &info, &loaded, &text, true, rep)
+}
+
+/// A resume runs the plan as it was when the run started; if the plan file has changed
+/// since, running the old copy would surprise, so it is refused, naming what changed.
+fn refuse_changed_plan(
+    info: &RunInfo,
+    stored: &LoadedPlan,
+    state: &StateDir,
+) -> Result<(), Failure> {
+    let Some(name) = info.plan_file.file_name() else {
+        return Ok(());
+    };
+    let current = info.plan_dir.join(name);
+    let Ok(text) = fs::read_to_string(&current) else {
+        // Gone or unreadable: the stored copy is all there is, and it is what ran.
+        return Ok(());
+    };
+    let Ok(fresh) = planfile::load_text(&current, &text) else {
+        return Err(Failure::bad_input(format!(
+            "resume: {} no longer loads, and the run started from an earlier version of it; \
+             restore it, or start over with kleene run {} --restart --state {} (the old run \
+             is kept beside it)",
+            current.display(),
+            current.display(),
+            state.root().display()
+        )));
+    };
+    if fresh.plan.digest() == stored.plan.digest() {
+        return Ok(());
+    }
+    let changes = plan_changes(stored, &fresh);
+    Err(Failure::bad_input(format!(
+        "resume: {} changed since the run started ({}); the run can only continue the plan it \
+         started with. Undo the change, or start over with kleene run {} --restart --state {} \
+         (the old run is kept beside it)",
+        current.display(),
+        changes.join("; "),
+        current.display(),
+        state.root().display()
+    )))
 }
 
 fn policy(info: &RunInfo, depth: u32) -> Result<RecoveryPolicy, Failure> {
@@ -259,7 +393,11 @@ fn execute(
             .map_err(|e| Failure::bad_input(format!("open a session: {e}")))?,
         state: state.clone(),
         interrupt: interrupt.clone(),
+        records: GroupRecords::new(state.running_dir()),
+        cache_dir: absolute(&state.cache_dir())?,
     };
+    fs::create_dir_all(&ctx.cache_dir)
+        .map_err(|e| Failure::halted(format!("create {}: {e}", ctx.cache_dir.display())))?;
     fs::create_dir_all(&ctx.workspace)
         .map_err(|e| Failure::halted(format!("create {}: {e}", ctx.workspace.display())))?;
     let shared = Shared::new(rep);
@@ -268,7 +406,15 @@ fn execute(
         tasks: plan.len(),
         resumed,
     });
-    let mut worker = ShellWorker::new(&ctx, Rc::clone(&shared));
+    if crate::runner::containment() == crate::runner::Containment::ProcessGroup {
+        shared.borrow_mut().reporter.say(&format!(
+            "note: commands are contained by {} only (no PID namespace here): a child that \
+             calls setsid, or every child after kleene is killed with SIGKILL, can outlive its \
+             call; a later resume refuses to start while one is alive",
+            crate::runner::Containment::ProcessGroup.as_str()
+        ));
+    }
+    let mut worker = ShellWorker::new(&ctx, Rc::clone(&shared)).map_err(Failure::halted)?;
     let contract = HaltContract {
         shared: Rc::clone(&shared),
     };
@@ -282,7 +428,12 @@ fn execute(
     if info.batch_recovery {
         batch = batch.with_recovery(TaskBatchRecovery::new());
     }
-    let result = if resumed {
+    // A run killed before its first record has nothing to resume: it starts.
+    let has_evidence = journal
+        .load(&channel)
+        .map_err(|e| Failure::halted(format!("read the journal: {e}")))?
+        .is_some();
+    let result = if resumed && has_evidence {
         batch.resume(&mut worker, &contract, &mut journal)
     } else {
         batch.dispatch(&mut worker, &contract, &mut journal)
@@ -320,10 +471,62 @@ fn execute(
     }
     drop(worker);
     drop(contract);
+    if let Err(message) = project_workspace(&evidence, &ctx.workspace) {
+        shared.borrow_mut().reporter.say(&format!(
+            "warning: failed to write the workspace: {message}"
+        ));
+    }
     let mut shared = Rc::try_unwrap(shared)
         .map(RefCell::into_inner)
         .map_err(|_| Failure::halted("finish the run: its reporter is still in use"))?;
     finish(plan, &evidence, state, &mut shared)
+}
+
+/// Writes every accepted file into the run's workspace, for people to look at: only accepted
+/// outputs ever reach it, and only after the batch accepted them. A file that already holds
+/// the accepted bytes is left alone; nothing is written through a symlink.
+fn project_workspace(evidence: &BatchEvidence, workspace: &Path) -> Result<(), String> {
+    for (_, output) in evidence.accepted_outputs() {
+        for (path, content) in output.files() {
+            let mut dir = workspace.to_owned();
+            let mut parts = path.components().peekable();
+            while let Some(part) = parts.next() {
+                let next = dir.join(part);
+                if parts.peek().is_none() {
+                    dir = next;
+                    break;
+                }
+                match fs::symlink_metadata(&next) {
+                    Ok(meta) if meta.is_dir() => {}
+                    Ok(_) => {
+                        return Err(format!(
+                            "{} is not a directory (a link or a file); {path} was not written",
+                            next.display()
+                        ));
+                    }
+                    Err(_) => fs::create_dir(&next)
+                        .map_err(|e| format!("create {}: {e}", next.display()))?,
+                }
+                dir = next;
+            }
+            match fs::symlink_metadata(&dir) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(format!(
+                        "{} is a link; {path} was not written",
+                        dir.display()
+                    ));
+                }
+                Ok(meta) if meta.is_file() && meta.len() == content.len() as u64 => {
+                    if fs::read(&dir).is_ok_and(|old| old == *content) {
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            write_atomic(&dir, content).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
 }
 
 /// Reports the tasks the worker never saw (drained) and the run's outcome.
@@ -403,6 +606,12 @@ fn stopped(
         return Failure {
             exit: Exit::Interrupted,
             message: format!("{err}; continue with kleene resume --state {dir}"),
+        };
+    }
+    if err.is_worker_unavailable() {
+        return Failure {
+            exit: Exit::Halted,
+            message: format!("{err}; then kleene resume --state {dir}"),
         };
     }
     let exit = match err {

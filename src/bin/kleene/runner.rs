@@ -5,6 +5,19 @@
 //! (a test runner and its workers, a `sleep` in the background) with one `killpg`, and the
 //! terminal's own Ctrl-C does not reach the children behind kleene's back.
 //!
+//! # What outlives a command
+//!
+//! Where the machine allows it (Linux with `setpriv` and `unshare` from util-linux, and the
+//! right to make a PID namespace), each command runs as PID 1 of its own PID namespace, under
+//! a parent-death signal: when the command ends, is killed, or kleene itself dies (even by
+//! SIGKILL), the kernel kills every process it started, including ones that called `setsid`
+//! to leave its process group. Elsewhere the command leads a process group that kleene kills
+//! when the command ends; a process that leaves the group, or a group whose kleene was killed
+//! with SIGKILL, can keep running. For that case each running group is recorded in a file
+//! (see [`GroupRecords`]) until it is stopped, so the next `kleene resume` can refuse to start
+//! while an earlier call's processes are still alive, or kill them when asked.
+//! [`containment`] says which of the two is in force.
+//!
 //! A command either finishes ([`Finished`], success or an ordinary non-zero exit that a
 //! validator may judge and a fix may repair) or fails as infrastructure ([`RunError`]: it
 //! could not be spawned, the shell could not find or execute it, it timed out, or the user
@@ -79,6 +92,151 @@ pub struct Invocation<'a> {
     pub env: Vec<(&'static str, String)>,
     /// Bounds of the kept output tail.
     pub limits: TailLimits,
+    /// Where the running process group is recorded while the command runs, if anywhere,
+    /// with a label (task and call) for the message that names it.
+    pub records: Option<(&'a GroupRecords, String)>,
+}
+
+/// How far kleene can stop what a command leaves running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Containment {
+    /// A PID namespace with a parent-death signal: nothing outlives the command or kleene.
+    PidNamespace,
+    /// A process group only: a `setsid` child, or everything after kleene is SIGKILLed, can
+    /// outlive it.
+    ProcessGroup,
+}
+
+impl Containment {
+    /// A word for messages and `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Containment::PidNamespace => "pid-namespace",
+            Containment::ProcessGroup => "process-group",
+        }
+    }
+}
+
+/// The containment in force, probed once per process. `KLEENE_CONTAINMENT=process-group`
+/// forces the fallback (for tests of it).
+pub fn containment() -> Containment {
+    static PROBED: std::sync::OnceLock<Containment> = std::sync::OnceLock::new();
+    *PROBED.get_or_init(|| {
+        if std::env::var("KLEENE_CONTAINMENT").as_deref() == Ok("process-group") {
+            return Containment::ProcessGroup;
+        }
+        let works = Command::new(SETPRIV)
+            .args(CONTAIN)
+            .arg("/bin/true")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if works {
+            Containment::PidNamespace
+        } else {
+            Containment::ProcessGroup
+        }
+    })
+}
+
+const SETPRIV: &str = "setpriv";
+
+/// `setpriv` arguments that put what follows under SIGKILL on parent death, in a new PID
+/// namespace whose init (the command) takes every process of the namespace with it.
+const CONTAIN: [&str; 7] = [
+    "--pdeathsig",
+    "KILL",
+    "--",
+    "unshare",
+    "--pid",
+    "--fork",
+    "--kill-child",
+];
+
+/// The process groups of commands that are running, one file each in a directory: what a
+/// later kleene checks before it starts work in the same state directory.
+#[derive(Debug, Clone)]
+pub struct GroupRecords {
+    dir: PathBuf,
+}
+
+/// A recorded process group that is still alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveGroup {
+    /// The process group id.
+    pub group: i32,
+    /// The task and call it belongs to, and its command.
+    pub label: String,
+}
+
+impl GroupRecords {
+    /// Records kept in `dir` (created on first use).
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
+    fn record(&self, group: i32, label: &str) {
+        // Best effort: a missing record only weakens a later check, never this run.
+        let _ = std::fs::create_dir_all(&self.dir);
+        let text = format!("{}\n{label}\n", start_time(group).unwrap_or_default());
+        let _ = std::fs::write(self.dir.join(group.to_string()), text);
+    }
+
+    fn forget(&self, group: i32) {
+        let _ = std::fs::remove_file(self.dir.join(group.to_string()));
+    }
+
+    /// The recorded groups that still have a live process; records of dead ones are removed.
+    pub fn live(&self) -> Vec<LiveGroup> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut live = Vec::new();
+        for entry in entries.flatten() {
+            let Some(group) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+                .filter(|g| *g > 1)
+            else {
+                continue;
+            };
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let mut lines = text.lines();
+            let started = lines.next().unwrap_or_default();
+            let label = lines.next().unwrap_or("an earlier call").to_owned();
+            let exists = killpg(Pid::from_raw(group), None::<Signal>).is_ok();
+            // A group id is not reused while any member lives; a new leader with the same id
+            // has another start time.
+            let same = match start_time(group) {
+                Some(now) => now == started,
+                None => true,
+            };
+            if exists && same {
+                live.push(LiveGroup { group, label });
+            } else {
+                self.forget(group);
+            }
+        }
+        live.sort_by_key(|g| g.group);
+        live
+    }
+
+    /// Kills `group` (SIGKILL to every member) and forgets it.
+    pub fn kill(&self, group: &LiveGroup) {
+        signal_group(Pid::from_raw(group.group), Signal::SIGKILL);
+        self.forget(group.group);
+    }
+}
+
+/// The start time of process `pid` (field 22 of `/proc/PID/stat`), to tell a reused id.
+fn start_time(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19).map(str::to_owned)
 }
 
 /// A command that ran to its end.
@@ -195,7 +353,14 @@ pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunE
     let started = Instant::now();
     let command = inv.command.to_owned();
     // An absolute path spares the child a PATH search on every command.
-    let mut cmd = Command::new(SHELL);
+    let mut cmd = match containment() {
+        Containment::PidNamespace => {
+            let mut cmd = Command::new(SETPRIV);
+            cmd.args(CONTAIN).arg(SHELL);
+            cmd
+        }
+        Containment::ProcessGroup => Command::new(SHELL),
+    };
     cmd.arg("-c")
         .arg(inv.command)
         .current_dir(inv.dir)
@@ -217,6 +382,9 @@ pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunE
     })?;
     // The child leads its own group, so its pid is the group id.
     let group = Pid::from_raw(child.id().cast_signed());
+    if let Some((records, label)) = &inv.records {
+        records.record(group.as_raw(), &format!("{label}: `{command}`"));
+    }
     let feeder = spawn_feeder(&mut child, inv.stdin);
     let mut streams = Streams::new(child.stdout.take(), child.stderr.take());
 
@@ -264,6 +432,9 @@ pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunE
     };
     if let Some(feeder) = feeder {
         let _ = feeder.join();
+    }
+    if let Some((records, _)) = &inv.records {
+        records.forget(group.as_raw());
     }
     let tail = OutputTail::capture(&streams.out.held, &streams.err.held, inv.limits);
     let status = match (status, interrupt.is_set()) {
@@ -443,6 +614,7 @@ mod tests {
             stdin: None,
             env: Vec::new(),
             limits: TailLimits::default(),
+            records: None,
         }
     }
 
@@ -553,5 +725,77 @@ mod tests {
         let big = vec![b'x'; 1 << 20];
         i.stdin = Some(&big);
         assert!(run(&i, &Interrupt::default()).unwrap().success());
+    }
+
+    #[test]
+    fn a_setsid_child_does_not_outlive_its_command_where_namespaces_work() {
+        // A task's `setsid` child kept writing after a clean run: it left the process group.
+        if containment() != Containment::PidNamespace {
+            eprintln!(
+                "skipped: no PID namespace here (containment is {:?})",
+                containment()
+            );
+            return;
+        }
+        let d = dir();
+        let marker = d.path().join("late");
+        let command = format!(
+            "setsid sh -c 'sleep 0.4; echo late > {}' > /dev/null 2>&1 < /dev/null & echo ok",
+            marker.display()
+        );
+        let done = run(&inv(&command, d.path(), 5000), &Interrupt::default()).unwrap();
+        assert!(done.success());
+        thread::sleep(Duration::from_millis(800));
+        assert!(!marker.exists(), "the setsid child outlived its command");
+    }
+
+    #[test]
+    fn exit_codes_survive_the_containment_wrapper() {
+        let d = dir();
+        let done = run(&inv("exit 7", d.path(), 5000), &Interrupt::default()).unwrap();
+        assert_eq!(done.code, Some(7));
+        let err = run(
+            &inv("no-such-command-kleene", d.path(), 5000),
+            &Interrupt::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, RunError::NotFound { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_running_group_is_recorded_until_it_ends() {
+        let d = dir();
+        let records = GroupRecords::new(d.path().join("running"));
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (r, s) = (records.clone(), Arc::clone(&seen));
+        let watcher = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(300));
+            *s.lock().unwrap() = r.live();
+        });
+        let mut i = inv("sleep 0.8", d.path(), 5000);
+        i.records = Some((&records, "task t call 1".to_owned()));
+        assert!(run(&i, &Interrupt::default()).unwrap().success());
+        watcher.join().unwrap();
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert!(
+            seen[0].label.starts_with("task t call 1: `sleep 0.8`"),
+            "{seen:?}"
+        );
+        assert!(records.live().is_empty());
+    }
+
+    #[test]
+    fn a_record_of_a_dead_group_is_dropped() {
+        let d = dir();
+        let records = GroupRecords::new(d.path().join("running"));
+        fs_write(&d.path().join("running"), "999999", "1\nold\n");
+        assert!(records.live().is_empty());
+        assert!(!d.path().join("running/999999").exists());
+    }
+
+    fn fs_write(dir: &Path, name: &str, text: &str) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(name), text).unwrap();
     }
 }

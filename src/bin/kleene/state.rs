@@ -8,8 +8,17 @@
 //!                         the hash-chained audit log)
 //! STATE/specs/            the recovery specs handed to `fix` commands
 //! STATE/acceptance.json   written by `kleene accept`
-//! STATE/workspace/        the default workspace
+//! STATE/workspace/        the default workspace: every accepted file, written after the run
+//! STATE/stages/           one staged workspace per running call (removed when it settles)
+//! STATE/objects/          accepted file contents by blake3, linked into stages (read-only)
+//! STATE/cache/            KLEENE_CACHE_DIR: a build cache commands may share between calls
+//! STATE/running/          the process group of each running command (see `runner`)
+//! STATE/lock              held (flock) by the one command that writes the directory
 //! ```
+//!
+//! Every command that writes the directory (`run`, `resume`, `accept`, `export`) first takes
+//! an exclusive lock on `STATE/lock`; a second writer is refused at once, naming the holder.
+//! Readers (`status`, `audit`, `verify`) never take it and never write.
 
 use std::fs;
 use std::io::Write;
@@ -45,6 +54,18 @@ pub struct RunInfo {
 /// Why the state directory could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    /// Another kleene holds the state directory's lock.
+    #[error(
+        "lock {}: another kleene is writing this state directory ({holder}); wait for it to \
+         finish, or stop it, then run the command again",
+        path.display()
+    )]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// Who holds it, as the holder wrote it (pid and command).
+        holder: String,
+    },
     /// A run already lives there.
     #[error(
         "start a run in {}: it already holds the run on channel {channel}; \
@@ -143,10 +164,33 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
     }
 }
 
+/// A temporary name beside `path`, unique to this process and call, so two writers (or a
+/// crash leftover) never share one.
+fn temp_beside(path: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// The exclusive writer's lock on a state directory, released when dropped (or when the
+/// process dies, whatever kills it).
+#[derive(Debug)]
+pub struct WriterLock {
+    _lock: nix::fcntl::Flock<fs::File>,
+}
+
 /// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees
 /// half a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
-    let tmp = path.with_extension("tmp");
+    let tmp = temp_beside(path);
     let mut file = fs::File::create(&tmp).map_err(io(&tmp))?;
     file.write_all(bytes).map_err(io(&tmp))?;
     file.sync_all().map_err(io(&tmp))?;
@@ -157,7 +201,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
 /// explanatory records (closure records, recovery specs) whose loss after a power cut
 /// `kleene audit` reports, while the journal, the only authority, is synced.
 pub fn write_replace(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
-    let tmp = path.with_extension("tmp");
+    let tmp = temp_beside(path);
     fs::write(&tmp, bytes).map_err(io(&tmp))?;
     fs::rename(&tmp, path).map_err(io(path))
 }
@@ -167,6 +211,46 @@ impl StateDir {
     pub fn at(root: &Path) -> Self {
         Self {
             root: root.to_owned(),
+        }
+    }
+
+    /// Takes the writer's lock, creating the directory if needed; `command` says who holds it.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Locked`] naming the holder when another process holds it;
+    /// [`StateError::Io`] when the directory or lock file cannot be made.
+    pub fn lock(&self, command: &str) -> Result<WriterLock, StateError> {
+        use nix::fcntl::{Flock, FlockArg};
+        fs::create_dir_all(&self.root).map_err(io(&self.root))?;
+        let path = self.root.join("lock");
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io(&path))?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(mut lock) => {
+                let holder = format!("pid {} running `kleene {command}`", std::process::id());
+                // Who holds it is for the refusal message only: a failed write is harmless.
+                let _ = lock.set_len(0);
+                let _ = lock.write_all(holder.as_bytes());
+                let _ = lock.sync_data();
+                Ok(WriterLock { _lock: lock })
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                let holder = fs::read_to_string(&path)
+                    .ok()
+                    .filter(|h| !h.trim().is_empty())
+                    .unwrap_or_else(|| "a process that has not said who it is".to_owned());
+                Err(StateError::Locked {
+                    path,
+                    holder: holder.trim().to_owned(),
+                })
+            }
+            Err((_, errno)) => Err(io(&path)(errno.into())),
         }
     }
 
@@ -309,6 +393,26 @@ impl StateDir {
     pub fn default_workspace(&self) -> PathBuf {
         self.root.join("workspace")
     }
+
+    /// Where each call's staged workspace is made.
+    pub fn stages_dir(&self) -> PathBuf {
+        self.root.join("stages")
+    }
+
+    /// The content-addressed store that stages link their inputs from.
+    pub fn objects_dir(&self) -> PathBuf {
+        self.root.join("objects")
+    }
+
+    /// The build cache shared by calls (`KLEENE_CACHE_DIR`).
+    pub fn cache_dir(&self) -> PathBuf {
+        self.root.join("cache")
+    }
+
+    /// Where running process groups are recorded.
+    pub fn running_dir(&self) -> PathBuf {
+        self.root.join("running")
+    }
 }
 
 #[cfg(test)]
@@ -342,6 +446,22 @@ mod tests {
         assert!(info.workspace.is_dir());
         let err = state.create(&info, "{}").unwrap_err();
         assert!(err.to_string().contains("kleene resume"), "{err}");
+    }
+
+    #[test]
+    fn a_second_writer_is_refused_naming_the_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = StateDir::at(&tmp.path().join("st"));
+        let first = state.lock("run plan.json").unwrap();
+        let err = state.lock("resume").unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, StateError::Locked { .. }), "{text}");
+        assert!(
+            text.contains(&format!("pid {}", std::process::id())) && text.contains("kleene run"),
+            "{text}"
+        );
+        drop(first);
+        assert!(state.lock("resume").is_ok());
     }
 
     #[test]

@@ -1,4 +1,12 @@
-//! The batch worker of the CLI: each task call is one closure over the task's commands.
+//! The batch worker of the CLI: each task call is one closure over the task's commands, run
+//! in the call's own staged workspace.
+//!
+//! A call's stage holds the accepted outputs of the task's transitive prerequisites and
+//! nothing else; `run`, the checks and every `fix` of the call's closure run there, so the
+//! files the checks ran against are exactly the candidate plus its inputs. The candidate is
+//! what the call created or changed in the stage (scratch paths aside); a deleted input, a
+//! symlink, a special file or a name kleene cannot admit refuses the call, named. The stage is
+//! discarded when the call settles; the next call starts from a fresh one.
 //!
 //! `run` is the closure's execution, `checks` its post-validation (a failed check keeps the
 //! bounded output tail as its justification), and `fix` the execution of every fix subtask,
@@ -11,7 +19,6 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
@@ -28,8 +35,11 @@ use kleene::{
 
 use crate::planfile::TaskCommands;
 use crate::report::{Event, Reporter};
-use crate::runner::{self, Interrupt, Invocation, RunError};
-use crate::state::{StateDir, write_replace};
+use kleene::Digest;
+use kleene::stage::{ObjectStore, Stage, StageChanges, StageInput};
+
+use crate::runner::{self, GroupRecords, Interrupt, Invocation, RunError};
+use crate::state::{StateDir, StateError, write_replace};
 
 /// What every call of a run shares.
 #[derive(Debug)]
@@ -54,6 +64,15 @@ pub struct Context {
     pub state: StateDir,
     /// Set by SIGINT/SIGTERM.
     pub interrupt: Interrupt,
+    /// Where running process groups are recorded.
+    pub records: GroupRecords,
+    /// The build cache shared by calls, exported as `KLEENE_CACHE_DIR` (absolute).
+    pub cache_dir: PathBuf,
+}
+
+impl Context {
+    /// What counts as scratch in `task`'s stage.
+    fn scratch_for(&self, _task: &TaskId) {}
 }
 
 /// What the worker, the output contract and the command share during one batch.
@@ -67,6 +86,9 @@ pub struct Shared {
     pub fixes: BTreeMap<TaskId, u32>,
     /// Tasks whose latest call's outcome was already shown.
     pub reported: BTreeSet<TaskId>,
+    /// What each task's latest call left in its stage that refuses the call (deleted
+    /// inputs, symlinks, special files, unnameable names), as one message.
+    pub stage_refusals: BTreeMap<TaskId, String>,
 }
 
 impl Shared {
@@ -77,6 +99,7 @@ impl Shared {
             halts: BTreeMap::new(),
             fixes: BTreeMap::new(),
             reported: BTreeSet::new(),
+            stage_refusals: BTreeMap::new(),
         }))
     }
 
@@ -102,24 +125,103 @@ impl Shared {
 pub struct ShellWorker<'a> {
     ctx: &'a Context,
     shared: Rc<RefCell<Shared>>,
-    /// Every workspace file with a digest of its content after the last call: nothing else
-    /// writes the workspace between calls, so the next call's "before" needs no second walk.
-    known: Option<WorkspaceFiles>,
+    store: ObjectStore,
+    /// The blake3 of each file of each accepted output, by the output's digest: an input is
+    /// hashed once per run, however many calls stage it.
+    file_digests: BTreeMap<Digest, Rc<BTreeMap<AdmittedPath, Digest>>>,
+}
+
+/// kleene's own storage failed during a call: the call is withdrawn, never counted.
+fn unavailable(what: &str, err: impl std::fmt::Display) -> WorkerFailure {
+    WorkerFailure::Unavailable {
+        detail: format!("{what}: {err}"),
+    }
 }
 
 impl<'a> ShellWorker<'a> {
     /// A worker over `ctx`.
-    pub fn new(ctx: &'a Context, shared: Rc<RefCell<Shared>>) -> Self {
-        Self {
+    ///
+    /// # Errors
+    ///
+    /// When the object store in the state directory cannot be opened.
+    pub fn new(ctx: &'a Context, shared: Rc<RefCell<Shared>>) -> Result<Self, StateError> {
+        let objects = ctx.state.objects_dir();
+        let store = ObjectStore::open(&objects).map_err(|e| StateError::Corrupt {
+            path: objects,
+            message: e.to_string(),
+        })?;
+        Ok(Self {
             ctx,
             shared,
-            known: None,
-        }
+            store,
+            file_digests: BTreeMap::new(),
+        })
     }
 
     fn emit(&self, event: Event) {
         self.shared.borrow_mut().emit(&event);
     }
+
+    /// The call's stage, holding its task's transitive prerequisites' accepted outputs.
+    fn stage(&mut self, call: &WorkerCall<'_>) -> Result<Stage, WorkerFailure> {
+        let inputs = call.inputs();
+        let mut digests = Vec::with_capacity(inputs.len());
+        for (_, output) in &inputs {
+            let files = self.file_digests.entry(output.digest()).or_insert_with(|| {
+                Rc::new(
+                    output
+                        .files()
+                        .iter()
+                        .map(|(p, c)| (p.clone(), Digest::from(blake3::hash(c))))
+                        .collect(),
+                )
+            });
+            digests.push(Rc::clone(files));
+        }
+        let staged = inputs
+            .iter()
+            .zip(&digests)
+            .flat_map(|((_, output), digests)| {
+                output
+                    .files()
+                    .iter()
+                    .map(move |(path, content)| match digests.get(path) {
+                        Some(d) => StageInput::with_digest(path, content, *d),
+                        None => StageInput::new(path, content),
+                    })
+            });
+        let root = self
+            .ctx
+            .state
+            .stages_dir()
+            .join(stage_name(&call.task().id, call.attempt()));
+        // A stage left by a crashed run holds nothing anyone needs: its call was never
+        // settled, and a resume makes the call again from a fresh stage.
+        if std::fs::symlink_metadata(&root).is_ok() {
+            std::fs::remove_dir_all(&root)
+                .map_err(|e| unavailable(&format!("remove stale stage {}", root.display()), e))?;
+        }
+        Stage::prepare(root, &self.store, staged).map_err(|e| unavailable("stage the call", e))
+    }
+}
+
+/// A stage directory name for `task`'s call `attempt`: task ids may hold any printable
+/// character, so the name keeps the safe ones and a digest keeps it unique.
+fn stage_name(task: &TaskId, attempt: u32) -> String {
+    let safe: String = task
+        .as_str()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    let tag = blake3::hash(task.as_str().as_bytes()).to_hex();
+    format!("{safe}.{}.call{attempt}", &tag[..8])
 }
 
 impl Worker for ShellWorker<'_> {
@@ -132,15 +234,31 @@ impl Worker for ShellWorker<'_> {
             task: task.id.to_string(),
             call: call.attempt(),
         });
-        let before = match self.known.take() {
-            Some(known) => known,
-            None => workspace_files(&self.ctx.workspace),
+        let stage = self.stage(call)?;
+        let outcome = self.run_in(&stage, call);
+        let candidate = match outcome {
+            Ok(()) => self.candidate(task, &stage),
+            Err(failure) => Err(failure),
         };
+        if let Err(err) = stage.discard() {
+            self.shared
+                .borrow_mut()
+                .reporter
+                .say(&format!("warning: failed to remove a stage: {err}"));
+        }
+        candidate
+    }
+}
+
+impl ShellWorker<'_> {
+    /// Runs the call's closure in `stage`.
+    fn run_in(&mut self, stage: &Stage, call: &WorkerCall<'_>) -> Result<(), WorkerFailure> {
+        let task = call.task();
         let Some(commands) = self.ctx.commands.get(&task.id) else {
             // A lane the plan only declares (for example a synthesised module lane) runs
-            // nothing; its candidate is whatever its owned paths hold.
+            // nothing; its candidate is empty.
             self.shared.borrow_mut().halts.remove(&task.id);
-            return Ok(self.candidate(task, &before));
+            return Ok(());
         };
         let correction = call
             .correction()
@@ -149,11 +267,13 @@ impl Worker for ShellWorker<'_> {
             ctx: self.ctx,
             task,
             commands,
+            stage: stage.root(),
             call: call.attempt(),
             correction,
             shared: Rc::clone(&self.shared),
             exec_failure: None,
             infrastructure: None,
+            own_io: None,
         };
         let policy = if commands.fix.is_some() {
             &self.ctx.policy
@@ -174,6 +294,13 @@ impl Worker for ShellWorker<'_> {
             &mut sink,
         );
         self.save(task, call.attempt(), &record);
+        if let Some(err) = agent.own_io.take() {
+            self.emit(Event::TaskFailed {
+                task: task.id.to_string(),
+                reason: format!("kleene could not write its own files: {err}"),
+            });
+            return Err(WorkerFailure::Unavailable { detail: err });
+        }
         match agent.infrastructure.take() {
             Some(err) if err.is_interrupted() => return Err(WorkerFailure::Cancelled),
             Some(err) => {
@@ -196,31 +323,32 @@ impl Worker for ShellWorker<'_> {
                 shared.halts.remove(&task.id);
             }
         }
-        drop(shared);
-        Ok(self.candidate(task, &before))
+        Ok(())
     }
-}
 
-impl ShellWorker<'_> {
-    /// The task's owned files as they are now, plus every other file that the call created
-    /// or changed: all tasks share one workspace, so a write into another task's files or
-    /// outside every task's ownership must reach the built-in ownership check, which refuses
-    /// it. (A candidate cannot express a deletion, so a deleted foreign file is not seen
-    /// here; the final acceptance finds the planned file missing.)
-    fn candidate(&mut self, task: &PlannedTask, before: &WorkspaceFiles) -> Candidate {
-        let mut files = BTreeMap::new();
-        for owned in &task.owned_paths {
-            collect(&self.ctx.workspace, owned, &mut files);
-        }
-        let after = workspace_files(&self.ctx.workspace);
-        let own = |path: &AdmittedPath| task.owned_paths.iter().any(|o| path.starts_with(o));
-        for (path, digest) in &after {
-            if before.get(path) != Some(digest) && !own(path) {
-                collect(&self.ctx.workspace, path, &mut files);
+    /// Exactly what the call created or changed in its stage. What the stage refuses outright
+    /// (deleted inputs, links, special files, unnameable names) is kept for the contract,
+    /// which refuses the call with it; a write into another task's file reaches the batch's
+    /// ownership check, which refuses it.
+    fn candidate(&mut self, task: &PlannedTask, stage: &Stage) -> Result<Candidate, WorkerFailure> {
+        let changes = stage
+            .changes(&self.ctx.scratch_for(&task.id))
+            .map_err(|e| unavailable("read the call's stage", e))?;
+        // An input written in place damaged the shared object too: drop it, so the next
+        // stage gets the accepted bytes again.
+        for path in changes.written().keys() {
+            if let Some(digest) = stage.input_digest(path) {
+                let _ = self.store.forget(&digest);
             }
         }
-        self.known = Some(after);
-        Candidate::new(files)
+        let refusal = refusal_text(&changes);
+        let mut shared = self.shared.borrow_mut();
+        match refusal {
+            Some(text) => shared.stage_refusals.insert(task.id.clone(), text),
+            None => shared.stage_refusals.remove(&task.id),
+        };
+        drop(shared);
+        Ok(Candidate::new(changes.into_written()))
     }
 
     fn save(&self, task: &PlannedTask, call: u32, record: &ClosureRecord) {
@@ -270,13 +398,30 @@ impl kleene::batch::OutputContract for HaltContract {
 
 impl HaltContract {
     fn judge(&self, task: &PlannedTask, candidate: &Candidate) -> Result<(), Rejection> {
-        if let Some(reason) = self.shared.borrow().halts.get(&task.id) {
-            return Err(Rejection::contract(&task.id, reason.clone()));
+        let shared = self.shared.borrow();
+        let halt = shared.halts.get(&task.id);
+        let refused = shared.stage_refusals.get(&task.id);
+        if halt.is_some() || refused.is_some() {
+            let text: Vec<&str> = [refused, halt]
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+                .collect();
+            return Err(Rejection::contract(&task.id, text.join("\n\n")));
         }
+        drop(shared);
+        let files = candidate.files();
+        // Files sort by components, so everything under an owned path follows it directly:
+        // one range query per owned path.
         let missing: Vec<&str> = task
             .owned_paths
             .iter()
-            .filter(|p| !candidate.files().keys().any(|f| f.starts_with(p)))
+            .filter(|p| {
+                !files
+                    .range::<AdmittedPath, _>(*p..)
+                    .next()
+                    .is_some_and(|(f, _)| f.starts_with(p))
+            })
             .map(AdmittedPath::as_str)
             .collect();
         if missing.is_empty() {
@@ -295,6 +440,8 @@ struct ShellAgent<'a> {
     ctx: &'a Context,
     task: &'a PlannedTask,
     commands: &'a TaskCommands,
+    /// The call's staged workspace, where every command runs.
+    stage: &'a Path,
     call: u32,
     correction: Option<String>,
     shared: Rc<RefCell<Shared>>,
@@ -302,6 +449,8 @@ struct ShellAgent<'a> {
     exec_failure: Option<ValidatorResult>,
     /// The infrastructure failure that stopped the closure, if any.
     infrastructure: Option<RunError>,
+    /// kleene's own I/O failure (a spec file it could not write) that stopped the closure.
+    own_io: Option<String>,
 }
 
 /// Turns the closure's audit entries into live events as they are appended.
@@ -361,7 +510,8 @@ impl ShellAgent<'_> {
         });
         let mut env = vec![
             ("KLEENE_PLAN_DIR", self.ctx.plan_dir.display().to_string()),
-            ("KLEENE_WORKSPACE", self.ctx.workspace.display().to_string()),
+            ("KLEENE_WORKSPACE", self.stage.display().to_string()),
+            ("KLEENE_CACHE_DIR", self.ctx.cache_dir.display().to_string()),
             ("KLEENE_TASK", self.task.id.to_string()),
             ("KLEENE_SUBTASK", task.id().to_string()),
             ("KLEENE_DEPTH", task.depth().to_string()),
@@ -372,11 +522,15 @@ impl ShellAgent<'_> {
         }
         let inv = Invocation {
             command,
-            dir: &self.ctx.workspace,
+            dir: self.stage,
             timeout: self.timeout(),
             stdin: stdin.as_ref().map(|(text, _)| text.as_bytes()),
             env,
             limits: TailLimits::default(),
+            records: Some((
+                &self.ctx.records,
+                format!("task {} call {}", self.task.id, self.call),
+            )),
         };
         runner::run(&inv, &self.ctx.interrupt).map_err(|err| {
             let stopped = Stopped(format!("{role}: {err}"));
@@ -385,14 +539,19 @@ impl ShellAgent<'_> {
         })
     }
 
-    fn spec_file(&self, task: &Task, text: &str) -> Result<PathBuf, Stopped> {
+    fn spec_file(&mut self, task: &Task, text: &str) -> Result<PathBuf, Stopped> {
         let path = self
             .ctx
             .state
             .specs_dir()
             .join(format!("{}.call{}.md", task.id(), self.call));
-        write_replace(&path, text.as_bytes()).map_err(|e| Stopped(e.to_string()))?;
-        // Commands run in the workspace: a relative --state must not leak into the variable.
+        // A spec kleene cannot write (a full disk) is kleene's failure, not the task's: the
+        // call is withdrawn and never counted.
+        if let Err(e) = write_replace(&path, text.as_bytes()) {
+            self.own_io = Some(e.to_string());
+            return Err(Stopped(e.to_string()));
+        }
+        // Commands run in the stage: a relative --state must not leak into the variable.
         std::path::absolute(&path).map_err(|e| Stopped(format!("resolve {}: {e}", path.display())))
     }
 }
@@ -648,64 +807,26 @@ fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().to_owned()
 }
 
-/// Adds `path` (a file, or every file under a directory) to `files`.
-fn collect(workspace: &Path, path: &AdmittedPath, files: &mut BTreeMap<AdmittedPath, Vec<u8>>) {
-    let full = workspace.join(path.as_str());
-    let Ok(meta) = fs::symlink_metadata(&full) else {
-        return;
-    };
-    if meta.is_file() {
-        if let Ok(bytes) = fs::read(&full) {
-            files.insert(path.clone(), bytes);
-        }
-    } else if meta.is_dir() {
-        let Ok(entries) = fs::read_dir(&full) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if let Ok(child) = AdmittedPath::admit(&format!("{}/{name}", path.as_str())) {
-                collect(workspace, &child, files);
-            }
-        }
+/// What the stage refuses, as the rejection text, or `None`.
+fn refusal_text(changes: &StageChanges) -> Option<String> {
+    let mut lines: Vec<String> = changes
+        .deleted()
+        .iter()
+        .map(|p| format!("- deletes {p}, an accepted output of a prerequisite (a call may only write its own paths)"))
+        .collect();
+    lines.extend(changes.refused().iter().map(|r| format!("- {r}")));
+    if lines.is_empty() {
+        return None;
     }
-}
-
-/// Every file of the workspace, keyed by admitted path, with a blake3 digest of its content.
-type WorkspaceFiles = BTreeMap<AdmittedPath, blake3::Hash>;
-
-/// Every file of the workspace with its digest. Names that cannot be admitted (secret-like,
-/// hostile) are skipped: no candidate can carry them, and acceptance only reads planned paths.
-fn workspace_files(workspace: &Path) -> WorkspaceFiles {
-    let mut out = BTreeMap::new();
-    walk(workspace, "", &mut out);
-    out
-}
-
-fn walk(dir: &Path, prefix: &str, out: &mut WorkspaceFiles) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let rel = if prefix.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let Ok(path) = AdmittedPath::admit(&rel) else {
-            continue;
-        };
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => walk(&entry.path(), &rel, out),
-            Ok(t) if t.is_file() => {
-                if let Ok(bytes) = fs::read(entry.path()) {
-                    out.insert(path, blake3::hash(&bytes));
-                }
-            }
-            _ => {}
-        }
+    // Name the first ones; a call that left thousands does not need them all repeated.
+    const SHOWN: usize = 20;
+    let more = lines.len().saturating_sub(SHOWN);
+    lines.truncate(SHOWN);
+    if more > 0 {
+        lines.push(format!("- and {more} more"));
     }
+    Some(format!(
+        "the call left what kleene refuses in its stage:\n{}",
+        lines.join("\n")
+    ))
 }
