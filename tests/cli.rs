@@ -9,14 +9,14 @@ use assert_cmd::Command;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-fn kleene(dir: &Path) -> Command {
+pub(crate) fn kleene(dir: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kleene"));
     cmd.current_dir(dir);
     cmd
 }
 
 /// `kleene run PLAN --state st` in `dir`.
-fn run(dir: &Path, plan: &Path) -> Output {
+pub(crate) fn run(dir: &Path, plan: &Path) -> Output {
     kleene(dir)
         .args(["run", &plan.to_string_lossy(), "--state", "st"])
         .output()
@@ -24,24 +24,24 @@ fn run(dir: &Path, plan: &Path) -> Output {
 }
 
 /// `kleene status --state st` in `dir`.
-fn status(dir: &Path) -> Output {
+pub(crate) fn status(dir: &Path) -> Output {
     kleene(dir)
         .args(["status", "--state", "st"])
         .output()
         .unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn demo_plan() -> PathBuf {
+pub(crate) fn demo_plan() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo/plan.json")
 }
 
 /// A task of the `app` module with the given lane, owned paths, prerequisites and extra
 /// keys (commands, retry_limit, …).
-fn task(id: &str, lane: &str, owned: &[&str], after: &[&str], extra: Value) -> Value {
+pub(crate) fn task(id: &str, lane: &str, owned: &[&str], after: &[&str], extra: Value) -> Value {
     let mut t = json!({
         "id": id,
         "kind": {"lane": lane, "module": "app"},
@@ -60,7 +60,7 @@ fn task(id: &str, lane: &str, owned: &[&str], after: &[&str], extra: Value) -> V
 }
 
 /// The module lane every test plan starts with.
-fn module() -> Value {
+pub(crate) fn module() -> Value {
     task(
         "app_module",
         "module",
@@ -70,7 +70,7 @@ fn module() -> Value {
     )
 }
 
-fn write_plan(dir: &Path, tasks: Vec<Value>) -> PathBuf {
+pub(crate) fn write_plan(dir: &Path, tasks: Vec<Value>) -> PathBuf {
     let path = dir.join("plan.json");
     let plan = json!({ "tasks": tasks });
     std::fs::write(&path, serde_json::to_string_pretty(&plan).unwrap()).unwrap();
@@ -413,7 +413,9 @@ fn interrupt_keeps_the_reservation_and_resume_finishes() {
                 &["app/started", "app/page.html"],
                 &["app_module"],
                 json!({
-                    "run": "if [ -f app/started ]; then echo page > app/page.html; else touch app/started; sleep 30; fi",
+                    // A call's stage is discarded when it settles: the marker of the first call
+                    // lives in the cache, the one place that persists between calls.
+                    "run": "mkdir -p app; if [ -f \"$KLEENE_CACHE_DIR/started\" ]; then echo page > app/page.html; touch app/started; else touch \"$KLEENE_CACHE_DIR/started\"; sleep 30; fi",
                     "checks": [{"id": "page", "command": "test -s app/page.html"}],
                     // The interrupted call counts against the budget: leave room for a replay.
                     "retry_limit": 1,
@@ -429,7 +431,7 @@ fn interrupt_keeps_the_reservation_and_resume_finishes() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let flag = tmp.path().join("st/workspace/app/started");
+    let flag = tmp.path().join("st/cache/started");
     while !flag.exists() {
         assert!(
             started.elapsed() < Duration::from_secs(20),
@@ -694,7 +696,7 @@ fn sigterm_stops_the_run_like_ctrl_c() {
             "module",
             &["app/MODULE"],
             &[],
-            json!({"run": "mkdir -p app && touch app/MODULE && sleep 30"}),
+            json!({"run": "mkdir -p app && touch app/MODULE \"$KLEENE_CACHE_DIR/started\" && sleep 30"}),
         )],
     );
     let started = Instant::now();
@@ -705,7 +707,7 @@ fn sigterm_stops_the_run_like_ctrl_c() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let flag = tmp.path().join("st/workspace/app/MODULE");
+    let flag = tmp.path().join("st/cache/started");
     while !flag.exists() {
         assert!(
             started.elapsed() < Duration::from_secs(20),

@@ -6,6 +6,9 @@ mod batch;
 // End-to-end tests of the `kleene` binary.
 #[cfg(feature = "cli")]
 mod cli;
+// Staged workspaces, state-directory integrity and process containment, end to end.
+#[cfg(feature = "cli")]
+mod cli_staging;
 mod closure;
 mod foundation;
 mod plan;

@@ -284,9 +284,6 @@ fn plan_changes(old: &LoadedPlan, new: &LoadedPlan) -> Vec<String> {
             out.push(format!("task {} was added", n.id));
         }
     }
-    if out.is_empty() {
-        out.push("the plan's settings changed".to_owned());
-    }
     out
 }
 
@@ -326,10 +323,13 @@ fn refuse_changed_plan(
             state.root().display()
         )));
     };
-    if fresh.plan.digest() == stored.plan.digest() {
-        return Ok(());
+    let mut changes = plan_changes(stored, &fresh);
+    if changes.is_empty() {
+        if fresh.plan.digest() == stored.plan.digest() {
+            return Ok(());
+        }
+        changes.push("the plan's settings changed".to_owned());
     }
-    let changes = plan_changes(stored, &fresh);
     Err(Failure::bad_input(format!(
         "resume: {} changed since the run started ({}); the run can only continue the plan it \
          started with. Undo the change, or start over with kleene run {} --restart --state {} \
@@ -788,6 +788,7 @@ fn acceptance(state: &StateDir) -> Result<(kleene::AcceptanceRecord, Snapshot), 
 /// `kleene accept`.
 pub fn accept_run(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let state = StateDir::at(&args.state);
+    let _lock = state.lock("accept").map_err(Failure::halted)?;
     let (record, _) = acceptance(&state)?;
     let path = state.acceptance_path();
     write_atomic(&path, record.to_json().as_bytes()).map_err(Failure::halted)?;
@@ -812,6 +813,7 @@ pub fn accept_run(args: &StateArgs, rep: &mut Reporter) -> Outcome {
 /// `kleene export OUT.tar`.
 pub fn export_run(args: &ExportArgs, rep: &mut Reporter) -> Outcome {
     let state = StateDir::at(&args.state.state);
+    let _lock = state.lock("export").map_err(Failure::halted)?;
     let (record, snapshot) = acceptance(&state)?;
     if let Some(stored) = stored_record_digest(&state)? {
         if stored != record.digest() {

@@ -293,14 +293,16 @@ impl ShellWorker<'_> {
             &self.ctx.budget,
             &mut sink,
         );
-        self.save(task, call.attempt(), &record);
         if let Some(err) = agent.own_io.take() {
+            // The closure stopped before the fix it spawned could run: the call is withdrawn,
+            // and so is its record (a resume makes the call again).
             self.emit(Event::TaskFailed {
                 task: task.id.to_string(),
                 reason: format!("kleene could not write its own files: {err}"),
             });
             return Err(WorkerFailure::Unavailable { detail: err });
         }
+        self.save(task, call.attempt(), &record);
         match agent.infrastructure.take() {
             Some(err) if err.is_interrupted() => return Err(WorkerFailure::Cancelled),
             Some(err) => {
@@ -807,26 +809,27 @@ fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().to_owned()
 }
 
-/// What the stage refuses, as the rejection text, or `None`.
+/// What the stage refuses, as the rejection text (one line, so every summary shows it), or
+/// `None`.
 fn refusal_text(changes: &StageChanges) -> Option<String> {
-    let mut lines: Vec<String> = changes
+    let mut items: Vec<String> = changes
         .deleted()
         .iter()
-        .map(|p| format!("- deletes {p}, an accepted output of a prerequisite (a call may only write its own paths)"))
+        .map(|p| format!("deletes {p}, an accepted output of a prerequisite (a call may only write its own paths)"))
         .collect();
-    lines.extend(changes.refused().iter().map(|r| format!("- {r}")));
-    if lines.is_empty() {
+    items.extend(changes.refused().iter().map(ToString::to_string));
+    if items.is_empty() {
         return None;
     }
     // Name the first ones; a call that left thousands does not need them all repeated.
     const SHOWN: usize = 20;
-    let more = lines.len().saturating_sub(SHOWN);
-    lines.truncate(SHOWN);
+    let more = items.len().saturating_sub(SHOWN);
+    items.truncate(SHOWN);
     if more > 0 {
-        lines.push(format!("- and {more} more"));
+        items.push(format!("and {more} more"));
     }
     Some(format!(
-        "the call left what kleene refuses in its stage:\n{}",
-        lines.join("\n")
+        "the call left what kleene refuses in its stage: {}",
+        items.join("; ")
     ))
 }

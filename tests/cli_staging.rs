@@ -1,0 +1,411 @@
+//! Accepted means tested, end to end: each call runs in its own staged workspace, a refused
+//! call leaves nothing behind, nothing is read through a symlink, and the state directory has
+//! one writer and survives a crash at any moment.
+//!
+//! Each test names the defect it guards; each failed on the code before staged workspaces.
+
+use std::path::Path;
+use std::process::{Command as StdCommand, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tempfile::TempDir;
+
+use crate::cli::{kleene, module, run, status, task, text, write_plan};
+
+fn both(out: &Output) -> String {
+    format!("{}\n{}", text(&out.stdout), text(&out.stderr))
+}
+
+fn accept(dir: &Path) -> Output {
+    kleene(dir)
+        .args(["accept", "--state", "st"])
+        .output()
+        .unwrap()
+}
+
+/// Waits until `path` exists (a command of the run got that far).
+fn wait_for(path: &Path, what: &str) {
+    let started = Instant::now();
+    while !path.exists() {
+        assert!(started.elapsed() < Duration::from_secs(20), "{what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn spawn_run(dir: &Path, plan: &Path) -> std::process::Child {
+    StdCommand::new(env!("CARGO_BIN_EXE_kleene"))
+        .current_dir(dir)
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A refused write used to be accepted on the next call: the candidate was the diff of a
+/// shared workspace against the previous call, and the refused file was never rolled back.
+#[test]
+fn a_refused_write_is_refused_again_on_every_later_call() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            module(),
+            task(
+                "two",
+                "page",
+                &[],
+                &["app_module"],
+                json!({
+                    "run": "mkdir -p out && echo 2 > out/two.txt",
+                    "checks": [{"id": "two", "command": "grep -q 2 out/two.txt"}],
+                    "retry_limit": 2,
+                }),
+            ),
+        ],
+    );
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    let st = text(&status(tmp.path()).stdout);
+    assert!(st.contains("two") && st.contains("failed"), "{st}");
+    assert!(st.contains("3 calls"), "every call was refused: {st}");
+    assert!(
+        st.contains("writes out/two.txt, which the task does not own"),
+        "{st}"
+    );
+    assert_eq!(accept(tmp.path()).status.code(), Some(1));
+}
+
+/// A fixer could patch another task's file: refused, then accepted on retry, and the export
+/// held the unpatched file while the checks ran against the patched one.
+#[test]
+fn a_fixer_that_patches_another_tasks_file_is_never_accepted() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            task(
+                "app_module",
+                "module",
+                &["app/MODULE"],
+                &[],
+                json!({"run": "mkdir -p app && echo bad > app/MODULE"}),
+            ),
+            task(
+                "app_page",
+                "page",
+                &["app/page.html"],
+                &["app_module"],
+                json!({
+                    "run": "echo page > app/page.html",
+                    "checks": [{"id": "module-good", "command": "grep -q good app/MODULE"}],
+                    "fix": "echo good > app/MODULE",
+                    "retry_limit": 2,
+                }),
+            ),
+        ],
+    );
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    let st = text(&status(tmp.path()).stdout);
+    assert!(st.contains("app_page") && st.contains("failed"), "{st}");
+    assert!(
+        st.contains("writes app/MODULE, which the task does not own"),
+        "{st}"
+    );
+    assert_eq!(accept(tmp.path()).status.code(), Some(1));
+    // The run's workspace holds only accepted bytes.
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("st/workspace/app/MODULE")).unwrap(),
+        "bad\n"
+    );
+}
+
+/// Files from outside the workspace were exported through a symlinked directory: the worker
+/// checked only the last component of a path for a link.
+#[test]
+fn nothing_is_read_through_a_symlinked_directory() {
+    let cases = [
+        ("one link", "ln -s /etc out"),
+        ("a chain of two", "ln -s /etc e && ln -s e out"),
+        (
+            "a link to the file",
+            "mkdir out && ln -s /etc/passwd out/passwd",
+        ),
+    ];
+    for (what, command) in cases {
+        let tmp = TempDir::new().unwrap();
+        let plan = write_plan(
+            tmp.path(),
+            vec![task(
+                "app_module",
+                "module",
+                &["out/passwd"],
+                &[],
+                json!({"run": command}),
+            )],
+        );
+        let out = run(tmp.path(), &plan);
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", both(&out));
+        let st = text(&status(tmp.path()).stdout);
+        assert!(st.contains("symbolic link"), "{what}: {st}");
+        assert_eq!(accept(tmp.path()).status.code(), Some(1), "{what}");
+        let journal = std::fs::read_dir(tmp.path().join("st/journal"))
+            .unwrap()
+            .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+            .collect::<Vec<_>>()
+            .concat();
+        let passwd = std::fs::read("/etc/passwd").unwrap();
+        assert!(
+            !journal
+                .windows(passwd.len().min(32))
+                .any(|w| w == &passwd[..passwd.len().min(32)]),
+            "{what}: /etc/passwd reached the evidence"
+        );
+    }
+}
+
+/// A check that swaps the directory for a link after `run` wrote the real file: what the
+/// checks left is what is judged, and it is refused.
+#[test]
+fn a_check_that_swaps_in_a_link_after_run_is_refused() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![task(
+            "app_module",
+            "module",
+            &["out/passwd"],
+            &[],
+            json!({
+                "run": "mkdir -p out && echo mine > out/passwd",
+                "checks": [{"id": "swap", "command": "rm -rf out && ln -s /etc out"}],
+            }),
+        )],
+    );
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    let st = text(&status(tmp.path()).stdout);
+    assert!(st.contains("out is a symbolic link to /etc"), "{st}");
+}
+
+/// Writes kleene cannot name were silently skipped while an admissible stray name was
+/// refused.
+#[test]
+fn a_file_kleene_cannot_name_is_refused_by_name() {
+    for (what, command, shown) in [
+        ("a secret-like name", "touch .env", ".env"),
+        ("a newline", "touch \"$(printf 'a\\nb')\"", "a\\nb"),
+        ("invalid UTF-8", "touch \"$(printf 'x\\377y')\"", "x\\xffy"),
+    ] {
+        let tmp = TempDir::new().unwrap();
+        let plan = write_plan(
+            tmp.path(),
+            vec![task(
+                "app_module",
+                "module",
+                &["app/MODULE"],
+                &[],
+                json!({"run": format!("mkdir -p app && echo m > app/MODULE && {command}")}),
+            )],
+        );
+        let out = run(tmp.path(), &plan);
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", both(&out));
+        let st = text(&status(tmp.path()).stdout);
+        assert!(st.contains("kleene refuses"), "{what}: {st}");
+        let journal_text = std::fs::read_dir(tmp.path().join("st/journal"))
+            .unwrap()
+            .map(|e| {
+                String::from_utf8_lossy(&std::fs::read(e.unwrap().path()).unwrap()).into_owned()
+            })
+            .collect::<String>();
+        assert!(
+            journal_text.contains(shown),
+            "{what}: the rejection names {shown}"
+        );
+    }
+}
+
+/// Deleting another task's file became visible only at acceptance, as a missing file.
+#[test]
+fn deleting_a_prerequisites_file_is_refused() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            module(),
+            task(
+                "app_page",
+                "page",
+                &["app/page.html"],
+                &["app_module"],
+                json!({"run": "rm app/MODULE && echo p > app/page.html"}),
+            ),
+        ],
+    );
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    let st = text(&status(tmp.path()).stdout);
+    assert!(st.contains("deletes app/MODULE"), "{st}");
+}
+
+/// A call sees its transitive prerequisites' files and nothing that is not an accepted
+/// output: not another branch's files, not the files of a refused call.
+#[test]
+fn a_stage_holds_exactly_the_transitive_prerequisites_outputs() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            module(),
+            task(
+                "app_model",
+                "model",
+                &["app/model.txt"],
+                &["app_module"],
+                json!({"run": "echo model > app/model.txt"}),
+            ),
+            task(
+                "app_service",
+                "service",
+                &["app/files.txt"],
+                &["app_model"],
+                json!({"run": "find . -type f ! -name files.txt | sort > app/files.txt"}),
+            ),
+        ],
+    );
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let files = std::fs::read_to_string(tmp.path().join("st/workspace/app/files.txt")).unwrap();
+    assert_eq!(files, "./app/MODULE\n./app/model.txt\n");
+}
+
+/// `resume` silently ran a stale plan after the plan file was edited.
+#[test]
+fn resume_refuses_a_changed_plan_file_and_restart_keeps_the_old_run() {
+    let tmp = TempDir::new().unwrap();
+    let failing = |run: &str| {
+        vec![task(
+            "app_module",
+            "module",
+            &["app/MODULE"],
+            &[],
+            json!({"run": run}),
+        )]
+    };
+    let plan = write_plan(tmp.path(), failing("exit 3"));
+    assert_eq!(run(tmp.path(), &plan).status.code(), Some(1));
+    write_plan(tmp.path(), failing("mkdir -p app && echo m > app/MODULE"));
+    let out = kleene(tmp.path())
+        .args(["resume", "--state", "st"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("task app_module"), "{err}");
+    assert!(err.contains("--restart"), "{err}");
+    let out = kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "--restart"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert!(tmp.path().join("st.old-1/run.json").exists());
+}
+
+/// `kleene resume` during a run ran the remaining tasks twice and left a journal that never
+/// folded again; two `kleene run` at once raced on a fixed temporary file name.
+#[test]
+fn a_second_writer_is_refused_naming_the_first() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![task(
+            "app_module",
+            "module",
+            &["app/MODULE"],
+            &[],
+            json!({"run": "touch \"$KLEENE_CACHE_DIR/started\"; sleep 2; mkdir -p app && echo m > app/MODULE"}),
+        )],
+    );
+    let mut first = spawn_run(tmp.path(), &plan);
+    wait_for(
+        &tmp.path().join("st/cache/started"),
+        "the run never started",
+    );
+    for args in [
+        vec!["resume", "--state", "st"],
+        vec!["run", plan.to_str().unwrap(), "--state", "st"],
+        vec!["accept", "--state", "st"],
+    ] {
+        let out = kleene(tmp.path()).args(&args).output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("pid {}", first.id())) && err.contains("kleene run"),
+            "{args:?}: {err}"
+        );
+    }
+    // Readers need no lock.
+    assert_eq!(status(tmp.path()).status.code(), Some(1));
+    assert!(first.wait().unwrap().success());
+    let st = status(tmp.path());
+    assert_eq!(st.status.code(), Some(0), "{}", both(&st));
+}
+
+/// A kill between writing run.json and the journal's first record left a state directory
+/// that neither `run` nor `resume` would use.
+#[test]
+fn a_run_killed_before_its_first_record_resumes() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(tmp.path(), vec![module()]);
+    assert_eq!(run(tmp.path(), &plan).status.code(), Some(0));
+    // What a crash right after run.json leaves: the layout, and no evidence at all.
+    std::fs::remove_dir_all(tmp.path().join("st/journal")).unwrap();
+    let out = kleene(tmp.path())
+        .args(["resume", "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert_eq!(status(tmp.path()).status.code(), Some(0));
+}
+
+/// A full disk while kleene wrote its own spec file was recorded as the task's rejection, and
+/// all four calls were spent in milliseconds.
+#[test]
+fn kleenes_own_write_failure_stops_the_run_without_spending_a_call() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![task(
+            "app_module",
+            "module",
+            &["app/MODULE"],
+            &[],
+            json!({
+                "run": "mkdir -p app && echo bad > app/MODULE",
+                "checks": [{"id": "good", "command": "grep -q good app/MODULE"}],
+                "fix": "echo good > app/MODULE",
+                "retry_limit": 3,
+            }),
+        )],
+    );
+    // A directory where the fixer's spec file belongs: writing it fails, even as root, the
+    // way a full disk makes it fail.
+    let blocker = tmp.path().join("st/specs/app_module_fix_1.call1.md");
+    std::fs::create_dir_all(&blocker).unwrap();
+    let out = run(tmp.path(), &plan);
+    let all = both(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(all.contains("nothing was counted"), "{all}");
+    let s = text(&status(tmp.path()).stdout);
+    assert!(s.contains("pending") && s.contains("0 calls"), "{s}");
+    std::fs::remove_dir(&blocker).unwrap();
+    let out = kleene(tmp.path())
+        .args(["resume", "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let s = text(&status(tmp.path()).stdout);
+    assert!(s.contains("1 call, 1 fix"), "{s}");
+}
