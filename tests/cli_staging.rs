@@ -409,3 +409,211 @@ fn kleenes_own_write_failure_stops_the_run_without_spending_a_call() {
     let s = text(&status(tmp.path()).stdout);
     assert!(s.contains("1 call, 1 fix"), "{s}");
 }
+
+/// The file manifest and task results of the acceptance record in `dir/st`.
+fn accepted_manifest(dir: &Path) -> (serde_json::Value, serde_json::Value) {
+    let out = accept(dir);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("st/acceptance.json")).unwrap())
+            .unwrap();
+    (record["files"].clone(), record["task_results"].clone())
+}
+
+/// A tiny deterministic generator, so a failing trial can be replayed from its seed.
+fn next(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+/// A kill in the first milliseconds left a state directory nobody could use, and a kill mid
+/// run could leave a task's processes writing after `resume` had started. Whatever moment
+/// SIGKILL hits, `resume` ends in the uninterrupted run's files and results.
+#[test]
+fn sigkill_at_any_moment_of_the_demo_then_resume_gives_the_same_acceptance() {
+    let reference = TempDir::new().unwrap();
+    assert_eq!(
+        run(reference.path(), &crate::cli::demo_plan())
+            .status
+            .code(),
+        Some(0)
+    );
+    let (files, _) = accepted_manifest(reference.path());
+    let mut seed = 0x5eed_2026_u64;
+    for trial in 0..50 {
+        let tmp = TempDir::new().unwrap();
+        // A fifth of the trials land in the first 20 ms (state directory creation), the rest
+        // anywhere in a run of a few hundred milliseconds.
+        let delay = if trial % 5 == 0 {
+            next(&mut seed) % 20
+        } else {
+            next(&mut seed) % 400
+        };
+        let mut child = spawn_run(tmp.path(), &crate::cli::demo_plan());
+        std::thread::sleep(Duration::from_millis(delay));
+        let _ = child.kill();
+        let _ = child.wait();
+        let out = if tmp.path().join("st/run.json").exists() {
+            kleene(tmp.path())
+                .args(["resume", "--state", "st"])
+                .output()
+                .unwrap()
+        } else {
+            // Killed before the run was recorded: nothing to resume, so start it.
+            run(tmp.path(), &crate::cli::demo_plan())
+        };
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "trial {trial} (killed after {delay} ms): {}",
+            both(&out)
+        );
+        let (got, results) = accepted_manifest(tmp.path());
+        assert_eq!(got, files, "trial {trial} (killed after {delay} ms)");
+        assert_eq!(results.as_array().map(Vec::len), Some(4), "trial {trial}");
+    }
+}
+
+/// Two `kleene run` started together: exactly one runs, the other is refused naming it.
+#[test]
+fn two_runs_started_together_exactly_one_is_refused() {
+    for trial in 0..5 {
+        let tmp = TempDir::new().unwrap();
+        let plan = write_plan(
+            tmp.path(),
+            vec![task(
+                "app_module",
+                "module",
+                &["app/MODULE"],
+                &[],
+                json!({"run": "sleep 0.5; mkdir -p app && echo m > app/MODULE"}),
+            )],
+        );
+        let a = spawn_run(tmp.path(), &plan);
+        let b = spawn_run(tmp.path(), &plan);
+        let (a_pid, b_pid) = (a.id(), b.id());
+        let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+        let ok: Vec<usize> = (0..2).filter(|&i| outs[i].status.success()).collect();
+        assert_eq!(
+            ok.len(),
+            1,
+            "trial {trial}: {}\n{}",
+            both(&outs[0]),
+            both(&outs[1])
+        );
+        let refused = 1 - ok[0];
+        let other = if refused == 0 { b_pid } else { a_pid };
+        let err = text(&outs[refused].stderr);
+        assert!(
+            err.contains(&format!("pid {other}")),
+            "trial {trial}: {err}"
+        );
+    }
+}
+
+/// After a SIGKILL of `kleene run`, the task's process group kept running (12 of 20 trials)
+/// and once overwrote an accepted file after `resume` had started.
+#[test]
+fn a_task_that_outlives_a_killed_kleene_is_named_or_killed_by_resume() {
+    let tmp = TempDir::new().unwrap();
+    let late = tmp.path().join("late");
+    let plan = write_plan(
+        tmp.path(),
+        vec![task(
+            "app_module",
+            "module",
+            &["app/MODULE"],
+            &[],
+            json!({
+                "run": format!(
+                    "if [ \"$KLEENE_CALL\" = 1 ]; then touch \"$KLEENE_CACHE_DIR/started\"; sleep 5; touch {}; fi; mkdir -p app && echo m > app/MODULE",
+                    late.display()
+                ),
+                // The killed call counts: leave room for the resumed one.
+                "retry_limit": 1,
+            }),
+        )],
+    );
+    // Without a PID namespace the group survives kleene: resume must see it.
+    let mut child = StdCommand::new(env!("CARGO_BIN_EXE_kleene"))
+        .current_dir(tmp.path())
+        .env("KLEENE_CONTAINMENT", "process-group")
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(
+        &tmp.path().join("st/cache/started"),
+        "the task never started",
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = kleene(tmp.path())
+        .args(["resume", "--state", "st"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("still running")
+            && err.contains("task app_module call 1")
+            && err.contains("--kill-stale"),
+        "{err}"
+    );
+    let out = kleene(tmp.path())
+        .args(["resume", "--state", "st", "--kill-stale"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    // The killed call's process never got to write.
+    std::thread::sleep(Duration::from_millis(5500));
+    assert!(!late.exists(), "the killed call's process kept running");
+}
+
+/// Where a PID namespace is available, nothing a task started survives a SIGKILL of kleene.
+#[test]
+fn nothing_survives_a_killed_kleene_where_namespaces_work() {
+    let probe = StdCommand::new("setpriv")
+        .args([
+            "--pdeathsig",
+            "KILL",
+            "--",
+            "unshare",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "true",
+        ])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no PID namespace on this machine");
+        return;
+    }
+    let tmp = TempDir::new().unwrap();
+    let late = tmp.path().join("late");
+    let plan = write_plan(
+        tmp.path(),
+        vec![task(
+            "app_module",
+            "module",
+            &["app/MODULE"],
+            &[],
+            json!({"run": format!(
+                "setsid sh -c 'sleep 1; touch {}' & touch \"$KLEENE_CACHE_DIR/started\"; sleep 30",
+                late.display()
+            )}),
+        )],
+    );
+    let mut child = spawn_run(tmp.path(), &plan);
+    wait_for(
+        &tmp.path().join("st/cache/started"),
+        "the task never started",
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!late.exists(), "a setsid child outlived kleene");
+}

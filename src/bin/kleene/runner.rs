@@ -188,8 +188,21 @@ impl GroupRecords {
         let _ = std::fs::remove_file(self.dir.join(group.to_string()));
     }
 
-    /// The recorded groups that still have a live process; records of dead ones are removed.
+    /// The recorded groups that still have a live process, after giving groups that are
+    /// being killed (a parent-death signal is delivered asynchronously) a moment to go;
+    /// records of dead ones are removed.
     pub fn live(&self) -> Vec<LiveGroup> {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        loop {
+            let live = self.live_now();
+            if live.is_empty() || Instant::now() >= deadline {
+                return live;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn live_now(&self) -> Vec<LiveGroup> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
@@ -207,7 +220,7 @@ impl GroupRecords {
             let mut lines = text.lines();
             let started = lines.next().unwrap_or_default();
             let label = lines.next().unwrap_or("an earlier call").to_owned();
-            let exists = killpg(Pid::from_raw(group), None::<Signal>).is_ok();
+            let exists = group_alive(group);
             // A group id is not reused while any member lives; a new leader with the same id
             // has another start time.
             let same = match start_time(group) {
@@ -229,6 +242,34 @@ impl GroupRecords {
         signal_group(Pid::from_raw(group.group), Signal::SIGKILL);
         self.forget(group.group);
     }
+}
+
+/// Whether a process of group `group` still runs. Zombies do not count: a killed command's
+/// processes stay zombies until someone reaps them, and they can write nothing. Without
+/// `/proc`, any member counts.
+fn group_alive(group: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return killpg(Pid::from_raw(group), None::<Signal>).is_ok();
+    };
+    entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1);
+        state != Some("Z") && state != Some("X") && pgrp == Some(group.to_string().as_str())
+    })
 }
 
 /// The start time of process `pid` (field 22 of `/proc/PID/stat`), to tell a reused id.
