@@ -120,40 +120,52 @@ impl Containment {
 /// The containment in force, probed once per process. `KLEENE_CONTAINMENT=process-group`
 /// forces the fallback (for tests of it).
 pub fn containment() -> Containment {
-    static PROBED: std::sync::OnceLock<Containment> = std::sync::OnceLock::new();
-    *PROBED.get_or_init(|| {
-        if std::env::var("KLEENE_CONTAINMENT").as_deref() == Ok("process-group") {
-            return Containment::ProcessGroup;
-        }
-        let works = Command::new(SETPRIV)
-            .args(CONTAIN)
-            .arg("/bin/true")
+    wrapper().map_or(Containment::ProcessGroup, |_| Containment::PidNamespace)
+}
+
+/// The absolute paths of `setpriv` and `unshare` when a contained command works here: found
+/// once, so no command pays for a search of PATH.
+fn wrapper() -> Option<&'static (PathBuf, PathBuf)> {
+    static PROBED: std::sync::OnceLock<Option<(PathBuf, PathBuf)>> = std::sync::OnceLock::new();
+    PROBED.get_or_init(probe_wrapper).as_ref()
+}
+
+fn probe_wrapper() -> Option<(PathBuf, PathBuf)> {
+    if std::env::var("KLEENE_CONTAINMENT").as_deref() == Ok("process-group") {
+        return None;
+    }
+    let find = |name: &str| {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    };
+    let (setpriv, unshare) = (find("setpriv")?, find("unshare")?);
+    let works = Command::new(&setpriv)
+        .args(contain_args(&unshare))
+        .arg("/bin/true")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
-        if works {
-            Containment::PidNamespace
-        } else {
-            Containment::ProcessGroup
-        }
-    })
+    works.then_some((setpriv, unshare))
 }
-
-const SETPRIV: &str = "setpriv";
 
 /// `setpriv` arguments that put what follows under SIGKILL on parent death, in a new PID
 /// namespace whose init (the command) takes every process of the namespace with it.
-const CONTAIN: [&str; 7] = [
-    "--pdeathsig",
-    "KILL",
-    "--",
-    "unshare",
-    "--pid",
-    "--fork",
-    "--kill-child",
-];
+fn contain_args(unshare: &Path) -> [&std::ffi::OsStr; 7] {
+    [
+        "--pdeathsig".as_ref(),
+        "KILL".as_ref(),
+        "--".as_ref(),
+        unshare.as_os_str(),
+        "--pid".as_ref(),
+        "--fork".as_ref(),
+        "--kill-child".as_ref(),
+    ]
+}
 
 /// The process groups of commands that are running, one file each in a directory: what a
 /// later kleene checks before it starts work in the same state directory.
@@ -394,13 +406,13 @@ pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunE
     let started = Instant::now();
     let command = inv.command.to_owned();
     // An absolute path spares the child a PATH search on every command.
-    let mut cmd = match containment() {
-        Containment::PidNamespace => {
-            let mut cmd = Command::new(SETPRIV);
-            cmd.args(CONTAIN).arg(SHELL);
+    let mut cmd = match wrapper() {
+        Some((setpriv, unshare)) => {
+            let mut cmd = Command::new(setpriv);
+            cmd.args(contain_args(unshare)).arg(SHELL);
             cmd
         }
-        Containment::ProcessGroup => Command::new(SHELL),
+        None => Command::new(SHELL),
     };
     cmd.arg("-c")
         .arg(inv.command)
