@@ -80,10 +80,11 @@ pub mod testing;
 mod verdict;
 
 pub use acceptance::{
-    ACCEPTANCE_PREDICATE_TYPE, AcceptanceError, AcceptanceProblem, AcceptanceRecord, BuildBinding,
-    CanonicalArchive, ExportError, FILES_DIR, FileEntry, FileManifest, FileMismatch, HostileEntry,
-    InTotoStatement, ManifestError, RECORD_ENTRY, RECORD_FORMAT, RecordError, STATEMENT_TYPE,
-    Subject, TaskResult, VerifiedArchive, VerifyError, accept, export, verify_archive,
+    ACCEPTANCE_PREDICATE_TYPE, AcceptanceError, AcceptanceProblem, AcceptanceRecord, ArchivePlace,
+    BuildBinding, CanonicalArchive, ExportError, FILES_DIR, FileEntry, FileManifest, FileMismatch,
+    HostileEntry, InTotoStatement, ManifestError, RECORD_ENTRY, RECORD_FORMAT, RecordDifference,
+    RecordError, STATEMENT_TYPE, StoredRecord, Subject, TaskResult, VerifiedArchive, VerifyError,
+    accept, export, verify_archive,
 };
 #[cfg(feature = "tracing")]
 pub use audit::TracingSink;

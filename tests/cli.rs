@@ -9,14 +9,14 @@ use assert_cmd::Command;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-fn kleene(dir: &Path) -> Command {
+pub(crate) fn kleene(dir: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kleene"));
     cmd.current_dir(dir);
     cmd
 }
 
 /// `kleene run PLAN --state st` in `dir`.
-fn run(dir: &Path, plan: &Path) -> Output {
+pub(crate) fn run(dir: &Path, plan: &Path) -> Output {
     kleene(dir)
         .args(["run", &plan.to_string_lossy(), "--state", "st"])
         .output()
@@ -31,11 +31,11 @@ fn status(dir: &Path) -> Output {
         .unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn demo_plan() -> PathBuf {
+pub(crate) fn demo_plan() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo/plan.json")
 }
 

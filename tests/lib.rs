@@ -2,10 +2,13 @@
 //! They use the `testing` feature, which the self dev-dependency in Cargo.toml turns on.
 
 mod acceptance;
+mod acceptance_integrity;
 mod batch;
 // End-to-end tests of the `kleene` binary.
 #[cfg(feature = "cli")]
 mod cli;
+#[cfg(feature = "cli")]
+mod cli_integrity;
 mod closure;
 mod foundation;
 mod plan;

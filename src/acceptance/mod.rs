@@ -59,9 +59,12 @@ mod record;
 
 pub use accept::{AcceptanceError, AcceptanceProblem, accept};
 pub use export::{
-    CanonicalArchive, ExportError, FILES_DIR, HostileEntry, RECORD_ENTRY, VerifiedArchive,
-    VerifyError, export, verify_archive,
+    ArchivePlace, CanonicalArchive, ExportError, FILES_DIR, HostileEntry, RECORD_ENTRY,
+    VerifiedArchive, VerifyError, export, verify_archive,
 };
 pub use intoto::{ACCEPTANCE_PREDICATE_TYPE, InTotoStatement, STATEMENT_TYPE, Subject};
 pub use manifest::{FileEntry, FileManifest, FileMismatch, ManifestError};
-pub use record::{AcceptanceRecord, BuildBinding, RECORD_FORMAT, RecordError, TaskResult};
+pub use record::{
+    AcceptanceRecord, BuildBinding, RECORD_FORMAT, RecordDifference, RecordError, StoredRecord,
+    TaskResult,
+};

@@ -13,9 +13,9 @@ use kleene::batch::{
     TaskBatchRecovery, TaskStatus,
 };
 use kleene::{
-    AuditEvent, BuildBinding, ChannelId, ClosureFailure, Digest, FixBudget, GovernanceDecision,
-    RecoverOn, RecoveryPolicy, Session, Snapshot, TaskId, ValidatedPlan, accept, export,
-    verify_archive,
+    AcceptanceRecord, AuditEvent, BuildBinding, ChannelId, ClosureFailure, Digest, FixBudget,
+    GovernanceDecision, RecoverOn, RecoveryPolicy, Session, Snapshot, StoredRecord, TaskId,
+    ValidatedPlan, accept, export, verify_archive,
 };
 
 use crate::cli::{Exit, ExportArgs, GraphArgs, PlanArgs, RunArgs, StateArgs, VerifyArgs};
@@ -604,18 +604,29 @@ pub fn accept_run(args: &StateArgs, rep: &mut Reporter) -> Outcome {
 pub fn export_run(args: &ExportArgs, rep: &mut Reporter) -> Outcome {
     let state = StateDir::at(&args.state.state);
     let (record, snapshot) = acceptance(&state)?;
-    if let Some(stored) = stored_record_digest(&state)? {
-        if stored != record.digest() {
+    match stored_record(&state, Some(&record))? {
+        Some(stored) if stored.digest() != record.digest() => {
+            let differences = record
+                .differences(&stored.to_json())
+                .unwrap_or_default()
+                .iter()
+                .map(|d| format!("\n  {d}"))
+                .collect::<String>();
             return Err(Failure::halted(format!(
                 "export: the evidence no longer matches the acceptance record in {} \
-                 (recorded {stored}, now {}); run kleene accept again",
+                 (recorded {}, now {}):{differences}\n\
+                 the evidence changed after it was accepted. If you did not change it \
+                 (by resuming or re-running), something else wrote the state directory: \
+                 do not accept again before you know what (see SECURITY.md); if you did, \
+                 run kleene accept again",
                 state.acceptance_path().display(),
+                stored.digest(),
                 record.digest()
             )));
         }
-    } else {
-        write_atomic(&state.acceptance_path(), record.to_json().as_bytes())
-            .map_err(Failure::halted)?;
+        Some(_) => {}
+        None => write_atomic(&state.acceptance_path(), record.to_json().as_bytes())
+            .map_err(Failure::halted)?,
     }
     let archive = export(&record, &snapshot).map_err(Failure::halted)?;
     write_atomic(&args.out, archive.as_bytes()).map_err(Failure::halted)?;
@@ -639,22 +650,37 @@ pub fn export_run(args: &ExportArgs, rep: &mut Reporter) -> Outcome {
     Ok(Exit::Ok)
 }
 
-fn stored_record_digest(state: &StateDir) -> Result<Option<Digest>, Failure> {
+/// The acceptance record stored in `state`, if there is one, with every digest of its body
+/// recomputed. A record that does not hold together is refused naming what is wrong; with
+/// the record the evidence gives (`expected`), also every field, task and file that differs.
+fn stored_record(
+    state: &StateDir,
+    expected: Option<&AcceptanceRecord>,
+) -> Result<Option<StoredRecord>, Failure> {
     let path = state.acceptance_path();
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Failure::bad_input(format!("read {}: {e}", path.display()))),
     };
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Failure::bad_input(format!("read {}: {e}", path.display())))?;
-    let digest = value
-        .get("record_digest")
-        .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| Failure::bad_input(format!("read {}: no record_digest", path.display())))?;
-    Digest::from_str(digest)
-        .map(Some)
-        .map_err(|e| Failure::bad_input(format!("read {}: record_digest: {e}", path.display())))
+    StoredRecord::from_json(&text).map(Some).map_err(|err| {
+        let differences = expected
+            .and_then(|r| r.differences(&text).ok())
+            .map(|ds| {
+                let lines: String = ds.iter().map(|d| format!("\n  {d}")).collect();
+                if lines.is_empty() {
+                    String::new()
+                } else {
+                    format!("\nit differs from the record the evidence gives in:{lines}")
+                }
+            })
+            .unwrap_or_default();
+        Failure::bad_input(format!(
+            "{}: {err}{differences}\nrestore the record kleene wrote; only if you trust the \
+             evidence, rewrite it with kleene accept (see SECURITY.md)",
+            path.display()
+        ))
+    })
 }
 
 /// `kleene verify ARCHIVE`.
@@ -662,13 +688,15 @@ pub fn verify(args: &VerifyArgs, rep: &mut Reporter) -> Outcome {
     let expected = match &args.record {
         Some(hex) => Digest::from_str(hex)
             .map_err(|e| Failure::bad_input(format!("use --record {hex}: {e}")))?,
-        None => stored_record_digest(&StateDir::at(&args.state))?.ok_or_else(|| {
-            Failure::bad_input(format!(
-                "verify {}: no expected record: pass --record DIGEST or the --state of the run \
+        None => stored_record(&StateDir::at(&args.state), None)?
+            .map(|r| r.digest())
+            .ok_or_else(|| {
+                Failure::bad_input(format!(
+                    "verify {}: no expected record: pass --record DIGEST or the --state of the run \
                  (its acceptance.json)",
-                args.archive.display()
-            ))
-        })?,
+                    args.archive.display()
+                ))
+            })?,
     };
     let bytes = fs::read(&args.archive)
         .map_err(|e| Failure::bad_input(format!("read {}: {e}", args.archive.display())))?;
