@@ -73,6 +73,7 @@ mod id;
 mod path;
 mod phase;
 mod plan;
+pub mod signing;
 mod snapshot;
 mod task;
 #[cfg(feature = "testing")]
@@ -82,9 +83,10 @@ mod verdict;
 pub use acceptance::{
     ACCEPTANCE_PREDICATE_TYPE, AcceptanceError, AcceptanceProblem, AcceptanceRecord, ArchivePlace,
     BuildBinding, CanonicalArchive, ExportError, FILES_DIR, FileEntry, FileManifest, FileMismatch,
-    HostileEntry, InTotoStatement, ManifestError, RECORD_ENTRY, RECORD_FORMAT, RecordDifference,
-    RecordError, STATEMENT_TYPE, StoredRecord, Subject, TaskResult, VerifiedArchive, VerifyError,
-    accept, export, verify_archive,
+    HostileEntry, IN_TOTO_PAYLOAD_TYPE, InTotoStatement, ManifestError, RECORD_ENTRY,
+    RECORD_FORMAT, RECORD_PAYLOAD_TYPE, RecordDifference, RecordError, STATEMENT_TYPE, SignedError,
+    StoredRecord, Subject, TaskResult, VerifiedArchive, VerifyError, accept, export,
+    verify_archive, verify_signed_archive,
 };
 #[cfg(feature = "tracing")]
 pub use audit::TracingSink;

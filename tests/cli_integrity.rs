@@ -121,3 +121,252 @@ fn an_edited_acceptance_record_fails_verify_and_export_naming_what_differs() {
         .assert()
         .success();
 }
+
+#[test]
+fn keygen_sign_export_and_verify_with_a_public_key() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path();
+    kleene(dir)
+        .args(["keygen", "--out", "keys"])
+        .assert()
+        .success();
+    let mode = |p: &str| std::fs::metadata(dir.join(p)).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode("keys/kleene.key"), 0o600);
+    let secret = std::fs::read(dir.join("keys/kleene.key")).unwrap();
+    let out = kleene(dir)
+        .args(["keygen", "--out", "keys"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("already exists"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read(dir.join("keys/kleene.key")).unwrap(), secret);
+
+    assert!(run(dir, &demo_plan()).status.success());
+    kleene(dir)
+        .args([
+            "accept",
+            "--state",
+            "st",
+            "--signing-key",
+            "keys/kleene.key",
+        ])
+        .assert()
+        .success();
+    assert!(dir.join("st/acceptance.dsse.json").exists());
+    // The key may also come from the environment.
+    kleene(dir)
+        .env("KLEENE_SIGNING_KEY", "keys/kleene.key")
+        .args(["export", "out.tar", "--state", "st"])
+        .assert()
+        .success();
+    let sidecar = dir.join("out.tar.intoto.jsonl");
+    assert!(sidecar.exists());
+
+    // The verifier needs no state directory: only the archive, its envelope and the key.
+    let verifier = TempDir::new().unwrap();
+    let v = verifier.path();
+    for f in ["out.tar", "out.tar.intoto.jsonl", "keys/kleene.pub"] {
+        std::fs::copy(dir.join(f), v.join(Path::new(f).file_name().unwrap())).unwrap();
+    }
+    let ok = kleene(v)
+        .args(["verify", "out.tar", "--public-key", "kleene.pub"])
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    assert!(
+        text(&ok.stdout).contains("signed by key"),
+        "{}",
+        text(&ok.stdout)
+    );
+
+    // Another key's public half is refused.
+    kleene(v)
+        .args(["keygen", "--out", "other"])
+        .assert()
+        .success();
+    let out = kleene(v)
+        .args(["verify", "out.tar", "--public-key", "other/kleene.pub"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no signature by key"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // An altered statement is refused.
+    let line = std::fs::read_to_string(v.join("out.tar.intoto.jsonl")).unwrap();
+    let mut env: Value = serde_json::from_str(&line).unwrap();
+    env["payloadType"] = "application/vnd.other+json".into();
+    std::fs::write(v.join("forged.jsonl"), env.to_string()).unwrap();
+    let out = kleene(v)
+        .args([
+            "verify",
+            "out.tar",
+            "--public-key",
+            "kleene.pub",
+            "--signature",
+            "forged.jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("altered"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A missing signature is bad input, naming the file it looked for.
+    std::fs::rename(v.join("out.tar"), v.join("copy.tar")).unwrap();
+    let out = kleene(v)
+        .args(["verify", "copy.tar", "--public-key", "kleene.pub"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("copy.tar.intoto.jsonl"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_re_sealed_record_is_caught_by_its_signature() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path();
+    kleene(dir)
+        .args(["keygen", "--out", "keys"])
+        .assert()
+        .success();
+    assert!(run(dir, &demo_plan()).status.success());
+    kleene(dir)
+        .args([
+            "accept",
+            "--state",
+            "st",
+            "--signing-key",
+            "keys/kleene.key",
+        ])
+        .assert()
+        .success();
+    // Someone who can write the state directory replaces the signed record with another
+    // self-consistent one (the record of another run): its digests all recompute, its
+    // signature does not exist.
+    let out = kleene(dir)
+        .args([
+            "run",
+            &demo_plan().to_string_lossy(),
+            "--state",
+            "st2",
+            "--channel",
+            "other",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    kleene(dir)
+        .args(["accept", "--state", "st2"])
+        .assert()
+        .success();
+    let signed_record = std::fs::read(dir.join("st/acceptance.json")).unwrap();
+    std::fs::copy(
+        dir.join("st2/acceptance.json"),
+        dir.join("st/acceptance.json"),
+    )
+    .unwrap();
+    let out = kleene(dir)
+        .args([
+            "export",
+            "out.tar",
+            "--state",
+            "st",
+            "--signing-key",
+            "keys/kleene.key",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("the record was replaced after it was signed"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::write(dir.join("st/acceptance.json"), signed_record).unwrap();
+
+    // An unsigned accept removes the envelope, which no longer describes the record.
+    let envelope = std::fs::read(dir.join("st/acceptance.dsse.json")).unwrap();
+    kleene(dir)
+        .args(["accept", "--state", "st"])
+        .assert()
+        .success();
+    assert!(!dir.join("st/acceptance.dsse.json").exists());
+    let out = kleene(dir)
+        .args([
+            "export",
+            "out.tar",
+            "--state",
+            "st",
+            "--signing-key",
+            "keys/kleene.key",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("is not signed"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A signature of another record does not vouch for this one.
+    let mut record: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("st/acceptance.json")).unwrap())
+            .unwrap();
+    record["binding"]["crate_version"] = "9.9.9".into();
+    let mut env: Value = serde_json::from_slice(&envelope).unwrap();
+    env["payload"] =
+        base64_encode(serde_json::to_string_pretty(&record).unwrap().as_bytes()).into();
+    std::fs::write(dir.join("st/acceptance.dsse.json"), env.to_string()).unwrap();
+    let out = kleene(dir)
+        .args([
+            "export",
+            "out.tar",
+            "--state",
+            "st",
+            "--signing-key",
+            "keys/kleene.key",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("altered"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!dir.join("out.tar").exists());
+
+    // A key inside the state directory is refused: whoever forges evidence could read it.
+    std::fs::copy(dir.join("keys/kleene.key"), dir.join("st/kleene.key")).unwrap();
+    let out = kleene(dir)
+        .args(["accept", "--state", "st", "--signing-key", "st/kleene.key"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("inside the state directory"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}

@@ -12,4 +12,5 @@ mod cli_integrity;
 mod closure;
 mod foundation;
 mod plan;
+mod signing;
 mod support;
