@@ -206,15 +206,19 @@ impl SigningKey {
     ///
     /// [`KeyError`] naming what is wrong with the file.
     pub fn from_pem(text: &str) -> Result<Self, KeyError> {
-        let der = pem_body(text, PRIVATE_LABEL)?;
+        let mut der = pem_body(text, PRIVATE_LABEL)?;
         let seed = der
             .strip_prefix(&PKCS8_PREFIX[..])
-            .and_then(|s| <[u8; 32]>::try_from(s).ok())
-            .ok_or(KeyError::NotEd25519 {
-                label: PRIVATE_LABEL,
-                len: der.len(),
-            })?;
-        Ok(Self::from_seed(seed))
+            .and_then(|s| <[u8; 32]>::try_from(s).ok());
+        let len = der.len();
+        der.fill(0);
+        let mut seed = seed.ok_or(KeyError::NotEd25519 {
+            label: PRIVATE_LABEL,
+            len,
+        })?;
+        let key = Self::from_seed(seed);
+        seed.fill(0);
+        Ok(key)
     }
 
     /// The secret key file text (PEM `PRIVATE KEY`). Keep it outside the state directory,

@@ -249,6 +249,7 @@ impl VerifyError {
             | Self::UnreadableRecord { .. }
             | Self::Record(_)
             | Self::UnexpectedRecord { .. } => Some(RECORD_ENTRY),
+            Self::Malformed { after, .. } => after.as_deref(),
             _ => None,
         }
     }
