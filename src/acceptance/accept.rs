@@ -298,6 +298,9 @@ mod tests {
             task,
             owner: None,
         };
-        assert!(outside.to_string().contains("(no task owns it)"), "{outside}");
+        assert!(
+            outside.to_string().contains("(no task owns it)"),
+            "{outside}"
+        );
     }
 }
