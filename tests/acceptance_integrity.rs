@@ -177,3 +177,28 @@ fn a_record_with_an_added_field_is_not_canonical() {
         Err(RecordError::Unreadable { line: 1, .. })
     ));
 }
+
+proptest::proptest! {
+    /// Damage anywhere in an exported archive is refused, and the refusal names a place
+    /// (an entry, a path, or the end-of-archive padding with its byte) and what to do; it
+    /// used to say `entry ""` for damage in padding.
+    #[test]
+    fn any_damaged_byte_is_refused_naming_its_place(
+        at in proptest::prelude::any::<proptest::sample::Index>(),
+        flip in 1u8..=255,
+    ) {
+        let b = build();
+        let record = accept(&b.plan, &b.evidence, &b.snapshot, &binding(&b)).unwrap();
+        let mut archive = export(&record, &b.snapshot).unwrap().into_bytes();
+        let i = at.index(archive.len());
+        archive[i] ^= flip;
+        let err = verify_archive(&archive, record.digest()).unwrap_err();
+        let text = err.to_string();
+        proptest::prop_assert!(!text.contains("entry \"\""), "byte {}: {}", i, text);
+        proptest::prop_assert!(text.contains("; "), "byte {}: {}", i, text);
+        proptest::prop_assert!(
+            err.entry().is_some() || !err.mismatches().is_empty() || text.contains("byte "),
+            "byte {}: {}", i, text
+        );
+    }
+}

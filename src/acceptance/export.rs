@@ -105,13 +105,16 @@ impl std::fmt::Display for ArchivePlace {
 pub enum VerifyError {
     /// The bytes are not a readable tar archive.
     #[error(
-        "verify archive: unreadable {}: {message}; the archive is damaged or truncated: \
-         export it again or fetch an intact copy",
+        "verify archive: unreadable at byte {offset} ({}): {message}; the archive is damaged \
+         or truncated: export it again or fetch an intact copy",
         after_entry(.after)
     )]
     Malformed {
         /// The last entry read intact, if any.
         after: Option<String>,
+        /// Where the unreadable part starts: the header after the last intact entry, or the
+        /// content of an entry cut short.
+        offset: u64,
         /// What the tar reader reported.
         message: String,
     },
@@ -214,7 +217,7 @@ pub enum VerifyError {
 fn after_entry(after: &Option<String>) -> String {
     match after {
         Some(name) => format!("after entry {name:?}"),
-        None => "at its first entry".to_owned(),
+        None => "its first entry".to_owned(),
     }
 }
 
@@ -504,6 +507,7 @@ pub fn verify_archive(
     )
     .map_err(|e| VerifyError::Malformed {
         after: None,
+        offset: 0,
         message: e.to_string(),
     })?;
     if rendered != archive {
@@ -568,17 +572,21 @@ type Entries = (Option<Vec<u8>>, BTreeMap<AdmittedPath, Vec<u8>>);
 /// Reads every entry, refusing hostile and non-canonical ones before using their content.
 fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
     let mut reader = tar::Archive::new(archive);
-    let malformed = |after: &Option<String>, e: std::io::Error| VerifyError::Malformed {
-        after: after.clone(),
-        message: e.to_string(),
-    };
+    let malformed =
+        |after: &Option<String>, offset: u64, e: std::io::Error| VerifyError::Malformed {
+            after: after.clone(),
+            offset,
+            message: e.to_string(),
+        };
     let mut last: Option<String> = None;
+    // Where the next header starts: the end of the last intact entry's padded content.
+    let mut next_header = 0u64;
     let mut seen = BTreeSet::new();
     let mut record = None;
     let mut files: BTreeMap<AdmittedPath, Vec<u8>> = BTreeMap::new();
     let mut last_file: Option<AdmittedPath> = None;
-    for entry in reader.entries().map_err(|e| malformed(&last, e))? {
-        let mut entry = entry.map_err(|e| malformed(&last, e))?;
+    for entry in reader.entries().map_err(|e| malformed(&last, 0, e))? {
+        let mut entry = entry.map_err(|e| malformed(&last, next_header, e))?;
         let raw = entry.path_bytes().into_owned();
         let name = String::from_utf8_lossy(&raw).into_owned();
         let hostile = |kind| VerifyError::Hostile {
@@ -643,15 +651,17 @@ fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
         }
         // The header's size is untrusted: never reserve more than the archive could hold.
         let size = entry.size();
+        let content_start = entry.raw_file_position();
         let declared = usize::try_from(size).unwrap_or(usize::MAX);
         let mut content = Vec::with_capacity(declared.min(archive.len()));
         entry
             .read_to_end(&mut content)
-            .map_err(|e| malformed(&last, e))?;
+            .map_err(|e| malformed(&last, content_start, e))?;
         // The reader stops quietly at the end of the archive; a short entry is truncated.
         if content.len() as u64 != size {
             return Err(VerifyError::Malformed {
                 after: last,
+                offset: content_start,
                 message: format!(
                     "entry {name:?} declares {size} bytes but only {} are present",
                     content.len()
@@ -674,6 +684,7 @@ fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
             files.insert(path, content);
         }
         last = Some(name);
+        next_header = (content_start + size).div_ceil(512) * 512;
     }
     Ok((record, files))
 }
@@ -1035,7 +1046,7 @@ mod tests {
         bytes[..512].copy_from_slice(header.as_bytes());
         let err = verify_archive(&bytes, r.digest()).unwrap_err();
         assert!(
-            matches!(&err, VerifyError::Malformed { after: None, message }
+            matches!(&err, VerifyError::Malformed { after: None, message, .. }
                 if message.contains(RECORD_ENTRY) && message.contains("8589934591 bytes")),
             "{err:?}"
         );
