@@ -73,6 +73,7 @@ mod id;
 mod path;
 mod phase;
 mod plan;
+pub mod signing;
 mod snapshot;
 #[cfg(unix)]
 pub mod stage;
@@ -82,10 +83,12 @@ pub mod testing;
 mod verdict;
 
 pub use acceptance::{
-    ACCEPTANCE_PREDICATE_TYPE, AcceptanceError, AcceptanceProblem, AcceptanceRecord, BuildBinding,
-    CanonicalArchive, ExportError, FILES_DIR, FileEntry, FileManifest, FileMismatch, HostileEntry,
-    InTotoStatement, ManifestError, RECORD_ENTRY, RECORD_FORMAT, RecordError, STATEMENT_TYPE,
-    Subject, TaskResult, VerifiedArchive, VerifyError, accept, export, verify_archive,
+    ACCEPTANCE_PREDICATE_TYPE, AcceptanceError, AcceptanceProblem, AcceptanceRecord, ArchivePlace,
+    BuildBinding, CanonicalArchive, ExportError, FILES_DIR, FileEntry, FileManifest, FileMismatch,
+    HostileEntry, IN_TOTO_PAYLOAD_TYPE, InTotoStatement, ManifestError, RECORD_ENTRY,
+    RECORD_FORMAT, RECORD_PAYLOAD_TYPE, RecordDifference, RecordError, STATEMENT_TYPE, SignedError,
+    StoredRecord, Subject, TaskResult, VerifiedArchive, VerifyError, accept, export,
+    verify_archive, verify_signed_archive,
 };
 #[cfg(feature = "tracing")]
 pub use audit::TracingSink;

@@ -154,10 +154,10 @@ fn evidence_with(
     BatchEvidence::fold(events).unwrap()
 }
 
-struct Build {
-    plan: ValidatedPlan,
-    evidence: BatchEvidence,
-    snapshot: Snapshot,
+pub(crate) struct Build {
+    pub(crate) plan: ValidatedPlan,
+    pub(crate) evidence: BatchEvidence,
+    pub(crate) snapshot: Snapshot,
 }
 
 fn build_with(outputs: &BTreeMap<TaskId, BTreeMap<AdmittedPath, Vec<u8>>>) -> Build {
@@ -171,11 +171,11 @@ fn build_with(outputs: &BTreeMap<TaskId, BTreeMap<AdmittedPath, Vec<u8>>>) -> Bu
     }
 }
 
-fn build() -> Build {
+pub(crate) fn build() -> Build {
     build_with(&outputs())
 }
 
-fn binding(b: &Build) -> BuildBinding {
+pub(crate) fn binding(b: &Build) -> BuildBinding {
     BuildBinding::new(
         ChannelId::new(CHANNEL).unwrap(),
         b.plan.digest(),
@@ -533,7 +533,7 @@ fn unaccepted_tasks_are_listed() {
 // ---- archive tampering -------------------------------------------------------------------
 
 /// The entries of an archive: (name, content, byte range of the content).
-fn entries(archive: &[u8]) -> Vec<(String, Vec<u8>, std::ops::Range<usize>)> {
+pub(crate) fn entries(archive: &[u8]) -> Vec<(String, Vec<u8>, std::ops::Range<usize>)> {
     use std::io::Read;
     let mut a = tar::Archive::new(archive);
     a.entries()
@@ -551,7 +551,7 @@ fn entries(archive: &[u8]) -> Vec<(String, Vec<u8>, std::ops::Range<usize>)> {
 }
 
 /// A tar of `entries` in the given order with canonical headers.
-fn tar_of(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
+pub(crate) fn tar_of(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
     let mut b = tar::Builder::new(Vec::new());
     for (name, content) in entries {
         let mut h = tar::Header::new_gnu();

@@ -2,14 +2,19 @@
 //! They use the `testing` feature, which the self dev-dependency in Cargo.toml turns on.
 
 mod acceptance;
+mod acceptance_integrity;
 mod batch;
 // End-to-end tests of the `kleene` binary.
 #[cfg(feature = "cli")]
 mod cli;
+// Acceptance-record tampering and signatures through the CLI.
+#[cfg(feature = "cli")]
+mod cli_integrity;
 // Staged workspaces, state-directory integrity and process containment, end to end.
 #[cfg(feature = "cli")]
 mod cli_staging;
 mod closure;
 mod foundation;
 mod plan;
+mod signing;
 mod support;

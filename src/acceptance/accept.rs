@@ -55,7 +55,7 @@ pub enum AcceptanceProblem {
         evidence: u32,
     },
     /// A planned task is not accepted.
-    #[error("task {task} is {status:?}, not accepted")]
+    #[error("task {task} is not accepted: it {}; finish the run before accepting", standing(.status))]
     TaskNotAccepted {
         /// The task.
         task: TaskId,
@@ -77,7 +77,11 @@ pub enum AcceptanceProblem {
         task: TaskId,
     },
     /// A file is not owned by the task it is attributed to.
-    #[error("file {path} of task {task} is outside its ownership (owner: {owner:?})")]
+    #[error(
+        "file {path} of task {task} is outside its ownership ({}); only the planned owner \
+         may write it",
+        owned_by(.owner)
+    )]
     OutsideOwnership {
         /// The path.
         path: AdmittedPath,
@@ -86,6 +90,28 @@ pub enum AcceptanceProblem {
         /// Its planned owner, if any.
         owner: Option<TaskId>,
     },
+}
+
+fn standing(status: &TaskStatus) -> String {
+    match status {
+        TaskStatus::Accepted => "is accepted".to_owned(),
+        TaskStatus::Failed => "failed".to_owned(),
+        TaskStatus::Drained { blocked_by } => {
+            format!("was drained because its prerequisite {blocked_by} failed")
+        }
+        TaskStatus::InFlight { attempt } => {
+            format!("has call {attempt} in flight (reserved, never settled)")
+        }
+        TaskStatus::Pending => "is pending (not called yet)".to_owned(),
+        TaskStatus::NotInPlan => "is not in the batch inventory".to_owned(),
+    }
+}
+
+fn owned_by(owner: &Option<TaskId>) -> String {
+    match owner {
+        Some(owner) => format!("it is owned by task {owner}"),
+        None => "no task owns it".to_owned(),
+    }
 }
 
 impl AcceptanceProblem {
@@ -249,4 +275,32 @@ fn task_inventory_digest(tasks: &[&crate::plan::PlannedTask]) -> Digest {
         }
     }
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_read_as_words_and_say_what_to_do() {
+        let task = TaskId::new("billing_service").unwrap();
+        let in_flight = AcceptanceProblem::TaskNotAccepted {
+            task: task.clone(),
+            status: TaskStatus::InFlight { attempt: 2 },
+        };
+        assert_eq!(
+            in_flight.to_string(),
+            "task billing_service is not accepted: it has call 2 in flight (reserved, never \
+             settled); finish the run before accepting"
+        );
+        let outside = AcceptanceProblem::OutsideOwnership {
+            path: AdmittedPath::admit("billing/x.sh").unwrap(),
+            task,
+            owner: None,
+        };
+        assert!(
+            outside.to_string().contains("(no task owns it)"),
+            "{outside}"
+        );
+    }
 }

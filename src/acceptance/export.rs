@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 
-use super::record::{ReadRecord, RecordError, canonical_json};
+use super::record::{RecordError, StoredRecord, canonical_json};
 use super::{AcceptanceRecord, FileManifest, FileMismatch};
 use crate::snapshot::Snapshot;
 use crate::{AdmittedPath, Digest, PathError};
@@ -67,20 +67,62 @@ impl std::fmt::Display for HostileEntry {
     }
 }
 
-/// Why an archive failed verification. Every variant names the entry or path involved.
+/// Where in an archive's bytes a non-canonical byte sits, outside every entry's content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ArchivePlace {
+    /// The header blocks of an entry (with the long-name blocks before it, if any).
+    Header {
+        /// The entry name.
+        entry: String,
+    },
+    /// The zero padding that fills an entry's content up to a whole block.
+    Padding {
+        /// The entry name.
+        entry: String,
+    },
+    /// The two zero blocks that end the archive.
+    EndOfArchive,
+    /// Bytes after the end-of-archive blocks.
+    AfterEnd,
+}
+
+impl std::fmt::Display for ArchivePlace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Header { entry } => write!(f, "the header of entry {entry:?}"),
+            Self::Padding { entry } => write!(f, "the padding after entry {entry:?}"),
+            Self::EndOfArchive => f.write_str("the archive's end-of-archive padding"),
+            Self::AfterEnd => f.write_str("bytes after the archive's end-of-archive padding"),
+        }
+    }
+}
+
+/// Why an archive failed verification. Every variant names the entry, path or byte
+/// involved, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum VerifyError {
     /// The bytes are not a readable tar archive.
-    #[error("verify archive: unreadable after entry {after:?}: {message}")]
+    #[error(
+        "verify archive: unreadable at byte {offset} ({}): {message}; the archive is damaged \
+         or truncated: export it again or fetch an intact copy",
+        after_entry(.after)
+    )]
     Malformed {
         /// The last entry read intact, if any.
         after: Option<String>,
+        /// Where the unreadable part starts: the header after the last intact entry, or the
+        /// content of an entry cut short.
+        offset: u64,
         /// What the tar reader reported.
         message: String,
     },
     /// A hostile entry (zip-slip and friends), refused before use.
-    #[error("verify archive: entry {name:?} is refused because {kind}")]
+    #[error(
+        "verify archive: entry {name:?} is refused because {kind}; kleene export never writes \
+         one, so do not unpack this archive"
+    )]
     Hostile {
         /// The entry name as found (lossily decoded).
         name: String,
@@ -88,33 +130,72 @@ pub enum VerifyError {
         kind: HostileEntry,
     },
     /// An entry header differs from the canonical one.
-    #[error("verify archive: entry {name:?} has non-canonical {field}")]
+    #[error(
+        "verify archive: entry {name:?} has non-canonical {field}; the archive was changed \
+         after export: export it again"
+    )]
     NonCanonical {
         /// The entry name.
         name: String,
-        /// Which header field (or `"bytes"` for padding and trailer).
+        /// Which header field, or `"json"` for a record that is not in canonical form.
         field: &'static str,
     },
+    /// Every entry's header and content checked out, but a byte around them (padding,
+    /// header filler, the end-of-archive blocks) differs from the canonical archive.
+    #[error(
+        "verify archive: byte {offset} is not canonical, in {place}; the archive was damaged \
+         or changed after export: export it again or fetch an intact copy"
+    )]
+    StrayByte {
+        /// The offset of the first differing byte.
+        offset: u64,
+        /// Where it is.
+        place: ArchivePlace,
+    },
+    /// The archive stops inside its end-of-archive padding.
+    #[error(
+        "verify archive: it ends at byte {len}, inside its end-of-archive padding ({expected} \
+         bytes expected); it was cut short: copy it again"
+    )]
+    Truncated {
+        /// The archive's length.
+        len: u64,
+        /// The canonical archive's length.
+        expected: u64,
+    },
     /// An entry is not in canonical order (record first, then files sorted by path).
-    #[error("verify archive: entry {name:?} is out of order")]
+    #[error(
+        "verify archive: entry {name:?} is out of order (the record comes first, then files \
+         sorted by path); the archive was not written by kleene export: export it again"
+    )]
     OutOfOrder {
         /// The entry name.
         name: String,
     },
     /// The archive has no record entry.
-    #[error("verify archive: it has no {RECORD_ENTRY}")]
+    #[error(
+        "verify archive: it has no entry {RECORD_ENTRY}; it is not a kleene export: verify \
+         the archive kleene export wrote"
+    )]
     MissingRecord,
     /// The record entry is not a readable record.
-    #[error("verify archive: {RECORD_ENTRY} is unreadable: {message}")]
+    #[error(
+        "verify archive: entry {RECORD_ENTRY} is not a record: {message}; the archive was \
+         changed after export: export it again"
+    )]
     UnreadableRecord {
         /// What the JSON reader reported.
         message: String,
     },
     /// The record's own digests do not recompute.
-    #[error("verify archive: {RECORD_ENTRY} is inconsistent: {0}")]
-    Record(#[from] RecordError),
+    #[error("verify archive: entry {RECORD_ENTRY}: {0}")]
+    Record(RecordError),
     /// The record is intact but is not the one expected.
-    #[error("verify archive: {RECORD_ENTRY} has digest {found}, expected {expected}")]
+    #[error(
+        "verify archive: entry {RECORD_ENTRY} has record digest {found}, expected {expected}; \
+         it is another build's archive, or the expected digest is of another record: check \
+         which archive and which record you meant"
+    )]
     UnexpectedRecord {
         /// The trusted record digest.
         expected: Digest,
@@ -122,11 +203,22 @@ pub enum VerifyError {
         found: Digest,
     },
     /// The files differ from the record: every changed, missing and extra path.
-    #[error("verify archive: files differ from the record: {}", list(.mismatches))]
+    #[error(
+        "verify archive: files differ from the record: {}; the archive's files were changed \
+         after export: export it again",
+        list(.mismatches)
+    )]
     Files {
         /// Every difference, in path order.
         mismatches: Vec<FileMismatch>,
     },
+}
+
+fn after_entry(after: &Option<String>) -> String {
+    match after {
+        Some(name) => format!("after entry {name:?}"),
+        None => "its first entry".to_owned(),
+    }
 }
 
 fn list(mismatches: &[FileMismatch]) -> String {
@@ -152,10 +244,15 @@ impl VerifyError {
             Self::Hostile { name, .. }
             | Self::NonCanonical { name, .. }
             | Self::OutOfOrder { name } => Some(name),
+            Self::StrayByte {
+                place: ArchivePlace::Header { entry } | ArchivePlace::Padding { entry },
+                ..
+            } => Some(entry),
             Self::MissingRecord
             | Self::UnreadableRecord { .. }
             | Self::Record(_)
             | Self::UnexpectedRecord { .. } => Some(RECORD_ENTRY),
+            Self::Malformed { after, .. } => after.as_deref(),
             _ => None,
         }
     }
@@ -164,7 +261,7 @@ impl VerifyError {
 /// An archive that passed [`verify_archive`]: its record digest and exact files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifiedArchive {
-    record: ReadRecord,
+    record: StoredRecord,
     manifest: FileManifest,
     files: BTreeMap<AdmittedPath, Vec<u8>>,
 }
@@ -175,7 +272,8 @@ impl VerifiedArchive {
         self.record.record_digest
     }
 
-    pub(crate) fn record(&self) -> &ReadRecord {
+    /// The acceptance record inside, every digest recomputed.
+    pub fn record(&self) -> &StoredRecord {
         &self.record
     }
 
@@ -215,8 +313,8 @@ pub enum ExportError {
         message: String,
     },
     /// The written archive failed its own verification.
-    #[error("export snapshot: {0}")]
-    Verify(#[from] VerifyError),
+    #[error("export snapshot: the written archive does not verify: {0}")]
+    Verify(VerifyError),
 }
 
 /// A canonical archive that was verified right after it was written: the bytes to publish
@@ -276,7 +374,7 @@ pub fn export(
     .map_err(|e| ExportError::Write {
         message: e.to_string(),
     })?;
-    let verified = verify_archive(&bytes, record.digest())?;
+    let verified = verify_archive(&bytes, record.digest()).map_err(ExportError::Verify)?;
     Ok(CanonicalArchive { bytes, verified })
 }
 
@@ -373,11 +471,16 @@ pub fn verify_archive(
 ) -> Result<VerifiedArchive, VerifyError> {
     let (record_json, files) = read_entries(archive)?;
     let record_json = record_json.ok_or(VerifyError::MissingRecord)?;
-    let record: ReadRecord =
-        serde_json::from_slice(&record_json).map_err(|e| VerifyError::UnreadableRecord {
-            message: e.to_string(),
-        })?;
-    record.check()?;
+    let record = StoredRecord::parse(&record_json).map_err(|e| match e {
+        RecordError::Unreadable {
+            message,
+            line,
+            column,
+        } => VerifyError::UnreadableRecord {
+            message: format!("{message} at line {line}, column {column}"),
+        },
+        other => VerifyError::Record(other),
+    })?;
     if record.record_digest != expected_record {
         return Err(VerifyError::UnexpectedRecord {
             expected: expected_record,
@@ -404,14 +507,11 @@ pub fn verify_archive(
     )
     .map_err(|e| VerifyError::Malformed {
         after: None,
+        offset: 0,
         message: e.to_string(),
     })?;
     if rendered != archive {
-        // Every entry header checked out, so the difference is in padding or the trailer.
-        return Err(VerifyError::NonCanonical {
-            name: String::new(),
-            field: "bytes",
-        });
+        return Err(locate_difference(&rendered, archive));
     }
     Ok(VerifiedArchive {
         record,
@@ -420,22 +520,73 @@ pub fn verify_archive(
     })
 }
 
+/// Names the first byte where `archive` differs from its canonical rendering. Every entry's
+/// checked header fields and content agree by now, so the byte is in header filler, in
+/// padding, in the end-of-archive blocks or past them; the canonical rendering (our own
+/// bytes) gives the layout.
+fn locate_difference(rendered: &[u8], archive: &[u8]) -> VerifyError {
+    let offset = rendered
+        .iter()
+        .zip(archive)
+        .position(|(a, b)| a != b)
+        .unwrap_or(rendered.len().min(archive.len()));
+    if offset == archive.len() {
+        return VerifyError::Truncated {
+            len: archive.len() as u64,
+            expected: rendered.len() as u64,
+        };
+    }
+    let place = place_of(rendered, offset as u64);
+    VerifyError::StrayByte {
+        offset: offset as u64,
+        place,
+    }
+}
+
+fn place_of(rendered: &[u8], offset: u64) -> ArchivePlace {
+    if offset >= rendered.len() as u64 {
+        return ArchivePlace::AfterEnd;
+    }
+    let mut reader = tar::Archive::new(rendered);
+    // The rendering is our own canonical archive, so reading it back cannot fail; if it
+    // somehow did, the byte is reported as in the end-of-archive padding.
+    let Ok(entries) = reader.entries() else {
+        return ArchivePlace::EndOfArchive;
+    };
+    for entry in entries.flatten() {
+        let entry_name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let content_start = entry.raw_file_position();
+        let content_end = content_start + entry.size();
+        if offset < content_start {
+            return ArchivePlace::Header { entry: entry_name };
+        }
+        if offset < content_end.div_ceil(512) * 512 {
+            return ArchivePlace::Padding { entry: entry_name };
+        }
+    }
+    ArchivePlace::EndOfArchive
+}
+
 type Entries = (Option<Vec<u8>>, BTreeMap<AdmittedPath, Vec<u8>>);
 
 /// Reads every entry, refusing hostile and non-canonical ones before using their content.
 fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
     let mut reader = tar::Archive::new(archive);
-    let malformed = |after: &Option<String>, e: std::io::Error| VerifyError::Malformed {
-        after: after.clone(),
-        message: e.to_string(),
-    };
+    let malformed =
+        |after: &Option<String>, offset: u64, e: std::io::Error| VerifyError::Malformed {
+            after: after.clone(),
+            offset,
+            message: e.to_string(),
+        };
     let mut last: Option<String> = None;
+    // Where the next header starts: the end of the last intact entry's padded content.
+    let mut next_header = 0u64;
     let mut seen = BTreeSet::new();
     let mut record = None;
     let mut files: BTreeMap<AdmittedPath, Vec<u8>> = BTreeMap::new();
     let mut last_file: Option<AdmittedPath> = None;
-    for entry in reader.entries().map_err(|e| malformed(&last, e))? {
-        let mut entry = entry.map_err(|e| malformed(&last, e))?;
+    for entry in reader.entries().map_err(|e| malformed(&last, 0, e))? {
+        let mut entry = entry.map_err(|e| malformed(&last, next_header, e))?;
         let raw = entry.path_bytes().into_owned();
         let name = String::from_utf8_lossy(&raw).into_owned();
         let hostile = |kind| VerifyError::Hostile {
@@ -500,15 +651,17 @@ fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
         }
         // The header's size is untrusted: never reserve more than the archive could hold.
         let size = entry.size();
+        let content_start = entry.raw_file_position();
         let declared = usize::try_from(size).unwrap_or(usize::MAX);
         let mut content = Vec::with_capacity(declared.min(archive.len()));
         entry
             .read_to_end(&mut content)
-            .map_err(|e| malformed(&last, e))?;
+            .map_err(|e| malformed(&last, content_start, e))?;
         // The reader stops quietly at the end of the archive; a short entry is truncated.
         if content.len() as u64 != size {
             return Err(VerifyError::Malformed {
                 after: last,
+                offset: content_start,
                 message: format!(
                     "entry {name:?} declares {size} bytes but only {} are present",
                     content.len()
@@ -531,6 +684,7 @@ fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
             files.insert(path, content);
         }
         last = Some(name);
+        next_header = (content_start + size).div_ceil(512) * 512;
     }
     Ok((record, files))
 }
@@ -731,10 +885,13 @@ mod tests {
         let (r, bytes) = archive(&files);
         let mut padded = bytes.clone();
         padded.extend_from_slice(&[0; 512]);
-        assert!(matches!(
+        assert_eq!(
             verify_archive(&padded, r.digest()),
-            Err(VerifyError::NonCanonical { field: "bytes", .. })
-        ));
+            Err(VerifyError::StrayByte {
+                offset: bytes.len() as u64,
+                place: ArchivePlace::AfterEnd
+            })
+        );
         let files_first = raw_archive(&[
             (tar::EntryType::Regular, "files/README.md", b"# app\n", None),
             (
@@ -782,13 +939,100 @@ mod tests {
                 field: "json"
             })
         );
-        // A record whose file list was edited no longer recomputes its own digest.
+        // A record whose file list was edited no longer recomputes its own digest, and the
+        // refusal says which digest.
         let edited = r.to_json().replacen("\"len\": 6", "\"len\": 7", 1);
         assert!(matches!(
             with_record(&edited),
-            Err(VerifyError::UnreadableRecord { .. })
+            Err(VerifyError::Record(RecordError::Digest {
+                field: "files.digest",
+                ..
+            }))
         ));
         assert!(with_record(&r.to_json()).is_ok());
+    }
+
+    /// Damage outside every entry's content used to be reported as entry `""`: each place
+    /// is now named, with the byte offset.
+    #[test]
+    fn damage_around_the_entries_names_its_place() {
+        let files = sample();
+        let (r, bytes) = archive(&files);
+        let layout: Vec<(String, u64, u64)> = tar::Archive::new(&bytes[..])
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let name = String::from_utf8_lossy(&e.path_bytes()).into_owned();
+                (name, e.raw_file_position(), e.size())
+            })
+            .collect();
+        let flip = |at: u64| {
+            let mut b = bytes.clone();
+            b[at as usize] ^= 0x01;
+            verify_archive(&b, r.digest()).unwrap_err()
+        };
+        for (name, start, size) in &layout {
+            // The last padding byte of each entry (every sample entry leaves some).
+            assert_ne!(size % 512, 0, "{name}");
+            let at = (start + size).div_ceil(512) * 512 - 1;
+            let err = flip(at);
+            assert_eq!(
+                err,
+                VerifyError::StrayByte {
+                    offset: at,
+                    place: ArchivePlace::Padding {
+                        entry: name.clone()
+                    }
+                }
+            );
+            assert_eq!(err.entry(), Some(name.as_str()));
+            assert!(
+                err.to_string()
+                    .contains(&format!("the padding after entry {name:?}"))
+            );
+        }
+        let end = bytes.len() as u64 - 1;
+        let err = flip(end);
+        assert_eq!(
+            err,
+            VerifyError::StrayByte {
+                offset: end,
+                place: ArchivePlace::EndOfArchive
+            }
+        );
+        assert!(
+            err.to_string().contains(&format!(
+                "byte {end} is not canonical, in the archive's end-of-archive padding"
+            )),
+            "{err}"
+        );
+        let cut = &bytes[..bytes.len() - 512];
+        assert_eq!(
+            verify_archive(cut, r.digest()),
+            Err(VerifyError::Truncated {
+                len: cut.len() as u64,
+                expected: bytes.len() as u64
+            })
+        );
+    }
+
+    #[test]
+    fn every_refusal_says_what_to_do() {
+        let (r, bytes) = archive(&sample());
+        let other = CanonicalHasher::new("x").finish();
+        let mut padded = bytes.clone();
+        padded.extend_from_slice(&[0; 512]);
+        let errors = [
+            verify_archive(&bytes, other).unwrap_err(),
+            verify_archive(&padded, r.digest()).unwrap_err(),
+            verify_archive(&bytes[..0], r.digest()).unwrap_err(),
+        ];
+        for err in errors {
+            let text = err.to_string();
+            assert!(text.contains("; "), "{text}");
+            assert!(!text.contains("entry \"\""), "{text}");
+        }
     }
 
     #[test]
@@ -802,7 +1046,7 @@ mod tests {
         bytes[..512].copy_from_slice(header.as_bytes());
         let err = verify_archive(&bytes, r.digest()).unwrap_err();
         assert!(
-            matches!(&err, VerifyError::Malformed { after: None, message }
+            matches!(&err, VerifyError::Malformed { after: None, message, .. }
                 if message.contains(RECORD_ENTRY) && message.contains("8589934591 bytes")),
             "{err:?}"
         );

@@ -6,7 +6,7 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use super::VerifiedArchive;
-use super::record::{ReadRecord, canonical_json};
+use super::record::{StoredRecord, canonical_json};
 
 /// The `_type` of an in-toto Statement v1.
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
@@ -45,7 +45,7 @@ pub struct InTotoStatement {
     subject: Vec<Subject>,
     #[serde(rename = "predicateType")]
     predicate_type: &'static str,
-    predicate: ReadRecord,
+    predicate: StoredRecord,
 }
 
 impl InTotoStatement {

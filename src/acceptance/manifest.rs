@@ -91,9 +91,20 @@ pub struct FileManifest {
 
 /// The serialised shape, checked on the way in: sorted, unique, and the digest recomputes.
 #[derive(Deserialize)]
-struct ManifestWire {
+pub(crate) struct ManifestWire {
     entries: Vec<FileEntry>,
-    digest: Digest,
+    pub(crate) digest: Digest,
+}
+
+impl ManifestWire {
+    /// The entries as written, sorted and deduplicated but not checked against the recorded
+    /// digest: for naming what differs in a manifest that was refused.
+    pub(crate) fn unchecked(&self) -> FileManifest {
+        let mut entries = self.entries.clone();
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        entries.dedup_by(|a, b| a.path == b.path);
+        FileManifest::from_sorted(entries)
+    }
 }
 
 impl TryFrom<ManifestWire> for FileManifest {

@@ -50,18 +50,29 @@
 //! assert!(statement.subjects()[0].digest("sha256").is_some());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! The digests catch accidental damage and edits that did not re-seal what they cover; they
+//! cannot catch someone who can write the state directory and recomputes them. For that,
+//! sign the record and the statement with a key kept elsewhere
+//! ([`AcceptanceRecord::sign`], [`VerifiedArchive::signed_statement`],
+//! [`verify_signed_archive`]); `SECURITY.md` at the crate root is the threat model.
 
 mod accept;
 mod export;
 mod intoto;
 mod manifest;
 mod record;
+mod signed;
 
 pub use accept::{AcceptanceError, AcceptanceProblem, accept};
 pub use export::{
-    CanonicalArchive, ExportError, FILES_DIR, HostileEntry, RECORD_ENTRY, VerifiedArchive,
-    VerifyError, export, verify_archive,
+    ArchivePlace, CanonicalArchive, ExportError, FILES_DIR, HostileEntry, RECORD_ENTRY,
+    VerifiedArchive, VerifyError, export, verify_archive,
 };
 pub use intoto::{ACCEPTANCE_PREDICATE_TYPE, InTotoStatement, STATEMENT_TYPE, Subject};
 pub use manifest::{FileEntry, FileManifest, FileMismatch, ManifestError};
-pub use record::{AcceptanceRecord, BuildBinding, RECORD_FORMAT, RecordError, TaskResult};
+pub use record::{
+    AcceptanceRecord, BuildBinding, RECORD_FORMAT, RecordDifference, RecordError, StoredRecord,
+    TaskResult,
+};
+pub use signed::{IN_TOTO_PAYLOAD_TYPE, RECORD_PAYLOAD_TYPE, SignedError, verify_signed_archive};

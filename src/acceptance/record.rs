@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::FileManifest;
+use super::manifest::ManifestWire;
+use super::{FileManifest, FileMismatch, ManifestError};
 use crate::digest::CanonicalHasher;
 use crate::{ChannelId, Digest, TaskId};
 
@@ -125,22 +126,41 @@ pub(crate) struct RecordBody {
     pub(crate) files: FileManifest,
 }
 
-/// Why the fields of a record do not hold together.
+/// Why a record read back from its JSON form was refused. Each variant names what does not
+/// hold: the field, the task or the file path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RecordError {
+    /// The text is not a record at all.
+    #[error(
+        "read acceptance record: it is not a record (line {line}, column {column}: {message}); \
+         restore the record kleene wrote"
+    )]
+    Unreadable {
+        /// What the JSON reader reported.
+        message: String,
+        /// The line of the problem (1-based).
+        line: usize,
+        /// The column of the problem (1-based).
+        column: usize,
+    },
     /// A format this build does not read.
-    #[error("read acceptance record: format {found} is not the supported {RECORD_FORMAT}")]
+    #[error(
+        "read acceptance record: format {found} is not the supported {RECORD_FORMAT}; \
+         read it with the kleene version that wrote it"
+    )]
     Format {
         /// The format found.
         found: u32,
     },
-    /// A stated digest is not the digest of what it covers.
+    /// A stated digest is not the digest of what it covers: the record was edited or
+    /// damaged after it was sealed.
     #[error(
-        "read acceptance record: {field} is recorded as {recorded} but recomputes to {computed}"
+        "read acceptance record: {field} is recorded as {recorded} but its contents digest to \
+         {computed}; the record was edited or damaged after it was sealed"
     )]
     Digest {
-        /// Which digest.
+        /// Which digest, as a field path (`record_digest`, `files.digest`, …).
         field: &'static str,
         /// The digest written in the record.
         recorded: Digest,
@@ -148,11 +168,43 @@ pub enum RecordError {
         computed: Digest,
     },
     /// Task results out of order or repeated.
-    #[error("read acceptance record: task {task} is out of order or repeated")]
+    #[error(
+        "read acceptance record: task {task} is out of order or repeated in task_results; \
+         the record was edited after it was sealed"
+    )]
     Unsorted {
         /// The first task out of place.
         task: TaskId,
     },
+    /// File entries out of order or repeated.
+    #[error(
+        "read acceptance record: file {path} is out of order or repeated in files.entries; \
+         the record was edited after it was sealed"
+    )]
+    UnsortedFile {
+        /// The first path out of place (as written).
+        path: String,
+    },
+    /// Every digest recomputes but the text is not the one form kleene writes, so something
+    /// (an added field, a reordering) rides along unchecked.
+    #[error(
+        "read acceptance record: it is not in the canonical form kleene writes (an added, \
+         reordered or reformatted field); restore the record kleene wrote"
+    )]
+    NonCanonical,
+}
+
+impl RecordError {
+    /// The field this error is about, if it names one.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            Self::Format { .. } => Some("format"),
+            Self::Digest { field, .. } => Some(field),
+            Self::Unsorted { .. } => Some("task_results"),
+            Self::UnsortedFile { .. } => Some("files.entries"),
+            _ => None,
+        }
+    }
 }
 
 impl RecordBody {
@@ -284,17 +336,147 @@ impl AcceptanceRecord {
     }
 }
 
-/// A record read back from JSON whose digests all recompute. It describes an acceptance; it
-/// does not authorise anything.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ReadRecord {
+/// An acceptance record read back from its JSON form, with every digest of its body
+/// recomputed: the binding, the task results, the file list and the record digest itself.
+///
+/// It describes an acceptance; it does not authorise anything (only an
+/// [`AcceptanceRecord`] made by [`accept`](crate::accept) does). What a reader can trust
+/// it for is in the threat model (`SECURITY.md`): the digests catch accidental damage and
+/// edits that did not re-seal the record; a signature catches re-sealing.
+///
+/// # Examples
+///
+/// An edited length is refused, naming the digest that no longer recomputes:
+///
+/// ```
+/// # use std::collections::BTreeMap;
+/// # use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
+/// #                     InventoryEntry, Settlement};
+/// # use kleene::{AdmittedPath, AppBuildPlan, BuildBinding, ChannelId, Digest, Snapshot, accept};
+/// # let plan = AppBuildPlan::from_json(r#"{"tasks": [
+/// #   {"id": "config_app", "kind": {"lane": "config"}, "owner": "ConfigAgent",
+/// #    "spec": {"intent": "app config"}, "owned_paths": ["config/app.yaml"]}
+/// # ]}"#)?.validate()?;
+/// # let task = plan.topological_order()[0].clone();
+/// # let candidate = Candidate::new(BTreeMap::from([
+/// #     (AdmittedPath::admit("config/app.yaml")?, b"name: demo\n".to_vec()),
+/// # ]));
+/// # let channel = ChannelId::new("chan-1")?;
+/// # let evidence = BatchEvidence::fold([
+/// #     EvidenceEvent::Started { channel: channel.clone(), plan_digest: plan.digest(),
+/// #         evidence_version: EVIDENCE_VERSION, inputs: BTreeMap::new(), recovery: false,
+/// #         inventory: vec![InventoryEntry {
+/// #             task: task.clone(), owner: "ConfigAgent".parse()?, budget: 4 }] },
+/// #     EvidenceEvent::Reserved { task: task.clone(), attempt: 1,
+/// #                               input_digest: Digest::from_bytes([0; 32]) },
+/// #     EvidenceEvent::Settled { task, attempt: 1,
+/// #         settlement: Settlement::Accepted { digest: candidate.digest(), candidate } },
+/// # ])?;
+/// # let snapshot = Snapshot::from_evidence(&evidence)?;
+/// # let binding = BuildBinding::new(channel, plan.digest(), EVIDENCE_VERSION);
+/// use kleene::{FileMismatch, RecordDifference, StoredRecord};
+///
+/// let record = accept(&plan, &evidence, &snapshot, &binding)?;
+/// let json = record.to_json();
+/// assert_eq!(StoredRecord::from_json(&json)?.digest(), record.digest());
+///
+/// let edited = json.replacen("\"len\": 11", "\"len\": 12", 1);
+/// let err = StoredRecord::from_json(&edited).unwrap_err();
+/// assert_eq!(err.field(), Some("files.digest"));
+/// // Compared with the record the evidence gives, the difference is named by path.
+/// let differences = record.differences(&edited)?;
+/// assert!(matches!(&differences[..], [RecordDifference::File(FileMismatch::Changed { path, .. })]
+///     if path.as_str() == "config/app.yaml"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StoredRecord {
     #[serde(flatten)]
     pub(crate) body: RecordBody,
     pub(crate) record_digest: Digest,
 }
 
-impl ReadRecord {
-    pub(crate) fn check(&self) -> Result<(), RecordError> {
+/// The serialised shape of a record, before any digest is trusted: the file list is read
+/// unchecked so that its refusal can be a typed error naming the field.
+#[derive(Deserialize)]
+struct RecordWire {
+    format: u32,
+    binding: BuildBinding,
+    binding_digest: Digest,
+    plan_digest: Digest,
+    task_inventory_digest: Digest,
+    evidence_digest: Digest,
+    task_results: Vec<TaskResult>,
+    task_results_digest: Digest,
+    files: ManifestWire,
+    record_digest: Digest,
+}
+
+impl RecordWire {
+    fn parse(json: &[u8]) -> Result<Self, RecordError> {
+        serde_json::from_slice(json).map_err(|e| RecordError::Unreadable {
+            message: strip_position(&e),
+            line: e.line(),
+            column: e.column(),
+        })
+    }
+}
+
+/// serde_json appends " at line L column C" to its messages; the error carries them apart.
+fn strip_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}
+
+impl StoredRecord {
+    /// Reads a record from the JSON that [`AcceptanceRecord::to_json`] wrote, recomputing
+    /// every digest of its body and requiring the exact canonical text.
+    ///
+    /// # Errors
+    ///
+    /// [`RecordError`] naming the field, task or path that does not hold.
+    pub fn from_json(json: &str) -> Result<Self, RecordError> {
+        let record = Self::parse(json.as_bytes())?;
+        if canonical_json(&record) != json {
+            return Err(RecordError::NonCanonical);
+        }
+        Ok(record)
+    }
+
+    /// Reads and checks a record, accepting any JSON layout of it (the archive verifier
+    /// checks the canonical form itself, to name the entry).
+    pub(crate) fn parse(json: &[u8]) -> Result<Self, RecordError> {
+        let wire = RecordWire::parse(json)?;
+        let files = FileManifest::try_from(wire.files).map_err(|e| match e {
+            ManifestError::Unsorted { path } => RecordError::UnsortedFile { path },
+            ManifestError::DigestMismatch { recorded, computed } => RecordError::Digest {
+                field: "files.digest",
+                recorded,
+                computed,
+            },
+        })?;
+        let record = Self {
+            body: RecordBody {
+                format: wire.format,
+                binding: wire.binding,
+                binding_digest: wire.binding_digest,
+                plan_digest: wire.plan_digest,
+                task_inventory_digest: wire.task_inventory_digest,
+                evidence_digest: wire.evidence_digest,
+                task_results: wire.task_results,
+                task_results_digest: wire.task_results_digest,
+                files,
+            },
+            record_digest: wire.record_digest,
+        };
+        record.check()?;
+        Ok(record)
+    }
+
+    fn check(&self) -> Result<(), RecordError> {
         self.body.check()?;
         let computed = self.body.digest();
         if computed != self.record_digest {
@@ -306,6 +488,220 @@ impl ReadRecord {
         }
         Ok(())
     }
+
+    /// The digest of the whole record, recomputed from its body.
+    pub fn digest(&self) -> Digest {
+        self.record_digest
+    }
+
+    /// The build binding.
+    pub fn binding(&self) -> &BuildBinding {
+        &self.body.binding
+    }
+
+    /// The digest of the batch evidence the build was accepted from.
+    pub fn evidence_digest(&self) -> Digest {
+        self.body.evidence_digest
+    }
+
+    /// Every accepted task and the digest of its output, sorted by task id.
+    pub fn task_results(&self) -> &[TaskResult] {
+        &self.body.task_results
+    }
+
+    /// The exact final files.
+    pub fn files(&self) -> &FileManifest {
+        &self.body.files
+    }
+
+    /// The record as canonical JSON (byte for byte what it was read from, when read with
+    /// [`from_json`](Self::from_json)).
+    pub fn to_json(&self) -> String {
+        canonical_json(self)
+    }
+}
+
+/// One way a stored record differs from the record the evidence gives: a field, a task or
+/// a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecordDifference {
+    /// A field of the record (a digest, the format, the binding) differs.
+    Field {
+        /// The field path, as in the JSON (`binding.channel`, `evidence_digest`, …).
+        field: &'static str,
+        /// Its value in the stored record.
+        stored: String,
+        /// Its value in the expected record.
+        expected: String,
+    },
+    /// A task is in the expected record but not in the stored one.
+    MissingTask {
+        /// The task.
+        task: TaskId,
+    },
+    /// A task is in the stored record but not in the expected one (a renamed task shows
+    /// as one missing and one extra).
+    ExtraTask {
+        /// The task, as written.
+        task: TaskId,
+    },
+    /// A task's output digest differs.
+    TaskOutput {
+        /// The task.
+        task: TaskId,
+        /// The digest in the stored record.
+        stored: Digest,
+        /// The digest in the expected record.
+        expected: Digest,
+    },
+    /// A file entry differs (expected = the evidence's record, found = the stored one).
+    File(FileMismatch),
+}
+
+impl std::fmt::Display for RecordDifference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Field {
+                field,
+                stored,
+                expected,
+            } => write!(f, "field {field}: stored {stored}, expected {expected}"),
+            Self::MissingTask { task } => write!(f, "task {task}: missing from the stored record"),
+            Self::ExtraTask { task } => write!(f, "task {task}: not in the expected record"),
+            Self::TaskOutput {
+                task,
+                stored,
+                expected,
+            } => write!(
+                f,
+                "task {task}: output digest stored {stored}, expected {expected}"
+            ),
+            Self::File(m) => write!(f, "file {}: {m}", m.path()),
+        }
+    }
+}
+
+impl AcceptanceRecord {
+    /// Every field, task and file where the record stored as `json` differs from this one,
+    /// checked or not: what to show when a stored record is refused or no longer matches.
+    /// Differences in digests that only summarise listed values (such as
+    /// `task_results_digest`) are left out when the values themselves are named.
+    ///
+    /// # Errors
+    ///
+    /// [`RecordError::Unreadable`] when `json` is not shaped like a record at all.
+    pub fn differences(&self, json: &str) -> Result<Vec<RecordDifference>, RecordError> {
+        let wire = RecordWire::parse(json.as_bytes())?;
+        let mut out = Vec::new();
+        let mut field = |field: &'static str, stored: String, expected: String| {
+            if stored != expected {
+                out.push(RecordDifference::Field {
+                    field,
+                    stored,
+                    expected,
+                });
+            }
+        };
+        let b = &self.body;
+        field("format", wire.format.to_string(), b.format.to_string());
+        field(
+            "binding.channel",
+            wire.binding.channel.to_string(),
+            b.binding.channel.to_string(),
+        );
+        field(
+            "binding.plan_digest",
+            wire.binding.plan_digest.to_string(),
+            b.binding.plan_digest.to_string(),
+        );
+        field(
+            "binding.evidence_version",
+            wire.binding.evidence_version.to_string(),
+            b.binding.evidence_version.to_string(),
+        );
+        field(
+            "binding.crate_version",
+            wire.binding.crate_version.clone(),
+            b.binding.crate_version.clone(),
+        );
+        field(
+            "binding_digest",
+            wire.binding_digest.to_string(),
+            b.binding_digest.to_string(),
+        );
+        field(
+            "plan_digest",
+            wire.plan_digest.to_string(),
+            b.plan_digest.to_string(),
+        );
+        field(
+            "task_inventory_digest",
+            wire.task_inventory_digest.to_string(),
+            b.task_inventory_digest.to_string(),
+        );
+        field(
+            "evidence_digest",
+            wire.evidence_digest.to_string(),
+            b.evidence_digest.to_string(),
+        );
+        let tasks_named = task_differences(&wire.task_results, &b.task_results);
+        if tasks_named.is_empty() {
+            field(
+                "task_results_digest",
+                wire.task_results_digest.to_string(),
+                b.task_results_digest.to_string(),
+            );
+        }
+        let stored_files = wire.files.unchecked();
+        let files_named = b.files.compare(&stored_files);
+        if files_named.is_empty() {
+            field(
+                "files.digest",
+                wire.files.digest.to_string(),
+                b.files.digest().to_string(),
+            );
+        }
+        if tasks_named.is_empty() && files_named.is_empty() {
+            field(
+                "record_digest",
+                wire.record_digest.to_string(),
+                self.record_digest.to_string(),
+            );
+        }
+        out.extend(tasks_named);
+        out.extend(files_named.into_iter().map(RecordDifference::File));
+        Ok(out)
+    }
+}
+
+fn task_differences(stored: &[TaskResult], expected: &[TaskResult]) -> Vec<RecordDifference> {
+    use std::collections::BTreeMap;
+    let stored: BTreeMap<_, _> = stored.iter().map(|r| (&r.task, r.output_digest)).collect();
+    let expected: BTreeMap<_, _> = expected
+        .iter()
+        .map(|r| (&r.task, r.output_digest))
+        .collect();
+    let mut out = Vec::new();
+    for (task, want) in &expected {
+        match stored.get(task) {
+            None => out.push(RecordDifference::MissingTask {
+                task: (*task).clone(),
+            }),
+            Some(got) if got != want => out.push(RecordDifference::TaskOutput {
+                task: (*task).clone(),
+                stored: *got,
+                expected: *want,
+            }),
+            Some(_) => {}
+        }
+    }
+    for task in stored.keys().filter(|t| !expected.contains_key(*t)) {
+        out.push(RecordDifference::ExtraTask {
+            task: (*task).clone(),
+        });
+    }
+    out
 }
 
 /// The one JSON form of a record, so a record read back can be re-rendered byte for byte.

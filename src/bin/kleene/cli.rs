@@ -94,15 +94,25 @@ pub enum Command {
     /// Show what is accepted, failed, drained and in flight, and why.
     #[command(after_help = "Example:\n  kleene status --state .kleene --json")]
     Status(StateArgs),
-    /// Check the final files against plan and evidence; write the acceptance record.
-    #[command(after_help = "Example:\n  kleene accept --state .kleene")]
-    Accept(StateArgs),
+    /// Check the final files against plan and evidence; write (and sign) the acceptance record.
+    #[command(
+        after_help = "Examples:\n  kleene accept --state .kleene\n  kleene accept --signing-key ~/.config/kleene/kleene.key"
+    )]
+    Accept(AcceptArgs),
     /// Write the accepted files and their acceptance record as a canonical tar archive.
-    #[command(after_help = "Example:\n  kleene export out.tar --state .kleene")]
+    #[command(
+        after_help = "Examples:\n  kleene export out.tar --state .kleene\n  kleene export out.tar --signing-key ~/.config/kleene/kleene.key   also out.tar.intoto.jsonl"
+    )]
     Export(ExportArgs),
-    /// Verify an exported archive against the accepted record; name every mismatching path.
-    #[command(after_help = "Example:\n  kleene verify out.tar --state .kleene")]
+    /// Verify an exported archive against the accepted record or a signature; name every
+    /// mismatching path.
+    #[command(
+        after_help = "Examples:\n  kleene verify out.tar --state .kleene\n  kleene verify out.tar --public-key kleene.pub   checks out.tar.intoto.jsonl, needs no state"
+    )]
     Verify(VerifyArgs),
+    /// Make an ed25519 signing key (kleene.key, mode 0600) and its public key (kleene.pub).
+    #[command(after_help = "Example:\n  kleene keygen --out ~/.config/kleene")]
+    Keygen(KeygenArgs),
     /// Print a plan's task graph as Graphviz DOT (and render SVG when `dot` is on PATH).
     #[command(after_help = "Example:\n  kleene graph examples/demo/plan.json --out plan")]
     Graph(GraphArgs),
@@ -172,6 +182,26 @@ pub struct ResumeArgs {
     pub kill_stale: bool,
 }
 
+/// The secret key that signs acceptance, kept outside the state directory.
+#[derive(Debug, Args)]
+pub struct SigningArgs {
+    /// Sign the acceptance record (STATE/acceptance.dsse.json) and, on export, the in-toto
+    /// statement (OUT.intoto.jsonl) with this ed25519 key file (PEM, from kleene keygen or
+    /// openssl genpkey -algorithm ed25519). It must not be inside the state directory and
+    /// must be readable by its owner only. See SECURITY.md.
+    #[arg(long, value_name = "FILE", env = "KLEENE_SIGNING_KEY")]
+    pub signing_key: Option<PathBuf>,
+}
+
+/// `kleene accept`.
+#[derive(Debug, Args)]
+pub struct AcceptArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    #[command(flatten)]
+    pub signing: SigningArgs,
+}
+
 /// `kleene export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
@@ -180,6 +210,8 @@ pub struct ExportArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub state: StateArgs,
+    #[command(flatten)]
+    pub signing: SigningArgs,
 }
 
 /// `kleene verify`.
@@ -188,12 +220,29 @@ pub struct VerifyArgs {
     /// The archive to verify.
     #[arg(value_name = "ARCHIVE.tar")]
     pub archive: PathBuf,
-    /// The expected acceptance record digest [default: the one in STATE/acceptance.json].
+    /// The expected acceptance record digest [default: the one in STATE/acceptance.json,
+    /// or with --public-key the one the signed statement names].
     #[arg(long, value_name = "DIGEST")]
     pub record: Option<String>,
-    /// The state directory whose acceptance record is expected.
+    /// The state directory whose acceptance record is expected (not read with --public-key).
     #[arg(long, value_name = "DIR", default_value = ".kleene")]
     pub state: PathBuf,
+    /// Trust only a signature by this public key (PEM, e.g. kleene.pub): the archive must
+    /// match the in-toto statement signed in --signature.
+    #[arg(long, value_name = "FILE")]
+    pub public_key: Option<PathBuf>,
+    /// The DSSE envelope of the signed statement [default: ARCHIVE.intoto.jsonl].
+    #[arg(long, value_name = "FILE", requires = "public_key")]
+    pub signature: Option<PathBuf>,
+}
+
+/// `kleene keygen`.
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// The directory to write kleene.key and kleene.pub into (created if missing); keep it
+    /// outside every state directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 /// `kleene graph`.

@@ -33,6 +33,7 @@ fn main() -> ExitCode {
         Command::Accept(args) => commands::accept_run(args, &mut rep),
         Command::Export(args) => commands::export_run(args, &mut rep),
         Command::Verify(args) => commands::verify(args, &mut rep),
+        Command::Keygen(args) => commands::keygen(args, &mut rep),
         Command::Graph(args) => commands::graph(args, &mut rep),
         Command::Audit(args) => commands::audit(args, &mut rep),
         Command::Validate(args) => commands::validate(args, &mut rep),
