@@ -825,14 +825,14 @@ mod tests {
             thread::sleep(Duration::from_millis(300));
             *s.lock().unwrap() = r.live();
         });
-        let mut i = inv("sleep 0.8", d.path(), 5000);
+        let mut i = inv("sleep 1.5", d.path(), 5000);
         i.records = Some((&records, "task t call 1".to_owned()));
         assert!(run(&i, &Interrupt::default()).unwrap().success());
         watcher.join().unwrap();
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert!(
-            seen[0].label.starts_with("task t call 1: `sleep 0.8`"),
+            seen[0].label.starts_with("task t call 1: `sleep 1.5`"),
             "{seen:?}"
         );
         assert!(records.live().is_empty());
