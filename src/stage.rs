@@ -316,7 +316,8 @@ fn identity(st: &Stat) -> FileIdentity {
 #[derive(Debug, Clone)]
 struct Staged {
     digest: Digest,
-    identity: FileIdentity,
+    /// Recorded once every input is linked.
+    identity: Option<FileIdentity>,
 }
 
 /// A call's staged workspace.
@@ -356,13 +357,26 @@ impl Stage {
             inputs: BTreeMap::new(),
         };
         let mut made_dirs: HashSet<PathBuf> = HashSet::new();
-        for input in inputs {
-            if let Err(e) = stage.link(store, input, &mut made_dirs) {
-                let _ = fs::remove_dir_all(&stage.root);
-                return Err(e);
-            }
+        let linked = inputs
+            .into_iter()
+            .try_for_each(|input| stage.link(store, input, &mut made_dirs))
+            .and_then(|()| stage.record_identities());
+        if let Err(e) = linked {
+            let _ = fs::remove_dir_all(&stage.root);
+            return Err(e);
         }
         Ok(stage)
+    }
+
+    /// Records every input's identity once all are linked: inputs with the same content share
+    /// one object, and each link moves the shared inode's change time.
+    fn record_identities(&mut self) -> Result<(), StageError> {
+        for (path, staged) in &mut self.inputs {
+            let target = self.root.join(path.as_str());
+            let st = rustix::fs::lstat(&target).map_err(|e| StageError::io(&target)(e.into()))?;
+            staged.identity = Some(identity(&st));
+        }
+        Ok(())
     }
 
     fn link(
@@ -391,14 +405,19 @@ impl Stage {
             }
             fs::write(&target, input.content).map_err(StageError::io(&target))?;
         }
-        let st = rustix::fs::lstat(&target).map_err(|e| StageError::io(&target)(e.into()))?;
-        self.inputs.insert(
-            input.path.clone(),
-            Staged {
-                digest,
-                identity: identity(&st),
-            },
-        );
+        if self
+            .inputs
+            .insert(
+                input.path.clone(),
+                Staged {
+                    digest,
+                    identity: None,
+                },
+            )
+            .is_some()
+        {
+            return Err(StageError::io(&target)(io::ErrorKind::AlreadyExists.into()));
+        }
         Ok(())
     }
 
@@ -685,7 +704,7 @@ impl<S: ScratchRule> Walk<'_, S> {
     ) -> Result<(), StageError> {
         let input = self.stage.inputs.get(&path);
         if let Some(input) = input {
-            if input.identity == identity(st) {
+            if input.identity == Some(identity(st)) {
                 self.seen.insert(path);
                 return Ok(());
             }

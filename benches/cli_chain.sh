@@ -1,0 +1,54 @@
+#!/bin/sh
+# kleene's overhead per task on a chain of N tasks that each write one 16 KiB file, against a
+# shell script running the same commands in order. Each call's stage holds every earlier
+# task's file (its transitive prerequisites), so this measures how staging grows with the
+# number of files in a stage: it must grow with their number, never with their bytes.
+# Usage: sh benches/cli_chain.sh [N ...]   (default 50 200 1000; ROUNDS=5)
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+cargo build --release --quiet --manifest-path "$root/Cargo.toml"
+kleene="$root/target/release/kleene"
+work=$(mktemp -d /dev/shm/kleene-chain.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+now() { date +%s%N; }
+[ $# -gt 0 ] || set -- 50 200 1000
+for n in "$@"; do
+    dir="$work/$n"
+    mkdir -p "$dir"
+    {
+        echo '{"tasks": ['
+        i=0
+        while [ "$i" -lt "$n" ]; do
+            after=''
+            [ "$i" -gt 0 ] && after="\"t$((i - 1))\""
+            sep=','
+            [ "$i" -eq $((n - 1)) ] && sep=''
+            echo "{\"id\": \"t$i\", \"kind\": {\"lane\": \"config\"}, \"owner\": \"shell\", \"owned_paths\": [\"out/f$i\"],"
+            echo " \"spec\": {\"intent\": \"write f$i\"}, \"depends_on\": [$after],"
+            echo " \"run\": \"mkdir -p out && head -c 16384 /dev/zero > out/f$i\"}$sep"
+            i=$((i + 1))
+        done
+        echo ']}'
+    } > "$dir/plan.json"
+    {
+        echo 'mkdir -p ws && cd ws'
+        i=0
+        while [ "$i" -lt "$n" ]; do
+            echo "sh -c 'mkdir -p out && head -c 16384 /dev/zero > out/f$i'"
+            i=$((i + 1))
+        done
+    } > "$dir/script.sh"
+    cd "$dir"
+    best_script=0 best_kleene=0 round=0
+    while [ "$round" -lt "${ROUNDS:-5}" ]; do
+        rm -rf ws; t0=$(now); sh script.sh; t1=$(now)
+        rm -rf st; "$kleene" run plan.json --state st > /dev/null; t2=$(now)
+        s=$((t1 - t0)) k=$((t2 - t1))
+        if [ "$best_script" -eq 0 ] || [ "$s" -lt "$best_script" ]; then best_script=$s; fi
+        if [ "$best_kleene" -eq 0 ] || [ "$k" -lt "$best_kleene" ]; then best_kleene=$k; fi
+        round=$((round + 1))
+    done
+    echo "N=$n: script $((best_script / 1000000)) ms, kleene $((best_kleene / 1000000)) ms," \
+        "overhead per task $(echo "$best_kleene $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms" \
+        "(best of ${ROUNDS:-5}, state on /dev/shm)"
+done
