@@ -9,4 +9,5 @@ mod cli;
 mod closure;
 mod foundation;
 mod plan;
+mod plan_extensions;
 mod support;

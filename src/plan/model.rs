@@ -140,9 +140,35 @@ impl fmt::Debug for ModuleName {
 
 /// The lane a planned task belongs to, tied to its module where it has one.
 ///
-/// In JSON: `{"lane": "model", "module": "tasks"}`; `config` and `auth` may omit `module`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "lane", rename_all = "snake_case", deny_unknown_fields)]
+/// In JSON: `{"lane": "model", "module": "tasks"}`; `config` and `auth` may omit `module`;
+/// a [`General`](Self::General) task is `{"lane": "general"}`, and a task without `kind` is
+/// general too.
+///
+/// The web-app lanes (`module`, `model`, `persistence`, `service`, `page`, `config`, `auth`)
+/// take part in normalisation and consolidation. A general task is a plain unit of work (build
+/// a crate, render a docs site, run a pipeline step) that both leave exactly as written: it is
+/// tied to no module, receives no contract edges and is never merged.
+///
+/// ```
+/// use kleene::{AppBuildPlan, TaskKind};
+///
+/// let plan = AppBuildPlan::from_json(r#"{"tasks": [
+///   {"id": "build", "owner": "cargo", "spec": {"intent": "compile the crate"}},
+///   {"id": "docs", "kind": {"lane": "general"}, "owner": "mdbook",
+///    "spec": {"intent": "render the book"}, "depends_on": ["build"]}
+/// ]}"#)?;
+/// assert_eq!(plan.tasks[0].kind, TaskKind::General);
+/// let validated = plan.validate()?;
+/// assert_eq!(validated.len(), 2, "nothing synthesised, nothing merged");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(
+    tag = "lane",
+    rename_all = "snake_case",
+    deny_unknown_fields,
+    from = "KindRepr"
+)]
 #[non_exhaustive]
 pub enum TaskKind {
     /// Provides a module: its contract (name, actions, handler class) that every other lane
@@ -183,6 +209,57 @@ pub enum TaskKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         module: Option<ModuleName>,
     },
+    /// A plain task outside the web-app lanes: tied to no module, left alone by
+    /// normalisation and consolidation. The default when a task does not say its `kind`.
+    #[default]
+    General,
+}
+
+/// How [`TaskKind`] is read: the same shape, with `general` as a variant without fields so
+/// that `{"lane": "general", "module": "m"}` is refused (serde lets a unit variant of an
+/// internally tagged enum ignore extra keys).
+#[derive(Deserialize)]
+#[serde(tag = "lane", rename_all = "snake_case", deny_unknown_fields)]
+enum KindRepr {
+    Module {
+        module: ModuleName,
+    },
+    Model {
+        module: ModuleName,
+    },
+    Persistence {
+        module: ModuleName,
+    },
+    Service {
+        module: ModuleName,
+    },
+    Page {
+        module: ModuleName,
+    },
+    Config {
+        #[serde(default)]
+        module: Option<ModuleName>,
+    },
+    Auth {
+        #[serde(default)]
+        module: Option<ModuleName>,
+    },
+    General {},
+}
+
+impl From<KindRepr> for TaskKind {
+    fn from(kind: KindRepr) -> Self {
+        match kind {
+            KindRepr::Module { module } => Self::Module { module },
+            KindRepr::Model { module } => Self::Model { module },
+            KindRepr::Persistence { module } => Self::Persistence { module },
+            KindRepr::Service { module } => Self::Service { module },
+            KindRepr::Page { module } => Self::Page { module },
+            KindRepr::Config { module } => Self::Config { module },
+            KindRepr::Auth { module } => Self::Auth { module },
+            KindRepr::General {} => Self::General,
+        }
+    }
 }
 
 impl TaskKind {
@@ -195,6 +272,7 @@ impl TaskKind {
             | Self::Service { module }
             | Self::Page { module } => Some(module),
             Self::Config { module } | Self::Auth { module } => module.as_ref(),
+            Self::General => None,
         }
     }
 
@@ -206,7 +284,7 @@ impl TaskKind {
         }
     }
 
-    /// The lane's snake-case name (`"module"`, `"model"`, …), as in JSON.
+    /// The lane's snake-case name (`"module"`, `"model"`, …, `"general"`), as in JSON.
     pub fn lane(&self) -> &'static str {
         match self {
             Self::Module { .. } => "module",
@@ -216,6 +294,7 @@ impl TaskKind {
             Self::Page { .. } => "page",
             Self::Config { .. } => "config",
             Self::Auth { .. } => "auth",
+            Self::General => "general",
         }
     }
 }
@@ -273,7 +352,8 @@ pub enum TaskOrigin {
 pub struct PlannedTask {
     /// The task's id, unique in the plan.
     pub id: TaskId,
-    /// Its lane (and module).
+    /// Its lane (and module); [`TaskKind::General`] when the plan does not say.
+    #[serde(default)]
     pub kind: TaskKind,
     /// The agent that performs it.
     pub owner: AgentId,
