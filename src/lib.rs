@@ -107,10 +107,10 @@ pub use phase::{
     ValidationToken,
 };
 pub use plan::{
-    AppBuildPlan, Consolidated, ContractKind, DEFAULT_RETRY_LIMIT, Draft, InputContract,
-    MAX_MODULE_NAME_LEN, ModuleName, ModuleNameError, Normalized, Plan, PlanLoadError, PlanProblem,
-    PlanState, PlanValidationError, PlannedTask, SYNTHESIZED_MODULE_OWNER, TaskKind, TaskOrigin,
-    ValidatedPlan, ValidationStage,
+    AppBuildPlan, Consolidated, ContractKind, DEFAULT_RETRY_LIMIT, Draft, ExtensionValue,
+    Extensions, InputContract, MAX_MODULE_NAME_LEN, ModuleName, ModuleNameError, Normalized, Plan,
+    PlanLoadError, PlanProblem, PlanState, PlanValidationError, PlannedTask,
+    SYNTHESIZED_MODULE_OWNER, TaskKind, TaskOrigin, ValidatedPlan, ValidationStage,
 };
 pub use snapshot::{
     Diagnostic, FileSource, ProposalProblem, REPAIR_PROPOSAL_BUDGET, RepairError, RepairLedger,

@@ -122,3 +122,206 @@ proptest! {
         }
     }
 }
+
+mod extensions {
+    use kleene::{AppBuildPlan, Extensions};
+    use proptest::prelude::*;
+
+    const KEYS: Extensions<'static> = Extensions {
+        task_keys: &["run", "checks", "fix", "timeout_secs", "scratch"],
+        plan_keys: &["scratch"],
+    };
+
+    const PLAN: &str = r#"{
+  "scratch": ["target/**"],
+  "tasks": [
+    {"id": "build", "owner": "sh", "spec": {"intent": "build"},
+     "owned_paths": ["out"],
+     "run": "make",
+     "checks": [{"id": "t", "command": "make test", "severity": "blocker"}],
+     "fix": "sh fix.sh",
+     "timeout_secs": 30,
+     "scratch": ["**/__pycache__/**"]},
+    {"id": "docs", "owner": "sh", "spec": {"intent": "docs"}, "depends_on": ["build"]}
+  ]
+}"#;
+
+    fn digest(text: &str) -> kleene::Digest {
+        AppBuildPlan::from_json_with(text, &KEYS)
+            .unwrap()
+            .validate()
+            .unwrap()
+            .digest()
+    }
+
+    #[test]
+    fn declared_keys_are_kept_raw_with_their_offsets() {
+        let plan = AppBuildPlan::from_json_with(PLAN, &KEYS).unwrap();
+        let build = &plan.tasks[0];
+        let run = build.extension("run").unwrap();
+        assert_eq!(run.json(), "\"make\"");
+        assert_eq!(&PLAN[run.offset().unwrap()..][..6], "\"make\"");
+        assert_eq!(
+            build
+                .extension("timeout_secs")
+                .unwrap()
+                .parse::<u32>()
+                .unwrap(),
+            30
+        );
+        assert_eq!(
+            build.extension("checks").unwrap().canonical(),
+            r#"[{"command":"make test","id":"t","severity":"blocker"}]"#
+        );
+        assert!(plan.tasks[1].extensions.is_empty());
+        assert_eq!(plan.extensions["scratch"].json(), r#"["target/**"]"#);
+        // Saved and loaded again, the plan is the same plan.
+        assert_eq!(
+            AppBuildPlan::from_json_with(&plan.to_json(), &KEYS).unwrap(),
+            plan
+        );
+        // The validated plan carries the plan-level values.
+        let validated = plan.validate().unwrap();
+        assert!(validated.extension("scratch").is_some());
+        assert_eq!(validated.to_app_build_plan().extensions.len(), 1);
+    }
+
+    /// Regression (issue 10, defect 7): the CLI blanked its commands out of the plan before
+    /// digesting it, so a changed command kept the plan digest, the channel and the
+    /// acceptance binding.
+    #[test]
+    fn changing_any_extension_value_changes_the_digest() {
+        let base = digest(PLAN);
+        for (from, to) in [
+            ("\"make\"", "\"make all\""),
+            ("\"make test\"", "\"make check\""),
+            ("\"severity\": \"blocker\"", "\"severity\": \"warning\""),
+            ("\"sh fix.sh\"", "\"sh fix2.sh\""),
+            ("30", "31"),
+            ("[\"**/__pycache__/**\"]", "[]"),
+            ("[\"target/**\"]", "[\"target/**\", \"node_modules/**\"]"),
+            (",\n     \"fix\": \"sh fix.sh\"", ""),
+        ] {
+            assert!(PLAN.contains(from), "{from}");
+            assert_ne!(digest(&PLAN.replacen(from, to, 1)), base, "{from} -> {to}");
+        }
+    }
+
+    #[test]
+    fn reformatting_and_reordering_keys_keep_the_digest() {
+        let reordered = r#"{"tasks": [
+            {"depends_on": ["build"], "spec": {"intent": "docs"}, "owner": "sh", "id": "docs"},
+            {"scratch": ["**/__pycache__/**"], "timeout_secs": 30, "fix": "sh fix.sh",
+             "checks": [{"severity": "blocker", "command": "make test", "id": "t"}],
+             "run": "make", "owned_paths": ["out"], "spec": {"intent": "build"},
+             "owner": "sh", "id": "build"}],
+          "scratch": [ "target/**" ]}"#;
+        assert_eq!(digest(reordered), digest(PLAN));
+        let compact: serde_json::Value = serde_json::from_str(PLAN).unwrap();
+        assert_eq!(digest(&compact.to_string()), digest(PLAN));
+    }
+
+    #[test]
+    fn a_plan_without_extensions_keeps_the_digest_it_had_before_extensions() {
+        // Computed by the code before extension keys existed.
+        let plan = AppBuildPlan::from_json(DEMO_WITHOUT_COMMANDS).unwrap();
+        assert_eq!(plan.validate().unwrap().digest().to_string(), DEMO_DIGEST);
+    }
+
+    const DEMO_WITHOUT_COMMANDS: &str = r#"{"tasks": [
+      {"id": "billing_module", "kind": {"lane": "module", "module": "billing"},
+       "owner": "shell", "spec": {"intent": "lay out the module"},
+       "owned_paths": ["billing/MODULE"]},
+      {"id": "billing_service", "kind": {"lane": "service", "module": "billing"},
+       "owner": "shell", "spec": {"intent": "compute VAT", "acceptance_criteria": ["12000"]},
+       "owned_paths": ["billing/vat.sh"], "depends_on": ["billing_module"], "retry_limit": 2}
+    ]}"#;
+    const DEMO_DIGEST: &str = "f354656a25b2ff08d5329c3624a2702606cded38c8bd90562140734f171d0ccc";
+
+    #[test]
+    fn unknown_keys_are_refused_with_a_suggestion_line_and_column() {
+        let text = PLAN.replace("\"checks\"", "\"chekcs\"");
+        let err = AppBuildPlan::from_json_with(&text, &KEYS).unwrap_err();
+        assert_eq!(err.field(), "tasks[0].chekcs");
+        // serde_json points at the key's closing quote.
+        let line = text.lines().position(|l| l.contains("chekcs")).unwrap() + 1;
+        let column = text.lines().nth(line - 1).unwrap().find("chekcs").unwrap() + 7;
+        assert_eq!(err.position(), (line, column));
+        assert!(
+            err.to_string()
+                .contains("unknown field `chekcs`, did you mean `checks`?"),
+            "{err}"
+        );
+
+        let err = AppBuildPlan::from_json_with(
+            &PLAN.replace("\"scratch\": [\"t", "\"scrach\": [\"t"),
+            &KEYS,
+        )
+        .unwrap_err();
+        assert_eq!(err.field(), "scrach");
+        assert!(err.to_string().contains("did you mean `scratch`?"), "{err}");
+
+        // Without the declaration the CLI's keys are unknown like any other.
+        let err = AppBuildPlan::from_json(PLAN).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unknown field `scratch`, expected one of `tasks`"),
+            "{err}"
+        );
+        let err = AppBuildPlan::from_json_with(&PLAN.replace("\"fix\"", "\"colour\""), &KEYS)
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unknown field `colour`, expected one of `id`"),
+            "{err}"
+        );
+
+        let twice = PLAN.replace("\"fix\": \"sh fix.sh\"", "\"fix\": \"a\", \"fix\": \"b\"");
+        let err = AppBuildPlan::from_json_with(&twice, &KEYS).unwrap_err();
+        assert!(err.to_string().contains("duplicate field `fix`"), "{err}");
+    }
+
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            "[a-z \"\\\\é]{0,6}".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map("[a-z]{1,3}", inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn with_run(value: &serde_json::Value, pretty: bool) -> String {
+        let task = serde_json::json!({"id": "t", "owner": "o", "spec": {"intent": "x"}});
+        let mut text = if pretty {
+            serde_json::to_string_pretty(&task).unwrap()
+        } else {
+            task.to_string()
+        };
+        text.pop();
+        let v = if pretty {
+            serde_json::to_string_pretty(value)
+        } else {
+            serde_json::to_string(value)
+        };
+        format!("{{\"tasks\": [{text}, \"run\": {}}}]}}", v.unwrap())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// For all pairs of values: same digest exactly when the values are equal, however
+        /// they are formatted.
+        #[test]
+        fn the_digest_binds_the_value_not_its_formatting(a in json_value(), b in json_value()) {
+            prop_assert_eq!(digest(&with_run(&a, true)), digest(&with_run(&a, false)));
+            prop_assert_eq!(digest(&with_run(&a, false)) == digest(&with_run(&b, false)), a == b);
+        }
+    }
+}

@@ -1,9 +1,12 @@
 //! The plan as a user writes it: tasks, lanes, owners, owned paths, edges, contracts.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::extension::{ExtensionValue, Extensions};
+use super::load::PlanSeed;
 use crate::{AdmittedPath, AgentId, IdError, Spec, TaskId};
 
 /// How many retries a planned task gets when its plan does not say (R11: `retry_limit + 1`
@@ -347,8 +350,11 @@ pub enum TaskOrigin {
 }
 
 /// One task of an [`AppBuildPlan`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+///
+/// In JSON, an object with the fields below; only `id`, `owner` and `spec` are required.
+/// Any other key is refused unless the loader declared it as an extension key
+/// ([`AppBuildPlan::from_json_with`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PlannedTask {
     /// The task's id, unique in the plan.
     pub id: TaskId,
@@ -359,27 +365,31 @@ pub struct PlannedTask {
     pub owner: AgentId,
     /// What the task must achieve.
     pub spec: Spec,
-    /// The files this task, and only this task, may write.
-    #[serde(default)]
+    /// The paths this task, and only this task, may write. An owned path names a file or a
+    /// directory: owning `out` means owning `out` itself and every path beneath it
+    /// (`out/a.txt`, `out/b/c.txt`). No two tasks may own the same path or paths one of
+    /// which lies beneath the other.
     pub owned_paths: Vec<AdmittedPath>,
     /// Its direct prerequisites.
-    #[serde(default)]
     pub depends_on: Vec<TaskId>,
     /// Retries after the first call (calls are bounded by `retry_limit + 1`).
-    #[serde(default = "default_retry_limit")]
     pub retry_limit: u32,
     /// The contracts it receives from its prerequisites.
-    #[serde(default)]
     pub input_contracts: Vec<InputContract>,
     /// Whether the author wrote it or normalisation synthesised it.
-    #[serde(default)]
     pub origin: TaskOrigin,
     /// The ids of tasks consolidation merged into this one (empty unless consolidated).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub consolidated_from: Vec<TaskId>,
+    /// The values of the extension keys the task carried (see [`Extensions`]), by key.
+    /// Normalisation keeps them; consolidation keeps the survivor's and drops those of the
+    /// tasks merged into it (a tool that gives them meaning should refuse such a plan).
+    /// In JSON they are members of the task object itself.
+    #[serde(flatten, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extensions: BTreeMap<String, ExtensionValue>,
 }
 
-fn default_retry_limit() -> u32 {
+pub(crate) fn default_retry_limit() -> u32 {
     DEFAULT_RETRY_LIMIT
 }
 
@@ -398,7 +408,20 @@ impl PlannedTask {
             input_contracts: Vec::new(),
             origin: TaskOrigin::Planned,
             consolidated_from: Vec::new(),
+            extensions: BTreeMap::new(),
         }
+    }
+
+    /// Sets the value of extension key `key`.
+    #[must_use]
+    pub fn with_extension(mut self, key: impl Into<String>, value: ExtensionValue) -> Self {
+        self.extensions.insert(key.into(), value);
+        self
+    }
+
+    /// The value of extension key `key`, if the task carried it.
+    pub fn extension(&self, key: &str) -> Option<&ExtensionValue> {
+        self.extensions.get(key)
     }
 
     /// Adds an owned path.
@@ -479,36 +502,80 @@ impl PlanLoadError {
 /// assert!(err.to_string().contains("unknown field `extra`"), "{err}");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct AppBuildPlan {
     /// The planned tasks, in the author's order (order carries no meaning).
     pub tasks: Vec<PlannedTask>,
+    /// The values of the plan-level extension keys (see [`Extensions`]), by key; in JSON
+    /// they are members of the plan object itself.
+    #[serde(flatten, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extensions: BTreeMap<String, ExtensionValue>,
 }
 
 impl AppBuildPlan {
     /// A plan of `tasks`.
     pub fn new(tasks: Vec<PlannedTask>) -> Self {
-        Self { tasks }
+        Self {
+            tasks,
+            extensions: BTreeMap::new(),
+        }
     }
 
-    /// Loads a plan from JSON. Unknown fields are refused.
+    /// Loads a plan from JSON. Unknown fields are refused, with a suggestion when one is
+    /// close to a known field.
     ///
     /// # Errors
     ///
     /// [`PlanLoadError::Json`] with the field path, line and column of the first problem.
     pub fn from_json(json: &str) -> Result<Self, PlanLoadError> {
+        Self::from_json_with(json, &Extensions::NONE)
+    }
+
+    /// Loads a plan from JSON whose task objects may carry `extensions.task_keys` and whose
+    /// top level may carry `extensions.plan_keys`. Each such value is kept raw, with its
+    /// offset in `json`, in [`PlannedTask::extensions`] or [`AppBuildPlan::extensions`], and
+    /// is bound into the plan digest. Every other unknown key is refused, naming the key, a
+    /// close known key when there is one (`did you mean `checks`?`), the line and the column.
+    ///
+    /// # Errors
+    ///
+    /// [`PlanLoadError::Json`] with the field path, line and column of the first problem.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kleene::{AppBuildPlan, Extensions};
+    ///
+    /// let keys = Extensions { task_keys: &["run", "checks"], plan_keys: &["scratch"] };
+    /// let plan = AppBuildPlan::from_json_with(r#"{"scratch": ["target/**"], "tasks": [
+    ///   {"id": "test", "owner": "sh", "spec": {"intent": "test"}, "run": "cargo test"}]}"#,
+    ///   &keys)?;
+    /// assert_eq!(plan.extensions["scratch"].canonical(), r#"["target/**"]"#);
+    ///
+    /// let err = AppBuildPlan::from_json_with(r#"{"tasks": [
+    ///   {"id": "test", "owner": "sh", "spec": {"intent": "test"}, "chekcs": []}]}"#, &keys)
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "tasks[0].chekcs");
+    /// assert_eq!(err.position(), (2, 68));
+    /// assert!(err.to_string().contains("did you mean `checks`?"), "{err}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_json_with(json: &str, extensions: &Extensions<'_>) -> Result<Self, PlanLoadError> {
         let mut de = serde_json::Deserializer::from_str(json);
-        let result: Result<Self, _> = serde_path_to_error::deserialize(&mut de);
-        let plan = result.map_err(|e| {
-            let field = e.path().to_string();
-            let inner = e.into_inner();
-            PlanLoadError::Json {
-                field,
-                line: inner.line(),
-                column: inner.column(),
-                message: strip_position(&inner.to_string()),
-            }
+        let mut track = serde_path_to_error::Track::new();
+        let seed = PlanSeed {
+            extensions,
+            base: json,
+        };
+        let result = serde::de::DeserializeSeed::deserialize(
+            seed,
+            serde_path_to_error::Deserializer::new(&mut de, &mut track),
+        );
+        let plan = result.map_err(|inner| PlanLoadError::Json {
+            field: track.path().to_string(),
+            line: inner.line(),
+            column: inner.column(),
+            message: strip_position(&inner.to_string()),
         })?;
         de.end().map_err(|e| PlanLoadError::Json {
             field: ".".to_owned(),
