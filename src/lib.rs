@@ -99,7 +99,10 @@ pub use digest::{Digest, DigestParseError};
 pub use id::{
     AgentId, ChannelId, IdError, MAX_ID_LEN, ProjectId, SessionMode, TaskId, ValidatorId,
 };
-pub use path::{AdmittedPath, MAX_COMPONENT_LEN, MAX_PATH_LEN, PathError, SECRETS_MANIFEST_PATH};
+pub use path::{
+    AdmittedPath, GlobError, MAX_COMPONENT_LEN, MAX_PATH_LEN, PathError, PathGlob,
+    SECRETS_MANIFEST_PATH,
+};
 pub use phase::{
     Completed, DEFAULT_ITERATION_CAP, Execute, ExecutionOutput, ExhaustedBound, Governance,
     GovernanceDecision, Halt, HaltReason, MoveNext, Moved, Next, Phase, PostValidate,

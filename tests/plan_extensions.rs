@@ -325,3 +325,69 @@ mod extensions {
         }
     }
 }
+
+mod globs {
+    use kleene::PathGlob;
+    use proptest::prelude::*;
+
+    /// The reference: the definitions, matched by plain recursion.
+    fn reference(pattern: &[&str], path: &[&str]) -> bool {
+        match pattern.split_first() {
+            None => path.is_empty(),
+            Some((&"**", rest)) => {
+                reference(rest, path) || (!path.is_empty() && reference(pattern, &path[1..]))
+            }
+            Some((first, rest)) => match path.split_first() {
+                Some((name, tail)) => {
+                    component(
+                        &first.chars().collect::<Vec<_>>(),
+                        &name.chars().collect::<Vec<_>>(),
+                    ) && reference(rest, tail)
+                }
+                None => false,
+            },
+        }
+    }
+
+    fn component(p: &[char], s: &[char]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some(('*', rest)) => component(rest, s) || (!s.is_empty() && component(p, &s[1..])),
+            Some(('?', rest)) => !s.is_empty() && component(rest, &s[1..]),
+            Some((c, rest)) => s.first() == Some(c) && component(rest, &s[1..]),
+        }
+    }
+
+    fn pattern() -> impl Strategy<Value = String> {
+        let part = prop_oneof![
+            3 => "[ab*?]{1,4}".prop_filter("no partial **", |c| !c.contains("**")),
+            1 => Just("**".to_owned()),
+        ];
+        proptest::collection::vec(part, 1..5).prop_map(|p| p.join("/"))
+    }
+
+    fn path() -> impl Strategy<Value = String> {
+        proptest::collection::vec("[ab]{1,3}", 1..6).prop_map(|p| p.join("/"))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// For all small patterns and paths, the matcher agrees with the reference.
+        #[test]
+        fn the_matcher_agrees_with_the_reference(p in pattern(), path in path()) {
+            let glob = PathGlob::parse(&p).unwrap();
+            let parts: Vec<&str> = p.split('/').collect();
+            let components: Vec<&str> = path.split('/').collect();
+            prop_assert_eq!(glob.matches(&path), reference(&parts, &components), "{} vs {}", p, path);
+        }
+
+        /// `prefix/**` matches exactly the paths under `prefix` (and `prefix` itself).
+        #[test]
+        fn a_directory_glob_matches_its_subtree(prefix in path(), path in path()) {
+            let glob = PathGlob::parse(&format!("{prefix}/**")).unwrap();
+            let under = path == prefix || path.starts_with(&format!("{prefix}/"));
+            prop_assert_eq!(glob.matches(&path), under);
+        }
+    }
+}
