@@ -391,3 +391,153 @@ mod globs {
         }
     }
 }
+
+mod ownership {
+    use std::collections::BTreeMap;
+
+    use kleene::batch::{Batch, Candidate, MemoryJournal, Worker, WorkerCall, WorkerFailure};
+    use kleene::{AppBuildPlan, PlanProblem, TaskId};
+
+    use super::general;
+    use crate::support::{chan, id, path};
+
+    /// Writes the given files for each task.
+    struct Writes(BTreeMap<TaskId, Vec<&'static str>>);
+
+    impl Worker for Writes {
+        fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+            let files = self.0.get(&call.task().id).cloned().unwrap_or_default();
+            Ok(Candidate::new(
+                files
+                    .into_iter()
+                    .map(|f| (path(f), b"x".to_vec()))
+                    .collect(),
+            ))
+        }
+    }
+
+    /// Regression (issue 10, defect 4): `owned_paths: ["out"]` failed with "writes
+    /// out/ok.txt, which the task does not own".
+    #[test]
+    fn an_owned_directory_owns_its_subtree() {
+        let plan = AppBuildPlan::new(vec![
+            general("gen").owning(path("out")),
+            general("other").owning(path("other.txt")).after(id("gen")),
+        ])
+        .validate()
+        .unwrap();
+        assert_eq!(plan.owner_of(&path("out/ok.txt")), Some(&id("gen")));
+        assert_eq!(plan.owner_of(&path("out/a/b/c.txt")), Some(&id("gen")));
+        assert_eq!(plan.owner_of(&path("out")), Some(&id("gen")));
+        assert_eq!(plan.owner_of(&path("outer/x")), None);
+        assert_eq!(plan.owner_of(&path("out.txt")), None);
+
+        let mut worker = Writes(BTreeMap::from([
+            (id("gen"), vec!["out/ok.txt", "out/deep/er.txt"]),
+            (id("other"), vec!["other.txt", "out/stolen.txt"]),
+        ]));
+        let evidence = Batch::new(&plan, chan("dirs"))
+            .dispatch(&mut worker, &(), &mut MemoryJournal::default())
+            .unwrap();
+        let gen_out = evidence
+            .accepted(&id("gen"))
+            .expect("the directory's files are accepted");
+        assert_eq!(gen_out.files().len(), 2);
+        // A write into another task's directory is refused.
+        let other = evidence.task(&id("other")).unwrap();
+        assert!(other.accepted().is_none());
+        assert!(other.rejections()[0].rejection().is_not_owned());
+    }
+
+    #[test]
+    fn overlapping_directories_across_tasks_are_refused() {
+        let err = AppBuildPlan::new(vec![
+            general("a").owning(path("out")),
+            general("b").owning(path("out/x")),
+        ])
+        .validate()
+        .unwrap_err();
+        assert!(
+            err.problems().iter().any(|p| matches!(p,
+                PlanProblem::NestedPath { outer, inner, outer_task, inner_task }
+                    if outer.as_str() == "out" && inner.as_str() == "out/x"
+                        && outer_task.as_str() == "a" && inner_task.as_str() == "b")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unwritten_owned_paths_counts_a_directory_written_by_any_file_in_it() {
+        let task = general("t")
+            .owning(path("out"))
+            .owning(path("a/b.txt"))
+            .owning(path("lib"))
+            .owning(path("z"));
+        let files: BTreeMap<_, ()> = ["out/x/y", "a/b.txt", "lib.rs", "lib0/x", "y/z"]
+            .into_iter()
+            .map(|f| (path(f), ()))
+            .collect();
+        let missing: Vec<&str> = task
+            .unwritten_owned_paths(&files)
+            .into_iter()
+            .map(|p| p.as_str())
+            .collect();
+        assert_eq!(missing, ["lib", "z"]);
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+
+            /// For all sets of owned paths and files: the range query agrees with the
+            /// definition (some file is the path or lies beneath it).
+            #[test]
+            fn unwritten_owned_paths_matches_the_definition(
+                owned in proptest::collection::btree_set("[ab]{1,2}(/[ab]{1,2}){0,2}", 0..6),
+                files in proptest::collection::btree_set("[ab]{1,2}(/[ab]{1,2}){0,3}", 0..12),
+            ) {
+                let mut task = general("t");
+                for o in &owned {
+                    task = task.owning(path(o));
+                }
+                let files: BTreeMap<_, ()> = files.iter().map(|f| (path(f), ())).collect();
+                let expected: Vec<&str> = owned
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|o| !files.keys().any(|f| f.starts_with(&path(o))))
+                    .collect();
+                let got: Vec<&str> = task.unwritten_owned_paths(&files).into_iter().map(|p| p.as_str()).collect();
+                prop_assert_eq!(got, expected);
+            }
+
+            /// For all paths: the owner is the task owning the path or its nearest owned
+            /// ancestor.
+            #[test]
+            fn owner_of_matches_the_definition(
+                a in "[ab]{1,2}(/[ab]{1,2}){0,1}",
+                b in "[cd]{1,2}",
+                probe in "[abcd]{1,2}(/[ab]{1,2}){0,3}",
+            ) {
+                let plan = AppBuildPlan::new(vec![
+                    general("ta").owning(path(&a)),
+                    general("tb").owning(path(&b)),
+                ])
+                .validate()
+                .unwrap();
+                let p = path(&probe);
+                let expected = if p.starts_with(&path(&a)) {
+                    Some(id("ta"))
+                } else if p.starts_with(&path(&b)) {
+                    Some(id("tb"))
+                } else {
+                    None
+                };
+                prop_assert_eq!(plan.owner_of(&p).cloned(), expected);
+            }
+        }
+    }
+}

@@ -438,6 +438,46 @@ impl PlannedTask {
         self
     }
 
+    /// The owned paths that `files` does not write: an owned path is written when `files`
+    /// has it or any path beneath it (a directory is written by any file in it). In the
+    /// order of [`owned_paths`](Self::owned_paths).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use kleene::{AdmittedPath, AgentId, PlannedTask, Spec, TaskId, TaskKind};
+    ///
+    /// let p = |s| AdmittedPath::admit(s).unwrap();
+    /// let task = PlannedTask::new(TaskId::new("t")?, TaskKind::General,
+    ///                             AgentId::new("sh")?, Spec::new("t"))
+    ///     .owning(p("out")).owning(p("README.md")).owning(p("docs"));
+    /// let files = BTreeMap::from([(p("out/a/b.txt"), ()), (p("docs.md"), ())]);
+    /// let missing: Vec<&str> = task.unwritten_owned_paths(&files).iter().map(|p| p.as_str()).collect();
+    /// assert_eq!(missing, ["README.md", "docs"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Complexity
+    ///
+    /// `O(k log n)` for `k` owned paths and `n` files: one range query per owned path (paths
+    /// order by components, so everything beneath a path sorts right after it).
+    pub fn unwritten_owned_paths<V>(
+        &self,
+        files: &BTreeMap<AdmittedPath, V>,
+    ) -> Vec<&AdmittedPath> {
+        use std::ops::Bound;
+        self.owned_paths
+            .iter()
+            .filter(|owned| {
+                files
+                    .range::<AdmittedPath, _>((Bound::Included(*owned), Bound::Unbounded))
+                    .next()
+                    .is_none_or(|(first, _)| !first.starts_with(owned))
+            })
+            .collect()
+    }
+
     /// Whether normalisation synthesised this task.
     pub fn is_synthesized(&self) -> bool {
         self.origin == TaskOrigin::Synthesized

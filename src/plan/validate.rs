@@ -58,8 +58,8 @@ pub enum PlanProblem {
         /// The tasks that own it, sorted.
         tasks: Vec<TaskId>,
     },
-    /// A path is owned as a file by one task while another owned path lies beneath it, so
-    /// it would have to be a directory too (`a` and `a/b`).
+    /// An owned path lies beneath another owned path (`a` and `a/b`). Owning `a` owns its
+    /// whole subtree, so the two overlap (within one task the inner path is redundant).
     NestedPath {
         /// The outer path.
         outer: AdmittedPath,
@@ -791,10 +791,35 @@ impl ValidatedPlan {
         found.into_iter().map(|p| self.order[p].clone()).collect()
     }
 
-    /// The task that owns `path`, if any.
+    /// The task that owns `path`, if any: the task that owns the path itself or one of its
+    /// ancestor directories (owning `out` owns `out/a/b.txt`). Validation refuses overlapping
+    /// ownership, so there is at most one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kleene::{AdmittedPath, AppBuildPlan};
+    ///
+    /// let plan = AppBuildPlan::from_json(r#"{"tasks": [
+    ///   {"id": "site", "owner": "mkdocs", "spec": {"intent": "render"}, "owned_paths": ["site"]}
+    /// ]}"#)?.validate()?;
+    /// let owner = |p| plan.owner_of(&AdmittedPath::admit(p).unwrap()).map(|t| t.as_str());
+    /// assert_eq!(owner("site"), Some("site"));
+    /// assert_eq!(owner("site/css/main.css"), Some("site"));
+    /// assert_eq!(owner("sites/x"), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Complexity
+    ///
+    /// One lookup for the path and one per ancestor: `O(d log n)` for a path of `d`
+    /// components and `n` owned paths.
     pub fn owner_of(&self, path: &AdmittedPath) -> Option<&TaskId> {
-        entries_for(&self.owners, &self.tasks, path.as_str())
-            .next()
+        let raw = path.as_str();
+        // The path itself, then its ancestors nearest first.
+        std::iter::once(raw.len())
+            .chain((0..raw.len()).rev().filter(|&i| raw.as_bytes()[i] == b'/'))
+            .find_map(|end| entries_for(&self.owners, &self.tasks, &raw[..end]).next())
             .map(|e| &self.tasks[e.1 as usize].id)
     }
 
