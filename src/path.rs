@@ -440,7 +440,7 @@ pub enum GlobError {
     /// The pattern was absolute (`/…`) or home-relative (`~…`); patterns are relative to the
     /// project.
     #[error(
-        "parse glob {pattern:?}: the pattern is not relative; write it relative to the project"
+        "parse glob `{}`: the pattern is not relative; write it relative to the project", pattern.escape_debug()
     )]
     Absolute {
         /// The refused pattern.
@@ -448,7 +448,7 @@ pub enum GlobError {
     },
     /// A component was empty (`a//b`, a trailing `/`), `.` or `..`.
     #[error(
-        "parse glob {pattern:?}: component {index} is empty, `.` or `..`; write each component as a name or a wildcard"
+        "parse glob `{}`: component {index} is empty, `.` or `..`; write each component as a name or a wildcard", pattern.escape_debug()
     )]
     BadComponent {
         /// The refused pattern.
@@ -460,7 +460,7 @@ pub enum GlobError {
     /// character, or a bracket or brace (`[ab]`, `{a,b}` are not supported; only `*`, `?`
     /// and `**` are).
     #[error(
-        "parse glob {pattern:?}: character {character:?} at byte {index} is not supported (use `*`, `?` and `**`)"
+        "parse glob `{}`: character `{}` at byte {index} is not supported (use `*`, `?` and `**`)", pattern.escape_debug(), character.escape_debug()
     )]
     Unsupported {
         /// The refused pattern.
@@ -473,7 +473,7 @@ pub enum GlobError {
     /// A component mixed `**` with other characters (`a**`); `**` must be a whole
     /// component.
     #[error(
-        "parse glob {pattern:?}: component {index} mixes `**` with other characters; `**` must be a whole component"
+        "parse glob `{}`: component {index} mixes `**` with other characters; `**` must be a whole component", pattern.escape_debug()
     )]
     PartialDoubleStar {
         /// The refused pattern.
