@@ -104,7 +104,10 @@ pub use digest::{Digest, DigestParseError};
 pub use id::{
     AgentId, ChannelId, IdError, MAX_ID_LEN, ProjectId, SessionMode, TaskId, ValidatorId,
 };
-pub use path::{AdmittedPath, MAX_COMPONENT_LEN, MAX_PATH_LEN, PathError, SECRETS_MANIFEST_PATH};
+pub use path::{
+    AdmittedPath, GlobError, MAX_COMPONENT_LEN, MAX_PATH_LEN, PathError, PathGlob,
+    SECRETS_MANIFEST_PATH,
+};
 pub use phase::{
     Completed, DEFAULT_ITERATION_CAP, Execute, ExecutionOutput, ExhaustedBound, Governance,
     GovernanceDecision, Halt, HaltReason, MoveNext, Moved, Next, Phase, PostValidate,
@@ -112,10 +115,10 @@ pub use phase::{
     ValidationToken,
 };
 pub use plan::{
-    AppBuildPlan, Consolidated, ContractKind, DEFAULT_RETRY_LIMIT, Draft, InputContract,
-    MAX_MODULE_NAME_LEN, ModuleName, ModuleNameError, Normalized, Plan, PlanLoadError, PlanProblem,
-    PlanState, PlanValidationError, PlannedTask, SYNTHESIZED_MODULE_OWNER, TaskKind, TaskOrigin,
-    ValidatedPlan, ValidationStage,
+    AppBuildPlan, Consolidated, ContractKind, DEFAULT_RETRY_LIMIT, Draft, ExtensionValue,
+    Extensions, InputContract, MAX_MODULE_NAME_LEN, ModuleName, ModuleNameError, Normalized, Plan,
+    PlanLoadError, PlanProblem, PlanState, PlanValidationError, PlannedTask,
+    SYNTHESIZED_MODULE_OWNER, TaskKind, TaskOrigin, ValidatedPlan, ValidationStage,
 };
 pub use snapshot::{
     Diagnostic, FileSource, ProposalProblem, REPAIR_PROPOSAL_BUDGET, RepairError, RepairLedger,

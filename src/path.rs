@@ -430,9 +430,299 @@ impl<'de> Deserialize<'de> for AdmittedPath {
     }
 }
 
+/// Why a glob pattern was refused. Every variant names the pattern.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GlobError {
+    /// The pattern was the empty string.
+    #[error("parse glob: the pattern is empty")]
+    Empty,
+    /// The pattern was absolute (`/…`) or home-relative (`~…`); patterns are relative to the
+    /// project.
+    #[error(
+        "parse glob `{}`: the pattern is not relative; write it relative to the project", pattern.escape_debug()
+    )]
+    Absolute {
+        /// The refused pattern.
+        pattern: String,
+    },
+    /// A component was empty (`a//b`, a trailing `/`), `.` or `..`.
+    #[error(
+        "parse glob `{}`: component {index} is empty, `.` or `..`; write each component as a name or a wildcard", pattern.escape_debug()
+    )]
+    BadComponent {
+        /// The refused pattern.
+        pattern: String,
+        /// The zero-based index of the component.
+        index: usize,
+    },
+    /// The pattern had a character globs do not support here: a backslash, a control
+    /// character, or a bracket or brace (`[ab]`, `{a,b}` are not supported; only `*`, `?`
+    /// and `**` are).
+    #[error(
+        "parse glob `{}`: character `{}` at byte {index} is not supported (use `*`, `?` and `**`)", pattern.escape_debug(), character.escape_debug()
+    )]
+    Unsupported {
+        /// The refused pattern.
+        pattern: String,
+        /// The character.
+        character: char,
+        /// Its byte offset.
+        index: usize,
+    },
+    /// A component mixed `**` with other characters (`a**`); `**` must be a whole
+    /// component.
+    #[error(
+        "parse glob `{}`: component {index} mixes `**` with other characters; `**` must be a whole component", pattern.escape_debug()
+    )]
+    PartialDoubleStar {
+        /// The refused pattern.
+        pattern: String,
+        /// The zero-based index of the component.
+        index: usize,
+    },
+}
+
+/// A project-relative glob over `/`-separated paths: `**` as a whole component matches any
+/// number (zero or more) of whole components, `*` any run of characters within one
+/// component, `?` one character within one component; everything else matches itself.
+///
+/// Used for scratch paths: files a build tool writes (`target/**`, `**/__pycache__/**`)
+/// that are never part of a task's output.
+///
+/// # Examples
+///
+/// ```
+/// use kleene::PathGlob;
+///
+/// let target = PathGlob::parse("target/**")?;
+/// assert!(target.matches("target/debug/app"));
+/// assert!(!target.matches("src/target.rs"));
+/// let cache = PathGlob::parse("**/__pycache__/**")?;
+/// assert!(cache.matches("pkg/__pycache__/m.cpython-312.pyc"));
+/// assert!(PathGlob::parse("*.lock")?.matches("Cargo.lock"));
+/// assert!(!PathGlob::parse("*.lock")?.matches("sub/Cargo.lock"), "`*` stays in one component");
+/// assert!(PathGlob::parse("../x/**").is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct PathGlob {
+    pattern: Box<str>,
+    segments: Vec<Segment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Segment {
+    /// `**`: any number of whole components.
+    AnyDepth,
+    /// One component's pattern of literal characters, `*` and `?`.
+    Component(Box<[char]>),
+}
+
+impl PathGlob {
+    /// Parses `pattern`.
+    ///
+    /// # Errors
+    ///
+    /// [`GlobError`] naming the pattern and the rule: empty, absolute, an empty, `.` or `..`
+    /// component, a character other than names, `*`, `?` and `/` (backslashes, control
+    /// characters, brackets, braces), or `**` inside a component.
+    pub fn parse(pattern: &str) -> Result<Self, GlobError> {
+        let owned = || pattern.to_owned();
+        if pattern.is_empty() {
+            return Err(GlobError::Empty);
+        }
+        if pattern.starts_with('/') || pattern.starts_with('~') {
+            return Err(GlobError::Absolute { pattern: owned() });
+        }
+        if let Some((index, character)) = pattern
+            .char_indices()
+            .find(|&(_, c)| c.is_control() || matches!(c, '\\' | '[' | ']' | '{' | '}'))
+        {
+            return Err(GlobError::Unsupported {
+                pattern: owned(),
+                character,
+                index,
+            });
+        }
+        let mut segments = Vec::new();
+        for (index, component) in pattern.split('/').enumerate() {
+            match component {
+                "" | "." | ".." => {
+                    return Err(GlobError::BadComponent {
+                        pattern: owned(),
+                        index,
+                    });
+                }
+                "**" => {
+                    // `**/**` means the same as `**`.
+                    if segments.last() != Some(&Segment::AnyDepth) {
+                        segments.push(Segment::AnyDepth);
+                    }
+                }
+                c if c.contains("**") => {
+                    return Err(GlobError::PartialDoubleStar {
+                        pattern: owned(),
+                        index,
+                    });
+                }
+                c => segments.push(Segment::Component(c.chars().collect())),
+            }
+        }
+        Ok(Self {
+            pattern: pattern.into(),
+            segments,
+        })
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.pattern
+    }
+
+    /// Whether `path` (`/`-separated, relative) matches the whole pattern.
+    ///
+    /// # Complexity
+    ///
+    /// `O(s · c)` component matches for `s` pattern components and `c` path components;
+    /// a component match is `O(p · n)` in the worst case for a pattern of `p` and a name of
+    /// `n` characters.
+    pub fn matches(&self, path: &str) -> bool {
+        let components: Vec<&str> = path.split('/').collect();
+        // reachable[j]: the segments so far can match exactly the first j components.
+        let mut reachable = vec![false; components.len() + 1];
+        reachable[0] = true;
+        for segment in &self.segments {
+            match segment {
+                Segment::AnyDepth => {
+                    // Once reachable, every longer prefix is too.
+                    if let Some(first) = reachable.iter().position(|r| *r) {
+                        reachable[first..].fill(true);
+                    }
+                }
+                Segment::Component(pattern) => {
+                    for j in (1..=components.len()).rev() {
+                        reachable[j] =
+                            reachable[j - 1] && component_matches(pattern, components[j - 1]);
+                    }
+                    reachable[0] = false;
+                }
+            }
+        }
+        reachable[components.len()]
+    }
+}
+
+/// Whether `name` matches the one-component pattern (`*`, `?`, literals). The classic
+/// two-pointer wildcard match: on a mismatch, the last `*` takes one more character.
+fn component_matches(pattern: &[char], name: &str) -> bool {
+    let name: Vec<char> = name.chars().collect();
+    let (mut p, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match pattern.get(p) {
+            Some('*') => {
+                star = Some((p, n));
+                p += 1;
+            }
+            Some(&c) if c == '?' || c == name[n] => {
+                p += 1;
+                n += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    p = sp + 1;
+                    n = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == '*')
+}
+
+impl fmt::Display for PathGlob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.pattern)
+    }
+}
+
+impl fmt::Debug for PathGlob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PathGlob({:?})", &*self.pattern)
+    }
+}
+
+impl std::str::FromStr for PathGlob {
+    type Err = GlobError;
+
+    fn from_str(s: &str) -> Result<Self, GlobError> {
+        Self::parse(s)
+    }
+}
+
+impl Serialize for PathGlob {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.pattern)
+    }
+}
+
+impl<'de> Deserialize<'de> for PathGlob {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Self::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn globs_match_whole_components() {
+        let g = |p: &str| PathGlob::parse(p).unwrap();
+        assert!(g("target/**").matches("target"));
+        assert!(g("target/**").matches("target/a/b/c"));
+        assert!(!g("target/**").matches("targets/a"));
+        assert!(g("**/__pycache__/**").matches("__pycache__/x.pyc"));
+        assert!(g("**/__pycache__/**").matches("a/b/__pycache__/x.pyc"));
+        assert!(!g("**/__pycache__/**").matches("a/__pycache__x/y"));
+        assert!(g("**").matches("anything/at/all"));
+        assert!(g("a/*/c").matches("a/b/c"));
+        assert!(!g("a/*/c").matches("a/b/x/c"));
+        assert!(g("a/**/c").matches("a/c"));
+        assert!(g("a/**/c").matches("a/b/x/c"));
+        assert!(g("*.py?").matches("m.pyc"));
+        assert!(!g("*.py?").matches("m.py"));
+        assert!(g("a*b*c").matches("aXXbYYc"));
+        assert!(!g("a*b*c").matches("aXXbYY"));
+        assert!(g("Cargo.lock").matches("Cargo.lock"));
+        assert!(g("é?").matches("éx"));
+        assert_eq!(g("a/**/**/b").as_str(), "a/**/**/b");
+        assert!(g("a/**/**/b").matches("a/b"));
+    }
+
+    #[test]
+    fn glob_errors_name_the_rule() {
+        assert_eq!(PathGlob::parse(""), Err(GlobError::Empty));
+        for (p, check) in [
+            ("/abs/**", "not relative"),
+            ("~/x", "not relative"),
+            ("../x", "component 0"),
+            ("a/../b", "component 1"),
+            ("a//b", "component 1"),
+            ("a/", "component 1"),
+            ("./a", "component 0"),
+            ("a\\b", "not supported"),
+            ("[ab]", "not supported"),
+            ("{a,b}", "not supported"),
+            ("a**", "mixes `**`"),
+        ] {
+            let err = PathGlob::parse(p).unwrap_err();
+            assert!(err.to_string().contains(check), "{p}: {err}");
+        }
+    }
 
     fn rule(raw: &str) -> &'static str {
         match AdmittedPath::admit(raw) {

@@ -16,5 +16,6 @@ mod cli_staging;
 mod closure;
 mod foundation;
 mod plan;
+mod plan_extensions;
 mod signing;
 mod support;

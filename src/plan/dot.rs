@@ -15,6 +15,7 @@ fn colour(kind: &TaskKind) -> &'static str {
         TaskKind::Page { .. } => "#ffafcc",
         TaskKind::Config { .. } => "#d9d9d9",
         TaskKind::Auth { .. } => "#f4a261",
+        TaskKind::General => "#ffffff",
     }
 }
 

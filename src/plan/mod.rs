@@ -49,12 +49,16 @@
 
 mod consolidate;
 mod dot;
+mod extension;
+mod load;
 mod model;
 mod normalize;
 mod validate;
 
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
+pub use extension::{ExtensionValue, Extensions};
 pub use model::{
     AppBuildPlan, ContractKind, DEFAULT_RETRY_LIMIT, InputContract, MAX_MODULE_NAME_LEN,
     ModuleName, ModuleNameError, PlanLoadError, PlannedTask, SYNTHESIZED_MODULE_OWNER, TaskKind,
@@ -121,6 +125,8 @@ impl PlanState for Consolidated {
 #[derive(Debug, Clone)]
 pub struct Plan<S: PlanState> {
     tasks: Vec<PlannedTask>,
+    /// The plan-level extension values, carried unchanged through every stage.
+    extensions: BTreeMap<String, ExtensionValue>,
     /// After consolidation: the merged plan's structure, carried over from the validation
     /// of the normalised plan.
     carried: Option<validate::Resolved>,
@@ -128,9 +134,10 @@ pub struct Plan<S: PlanState> {
 }
 
 impl<S: PlanState> Plan<S> {
-    fn at(tasks: Vec<PlannedTask>) -> Self {
+    fn at(tasks: Vec<PlannedTask>, extensions: BTreeMap<String, ExtensionValue>) -> Self {
         Self {
             tasks,
+            extensions,
             carried: None,
             state: PhantomData,
         }
@@ -143,14 +150,17 @@ impl<S: PlanState> Plan<S> {
 
     /// The plan as data at this stage (for example, to save a normalised plan).
     pub fn into_app_build_plan(self) -> AppBuildPlan {
-        AppBuildPlan::new(self.tasks)
+        AppBuildPlan {
+            tasks: self.tasks,
+            extensions: self.extensions,
+        }
     }
 }
 
 impl Plan<Draft> {
     /// A draft of `plan`.
     pub fn draft(plan: AppBuildPlan) -> Self {
-        Self::at(plan.tasks)
+        Self::at(plan.tasks, plan.extensions)
     }
 
     /// Normalises the plan (R11): synthesises a module lane `module_<name>` (owner
@@ -165,7 +175,7 @@ impl Plan<Draft> {
     pub fn normalize(self) -> Plan<Normalized> {
         let mut tasks = self.tasks;
         normalize::normalize(&mut tasks);
-        Plan::at(tasks)
+        Plan::at(tasks, self.extensions)
     }
 }
 
@@ -184,6 +194,7 @@ impl Plan<Normalized> {
         let (tasks, resolved) = consolidate::consolidate(self.tasks, structure.resolved);
         Ok(Plan {
             tasks,
+            extensions: self.extensions,
             carried: Some(resolved),
             state: PhantomData,
         })
@@ -223,7 +234,7 @@ impl Plan<Consolidated> {
             },
             None => validate::analyse(&self.tasks, ValidationStage::AfterConsolidation)?,
         };
-        Ok(ValidatedPlan::build(self.tasks, structure))
+        Ok(ValidatedPlan::build(self.tasks, self.extensions, structure))
     }
 }
 

@@ -1,9 +1,12 @@
 //! The plan as a user writes it: tasks, lanes, owners, owned paths, edges, contracts.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::extension::{ExtensionValue, Extensions};
+use super::load::PlanSeed;
 use crate::{AdmittedPath, AgentId, IdError, Spec, TaskId};
 
 /// How many retries a planned task gets when its plan does not say (R11: `retry_limit + 1`
@@ -140,9 +143,35 @@ impl fmt::Debug for ModuleName {
 
 /// The lane a planned task belongs to, tied to its module where it has one.
 ///
-/// In JSON: `{"lane": "model", "module": "tasks"}`; `config` and `auth` may omit `module`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "lane", rename_all = "snake_case", deny_unknown_fields)]
+/// In JSON: `{"lane": "model", "module": "tasks"}`; `config` and `auth` may omit `module`;
+/// a [`General`](Self::General) task is `{"lane": "general"}`, and a task without `kind` is
+/// general too.
+///
+/// The web-app lanes (`module`, `model`, `persistence`, `service`, `page`, `config`, `auth`)
+/// take part in normalisation and consolidation. A general task is a plain unit of work (build
+/// a crate, render a docs site, run a pipeline step) that both leave exactly as written: it is
+/// tied to no module, receives no contract edges and is never merged.
+///
+/// ```
+/// use kleene::{AppBuildPlan, TaskKind};
+///
+/// let plan = AppBuildPlan::from_json(r#"{"tasks": [
+///   {"id": "build", "owner": "cargo", "spec": {"intent": "compile the crate"}},
+///   {"id": "docs", "kind": {"lane": "general"}, "owner": "mdbook",
+///    "spec": {"intent": "render the book"}, "depends_on": ["build"]}
+/// ]}"#)?;
+/// assert_eq!(plan.tasks[0].kind, TaskKind::General);
+/// let validated = plan.validate()?;
+/// assert_eq!(validated.len(), 2, "nothing synthesised, nothing merged");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(
+    tag = "lane",
+    rename_all = "snake_case",
+    deny_unknown_fields,
+    from = "KindRepr"
+)]
 #[non_exhaustive]
 pub enum TaskKind {
     /// Provides a module: its contract (name, actions, handler class) that every other lane
@@ -183,6 +212,57 @@ pub enum TaskKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         module: Option<ModuleName>,
     },
+    /// A plain task outside the web-app lanes: tied to no module, left alone by
+    /// normalisation and consolidation. The default when a task does not say its `kind`.
+    #[default]
+    General,
+}
+
+/// How [`TaskKind`] is read: the same shape, with `general` as a variant without fields so
+/// that `{"lane": "general", "module": "m"}` is refused (serde lets a unit variant of an
+/// internally tagged enum ignore extra keys).
+#[derive(Deserialize)]
+#[serde(tag = "lane", rename_all = "snake_case", deny_unknown_fields)]
+enum KindRepr {
+    Module {
+        module: ModuleName,
+    },
+    Model {
+        module: ModuleName,
+    },
+    Persistence {
+        module: ModuleName,
+    },
+    Service {
+        module: ModuleName,
+    },
+    Page {
+        module: ModuleName,
+    },
+    Config {
+        #[serde(default)]
+        module: Option<ModuleName>,
+    },
+    Auth {
+        #[serde(default)]
+        module: Option<ModuleName>,
+    },
+    General {},
+}
+
+impl From<KindRepr> for TaskKind {
+    fn from(kind: KindRepr) -> Self {
+        match kind {
+            KindRepr::Module { module } => Self::Module { module },
+            KindRepr::Model { module } => Self::Model { module },
+            KindRepr::Persistence { module } => Self::Persistence { module },
+            KindRepr::Service { module } => Self::Service { module },
+            KindRepr::Page { module } => Self::Page { module },
+            KindRepr::Config { module } => Self::Config { module },
+            KindRepr::Auth { module } => Self::Auth { module },
+            KindRepr::General {} => Self::General,
+        }
+    }
 }
 
 impl TaskKind {
@@ -195,6 +275,7 @@ impl TaskKind {
             | Self::Service { module }
             | Self::Page { module } => Some(module),
             Self::Config { module } | Self::Auth { module } => module.as_ref(),
+            Self::General => None,
         }
     }
 
@@ -206,7 +287,7 @@ impl TaskKind {
         }
     }
 
-    /// The lane's snake-case name (`"module"`, `"model"`, …), as in JSON.
+    /// The lane's snake-case name (`"module"`, `"model"`, …, `"general"`), as in JSON.
     pub fn lane(&self) -> &'static str {
         match self {
             Self::Module { .. } => "module",
@@ -216,6 +297,7 @@ impl TaskKind {
             Self::Page { .. } => "page",
             Self::Config { .. } => "config",
             Self::Auth { .. } => "auth",
+            Self::General => "general",
         }
     }
 }
@@ -268,38 +350,46 @@ pub enum TaskOrigin {
 }
 
 /// One task of an [`AppBuildPlan`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+///
+/// In JSON, an object with the fields below; only `id`, `owner` and `spec` are required.
+/// Any other key is refused unless the loader declared it as an extension key
+/// ([`AppBuildPlan::from_json_with`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PlannedTask {
     /// The task's id, unique in the plan.
     pub id: TaskId,
-    /// Its lane (and module).
+    /// Its lane (and module); [`TaskKind::General`] when the plan does not say.
+    #[serde(default)]
     pub kind: TaskKind,
     /// The agent that performs it.
     pub owner: AgentId,
     /// What the task must achieve.
     pub spec: Spec,
-    /// The files this task, and only this task, may write.
-    #[serde(default)]
+    /// The paths this task, and only this task, may write. An owned path names a file or a
+    /// directory: owning `out` means owning `out` itself and every path beneath it
+    /// (`out/a.txt`, `out/b/c.txt`). No two tasks may own the same path or paths one of
+    /// which lies beneath the other.
     pub owned_paths: Vec<AdmittedPath>,
     /// Its direct prerequisites.
-    #[serde(default)]
     pub depends_on: Vec<TaskId>,
     /// Retries after the first call (calls are bounded by `retry_limit + 1`).
-    #[serde(default = "default_retry_limit")]
     pub retry_limit: u32,
     /// The contracts it receives from its prerequisites.
-    #[serde(default)]
     pub input_contracts: Vec<InputContract>,
     /// Whether the author wrote it or normalisation synthesised it.
-    #[serde(default)]
     pub origin: TaskOrigin,
     /// The ids of tasks consolidation merged into this one (empty unless consolidated).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub consolidated_from: Vec<TaskId>,
+    /// The values of the extension keys the task carried (see [`Extensions`]), by key.
+    /// Normalisation keeps them; consolidation keeps the survivor's and drops those of the
+    /// tasks merged into it (a tool that gives them meaning should refuse such a plan).
+    /// In JSON they are members of the task object itself.
+    #[serde(flatten, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extensions: BTreeMap<String, ExtensionValue>,
 }
 
-fn default_retry_limit() -> u32 {
+pub(crate) fn default_retry_limit() -> u32 {
     DEFAULT_RETRY_LIMIT
 }
 
@@ -318,7 +408,20 @@ impl PlannedTask {
             input_contracts: Vec::new(),
             origin: TaskOrigin::Planned,
             consolidated_from: Vec::new(),
+            extensions: BTreeMap::new(),
         }
+    }
+
+    /// Sets the value of extension key `key`.
+    #[must_use]
+    pub fn with_extension(mut self, key: impl Into<String>, value: ExtensionValue) -> Self {
+        self.extensions.insert(key.into(), value);
+        self
+    }
+
+    /// The value of extension key `key`, if the task carried it.
+    pub fn extension(&self, key: &str) -> Option<&ExtensionValue> {
+        self.extensions.get(key)
     }
 
     /// Adds an owned path.
@@ -333,6 +436,46 @@ impl PlannedTask {
     pub fn after(mut self, prerequisite: TaskId) -> Self {
         self.depends_on.push(prerequisite);
         self
+    }
+
+    /// The owned paths that `files` does not write: an owned path is written when `files`
+    /// has it or any path beneath it (a directory is written by any file in it). In the
+    /// order of [`owned_paths`](Self::owned_paths).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use kleene::{AdmittedPath, AgentId, PlannedTask, Spec, TaskId, TaskKind};
+    ///
+    /// let p = |s| AdmittedPath::admit(s).unwrap();
+    /// let task = PlannedTask::new(TaskId::new("t")?, TaskKind::General,
+    ///                             AgentId::new("sh")?, Spec::new("t"))
+    ///     .owning(p("out")).owning(p("README.md")).owning(p("docs"));
+    /// let files = BTreeMap::from([(p("out/a/b.txt"), ()), (p("docs.md"), ())]);
+    /// let missing: Vec<&str> = task.unwritten_owned_paths(&files).iter().map(|p| p.as_str()).collect();
+    /// assert_eq!(missing, ["README.md", "docs"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Complexity
+    ///
+    /// `O(k log n)` for `k` owned paths and `n` files: one range query per owned path (paths
+    /// order by components, so everything beneath a path sorts right after it).
+    pub fn unwritten_owned_paths<V>(
+        &self,
+        files: &BTreeMap<AdmittedPath, V>,
+    ) -> Vec<&AdmittedPath> {
+        use std::ops::Bound;
+        self.owned_paths
+            .iter()
+            .filter(|owned| {
+                files
+                    .range::<AdmittedPath, _>((Bound::Included(*owned), Bound::Unbounded))
+                    .next()
+                    .is_none_or(|(first, _)| !first.starts_with(owned))
+            })
+            .collect()
     }
 
     /// Whether normalisation synthesised this task.
@@ -399,36 +542,80 @@ impl PlanLoadError {
 /// assert!(err.to_string().contains("unknown field `extra`"), "{err}");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct AppBuildPlan {
     /// The planned tasks, in the author's order (order carries no meaning).
     pub tasks: Vec<PlannedTask>,
+    /// The values of the plan-level extension keys (see [`Extensions`]), by key; in JSON
+    /// they are members of the plan object itself.
+    #[serde(flatten, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extensions: BTreeMap<String, ExtensionValue>,
 }
 
 impl AppBuildPlan {
     /// A plan of `tasks`.
     pub fn new(tasks: Vec<PlannedTask>) -> Self {
-        Self { tasks }
+        Self {
+            tasks,
+            extensions: BTreeMap::new(),
+        }
     }
 
-    /// Loads a plan from JSON. Unknown fields are refused.
+    /// Loads a plan from JSON. Unknown fields are refused, with a suggestion when one is
+    /// close to a known field.
     ///
     /// # Errors
     ///
     /// [`PlanLoadError::Json`] with the field path, line and column of the first problem.
     pub fn from_json(json: &str) -> Result<Self, PlanLoadError> {
+        Self::from_json_with(json, &Extensions::NONE)
+    }
+
+    /// Loads a plan from JSON whose task objects may carry `extensions.task_keys` and whose
+    /// top level may carry `extensions.plan_keys`. Each such value is kept raw, with its
+    /// offset in `json`, in [`PlannedTask::extensions`] or [`AppBuildPlan::extensions`], and
+    /// is bound into the plan digest. Every other unknown key is refused, naming the key, a
+    /// close known key when there is one (`did you mean `checks`?`), the line and the column.
+    ///
+    /// # Errors
+    ///
+    /// [`PlanLoadError::Json`] with the field path, line and column of the first problem.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kleene::{AppBuildPlan, Extensions};
+    ///
+    /// let keys = Extensions { task_keys: &["run", "checks"], plan_keys: &["scratch"] };
+    /// let plan = AppBuildPlan::from_json_with(r#"{"scratch": ["target/**"], "tasks": [
+    ///   {"id": "test", "owner": "sh", "spec": {"intent": "test"}, "run": "cargo test"}]}"#,
+    ///   &keys)?;
+    /// assert_eq!(plan.extensions["scratch"].canonical(), r#"["target/**"]"#);
+    ///
+    /// let err = AppBuildPlan::from_json_with(r#"{"tasks": [
+    ///   {"id": "test", "owner": "sh", "spec": {"intent": "test"}, "chekcs": []}]}"#, &keys)
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "tasks[0].chekcs");
+    /// assert_eq!(err.position(), (2, 68));
+    /// assert!(err.to_string().contains("did you mean `checks`?"), "{err}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_json_with(json: &str, extensions: &Extensions<'_>) -> Result<Self, PlanLoadError> {
         let mut de = serde_json::Deserializer::from_str(json);
-        let result: Result<Self, _> = serde_path_to_error::deserialize(&mut de);
-        let plan = result.map_err(|e| {
-            let field = e.path().to_string();
-            let inner = e.into_inner();
-            PlanLoadError::Json {
-                field,
-                line: inner.line(),
-                column: inner.column(),
-                message: strip_position(&inner.to_string()),
-            }
+        let mut track = serde_path_to_error::Track::new();
+        let seed = PlanSeed {
+            extensions,
+            base: json,
+        };
+        let result = serde::de::DeserializeSeed::deserialize(
+            seed,
+            serde_path_to_error::Deserializer::new(&mut de, &mut track),
+        );
+        let plan = result.map_err(|inner| PlanLoadError::Json {
+            field: track.path().to_string(),
+            line: inner.line(),
+            column: inner.column(),
+            message: strip_position(&inner.to_string()),
         })?;
         de.end().map_err(|e| PlanLoadError::Json {
             field: ".".to_owned(),

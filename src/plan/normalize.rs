@@ -97,7 +97,9 @@ pub(crate) fn normalize(tasks: &mut Vec<PlannedTask>) {
                 additions.extend(sources.iter().map(|&s| (i, s, contract)));
             };
             match task.kind {
-                TaskKind::Module { .. } => {}
+                // Unreachable for general tasks (they have no module); listed so that a new
+                // lane must decide its contract edges here.
+                TaskKind::Module { .. } | TaskKind::General => {}
                 TaskKind::Model { .. } => {
                     add(&l.providers, ContractKind::Module);
                     add(&l.persistence, ContractKind::Persistence);

@@ -9,6 +9,7 @@ use foldhash::{HashMap, HashMapExt};
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
 
+use super::extension::ExtensionValue;
 use super::model::{ModuleName, PlannedTask};
 use super::normalize::index;
 use crate::digest::{CanonicalHasher, Digest};
@@ -57,8 +58,8 @@ pub enum PlanProblem {
         /// The tasks that own it, sorted.
         tasks: Vec<TaskId>,
     },
-    /// A path is owned as a file by one task while another owned path lies beneath it, so
-    /// it would have to be a directory too (`a` and `a/b`).
+    /// An owned path lies beneath another owned path (`a` and `a/b`). Owning `a` owns its
+    /// whole subtree, so the two overlap (within one task the inner path is redundant).
     NestedPath {
         /// The outer path.
         outer: AdmittedPath,
@@ -659,6 +660,8 @@ fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) ->
 pub struct ValidatedPlan {
     /// The tasks in the order they were given (after consolidation).
     tasks: Vec<PlannedTask>,
+    /// The plan-level extension values.
+    extensions: BTreeMap<String, ExtensionValue>,
     /// Task positions in topological order.
     topo: Vec<u32>,
     /// The topological rank of each task position.
@@ -676,7 +679,11 @@ pub struct ValidatedPlan {
 }
 
 impl ValidatedPlan {
-    pub(crate) fn build(tasks: Vec<PlannedTask>, structure: Structure) -> Self {
+    pub(crate) fn build(
+        tasks: Vec<PlannedTask>,
+        extensions: BTreeMap<String, ExtensionValue>,
+        structure: Structure,
+    ) -> Self {
         let n = tasks.len();
         let Structure {
             order: topo,
@@ -699,6 +706,7 @@ impl ValidatedPlan {
         let order: Vec<TaskId> = topo.iter().map(|&i| tasks[i as usize].id.clone()).collect();
         Self {
             tasks,
+            extensions,
             topo,
             rank,
             order,
@@ -710,11 +718,25 @@ impl ValidatedPlan {
     }
 
     /// The canonical digest of the plan: the same for the same tasks in any input order,
-    /// different when any field of any task differs.
+    /// different when any field of any task, or any extension value of a task or of the
+    /// plan, differs. Extension values enter in canonical form, so reformatting a plan file
+    /// or reordering the keys of an object does not change the digest.
     ///
     /// Computed on the first call (it reads every byte of the plan) and kept.
     pub fn digest(&self) -> Digest {
-        *self.digest.get_or_init(|| plan_digest(&self.tasks))
+        *self
+            .digest
+            .get_or_init(|| plan_digest(&self.tasks, &self.extensions))
+    }
+
+    /// The value of plan-level extension key `key`, if the plan carried it.
+    pub fn extension(&self, key: &str) -> Option<&ExtensionValue> {
+        self.extensions.get(key)
+    }
+
+    /// Every plan-level extension value, by key.
+    pub fn extensions(&self) -> &BTreeMap<String, ExtensionValue> {
+        &self.extensions
     }
 
     /// The task ids in topological order: every task after all its prerequisites, ties
@@ -769,10 +791,35 @@ impl ValidatedPlan {
         found.into_iter().map(|p| self.order[p].clone()).collect()
     }
 
-    /// The task that owns `path`, if any.
+    /// The task that owns `path`, if any: the task that owns the path itself or one of its
+    /// ancestor directories (owning `out` owns `out/a/b.txt`). Validation refuses overlapping
+    /// ownership, so there is at most one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kleene::{AdmittedPath, AppBuildPlan};
+    ///
+    /// let plan = AppBuildPlan::from_json(r#"{"tasks": [
+    ///   {"id": "site", "owner": "mkdocs", "spec": {"intent": "render"}, "owned_paths": ["site"]}
+    /// ]}"#)?.validate()?;
+    /// let owner = |p| plan.owner_of(&AdmittedPath::admit(p).unwrap()).map(|t| t.as_str());
+    /// assert_eq!(owner("site"), Some("site"));
+    /// assert_eq!(owner("site/css/main.css"), Some("site"));
+    /// assert_eq!(owner("sites/x"), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Complexity
+    ///
+    /// One lookup for the path and one per ancestor: `O(d log n)` for a path of `d`
+    /// components and `n` owned paths.
     pub fn owner_of(&self, path: &AdmittedPath) -> Option<&TaskId> {
-        entries_for(&self.owners, &self.tasks, path.as_str())
-            .next()
+        let raw = path.as_str();
+        // The path itself, then its ancestors nearest first.
+        std::iter::once(raw.len())
+            .chain((0..raw.len()).rev().filter(|&i| raw.as_bytes()[i] == b'/'))
+            .find_map(|end| entries_for(&self.owners, &self.tasks, &raw[..end]).next())
             .map(|e| &self.tasks[e.1 as usize].id)
     }
 
@@ -795,7 +842,10 @@ impl ValidatedPlan {
 
     /// The plan as data (tasks in topological order), for saving or inspection.
     pub fn to_app_build_plan(&self) -> super::AppBuildPlan {
-        super::AppBuildPlan::new(self.tasks().cloned().collect())
+        super::AppBuildPlan {
+            tasks: self.tasks().cloned().collect(),
+            extensions: self.extensions.clone(),
+        }
     }
 
     /// The position in `tasks` of the task with `id`.
@@ -823,7 +873,7 @@ impl ValidatedPlan {
 /// The canonical digest: a digest per task (its lists sorted), the task digests sorted, then
 /// digested together. Neither the order of tasks nor the order inside a task's lists changes
 /// it; any change to any field of any task does.
-fn plan_digest(tasks: &[PlannedTask]) -> Digest {
+fn plan_digest(tasks: &[PlannedTask], extensions: &BTreeMap<String, ExtensionValue>) -> Digest {
     let mut buffers = DigestBuffers::default();
     let mut digests: Vec<Digest> = tasks.iter().map(|t| buffers.task_digest(t)).collect();
     digests.sort_unstable();
@@ -832,7 +882,21 @@ fn plan_digest(tasks: &[PlannedTask]) -> Digest {
     for d in &digests {
         h.digest(d);
     }
+    extension_fields(&mut h, extensions);
     h.finish()
+}
+
+/// Extension values, by key (the map is sorted), in canonical form. Written only when there
+/// are some, so plans without extensions keep the digests they had before extensions
+/// existed; the tag and the count keep the encoding unambiguous.
+fn extension_fields(h: &mut CanonicalHasher, extensions: &BTreeMap<String, ExtensionValue>) {
+    if extensions.is_empty() {
+        return;
+    }
+    h.str("extensions").u64(extensions.len() as u64);
+    for (key, value) in extensions {
+        h.str(key).str(value.canonical());
+    }
 }
 
 /// Scratch space reused across tasks, so digesting a task allocates nothing.
@@ -883,6 +947,7 @@ impl<'a> DigestBuffers<'a> {
         for c in &self.contracts {
             h.str(c.from.as_str()).u64(c.contract.tag());
         }
+        extension_fields(&mut h, &t.extensions);
         h.finish()
     }
 }

@@ -192,7 +192,7 @@ struct Draft {
 
 fn draft() -> impl Strategy<Value = Draft> {
     (
-        0u8..7,
+        0u8..8,
         0..MODULES.len(),
         0u8..5,
         proptest::collection::vec(any::<Index>(), 0..4),
@@ -215,7 +215,7 @@ fn module_name(k: usize) -> Option<ModuleName> {
 
 /// Builds tasks from drafts, ordered so that every edge (explicit and normalised) goes
 /// forward: module lanes first, then persistence, models, services and pages; config and
-/// auth at their drawn layer. Persistence tasks depend only on first-layer tasks, so merging
+/// auth and general tasks at their drawn layer. Persistence tasks depend only on first-layer tasks, so merging
 /// two of them can never close a loop.
 ///
 /// Returns the tasks in that order (not shuffled yet).
@@ -244,6 +244,7 @@ fn build(drafts: &[Draft], provide_lanes: &[bool]) -> Vec<PlannedTask> {
                     },
                 ),
             },
+            7 => (d.layer, TaskKind::General),
             _ => match d.layer {
                 0 => (0, TaskKind::Auth { module: None }),
                 l => (
@@ -451,7 +452,7 @@ pub fn arbitrary_plan(max_tasks: usize) -> impl Strategy<Value = AppBuildPlan> {
     ];
     let task = (
         proptest::sample::select(&IDS[..]),
-        0u8..7,
+        0u8..8,
         0..MODULES.len(),
         any::<bool>(),
         proptest::collection::vec(proptest::sample::select(&IDS[..]), 0..4),
@@ -471,7 +472,8 @@ pub fn arbitrary_plan(max_tasks: usize) -> impl Strategy<Value = AppBuildPlan> {
                     3 => TaskKind::Service { module },
                     4 => TaskKind::Page { module },
                     5 => TaskKind::Config { module: tied },
-                    _ => TaskKind::Auth { module: tied },
+                    6 => TaskKind::Auth { module: tied },
+                    _ => TaskKind::General,
                 };
                 let mut t =
                     PlannedTask::new(TaskId::new(id).ok()?, kind, agent("any"), Spec::new(id));

@@ -1,34 +1,46 @@
 //! Plan files: an `AppBuildPlan` JSON document plus, per task, the commands that do the work.
 //!
-//! Each task object may carry four keys the library's plan format does not know:
+//! Each task object may carry five keys the CLI declares as plan extensions, and the plan
+//! object one:
 //!
 //! ```json
-//! { "id": "billing_service", "kind": "service", ...,
-//!   "run": "sh tasks/service.sh",
-//!   "checks": [ { "id": "unit-tests", "command": "sh billing/tests/vat_test.sh",
-//!                 "severity": "blocker", "overridable": true } ],
-//!   "fix": "sh fix.sh",
-//!   "timeout_secs": 60 }
+//! { "scratch": ["target/**"],
+//!   "tasks": [
+//!     { "id": "billing_service", "owner": "shell", "spec": {"intent": "…"}, ...,
+//!       "run": "sh tasks/service.sh",
+//!       "checks": [ { "id": "unit-tests", "command": "sh billing/tests/vat_test.sh",
+//!                     "severity": "blocker", "overridable": true } ],
+//!       "fix": "sh fix.sh",
+//!       "timeout_secs": 60,
+//!       "scratch": ["**/__pycache__/**"] } ] }
 //! ```
 //!
-//! [`split`] takes those keys out of the text by blanking them with spaces, so every other
-//! byte keeps its line and column: an error the plan loader reports about the rest of the
-//! document points at the user's own file, not at a re-serialised copy.
+//! The library's loader ([`AppBuildPlan::from_json_with`]) keeps each value raw with its
+//! offset in the file, so the commands are parsed here with errors at their own line and
+//! column, every other unknown key is refused with a suggestion, and every value is bound
+//! into the plan digest (and so into the derived channel and the acceptance record).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use std::path::{Path, PathBuf};
-
 use kleene::{
-    AppBuildPlan, PlanLoadError, PlanValidationError, Severity, TaskId, ValidatedPlan, ValidatorId,
+    AppBuildPlan, ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError,
+    PlannedTask, Severity, TaskId, ValidatedPlan, ValidatorId,
 };
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 /// The keys of a task object that belong to the CLI, not to the plan model.
-pub const COMMAND_KEYS: [&str; 4] = ["run", "checks", "fix", "timeout_secs"];
+pub const TASK_KEYS: [&str; 5] = ["run", "checks", "fix", "timeout_secs", "scratch"];
+
+/// The keys of the plan object that belong to the CLI.
+pub const PLAN_KEYS: [&str; 1] = ["scratch"];
+
+const EXTENSIONS: Extensions<'static> = Extensions {
+    task_keys: &TASK_KEYS,
+    plan_keys: &PLAN_KEYS,
+};
 
 /// A line and column in a plan file (both 1-based; columns count bytes, like serde_json).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +62,7 @@ impl Pos {
             .map_or(0, |i| i + 1);
         Self {
             line,
-            column: offset - line_start + 1,
+            column: before.len() - line_start + 1,
         }
     }
 
@@ -111,270 +123,28 @@ pub struct TaskCommands {
     pub fix: Option<String>,
     /// Per-command timeout, when the task sets one.
     pub timeout: Option<Duration>,
-}
-
-/// A plan file taken apart: the plan model's JSON and the commands per task.
-#[derive(Debug, Clone)]
-pub struct Split {
-    /// The document with the command keys blanked; positions are unchanged.
-    pub plan_json: String,
-    /// Each task's id (or `tasks[i]` when it has none), by index, to name tasks in errors.
-    pub labels: Vec<String>,
-    /// The commands of every task that declares them.
-    pub commands: BTreeMap<TaskId, TaskCommands>,
-}
-
-/// Why a plan file's structure or command keys were refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SplitError {
-    /// The text is not JSON.
-    #[error("{pos}: {message}")]
-    Syntax {
-        /// Where.
-        pos: Pos,
-        /// serde_json's message, without its position.
-        message: String,
-    },
-    /// The document is JSON but not shaped like a plan.
-    #[error("{pos}: {message}")]
-    Shape {
-        /// Where.
-        pos: Pos,
-        /// What was expected.
-        message: String,
-    },
-    /// A command key of a task is missing or malformed.
-    #[error("{pos}: task {task}: field `{field}`: {message}")]
-    Field {
-        /// Where.
-        pos: Pos,
-        /// The task's id, or `tasks[i]` when it has none.
-        task: String,
-        /// The field.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-#[cfg(test)]
-impl SplitError {
-    /// Where in the file the problem is.
-    pub fn pos(&self) -> Pos {
-        match self {
-            SplitError::Syntax { pos, .. }
-            | SplitError::Shape { pos, .. }
-            | SplitError::Field { pos, .. } => *pos,
-        }
-    }
-}
-
-/// Strips serde_json's " at line L column C" suffix; the position is reported separately.
-fn message_of(err: &serde_json::Error) -> String {
-    let text = err.to_string();
-    match text.rfind(" at line ") {
-        Some(i) if err.line() > 0 => text[..i].to_owned(),
-        _ => text,
-    }
-}
-
-fn offset_in(text: &str, part: &str) -> usize {
-    (part.as_ptr() as usize).saturating_sub(text.as_ptr() as usize)
-}
-
-/// Takes the command keys out of a plan file's text.
-///
-/// # Errors
-///
-/// [`SplitError`] with the line and column of the first problem: malformed JSON, a
-/// document or task that is not an object, a task without a string `id`, or a missing or
-/// malformed command key.
-pub fn split(text: &str) -> Result<Split, SplitError> {
-    let syntax = |err: serde_json::Error, base: Pos| SplitError::Syntax {
-        pos: base.inner(err.line(), err.column()),
-        message: message_of(&err),
-    };
-    let start = Pos { line: 1, column: 1 };
-    // A full parse first, so malformed JSON anywhere is reported where it is.
-    serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| syntax(e, start))?;
-    let doc: BTreeMap<String, &RawValue> =
-        serde_json::from_str(text).map_err(|e| SplitError::Shape {
-            pos: start,
-            message: format!("a plan file must be a JSON object ({})", message_of(&e)),
-        })?;
-    let Some(tasks_raw) = doc.get("tasks") else {
-        return Ok(Split {
-            plan_json: text.to_owned(),
-            labels: Vec::new(),
-            commands: BTreeMap::new(),
-        });
-    };
-    // Positions are computed only for errors: each one scans the text from its start.
-    let at = |offset: usize| Pos::of(text, offset);
-    let tasks: Vec<&RawValue> =
-        serde_json::from_str(tasks_raw.get()).map_err(|e| SplitError::Shape {
-            pos: at(offset_in(text, tasks_raw.get())),
-            message: format!("`tasks` must be an array ({})", message_of(&e)),
-        })?;
-
-    // (key, value offset, value length) of every command member, blanked once all are known.
-    let mut members_to_blank: Vec<(&str, usize, usize)> = Vec::new();
-    let mut commands = BTreeMap::new();
-    let mut labels = Vec::with_capacity(tasks.len());
-    for (index, task_raw) in tasks.iter().enumerate() {
-        let task_offset = offset_in(text, task_raw.get());
-        let members: BTreeMap<String, &RawValue> =
-            serde_json::from_str(task_raw.get()).map_err(|e| SplitError::Shape {
-                pos: at(task_offset),
-                message: format!("tasks[{index}] must be an object ({})", message_of(&e)),
-            })?;
-        let label = members
-            .get("id")
-            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
-            .unwrap_or_else(|| format!("tasks[{index}]"));
-        labels.push(label.clone());
-        let field = |name: &str, offset: usize, message: String| SplitError::Field {
-            pos: at(offset),
-            task: label.clone(),
-            field: name.to_owned(),
-            message,
-        };
-        let mut found = BTreeMap::new();
-        for key in COMMAND_KEYS {
-            if let Some(raw) = members.get(key) {
-                let offset = offset_in(text, raw.get());
-                if key_start(text, key, offset).is_none() {
-                    return Err(field(
-                        key,
-                        offset,
-                        "write the key as plain `\"key\"`, without escapes".to_owned(),
-                    ));
-                }
-                members_to_blank.push((key, offset, raw.get().len()));
-                found.insert(key, (*raw, offset));
-            }
-        }
-        if found.is_empty() {
-            // A task without commands is a lane the plan only declares (it runs nothing).
-            continue;
-        }
-        let id_raw = members.get("id").ok_or_else(|| {
-            field(
-                "id",
-                task_offset,
-                "missing (a task with commands needs an id)".to_owned(),
-            )
-        })?;
-        let id: TaskId = serde_json::from_str(id_raw.get())
-            .map_err(|e| field("id", offset_in(text, id_raw.get()), message_of(&e)))?;
-        let typed = |key: &str| -> Result<Option<(&RawValue, usize)>, SplitError> {
-            Ok(found.get(key).copied())
-        };
-        // An error inside a command value, at its own line and column.
-        let inner = |name: &str, offset: usize, e: &serde_json::Error| SplitError::Field {
-            pos: at(offset).inner(e.line(), e.column()),
-            task: label.clone(),
-            field: name.to_owned(),
-            message: message_of(e),
-        };
-        let run = match typed("run")? {
-            Some((raw, pos)) => {
-                let run: String =
-                    serde_json::from_str(raw.get()).map_err(|e| inner("run", pos, &e))?;
-                if run.trim().is_empty() {
-                    return Err(field("run", pos, "must not be empty".to_owned()));
-                }
-                run
-            }
-            None => {
-                return Err(field(
-                    "run",
-                    task_offset,
-                    "missing (checks and fix need a run command)".to_owned(),
-                ));
-            }
-        };
-        let checks: Vec<Check> = match typed("checks")? {
-            Some((raw, pos)) => {
-                serde_json::from_str(raw.get()).map_err(|e| inner("checks", pos, &e))?
-            }
-            None => Vec::new(),
-        };
-        let mut seen = std::collections::BTreeSet::new();
-        for check in &checks {
-            if !seen.insert(check.id.clone()) {
-                let pos = found.get("checks").map_or(task_offset, |(_, p)| *p);
-                return Err(field(
-                    "checks",
-                    pos,
-                    format!("check id `{}` is used twice", check.id),
-                ));
-            }
-        }
-        let fix: Option<String> = match typed("fix")? {
-            Some((raw, pos)) => {
-                Some(serde_json::from_str(raw.get()).map_err(|e| inner("fix", pos, &e))?)
-            }
-            None => None,
-        };
-        let timeout = match typed("timeout_secs")? {
-            Some((raw, pos)) => {
-                let secs: f64 =
-                    serde_json::from_str(raw.get()).map_err(|e| inner("timeout_secs", pos, &e))?;
-                if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-                    return Err(field(
-                        "timeout_secs",
-                        pos,
-                        format!("{secs} is not between 0 and 86400 seconds"),
-                    ));
-                }
-                Some(Duration::from_secs_f64(secs))
-            }
-            None => None,
-        };
-        commands.insert(
-            id,
-            TaskCommands {
-                run,
-                checks,
-                fix,
-                timeout,
-            },
-        );
-    }
-
-    // In text order, on the partly blanked bytes: a last member then finds the comma before
-    // it even when the members between were command keys blanked a moment ago.
-    members_to_blank.sort_by_key(|&(_, offset, _)| offset);
-    let mut bytes = text.as_bytes().to_vec();
-    for (key, offset, len) in members_to_blank {
-        if let Some((from, to)) = member_span(text, &bytes, key, offset, len) {
-            for b in &mut bytes[from..to] {
-                if *b != b'\n' {
-                    *b = b' ';
-                }
-            }
-        }
-    }
-    // Only whole tokens and ASCII separators were blanked, so the text is still UTF-8.
-    let plan_json = String::from_utf8(bytes).map_err(|e| SplitError::Shape {
-        pos: Pos::of(text, e.utf8_error().valid_up_to()),
-        message: "blanking the command keys broke a character".to_owned(),
-    })?;
-    Ok(Split {
-        plan_json,
-        labels,
-        commands,
-    })
+    /// The task's own scratch globs (the plan's apply too): files a call writes there are
+    /// never part of its candidate.
+    pub scratch: Vec<PathGlob>,
 }
 
 /// A plan file loaded and validated: the plan the batch may run and the commands per task.
 #[derive(Debug)]
 pub struct LoadedPlan {
-    /// The validated plan (normalised, consolidated).
+    /// The validated plan (normalised, consolidated); its digest covers every command and
+    /// scratch glob.
     pub plan: ValidatedPlan,
     /// The commands of every task that declares them.
     pub commands: BTreeMap<TaskId, TaskCommands>,
+    /// The plan-level scratch globs, which apply to every task.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "read by the staged workspaces, which are built next"
+        )
+    )]
+    pub scratch: Vec<PathGlob>,
 }
 
 /// Why a plan file was refused. Every message names the file; the ones about a place in it
@@ -390,16 +160,22 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
-    /// Malformed JSON, a wrong shape, or a bad command key.
-    #[error("load plan {}: {source}", file.display())]
-    Split {
+    /// A command key of a task (or the plan's `scratch`) is missing or malformed.
+    #[error("load plan {}: {pos}: task {task}: field `{field}`: {message}", file.display())]
+    Command {
         /// The file.
         file: PathBuf,
-        /// What and where.
-        #[source]
-        source: SplitError,
+        /// Where.
+        pos: Pos,
+        /// The task's id, or `-` for the plan's own keys.
+        task: String,
+        /// The field.
+        field: String,
+        /// What is wrong.
+        message: String,
     },
-    /// The plan model refused a field (unknown field, bad id, inadmissible path).
+    /// Malformed JSON, or the plan model refused a field (unknown field, bad id,
+    /// inadmissible path).
     #[error("load plan {}: line {line} column {column}: task {task}: field `{field}`: {message}", file.display())]
     Plan {
         /// The file.
@@ -442,7 +218,7 @@ pub enum LoadError {
     },
 }
 
-/// Reads, splits, loads and validates the plan file at `file`.
+/// Reads, loads and validates the plan file at `file`.
 ///
 /// # Errors
 ///
@@ -456,19 +232,15 @@ pub fn load(file: &Path) -> Result<(LoadedPlan, String), LoadError> {
     Ok((loaded, text))
 }
 
-/// Splits, loads and validates `text`, read from `file`.
+/// Loads and validates `text`, read from `file`.
 ///
 /// # Errors
 ///
 /// As [`load`].
 pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
-    let split = split(text).map_err(|source| LoadError::Split {
-        file: file.to_owned(),
-        source,
-    })?;
-    let draft = AppBuildPlan::from_json(&split.plan_json).map_err(|source| {
+    let draft = AppBuildPlan::from_json_with(text, &EXTENSIONS).map_err(|source| {
         let (line, column) = source.position();
-        let (task, field) = name_task(&split.labels, source.field());
+        let (task, field) = name_task(&labels(text), source.field());
         let message = match &source {
             PlanLoadError::Json { message, .. } => message.clone(),
             other => other.to_string(),
@@ -483,11 +255,22 @@ pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
             source: Box::new(source),
         }
     })?;
+    let reader = Reader { file, text };
+    let scratch = match draft.extensions.get("scratch") {
+        Some(value) => reader.globs("-", value)?,
+        None => Vec::new(),
+    };
+    let mut commands = BTreeMap::new();
+    for task in &draft.tasks {
+        if let Some(c) = reader.commands(task)? {
+            commands.insert(task.id.clone(), c);
+        }
+    }
     let plan = draft.validate().map_err(|source| LoadError::Invalid {
         file: file.to_owned(),
         source: Box::new(source),
     })?;
-    for id in split.commands.keys() {
+    for id in commands.keys() {
         if plan.task(id).is_none() {
             let survivor = plan
                 .tasks()
@@ -502,8 +285,263 @@ pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
     }
     Ok(LoadedPlan {
         plan,
-        commands: split.commands,
+        commands,
+        scratch,
     })
+}
+
+/// Reads the CLI's extension values of a plan file, with errors at their place in it.
+struct Reader<'a> {
+    file: &'a Path,
+    text: &'a str,
+}
+
+impl Reader<'_> {
+    fn pos(&self, value: &ExtensionValue) -> Pos {
+        Pos::of(self.text, value.offset().unwrap_or(0))
+    }
+
+    fn error(&self, pos: Pos, task: &str, field: &str, message: String) -> LoadError {
+        LoadError::Command {
+            file: self.file.to_owned(),
+            pos,
+            task: task.to_owned(),
+            field: field.to_owned(),
+            message,
+        }
+    }
+
+    /// Reads `value` as `T`; an error inside it is reported at its own line and column.
+    fn parse<T: serde::de::DeserializeOwned>(
+        &self,
+        task: &str,
+        field: &str,
+        value: &ExtensionValue,
+    ) -> Result<T, LoadError> {
+        value.parse().map_err(|e| {
+            let pos = self.pos(value).inner(e.line(), e.column());
+            self.error(pos, task, field, message_of(&e))
+        })
+    }
+
+    fn globs(&self, task: &str, value: &ExtensionValue) -> Result<Vec<PathGlob>, LoadError> {
+        let patterns: Vec<String> = self.parse(task, "scratch", value)?;
+        patterns
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                PathGlob::parse(p).map_err(|e| {
+                    self.error(
+                        self.pos(value),
+                        task,
+                        &format!("scratch[{i}]"),
+                        e.to_string(),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// The task's commands, or `None` when it declares none (a lane the plan only declares;
+    /// it runs nothing).
+    fn commands(&self, task: &PlannedTask) -> Result<Option<TaskCommands>, LoadError> {
+        let label = task.id.as_str();
+        let Some(first) = task.extensions.values().min_by_key(|v| v.offset()) else {
+            return Ok(None);
+        };
+        let get = |key: &str| task.extension(key);
+        let run = match get("run") {
+            Some(value) => {
+                let run: String = self.parse(label, "run", value)?;
+                if run.trim().is_empty() {
+                    return Err(self.error(
+                        self.pos(value),
+                        label,
+                        "run",
+                        "must not be empty".to_owned(),
+                    ));
+                }
+                run
+            }
+            None => {
+                return Err(self.error(
+                    self.pos(first),
+                    label,
+                    "run",
+                    "missing (checks, fix, timeout_secs and scratch need a run command)".to_owned(),
+                ));
+            }
+        };
+        let checks: Vec<Check> = match get("checks") {
+            Some(value) => self.parse(label, "checks", value)?,
+            None => Vec::new(),
+        };
+        let mut seen = BTreeSet::new();
+        for check in &checks {
+            if !seen.insert(check.id.clone()) {
+                let pos = get("checks").map_or(self.pos(first), |v| self.pos(v));
+                return Err(self.error(
+                    pos,
+                    label,
+                    "checks",
+                    format!("check id `{}` is used twice", check.id),
+                ));
+            }
+        }
+        let fix: Option<String> = match get("fix") {
+            Some(value) => Some(self.parse(label, "fix", value)?),
+            None => None,
+        };
+        let timeout = match get("timeout_secs") {
+            Some(value) => {
+                let secs: f64 = self.parse(label, "timeout_secs", value)?;
+                if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+                    return Err(self.error(
+                        self.pos(value),
+                        label,
+                        "timeout_secs",
+                        format!("{secs} is not between 0 and 86400 seconds"),
+                    ));
+                }
+                Some(Duration::from_secs_f64(secs))
+            }
+            None => None,
+        };
+        let scratch = match get("scratch") {
+            Some(value) => self.globs(label, value)?,
+            None => Vec::new(),
+        };
+        Ok(Some(TaskCommands {
+            run,
+            checks,
+            fix,
+            timeout,
+            scratch,
+        }))
+    }
+}
+
+/// What changed between the plan a run was started with (`old`) and the plan file as it is
+/// now (`new`), one line per change, naming the task and the field: tasks added and
+/// removed, then each changed field of each task by id, then the plan's own keys. Empty
+/// exactly when the two plans have the same digest.
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "`kleene resume` calls it once it refuses an edited plan"
+    )
+)]
+pub fn describe_changes(old: &LoadedPlan, new: &LoadedPlan) -> Vec<String> {
+    let mut changes = Vec::new();
+    let ids: BTreeSet<&TaskId> = old
+        .plan
+        .tasks()
+        .chain(new.plan.tasks())
+        .map(|t| &t.id)
+        .collect();
+    for id in ids {
+        match (old.plan.task(id), new.plan.task(id)) {
+            (Some(_), None) => changes.push(format!("task {id} was removed")),
+            (None, Some(_)) => changes.push(format!("task {id} was added")),
+            (Some(a), Some(b)) => {
+                for field in changed_fields(a, b) {
+                    changes.push(format!("task {id}: `{field}` changed"));
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    for key in changed_keys(old.plan.extensions(), new.plan.extensions()) {
+        changes.push(format!("plan: `{key}` changed"));
+    }
+    if changes.is_empty() && old.plan.digest() != new.plan.digest() {
+        // A difference the field names above do not cover; still never silent.
+        changes.push("the plan changed".to_owned());
+    }
+    changes
+}
+
+fn path_set(v: &[kleene::AdmittedPath]) -> BTreeSet<&kleene::AdmittedPath> {
+    v.iter().collect()
+}
+
+fn id_set(v: &[TaskId]) -> BTreeSet<&TaskId> {
+    v.iter().collect()
+}
+
+/// The fields in which `a` and `b` differ, in the plan format's order.
+fn changed_fields(a: &PlannedTask, b: &PlannedTask) -> Vec<String> {
+    let mut fields: Vec<String> = [
+        ("kind", a.kind != b.kind),
+        ("owner", a.owner != b.owner),
+        ("spec", a.spec != b.spec),
+        (
+            "owned_paths",
+            path_set(&a.owned_paths) != path_set(&b.owned_paths),
+        ),
+        ("depends_on", id_set(&a.depends_on) != id_set(&b.depends_on)),
+        ("retry_limit", a.retry_limit != b.retry_limit),
+        (
+            "input_contracts",
+            a.input_contracts.iter().collect::<BTreeSet<_>>()
+                != b.input_contracts.iter().collect::<BTreeSet<_>>(),
+        ),
+        ("origin", a.origin != b.origin),
+        (
+            "consolidated_from",
+            id_set(&a.consolidated_from) != id_set(&b.consolidated_from),
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, changed)| *changed)
+    .map(|(field, _)| field.to_owned())
+    .collect();
+    fields.extend(changed_keys(&a.extensions, &b.extensions));
+    fields
+}
+
+/// The keys whose values differ (present in one map only, or with different values).
+fn changed_keys(
+    a: &BTreeMap<String, ExtensionValue>,
+    b: &BTreeMap<String, ExtensionValue>,
+) -> Vec<String> {
+    a.keys()
+        .chain(b.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .cloned()
+        .collect()
+}
+
+/// Strips serde_json's " at line L column C" suffix; the position is reported separately.
+fn message_of(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    match text.rfind(" at line ") {
+        Some(i) if err.line() > 0 => text[..i].to_owned(),
+        _ => text,
+    }
+}
+
+/// Each task's id (or `tasks[i]` when it has none), by index, read leniently from a
+/// document the loader refused, to name tasks in its errors.
+fn labels(text: &str) -> Vec<String> {
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Vec::new();
+    };
+    let Some(tasks) = doc.get("tasks").and_then(|t| t.as_array()) else {
+        return Vec::new();
+    };
+    tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            t.get("id")
+                .and_then(|id| id.as_str())
+                .map_or_else(|| format!("tasks[{i}]"), str::to_owned)
+        })
+        .collect()
 }
 
 /// `tasks[2].owned_paths[0]` → (`billing_service`, `owned_paths[0]`).
@@ -530,72 +568,44 @@ fn name_task(labels: &[String], field: &str) -> (String, String) {
     )
 }
 
-fn skip_back(bytes: &[u8], mut i: usize) -> usize {
-    while i > 0 && bytes[i - 1].is_ascii_whitespace() {
-        i -= 1;
-    }
-    i
-}
-
-/// Where the plainly written `"key"` of the member whose value is at `value_at` starts.
-fn key_start(text: &str, key: &str, value_at: usize) -> Option<usize> {
-    let bytes = text.as_bytes();
-    let colon = skip_back(bytes, value_at);
-    if colon == 0 || bytes[colon - 1] != b':' {
-        return None;
-    }
-    let key_end = skip_back(bytes, colon - 1);
-    let start = key_end.checked_sub(key.len() + 2)?;
-    (text.get(start..key_end)? == format!("\"{key}\"")).then_some(start)
-}
-
-/// The byte span of the member `"key": value` and one adjacent comma, scanning for commas
-/// in `bytes` (the text as blanked so far).
-fn member_span(
-    text: &str,
-    bytes: &[u8],
-    key: &str,
-    value_at: usize,
-    value_len: usize,
-) -> Option<(usize, usize)> {
-    let start = key_start(text, key, value_at)?;
-    let end = value_at + value_len;
-    let mut after = end;
-    while after < bytes.len() && bytes[after].is_ascii_whitespace() {
-        after += 1;
-    }
-    if after < bytes.len() && bytes[after] == b',' {
-        return Some((start, after + 1));
-    }
-    // The last member: take the comma before it instead.
-    let before = skip_back(bytes, start);
-    if before > 0 && bytes[before - 1] == b',' {
-        return Some((before - 1, end));
-    }
-    Some((start, end))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn load(text: &str) -> Result<LoadedPlan, LoadError> {
+        load_text(Path::new("p.json"), text)
+    }
+
+    fn pos(err: &LoadError) -> Pos {
+        match err {
+            LoadError::Command { pos, .. } => *pos,
+            LoadError::Plan { line, column, .. } => Pos {
+                line: *line,
+                column: *column,
+            },
+            other => panic!("no position: {other}"),
+        }
+    }
+
     const PLAN: &str = r#"{
+  "scratch": ["target/**"],
   "tasks": [
-    { "id": "a", "kind": "module",
+    { "id": "a", "owner": "sh", "spec": {"intent": "a"},
       "run": "echo a > a.txt",
       "checks": [ { "id": "has-a", "command": "test -s a.txt" },
                   { "id": "lint", "command": "true", "severity": "warning", "overridable": false } ],
       "fix": "sh fix.sh",
-      "timeout_secs": 2.5 },
-    { "id": "b", "run": "true", "depends_on": ["a"] },
-    { "id": "c", "depends_on": ["b"] }
+      "timeout_secs": 2.5,
+      "scratch": ["**/__pycache__/**", "*.log"] },
+    { "id": "b", "owner": "sh", "spec": {"intent": "b"}, "run": "true", "depends_on": ["a"] },
+    { "id": "c", "owner": "sh", "spec": {"intent": "c"}, "depends_on": ["b"] }
   ]
 }"#;
 
     #[test]
-    fn commands_come_out_and_positions_stay() {
-        let split = split(PLAN).unwrap();
-        let a = &split.commands[&TaskId::new("a").unwrap()];
+    fn commands_and_scratch_globs_are_parsed() {
+        let loaded = load(PLAN).unwrap();
+        let a = &loaded.commands[&TaskId::new("a").unwrap()];
         assert_eq!(a.run, "echo a > a.txt");
         assert_eq!(a.checks.len(), 2);
         assert_eq!(a.checks[0].severity, Severity::Blocker);
@@ -604,84 +614,136 @@ mod tests {
         assert!(!a.checks[1].overridable);
         assert_eq!(a.fix.as_deref(), Some("sh fix.sh"));
         assert_eq!(a.timeout, Some(Duration::from_millis(2500)));
-        let b = &split.commands[&TaskId::new("b").unwrap()];
+        assert!(a.scratch[0].matches("x/__pycache__/m.pyc"));
+        assert!(a.scratch[1].matches("build.log"));
+        let b = &loaded.commands[&TaskId::new("b").unwrap()];
         assert_eq!((b.checks.len(), b.fix.as_ref(), b.timeout), (0, None, None));
-        assert!(!split.commands.contains_key(&TaskId::new("c").unwrap()));
+        assert!(b.scratch.is_empty());
+        assert!(!loaded.commands.contains_key(&TaskId::new("c").unwrap()));
+        assert_eq!(loaded.scratch.len(), 1);
+        assert!(loaded.scratch[0].matches("target/debug/app"));
+    }
 
-        assert_eq!(split.plan_json.len(), PLAN.len());
-        assert_eq!(split.plan_json.lines().count(), PLAN.lines().count());
-        let value: serde_json::Value = serde_json::from_str(&split.plan_json).unwrap();
-        let stripped = serde_json::json!({"tasks": [
-            {"id": "a", "kind": "module"},
-            {"id": "b", "depends_on": ["a"]},
-            {"id": "c", "depends_on": ["b"]}
-        ]});
-        assert_eq!(value, stripped);
-        // An untouched token is where it was.
-        let at = PLAN.find("\"depends_on\": [\"a\"]").unwrap();
-        assert_eq!(&split.plan_json[at..at + 12], "\"depends_on\"");
+    /// Regression (issue 10, defect 7): the commands were blanked out of the text before
+    /// the plan was digested, so changing one kept the plan digest and the derived channel.
+    #[test]
+    fn every_command_and_glob_is_bound_into_the_plan_digest() {
+        let base = load(PLAN).unwrap().plan.digest();
+        for (from, to) in [
+            ("echo a > a.txt", "echo A > a.txt"),
+            ("test -s a.txt", "test -f a.txt"),
+            ("\"severity\": \"warning\"", "\"severity\": \"blocker\""),
+            ("\"overridable\": false", "\"overridable\": true"),
+            ("sh fix.sh", "sh other.sh"),
+            ("2.5", "3"),
+            ("\"*.log\"", "\"*.txt\""),
+            ("[\"target/**\"]", "[\"target/**\", \"dist/**\"]"),
+            ("\"run\": \"true\"", "\"run\": \"false\""),
+        ] {
+            assert!(PLAN.contains(from), "{from}");
+            let changed = load(&PLAN.replacen(from, to, 1)).unwrap();
+            assert_ne!(changed.plan.digest(), base, "{from} -> {to}");
+        }
+        let reformatted: serde_json::Value = serde_json::from_str(PLAN).unwrap();
+        assert_eq!(
+            load(&serde_json::to_string_pretty(&reformatted).unwrap())
+                .unwrap()
+                .plan
+                .digest(),
+            base
+        );
     }
 
     #[test]
     fn malformed_json_points_to_line_and_column() {
         let text = "{\n  \"tasks\": [\n    { \"id\": \"a\", }\n  ]\n}";
-        let err = split(text).unwrap_err();
-        assert!(matches!(err, SplitError::Syntax { .. }), "{err}");
-        assert_eq!(err.pos().line, 3);
-        assert_eq!(err.pos().column, 18);
-        assert!(err.to_string().starts_with("line 3 column 18: "), "{err}");
+        let err = load(text).unwrap_err();
+        assert_eq!(
+            pos(&err),
+            Pos {
+                line: 3,
+                column: 18
+            }
+        );
+        assert!(err.to_string().contains("line 3 column 18: "), "{err}");
     }
 
     #[test]
-    fn bad_command_fields_are_named_with_their_task() {
-        let text = "{\"tasks\": [\n {\"id\": \"svc\", \"run\": \"true\",\n  \"checks\": [{\"id\": \"t\", \"command\": \"x\", \"severity\": \"fatal\"}]}]}";
-        let err = split(text).unwrap_err();
+    fn bad_command_fields_are_named_with_their_task_and_exact_position() {
+        let text = "{\"tasks\": [\n {\"id\": \"svc\", \"owner\": \"sh\", \"spec\": {\"intent\": \"x\"}, \"run\": \"true\",\n  \"checks\": [{\"id\": \"t\",\n   \"command\": \"x\", \"severity\": \"fatal\"}]}]}";
+        let err = load(text).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("task svc: field `checks`"), "{msg}");
         assert!(msg.contains("unknown variant `fatal`"), "{msg}");
-        assert_eq!(err.pos().line, 3);
+        // Inside the value, at the bad string itself.
+        let line = text.lines().nth(3).unwrap();
+        assert_eq!(
+            pos(&err),
+            Pos {
+                line: 4,
+                // serde_json points at the closing quote.
+                column: line.find("\"fatal\"").unwrap() + 7
+            }
+        );
 
-        let err = split("{\"tasks\": [{\"id\": \"t\", \"fix\": \"sh f\"}]}").unwrap_err();
+        let task = |extra: &str| {
+            format!(
+                "{{\"tasks\": [{{\"id\": \"t\", \"owner\": \"sh\", \"spec\": {{\"intent\": \"x\"}}{extra}}}]}}"
+            )
+        };
+        let err = load(&task(", \"fix\": \"sh f\"")).unwrap_err();
         assert!(
             err.to_string().contains("task t: field `run`: missing"),
             "{err}"
         );
-
-        let err = split("{\"tasks\": [{\"id\": \"t\", \"run\": \"x\", \"timeout_secs\": 0}]}")
-            .unwrap_err();
+        let err = load(&task(", \"run\": \"x\", \"timeout_secs\": 0")).unwrap_err();
         assert!(err.to_string().contains("field `timeout_secs`"), "{err}");
-
-        let text = "{\"tasks\": [{\"id\": \"t\", \"run\": \"x\", \"checks\": [{\"id\": \"a\", \"command\": \"x\"}, {\"id\": \"a\", \"command\": \"y\"}]}]}";
-        assert!(split(text).unwrap_err().to_string().contains("used twice"));
-
-        let err = split("{\"tasks\": [{\"run\": \"x\"}]}").unwrap_err();
+        let err = load(&task(", \"run\": \" \"")).unwrap_err();
+        assert!(err.to_string().contains("must not be empty"), "{err}");
+        let err = load(&task(
+            ", \"run\": \"x\", \"checks\": [{\"id\": \"a\", \"command\": \"x\"}, {\"id\": \"a\", \"command\": \"y\"}]",
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("used twice"), "{err}");
+        let err = load(&task(
+            ", \"run\": \"x\", \"scratch\": [\"ok/**\", \"../up/**\"]",
+        ))
+        .unwrap_err();
         assert!(
-            err.to_string().contains("task tasks[0]: field `id`"),
+            err.to_string().contains("task t: field `scratch[1]`"),
+            "{err}"
+        );
+        let err = load(&task(
+            ", \"run\": \"x\", \"checks\": [{\"id\": \"a\", \"comand\": \"x\"}]",
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown field `comand`"), "{err}");
+        let err = load("{\"scratch\": [\"/abs\"], \"tasks\": []}").unwrap_err();
+        assert!(
+            err.to_string().contains("task -: field `scratch[0]`"),
             "{err}"
         );
     }
 
     #[test]
-    fn unknown_check_keys_are_refused() {
-        let text = "{\"tasks\": [{\"id\": \"t\", \"run\": \"x\", \"checks\": [{\"id\": \"a\", \"comand\": \"x\"}]}]}";
-        let err = split(text).unwrap_err();
-        assert!(err.to_string().contains("unknown field `comand`"), "{err}");
+    fn unknown_keys_get_a_suggestion_with_task_line_and_column() {
+        let text = PLAN.replace("\"fix\"", "\"fxi\"");
+        let err = load(&text).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("task a: field `fxi`"), "{msg}");
+        assert!(msg.contains("did you mean `fix`?"), "{msg}");
+        let line = text.lines().position(|l| l.contains("fxi")).unwrap() + 1;
+        assert_eq!(pos(&err).line, line);
     }
 
     #[test]
     fn shapes_are_checked() {
-        assert!(matches!(
-            split("[1]").unwrap_err(),
-            SplitError::Shape { .. }
-        ));
-        assert!(matches!(
-            split("{\"tasks\": 3}").unwrap_err(),
-            SplitError::Shape { .. }
-        ));
-        assert!(matches!(
-            split("{\"tasks\": [3]}").unwrap_err(),
-            SplitError::Shape { .. }
-        ));
+        for text in ["[1]", "{\"tasks\": 3}", "{\"tasks\": [3]}"] {
+            assert!(
+                matches!(load(text).unwrap_err(), LoadError::Plan { .. }),
+                "{text}"
+            );
+        }
     }
 
     const DEMO: &str = include_str!("../../../examples/demo/plan.json");
@@ -706,15 +768,12 @@ mod tests {
             msg.contains("task billing_model: field `owned_paths[0]`"),
             "{msg}"
         );
-        let LoadError::Plan { line, .. } = err else {
-            panic!("{msg}")
-        };
         let expected = text
             .lines()
             .position(|l| l.contains("../items.sh"))
             .unwrap()
             + 1;
-        assert_eq!(line, expected);
+        assert_eq!(pos(&err).line, expected);
 
         let text = DEMO.replace(
             "\"owner\": \"shell\",",
@@ -737,24 +796,32 @@ mod tests {
         assert!(msg.contains("nope"), "{msg}");
     }
 
+    /// Regression (issue 10, defect 8, the plan half): nothing compared the stored plan
+    /// with the edited file, so `resume` ran the stale plan silently.
     #[test]
-    fn trailing_command_members_leave_valid_json() {
-        for text in [
-            "{\"tasks\": [{\"id\": \"t\", \"run\": \"x\", \"fix\": \"y\"}]}",
-            "{\"tasks\": [{\"run\": \"x\", \"id\": \"t\", \"fix\": \"y\", \"timeout_secs\": 1}]}",
-            "{\"tasks\": [{\"run\": \"x\", \"fix\": \"y\", \"id\": \"t\"}]}",
-        ] {
-            let split = split(text).unwrap();
-            let v: serde_json::Value = serde_json::from_str(&split.plan_json).unwrap();
-            assert_eq!(v, serde_json::json!({"tasks": [{"id": "t"}]}), "{text}");
-        }
-    }
-
-    #[test]
-    fn last_member_takes_the_comma_before_it() {
-        let text = "{\"tasks\": [{\"id\": \"t\",\n \"run\": \"x\"}]}";
-        let split = split(text).unwrap();
-        let v: serde_json::Value = serde_json::from_str(&split.plan_json).unwrap();
-        assert_eq!(v, serde_json::json!({"tasks": [{"id": "t"}]}));
+    fn changes_between_plans_name_each_task_and_field() {
+        let old = load(PLAN).unwrap();
+        assert!(describe_changes(&old, &load(PLAN).unwrap()).is_empty());
+        let edited = PLAN
+            .replacen("echo a > a.txt", "echo A > a.txt", 1)
+            .replacen("\"depends_on\": [\"b\"]", "\"depends_on\": [\"a\"]", 1)
+            .replacen("[\"target/**\"]", "[\"dist/**\"]", 1)
+            .replacen(
+                "\"depends_on\": [\"a\"] },",
+                "\"depends_on\": [\"a\"], \"owned_paths\": [\"out\"] },\n    { \"id\": \"d\", \"owner\": \"sh\", \"spec\": {\"intent\": \"d\"} },",
+                1,
+            );
+        let new = load(&edited).unwrap();
+        assert_eq!(
+            describe_changes(&old, &new),
+            [
+                "task a: `run` changed",
+                "task b: `owned_paths` changed",
+                "task c: `depends_on` changed",
+                "task d was added",
+                "plan: `scratch` changed",
+            ]
+        );
+        assert_eq!(describe_changes(&new, &old)[3], "task d was removed");
     }
 }
