@@ -216,12 +216,11 @@ pub fn accept(
             });
         }
     }
+    // An owned directory is present when anything beneath it is.
     let mut missing = BTreeSet::new();
     for task in &planned {
-        for path in &task.owned_paths {
-            if snapshot.get(path).is_none() {
-                missing.insert((path.clone(), task.id.clone()));
-            }
+        for path in task.unwritten_owned_paths(snapshot.file_map()) {
+            missing.insert((path.clone(), task.id.clone()));
         }
     }
     problems.extend(

@@ -293,6 +293,11 @@ impl Snapshot {
         self.generated.plan_digest
     }
 
+    /// Every file by path, for range queries over owned directories.
+    pub(crate) fn file_map(&self) -> &BTreeMap<AdmittedPath, SnapshotFile> {
+        &self.files
+    }
+
     /// Every file, sorted by path.
     pub fn files(&self) -> impl ExactSizeIterator<Item = (&AdmittedPath, &SnapshotFile)> {
         self.files.iter()

@@ -266,29 +266,6 @@ fn refuse_live_groups(state: &StateDir, kill: bool) -> Result<(), Failure> {
     )))
 }
 
-/// What differs between two plan files, task by task.
-fn plan_changes(old: &LoadedPlan, new: &LoadedPlan) -> Vec<String> {
-    let mut out = Vec::new();
-    for t in old.plan.tasks() {
-        match new.plan.tasks().find(|n| n.id == t.id) {
-            None => out.push(format!("task {} was removed", t.id)),
-            Some(n) => {
-                if n != t {
-                    out.push(format!("task {} changed", t.id));
-                } else if old.commands.get(&t.id) != new.commands.get(&t.id) {
-                    out.push(format!("the commands of task {} changed", t.id));
-                }
-            }
-        }
-    }
-    for n in new.plan.tasks() {
-        if !old.plan.tasks().any(|t| t.id == n.id) {
-            out.push(format!("task {} was added", n.id));
-        }
-    }
-    out
-}
-
 /// `kleene resume`.
 pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
     let state = StateDir::at(&args.state.state);
@@ -325,12 +302,9 @@ fn refuse_changed_plan(
             state.root().display()
         )));
     };
-    let mut changes = plan_changes(stored, &fresh);
+    let changes = planfile::describe_changes(stored, &fresh);
     if changes.is_empty() {
-        if fresh.plan.digest() == stored.plan.digest() {
-            return Ok(());
-        }
-        changes.push("the plan's settings changed".to_owned());
+        return Ok(());
     }
     Err(Failure::bad_input(format!(
         "resume: {} changed since the run started ({}); the run can only continue the plan it \
@@ -387,6 +361,7 @@ fn execute(
         workspace: info.workspace.clone(),
         plan_dir: info.plan_dir.clone(),
         commands: loaded.commands.clone(),
+        scratch: loaded.scratch.clone(),
         default_timeout: Duration::from_secs_f64(info.timeout_secs),
         policy: policy(info, info.max_depth)?,
         no_fix_policy: policy(info, 0)?,

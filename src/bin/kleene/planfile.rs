@@ -137,13 +137,6 @@ pub struct LoadedPlan {
     /// The commands of every task that declares them.
     pub commands: BTreeMap<TaskId, TaskCommands>,
     /// The plan-level scratch globs, which apply to every task.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "read by the staged workspaces, which are built next"
-        )
-    )]
     pub scratch: Vec<PathGlob>,
 }
 
@@ -425,13 +418,6 @@ impl Reader<'_> {
 /// now (`new`), one line per change, naming the task and the field: tasks added and
 /// removed, then each changed field of each task by id, then the plan's own keys. Empty
 /// exactly when the two plans have the same digest.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "`kleene resume` calls it once it refuses an edited plan"
-    )
-)]
 pub fn describe_changes(old: &LoadedPlan, new: &LoadedPlan) -> Vec<String> {
     let mut changes = Vec::new();
     let ids: BTreeSet<&TaskId> = old

@@ -145,11 +145,11 @@ fn probe_wrapper() -> Option<(PathBuf, PathBuf)> {
     let works = Command::new(&setpriv)
         .args(contain_args(&unshare))
         .arg("/bin/true")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
     works.then_some((setpriv, unshare))
 }
 

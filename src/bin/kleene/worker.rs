@@ -36,7 +36,8 @@ use kleene::{
 use crate::planfile::TaskCommands;
 use crate::report::{Event, Reporter};
 use kleene::Digest;
-use kleene::stage::{ObjectStore, Stage, StageChanges, StageInput};
+use kleene::PathGlob;
+use kleene::stage::{ObjectStore, ScratchRule, Stage, StageChanges, StageInput};
 
 use crate::runner::{self, GroupRecords, Interrupt, Invocation, RunError};
 use crate::state::{StateDir, StateError, write_replace};
@@ -50,6 +51,8 @@ pub struct Context {
     pub plan_dir: PathBuf,
     /// The commands per task.
     pub commands: BTreeMap<TaskId, TaskCommands>,
+    /// The plan-level scratch globs (each task adds its own).
+    pub scratch: Vec<PathGlob>,
     /// Timeout of each command for tasks that set none.
     pub default_timeout: Duration,
     /// The recovery policy for tasks with a `fix` command.
@@ -71,8 +74,42 @@ pub struct Context {
 }
 
 impl Context {
-    /// What counts as scratch in `task`'s stage.
-    fn scratch_for(&self, _task: &TaskId) {}
+    /// What counts as scratch in `task`'s stage: the plan's globs and the task's own.
+    fn scratch_for(&self, task: &TaskId) -> Scratch {
+        let own = self.commands.get(task).map_or(&[][..], |c| &c.scratch[..]);
+        Scratch::new(self.scratch.iter().chain(own))
+    }
+}
+
+/// Scratch globs as the stage's rule: a path is scratch when any glob matches it, and a
+/// directory is skipped whole when a glob `P/**` has a `P` that matches the directory itself
+/// (then every path beneath it matches).
+#[derive(Debug)]
+struct Scratch {
+    globs: Vec<PathGlob>,
+    subtrees: Vec<PathGlob>,
+}
+
+impl Scratch {
+    fn new<'g>(globs: impl Iterator<Item = &'g PathGlob>) -> Self {
+        let globs: Vec<PathGlob> = globs.cloned().collect();
+        let subtrees = globs
+            .iter()
+            .filter_map(|g| g.as_str().strip_suffix("/**"))
+            .filter_map(|prefix| PathGlob::parse(prefix).ok())
+            .collect();
+        Self { globs, subtrees }
+    }
+}
+
+impl ScratchRule for Scratch {
+    fn is_scratch(&self, path: &str) -> bool {
+        self.globs.iter().any(|g| g.matches(path))
+    }
+
+    fn covers_dir(&self, dir: &str) -> bool {
+        self.subtrees.iter().any(|g| g.matches(dir))
+    }
 }
 
 /// What the worker, the output contract and the command share during one batch.
@@ -412,18 +449,9 @@ impl HaltContract {
             return Err(Rejection::contract(&task.id, text.join("\n\n")));
         }
         drop(shared);
-        let files = candidate.files();
-        // Files sort by components, so everything under an owned path follows it directly:
-        // one range query per owned path.
         let missing: Vec<&str> = task
-            .owned_paths
-            .iter()
-            .filter(|p| {
-                !files
-                    .range::<AdmittedPath, _>(*p..)
-                    .next()
-                    .is_some_and(|(f, _)| f.starts_with(p))
-            })
+            .unwritten_owned_paths(candidate.files())
+            .into_iter()
             .map(AdmittedPath::as_str)
             .collect();
         if missing.is_empty() {
