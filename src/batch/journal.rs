@@ -571,6 +571,42 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Journals written before record framing (format version 1: bare checkpoint envelopes,
+    /// one per event, optionally led by a snapshot). Run with `KLEENE_WRITE_FIXTURES=1` to
+    /// (re)write them; they should never need to change.
+    fn v1_fixtures() -> [(&'static str, Vec<u8>); 2] {
+        let all = events();
+        let mut plain = Vec::new();
+        for event in &all {
+            plain.extend(checkpoint::encode(event).unwrap());
+        }
+        let mut compacted =
+            checkpoint::encode(&BatchEvidence::fold(all[..2].to_vec()).unwrap()).unwrap();
+        compacted.extend(checkpoint::encode(&all[2]).unwrap());
+        [
+            ("tests/fixtures/journal_v1.journal", plain),
+            ("tests/fixtures/journal_v1_compacted.journal", compacted),
+        ]
+    }
+
+    #[test]
+    fn version_one_journal_fixtures_load() {
+        for (name, bytes) in v1_fixtures() {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+            if std::env::var_os("KLEENE_WRITE_FIXTURES").is_some() {
+                fs::write(&path, &bytes).unwrap();
+            }
+            let fixture = fs::read(&path).unwrap();
+            assert_eq!(fixture, bytes, "{name}");
+            let load = parse(&chan(), &fixture).unwrap();
+            assert!(load.torn_tail.is_none());
+            assert_eq!(
+                load.into_evidence().unwrap().digest(),
+                BatchEvidence::fold(events()).unwrap().digest()
+            );
+        }
+    }
+
     #[test]
     fn memory_journal_compaction_replaces_the_tail() {
         let mut journal = MemoryJournal::default();
