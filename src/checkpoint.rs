@@ -177,14 +177,41 @@ pub(crate) fn encode_payload<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>
     })
 }
 
+/// How many bytes of memory bincode may claim per payload byte. bincode counts a decoded
+/// integer at its in-memory width (at most 16 bytes, a `u128`) however short its encoding,
+/// and a string or byte buffer at exactly the bytes it occupies, so a value that is really
+/// encoded in `n` bytes never claims more than `16 n`.
+const CLAIM_PER_BYTE: usize = 16;
+
+/// Decodes `payload` with a bincode limit of `N` bytes claimed.
+fn decode_limited<T: DeserializeOwned, const N: usize>(
+    payload: &[u8],
+) -> Result<(T, usize), bincode::error::DecodeError> {
+    bincode::serde::decode_from_slice(payload, bincode::config::standard().with_limit::<N>())
+}
+
 /// Decodes a whole payload; bytes left over are an error.
+///
+/// Allocation is bounded by the bytes actually present: bincode reserves what a length field
+/// claims (`vec![0; len]` for a string) after checking it against its limit, so the limit is
+/// chosen from the payload's own length (the next power of 16 above `16 × len`, at least
+/// 4 KiB), never the 1 GiB [`MAX_PAYLOAD_LEN`]. A 57-byte payload whose length field claims
+/// a gigabyte is refused before anything is reserved.
 pub(crate) fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, CheckpointError> {
-    let (value, used) =
-        bincode::serde::decode_from_slice(payload, bincode_config()).map_err(|e| {
-            CheckpointError::Decode {
-                message: e.to_string(),
-            }
-        })?;
+    let claim = payload.len().saturating_mul(CLAIM_PER_BYTE);
+    let decoded = match claim {
+        0..=0x1000 => decode_limited::<T, 0x1000>(payload),
+        0..=0x1_0000 => decode_limited::<T, 0x1_0000>(payload),
+        0..=0x10_0000 => decode_limited::<T, 0x10_0000>(payload),
+        0..=0x100_0000 => decode_limited::<T, 0x100_0000>(payload),
+        0..=0x1000_0000 => decode_limited::<T, 0x1000_0000>(payload),
+        _ => decode_limited::<T, { (MAX_PAYLOAD_LEN as usize).saturating_mul(CLAIM_PER_BYTE) }>(
+            payload,
+        ),
+    };
+    let (value, used) = decoded.map_err(|e| CheckpointError::Decode {
+        message: e.to_string(),
+    })?;
     if used != payload.len() {
         return Err(CheckpointError::Decode {
             message: format!("{} bytes left after the value", payload.len() - used),

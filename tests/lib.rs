@@ -8,5 +8,6 @@ mod batch;
 mod cli;
 mod closure;
 mod foundation;
+mod journal_integrity;
 mod plan;
 mod support;
