@@ -1,16 +1,24 @@
 //! Checkpoint envelopes, the one codec behind them, and where checkpoints are kept.
 //!
-//! A checkpoint is a small envelope around a bincode (serde) payload:
+//! A checkpoint is a 51-byte header followed by a bincode (serde) payload. Every integer is
+//! little endian:
 //!
-//! | bytes | field |
-//! |---|---|
-//! | 4 | magic `KLNE` |
-//! | 2 | format version of the payload type (little endian) |
-//! | 1 | codec tag (`1` = bincode 2, serde mode, standard config) |
-//! | 4 | payload kind (`TASK`, …), so one type's bytes never decode as another's |
-//! | 8 | payload length (little endian) |
-//! | 32 | blake3 over the header fields above and the payload |
-//! | n | payload |
+//! | offset | bytes | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `KLNE` (`4b 4c 4e 45`) |
+//! | 4 | 2 | format version of the payload type (`u16`) |
+//! | 6 | 1 | codec tag: `1` = bincode 2, serde mode, `bincode::config::standard()` (variable-length integers, little endian) |
+//! | 7 | 4 | payload kind, four ASCII bytes (`TASK`, `CLSR`, `CLST`, `BEVT`, `EVID`), so one type's bytes never decode as another's |
+//! | 11 | 8 | payload length `n` (`u64`), at most [`MAX_PAYLOAD_LEN`] |
+//! | 19 | 32 | checksum |
+//! | 51 | n | payload |
+//!
+//! The checksum is blake3 in derive-key mode (`blake3::Hasher::new_derive_key`) with the
+//! context string `"kleene checkpoint envelope v1"`, over the 19 header bytes at offsets
+//! 0..19 followed by the `n` payload bytes; the checksum field itself is not covered. It
+//! detects accidental damage only: it carries no secret, so whoever can write the bytes can
+//! recompute it. An envelope is exactly `51 + n` bytes: fewer is truncated, more is trailing
+//! garbage, and both are refused.
 //!
 //! Decoding never panics: truncated, corrupted or foreign bytes give a [`CheckpointError`].
 //! bincode is confined to this module, behind the codec tag, so the format can change in one
