@@ -382,11 +382,19 @@ impl Checkpoint for crate::ClosureRecord {
 
 impl sealed::Sealed for crate::ClosureState {}
 
-/// Persisted closure machines (see [`Closure::state`](crate::Closure::state)), format
-/// version 1.
+/// Persisted closure machines (see [`Closure::state`](crate::Closure::state)) are at format
+/// version 2, which seals the policy and budget snapshot; version 1 (no seal) is migrated
+/// on read, its policy and budget taken as written.
 impl Checkpoint for crate::ClosureState {
     const KIND: [u8; 4] = *b"CLST";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
+    const MIN_VERSION: u16 = 1;
+
+    fn migrate(version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
+        debug_assert_eq!(version, 1);
+        let v1: crate::closure::ClosureStateV1 = decode_payload(payload)?;
+        Ok(v1.into())
+    }
 }
 
 /// Why a store could not load or commit.

@@ -7,6 +7,7 @@ mod batch;
 #[cfg(feature = "cli")]
 mod cli;
 mod closure;
+mod closure_tamper;
 mod envelope_format;
 mod foundation;
 mod journal_integrity;
