@@ -496,3 +496,38 @@ fn a_file_journal_with_a_key_writes_and_verifies_macs() {
     ));
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_journal_that_does_not_fold_says_what_is_wrong_and_what_to_do() {
+    // Whole, intact records whose events do not follow from each other, as two runs
+    // writing at once leave them: a settlement repeated after its task was accepted.
+    let mut journal = ImageJournal::with_image(chan(CHANNEL), run_image(true, None));
+    let events = journal.load(&chan(CHANNEL)).unwrap().unwrap().events;
+    let settled = events
+        .iter()
+        .rev()
+        .find(|e| matches!(e, kleene::batch::EvidenceEvent::Settled { .. }))
+        .unwrap()
+        .clone();
+    journal.append(&chan(CHANNEL), &[settled]).unwrap();
+    let plan = plan();
+    let mut calls = worker();
+    let err = Batch::new(&plan, chan(CHANNEL))
+        .resume(&mut calls, &(), &mut journal)
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        matches!(&err, BatchError::Journal(JournalError::Fold { .. })),
+        "{message}"
+    );
+    assert!(
+        message.contains("the task was accepted after 1 call(s)"),
+        "{message}"
+    );
+    assert!(message.contains("restore it from a copy"), "{message}");
+    assert!(
+        !message.contains("pending") && !message.contains("InFlight"),
+        "{message}"
+    );
+    assert!(calls.calls().is_empty());
+}
