@@ -209,10 +209,10 @@ pub(crate) fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, C
     let claim = payload.len().saturating_mul(CLAIM_PER_BYTE);
     let decoded = match claim {
         0..=0x1000 => decode_limited::<T, 0x1000>(payload),
-        0..=0x1_0000 => decode_limited::<T, 0x1_0000>(payload),
-        0..=0x10_0000 => decode_limited::<T, 0x10_0000>(payload),
-        0..=0x100_0000 => decode_limited::<T, 0x100_0000>(payload),
-        0..=0x1000_0000 => decode_limited::<T, 0x1000_0000>(payload),
+        0x1001..=0x1_0000 => decode_limited::<T, 0x1_0000>(payload),
+        0x1_0001..=0x10_0000 => decode_limited::<T, 0x10_0000>(payload),
+        0x10_0001..=0x100_0000 => decode_limited::<T, 0x100_0000>(payload),
+        0x100_0001..=0x1000_0000 => decode_limited::<T, 0x1000_0000>(payload),
         _ => decode_limited::<T, { (MAX_PAYLOAD_LEN as usize).saturating_mul(CLAIM_PER_BYTE) }>(
             payload,
         ),
