@@ -229,6 +229,14 @@ pub enum JournalError {
         /// Where the record starts.
         offset: u64,
     },
+    /// A journal opened with [`FileJournal::open_read_only`] was asked to write.
+    #[error(
+        "write journal of channel {channel}: it was opened read-only; open it with FileJournal::open to write"
+    )]
+    ReadOnly {
+        /// The channel.
+        channel: ChannelId,
+    },
     /// An append found the journal ending in an incomplete record.
     #[error(
         "append to journal of channel {channel}: it ends in an incomplete record at byte {} ({} bytes); cut it first with repair_torn_tail",
@@ -836,6 +844,7 @@ struct Handle {
 pub struct FileJournal {
     dir: PathBuf,
     key: Option<JournalKey>,
+    read_only: bool,
     open: HashMap<ChannelId, Handle>,
     repairs: Vec<(ChannelId, TornTail)>,
     scratch: Vec<u8>,
@@ -854,10 +863,35 @@ impl FileJournal {
         Ok(Self {
             dir,
             key: None,
+            read_only: false,
             open: HashMap::new(),
             repairs: Vec::new(),
             scratch: Vec::new(),
         })
+    }
+
+    /// Opens the journal directory `dir` for reading only: nothing is created or removed
+    /// (not even a compaction's temp file, which may be a running writer's), and every
+    /// write is refused with [`JournalError::ReadOnly`]. A missing directory loads as no
+    /// journal. This is what commands that only report should use.
+    pub fn open_read_only(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            key: None,
+            read_only: true,
+            open: HashMap::new(),
+            repairs: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    fn writable(&self, channel: &ChannelId) -> Result<(), JournalError> {
+        if self.read_only {
+            return Err(JournalError::ReadOnly {
+                channel: channel.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// Seals every record written from now on with a keyed MAC under `key`, and refuses on
@@ -940,6 +974,7 @@ impl EvidenceJournal for FileJournal {
         channel: &ChannelId,
         events: &[EvidenceEvent],
     ) -> Result<(), JournalError> {
+        self.writable(channel)?;
         let key = self.key.clone();
         let mut bytes = std::mem::take(&mut self.scratch);
         bytes.clear();
@@ -975,6 +1010,7 @@ impl EvidenceJournal for FileJournal {
     }
 
     fn repair_torn_tail(&mut self, channel: &ChannelId) -> Result<Option<TornTail>, JournalError> {
+        self.writable(channel)?;
         let Some(bytes) = self.read(channel)? else {
             return Ok(None);
         };
@@ -998,6 +1034,7 @@ impl EvidenceJournal for FileJournal {
         channel: &ChannelId,
         evidence: &BatchEvidence,
     ) -> Result<(), JournalError> {
+        self.writable(channel)?;
         let (bytes, _) = encode_snapshot(channel, self.key.as_ref(), evidence)?;
         // The append handle points at the file being replaced; the next append reopens.
         self.open.remove(channel);
@@ -1171,6 +1208,33 @@ mod tests {
         assert_eq!(folded.digest(), BatchEvidence::fold(all).unwrap().digest());
         assert!(reopened.load(&chan()).unwrap().unwrap().torn_tail.is_none());
         assert_eq!(reopened.repair_torn_tail(&chan()).unwrap(), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_read_only_journal_removes_nothing_and_refuses_writes() {
+        let dir = std::env::temp_dir().join(format!("kleene-journal-ro-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let missing = FileJournal::open_read_only(&dir);
+        assert!(missing.load(&chan()).unwrap().is_none());
+        assert!(!dir.exists());
+        let mut writer = FileJournal::open(&dir).unwrap();
+        writer.append(&chan(), &events()).unwrap();
+        // A running writer's compaction temp file survives a reader.
+        let tmp = dir.join("x.journal.tmp");
+        fs::write(&tmp, b"half a snapshot").unwrap();
+        let mut reader = FileJournal::open_read_only(&dir);
+        assert_eq!(reader.load(&chan()).unwrap().unwrap().events, events());
+        assert!(tmp.exists());
+        for refused in [
+            reader.append(&chan(), &events()).err(),
+            reader.repair_torn_tail(&chan()).err(),
+            reader
+                .compact(&chan(), &BatchEvidence::fold(events()).unwrap())
+                .err(),
+        ] {
+            assert!(matches!(refused, Some(JournalError::ReadOnly { .. })));
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 
