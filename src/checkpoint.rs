@@ -595,6 +595,19 @@ pub(crate) fn open_prefix(bytes: &[u8]) -> Result<usize, CheckpointError> {
     Ok(end)
 }
 
+/// Whether `bytes` would be one whole, intact envelope if its length field said
+/// `bytes.len() - HEADER_LEN`: then a record that looks cut short is complete and its length
+/// field is what was damaged (the checksum covers the length as written).
+pub(crate) fn whole_but_for_its_length(bytes: &[u8]) -> bool {
+    let Some((header, payload)) = bytes.split_first_chunk::<HEADER_LEN>() else {
+        return false;
+    };
+    let mut fields = [0u8; 19];
+    fields.copy_from_slice(&header[..19]);
+    fields[11..19].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    fields[..] != header[..19] && checksum(&fields, payload) == header[19..51]
+}
+
 impl sealed::Sealed for crate::batch::EvidenceEvent {}
 
 /// One journal record: a batch evidence event.

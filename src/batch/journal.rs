@@ -51,9 +51,10 @@
 //! Journals written before the framing (record format version 1) are bare checkpoint
 //! envelopes, one per event; they still load, and new commits are appended after them as
 //! version-2 records. A version-1 record has one checksum over its header and payload, so a
-//! flipped bit in its length field cannot be told from a torn write by the record alone: a
-//! failing version-1 record counts as torn only if it is incomplete and no intact record of
-//! either version starts anywhere after it.
+//! flipped bit in its length field can make it look longer than the file: a failing
+//! version-1 record counts as torn only if it is incomplete, no intact record of either
+//! version starts anywhere after it, and it does not verify with its length field set to
+//! the bytes actually present (which would prove the length field damaged).
 //!
 //! # What the seal protects against
 //!
@@ -758,7 +759,8 @@ pub(crate) fn scan(
                 // A version-1 record cannot tell a torn write from a damaged length field;
                 // a whole record after it proves damage.
                 Err(cause @ CheckpointError::TooShort { .. })
-                    if !intact_record_after(bytes, at) =>
+                    if !intact_record_after(bytes, at)
+                        && !checkpoint::whole_but_for_its_length(rest) =>
                 {
                     return torn(cause);
                 }
@@ -1283,7 +1285,43 @@ mod tests {
                 load.into_evidence().unwrap().digest(),
                 BatchEvidence::fold(events()).unwrap().digest()
             );
+            // Every truncation of an old journal is a torn tail after its whole records.
+            let ends = record_ends(&chan(), &fixture, None);
+            for cut in 0..fixture.len() {
+                let load = parse(&chan(), &fixture[..cut], None).unwrap();
+                let kept = ends
+                    .iter()
+                    .copied()
+                    .filter(|&e| e <= cut)
+                    .max()
+                    .unwrap_or(0);
+                let torn = load.torn_tail.map(|t| t.offset as usize);
+                assert_eq!(torn, (cut != kept).then_some(kept), "{name} cut at {cut}");
+            }
         }
+    }
+
+    #[test]
+    fn every_single_bit_flip_in_a_version_one_journal_is_refused() {
+        let fixture = fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/journal_v1.journal"),
+        )
+        .unwrap();
+        let (mut torn, mut refused, mut ok) = (0, 0, 0);
+        for byte in 0..fixture.len() {
+            for bit in 0..8 {
+                let mut f = fixture.clone();
+                f[byte] ^= 1 << bit;
+                match parse(&chan(), &f, None) {
+                    Ok(l) if l.torn_tail.is_some() => torn += 1,
+                    Ok(_) => ok += 1,
+                    Err(_) => refused += 1,
+                }
+            }
+        }
+        // The checksum covers the length as written, so even a flipped length field in
+        // the last record is told from a torn write.
+        assert_eq!((torn, ok), (0, 0), "{refused} refused");
     }
 
     #[test]
