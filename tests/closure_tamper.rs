@@ -111,3 +111,21 @@ fn an_edited_execution_output_is_refused_naming_its_iteration() {
         StateField::Output { task, iteration: 1 } if task.as_str() == "x"
     ));
 }
+
+/// Today's sealed state (format version 2) is what this build writes and restores. Run with
+/// `KLEENE_WRITE_FIXTURES=1` to (re)write it after a deliberate format change.
+#[test]
+fn the_version_2_state_fixture_is_what_this_build_writes() {
+    let bytes = checkpoint::encode(&mid_run()).unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/closure/state_v2.ckpt");
+    if std::env::var_os("KLEENE_WRITE_FIXTURES").is_some() {
+        std::fs::write(&path, &bytes).unwrap();
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    let state = checkpoint::decode::<ClosureState>(&bytes).unwrap();
+    assert!(matches!(
+        Closure::restore(state),
+        Ok(Closure::PostValidate(_))
+    ));
+}

@@ -1324,6 +1324,38 @@ mod tests {
         assert_eq!((torn, ok), (0, 0), "{refused} refused");
     }
 
+    /// Today's record format (version 2), unkeyed and keyed: a change to the framing or the
+    /// seals shows here first. Run with `KLEENE_WRITE_FIXTURES=1` to (re)write them after a
+    /// deliberate format change (and bump the record format version).
+    #[test]
+    fn version_two_journal_fixtures_are_what_this_build_writes() {
+        let all = events();
+        let key = JournalKey::from_bytes(*b"kleene journal fixture key v2 ..");
+        for (name, key) in [
+            ("tests/fixtures/journal_v2.journal", None),
+            ("tests/fixtures/journal_v2_keyed.journal", Some(&key)),
+        ] {
+            let (mut bytes, seal) = encode_snapshot(
+                &chan(),
+                key,
+                &BatchEvidence::fold(all[..1].to_vec()).unwrap(),
+            )
+            .unwrap();
+            encode_commit(&chan(), key, &seal, &all[1..], &mut bytes).unwrap();
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+            if std::env::var_os("KLEENE_WRITE_FIXTURES").is_some() {
+                fs::write(&path, &bytes).unwrap();
+            }
+            assert_eq!(fs::read(&path).unwrap(), bytes, "{name}");
+            let load = parse(&chan(), &bytes, key).unwrap();
+            assert_eq!(load.events, all[1..]);
+            assert_eq!(
+                load.into_evidence().unwrap().digest(),
+                BatchEvidence::fold(all.clone()).unwrap().digest()
+            );
+        }
+    }
+
     #[test]
     fn a_version_one_journal_takes_version_two_appends_and_detects_middle_damage() {
         let all = events();
