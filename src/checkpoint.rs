@@ -595,6 +595,17 @@ pub(crate) fn open_prefix(bytes: &[u8]) -> Result<usize, CheckpointError> {
     Ok(end)
 }
 
+/// The length of the envelope at the start of `bytes` as its header declares it, if the
+/// header and that many bytes are present; the checksum is left to [`decode`].
+pub(crate) fn declared_len(bytes: &[u8]) -> Option<usize> {
+    let header = bytes.first_chunk::<HEADER_LEN>()?;
+    let mut len_bytes = [0u8; 8];
+    len_bytes.copy_from_slice(&header[11..19]);
+    let declared = u64::from_le_bytes(len_bytes);
+    let end = usize::try_from(declared).ok()?.checked_add(HEADER_LEN)?;
+    (declared <= MAX_PAYLOAD_LEN && end <= bytes.len()).then_some(end)
+}
+
 /// Whether `bytes` would be one whole, intact envelope if its length field said
 /// `bytes.len() - HEADER_LEN`: then a record that looks cut short is complete and its length
 /// field is what was damaged (the checksum covers the length as written).

@@ -808,7 +808,13 @@ pub(crate) fn parse(
         let mut at = span.body.start;
         while at < span.body.end {
             let body = &bytes[at..span.body.end];
-            let len = checkpoint::open_prefix(body).map_err(foreign)?;
+            // Only the length: decoding verifies the envelope's checksum once.
+            let len = checkpoint::declared_len(body).ok_or_else(|| {
+                foreign(CheckpointError::TooShort {
+                    len: body.len(),
+                    needed: checkpoint::HEADER_LEN as u64,
+                })
+            })?;
             let envelope = &body[..len];
             match checkpoint::decode::<EvidenceEvent>(envelope) {
                 Ok(event) => events.push(event),
