@@ -591,7 +591,11 @@ fn intact_record_after(bytes: &[u8], from: usize) -> bool {
         if rest.starts_with(&RECORD_MAGIC) && rest.len() >= HEADER_FIELDS + 32 {
             header_check(&rest[..HEADER_FIELDS]) == rest[HEADER_FIELDS..HEADER_FIELDS + 32]
         } else {
-            rest.starts_with(&checkpoint::MAGIC) && checkpoint::open_prefix(rest).is_ok()
+            // Only a header whose declared record fits is worth hashing.
+            rest.starts_with(&checkpoint::MAGIC)
+                && rest.get(6) == Some(&checkpoint::CODEC_BINCODE2)
+                && checkpoint::declared_len(rest).is_some()
+                && checkpoint::open_prefix(rest).is_ok()
         }
     })
 }
