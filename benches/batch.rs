@@ -294,7 +294,7 @@ fn fold_resume(c: &mut Criterion) {
     assert!(events.len() > 100_000);
     let channel = ChannelId::new("bench").unwrap();
     let dir = scratch_dir("fold");
-    let mut journal = FileJournal::open(&dir).unwrap();
+    let journal = FileJournal::open(&dir).unwrap();
     fs::write(journal.path_for(&channel), encode_all(&events)).unwrap();
     let path = journal.path_for(&channel);
     group.throughput(Throughput::Elements(events.len() as u64));

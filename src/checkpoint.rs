@@ -1,16 +1,24 @@
 //! Checkpoint envelopes, the one codec behind them, and where checkpoints are kept.
 //!
-//! A checkpoint is a small envelope around a bincode (serde) payload:
+//! A checkpoint is a 51-byte header followed by a bincode (serde) payload. Every integer is
+//! little endian:
 //!
-//! | bytes | field |
-//! |---|---|
-//! | 4 | magic `KLNE` |
-//! | 2 | format version of the payload type (little endian) |
-//! | 1 | codec tag (`1` = bincode 2, serde mode, standard config) |
-//! | 4 | payload kind (`TASK`, …), so one type's bytes never decode as another's |
-//! | 8 | payload length (little endian) |
-//! | 32 | blake3 over the header fields above and the payload |
-//! | n | payload |
+//! | offset | bytes | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `KLNE` (`4b 4c 4e 45`) |
+//! | 4 | 2 | format version of the payload type (`u16`) |
+//! | 6 | 1 | codec tag: `1` = bincode 2, serde mode, `bincode::config::standard()` (variable-length integers, little endian) |
+//! | 7 | 4 | payload kind, four ASCII bytes (`TASK`, `CLSR`, `CLST`, `BEVT`, `EVID`), so one type's bytes never decode as another's |
+//! | 11 | 8 | payload length `n` (`u64`), at most [`MAX_PAYLOAD_LEN`] |
+//! | 19 | 32 | checksum |
+//! | 51 | n | payload |
+//!
+//! The checksum is blake3 in derive-key mode (`blake3::Hasher::new_derive_key`) with the
+//! context string `"kleene checkpoint envelope v1"`, over the 19 header bytes at offsets
+//! 0..19 followed by the `n` payload bytes; the checksum field itself is not covered. It
+//! detects accidental damage only: it carries no secret, so whoever can write the bytes can
+//! recompute it. An envelope is exactly `51 + n` bytes: fewer is truncated, more is trailing
+//! garbage, and both are refused.
 //!
 //! Decoding never panics: truncated, corrupted or foreign bytes give a [`CheckpointError`].
 //! bincode is confined to this module, behind the codec tag, so the format can change in one
@@ -177,14 +185,41 @@ pub(crate) fn encode_payload<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>
     })
 }
 
+/// How many bytes of memory bincode may claim per payload byte. bincode counts a decoded
+/// integer at its in-memory width (at most 16 bytes, a `u128`) however short its encoding,
+/// and a string or byte buffer at exactly the bytes it occupies, so a value that is really
+/// encoded in `n` bytes never claims more than `16 n`.
+const CLAIM_PER_BYTE: usize = 16;
+
+/// Decodes `payload` with a bincode limit of `N` bytes claimed.
+fn decode_limited<T: DeserializeOwned, const N: usize>(
+    payload: &[u8],
+) -> Result<(T, usize), bincode::error::DecodeError> {
+    bincode::serde::decode_from_slice(payload, bincode::config::standard().with_limit::<N>())
+}
+
 /// Decodes a whole payload; bytes left over are an error.
+///
+/// Allocation is bounded by the bytes actually present: bincode reserves what a length field
+/// claims (`vec![0; len]` for a string) after checking it against its limit, so the limit is
+/// chosen from the payload's own length (the next power of 16 above `16 × len`, at least
+/// 4 KiB), never the 1 GiB [`MAX_PAYLOAD_LEN`]. A 57-byte payload whose length field claims
+/// a gigabyte is refused before anything is reserved.
 pub(crate) fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, CheckpointError> {
-    let (value, used) =
-        bincode::serde::decode_from_slice(payload, bincode_config()).map_err(|e| {
-            CheckpointError::Decode {
-                message: e.to_string(),
-            }
-        })?;
+    let claim = payload.len().saturating_mul(CLAIM_PER_BYTE);
+    let decoded = match claim {
+        0..=0x1000 => decode_limited::<T, 0x1000>(payload),
+        0x1001..=0x1_0000 => decode_limited::<T, 0x1_0000>(payload),
+        0x1_0001..=0x10_0000 => decode_limited::<T, 0x10_0000>(payload),
+        0x10_0001..=0x100_0000 => decode_limited::<T, 0x100_0000>(payload),
+        0x100_0001..=0x1000_0000 => decode_limited::<T, 0x1000_0000>(payload),
+        _ => decode_limited::<T, { (MAX_PAYLOAD_LEN as usize).saturating_mul(CLAIM_PER_BYTE) }>(
+            payload,
+        ),
+    };
+    let (value, used) = decoded.map_err(|e| CheckpointError::Decode {
+        message: e.to_string(),
+    })?;
     if used != payload.len() {
         return Err(CheckpointError::Decode {
             message: format!("{} bytes left after the value", payload.len() - used),
@@ -347,11 +382,19 @@ impl Checkpoint for crate::ClosureRecord {
 
 impl sealed::Sealed for crate::ClosureState {}
 
-/// Persisted closure machines (see [`Closure::state`](crate::Closure::state)), format
-/// version 1.
+/// Persisted closure machines (see [`Closure::state`](crate::Closure::state)) are at format
+/// version 2, which seals the policy and budget snapshot; version 1 (no seal) is migrated
+/// on read, its policy and budget taken as written.
 impl Checkpoint for crate::ClosureState {
     const KIND: [u8; 4] = *b"CLST";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
+    const MIN_VERSION: u16 = 1;
+
+    fn migrate(version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
+        debug_assert_eq!(version, 1);
+        let v1: crate::closure::ClosureStateV1 = decode_payload(payload)?;
+        Ok(v1.into())
+    }
 }
 
 /// Why a store could not load or commit.
@@ -550,6 +593,30 @@ pub(crate) fn open_prefix(bytes: &[u8]) -> Result<usize, CheckpointError> {
     let end = usize::try_from(HEADER_LEN as u64 + declared).unwrap_or(usize::MAX);
     open(bytes.get(..end).unwrap_or(bytes))?;
     Ok(end)
+}
+
+/// The length of the envelope at the start of `bytes` as its header declares it, if the
+/// header and that many bytes are present; the checksum is left to [`decode`].
+pub(crate) fn declared_len(bytes: &[u8]) -> Option<usize> {
+    let header = bytes.first_chunk::<HEADER_LEN>()?;
+    let mut len_bytes = [0u8; 8];
+    len_bytes.copy_from_slice(&header[11..19]);
+    let declared = u64::from_le_bytes(len_bytes);
+    let end = usize::try_from(declared).ok()?.checked_add(HEADER_LEN)?;
+    (declared <= MAX_PAYLOAD_LEN && end <= bytes.len()).then_some(end)
+}
+
+/// Whether `bytes` would be one whole, intact envelope if its length field said
+/// `bytes.len() - HEADER_LEN`: then a record that looks cut short is complete and its length
+/// field is what was damaged (the checksum covers the length as written).
+pub(crate) fn whole_but_for_its_length(bytes: &[u8]) -> bool {
+    let Some((header, payload)) = bytes.split_first_chunk::<HEADER_LEN>() else {
+        return false;
+    };
+    let mut fields = [0u8; 19];
+    fields.copy_from_slice(&header[..19]);
+    fields[11..19].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    fields[..] != header[..19] && checksum(&fields, payload) == header[19..51]
 }
 
 impl sealed::Sealed for crate::batch::EvidenceEvent {}

@@ -97,8 +97,8 @@ pub use closure::{
     Agent, AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
     AwaitingPreValidation, Closure, ClosureFailure, ClosureOutcome, ClosureProgress, ClosureRecord,
     ClosureState, ClosureStateError, FixBudget, MAX_RECOVERY_DEPTH, NormalizedResult,
-    NormalizedVerdict, PolicyError, RecoveryPolicy, RecoveryPolicyBuilder, StepRecord, TaskAttempt,
-    VerdictNormalizer, render_recovery_spec, run_to_closure, run_to_closure_with,
+    NormalizedVerdict, PolicyError, RecoveryPolicy, RecoveryPolicyBuilder, StateField, StepRecord,
+    TaskAttempt, VerdictNormalizer, render_recovery_spec, run_to_closure, run_to_closure_with,
 };
 pub use digest::{Digest, DigestParseError};
 pub use id::{

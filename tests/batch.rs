@@ -649,10 +649,16 @@ impl EvidenceJournal for Recorder {
         Ok(())
     }
     fn load(
-        &mut self,
+        &self,
         channel: &ChannelId,
     ) -> Result<Option<kleene::batch::JournalLoad>, kleene::batch::JournalError> {
         self.inner.load(channel)
+    }
+    fn repair_torn_tail(
+        &mut self,
+        channel: &ChannelId,
+    ) -> Result<Option<kleene::batch::TornTail>, kleene::batch::JournalError> {
+        self.inner.repair_torn_tail(channel)
     }
     fn compact(
         &mut self,

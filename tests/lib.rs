@@ -14,7 +14,10 @@ mod cli_integrity;
 #[cfg(feature = "cli")]
 mod cli_staging;
 mod closure;
+mod closure_tamper;
+mod envelope_format;
 mod foundation;
+mod journal_integrity;
 mod plan;
 mod plan_extensions;
 mod signing;

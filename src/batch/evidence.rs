@@ -23,7 +23,9 @@ pub const FAILURE_HISTORY_LIMIT: usize = 64;
 #[non_exhaustive]
 pub enum FoldError {
     /// The first event is not `Started`, or `Started` appears twice.
-    #[error("fold evidence event {index}: the batch must start exactly once, first")]
+    #[error(
+        "fold evidence event {index}: the batch must start exactly once, first; the journal does not begin with its run's start or holds two runs: move it aside and start the run again"
+    )]
     NotStarted {
         /// The event's position.
         index: u64,
@@ -52,7 +54,9 @@ pub enum FoldError {
     },
     /// An event does not follow from the task's state (for example a settlement without its
     /// reservation, or a call to an accepted task).
-    #[error("fold evidence event {index}: {event} is out of order for task {task}")]
+    #[error(
+        "fold evidence event {index}: a `{event}` event for task {task} cannot follow the events before it (the task was {state}); the journal was edited or written by two runs at once: restore it from a copy, or move it aside and start the run again"
+    )]
     OutOfOrder {
         /// The event's position.
         index: u64,
@@ -60,10 +64,12 @@ pub enum FoldError {
         task: TaskId,
         /// Which event.
         event: &'static str,
+        /// What the events before it say about the task.
+        state: String,
     },
     /// An accepted output's files do not match the digest it was accepted under.
     #[error(
-        "fold evidence event {index}: accepted output of task {task} does not match its digest {digest}"
+        "fold evidence event {index}: accepted output of task {task} does not match its digest {digest}, so it was changed after it was accepted; restore the journal from a copy, or move it aside and start the run again"
     )]
     DigestMismatch {
         /// The event's position.
@@ -144,6 +150,19 @@ pub struct TaskEvidence {
 }
 
 impl TaskEvidence {
+    /// The task's state in words, for a refusal: what the events so far say.
+    fn describe(&self) -> String {
+        match (&self.accepted, self.in_flight, &self.blocked_by) {
+            (Some(_), _, _) => format!("accepted after {} call(s)", self.calls),
+            (None, Some((attempt, _)), _) => format!("in flight with call {attempt}"),
+            (None, None, Some(root)) => format!("drained behind {root}"),
+            (None, None, None) => format!(
+                "settled after {} of its {} call(s), none in flight",
+                self.calls, self.budget
+            ),
+        }
+    }
+
     fn new(entry: &InventoryEntry) -> Self {
         Self {
             owner: entry.owner.clone(),
@@ -511,11 +530,13 @@ impl BatchEvidence {
         verify: bool,
     ) -> Result<(), FoldError> {
         let index = self.events;
-        let out_of_order = |task: &TaskId, event: &'static str| FoldError::OutOfOrder {
-            index,
-            task: task.clone(),
-            event,
-        };
+        let out_of_order =
+            |task: &TaskId, event: &'static str, t: &TaskEvidence| FoldError::OutOfOrder {
+                index,
+                task: task.clone(),
+                event,
+                state: t.describe(),
+            };
         match event {
             EvidenceEvent::Started { .. } => return Err(FoldError::NotStarted { index }),
             EvidenceEvent::Reserved {
@@ -526,7 +547,7 @@ impl BatchEvidence {
                 let recovery = self.recovery;
                 let t = self.task_mut(index, &task)?;
                 if !t.may_call(recovery) || attempt != t.calls + 1 {
-                    return Err(out_of_order(&task, "reserved"));
+                    return Err(out_of_order(&task, "reserved", t));
                 }
                 t.calls = attempt;
                 t.in_flight = Some((attempt, input_digest));
@@ -538,10 +559,10 @@ impl BatchEvidence {
             } => {
                 let t = self.task_mut(index, &task)?;
                 let Some((reserved, input_digest)) = t.in_flight else {
-                    return Err(out_of_order(&task, "settled"));
+                    return Err(out_of_order(&task, "settled", t));
                 };
                 if reserved != attempt {
-                    return Err(out_of_order(&task, "settled"));
+                    return Err(out_of_order(&task, "settled", t));
                 }
                 t.in_flight = None;
                 t.last_input_digest = Some(input_digest);
@@ -584,7 +605,7 @@ impl BatchEvidence {
             EvidenceEvent::Interrupted { task, attempt } => {
                 let t = self.task_mut(index, &task)?;
                 if t.in_flight.map(|(a, _)| a) != Some(attempt) {
-                    return Err(out_of_order(&task, "interrupted"));
+                    return Err(out_of_order(&task, "interrupted", t));
                 }
                 t.in_flight = None;
                 t.interrupted.push(attempt);
@@ -607,7 +628,7 @@ impl BatchEvidence {
                 }
                 let t = self.task_mut(index, &task)?;
                 if t.accepted.is_some() || t.in_flight.is_some() || t.blocked_by.is_some() {
-                    return Err(out_of_order(&task, "drained"));
+                    return Err(out_of_order(&task, "drained", t));
                 }
                 t.blocked_by = Some(blocked_by);
             }
@@ -620,14 +641,14 @@ impl BatchEvidence {
                 for root in &granted {
                     let t = self.task_mut(index, root)?;
                     if t.correction_granted || t.accepted.is_some() || t.rejections.is_empty() {
-                        return Err(out_of_order(root, "recovery granted"));
+                        return Err(out_of_order(root, "recovery granted", t));
                     }
                     t.correction_granted = true;
                 }
                 for task in &released {
                     let t = self.task_mut(index, task)?;
                     if t.blocked_by.take().is_none() {
-                        return Err(out_of_order(task, "released"));
+                        return Err(out_of_order(task, "released", t));
                     }
                 }
                 for (task, _) in &refused {

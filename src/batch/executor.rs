@@ -269,6 +269,8 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
     ) -> Result<BatchEvidence, BatchError> {
+        // An interrupted first append leaves only a torn tail: cut it before writing.
+        journal.repair_torn_tail(&self.channel)?;
         if journal.load(&self.channel)?.is_some() {
             return Err(BatchError::EvidenceExists {
                 channel: self.channel.clone(),
@@ -556,6 +558,9 @@ impl<'p> Batch<'p> {
         &'j self,
         journal: &'j mut J,
     ) -> Result<Run<'j, 'p, J>, BatchError> {
+        // The run appends from here on, so an interrupted last append is cut first (the
+        // journal reports what it cut); damage anywhere else is refused, never cut.
+        journal.repair_torn_tail(&self.channel)?;
         let load = journal
             .load(&self.channel)?
             .ok_or_else(|| BatchError::NoEvidence {

@@ -1,25 +1,75 @@
 //! Where evidence events are committed: an append-only journal per channel.
 //!
-//! Each event is one checksummed checkpoint envelope; a journal is the concatenation of them,
+//! Each commit is one framed, sealed record; a journal is the concatenation of them,
 //! optionally led by a snapshot (the folded [`BatchEvidence`]) written by compaction. A commit
 //! appends, so its cost does not grow with the batch; compaction rewrites the journal as one
-//! snapshot, atomically, once the tail is as long as the evidence it folds into.
+//! snapshot record, atomically, once the tail is as long as the evidence it folds into.
 //!
-//! On load, a torn or corrupted tail (an interrupted append, a flipped bit) is detected by the
-//! envelope checksum and cut at the last whole record; nothing before it is lost.
+//! Loading never changes the journal. A record that fails its checks is corruption, reported
+//! with its number and byte offset; only a final record that is genuinely incomplete (the
+//! file ends inside its header, or its intact header declares more bytes than the file has)
+//! is a torn tail, the trace of an interrupted append. A writer cuts it explicitly with
+//! [`EvidenceJournal::repair_torn_tail`] before it appends (the executor does so on every
+//! dispatch, resume and recovery), and the cut is reported, never silent.
 //!
 //! ```
 //! use kleene::ChannelId;
 //! use kleene::batch::{EvidenceJournal, FileJournal};
 //!
 //! let dir = std::env::temp_dir().join(format!("kleene-journal-doc-{}", std::process::id()));
-//! let mut journal = FileJournal::open(&dir)?;
+//! let journal = FileJournal::open(&dir)?;
 //! assert!(journal.load(&ChannelId::new("chan-1")?)?.is_none());
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Record format
+//!
+//! A record (record format version 2) is an 80-byte header and a body; integers are little
+//! endian:
+//!
+//! | offset | bytes | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `KLNJ` |
+//! | 4 | 2 | record format version, `2` |
+//! | 6 | 1 | seal kind: `0` = checksum, `1` = keyed MAC |
+//! | 7 | 1 | reserved, `0` |
+//! | 8 | 8 | body length `n` |
+//! | 16 | 32 | header check: blake3 in derive-key mode with context `"kleene journal record header v2"` over bytes 0..16 |
+//! | 48 | 32 | seal (below) |
+//! | 80 | n | body: one or more [checkpoint envelopes](crate::checkpoint), one per event, or one snapshot |
+//!
+//! With seal kind `0` the seal is blake3 in derive-key mode with context
+//! `"kleene journal record seal v2"` over, in order: the previous record's seal (32 zero
+//! bytes for the first record, or after a record of format version 1), header bytes 0..48,
+//! and the body. With kind `1` it is blake3's keyed mode under the [`JournalKey`] over the 29
+//! bytes `kleene journal record seal v2`, the channel id's length (8 bytes) and UTF-8
+//! bytes, then the same three fields. Chaining each seal to the previous one means a record
+//! cannot be removed from the middle or reordered without the next seal failing; the MAC
+//! also binds each record to its channel.
+//!
+//! Journals written before the framing (record format version 1) are bare checkpoint
+//! envelopes, one per event; they still load, and new commits are appended after them as
+//! version-2 records. A version-1 record has one checksum over its header and payload, so a
+//! flipped bit in its length field can make it look longer than the file: a failing
+//! version-1 record counts as torn only if it is incomplete, no intact record of either
+//! version starts anywhere after it, and it does not verify with its length field set to
+//! the bytes actually present (which would prove the length field damaged).
+//!
+//! # What the seal protects against
+//!
+//! The plain checksum (seal kind `0`) detects accidental damage: a flipped bit, a sector
+//! that did not land, an interrupted write. It carries no secret, so anyone who can write the
+//! state directory can change a record and re-seal it, and the journal cannot tell. With a
+//! [`JournalKey`] configured (a 32-byte secret kept outside the state directory), every
+//! record carries a blake3 keyed-mode MAC instead: changing, re-sealing, reordering or
+//! splicing records is refused unless the writer holds the key, and a journal that carries
+//! plain checksums is refused as a whole. What a MAC cannot detect is removal of whole
+//! records from the end of the journal (keep the last seal elsewhere to detect that) or a
+//! replay of the entire file as it was earlier.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -29,7 +79,81 @@ use super::evidence::{BatchEvidence, FoldError};
 use crate::ChannelId;
 use crate::checkpoint::{self, CheckpointError};
 
-/// Why a journal could not be loaded, appended to or compacted.
+/// The first four bytes of a framed journal record.
+const RECORD_MAGIC: [u8; 4] = *b"KLNJ";
+/// The record format version written today (version 1: bare checkpoint envelopes).
+const RECORD_VERSION: u16 = 2;
+/// The bytes a version-2 header covers with its own check.
+const HEADER_FIELDS: usize = 16;
+/// The bytes before a version-2 record's body.
+const RECORD_HEADER_LEN: usize = HEADER_FIELDS + 32 + 32;
+const SEAL_CHECKSUM: u8 = 0;
+const SEAL_MAC: u8 = 1;
+const SEAL_CONTEXT: &str = "kleene journal record seal v2";
+const HEADER_CONTEXT: &str = "kleene journal record header v2";
+/// The seal a chain starts from.
+const GENESIS: [u8; 32] = [0; 32];
+
+/// A 32-byte secret under which journal records carry a keyed MAC (see the module docs).
+///
+/// Keep it outside the state directory: whoever can read it can forge records. Its `Debug`
+/// output never shows the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct JournalKey([u8; 32]);
+
+impl JournalKey {
+    /// The key made of these 32 bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+}
+
+impl fmt::Debug for JournalKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("JournalKey(..)")
+    }
+}
+
+/// What is wrong with a damaged journal record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordDamage {
+    /// The bytes do not start like a journal record of any version.
+    #[error("it does not start like a journal record")]
+    NotARecord,
+    /// The header's own check does not match: its length or kind cannot be trusted.
+    #[error("its header checksum does not match")]
+    HeaderChecksum,
+    /// The plain checksum over the record does not match.
+    #[error("its checksum does not match")]
+    Checksum,
+    /// The keyed MAC does not verify under the configured key.
+    #[error("its MAC does not verify with the configured journal key")]
+    Mac,
+    /// The header passed its check but names a record format or seal this build cannot read.
+    #[error(
+        "its header declares record format version {version} with seal kind {seal}, which this build cannot read"
+    )]
+    Unsupported {
+        /// The record format version.
+        version: u16,
+        /// The seal kind.
+        seal: u8,
+    },
+    /// The header passed its check but declares a body beyond [`checkpoint::MAX_PAYLOAD_LEN`].
+    #[error("its header declares a {declared}-byte body, more than the {max} allowed")]
+    TooLarge {
+        /// The declared body length.
+        declared: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// A record of format version 1 (a bare checkpoint envelope) does not open.
+    #[error("{0}")]
+    Envelope(CheckpointError),
+}
+
+/// Why a journal could not be loaded, appended to, repaired or compacted.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JournalError {
@@ -51,17 +175,79 @@ pub enum JournalError {
         #[source]
         source: CheckpointError,
     },
-    /// A record passed its checksum but is not an event (or a snapshot anywhere but first):
+    /// A record passed its checks but is not an event (or a snapshot anywhere but first):
     /// the journal was written by something else, and cutting it would lose data.
-    #[error("journal of channel {channel} holds a foreign record at byte {offset}: {source}")]
+    #[error(
+        "read journal of channel {channel}: record {record} at byte {offset} holds a foreign entry: {source}"
+    )]
     Foreign {
         /// The channel.
         channel: ChannelId,
+        /// The record's number, counting from 1.
+        record: u64,
         /// Where the record starts.
         offset: u64,
         /// Why it was refused.
         #[source]
         source: CheckpointError,
+    },
+    /// A record is damaged and is not an incomplete final record: corruption, not a torn
+    /// write. Nothing was changed.
+    #[error(
+        "read journal of channel {channel}: record {record} at byte {offset} is damaged ({damage}) and is not an interrupted final write; nothing was changed: restore the journal file from a copy, or move it aside and start the run again"
+    )]
+    Corrupt {
+        /// The channel.
+        channel: ChannelId,
+        /// The damaged record's number, counting from 1.
+        record: u64,
+        /// Where the damaged record starts.
+        offset: u64,
+        /// What is wrong with it.
+        damage: RecordDamage,
+    },
+    /// A journal key is configured but a record carries only a plain checksum.
+    #[error(
+        "read journal of channel {channel}: record {record} at byte {offset} carries no MAC, but a journal key is configured, so it cannot be trusted; nothing was changed: read the journal without the key only if you trust the directory, or start a new run with the key"
+    )]
+    Unkeyed {
+        /// The channel.
+        channel: ChannelId,
+        /// The record's number, counting from 1.
+        record: u64,
+        /// Where the record starts.
+        offset: u64,
+    },
+    /// A record is sealed with a journal key, but none is configured.
+    #[error(
+        "read journal of channel {channel}: record {record} at byte {offset} is sealed with a journal key, but none is configured: configure the key the journal was written with"
+    )]
+    KeyRequired {
+        /// The channel.
+        channel: ChannelId,
+        /// The record's number, counting from 1.
+        record: u64,
+        /// Where the record starts.
+        offset: u64,
+    },
+    /// A journal opened with [`FileJournal::open_read_only`] was asked to write.
+    #[error(
+        "write journal of channel {channel}: it was opened read-only; open it with FileJournal::open to write"
+    )]
+    ReadOnly {
+        /// The channel.
+        channel: ChannelId,
+    },
+    /// An append found the journal ending in an incomplete record.
+    #[error(
+        "append to journal of channel {channel}: it ends in an incomplete record at byte {} ({} bytes); cut it first with repair_torn_tail",
+        .torn.offset, .torn.discarded
+    )]
+    TornTailNotRepaired {
+        /// The channel.
+        channel: ChannelId,
+        /// The incomplete tail.
+        torn: TornTail,
     },
     /// The journaled events do not fold into evidence.
     #[error("fold journal of channel {channel}: {source}")]
@@ -86,16 +272,52 @@ impl JournalError {
             source,
         }
     }
+
+    /// True when the journal holds damaged, unkeyed or foreign records: its bytes, not the
+    /// environment, are at fault.
+    pub fn is_corruption(&self) -> bool {
+        matches!(
+            self,
+            JournalError::Corrupt { .. }
+                | JournalError::Unkeyed { .. }
+                | JournalError::KeyRequired { .. }
+                | JournalError::Foreign { .. }
+        )
+    }
+
+    /// The byte offset of the record at fault, if the error names one.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            JournalError::Corrupt { offset, .. }
+            | JournalError::Unkeyed { offset, .. }
+            | JournalError::KeyRequired { offset, .. }
+            | JournalError::Foreign { offset, .. } => Some(*offset),
+            JournalError::TornTailNotRepaired { torn, .. } => Some(torn.offset),
+            _ => None,
+        }
+    }
+
+    /// The number (counting from 1) of the record at fault, if the error names one.
+    pub fn record(&self) -> Option<u64> {
+        match self {
+            JournalError::Corrupt { record, .. }
+            | JournalError::Unkeyed { record, .. }
+            | JournalError::KeyRequired { record, .. }
+            | JournalError::Foreign { record, .. } => Some(*record),
+            _ => None,
+        }
+    }
 }
 
-/// A tail that was cut on load because it was not a whole, intact record.
+/// An incomplete final record: the trace of an interrupted append. [`EvidenceJournal::load`]
+/// reports it and leaves it in place; [`EvidenceJournal::repair_torn_tail`] cuts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TornTail {
-    /// Where the whole records end (the new journal length).
+    /// Where the whole records end (the journal's length once the tail is cut).
     pub offset: u64,
-    /// How many bytes were cut.
+    /// How many bytes the incomplete record has.
     pub discarded: u64,
-    /// Why the first cut record was refused.
+    /// Why the record is incomplete.
     pub cause: CheckpointError,
 }
 
@@ -107,13 +329,14 @@ pub struct JournalLoad {
     pub snapshot: Option<BatchEvidence>,
     /// The events after the snapshot, in order.
     pub events: Vec<EvidenceEvent>,
-    /// The tail that was cut, if one was torn.
+    /// The incomplete final record, if the last append was interrupted (still in the
+    /// journal until a writer repairs it).
     pub torn_tail: Option<TornTail>,
 }
 
 impl JournalLoad {
-    /// A load made of an optional snapshot, the events after it and the tail that was cut
-    /// (for implementations of [`EvidenceJournal`]).
+    /// A load made of an optional snapshot, the events after it and the incomplete final
+    /// record (for implementations of [`EvidenceJournal`]).
     pub fn new(
         snapshot: Option<BatchEvidence>,
         events: Vec<EvidenceEvent>,
@@ -150,24 +373,41 @@ impl JournalLoad {
 /// An append-only store of evidence events, one journal per channel.
 ///
 /// Implement it to keep evidence in your own database: `append` must be durable and atomic
-/// per call (after a crash, either all of a call's events are there or a torn tail that
-/// `load` cuts), and `compact` must replace the journal atomically.
+/// per call (after a crash, either all of a call's events are there or an incomplete final
+/// record that `repair_torn_tail` cuts), `load` must not change anything, and `compact` must
+/// replace the journal atomically.
 pub trait EvidenceJournal {
     /// Appends `events` to `channel`'s journal, durably, in one commit.
     ///
     /// # Errors
     ///
-    /// [`JournalError`] when the events cannot be encoded or written.
+    /// [`JournalError`] when the events cannot be encoded or written, or the journal ends in
+    /// a torn tail that was not repaired.
     fn append(&mut self, channel: &ChannelId, events: &[EvidenceEvent])
     -> Result<(), JournalError>;
 
-    /// Loads `channel`'s journal, or `None` when the channel has none. A torn tail is cut
-    /// (and reported), never returned as data.
+    /// Loads `channel`'s journal, or `None` when the channel has no whole record. Never
+    /// changes the journal: an incomplete final record is reported in
+    /// [`JournalLoad::torn_tail`], never returned as data and never cut.
     ///
     /// # Errors
     ///
-    /// [`JournalError`] when the journal cannot be read or holds a foreign record.
-    fn load(&mut self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError>;
+    /// [`JournalError`] when the journal cannot be read, or holds a damaged, unkeyed or
+    /// foreign record (named by number and offset).
+    fn load(&self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError>;
+
+    /// Cuts an incomplete final record, so the next append follows the last whole one, and
+    /// returns what was cut. Writers call it before they append; journals whose appends
+    /// cannot tear keep the default, which cuts nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError`] when the journal cannot be read or written, or is corrupt (nothing
+    /// is cut then).
+    fn repair_torn_tail(&mut self, channel: &ChannelId) -> Result<Option<TornTail>, JournalError> {
+        let _ = channel;
+        Ok(None)
+    }
 
     /// Replaces `channel`'s journal with one snapshot of `evidence`, atomically.
     ///
@@ -202,7 +442,7 @@ impl EvidenceJournal for MemoryJournal {
         Ok(())
     }
 
-    fn load(&mut self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
+    fn load(&self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
         Ok(self
             .channels
             .get(channel)
@@ -224,85 +464,387 @@ impl EvidenceJournal for MemoryJournal {
     }
 }
 
-/// Encodes events as concatenated checksummed records.
-pub(crate) fn encode_events(
+fn seal_of(
     channel: &ChannelId,
+    key: Option<&JournalKey>,
+    previous: &[u8; 32],
+    header: &[u8],
+    body: &[u8],
+) -> [u8; 32] {
+    let mut h = match key {
+        Some(key) => {
+            let mut h = blake3::Hasher::new_keyed(&key.0);
+            h.update(SEAL_CONTEXT.as_bytes());
+            // Only the MAC binds the channel: a plain checksum that did would report a
+            // journal copied from another channel as damage instead of naming its channel.
+            let id = channel.as_str().as_bytes();
+            h.update(&(id.len() as u64).to_le_bytes());
+            h.update(id);
+            h
+        }
+        None => blake3::Hasher::new_derive_key(SEAL_CONTEXT),
+    };
+    h.update(previous);
+    h.update(header);
+    h.update(body);
+    *h.finalize().as_bytes()
+}
+
+fn header_check(fields: &[u8]) -> [u8; 32] {
+    *blake3::Hasher::new_derive_key(HEADER_CONTEXT)
+        .update(fields)
+        .finalize()
+        .as_bytes()
+}
+
+/// Appends one version-2 record holding `body` to `out` and returns its seal.
+fn frame(
+    channel: &ChannelId,
+    key: Option<&JournalKey>,
+    previous: &[u8; 32],
+    body: &[u8],
+    out: &mut Vec<u8>,
+) -> [u8; 32] {
+    let start = out.len();
+    out.extend_from_slice(&RECORD_MAGIC);
+    out.extend_from_slice(&RECORD_VERSION.to_le_bytes());
+    out.push(if key.is_some() {
+        SEAL_MAC
+    } else {
+        SEAL_CHECKSUM
+    });
+    out.push(0);
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    let check = header_check(&out[start..]);
+    out.extend_from_slice(&check);
+    let seal = seal_of(channel, key, previous, &out[start..], body);
+    out.extend_from_slice(&seal);
+    out.extend_from_slice(body);
+    seal
+}
+
+/// Encodes one commit of `events` as a single record after `previous`, returning its seal.
+pub(crate) fn encode_commit(
+    channel: &ChannelId,
+    key: Option<&JournalKey>,
+    previous: &[u8; 32],
     events: &[EvidenceEvent],
     out: &mut Vec<u8>,
-) -> Result<(), JournalError> {
+) -> Result<[u8; 32], JournalError> {
+    let mut body = Vec::new();
     for event in events {
-        let record = checkpoint::encode(event).map_err(|source| JournalError::Encode {
+        let envelope = checkpoint::encode(event).map_err(|source| JournalError::Encode {
             channel: channel.clone(),
             source,
         })?;
-        out.extend_from_slice(&record);
+        body.extend_from_slice(&envelope);
     }
-    Ok(())
+    Ok(frame(channel, key, previous, &body, out))
 }
 
-/// Encodes a snapshot record.
+/// Encodes a journal made of one snapshot record, returning it and its seal.
 pub(crate) fn encode_snapshot(
     channel: &ChannelId,
+    key: Option<&JournalKey>,
     evidence: &BatchEvidence,
-) -> Result<Vec<u8>, JournalError> {
-    checkpoint::encode(evidence).map_err(|source| JournalError::Encode {
+) -> Result<(Vec<u8>, [u8; 32]), JournalError> {
+    let body = checkpoint::encode(evidence).map_err(|source| JournalError::Encode {
         channel: channel.clone(),
         source,
+    })?;
+    let mut out = Vec::with_capacity(RECORD_HEADER_LEN + body.len());
+    let seal = frame(channel, key, &GENESIS, &body, &mut out);
+    Ok((out, seal))
+}
+
+/// One whole record found by [`scan`].
+#[derive(Debug, Clone)]
+pub(crate) struct RecordSpan {
+    start: usize,
+    pub(crate) end: usize,
+    /// The checkpoint envelopes it holds.
+    body: std::ops::Range<usize>,
+}
+
+/// A journal image's whole records, its torn tail, and the seal the next record chains to.
+#[derive(Debug, Clone)]
+pub(crate) struct Scan {
+    pub(crate) records: Vec<RecordSpan>,
+    pub(crate) torn: Option<TornTail>,
+    pub(crate) last_seal: [u8; 32],
+}
+
+enum Step {
+    Whole {
+        end: usize,
+        body_start: usize,
+        seal: [u8; 32],
+    },
+    Torn(CheckpointError),
+}
+
+/// Whether an intact record of either version starts somewhere after `from`: then a record
+/// that fails before it is damage, not a torn final write.
+fn intact_record_after(bytes: &[u8], from: usize) -> bool {
+    (from + 1..bytes.len()).any(|at| {
+        let rest = &bytes[at..];
+        if rest.starts_with(&RECORD_MAGIC) && rest.len() >= HEADER_FIELDS + 32 {
+            header_check(&rest[..HEADER_FIELDS]) == rest[HEADER_FIELDS..HEADER_FIELDS + 32]
+        } else {
+            // Only a header whose declared record fits is worth hashing.
+            rest.starts_with(&checkpoint::MAGIC)
+                && rest.get(6) == Some(&checkpoint::CODEC_BINCODE2)
+                && checkpoint::declared_len(rest).is_some()
+                && checkpoint::open_prefix(rest).is_ok()
+        }
     })
 }
 
-/// Where each whole record ends, and the tail after the last one if it is torn.
-pub(crate) fn record_ends(bytes: &[u8]) -> (Vec<usize>, Option<TornTail>) {
-    let mut ends = Vec::new();
-    let mut at = 0;
-    while at < bytes.len() {
-        match checkpoint::open_prefix(&bytes[at..]) {
-            Ok(len) => {
-                at += len;
-                ends.push(at);
-            }
-            Err(cause) => {
-                return (
-                    ends,
-                    Some(TornTail {
-                        offset: at as u64,
-                        discarded: (bytes.len() - at) as u64,
-                        cause,
-                    }),
-                );
-            }
-        }
+/// Checks a version-2 record at `at`.
+fn step_v2(
+    bytes: &[u8],
+    at: usize,
+    channel: &ChannelId,
+    key: Option<&JournalKey>,
+    previous: &[u8; 32],
+) -> Result<Step, Result<RecordDamage, SealKind>> {
+    let rest = &bytes[at..];
+    if rest.len() < HEADER_FIELDS + 32 {
+        return Ok(Step::Torn(CheckpointError::TooShort {
+            len: rest.len(),
+            needed: RECORD_HEADER_LEN as u64,
+        }));
     }
-    (ends, None)
+    let (fields, after) = rest.split_at(HEADER_FIELDS);
+    if header_check(fields) != after[..32] {
+        return Err(Ok(RecordDamage::HeaderChecksum));
+    }
+    let version = u16::from_le_bytes([fields[4], fields[5]]);
+    let seal_kind = fields[6];
+    if version != RECORD_VERSION || fields[7] != 0 || seal_kind > SEAL_MAC {
+        return Err(Ok(RecordDamage::Unsupported {
+            version,
+            seal: seal_kind,
+        }));
+    }
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&fields[8..16]);
+    let declared = u64::from_le_bytes(len);
+    if declared > checkpoint::MAX_PAYLOAD_LEN {
+        return Err(Ok(RecordDamage::TooLarge {
+            declared,
+            max: checkpoint::MAX_PAYLOAD_LEN,
+        }));
+    }
+    let needed = RECORD_HEADER_LEN as u64 + declared;
+    if (rest.len() as u64) < needed {
+        return Ok(Step::Torn(CheckpointError::TooShort {
+            len: rest.len(),
+            needed,
+        }));
+    }
+    match (seal_kind, key) {
+        (SEAL_CHECKSUM, Some(_)) => return Err(Err(SealKind::Unkeyed)),
+        (SEAL_MAC, None) => return Err(Err(SealKind::KeyRequired)),
+        _ => {}
+    }
+    // `needed` fits: it is at most `rest.len()`.
+    let end = RECORD_HEADER_LEN + declared as usize;
+    let header = &rest[..HEADER_FIELDS + 32];
+    let stored = &rest[HEADER_FIELDS + 32..RECORD_HEADER_LEN];
+    let seal = seal_of(
+        channel,
+        key,
+        previous,
+        header,
+        &rest[RECORD_HEADER_LEN..end],
+    );
+    if seal != stored {
+        return Err(Ok(if key.is_some() {
+            RecordDamage::Mac
+        } else {
+            RecordDamage::Checksum
+        }));
+    }
+    Ok(Step::Whole {
+        end: at + end,
+        body_start: at + RECORD_HEADER_LEN,
+        seal,
+    })
 }
 
-/// Parses a journal image: records up to the first torn one, the first may be a snapshot.
-pub(crate) fn parse(channel: &ChannelId, bytes: &[u8]) -> Result<JournalLoad, JournalError> {
-    let (ends, torn_tail) = record_ends(bytes);
+enum SealKind {
+    Unkeyed,
+    KeyRequired,
+}
+
+/// Walks a journal image record by record, checking every header and seal (but not
+/// decoding payloads). Never changes anything.
+pub(crate) fn scan(
+    channel: &ChannelId,
+    bytes: &[u8],
+    key: Option<&JournalKey>,
+) -> Result<Scan, JournalError> {
+    let mut records = Vec::new();
+    let mut previous = GENESIS;
+    let mut at = 0;
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        let record = records.len() as u64 + 1;
+        let offset = at as u64;
+        let corrupt = |damage| JournalError::Corrupt {
+            channel: channel.clone(),
+            record,
+            offset,
+            damage,
+        };
+        let torn = |cause| {
+            Ok(Scan {
+                records: records.clone(),
+                torn: Some(TornTail {
+                    offset,
+                    discarded: rest.len() as u64,
+                    cause,
+                }),
+                last_seal: previous,
+            })
+        };
+        let magic_prefix = |magic: &[u8; 4]| rest.len() < 4 && magic.starts_with(rest);
+        if rest.starts_with(&RECORD_MAGIC) || magic_prefix(&RECORD_MAGIC) {
+            match step_v2(bytes, at, channel, key, &previous) {
+                Ok(Step::Whole {
+                    end,
+                    body_start,
+                    seal,
+                }) => {
+                    records.push(RecordSpan {
+                        start: at,
+                        end,
+                        body: body_start..end,
+                    });
+                    previous = seal;
+                    at = end;
+                }
+                Ok(Step::Torn(cause)) => return torn(cause),
+                Err(Ok(damage)) => return Err(corrupt(damage)),
+                Err(Err(SealKind::Unkeyed)) => {
+                    return Err(JournalError::Unkeyed {
+                        channel: channel.clone(),
+                        record,
+                        offset,
+                    });
+                }
+                Err(Err(SealKind::KeyRequired)) => {
+                    return Err(JournalError::KeyRequired {
+                        channel: channel.clone(),
+                        record,
+                        offset,
+                    });
+                }
+            }
+        } else if rest.starts_with(&checkpoint::MAGIC) || magic_prefix(&checkpoint::MAGIC) {
+            if key.is_some() {
+                return Err(JournalError::Unkeyed {
+                    channel: channel.clone(),
+                    record,
+                    offset,
+                });
+            }
+            match checkpoint::open_prefix(rest) {
+                Ok(len) => {
+                    records.push(RecordSpan {
+                        start: at,
+                        end: at + len,
+                        body: at..at + len,
+                    });
+                    previous = GENESIS;
+                    at += len;
+                }
+                // A version-1 record cannot tell a torn write from a damaged length field;
+                // a whole record after it proves damage.
+                Err(cause @ CheckpointError::TooShort { .. })
+                    if !intact_record_after(bytes, at)
+                        && !checkpoint::whole_but_for_its_length(rest) =>
+                {
+                    return torn(cause);
+                }
+                Err(cause) => return Err(corrupt(RecordDamage::Envelope(cause))),
+            }
+        } else {
+            return Err(corrupt(RecordDamage::NotARecord));
+        }
+    }
+    Ok(Scan {
+        records,
+        torn: None,
+        last_seal: previous,
+    })
+}
+
+/// Where each whole record of a journal image ends (up to the first that is not whole).
+pub(crate) fn record_ends(
+    channel: &ChannelId,
+    bytes: &[u8],
+    key: Option<&JournalKey>,
+) -> Vec<usize> {
+    scan(channel, bytes, key)
+        .map(|s| s.records.iter().map(|r| r.end).collect())
+        .unwrap_or_default()
+}
+
+/// Parses a journal image: its whole records (the first envelope of the first may be a
+/// snapshot) and its torn tail, left in place. Never changes anything.
+pub(crate) fn parse(
+    channel: &ChannelId,
+    bytes: &[u8],
+    key: Option<&JournalKey>,
+) -> Result<JournalLoad, JournalError> {
+    let scanned = scan(channel, bytes, key)?;
     let mut snapshot = None;
-    let mut events = Vec::with_capacity(ends.len());
-    let mut start = 0;
-    for (i, &end) in ends.iter().enumerate() {
-        let record = &bytes[start..end];
+    let mut events = Vec::new();
+    for (i, span) in scanned.records.iter().enumerate() {
         let foreign = |source| JournalError::Foreign {
             channel: channel.clone(),
-            offset: start as u64,
+            record: i as u64 + 1,
+            offset: span.start as u64,
             source,
         };
-        match checkpoint::decode::<EvidenceEvent>(record) {
-            Ok(event) => events.push(event),
-            Err(CheckpointError::WrongKind { .. }) if i == 0 => {
-                snapshot = Some(checkpoint::decode::<BatchEvidence>(record).map_err(foreign)?);
+        let mut at = span.body.start;
+        while at < span.body.end {
+            let body = &bytes[at..span.body.end];
+            // Only the length: decoding verifies the envelope's checksum once.
+            let len = checkpoint::declared_len(body).ok_or_else(|| {
+                foreign(CheckpointError::TooShort {
+                    len: body.len(),
+                    needed: checkpoint::HEADER_LEN as u64,
+                })
+            })?;
+            let envelope = &body[..len];
+            match checkpoint::decode::<EvidenceEvent>(envelope) {
+                Ok(event) => events.push(event),
+                Err(CheckpointError::WrongKind { .. })
+                    if i == 0 && at == span.body.start && snapshot.is_none() =>
+                {
+                    snapshot =
+                        Some(checkpoint::decode::<BatchEvidence>(envelope).map_err(foreign)?);
+                }
+                Err(e) => return Err(foreign(e)),
             }
-            Err(e) => return Err(foreign(e)),
+            at += len;
         }
-        start = end;
     }
     Ok(JournalLoad {
         snapshot,
         events,
-        torn_tail,
+        torn_tail: scanned.torn,
     })
+}
+
+/// An open append handle and the seal the next record chains to.
+#[derive(Debug)]
+struct Handle {
+    file: File,
+    last_seal: [u8; 32],
 }
 
 /// A journal in a directory: one append-only file per channel, each append followed by
@@ -313,7 +855,10 @@ pub(crate) fn parse(channel: &ChannelId, bytes: &[u8]) -> Result<JournalLoad, Jo
 #[derive(Debug)]
 pub struct FileJournal {
     dir: PathBuf,
-    open: HashMap<ChannelId, File>,
+    key: Option<JournalKey>,
+    read_only: bool,
+    open: HashMap<ChannelId, Handle>,
+    repairs: Vec<(ChannelId, TornTail)>,
     scratch: Vec<u8>,
 }
 
@@ -329,9 +874,45 @@ impl FileJournal {
         checkpoint::open_dir(&dir).map_err(JournalError::from_io)?;
         Ok(Self {
             dir,
+            key: None,
+            read_only: false,
             open: HashMap::new(),
+            repairs: Vec::new(),
             scratch: Vec::new(),
         })
+    }
+
+    /// Opens the journal directory `dir` for reading only: nothing is created or removed
+    /// (not even a compaction's temp file, which may be a running writer's), and every
+    /// write is refused with [`JournalError::ReadOnly`]. A missing directory loads as no
+    /// journal. This is what commands that only report should use.
+    pub fn open_read_only(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            key: None,
+            read_only: true,
+            open: HashMap::new(),
+            repairs: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    fn writable(&self, channel: &ChannelId) -> Result<(), JournalError> {
+        if self.read_only {
+            return Err(JournalError::ReadOnly {
+                channel: channel.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Seals every record written from now on with a keyed MAC under `key`, and refuses on
+    /// load any record that does not verify under it (plain-checksum records included).
+    #[must_use]
+    pub fn with_mac_key(mut self, key: JournalKey) -> Self {
+        self.key = Some(key);
+        self.open.clear();
+        self
     }
 
     /// The file that holds `channel`'s journal.
@@ -344,34 +925,58 @@ impl FileJournal {
         )
     }
 
-    /// The append handle for `channel`, cutting a torn tail first so new records never land
-    /// after garbage.
-    fn handle(&mut self, channel: &ChannelId) -> Result<&mut File, JournalError> {
+    /// Every torn tail this journal cut, in order, with its channel: what to report after
+    /// a run.
+    pub fn repairs(&self) -> &[(ChannelId, TornTail)] {
+        &self.repairs
+    }
+
+    /// The bytes of `channel`'s journal, or `None` when it has no file.
+    fn read(&self, channel: &ChannelId) -> Result<Option<Vec<u8>>, JournalError> {
         let path = self.path_for(channel);
-        let dir = self.dir.clone();
-        match self.open.entry(channel.clone()) {
-            std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                let existed = path.exists();
-                let file = OpenOptions::new()
-                    .read(true)
-                    .append(true)
-                    .create(true)
-                    .open(&path)
-                    .map_err(JournalError::io(&path))?;
-                if existed {
-                    let bytes = fs::read(&path).map_err(JournalError::io(&path))?;
-                    if let (_, Some(torn)) = record_ends(&bytes) {
-                        file.set_len(torn.offset).map_err(JournalError::io(&path))?;
-                        file.sync_all().map_err(JournalError::io(&path))?;
-                    }
-                } else {
-                    // A new file is durable only once its directory entry is.
-                    checkpoint::sync_dir(&dir).map_err(JournalError::from_io)?;
-                }
-                Ok(slot.insert(file))
-            }
+        match fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(JournalError::io(&path)(e)),
         }
+    }
+
+    /// The append handle for `channel`. Opening checks the whole file first, so new records
+    /// never land after damage or an unrepaired torn tail.
+    fn handle(&mut self, channel: &ChannelId) -> Result<&mut Handle, JournalError> {
+        if !self.open.contains_key(channel) {
+            let path = self.path_for(channel);
+            let existing = self.read(channel)?;
+            let last_seal = match &existing {
+                Some(bytes) => {
+                    let scanned = scan(channel, bytes, self.key.as_ref())?;
+                    if let Some(torn) = scanned.torn {
+                        return Err(JournalError::TornTailNotRepaired {
+                            channel: channel.clone(),
+                            torn,
+                        });
+                    }
+                    scanned.last_seal
+                }
+                None => GENESIS,
+            };
+            let file = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&path)
+                .map_err(JournalError::io(&path))?;
+            if existing.is_none() {
+                // A new file is durable only once its directory entry is.
+                checkpoint::sync_dir(&self.dir).map_err(JournalError::from_io)?;
+            }
+            self.open
+                .insert(channel.clone(), Handle { file, last_seal });
+        }
+        let path = self.path_for(channel);
+        self.open.get_mut(channel).ok_or_else(|| JournalError::Io {
+            path,
+            source: io::Error::other("append handle vanished"),
+        })
     }
 }
 
@@ -381,14 +986,22 @@ impl EvidenceJournal for FileJournal {
         channel: &ChannelId,
         events: &[EvidenceEvent],
     ) -> Result<(), JournalError> {
+        self.writable(channel)?;
+        let key = self.key.clone();
         let mut bytes = std::mem::take(&mut self.scratch);
         bytes.clear();
-        encode_events(channel, events, &mut bytes)?;
-        let file = self.handle(channel)?;
-        let written = file.write_all(&bytes).and_then(|()| file.sync_data());
+        let handle = self.handle(channel)?;
+        let seal = encode_commit(channel, key.as_ref(), &handle.last_seal, events, &mut bytes)?;
+        let written = handle
+            .file
+            .write_all(&bytes)
+            .and_then(|()| handle.file.sync_data());
+        if written.is_ok() {
+            handle.last_seal = seal;
+        }
         self.scratch = bytes;
         written.map_err(|source| {
-            // The file may now end in a partial record; reopening cuts it.
+            // The file may now end in a partial record; the next append must repair first.
             self.open.remove(channel);
             JournalError::Io {
                 path: self.path_for(channel),
@@ -397,28 +1010,35 @@ impl EvidenceJournal for FileJournal {
         })
     }
 
-    fn load(&mut self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
-        let path = self.path_for(channel);
-        let bytes = match fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(JournalError::io(&path)(e)),
+    fn load(&self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
+        let Some(bytes) = self.read(channel)? else {
+            return Ok(None);
         };
-        let load = parse(channel, &bytes)?;
-        if let Some(torn) = &load.torn_tail {
-            // Cut now, so the next append follows the last whole record.
-            self.open.remove(channel);
-            let file = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(JournalError::io(&path))?;
-            file.set_len(torn.offset).map_err(JournalError::io(&path))?;
-            file.sync_all().map_err(JournalError::io(&path))?;
-        }
+        let load = parse(channel, &bytes, self.key.as_ref())?;
         if load.snapshot.is_none() && load.events.is_empty() {
             return Ok(None);
         }
         Ok(Some(load))
+    }
+
+    fn repair_torn_tail(&mut self, channel: &ChannelId) -> Result<Option<TornTail>, JournalError> {
+        self.writable(channel)?;
+        let Some(bytes) = self.read(channel)? else {
+            return Ok(None);
+        };
+        let Some(torn) = scan(channel, &bytes, self.key.as_ref())?.torn else {
+            return Ok(None);
+        };
+        self.open.remove(channel);
+        let path = self.path_for(channel);
+        let file = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(JournalError::io(&path))?;
+        file.set_len(torn.offset).map_err(JournalError::io(&path))?;
+        file.sync_all().map_err(JournalError::io(&path))?;
+        self.repairs.push((channel.clone(), torn.clone()));
+        Ok(Some(torn))
     }
 
     fn compact(
@@ -426,7 +1046,8 @@ impl EvidenceJournal for FileJournal {
         channel: &ChannelId,
         evidence: &BatchEvidence,
     ) -> Result<(), JournalError> {
-        let bytes = encode_snapshot(channel, evidence)?;
+        self.writable(channel)?;
+        let (bytes, _) = encode_snapshot(channel, self.key.as_ref(), evidence)?;
         // The append handle points at the file being replaced; the next append reopens.
         self.open.remove(channel);
         checkpoint::replace_file(&self.dir, &self.path_for(channel), &bytes)
@@ -480,21 +1101,25 @@ mod tests {
         ]
     }
 
+    /// One record per event, chained.
     fn image(events: &[EvidenceEvent]) -> Vec<u8> {
         let mut out = Vec::new();
-        encode_events(&chan(), events, &mut out).unwrap();
+        let mut seal = GENESIS;
+        for event in events {
+            seal =
+                encode_commit(&chan(), None, &seal, std::slice::from_ref(event), &mut out).unwrap();
+        }
         out
     }
 
     #[test]
-    fn every_cut_keeps_exactly_the_whole_records_before_it() {
+    fn every_cut_is_a_torn_tail_keeping_exactly_the_whole_records_before_it() {
         let all = events();
         let bytes = image(&all);
-        let (ends, torn) = record_ends(&bytes);
+        let ends = record_ends(&chan(), &bytes, None);
         assert_eq!(ends.len(), 3);
-        assert!(torn.is_none());
         for cut in 0..=bytes.len() {
-            let load = parse(&chan(), &bytes[..cut]).unwrap();
+            let load = parse(&chan(), &bytes[..cut], None).unwrap();
             let whole = ends.iter().filter(|&&e| e <= cut).count();
             assert_eq!(load.events, all[..whole]);
             let kept = if whole == 0 { 0 } else { ends[whole - 1] };
@@ -507,37 +1132,52 @@ mod tests {
     }
 
     #[test]
-    fn a_flipped_bit_cuts_from_its_record() {
-        let all = events();
-        let mut bytes = image(&all);
-        let (ends, _) = record_ends(&bytes);
-        bytes[ends[1] + 60] ^= 1;
-        let load = parse(&chan(), &bytes).unwrap();
-        assert_eq!(load.events, all[..2]);
-        assert_eq!(
-            load.torn_tail.unwrap().cause,
-            CheckpointError::ChecksumMismatch
+    fn a_flipped_bit_in_a_middle_record_is_corruption_naming_it() {
+        let mut bytes = image(&events());
+        let ends = record_ends(&chan(), &bytes, None);
+        bytes[ends[0] + 90] ^= 1;
+        let err = parse(&chan(), &bytes, None).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                JournalError::Corrupt { record: 2, offset, damage: RecordDamage::Checksum, .. }
+                    if offset == ends[0] as u64
+            ),
+            "{err}"
         );
+        // A flip in the length field is caught by the header check, not taken as torn.
+        let mut bytes = image(&events());
+        bytes[ends[1] + 12] ^= 0x40;
+        assert!(matches!(
+            parse(&chan(), &bytes, None),
+            Err(JournalError::Corrupt {
+                record: 3,
+                damage: RecordDamage::HeaderChecksum,
+                ..
+            })
+        ));
     }
 
     #[test]
     fn a_foreign_record_is_refused_not_cut() {
         let mut bytes = image(&events());
-        bytes.extend(
-            checkpoint::encode(&crate::Task::new(
-                TaskId::new("x").unwrap(),
-                crate::Spec::new("y"),
-            ))
-            .unwrap(),
+        let task = crate::Task::new(TaskId::new("x").unwrap(), crate::Spec::new("y"));
+        let foreign = checkpoint::encode(&task).unwrap();
+        frame(
+            &chan(),
+            None,
+            &scan(&chan(), &bytes, None).unwrap().last_seal,
+            &foreign,
+            &mut bytes,
         );
         assert!(matches!(
-            parse(&chan(), &bytes),
-            Err(JournalError::Foreign { .. })
+            parse(&chan(), &bytes, None),
+            Err(JournalError::Foreign { record: 4, .. })
         ));
     }
 
     #[test]
-    fn file_journal_appends_compacts_and_cuts_torn_tails() {
+    fn file_journal_appends_compacts_and_repairs_torn_tails_only_when_asked() {
         let dir = std::env::temp_dir().join(format!("kleene-journal-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let mut journal = FileJournal::open(&dir).unwrap();
@@ -551,16 +1191,27 @@ mod tests {
             .unwrap();
         journal.compact(&chan(), &evidence).unwrap();
         journal.append(&chan(), &all[2..]).unwrap();
-        // A torn append: the next open cuts it before appending.
+        // A torn append: loading reports it and leaves it; appending refuses until repaired.
         let path = journal.path_for(&chan());
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(&image(&all[1..2])[..30]).unwrap();
         drop(f);
+        let before = fs::read(&path).unwrap();
         let mut reopened = FileJournal::open(&dir).unwrap();
         let load = reopened.load(&chan()).unwrap().unwrap();
         assert!(load.snapshot.is_some());
         assert_eq!(load.events, all[2..]);
         assert_eq!(load.torn_tail.as_ref().unwrap().discarded, 30);
+        assert_eq!(fs::read(&path).unwrap(), before);
+        assert!(matches!(
+            reopened.append(&chan(), &all[2..]),
+            Err(JournalError::TornTailNotRepaired { .. })
+        ));
+        assert_eq!(fs::read(&path).unwrap(), before);
+        let cut = reopened.repair_torn_tail(&chan()).unwrap().unwrap();
+        assert_eq!(cut.discarded, 30);
+        assert_eq!(reopened.repairs().len(), 1);
+        assert_eq!(fs::read(&path).unwrap().len(), before.len() - 30);
         let folded = load.into_evidence().unwrap();
         assert_eq!(
             folded.status(&TaskId::new("t").unwrap()),
@@ -568,6 +1219,34 @@ mod tests {
         );
         assert_eq!(folded.digest(), BatchEvidence::fold(all).unwrap().digest());
         assert!(reopened.load(&chan()).unwrap().unwrap().torn_tail.is_none());
+        assert_eq!(reopened.repair_torn_tail(&chan()).unwrap(), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_read_only_journal_removes_nothing_and_refuses_writes() {
+        let dir = std::env::temp_dir().join(format!("kleene-journal-ro-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let missing = FileJournal::open_read_only(&dir);
+        assert!(missing.load(&chan()).unwrap().is_none());
+        assert!(!dir.exists());
+        let mut writer = FileJournal::open(&dir).unwrap();
+        writer.append(&chan(), &events()).unwrap();
+        // A running writer's compaction temp file survives a reader.
+        let tmp = dir.join("x.journal.tmp");
+        fs::write(&tmp, b"half a snapshot").unwrap();
+        let mut reader = FileJournal::open_read_only(&dir);
+        assert_eq!(reader.load(&chan()).unwrap().unwrap().events, events());
+        assert!(tmp.exists());
+        for refused in [
+            reader.append(&chan(), &events()).err(),
+            reader.repair_torn_tail(&chan()).err(),
+            reader
+                .compact(&chan(), &BatchEvidence::fold(events()).unwrap())
+                .err(),
+        ] {
+            assert!(matches!(refused, Some(JournalError::ReadOnly { .. })));
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -581,5 +1260,135 @@ mod tests {
         let load = journal.load(&chan()).unwrap().unwrap();
         assert!(load.events.is_empty());
         assert_eq!(load.into_evidence().unwrap(), evidence);
+    }
+
+    /// Journals written before record framing (format version 1: bare checkpoint envelopes,
+    /// one per event, optionally led by a snapshot). Run with `KLEENE_WRITE_FIXTURES=1` to
+    /// (re)write them; they should never need to change.
+    fn v1_fixtures() -> [(&'static str, Vec<u8>); 2] {
+        let all = events();
+        let mut plain = Vec::new();
+        for event in &all {
+            plain.extend(checkpoint::encode(event).unwrap());
+        }
+        let mut compacted =
+            checkpoint::encode(&BatchEvidence::fold(all[..2].to_vec()).unwrap()).unwrap();
+        compacted.extend(checkpoint::encode(&all[2]).unwrap());
+        [
+            ("tests/fixtures/journal_v1.journal", plain),
+            ("tests/fixtures/journal_v1_compacted.journal", compacted),
+        ]
+    }
+
+    #[test]
+    fn version_one_journal_fixtures_load() {
+        for (name, bytes) in v1_fixtures() {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+            if std::env::var_os("KLEENE_WRITE_FIXTURES").is_some() {
+                fs::write(&path, &bytes).unwrap();
+            }
+            let fixture = fs::read(&path).unwrap();
+            assert_eq!(fixture, bytes, "{name}");
+            let load = parse(&chan(), &fixture, None).unwrap();
+            assert!(load.torn_tail.is_none());
+            assert_eq!(
+                load.into_evidence().unwrap().digest(),
+                BatchEvidence::fold(events()).unwrap().digest()
+            );
+            // Every truncation of an old journal is a torn tail after its whole records.
+            let ends = record_ends(&chan(), &fixture, None);
+            for cut in 0..fixture.len() {
+                let load = parse(&chan(), &fixture[..cut], None).unwrap();
+                let kept = ends
+                    .iter()
+                    .copied()
+                    .filter(|&e| e <= cut)
+                    .max()
+                    .unwrap_or(0);
+                let torn = load.torn_tail.map(|t| t.offset as usize);
+                assert_eq!(torn, (cut != kept).then_some(kept), "{name} cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_single_bit_flip_in_a_version_one_journal_is_refused() {
+        let fixture = fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/journal_v1.journal"),
+        )
+        .unwrap();
+        let (mut torn, mut refused, mut ok) = (0, 0, 0);
+        for byte in 0..fixture.len() {
+            for bit in 0..8 {
+                let mut f = fixture.clone();
+                f[byte] ^= 1 << bit;
+                match parse(&chan(), &f, None) {
+                    Ok(l) if l.torn_tail.is_some() => torn += 1,
+                    Ok(_) => ok += 1,
+                    Err(_) => refused += 1,
+                }
+            }
+        }
+        // The checksum covers the length as written, so even a flipped length field in
+        // the last record is told from a torn write.
+        assert_eq!((torn, ok), (0, 0), "{refused} refused");
+    }
+
+    /// Today's record format (version 2), unkeyed and keyed: a change to the framing or the
+    /// seals shows here first. Run with `KLEENE_WRITE_FIXTURES=1` to (re)write them after a
+    /// deliberate format change (and bump the record format version).
+    #[test]
+    fn version_two_journal_fixtures_are_what_this_build_writes() {
+        let all = events();
+        let key = JournalKey::from_bytes(*b"kleene journal fixture key v2 ..");
+        for (name, key) in [
+            ("tests/fixtures/journal_v2.journal", None),
+            ("tests/fixtures/journal_v2_keyed.journal", Some(&key)),
+        ] {
+            let (mut bytes, seal) = encode_snapshot(
+                &chan(),
+                key,
+                &BatchEvidence::fold(all[..1].to_vec()).unwrap(),
+            )
+            .unwrap();
+            encode_commit(&chan(), key, &seal, &all[1..], &mut bytes).unwrap();
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+            if std::env::var_os("KLEENE_WRITE_FIXTURES").is_some() {
+                fs::write(&path, &bytes).unwrap();
+            }
+            assert_eq!(fs::read(&path).unwrap(), bytes, "{name}");
+            let load = parse(&chan(), &bytes, key).unwrap();
+            assert_eq!(load.events, all[1..]);
+            assert_eq!(
+                load.into_evidence().unwrap().digest(),
+                BatchEvidence::fold(all.clone()).unwrap().digest()
+            );
+        }
+    }
+
+    #[test]
+    fn a_version_one_journal_takes_version_two_appends_and_detects_middle_damage() {
+        let all = events();
+        let mut bytes = fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/journal_v1.journal"),
+        )
+        .unwrap();
+        let old_len = bytes.len();
+        let last = scan(&chan(), &bytes, None).unwrap().last_seal;
+        encode_commit(&chan(), None, &last, &all[1..2], &mut bytes).unwrap();
+        assert_eq!(parse(&chan(), &bytes, None).unwrap().events.len(), 4);
+        // A flipped high bit in a version-1 length field would claim the rest of the file;
+        // the intact records after it show it is damage.
+        let ends = record_ends(&chan(), &bytes, None);
+        let mut damaged = bytes.clone();
+        damaged[ends[0] + 11 + 5] ^= 0x10;
+        assert!(matches!(
+            parse(&chan(), &damaged, None),
+            Err(JournalError::Corrupt { record: 2, .. })
+        ));
+        // The genuinely torn last version-1 record is still a torn tail.
+        let torn = parse(&chan(), &bytes[..old_len - 3], None).unwrap();
+        assert_eq!(torn.events.len(), 2);
+        assert_eq!(torn.torn_tail.unwrap().offset as usize, ends[1]);
     }
 }

@@ -58,7 +58,8 @@ pub use evidence::{
 };
 pub use executor::{Batch, BatchError, DEFAULT_COMPACTION_AFTER, RecoveryOutcome};
 pub use journal::{
-    EvidenceJournal, FileJournal, JournalError, JournalLoad, MemoryJournal, TornTail,
+    EvidenceJournal, FileJournal, JournalError, JournalKey, JournalLoad, MemoryJournal,
+    RecordDamage, TornTail,
 };
 pub use recovery::{IneligibleReason, RecoveryError, RecoveryRequest, TaskBatchRecovery};
 pub use worker::{

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
 use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt, render_recovery_spec};
+use crate::Digest;
 use crate::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
 use crate::digest::CanonicalHasher;
 use crate::phase::{Execute, Governance, MoveNext, PostValidate, PreValidate};
@@ -254,6 +255,7 @@ impl Closure {
         let (phase, progress) = match state {
             ClosureState::Done(record) => {
                 record.audit.verify()?;
+                check_outputs(&record.attempts, &record.audit)?;
                 return Ok(Closure::Done(record));
             }
             ClosureState::Governance(p) => (LoopPhase::Governance, p),
@@ -263,6 +265,32 @@ impl Closure {
             ClosureState::MoveNext(p) => (LoopPhase::MoveNext, p),
         };
         progress.audit.verify()?;
+        let attempts: Vec<TaskAttempt> = progress
+            .done
+            .iter()
+            .chain(std::iter::once(&progress.current))
+            .cloned()
+            .collect();
+        check_outputs(&attempts, &progress.audit)?;
+        let expected = StateSeal::of(
+            &progress.audit,
+            &progress.policy,
+            progress.budget_max,
+            progress.budget_used,
+        );
+        let tampered = |field| ClosureStateError::Tampered {
+            task: progress.current.task.id().clone(),
+            field,
+        };
+        if expected.policy != progress.seal.policy {
+            return Err(tampered(StateField::Policy));
+        }
+        if expected.budget_max != progress.seal.budget_max {
+            return Err(tampered(StateField::BudgetMax));
+        }
+        if expected.budget_used != progress.seal.budget_used {
+            return Err(tampered(StateField::BudgetUsed));
+        }
         let budget = match budget {
             Some(b) => b.clone(),
             None => FixBudget::restore(progress.budget_max, progress.budget_used)?,
@@ -456,9 +484,7 @@ impl AwaitingExecution {
         self.core.audit.append(AuditEvent::Executed {
             task_ref: self.step.task().id().clone(),
             iteration: self.step.iteration(),
-            output: CanonicalHasher::new("execution output")
-                .str(&output.text)
-                .finish(),
+            output: output_digest(&output),
         });
         self.core.record(|s| s.output = Some(output.clone()));
         match self.step.execute(self.token, output) {
@@ -712,6 +738,14 @@ pub enum ClosureState {
 }
 
 /// What a persisted, unfinished closure knows (see [`ClosureState`]).
+///
+/// Restoring re-checks it: every execution output against the digest its audit log
+/// recorded, and the policy and fix-budget snapshot against a seal that binds them to the
+/// audit log's head, so an edited output, policy, `budget_max` or `budget_used` is refused
+/// naming the field. The seal and the audit chain carry no secret: they catch an edited
+/// state, not a forger who recomputes them. Anchor [`AuditLog::head`] where the writer of
+/// the state cannot reach, and restore with [`Closure::restore_with_budget`] to take the
+/// budget from a trusted source instead of the snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClosureProgress {
     policy: RecoveryPolicy,
@@ -723,6 +757,117 @@ pub struct ClosureProgress {
     done: Vec<TaskAttempt>,
     current: TaskAttempt,
     audit: AuditLog,
+    seal: StateSeal,
+}
+
+/// Digests binding a state's policy and budget snapshot to its audit log's head, one per
+/// field so that a mismatch names the field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct StateSeal {
+    policy: Digest,
+    budget_max: Digest,
+    budget_used: Digest,
+}
+
+impl StateSeal {
+    fn of(audit: &AuditLog, policy: &RecoveryPolicy, budget_max: u32, budget_used: u32) -> Self {
+        let field = |name: &str, feed: &dyn Fn(&mut CanonicalHasher)| {
+            let mut h = CanonicalHasher::new("closure state seal");
+            h.digest(&audit.head()).str(name);
+            feed(&mut h);
+            h.finish()
+        };
+        Self {
+            policy: field("policy", &|h| policy.feed(h)),
+            budget_max: field("budget_max", &|h| {
+                h.u64(budget_max.into());
+            }),
+            budget_used: field("budget_used", &|h| {
+                h.u64(budget_used.into());
+            }),
+        }
+    }
+}
+
+/// The digest an `executed` audit event records of an execution output.
+fn output_digest(output: &ExecutionOutput) -> Digest {
+    CanonicalHasher::new("execution output")
+        .str(&output.text)
+        .finish()
+}
+
+/// Checks every recorded execution output against the digest the audit log holds for it,
+/// in order: an output edited, added or dropped after the fact is refused.
+fn check_outputs(attempts: &[TaskAttempt], audit: &AuditLog) -> Result<(), ClosureStateError> {
+    let mut executed = audit.events().filter_map(|e| match e {
+        AuditEvent::Executed {
+            task_ref,
+            iteration,
+            output,
+        } => Some((task_ref, *iteration, output)),
+        _ => None,
+    });
+    for attempt in attempts {
+        for step in &attempt.steps {
+            let Some(output) = &step.output else { continue };
+            let task = attempt.task.id();
+            let refused = || ClosureStateError::Tampered {
+                task: task.clone(),
+                field: StateField::Output {
+                    task: task.clone(),
+                    iteration: step.iteration,
+                },
+            };
+            match executed.next() {
+                Some((t, i, d))
+                    if t == task && i == step.iteration && *d == output_digest(output) => {}
+                _ => return Err(refused()),
+            }
+        }
+    }
+    match executed.next() {
+        Some((task, iteration, _)) => Err(ClosureStateError::Tampered {
+            task: task.clone(),
+            field: StateField::Output {
+                task: task.clone(),
+                iteration,
+            },
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A persisted field that does not match what the state's seal or audit log commits to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StateField {
+    /// The recovery policy (depth, fix attempts, iteration cap, what is recovered, the
+    /// normaliser).
+    Policy,
+    /// The fix budget's size.
+    BudgetMax,
+    /// The fix attempts the budget had spent.
+    BudgetUsed,
+    /// One iteration's execution output.
+    Output {
+        /// The task.
+        task: TaskId,
+        /// The iteration.
+        iteration: u32,
+    },
+}
+
+impl std::fmt::Display for StateField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StateField::Policy => f.write_str("policy"),
+            StateField::BudgetMax => f.write_str("budget_max"),
+            StateField::BudgetUsed => f.write_str("budget_used"),
+            StateField::Output { task, iteration } => {
+                write!(f, "execution output of task {task} iteration {iteration}")
+            }
+        }
+    }
 }
 
 impl ClosureProgress {
@@ -744,16 +889,77 @@ impl ClosureProgress {
 
 impl From<&Core> for ClosureProgress {
     fn from(core: &Core) -> Self {
+        // One read of the shared counter, so the seal covers exactly the snapshot kept.
+        let budget_used = core.budget.used();
         Self {
             policy: core.policy.clone(),
             session: core.session.clone(),
             budget_max: core.budget.max(),
-            budget_used: core.budget.used(),
+            budget_used,
             fix_attempts: core.fix_attempts,
             previous: core.previous.clone(),
             done: core.done.clone(),
             current: core.current.clone(),
+            seal: StateSeal::of(&core.audit, &core.policy, core.budget.max(), budget_used),
             audit: core.audit.clone(),
+        }
+    }
+}
+
+/// A [`ClosureProgress`] as format version 1 wrote it, before the seal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ClosureProgressV1 {
+    policy: RecoveryPolicy,
+    session: Session,
+    budget_max: u32,
+    budget_used: u32,
+    fix_attempts: u32,
+    previous: Option<NormalizedVerdict>,
+    done: Vec<TaskAttempt>,
+    current: TaskAttempt,
+    audit: AuditLog,
+}
+
+/// A [`ClosureState`] as format version 1 wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ClosureStateV1 {
+    Governance(ClosureProgressV1),
+    PreValidate(ClosureProgressV1),
+    Execute(ClosureProgressV1),
+    PostValidate(ClosureProgressV1),
+    MoveNext(ClosureProgressV1),
+    Done(Box<ClosureRecord>),
+}
+
+impl From<ClosureProgressV1> for ClosureProgress {
+    /// Version 1 carried no seal, so its policy and budget are taken as written and sealed
+    /// now; its outputs are still checked against the audit log on restore.
+    fn from(v1: ClosureProgressV1) -> Self {
+        Self {
+            seal: StateSeal::of(&v1.audit, &v1.policy, v1.budget_max, v1.budget_used),
+            policy: v1.policy,
+            session: v1.session,
+            budget_max: v1.budget_max,
+            budget_used: v1.budget_used,
+            fix_attempts: v1.fix_attempts,
+            previous: v1.previous,
+            done: v1.done,
+            current: v1.current,
+            audit: v1.audit,
+        }
+    }
+}
+
+impl From<ClosureStateV1> for ClosureState {
+    fn from(v1: ClosureStateV1) -> Self {
+        match v1 {
+            ClosureStateV1::Governance(p) => ClosureState::Governance(p.into()),
+            ClosureStateV1::PreValidate(p) => ClosureState::PreValidate(p.into()),
+            ClosureStateV1::Execute(p) => ClosureState::Execute(p.into()),
+            ClosureStateV1::PostValidate(p) => ClosureState::PostValidate(p.into()),
+            ClosureStateV1::MoveNext(p) => ClosureState::MoveNext(p.into()),
+            ClosureStateV1::Done(record) => ClosureState::Done(record),
         }
     }
 }
@@ -768,6 +974,17 @@ pub enum ClosureStateError {
     /// The fix-budget snapshot is overdrawn.
     #[error("restore closure state: {0}")]
     Budget(#[from] PolicyError),
+    /// A persisted field was changed after the state was written: it does not match the
+    /// state's seal or the digest its audit log recorded.
+    #[error(
+        "restore closure state: task {task}: its {field} is not what the closure wrote (it does not match the state's seal or audit log); the state was edited: restore an untouched copy"
+    )]
+    Tampered {
+        /// The current task.
+        task: TaskId,
+        /// The field that does not match.
+        field: StateField,
+    },
     /// The state is not one the typed transitions could have produced.
     #[error("restore closure state: task {task} in phase {phase}: {reason}")]
     Inconsistent {
@@ -784,7 +1001,8 @@ impl ClosureStateError {
     /// The task named by an inconsistency.
     pub fn task(&self) -> Option<&TaskId> {
         match self {
-            ClosureStateError::Inconsistent { task, .. } => Some(task),
+            ClosureStateError::Inconsistent { task, .. }
+            | ClosureStateError::Tampered { task, .. } => Some(task),
             _ => None,
         }
     }

@@ -47,9 +47,10 @@ mod record;
 mod spec;
 
 pub use driver::{Agent, run_to_closure, run_to_closure_with};
+pub(crate) use machine::ClosureStateV1;
 pub use machine::{
     AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
-    AwaitingPreValidation, Closure, ClosureProgress, ClosureState, ClosureStateError,
+    AwaitingPreValidation, Closure, ClosureProgress, ClosureState, ClosureStateError, StateField,
 };
 pub use normalize::{NormalizedResult, NormalizedVerdict, VerdictNormalizer};
 pub use policy::{

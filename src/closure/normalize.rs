@@ -21,6 +21,7 @@ use crate::{Severity, ValidatorId, Verdict};
 /// | pytest-xdist workers | `[gw3]` | `[gw<id>]` |
 /// | durations: a number with `ns`, `us`, `µs`, `ms`, `s`, `sec`, `secs`, `seconds`, `min`, `mins`, `minutes`, `h` (a space is allowed before units longer than one letter) | `finished in 0.53s`, `took 12 ms` | `finished in <duration>`, `took <duration>` |
 /// | runs of 3 or more `=`, `-` or `_` | pytest's summary line, padded to the terminal width around a variable-length duration | `===` |
+/// | the counts in an [`OutputTail`](crate::OutputTail)'s elision markers and stream headers: how much noise was cut depends on how long the noise was | `[... 212 lines elided (9518 bytes) ...]`, `stdout (9518 bytes elided):` | `[... <n> lines elided (<n> bytes) ...]`, `stdout (<n> bytes elided):` |
 /// | the order of lines | concurrently run tests report in any order | lines compared as a sorted multiset |
 ///
 /// Nothing else changes: test names, assertions, file paths and line numbers, exit codes
@@ -140,7 +141,37 @@ const DURATION_UNITS: &[&str] = &[
 ];
 const ID_KEYWORDS: &[&str] = &["process", "thread", "worker", "pid", "tid"];
 
+/// An [`OutputTail`](crate::OutputTail) elision marker (`[... 3 lines elided (120 bytes) ...]`)
+/// or stream header (`stdout (120 bytes elided):`), with its counts masked: the counts
+/// measure the noise that was cut, not the failure.
+fn mask_tail_counts(line: &str) -> Option<&'static str> {
+    fn number(s: &str) -> Option<&str> {
+        let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+        (digits > 0).then(|| &s[digits..])
+    }
+    if let Some(rest) = line.strip_prefix("[... ") {
+        let rest = number(rest)?;
+        let rest = rest
+            .strip_prefix(" lines elided (")
+            .or_else(|| rest.strip_prefix(" line elided ("))?;
+        return (number(rest)? == " bytes) ...]")
+            .then_some("[... <n> lines elided (<n> bytes) ...]");
+    }
+    for (stream, masked) in [
+        ("stdout (", "stdout (<n> bytes elided):"),
+        ("stderr (", "stderr (<n> bytes elided):"),
+    ] {
+        if let Some(rest) = line.strip_prefix(stream) {
+            return (number(rest)? == " bytes elided):").then_some(masked);
+        }
+    }
+    None
+}
+
 fn mask_line(line: &str) -> String {
+    if let Some(masked) = mask_tail_counts(line) {
+        return masked.to_owned();
+    }
     let b = line.as_bytes();
     let mut out = String::with_capacity(line.len());
     let mut i = 0;
@@ -390,6 +421,72 @@ mod tests {
             let once = masked(&text);
             // A mask never produces what another mask would rewrite.
             proptest::prop_assert_eq!(masked(&once), once);
+        }
+    }
+
+    /// A cargo test run whose failures are `failing` (name, line), preceded by `noise`
+    /// repeated log lines, as its bounded tail renders it.
+    fn cargo_tail(noise: usize, failing: &[(&str, u32)]) -> String {
+        let mut out = String::from("running 12 tests\n");
+        for _ in 0..noise {
+            out.push_str("DEBUG pool: connection to db:5432 refused, retrying\n");
+        }
+        for (name, _) in failing {
+            out.push_str(&format!("test tests::{name} ... FAILED\n"));
+        }
+        out.push_str("\nfailures:\n\n");
+        for (name, line) in failing {
+            out.push_str(&format!(
+                "---- tests::{name} stdout ----\nthread 'tests::{name}' (10034) panicked at src/lib.rs:{line}:9:\nassertion `left == right` failed\n  left: 2\n right: 1\n\n"
+            ));
+        }
+        out.push_str(&format!(
+            "test result: FAILED. 3 passed; {} failed; 0 ignored; finished in 0.31s\n",
+            failing.len()
+        ));
+        crate::OutputTail::capture(out.as_bytes(), b"", crate::TailLimits::both(1024)).render()
+    }
+
+    #[test]
+    fn tails_of_the_same_failures_with_noise_of_different_length_normalise_equal() {
+        let failing = [("login_route_returns_200", 17), ("totals_match", 40)];
+        let short = cargo_tail(40, &failing);
+        let long = cargo_tail(400, &failing);
+        assert!(short.contains("lines elided") && long.contains("lines elided"));
+        assert_ne!(short, long);
+        assert_eq!(masked(&short), masked(&long));
+        assert_eq!(
+            masked("[... 1 line elided (12 bytes) ...]\nstderr (12 bytes elided):"),
+            "[... <n> lines elided (<n> bytes) ...]\nstderr (<n> bytes elided):"
+        );
+        // Only the exact marker shapes are masked.
+        for kept in [
+            "[... 3 lines elided (12 kilobytes) ...]",
+            "stdout (12 bytes elided): x",
+        ] {
+            assert_ne!(masked(kept), "[... <n> lines elided (<n> bytes) ...]");
+            assert!(masked(kept).contains("12"), "{kept}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Masking the tail counts never makes different failures look alike: a different
+        /// failing test or line still tells the tails apart, whatever the noise lengths.
+        #[test]
+        fn different_failures_in_tails_never_normalise_equal(
+            noise_a in 0usize..300,
+            noise_b in 0usize..300,
+            line_a in 1u32..200,
+            line_b in 1u32..200,
+            rename in proptest::prelude::any::<bool>(),
+        ) {
+            let a = cargo_tail(noise_a, &[("login_route_returns_200", line_a), ("totals_match", 40)]);
+            let other = if rename { "totals_match_again" } else { "totals_match" };
+            let b = cargo_tail(noise_b, &[("login_route_returns_200", line_b), (other, 40)]);
+            let same = line_a == line_b && !rename;
+            proptest::prop_assert_eq!(masked(&a) == masked(&b), same);
         }
     }
 

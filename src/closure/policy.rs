@@ -127,6 +127,18 @@ impl RecoveryPolicy {
         &self.normalizer
     }
 
+    /// Feeds every setting, canonically, into `h` (what a persisted closure state seals).
+    pub(crate) fn feed(&self, h: &mut crate::digest::CanonicalHasher) {
+        h.u64(self.max_recovery_depth.into())
+            .u64(self.max_total_fix_attempts.into())
+            .u64(self.max_inner_iterations.get().into())
+            .u64(match self.recover_on {
+                RecoverOn::Blockers => 0,
+                RecoverOn::BlockersAndWarnings => 1,
+            })
+            .u64(u64::from(self.normalizer.is_exact()));
+    }
+
     /// A fresh budget of `max_total_fix_attempts`. Clone it to share it across several
     /// closures of one batch.
     pub fn fix_budget(&self) -> FixBudget {

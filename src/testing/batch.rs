@@ -16,10 +16,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::batch::journal::{encode_events, encode_snapshot, parse, record_ends};
+use crate::batch::journal::{encode_commit, encode_snapshot, parse, record_ends, scan};
 use crate::batch::{
     BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, InfrastructureFailure, JournalError,
-    JournalLoad, Rejection, Worker, WorkerCall, WorkerFailure,
+    JournalKey, JournalLoad, Rejection, TornTail, Worker, WorkerCall, WorkerFailure,
 };
 use crate::{ChannelId, Digest, TaskId};
 
@@ -114,11 +114,12 @@ impl Worker for ScriptedWorker {
 }
 
 /// A journal that keeps, per channel, exactly the bytes a [`FileJournal`](crate::batch::FileJournal)
-/// would hold (checksummed records, snapshot first after compaction), so crash tests can cut
-/// it after any record or inside one and load what is left.
+/// would hold (framed, sealed records, snapshot first after compaction), so crash tests can
+/// cut it after any record or inside one, or flip its bits, and load what is left.
 #[derive(Debug, Clone, Default)]
 pub struct ImageJournal {
     images: HashMap<ChannelId, Vec<u8>>,
+    key: Option<JournalKey>,
 }
 
 impl ImageJournal {
@@ -126,7 +127,16 @@ impl ImageJournal {
     pub fn with_image(channel: ChannelId, image: Vec<u8>) -> Self {
         Self {
             images: HashMap::from([(channel, image)]),
+            key: None,
         }
+    }
+
+    /// Seals records written from now on with a keyed MAC under `key` and verifies every
+    /// record against it on load, as [`FileJournal::with_mac_key`](crate::batch::FileJournal::with_mac_key) does.
+    #[must_use]
+    pub fn with_mac_key(mut self, key: JournalKey) -> Self {
+        self.key = Some(key);
+        self
     }
 
     /// The bytes held for `channel`.
@@ -134,10 +144,10 @@ impl ImageJournal {
         self.images.get(channel).map(Vec::as_slice)
     }
 
-    /// Where each whole record of `channel`'s image ends.
+    /// Where each whole record of `channel`'s image ends (up to the first that is not whole).
     pub fn record_ends(&self, channel: &ChannelId) -> Vec<usize> {
         self.image(channel)
-            .map(|i| record_ends(i).0)
+            .map(|i| record_ends(channel, i, self.key.as_ref()))
             .unwrap_or_default()
     }
 }
@@ -148,27 +158,44 @@ impl EvidenceJournal for ImageJournal {
         channel: &ChannelId,
         events: &[EvidenceEvent],
     ) -> Result<(), JournalError> {
-        let mut bytes = Vec::new();
-        encode_events(channel, events, &mut bytes)?;
-        self.images
-            .entry(channel.clone())
-            .or_default()
-            .extend_from_slice(&bytes);
+        let image = self.images.entry(channel.clone()).or_default();
+        let scanned = scan(channel, image, self.key.as_ref())?;
+        if let Some(torn) = scanned.torn {
+            return Err(JournalError::TornTailNotRepaired {
+                channel: channel.clone(),
+                torn,
+            });
+        }
+        encode_commit(
+            channel,
+            self.key.as_ref(),
+            &scanned.last_seal,
+            events,
+            image,
+        )?;
         Ok(())
     }
 
-    fn load(&mut self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
-        let Some(image) = self.images.get_mut(channel) else {
+    fn load(&self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
+        let Some(image) = self.images.get(channel) else {
             return Ok(None);
         };
-        let load = parse(channel, image)?;
-        if let Some(torn) = &load.torn_tail {
-            image.truncate(usize::try_from(torn.offset).unwrap_or(image.len()));
-        }
+        let load = parse(channel, image, self.key.as_ref())?;
         if load.snapshot.is_none() && load.events.is_empty() {
             return Ok(None);
         }
         Ok(Some(load))
+    }
+
+    fn repair_torn_tail(&mut self, channel: &ChannelId) -> Result<Option<TornTail>, JournalError> {
+        let Some(image) = self.images.get_mut(channel) else {
+            return Ok(None);
+        };
+        let torn = scan(channel, image, self.key.as_ref())?.torn;
+        if let Some(torn) = &torn {
+            image.truncate(usize::try_from(torn.offset).unwrap_or(image.len()));
+        }
+        Ok(torn)
     }
 
     fn compact(
@@ -176,7 +203,7 @@ impl EvidenceJournal for ImageJournal {
         channel: &ChannelId,
         evidence: &BatchEvidence,
     ) -> Result<(), JournalError> {
-        let bytes = encode_snapshot(channel, evidence)?;
+        let (bytes, _) = encode_snapshot(channel, self.key.as_ref(), evidence)?;
         self.images.insert(channel.clone(), bytes);
         Ok(())
     }

@@ -571,7 +571,7 @@ fn stopped(
         let summary = FileJournal::open(state.journal_dir())
             .ok()
             .zip(ChannelId::new(channel).ok())
-            .and_then(|(mut journal, channel)| journal.load(&channel).ok().flatten())
+            .and_then(|(journal, channel)| journal.load(&channel).ok().flatten())
             .and_then(|load| load.into_evidence().ok())
             .map(|evidence| evidence.summary());
         shared.borrow_mut().emit(&Event::RunFinished {
@@ -633,7 +633,7 @@ fn load_evidence(state: &StateDir) -> Result<(RunInfo, LoadedPlan, BatchEvidence
     let (info, text) = state.open().map_err(Failure::bad_input)?;
     let loaded = planfile::load_text(&state.plan_path(), &text).map_err(Failure::bad_input)?;
     let channel = ChannelId::new(info.channel.clone()).map_err(Failure::bad_input)?;
-    let mut journal = FileJournal::open(state.journal_dir()).map_err(Failure::bad_input)?;
+    let journal = FileJournal::open(state.journal_dir()).map_err(Failure::bad_input)?;
     let load = journal
         .load(&channel)
         .map_err(Failure::bad_input)?
