@@ -614,7 +614,7 @@ impl BatchEvidence {
             EvidenceEvent::Withdrawn { task, attempt, .. } => {
                 let t = self.task_mut(index, &task)?;
                 if t.in_flight.map(|(a, _)| a) != Some(attempt) {
-                    return Err(out_of_order(&task, "withdrawn"));
+                    return Err(out_of_order(&task, "withdrawn", t));
                 }
                 t.in_flight = None;
                 t.calls = attempt - 1;

@@ -169,6 +169,8 @@ pub struct RunArgs {
     /// refusing to start.
     #[arg(long)]
     pub kill_stale: bool,
+    #[command(flatten)]
+    pub signing: SigningArgs,
 }
 
 /// `kleene resume`.
@@ -180,15 +182,19 @@ pub struct ResumeArgs {
     /// refusing to resume.
     #[arg(long)]
     pub kill_stale: bool,
+    #[command(flatten)]
+    pub signing: SigningArgs,
 }
 
 /// The secret key that signs acceptance, kept outside the state directory.
 #[derive(Debug, Args)]
 pub struct SigningArgs {
-    /// Sign the acceptance record (STATE/acceptance.dsse.json) and, on export, the in-toto
-    /// statement (OUT.intoto.jsonl) with this ed25519 key file (PEM, from kleene keygen or
-    /// openssl genpkey -algorithm ed25519). It must not be inside the state directory and
-    /// must be readable by its owner only. See SECURITY.md.
+    /// The ed25519 key file (PEM, from kleene keygen or openssl genpkey -algorithm ed25519)
+    /// that seals this run: `run` and `resume` put a keyed MAC derived from it on every
+    /// journal record (every later command then needs it to read the journal), `accept`
+    /// signs the acceptance record (STATE/acceptance.dsse.json) and `export` the in-toto
+    /// statement (OUT.intoto.jsonl). It must not be inside the state directory and must be
+    /// readable by its owner only. See SECURITY.md.
     #[arg(long, value_name = "FILE", env = "KLEENE_SIGNING_KEY")]
     pub signing_key: Option<PathBuf>,
 }

@@ -28,6 +28,7 @@ use crate::report::{Event, Reporter};
 use crate::runner::{GroupRecords, Interrupt};
 use crate::state::{RunInfo, StateDir, write_atomic};
 use crate::worker::{Context, HaltContract, Shared, ShellWorker};
+use kleene::batch::JournalKey;
 
 /// A command that could not do what was asked: the exit code and the message to print.
 #[derive(Debug)]
@@ -205,7 +206,7 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
     policy(&info, info.max_depth)?;
     state.create(&info, &text).map_err(Failure::bad_input)?;
     refuse_live_groups(&state, args.kill_stale)?;
-    execute(&state, &info, &loaded, &text, false, rep)
+    execute(&state, &info, &loaded, &text, false, &args.signing, rep)
 }
 
 /// Moves the state directory of an earlier run aside (`STATE.old-N`), so `run --restart`
@@ -274,7 +275,7 @@ pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
     let loaded = planfile::load_text(&state.plan_path(), &text).map_err(Failure::bad_input)?;
     refuse_changed_plan(&info, &loaded, &state)?;
     refuse_live_groups(&state, args.kill_stale)?;
-    execute(&state, &info, &loaded, &text, true, rep)
+    execute(&state, &info, &loaded, &text, true, &args.signing, rep)
 }
 
 /// A resume runs the plan as it was when the run started; if the plan file has changed
@@ -346,9 +347,12 @@ fn execute(
     loaded: &LoadedPlan,
     plan_text: &str,
     resumed: bool,
+    signing: &SigningArgs,
     rep: Reporter,
 ) -> Outcome {
     let plan = &loaded.plan;
+    let journal_key =
+        signing_key(signing, state)?.map(|k| JournalKey::from_bytes(k.journal_mac_key()));
     let channel = ChannelId::new(info.channel.clone()).map_err(|e| {
         Failure::bad_input(format!("read channel of {}: {e}", state.root().display()))
     })?;
@@ -397,6 +401,9 @@ fn execute(
     };
     let mut journal = FileJournal::open(state.journal_dir())
         .map_err(|e| Failure::halted(format!("open the journal: {e}")))?;
+    if let Some(key) = journal_key {
+        journal = journal.with_mac_key(key);
+    }
     // Group commit: one sync per task instead of two; every event is still durable before the
     // next command runs, and an unsynced settlement is only ever replayed (allow), never lost.
     let mut batch = Batch::new(plan, channel.clone())
@@ -409,12 +416,19 @@ fn execute(
     let has_evidence = journal
         .load(&channel)
         .map_err(|e| Failure::halted(format!("read the journal: {e}")))?
-        .is_some();
+        .is_some_and(|load| load.snapshot.is_some() || !load.events.is_empty());
     let result = if resumed && has_evidence {
         batch.resume(&mut worker, &contract, &mut journal)
     } else {
         batch.dispatch(&mut worker, &contract, &mut journal)
     };
+    for (_, torn) in journal.repairs() {
+        shared.borrow_mut().reporter.say(&format!(
+            "note: the journal ended in a record cut short by an earlier crash; removed its \
+             {} byte(s) at byte {} ({})",
+            torn.discarded, torn.offset, torn.cause
+        ));
+    }
     let mut evidence = match result {
         Ok(evidence) => evidence,
         Err(err) => return Err(stopped(err, state, &info.channel, &shared)),
@@ -568,7 +582,7 @@ fn stopped(
     let dir = state.root().display();
     if err.is_cancelled() {
         // The journal holds everything settled before the interrupt (and the reservation).
-        let summary = FileJournal::open(state.journal_dir())
+        let summary = read_journal(state)
             .ok()
             .zip(ChannelId::new(channel).ok())
             .and_then(|(journal, channel)| journal.load(&channel).ok().flatten())
@@ -629,11 +643,29 @@ fn failure_reason(evidence: &BatchEvidence, id: &TaskId) -> String {
     }
 }
 
+/// The journal key the environment names (KLEENE_SIGNING_KEY), for the commands that only
+/// read a journal and take no key option.
+fn env_journal_key(state: &StateDir) -> Result<Option<JournalKey>, Failure> {
+    let args = SigningArgs {
+        signing_key: std::env::var_os("KLEENE_SIGNING_KEY").map(PathBuf::from),
+    };
+    Ok(signing_key(&args, state)?.map(|k| JournalKey::from_bytes(k.journal_mac_key())))
+}
+
+/// The state directory's journal for reading: nothing is created, cut or removed.
+fn read_journal(state: &StateDir) -> Result<FileJournal, Failure> {
+    let journal = FileJournal::open_read_only(state.journal_dir());
+    Ok(match env_journal_key(state)? {
+        Some(key) => journal.with_mac_key(key),
+        None => journal,
+    })
+}
+
 fn load_evidence(state: &StateDir) -> Result<(RunInfo, LoadedPlan, BatchEvidence), Failure> {
     let (info, text) = state.open().map_err(Failure::bad_input)?;
     let loaded = planfile::load_text(&state.plan_path(), &text).map_err(Failure::bad_input)?;
     let channel = ChannelId::new(info.channel.clone()).map_err(Failure::bad_input)?;
-    let journal = FileJournal::open(state.journal_dir()).map_err(Failure::bad_input)?;
+    let journal = read_journal(state)?;
     let load = journal
         .load(&channel)
         .map_err(Failure::bad_input)?
