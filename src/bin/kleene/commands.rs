@@ -351,8 +351,7 @@ fn execute(
     rep: Reporter,
 ) -> Outcome {
     let plan = &loaded.plan;
-    let journal_key =
-        signing_key(signing, state)?.map(|k| JournalKey::from_bytes(k.journal_mac_key()));
+    let journal_key = journal_key(signing_key(signing, state)?.as_ref());
     let channel = ChannelId::new(info.channel.clone()).map_err(|e| {
         Failure::bad_input(format!("read channel of {}: {e}", state.root().display()))
     })?;
@@ -401,8 +400,8 @@ fn execute(
     };
     let mut journal = FileJournal::open(state.journal_dir())
         .map_err(|e| Failure::halted(format!("open the journal: {e}")))?;
-    if let Some(key) = journal_key {
-        journal = journal.with_mac_key(key);
+    if let Some(key) = &journal_key {
+        journal = journal.with_mac_key(key.clone());
     }
     // Group commit: one sync per task instead of two; every event is still durable before the
     // next command runs, and an unsynced settlement is only ever replayed (allow), never lost.
@@ -431,7 +430,15 @@ fn execute(
     }
     let mut evidence = match result {
         Ok(evidence) => evidence,
-        Err(err) => return Err(stopped(err, state, &info.channel, &shared)),
+        Err(err) => {
+            return Err(stopped(
+                err,
+                state,
+                &info.channel,
+                journal_key.as_ref(),
+                &shared,
+            ));
+        }
     };
     if info.batch_recovery {
         let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
@@ -456,7 +463,15 @@ fn execute(
                     }
                     evidence = outcome.evidence;
                 }
-                Err(err) => return Err(stopped(err, state, &info.channel, &shared)),
+                Err(err) => {
+                    return Err(stopped(
+                        err,
+                        state,
+                        &info.channel,
+                        journal_key.as_ref(),
+                        &shared,
+                    ));
+                }
             }
         }
     }
@@ -577,13 +592,13 @@ fn stopped(
     err: BatchError,
     state: &StateDir,
     channel: &str,
+    key: Option<&JournalKey>,
     shared: &Rc<RefCell<Shared>>,
 ) -> Failure {
     let dir = state.root().display();
     if err.is_cancelled() {
         // The journal holds everything settled before the interrupt (and the reservation).
-        let summary = read_journal(state)
-            .ok()
+        let summary = Some(read_journal(state, key))
             .zip(ChannelId::new(channel).ok())
             .and_then(|(journal, channel)| journal.load(&channel).ok().flatten())
             .and_then(|load| load.into_evidence().ok())
@@ -649,23 +664,31 @@ fn env_journal_key(state: &StateDir) -> Result<Option<JournalKey>, Failure> {
     let args = SigningArgs {
         signing_key: std::env::var_os("KLEENE_SIGNING_KEY").map(PathBuf::from),
     };
-    Ok(signing_key(&args, state)?.map(|k| JournalKey::from_bytes(k.journal_mac_key())))
+    Ok(journal_key(signing_key(&args, state)?.as_ref()))
 }
 
 /// The state directory's journal for reading: nothing is created, cut or removed.
-fn read_journal(state: &StateDir) -> Result<FileJournal, Failure> {
+fn read_journal(state: &StateDir, key: Option<&JournalKey>) -> FileJournal {
     let journal = FileJournal::open_read_only(state.journal_dir());
-    Ok(match env_journal_key(state)? {
-        Some(key) => journal.with_mac_key(key),
+    match key {
+        Some(key) => journal.with_mac_key(key.clone()),
         None => journal,
-    })
+    }
 }
 
-fn load_evidence(state: &StateDir) -> Result<(RunInfo, LoadedPlan, BatchEvidence), Failure> {
+/// The journal MAC key of a signing key.
+fn journal_key(key: Option<&SigningKey>) -> Option<JournalKey> {
+    key.map(|k| JournalKey::from_bytes(k.journal_mac_key()))
+}
+
+fn load_evidence(
+    state: &StateDir,
+    key: Option<&JournalKey>,
+) -> Result<(RunInfo, LoadedPlan, BatchEvidence), Failure> {
     let (info, text) = state.open().map_err(Failure::bad_input)?;
     let loaded = planfile::load_text(&state.plan_path(), &text).map_err(Failure::bad_input)?;
     let channel = ChannelId::new(info.channel.clone()).map_err(Failure::bad_input)?;
-    let journal = read_journal(state)?;
+    let journal = read_journal(state, key);
     let load = journal
         .load(&channel)
         .map_err(Failure::bad_input)?
@@ -693,7 +716,8 @@ fn status_word(status: &TaskStatus) -> String {
 /// `kleene status`.
 pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let state = StateDir::at(&args.state);
-    let (info, loaded, evidence) = load_evidence(&state)?;
+    let key = env_journal_key(&state)?;
+    let (info, loaded, evidence) = load_evidence(&state, key.as_ref())?;
     let summary = evidence.summary();
     let mut fixes: BTreeMap<String, u32> = BTreeMap::new();
     for entry in state.closure_log() {
@@ -775,8 +799,11 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
 }
 
 /// Builds the acceptance record of the run in `state`.
-fn acceptance(state: &StateDir) -> Result<(kleene::AcceptanceRecord, Snapshot), Failure> {
-    let (_, loaded, evidence) = load_evidence(state)?;
+fn acceptance(
+    state: &StateDir,
+    key: Option<&SigningKey>,
+) -> Result<(kleene::AcceptanceRecord, Snapshot), Failure> {
+    let (_, loaded, evidence) = load_evidence(state, journal_key(key).as_ref())?;
     let snapshot = Snapshot::from_evidence(&evidence).map_err(Failure::halted)?;
     let binding = BuildBinding::new(
         evidence.channel().clone(),
@@ -799,7 +826,7 @@ pub fn accept_run(args: &AcceptArgs, rep: &mut Reporter) -> Outcome {
     let state = StateDir::at(&args.state.state);
     let _lock = state.lock("accept").map_err(Failure::halted)?;
     let key = signing_key(&args.signing, &state)?;
-    let (record, _) = acceptance(&state)?;
+    let (record, _) = acceptance(&state, key.as_ref())?;
     let path = state.acceptance_path();
     let envelope_path = record_envelope_path(&state);
     write_atomic(&path, record.to_json().as_bytes()).map_err(Failure::halted)?;
@@ -939,7 +966,7 @@ pub fn export_run(args: &ExportArgs, rep: &mut Reporter) -> Outcome {
     let state = StateDir::at(&args.state.state);
     let _lock = state.lock("export").map_err(Failure::halted)?;
     let key = signing_key(&args.signing, &state)?;
-    let (record, snapshot) = acceptance(&state)?;
+    let (record, snapshot) = acceptance(&state, key.as_ref())?;
     let stored = stored_record(&state, Some(&record))?;
     if let (Some(stored), Some(key)) = (&stored, &key) {
         check_record_signature(&state, stored, key)?;

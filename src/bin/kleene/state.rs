@@ -241,10 +241,19 @@ impl StateDir {
                 Ok(WriterLock { _lock: lock })
             }
             Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-                let holder = fs::read_to_string(&path)
-                    .ok()
-                    .filter(|h| !h.trim().is_empty())
-                    .unwrap_or_else(|| "a process that has not said who it is".to_owned());
+                // The holder writes who it is right after it takes the lock: give it a moment.
+                let mut holder = None;
+                for _ in 0..20 {
+                    holder = fs::read_to_string(&path)
+                        .ok()
+                        .filter(|h| !h.trim().is_empty());
+                    if holder.is_some() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                let holder =
+                    holder.unwrap_or_else(|| "a process that has not said who it is".to_owned());
                 Err(StateError::Locked {
                     path,
                     holder: holder.trim().to_owned(),
