@@ -617,3 +617,183 @@ fn nothing_survives_a_killed_kleene_where_namespaces_work() {
     std::thread::sleep(Duration::from_millis(1500));
     assert!(!late.exists(), "a setsid child outlived kleene");
 }
+
+/// A plan over a real tiny Rust crate: the check runs `cargo test --offline` in the stage,
+/// `target/**` is scratch, and the exported archive, extracted into an empty directory,
+/// passes the same `cargo test --offline`.
+#[test]
+fn a_rust_crate_is_accepted_and_its_export_passes_its_own_tests() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path();
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("Cargo.toml"),
+        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("lib.rs"),
+        "pub fn add(a: u32, b: u32) -> u32 { a + b }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(super::add(2, 3), 5); }\n}\n",
+    )
+    .unwrap();
+    let plan = dir.join("plan.json");
+    let cargo_test = "cargo test --offline --quiet";
+    std::fs::write(
+        &plan,
+        serde_json::to_string_pretty(&json!({
+            // cargo writes both; a crate without dependencies needs neither exported.
+            "scratch": ["target/**", "Cargo.lock"],
+            "tasks": [
+                {
+                    "id": "manifest", "owner": "shell",
+                    "spec": {"intent": "declare the crate"},
+                    "owned_paths": ["Cargo.toml"],
+                    "run": "cp \"$KLEENE_PLAN_DIR/src/Cargo.toml\" .",
+                },
+                {
+                    "id": "library", "owner": "shell",
+                    "spec": {"intent": "add two numbers, with a unit test"},
+                    "owned_paths": ["src"],
+                    "depends_on": ["manifest"],
+                    "run": "mkdir -p src && cp \"$KLEENE_PLAN_DIR/src/lib.rs\" src/lib.rs",
+                    "checks": [{"id": "cargo-test", "command": cargo_test}],
+                    "timeout_secs": 300,
+                },
+            ],
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let out = run(dir, &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert_eq!(accept(dir).status.code(), Some(0));
+    let out = kleene(dir)
+        .args(["export", "crate.tar", "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let listing = StdCommand::new("tar")
+        .args(["-tf", "crate.tar"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let listing = text(&listing.stdout);
+    assert!(
+        !listing.contains("target/"),
+        "scratch was exported: {listing}"
+    );
+    let extracted = dir.join("extracted");
+    std::fs::create_dir(&extracted).unwrap();
+    let untar = StdCommand::new("tar")
+        .args(["-xf", "../crate.tar"])
+        .current_dir(&extracted)
+        .status()
+        .unwrap();
+    assert!(untar.success());
+    // The archive keeps the files under its files/ directory, beside the record.
+    let root = if extracted.join("files").is_dir() {
+        extracted.join("files")
+    } else {
+        extracted.clone()
+    };
+    let test = StdCommand::new("sh")
+        .args(["-c", cargo_test])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(test.status.success(), "{}", both(&test));
+}
+
+/// An owned directory could never be accepted ("writes out/ok.txt, which the task does not
+/// own"): owning a directory now owns its subtree.
+#[test]
+fn owning_a_directory_owns_everything_beneath_it() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![task(
+            "app_module",
+            "module",
+            &["out"],
+            &[],
+            json!({"run": "mkdir -p out/deep && echo ok > out/ok.txt && echo d > out/deep/d.txt"}),
+        )],
+    );
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert_eq!(accept(tmp.path()).status.code(), Some(0));
+}
+
+/// The CLI blanked the commands out of the plan before digesting it, so changing a command
+/// kept the same channel and the acceptance record bound no command.
+#[test]
+fn changing_a_command_changes_the_channel_and_the_record() {
+    let tmp = TempDir::new().unwrap();
+    let channel_of = |run_cmd: &str, state: &str| {
+        let plan = write_plan(
+            tmp.path(),
+            vec![task(
+                "app_module",
+                "module",
+                &["app/MODULE"],
+                &[],
+                json!({"run": run_cmd}),
+            )],
+        );
+        let out = kleene(tmp.path())
+            .args(["run", plan.to_str().unwrap(), "--state", state, "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", both(&out));
+        let started: serde_json::Value = text(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .find(|e: &serde_json::Value| e["event"] == "run_started")
+            .unwrap();
+        started["channel"].as_str().unwrap().to_owned()
+    };
+    let a = channel_of("mkdir -p app && echo m > app/MODULE", "st1");
+    let b = channel_of("mkdir -p app && echo m > app/MODULE # changed", "st2");
+    assert_ne!(a, b);
+}
+
+/// One flipped bit anywhere in the journal made a read-only command delete accepted
+/// evidence. Every command refuses a flipped journal and leaves its bytes as they were.
+#[test]
+fn every_command_refuses_a_flipped_journal_without_changing_it() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path();
+    assert_eq!(run(dir, &crate::cli::demo_plan()).status.code(), Some(0));
+    let journal = std::fs::read_dir(dir.join("st/journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_file())
+        .unwrap();
+    let pristine = std::fs::read(&journal).unwrap();
+    let mut seed = 0x0b17_f11b_u64;
+    for trial in 0..24 {
+        let bit = (next(&mut seed) % (pristine.len() as u64 * 8)) as usize;
+        let mut flipped = pristine.clone();
+        flipped[bit / 8] ^= 1 << (bit % 8);
+        std::fs::write(&journal, &flipped).unwrap();
+        for args in [
+            vec!["status", "--state", "st"],
+            vec!["accept", "--state", "st"],
+            vec!["resume", "--state", "st"],
+            vec!["export", "x.tar", "--state", "st"],
+        ] {
+            let out = kleene(dir).args(&args).output().unwrap();
+            assert!(
+                !out.status.success(),
+                "trial {trial}, bit {bit}, {args:?} accepted a flipped journal: {}",
+                both(&out)
+            );
+            assert_eq!(
+                std::fs::read(&journal).unwrap(),
+                flipped,
+                "trial {trial}, bit {bit}: {args:?} changed the journal"
+            );
+        }
+    }
+}
