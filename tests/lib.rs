@@ -4,6 +4,7 @@
 mod acceptance;
 mod acceptance_integrity;
 mod batch;
+mod batch_inputs;
 // End-to-end tests of the `kleene` binary.
 #[cfg(feature = "cli")]
 mod cli;

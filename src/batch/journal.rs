@@ -561,6 +561,8 @@ pub(crate) fn encode_snapshot(
 #[derive(Debug, Clone)]
 pub(crate) struct RecordSpan {
     start: usize,
+    // Read only by the testing feature's image journal.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) end: usize,
     /// The checkpoint envelopes it holds.
     body: std::ops::Range<usize>,
@@ -782,6 +784,7 @@ pub(crate) fn scan(
 }
 
 /// Where each whole record of a journal image ends (up to the first that is not whole).
+#[cfg(feature = "testing")]
 pub(crate) fn record_ends(
     channel: &ChannelId,
     bytes: &[u8],

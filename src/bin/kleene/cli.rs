@@ -41,22 +41,49 @@ const ABOUT: &str = "Run plan files of shell commands with bounded, auditable au
 const LONG_ABOUT: &str = "\
 Run plan files of shell commands with bounded, auditable auto-fix recovery.
 
-A plan file is an AppBuildPlan (tasks, lanes, owned paths, dependencies) whose tasks also
-say what to run: `run` does the work, `checks` validate it, and `fix` gets the recovery
-spec of a failed check (on stdin and in the file named by KLEENE_RECOVERY_SPEC_FILE).
-Tasks run in dependency order; a failed task drains its dependents. Everything a run
-learns is journaled evidence, so it can be resumed, accepted, exported and verified.
+A plan file is an AppBuildPlan (tasks, owned paths, dependencies) whose tasks also say what
+to run: `run` does the work, `checks` validate it, and `fix` gets the recovery spec of a
+failed check (on stdin and in the file named by KLEENE_RECOVERY_SPEC_FILE). Tasks run in
+dependency order; a failed task drains its dependents. Everything a run learns is journaled
+evidence, so it can be resumed, accepted, exported and verified.
 
-Each task of the plan file may add these keys to the AppBuildPlan task:
+Plan keys (per task unless marked):
+  \"kind\": {\"lane\": \"general\"}         optional; the web-app lanes (module, model, ...)
+                                       only matter to web-app plans
+  \"owned_paths\": [\"src\", \"Cargo.toml\"]  files or directories; a directory owns all
+                                       beneath it; no path is owned twice or nested
   \"run\": \"sh build.sh\"                 does the work, writes the task's owned paths
-  \"checks\": [{\"id\": \"tests\", \"command\": \"sh test.sh\",
+  \"checks\": [{\"id\": \"tests\", \"command\": \"cargo test --offline\",
               \"severity\": \"blocker\", \"overridable\": true}]   non-zero exit = failure
-  \"fix\": \"sh fix.sh\"                   run for each fix subtask (none: never auto-fixed)
+  \"fix\": \"sh fix.sh\"                   run for each fix subtask, and for a retried call
+                                       (none: failures are never auto-fixed)
   \"timeout_secs\": 60                   per command (default --timeout)
-Commands run as `sh -c` in the workspace, each in its own process group, with
-KLEENE_PLAN_DIR, KLEENE_WORKSPACE, KLEENE_TASK, KLEENE_SUBTASK, KLEENE_DEPTH, KLEENE_CALL
-and, for `fix`, KLEENE_RECOVERY_SPEC_FILE. A missing command (exit 127/126) or a timeout is
-an infrastructure failure and is never handed to a fixer.
+  \"retry_limit\": 3                     calls after the first (default 3): a task that
+                                       fails the same way every time runs four times
+  \"scratch\": [\"target/**\"]             per task and at plan level: build output that is
+                                       never part of a task's output (** = any depth)
+Every command and glob is part of the plan digest: changing one changes the run's channel
+and what the acceptance record binds. Unknown keys are refused with a suggestion.
+
+Each call runs in its own staged workspace: a fresh directory holding the accepted files of
+the task's prerequisites (and theirs), nothing else. `run`, the checks and every `fix` of
+the call run there, so the checks judge exactly what is accepted. The call's output is what
+it created or changed there; writing another task's path, deleting a prerequisite's file,
+leaving a symbolic link, a FIFO or a file name kleene cannot admit refuses the call. kleene
+never reads through a symbolic link. STATE/workspace receives the accepted files after the
+run; KLEENE_CACHE_DIR is a directory kept between calls for build caches.
+
+Commands run as `sh -c` in the stage with KLEENE_PLAN_DIR, KLEENE_WORKSPACE (the stage),
+KLEENE_CACHE_DIR, KLEENE_TASK, KLEENE_SUBTASK, KLEENE_DEPTH, KLEENE_CALL and, for `fix`,
+KLEENE_RECOVERY_SPEC_FILE. Where Linux allows it each command is PID 1 of its own PID
+namespace (setpriv and unshare from util-linux): nothing it starts outlives it or a killed
+kleene. Elsewhere it leads a process group that kleene records, and a later resume refuses
+to start while one is alive (--kill-stale kills it). A missing command (exit 127/126) or a
+timeout is an infrastructure failure and is never handed to a fixer; kleene's own failure
+to write (a full disk) stops the run without counting the call.
+
+One command at a time writes a state directory (run, resume, accept, export take a lock and
+name its holder); status, audit and verify only read and never change a byte.
 
 Exit codes: 0 accepted (or done), 1 halted or blocked (the reason is printed),
 2 bad input, 130 interrupted (resume with `kleene resume`).";

@@ -2,8 +2,10 @@
 //!
 //! ```text
 //! STATE/run.json          the run's settings: channel, workspace, plan location, policy
-//! STATE/plan.json         the plan file exactly as it was run (resume never re-reads PLAN)
-//! STATE/journal/          the batch evidence journal (checksummed events, torn tail cut)
+//! STATE/plan.json         the plan file exactly as it was run (resume runs this copy and
+//!                         refuses if PLAN changed since)
+//! STATE/journal/          the batch evidence journal (checksummed records; a torn tail is
+//!                         cut only by run or resume, which say so)
 //! STATE/closures.jsonl    one closure record per task call, a JSON line each (verdicts,
 //!                         the hash-chained audit log)
 //! STATE/specs/            the recovery specs handed to `fix` commands
