@@ -392,11 +392,12 @@ impl Stage {
         // The stage is new and no command has run in it yet, so no component of `target` can
         // be a link planted by a task.
         let target = self.root.join(input.path.as_str());
-        if let Some(parent) = target.parent() {
-            if parent != self.root && !made_dirs.contains(parent) {
-                fs::create_dir_all(parent).map_err(StageError::io(parent))?;
-                made_dirs.insert(parent.to_owned());
-            }
+        if let Some(parent) = target.parent()
+            && parent != self.root
+            && !made_dirs.contains(parent)
+        {
+            fs::create_dir_all(parent).map_err(StageError::io(parent))?;
+            made_dirs.insert(parent.to_owned());
         }
         if let Err(e) = fs::hard_link(&object, &target) {
             // Another file system, a link-count limit or a file system without links: copy.
@@ -703,11 +704,11 @@ impl<S: ScratchRule> Walk<'_, S> {
         st: &Stat,
     ) -> Result<(), StageError> {
         let input = self.stage.inputs.get(&path);
-        if let Some(input) = input {
-            if input.identity == Some(identity(st)) {
-                self.seen.insert(path);
-                return Ok(());
-            }
+        if let Some(input) = input
+            && input.identity == Some(identity(st))
+        {
+            self.seen.insert(path);
+            return Ok(());
         }
         let fd = match rustix::fs::openat(
             dir,

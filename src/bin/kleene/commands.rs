@@ -522,10 +522,12 @@ fn project_workspace(evidence: &BatchEvidence, workspace: &Path) -> Result<(), S
                         dir.display()
                     ));
                 }
-                Ok(meta) if meta.is_file() && meta.len() == content.len() as u64 => {
-                    if fs::read(&dir).is_ok_and(|old| old == *content) {
-                        continue;
-                    }
+                Ok(meta)
+                    if meta.is_file()
+                        && meta.len() == content.len() as u64
+                        && fs::read(&dir).is_ok_and(|old| old == *content) =>
+                {
+                    continue;
                 }
                 _ => {}
             }
