@@ -3,6 +3,7 @@
 # shell script running the same commands in order. Each call's stage holds every earlier
 # task's file (its transitive prerequisites), so this measures how staging grows with the
 # number of files in a stage: it must grow with their number, never with their bytes.
+# Each file starts with its task number, so no two share content (and one object).
 # Usage: sh benches/cli_chain.sh [N ...]   (default 50 200 1000; ROUNDS=5)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +26,7 @@ for n in "$@"; do
             [ "$i" -eq $((n - 1)) ] && sep=''
             echo "{\"id\": \"t$i\", \"kind\": {\"lane\": \"config\"}, \"owner\": \"shell\", \"owned_paths\": [\"out/f$i\"],"
             echo " \"spec\": {\"intent\": \"write f$i\"}, \"depends_on\": [$after],"
-            echo " \"run\": \"mkdir -p out && head -c 16384 /dev/zero > out/f$i\"}$sep"
+            echo " \"run\": \"mkdir -p out && { echo $i; head -c 16380 /dev/zero; } > out/f$i\"}$sep"
             i=$((i + 1))
         done
         echo ']}'
@@ -34,7 +35,7 @@ for n in "$@"; do
         echo 'mkdir -p ws && cd ws'
         i=0
         while [ "$i" -lt "$n" ]; do
-            echo "sh -c 'mkdir -p out && head -c 16384 /dev/zero > out/f$i'"
+            echo "sh -c 'mkdir -p out && { echo $i; head -c 16380 /dev/zero; } > out/f$i'"
             i=$((i + 1))
         done
     } > "$dir/script.sh"

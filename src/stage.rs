@@ -472,6 +472,77 @@ impl Stage {
         })
     }
 
+    /// Turns this stage into the stage of another call, holding exactly `inputs`: every
+    /// input this stage already holds unchanged stays, everything else the stage holds is
+    /// removed (without following a link), and the missing inputs are linked. A chain of
+    /// calls whose inputs grow by a few files each pays for those files and one walk, not
+    /// for a fresh link of every input.
+    ///
+    /// # Errors
+    ///
+    /// [`StageError::Io`] when the stage cannot be read or changed; the stage is then
+    /// removed, and the caller prepares a fresh one.
+    pub fn reuse<'a>(
+        self,
+        store: &ObjectStore,
+        inputs: impl IntoIterator<Item = StageInput<'a>>,
+    ) -> Result<Self, StageError> {
+        let root = self.root.clone();
+        let result = self.reset(store, inputs);
+        if result.is_err() {
+            let _ = fs::remove_dir_all(&root);
+        }
+        result
+    }
+
+    fn reset<'a>(
+        mut self,
+        store: &ObjectStore,
+        inputs: impl IntoIterator<Item = StageInput<'a>>,
+    ) -> Result<Self, StageError> {
+        let wanted: BTreeMap<AdmittedPath, StageInput<'a>> =
+            inputs.into_iter().map(|i| (i.path.clone(), i)).collect();
+        let digest_of = |i: &StageInput<'_>| {
+            i.digest
+                .unwrap_or_else(|| Digest::from(blake3::hash(i.content)))
+        };
+        let wanted_digests: BTreeMap<&AdmittedPath, Digest> =
+            wanted.iter().map(|(p, i)| (p, digest_of(i))).collect();
+        let root_fd = rustix::fs::open(
+            &self.root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| StageError::io(&self.root)(e.into()))?;
+        let mut kept = BTreeMap::new();
+        let mut sweep = Sweep {
+            root: &self.root,
+            old: &self.inputs,
+            wanted: &wanted_digests,
+            kept: &mut kept,
+        };
+        sweep.dir(&root_fd, "")?;
+        self.inputs = kept;
+        let mut made_dirs: HashSet<PathBuf> = HashSet::new();
+        let mut linked = HashSet::new();
+        for (path, input) in &wanted {
+            if !self.inputs.contains_key(path) {
+                self.link(store, *input, &mut made_dirs)?;
+                linked.insert(wanted_digests[path]);
+            }
+        }
+        // A link moves the change time of every file sharing its object.
+        for (path, staged) in &mut self.inputs {
+            if staged.identity.is_none() || linked.contains(&staged.digest) {
+                let target = self.root.join(path.as_str());
+                let st =
+                    rustix::fs::lstat(&target).map_err(|e| StageError::io(&target)(e.into()))?;
+                staged.identity = Some(identity(&st));
+            }
+        }
+        Ok(self)
+    }
+
     /// Removes the stage directory and everything in it (links are removed, never followed).
     ///
     /// # Errors
@@ -743,6 +814,90 @@ impl<S: ScratchRule> Walk<'_, S> {
     }
 }
 
+/// The walk of [`Stage::reuse`]: keeps unchanged inputs that are wanted again, removes the
+/// rest, never following a link.
+struct Sweep<'s> {
+    root: &'s Path,
+    old: &'s BTreeMap<AdmittedPath, Staged>,
+    wanted: &'s BTreeMap<&'s AdmittedPath, Digest>,
+    kept: &'s mut BTreeMap<AdmittedPath, Staged>,
+}
+
+impl Sweep<'_> {
+    fn fail(&self, rel: &str) -> impl FnOnce(rustix::io::Errno) -> StageError + '_ {
+        let place = self.root.join(rel);
+        move |e| StageError::io(&place)(e.into())
+    }
+
+    /// Sweeps the directory `fd` (at `prefix`); returns whether it still holds anything.
+    fn dir(&mut self, fd: &OwnedFd, prefix: &str) -> Result<bool, StageError> {
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        for entry in Dir::read_from(fd).map_err(self.fail(prefix))? {
+            let entry = entry.map_err(self.fail(prefix))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(name.to_vec());
+            }
+        }
+        let mut holds = false;
+        for name in names {
+            let Ok(c_name) = std::ffi::CString::new(name.clone()) else {
+                continue;
+            };
+            let rel = match std::str::from_utf8(&name) {
+                Ok(n) if prefix.is_empty() => n.to_owned(),
+                Ok(n) => format!("{prefix}/{n}"),
+                // Never an input: removed below whatever it is.
+                Err(_) => String::new(),
+            };
+            let st = match rustix::fs::statat(fd, &c_name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(rustix::io::Errno::NOENT) => continue,
+                Err(e) => return Err(self.fail(&rel)(e)),
+            };
+            match FileType::from_raw_mode(st.st_mode as _) {
+                FileType::Directory => {
+                    let child = rustix::fs::openat(
+                        fd,
+                        &c_name,
+                        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    )
+                    .map_err(self.fail(&rel))?;
+                    // A directory the call left without write or search permission.
+                    let _ = rustix::fs::fchmod(&child, Mode::from_raw_mode(0o755));
+                    if self.dir(&child, &rel)? {
+                        holds = true;
+                    } else {
+                        rustix::fs::unlinkat(fd, &c_name, AtFlags::REMOVEDIR)
+                            .map_err(self.fail(&rel))?;
+                    }
+                }
+                FileType::RegularFile if !rel.is_empty() => {
+                    let keep = AdmittedPath::admit(&rel).ok().and_then(|path| {
+                        let old = self.old.get(&path)?;
+                        let same = self.wanted.get(&path) == Some(&old.digest)
+                            && old.identity == Some(identity(&st));
+                        same.then(|| (path, old.clone()))
+                    });
+                    match keep {
+                        Some((path, staged)) => {
+                            self.kept.insert(path, staged);
+                            holds = true;
+                        }
+                        None => rustix::fs::unlinkat(fd, &c_name, AtFlags::empty())
+                            .map_err(self.fail(&rel))?,
+                    }
+                }
+                _ => {
+                    rustix::fs::unlinkat(fd, &c_name, AtFlags::empty()).map_err(self.fail(&rel))?
+                }
+            }
+        }
+        Ok(holds)
+    }
+}
+
 /// A name as text: UTF-8 stays as it is except control characters and backslashes, which are
 /// escaped, as are bytes that are not UTF-8 (`\xff`).
 fn escape(bytes: &[u8]) -> String {
@@ -766,6 +921,7 @@ fn escape(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
     use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
 
     fn p(s: &str) -> AdmittedPath {
         AdmittedPath::admit(s).unwrap()
@@ -993,6 +1149,78 @@ mod tests {
         stage.discard().unwrap();
         assert!(!root.exists());
         assert!(keep.join("f").exists());
+    }
+
+    #[test]
+    fn reuse_keeps_unchanged_inputs_and_removes_everything_else() {
+        let (tmp, store) = setup();
+        let (a, b, c) = (p("out/a.txt"), p("out/b.txt"), p("c.txt"));
+        let stage = Stage::prepare(
+            tmp.path().join("s"),
+            &store,
+            [StageInput::new(&a, b"a"), StageInput::new(&b, b"b")],
+        )
+        .unwrap();
+        let root = stage.root().to_owned();
+        let kept_inode = fs::metadata(root.join("out/a.txt")).unwrap().ino();
+        // What a call leaves: a new file, a changed input, a link, scratch and a new tree.
+        fs::write(root.join("new.txt"), "n").unwrap();
+        fs::remove_file(root.join("out/b.txt")).unwrap();
+        fs::write(root.join("out/b.txt"), "changed").unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
+        fs::create_dir_all(root.join("target/debug/deep")).unwrap();
+        fs::write(root.join("target/debug/deep/x"), "bin").unwrap();
+        let next = stage
+            .reuse(
+                &store,
+                [
+                    StageInput::new(&a, b"a"),
+                    StageInput::new(&b, b"b"),
+                    StageInput::new(&c, b"c"),
+                ],
+            )
+            .unwrap();
+        assert_eq!(fs::read(root.join("out/b.txt")).unwrap(), b"b");
+        assert_eq!(fs::read(root.join("c.txt")).unwrap(), b"c");
+        assert_eq!(
+            fs::metadata(root.join("out/a.txt")).unwrap().ino(),
+            kept_inode
+        );
+        let mut left: Vec<String> = walk_names(&root);
+        left.sort();
+        assert_eq!(left, ["c.txt", "out", "out/a.txt", "out/b.txt"]);
+        let changes = next.changes(&()).unwrap();
+        assert!(
+            changes.written().is_empty() && changes.deleted().is_empty(),
+            "{changes:?}"
+        );
+        assert!(changes.refused().is_empty());
+        // Dropping an input removes it (and a directory it leaves empty).
+        let last = next.reuse(&store, [StageInput::new(&c, b"c")]).unwrap();
+        assert_eq!(walk_names(&root), ["c.txt"]);
+        assert!(last.changes(&()).unwrap().written().is_empty());
+    }
+
+    fn walk_names(root: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut todo = vec![root.to_owned()];
+        while let Some(dir) = todo.pop() {
+            for e in fs::read_dir(&dir).unwrap() {
+                let e = e.unwrap();
+                let rel = e
+                    .path()
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                if e.file_type().unwrap().is_dir() {
+                    todo.push(e.path());
+                }
+                out.push(rel);
+            }
+        }
+        out.sort();
+        out
     }
 
     #[test]

@@ -233,7 +233,21 @@ impl StateDir {
             .truncate(false)
             .open(&path)
             .map_err(io(&path))?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        // A writer that was just killed can hold the lock a moment longer through a child
+        // caught between fork and exec: wait that long, not for a live writer.
+        let mut file = file;
+        let mut tries = 0;
+        let locked = loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Err((back, nix::errno::Errno::EWOULDBLOCK)) if tries < 10 => {
+                    file = back;
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => break other,
+            }
+        };
+        match locked {
             Ok(mut lock) => {
                 let holder = format!("pid {} running `kleene {command}`", std::process::id());
                 // Who holds it is for the refusal message only: a failed write is harmless.

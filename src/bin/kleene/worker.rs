@@ -166,6 +166,9 @@ pub struct ShellWorker<'a> {
     /// The blake3 of each file of each accepted output, by the output's digest: an input is
     /// hashed once per run, however many calls stage it.
     file_digests: BTreeMap<Digest, Rc<BTreeMap<AdmittedPath, Digest>>>,
+    /// The last call's stage, turned into the next call's by [`Stage::reuse`]: in a chain,
+    /// a call then pays for the files that changed, not for linking every input again.
+    spare: Option<Stage>,
 }
 
 /// kleene's own storage failed during a call: the call is withdrawn, never counted.
@@ -192,6 +195,7 @@ impl<'a> ShellWorker<'a> {
             shared,
             store,
             file_digests: BTreeMap::new(),
+            spare: None,
         })
     }
 
@@ -227,38 +231,29 @@ impl<'a> ShellWorker<'a> {
                         None => StageInput::new(path, content),
                     })
             });
-        let root = self
-            .ctx
-            .state
-            .stages_dir()
-            .join(stage_name(&call.task().id, call.attempt()));
+        if let Some(spare) = self.spare.take() {
+            let inputs: Vec<StageInput<'_>> = staged.collect();
+            match spare.reuse(&self.store, inputs.iter().copied()) {
+                Ok(stage) => return Ok(stage),
+                // A stage that cannot be swept is removed; a fresh one follows.
+                Err(_) => return self.fresh_stage(inputs),
+            }
+        }
+        let inputs: Vec<StageInput<'_>> = staged.collect();
+        self.fresh_stage(inputs)
+    }
+
+    /// A new stage directory holding `inputs`.
+    fn fresh_stage(&self, inputs: Vec<StageInput<'_>>) -> Result<Stage, WorkerFailure> {
+        let root = self.ctx.state.stages_dir().join("call");
         // A stage left by a crashed run holds nothing anyone needs: its call was never
         // settled, and a resume makes the call again from a fresh stage.
         if std::fs::symlink_metadata(&root).is_ok() {
             std::fs::remove_dir_all(&root)
                 .map_err(|e| unavailable(&format!("remove stale stage {}", root.display()), e))?;
         }
-        Stage::prepare(root, &self.store, staged).map_err(|e| unavailable("stage the call", e))
+        Stage::prepare(root, &self.store, inputs).map_err(|e| unavailable("stage the call", e))
     }
-}
-
-/// A stage directory name for `task`'s call `attempt`: task ids may hold any printable
-/// character, so the name keeps the safe ones and a digest keeps it unique.
-fn stage_name(task: &TaskId, attempt: u32) -> String {
-    let safe: String = task
-        .as_str()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    let tag = blake3::hash(task.as_str().as_bytes()).to_hex();
-    format!("{safe}.{}.call{attempt}", &tag[..8])
 }
 
 impl Worker for ShellWorker<'_> {
@@ -273,17 +268,26 @@ impl Worker for ShellWorker<'_> {
         });
         let stage = self.stage(call)?;
         let outcome = self.run_in(&stage, call);
-        let candidate = match outcome {
-            Ok(()) => self.candidate(task, &stage),
-            Err(failure) => Err(failure),
-        };
-        if let Err(err) = stage.discard() {
+        // The stage is walked whatever the outcome: an input damaged in place must be dropped
+        // from the store before any later stage links it.
+        let changes = stage.changes(&self.ctx.scratch_for(&task.id));
+        if let Ok(changes) = &changes {
+            for path in changes.written().keys() {
+                if let Some(digest) = stage.input_digest(path) {
+                    let _ = self.store.forget(&digest);
+                }
+            }
+            // Kept for the next call, which turns it into its own stage.
+            self.spare = Some(stage);
+        } else if let Err(err) = stage.discard() {
             self.shared
                 .borrow_mut()
                 .reporter
                 .say(&format!("warning: failed to remove a stage: {err}"));
         }
-        candidate
+        outcome?;
+        let changes = changes.map_err(|e| unavailable("read the call's stage", e))?;
+        Ok(self.candidate(task, changes))
     }
 }
 
@@ -369,17 +373,7 @@ impl ShellWorker<'_> {
     /// (deleted inputs, links, special files, unnameable names) is kept for the contract,
     /// which refuses the call with it; a write into another task's file reaches the batch's
     /// ownership check, which refuses it.
-    fn candidate(&mut self, task: &PlannedTask, stage: &Stage) -> Result<Candidate, WorkerFailure> {
-        let changes = stage
-            .changes(&self.ctx.scratch_for(&task.id))
-            .map_err(|e| unavailable("read the call's stage", e))?;
-        // An input written in place damaged the shared object too: drop it, so the next
-        // stage gets the accepted bytes again.
-        for path in changes.written().keys() {
-            if let Some(digest) = stage.input_digest(path) {
-                let _ = self.store.forget(&digest);
-            }
-        }
+    fn candidate(&mut self, task: &PlannedTask, changes: StageChanges) -> Candidate {
         let refusal = refusal_text(&changes);
         let mut shared = self.shared.borrow_mut();
         match refusal {
@@ -387,7 +381,7 @@ impl ShellWorker<'_> {
             None => shared.stage_refusals.remove(&task.id),
         };
         drop(shared);
-        Ok(Candidate::new(changes.into_written()))
+        Candidate::new(changes.into_written())
     }
 
     fn save(&self, task: &PlannedTask, call: u32, record: &ClosureRecord) {
