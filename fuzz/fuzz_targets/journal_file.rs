@@ -33,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
         rest.to_vec()
     };
     let channel = ChannelId::new("fuzz").expect("a valid channel id");
-    let mut journal = FileJournal::open(scratch_dir()).expect("the scratch directory opens");
+    let journal = &mut FileJournal::open(scratch_dir()).expect("the scratch directory opens");
     std::fs::write(journal.path_for(&channel), &image).expect("the scratch journal is written");
     if let Ok(Some(load)) = journal.load(&channel) {
         let _ = load.into_evidence();

@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
         rest.to_vec()
     };
     let channel = ChannelId::new("fuzz").expect("a valid channel id");
-    let mut journal = ImageJournal::with_image(channel.clone(), image.clone());
+    let journal = &mut ImageJournal::with_image(channel.clone(), image.clone());
     if let Ok(Some(load)) = journal.load(&channel) {
         if let Some(torn) = &load.torn_tail {
             assert_eq!(
