@@ -6,7 +6,7 @@
 
 use kleene::batch::{BatchEvidence, EvidenceEvent};
 use kleene::{ClosureRecord, ClosureState, Task};
-use kleene_fuzz::{checkpoint_bytes, journal_image};
+use kleene_fuzz::{checkpoint_bytes, journal_input};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -20,11 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "checkpoint_closure_state" => checkpoint_bytes::<ClosureState>(&data),
         "checkpoint_evidence_event" => checkpoint_bytes::<EvidenceEvent>(&data),
         "checkpoint_batch_evidence" => checkpoint_bytes::<BatchEvidence>(&data),
-        "journal_image" | "journal_file" => match data.split_first() {
-            Some((&mode, rest)) if mode & 1 == 0 => journal_image(rest),
-            Some((_, rest)) => rest.to_vec(),
-            None => Vec::new(),
-        },
+        "journal_image" | "journal_file" => journal_input(&data),
         _ => data,
     };
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();

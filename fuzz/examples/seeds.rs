@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use kleene::batch::{Batch, Candidate, EvidenceEvent, EvidenceJournal};
+use kleene::batch::{Batch, Candidate, EvidenceEvent};
 use kleene::checkpoint::{self, HEADER_LEN};
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
 use kleene::{
@@ -18,7 +18,7 @@ use kleene::{
     GovernanceDecision, Next, OutputTail, RecoveryPolicy, Session, Severity, Snapshot, Spec,
     TailLimits, Task, TaskId, ValidatorId, ValidatorResult, Verdict, accept, export,
 };
-use kleene_fuzz::{CheckpointMode, checkpoint_seed, journal_seed};
+use kleene_fuzz::{CheckpointMode, JournalMode, checkpoint_seed, journal_seed};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -214,30 +214,48 @@ fn batch_seeds(seeds: &mut Seeds) -> Result<()> {
     let mut journal = ImageJournal::default();
     let evidence = batch.dispatch(&mut worker, &(), &mut journal)?;
     let image = journal.image(&channel).ok_or("no journal image")?.to_vec();
-    let ends = journal.record_ends(&channel);
+    // Each commit's checkpoint envelopes, as the journal framed them.
+    let mut records = Vec::new();
+    let mut start = 0;
+    for end in journal.record_ends(&channel) {
+        records.push(envelopes(&image[start + RECORD_HEADER_LEN..end])?);
+        start = end;
+    }
+    let last = records
+        .last()
+        .and_then(|r| r.last())
+        .ok_or("an empty journal")?;
+    let torn_tail = &last[..20];
+    let all_but_last = &records[..records.len() - 1];
 
     // journal_file reads the same format and runs on these seeds too (see run.sh).
     seeds.write(
         "journal_image",
-        "whole",
-        &with_mode(0, &journal_seed(&image, &ends)),
-    )?;
-    let torn = &image[..ends[ends.len() - 2] + 20];
-    seeds.write(
-        "journal_image",
-        "torn",
-        &with_mode(0, &journal_seed(torn, &ends[..ends.len() - 1])),
+        "framed",
+        &journal_seed(JournalMode::Framed, &records, &[]),
     )?;
     seeds.write(
         "journal_image",
-        "raw_prefix",
-        &with_mode(1, &image[..ends[1]]),
+        "framed_torn",
+        &journal_seed(JournalMode::Framed, all_but_last, torn_tail),
     )?;
+    seeds.write(
+        "journal_image",
+        "bare",
+        &journal_seed(JournalMode::Bare, &records, &[]),
+    )?;
+    seeds.write(
+        "journal_image",
+        "bare_torn",
+        &journal_seed(JournalMode::Bare, all_but_last, torn_tail),
+    )?;
+    let mut raw = vec![1];
+    raw.extend_from_slice(&image[..journal.record_ends(&channel)[0]]);
+    seeds.write("journal_image", "raw_first_record", &raw)?;
     // One event of each kind that occurred.
-    let mut start = 0;
     let mut kinds = Vec::new();
-    for &end in &ends {
-        let event = checkpoint::decode::<EvidenceEvent>(&image[start..end])?;
+    for envelope in records.iter().flatten() {
+        let event = checkpoint::decode::<EvidenceEvent>(envelope)?;
         let kind = format!("{event:?}")
             .split([' ', '{', '('])
             .next()
@@ -251,7 +269,6 @@ fn batch_seeds(seeds: &mut Seeds) -> Result<()> {
             )?;
             kinds.push(kind);
         }
-        start = end;
     }
     seeds.write(
         "checkpoint_batch_evidence",
@@ -259,17 +276,11 @@ fn batch_seeds(seeds: &mut Seeds) -> Result<()> {
         &checkpoint_seed(&evidence)?,
     )?;
 
-    let mut compacted = ImageJournal::default();
-    compacted.compact(&channel, &evidence)?;
-    let snapshot_image = compacted
-        .image(&channel)
-        .ok_or("no compacted image")?
-        .to_vec();
-    let snapshot_ends = compacted.record_ends(&channel);
+    let snapshot = [vec![checkpoint::encode(&evidence)?]];
     seeds.write(
         "journal_image",
         "compacted",
-        &with_mode(0, &journal_seed(&snapshot_image, &snapshot_ends)),
+        &journal_seed(JournalMode::Framed, &snapshot, &[]),
     )?;
 
     let snapshot = Snapshot::from_evidence(&evidence)?;
@@ -283,10 +294,20 @@ fn batch_seeds(seeds: &mut Seeds) -> Result<()> {
     Ok(())
 }
 
-fn with_mode(mode: u8, rest: &[u8]) -> Vec<u8> {
-    let mut input = vec![mode];
-    input.extend_from_slice(rest);
-    input
+/// A journal record's header length (record format 2).
+const RECORD_HEADER_LEN: usize = 80;
+
+/// The checkpoint envelopes a journal record's body holds, back to back.
+fn envelopes(mut body: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    while !body.is_empty() {
+        let declared = body.get(11..19).ok_or("a cut envelope header")?;
+        let len = HEADER_LEN + usize::try_from(u64::from_le_bytes(declared.try_into()?))?;
+        let (envelope, rest) = body.split_at_checked(len).ok_or("a cut envelope")?;
+        out.push(envelope.to_vec());
+        body = rest;
+    }
+    Ok(out)
 }
 
 fn plan_seeds(seeds: &mut Seeds) -> Result<()> {

@@ -1,5 +1,7 @@
 //! Journal load from a file (`FileJournal` over a scratch directory, in /dev/shm when there
 //! is one), then the fold of what loaded. Input as in `journal_image`.
+//!
+//! Checks: loading leaves the file byte for byte as it was.
 #![no_main]
 
 use std::path::PathBuf;
@@ -24,18 +26,16 @@ fn scratch_dir() -> &'static PathBuf {
 
 fuzz_target!(|data: &[u8]| {
     kleene_fuzz::assert_envelope_layout();
-    let Some((&mode, rest)) = data.split_first() else {
-        return;
-    };
-    let image = if mode & 1 == 0 {
-        kleene_fuzz::journal_image(rest)
-    } else {
-        rest.to_vec()
-    };
+    kleene_fuzz::assert_journal_layout();
+    let image = kleene_fuzz::journal_input(data);
     let channel = ChannelId::new("fuzz").expect("a valid channel id");
     let journal = &mut FileJournal::open(scratch_dir()).expect("the scratch directory opens");
-    std::fs::write(journal.path_for(&channel), &image).expect("the scratch journal is written");
-    if let Ok(Some(load)) = journal.load(&channel) {
+    let path = journal.path_for(&channel);
+    std::fs::write(&path, &image).expect("the scratch journal is written");
+    let loaded = journal.load(&channel);
+    let after = std::fs::read(&path).expect("the scratch journal is readable");
+    assert!(after == image, "a load changed the journal file");
+    if let Ok(Some(load)) = loaded {
         let _ = load.into_evidence();
     }
 });

@@ -1,8 +1,8 @@
 //! Journal load over an in-memory image (`ImageJournal`, which parses exactly the bytes a
-//! `FileJournal` holds), then the fold of what loaded.
+//! `FileJournal` holds), then the fold of what loaded. Input: `kleene_fuzz::journal_input`
+//! (bare or framed records, sealed so they pass their checks, or the image verbatim).
 //!
-//! The first byte picks the image: even, the rest is framed records that are sealed
-//! (`kleene_fuzz::journal_image`); odd, the rest is the image verbatim.
+//! Checks: loading leaves the image unchanged; a torn tail ends where the image ends.
 #![no_main]
 
 use kleene::ChannelId;
@@ -12,17 +12,17 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     kleene_fuzz::assert_envelope_layout();
-    let Some((&mode, rest)) = data.split_first() else {
-        return;
-    };
-    let image = if mode & 1 == 0 {
-        kleene_fuzz::journal_image(rest)
-    } else {
-        rest.to_vec()
-    };
+    kleene_fuzz::assert_journal_layout();
+    let image = kleene_fuzz::journal_input(data);
     let channel = ChannelId::new("fuzz").expect("a valid channel id");
     let journal = &mut ImageJournal::with_image(channel.clone(), image.clone());
-    if let Ok(Some(load)) = journal.load(&channel) {
+    let loaded = journal.load(&channel);
+    assert_eq!(
+        journal.image(&channel),
+        Some(image.as_slice()),
+        "a load changed the journal"
+    );
+    if let Ok(Some(load)) = loaded {
         if let Some(torn) = &load.torn_tail {
             assert_eq!(
                 torn.offset + torn.discarded,

@@ -185,71 +185,226 @@ impl RecordKind {
     }
 }
 
+/// Which journal record format a journal target's input is framed in (its first byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalMode {
+    /// Record format 1: bare checkpoint envelopes, one per event (journals written before
+    /// the framing).
+    Bare,
+    /// Record format 2: each record a `KLNJ` frame with a header check and a seal chained
+    /// to the previous record's, holding one or more envelopes.
+    Framed,
+    /// The rest of the input is the journal image verbatim.
+    Raw,
+}
+
+impl JournalMode {
+    fn of(byte: u8) -> Self {
+        match byte % 4 {
+            0 => Self::Bare,
+            2 => Self::Framed,
+            _ => Self::Raw,
+        }
+    }
+
+    fn byte(self) -> u8 {
+        match self {
+            Self::Bare => 0,
+            Self::Framed => 2,
+            Self::Raw => 1,
+        }
+    }
+}
+
+/// The tag bit that puts a record's envelope in the same frame as the previous one.
+const JOIN: u8 = 8;
+/// The tag bit that seals an envelope at the version after the current one.
+const FUTURE: u8 = 4;
+
+const RECORD_MAGIC: [u8; 4] = *b"KLNJ";
+const RECORD_VERSION: u16 = 2;
+const SEAL_CHECKSUM: u8 = 0;
+const RECORD_HEADER_CONTEXT: &str = "kleene journal record header v2";
+const RECORD_SEAL_CONTEXT: &str = "kleene journal record seal v2";
+
+/// Appends one record-format-2 frame holding `body` (checksum seal, no key) to `out`,
+/// chained to `previous`, following the layout `kleene::batch` documents; returns its seal.
+pub fn frame_record(previous: &[u8; 32], body: &[u8], out: &mut Vec<u8>) -> [u8; 32] {
+    let start = out.len();
+    out.extend_from_slice(&RECORD_MAGIC);
+    out.extend_from_slice(&RECORD_VERSION.to_le_bytes());
+    out.push(SEAL_CHECKSUM);
+    out.push(0);
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    let check = *blake3::Hasher::new_derive_key(RECORD_HEADER_CONTEXT)
+        .update(&out[start..])
+        .finalize()
+        .as_bytes();
+    out.extend_from_slice(&check);
+    let seal = *blake3::Hasher::new_derive_key(RECORD_SEAL_CONTEXT)
+        .update(previous)
+        .update(&out[start..])
+        .update(body)
+        .finalize()
+        .as_bytes();
+    out.extend_from_slice(&seal);
+    out.extend_from_slice(body);
+    seal
+}
+
+/// Panics (once) if [`journal_input`] no longer frames records as `ImageJournal` (and so
+/// `FileJournal`) writes them; see [`assert_envelope_layout`] for why.
+pub fn assert_journal_layout() {
+    static CHECKED: Once = Once::new();
+    CHECKED.call_once(|| {
+        use kleene::batch::{EvidenceEvent, EvidenceJournal};
+        use kleene::testing::batch::ImageJournal;
+        let channel = kleene::ChannelId::new("layout_probe").expect("a valid id");
+        let event = |attempt| EvidenceEvent::Reserved {
+            task: TaskId::new("t").expect("a valid id"),
+            attempt,
+            input_digest: kleene::Digest::from_bytes([7; 32]),
+        };
+        let mut journal = ImageJournal::default();
+        journal
+            .append(&channel, &[event(1), event(2)])
+            .expect("an append");
+        journal.append(&channel, &[event(3)]).expect("an append");
+        let envelope = |attempt| checkpoint::encode(&event(attempt)).expect("an event encodes");
+        let records = [vec![envelope(1), envelope(2)], vec![envelope(3)]];
+        let seed = journal_seed(JournalMode::Framed, &records, &[]);
+        assert_eq!(
+            Some(journal_input(&seed).as_slice()),
+            journal.image(&channel),
+            "the journal record layout changed: update kleene_fuzz::frame_record"
+        );
+    });
+}
+
+/// One framed record of a journal target's input.
+enum Piece<'a> {
+    /// A sealed checkpoint envelope, and whether it joins the previous record's frame.
+    Envelope { join: bool, bytes: Vec<u8> },
+    /// Verbatim bytes.
+    Raw(&'a [u8]),
+}
+
 /// The journal image a journal target loads.
 ///
-/// The input is a sequence of records, each `tag, length (u16 little endian), bytes`. The
-/// tag's low two bits are a [`RecordKind`]; bit 2 seals at the version after the current one
-/// (unsupported). A record whose framing is cut short contributes its bytes verbatim, which
-/// is how torn tails arise.
-pub fn journal_image(data: &[u8]) -> Vec<u8> {
-    let mut image = Vec::with_capacity(data.len() + 64);
-    let mut rest = data;
+/// The first byte is a [`JournalMode`] (`% 4`: `0` bare, `2` framed, odd raw). Framed and
+/// bare, the rest is a sequence of records, each `tag, length (u16 little endian), bytes`:
+/// the tag's low two bits are a [`RecordKind`], bit 2 seals at the version after the
+/// current one (unsupported), and bit 3 (framed only) puts the envelope in the previous
+/// record's frame. A record whose framing is cut short contributes its bytes verbatim, which
+/// is how torn tails arise; so does a raw record.
+pub fn journal_input(data: &[u8]) -> Vec<u8> {
+    let Some((&mode, rest)) = data.split_first() else {
+        return Vec::new();
+    };
+    let mode = JournalMode::of(mode);
+    if mode == JournalMode::Raw {
+        return rest.to_vec();
+    }
+    let mut pieces = Vec::new();
+    let mut rest = rest;
     while let Some((&tag, after)) = rest.split_first() {
         let Some((len, after)) = after.split_first_chunk::<2>() else {
-            image.extend_from_slice(after);
+            pieces.push(Piece::Raw(after));
             break;
         };
         let len = usize::from(u16::from_le_bytes(*len));
         let (bytes, after) = after.split_at(len.min(after.len()));
-        let future = tag & 4 != 0;
-        let sealed = |kind: [u8; 4], version: u16| {
-            seal(kind, if future { version + 1 } else { version }, bytes)
+        let bump = u16::from(tag & FUTURE != 0);
+        let join = tag & JOIN != 0;
+        let sealed = |kind: [u8; 4], version: u16| Piece::Envelope {
+            join,
+            bytes: seal(kind, version + bump, bytes),
         };
-        match RecordKind::of(tag) {
-            RecordKind::Event => image.extend_from_slice(&sealed(
+        let piece = match RecordKind::of(tag) {
+            RecordKind::Event => sealed(
                 kleene::batch::EvidenceEvent::KIND,
                 kleene::batch::EvidenceEvent::VERSION,
-            )),
-            RecordKind::Snapshot => image.extend_from_slice(&sealed(
+            ),
+            RecordKind::Snapshot => sealed(
                 kleene::batch::BatchEvidence::KIND,
                 kleene::batch::BatchEvidence::VERSION,
-            )),
-            RecordKind::Foreign => image.extend_from_slice(&sealed(Task::KIND, Task::VERSION)),
-            RecordKind::Raw => image.extend_from_slice(bytes),
-        }
+            ),
+            RecordKind::Foreign => sealed(Task::KIND, Task::VERSION),
+            RecordKind::Raw => Piece::Raw(bytes),
+        };
+        pieces.push(piece);
         rest = after;
+    }
+    let mut image = Vec::with_capacity(data.len() + 128);
+    if mode == JournalMode::Bare {
+        for piece in &pieces {
+            match piece {
+                Piece::Envelope { bytes, .. } => image.extend_from_slice(bytes),
+                Piece::Raw(raw) => image.extend_from_slice(raw),
+            }
+        }
+        return image;
+    }
+    let mut previous = [0; 32];
+    let mut body: Option<Vec<u8>> = None;
+    for piece in pieces {
+        match piece {
+            Piece::Envelope { join, bytes } => match &mut body {
+                Some(open) if join => open.extend_from_slice(&bytes),
+                _ => {
+                    if let Some(done) = body.replace(bytes) {
+                        previous = frame_record(&previous, &done, &mut image);
+                    }
+                }
+            },
+            Piece::Raw(raw) => {
+                if let Some(done) = body.take() {
+                    previous = frame_record(&previous, &done, &mut image);
+                }
+                image.extend_from_slice(raw);
+            }
+        }
+    }
+    if let Some(done) = body {
+        frame_record(&previous, &done, &mut image);
     }
     image
 }
 
-/// A journal target's input that rebuilds `image`: each whole record (ending at the offsets
-/// in `ends`) becomes an event or snapshot record of its payload, and anything after the last
-/// end a raw record.
+/// A journal target's input that rebuilds a journal of `records` (each the checkpoint
+/// envelopes of one commit: events, or one snapshot) followed by the raw bytes `tail`, in
+/// record format `mode` (bare: every envelope its own record).
 ///
 /// # Panics
 ///
-/// When a record is longer than a `u16` length can frame (seeds are small).
-pub fn journal_seed(image: &[u8], ends: &[usize]) -> Vec<u8> {
-    let mut input = Vec::new();
-    let mut push = |kind: RecordKind, bytes: &[u8]| {
+/// When an envelope is longer than a `u16` length can frame (seeds are small), or `mode` is
+/// [`JournalMode::Raw`].
+pub fn journal_seed(mode: JournalMode, records: &[Vec<Vec<u8>>], tail: &[u8]) -> Vec<u8> {
+    assert_ne!(mode, JournalMode::Raw, "a raw seed is the image itself");
+    let mut input = vec![mode.byte()];
+    let mut push = |tag: u8, bytes: &[u8]| {
         let len = u16::try_from(bytes.len()).expect("a seed record under 64 KiB");
-        input.push(kind.tag());
+        input.push(tag);
         input.extend_from_slice(&len.to_le_bytes());
         input.extend_from_slice(bytes);
     };
-    let mut start = 0;
-    for &end in ends {
-        let record = &image[start..end];
-        let kind = if record[7..11] == kleene::batch::BatchEvidence::KIND {
-            RecordKind::Snapshot
-        } else {
-            RecordKind::Event
-        };
-        push(kind, &record[HEADER_LEN..]);
-        start = end;
+    for record in records {
+        for (i, envelope) in record.iter().enumerate() {
+            let kind = if envelope[7..11] == kleene::batch::BatchEvidence::KIND {
+                RecordKind::Snapshot
+            } else {
+                RecordKind::Event
+            };
+            let join = if i > 0 && mode == JournalMode::Framed {
+                JOIN
+            } else {
+                0
+            };
+            push(kind.tag() | join, &envelope[HEADER_LEN..]);
+        }
     }
-    if start < image.len() {
-        push(RecordKind::Raw, &image[start..]);
+    if !tail.is_empty() {
+        push(RecordKind::Raw.tag(), tail);
     }
     input
 }
@@ -264,13 +419,18 @@ mod tests {
     }
 
     #[test]
-    fn a_journal_seed_rebuilds_its_image() {
+    fn framed_records_are_what_image_journal_writes() {
+        assert_journal_layout();
+    }
+
+    #[test]
+    fn a_bare_journal_seed_rebuilds_its_image() {
         let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));
         let payload = &checkpoint::encode(&task).unwrap()[HEADER_LEN..];
         let event = seal(kleene::batch::EvidenceEvent::KIND, 1, payload);
         let mut image = event.clone();
         image.extend_from_slice(&event[..10]);
-        let seed = journal_seed(&image, &[event.len()]);
-        assert_eq!(journal_image(&seed), image);
+        let seed = journal_seed(JournalMode::Bare, &[vec![event.clone()]], &event[..10]);
+        assert_eq!(journal_input(&seed), image);
     }
 }
