@@ -4,7 +4,7 @@
 # task's file (its transitive prerequisites), so this measures how staging grows with the
 # number of files in a stage: it must grow with their number, never with their bytes.
 # Each file starts with its task number, so no two share content (and one object).
-# Usage: sh benches/cli_chain.sh [N ...]   (default 50 200 1000; ROUNDS=5)
+# Usage: sh benches/cli_chain.sh [N ...]   (default 50 200 1000; ROUNDS=5; SIZE=16384 bytes)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
@@ -26,7 +26,7 @@ for n in "$@"; do
             [ "$i" -eq $((n - 1)) ] && sep=''
             echo "{\"id\": \"t$i\", \"kind\": {\"lane\": \"config\"}, \"owner\": \"shell\", \"owned_paths\": [\"out/f$i\"],"
             echo " \"spec\": {\"intent\": \"write f$i\"}, \"depends_on\": [$after],"
-            echo " \"run\": \"mkdir -p out && { echo $i; head -c 16380 /dev/zero; } > out/f$i\"}$sep"
+            echo " \"run\": \"mkdir -p out && { echo $i; head -c $(( ${SIZE:-16384} - 4 )) /dev/zero; } > out/f$i\"}$sep"
             i=$((i + 1))
         done
         echo ']}'
@@ -35,7 +35,7 @@ for n in "$@"; do
         echo 'mkdir -p ws && cd ws'
         i=0
         while [ "$i" -lt "$n" ]; do
-            echo "sh -c 'mkdir -p out && { echo $i; head -c 16380 /dev/zero; } > out/f$i'"
+            echo "sh -c 'mkdir -p out && { echo $i; head -c $(( ${SIZE:-16384} - 4 )) /dev/zero; } > out/f$i'"
             i=$((i + 1))
         done
     } > "$dir/script.sh"
