@@ -45,6 +45,8 @@
 //! times) with the one recorded when it was linked and reads and hashes only files whose
 //! identity changed or that are new: the cost of a call grows with the number of files in its
 //! stage and the bytes the call itself wrote, never with the bytes of its inputs.
+//! [`Stage::reuse`] turns one call's stage into the next call's, keeping every input that is
+//! wanted again and still unchanged, so a chain of calls pays for the files that differ.
 //!
 //! Objects are read-only (mode 0444). A process running as root can still write through the
 //! link in place; the change time of the shared inode then moves, so the walk of every stage

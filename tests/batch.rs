@@ -15,7 +15,7 @@ use kleene::{AgentId, AppBuildPlan, ChannelId, Plan, PlannedTask, ValidatedPlan}
 use kleene::{Spec, TaskId, TaskKind};
 use proptest::prelude::*;
 
-use crate::support::{chan, id, path};
+use crate::support::{chan, id, path, validated};
 
 fn files(entries: &[(&str, &str)]) -> Candidate {
     Candidate::new(
@@ -32,9 +32,12 @@ fn ok(entries: &[(&str, &str)]) -> ScriptedOutcome {
 
 /// The R11 shape: a module lane (synthesised), its model, a service that must not write the
 /// model's schemas, and a page after the service.
-fn app_plan() -> ValidatedPlan {
-    let plan = AppBuildPlan::from_json(
-        r#"{"tasks": [
+pub(crate) fn app_plan() -> ValidatedPlan {
+    validated(APP_PLAN)
+}
+
+/// The plan of [`app_plan`], as JSON.
+pub(crate) const APP_PLAN: &str = r#"{"tasks": [
       {"id": "model_tasks", "kind": {"lane": "model", "module": "tasks"},
        "owner": "ModelAgent", "spec": {"intent": "task schema"},
        "owned_paths": ["backend/schemas.py"]},
@@ -44,16 +47,7 @@ fn app_plan() -> ValidatedPlan {
       {"id": "page_tasks", "kind": {"lane": "page", "module": "tasks"},
        "owner": "PageAgent", "spec": {"intent": "task list page"},
        "owned_paths": ["frontend/pages/tasks.tsx"], "depends_on": ["service_tasks"]}
-    ]}"#,
-    )
-    .unwrap();
-    Plan::draft(plan)
-        .normalize()
-        .consolidate()
-        .unwrap()
-        .validate()
-        .unwrap()
-}
+    ]}"#;
 
 fn model() -> TaskId {
     id("model_tasks")

@@ -1,29 +1,22 @@
 //! What a worker call is given and how a host failure is settled: every transitive
 //! prerequisite's accepted output, and a withdrawn call that never counts.
 
+use kleene::ValidatedPlan;
 use kleene::batch::{
     Batch, Candidate, EvidenceJournal, MemoryJournal, TaskStatus, Worker, WorkerCall, WorkerFailure,
 };
-use kleene::{AppBuildPlan, Plan, ValidatedPlan};
 
-use crate::support::{chan, id, path};
+use crate::support::{chan, id, path, validated};
 
 /// A chain a → b → c of general tasks, each owning one file.
 fn chain() -> ValidatedPlan {
-    let plan = AppBuildPlan::from_json(
+    validated(
         r#"{"tasks": [
       {"id": "a", "owner": "w", "spec": {"intent": "a"}, "owned_paths": ["a.txt"]},
       {"id": "b", "owner": "w", "spec": {"intent": "b"}, "owned_paths": ["b.txt"], "depends_on": ["a"]},
       {"id": "c", "owner": "w", "spec": {"intent": "c"}, "owned_paths": ["c.txt"], "depends_on": ["b"]}
     ]}"#,
     )
-    .unwrap();
-    Plan::draft(plan)
-        .normalize()
-        .consolidate()
-        .unwrap()
-        .validate()
-        .unwrap()
 }
 
 /// Writes its task's one file; records what `inputs()` offered; the first call of `b` fails

@@ -15,7 +15,7 @@ use kleene::batch::{
     RecordDamage,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
-use kleene::{AppBuildPlan, ChannelId, Plan, ValidatedPlan};
+use kleene::{ChannelId, ValidatedPlan};
 use peak_alloc::PeakAlloc;
 use proptest::prelude::*;
 
@@ -26,26 +26,7 @@ use crate::support::{chan, id, path};
 static ALLOCATOR: PeakAlloc = PeakAlloc;
 
 fn plan() -> ValidatedPlan {
-    let plan = AppBuildPlan::from_json(
-        r#"{"tasks": [
-      {"id": "model_tasks", "kind": {"lane": "model", "module": "tasks"},
-       "owner": "ModelAgent", "spec": {"intent": "task schema"},
-       "owned_paths": ["backend/schemas.py"]},
-      {"id": "service_tasks", "kind": {"lane": "service", "module": "tasks"},
-       "owner": "ServiceAgent", "spec": {"intent": "task handlers"},
-       "owned_paths": ["backend/services/tasks.py"]},
-      {"id": "page_tasks", "kind": {"lane": "page", "module": "tasks"},
-       "owner": "PageAgent", "spec": {"intent": "task list page"},
-       "owned_paths": ["frontend/pages/tasks.tsx"], "depends_on": ["service_tasks"]}
-    ]}"#,
-    )
-    .unwrap();
-    Plan::draft(plan)
-        .normalize()
-        .consolidate()
-        .unwrap()
-        .validate()
-        .unwrap()
+    crate::batch::app_plan()
 }
 
 fn candidate(p: &str, text: &str) -> ScriptedOutcome {

@@ -13,3 +13,14 @@ pub fn chan(s: &str) -> ChannelId {
 pub fn path(s: &str) -> AdmittedPath {
     AdmittedPath::admit(s).unwrap()
 }
+
+/// The validated plan of a plan JSON text (normalised, consolidated, validated).
+pub fn validated(json: &str) -> kleene::ValidatedPlan {
+    let plan = kleene::AppBuildPlan::from_json(json).unwrap();
+    kleene::Plan::draft(plan)
+        .normalize()
+        .consolidate()
+        .unwrap()
+        .validate()
+        .unwrap()
+}

@@ -428,18 +428,8 @@ fn execute(
             torn.discarded, torn.offset, torn.cause
         ));
     }
-    let mut evidence = match result {
-        Ok(evidence) => evidence,
-        Err(err) => {
-            return Err(stopped(
-                err,
-                state,
-                &info.channel,
-                journal_key.as_ref(),
-                &shared,
-            ));
-        }
-    };
+    let stop = |err| stopped(err, state, &info.channel, journal_key.as_ref(), &shared);
+    let mut evidence = result.map_err(stop)?;
     if info.batch_recovery {
         let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
         if !roots.is_empty() {
@@ -463,15 +453,7 @@ fn execute(
                     }
                     evidence = outcome.evidence;
                 }
-                Err(err) => {
-                    return Err(stopped(
-                        err,
-                        state,
-                        &info.channel,
-                        journal_key.as_ref(),
-                        &shared,
-                    ));
-                }
+                Err(err) => return Err(stop(err)),
             }
         }
     }
