@@ -256,6 +256,15 @@ impl<'a> ShellWorker<'a> {
     }
 }
 
+impl Drop for ShellWorker<'_> {
+    fn drop(&mut self) {
+        // The last stage holds nothing that is not in the journal and the workspace.
+        if let Some(stage) = self.spare.take() {
+            let _ = stage.discard();
+        }
+    }
+}
+
 impl Worker for ShellWorker<'_> {
     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
         let task = call.task();
