@@ -797,3 +797,84 @@ fn every_command_refuses_a_flipped_journal_without_changing_it() {
         }
     }
 }
+
+/// Unmounts a tmpfs when the test ends, however it ends.
+struct Tmpfs(std::path::PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = StdCommand::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Disk full burned the retry budget: ENOSPC was recorded as the task's rejection and the
+/// run could never finish after space was freed. On a full disk every level of filling
+/// stops the run without counting a call, and a resume after freeing space ends like an
+/// uninterrupted run.
+#[test]
+fn a_full_disk_stops_the_run_and_resume_finishes_it_once_space_is_freed() {
+    let tmp = TempDir::new().unwrap();
+    let mnt = tmp.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = StdCommand::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=600k", "tmpfs"])
+        .arg(&mnt)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: cannot mount a tmpfs here (not root?)");
+        return;
+    }
+    let _guard = Tmpfs(mnt.clone());
+    let state = mnt.join("st");
+    let mut stopped = 0;
+    for fill_kib in [540, 560, 580] {
+        let _ = std::fs::remove_dir_all(&state);
+        let filler = mnt.join("fill");
+        let _ = std::fs::write(&filler, vec![0u8; fill_kib * 1024]);
+        let st = state.to_str().unwrap();
+        let out = kleene(tmp.path())
+            .args([
+                "run",
+                crate::cli::demo_plan().to_str().unwrap(),
+                "--state",
+                st,
+            ])
+            .output()
+            .unwrap();
+        std::fs::remove_file(&filler).unwrap();
+        if out.status.success() {
+            continue; // this level left enough room
+        }
+        stopped += 1;
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("nothing was counted") || err.contains("No space left"),
+            "fill {fill_kib} KiB: {err}"
+        );
+        let out = kleene(tmp.path())
+            .args(["resume", "--state", st])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "fill {fill_kib} KiB: {}",
+            both(&out)
+        );
+        let status = kleene(tmp.path())
+            .args(["status", "--state", st])
+            .output()
+            .unwrap();
+        let calls = text(&status.stdout)
+            .lines()
+            .filter(|l| l.contains("accepted") && l.contains("1 call"))
+            .count();
+        assert_eq!(calls, 4, "fill {fill_kib} KiB: {}", text(&status.stdout));
+    }
+    assert!(
+        stopped > 0,
+        "no level of filling stopped the run: the test tested nothing"
+    );
+}

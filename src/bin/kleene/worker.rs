@@ -365,9 +365,25 @@ impl ShellWorker<'_> {
             }
             None => {}
         }
+        let halt = halt_text(&record);
+        // A call that failed while the disk holding its stage was full most likely failed
+        // because of it: the host failed, not the task, so the call is withdrawn.
+        if halt.is_some()
+            && let Some(free) = nearly_full(stage.root())
+        {
+            let detail = format!(
+                "the file system holding {} has only {free} bytes free; free some space",
+                stage.root().display()
+            );
+            self.emit(Event::TaskFailed {
+                task: task.id.to_string(),
+                reason: detail.clone(),
+            });
+            return Err(WorkerFailure::Unavailable { detail });
+        }
         let mut shared = self.shared.borrow_mut();
         shared.fixes.insert(task.id.clone(), record.fix_attempts());
-        match halt_text(&record) {
+        match halt {
             Some(reason) => {
                 shared.halts.insert(task.id.clone(), reason);
             }
@@ -838,6 +854,15 @@ pub fn describe(reason: &HaltReason) -> String {
 
 fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().to_owned()
+}
+
+/// The bytes free on the file system holding `dir`, when fewer than a full-disk margin
+/// (1 MiB) are.
+fn nearly_full(dir: &Path) -> Option<u64> {
+    const MARGIN: u64 = 1 << 20;
+    let st = rustix::fs::statvfs(dir).ok()?;
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    (free < MARGIN).then_some(free)
 }
 
 /// What the stage refuses, as the rejection text (one line, so every summary shows it), or
