@@ -77,8 +77,9 @@ Commands run as `sh -c` in the stage with KLEENE_PLAN_DIR, KLEENE_WORKSPACE (the
 KLEENE_CACHE_DIR, KLEENE_TASK, KLEENE_SUBTASK, KLEENE_DEPTH, KLEENE_CALL and, for `fix`,
 KLEENE_RECOVERY_SPEC_FILE. Where Linux allows it each command is PID 1 of its own PID
 namespace (setpriv and unshare from util-linux): nothing it starts outlives it or a killed
-kleene. Elsewhere it leads a process group that kleene records, and a later resume refuses
-to start while one is alive (--kill-stale kills it). A missing command (exit 127/126) or a
+kleene (this costs ~1.7 ms per command; KLEENE_CONTAINMENT=process-group turns it off).
+Elsewhere it leads a process group that kleene records, and a later resume refuses to start
+while one is alive (--kill-stale kills it). A missing command (exit 127/126) or a
 timeout is an infrastructure failure and is never handed to a fixer; kleene's own failure
 to write (a full disk) stops the run without counting the call.
 

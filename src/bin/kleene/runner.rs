@@ -425,6 +425,8 @@ pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunE
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // Where the run's key lives is none of a command's business.
+    cmd.env_remove("KLEENE_SIGNING_KEY");
     for (key, value) in &inv.env {
         cmd.env(key, value);
     }
