@@ -53,7 +53,7 @@
 //! holding that input re-hashes it and reports the change, and [`ObjectStore::forget`] lets
 //! the caller drop the damaged object so that the next stage gets a fresh copy.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CStr;
 use std::fs;
 use std::io::{self, Read, Write};
@@ -330,6 +330,16 @@ struct Staged {
 pub struct Stage {
     root: PathBuf,
     inputs: BTreeMap<AdmittedPath, Staged>,
+    /// What the last walk found, so [`Stage::reuse`] needs no second walk.
+    last_walk: Mutex<Option<WalkResult>>,
+}
+
+/// What [`Stage::changes`] leaves for [`Stage::reuse`]: the inputs it found unchanged, and the
+/// top-most entries (raw relative paths) that are not unchanged inputs.
+#[derive(Debug)]
+struct WalkResult {
+    kept: HashSet<AdmittedPath>,
+    leftovers: Vec<Vec<u8>>,
 }
 
 impl Stage {
@@ -357,6 +367,7 @@ impl Stage {
         let mut stage = Self {
             root,
             inputs: BTreeMap::new(),
+            last_walk: Mutex::new(None),
         };
         let mut made_dirs: HashSet<PathBuf> = HashSet::new();
         let linked = inputs
@@ -450,17 +461,28 @@ impl Stage {
         let mut walk = Walk {
             stage: self,
             scratch,
-            seen: BTreeSet::new(),
+            seen: HashSet::new(),
             written: BTreeMap::new(),
             refused: Vec::new(),
+            leftovers: Vec::new(),
+            inside_leftover: 0,
         };
-        walk.dir(&root_fd, "")?;
+        walk.dir(&root_fd, "", b"")?;
         let Walk {
             seen,
             written,
             refused,
+            leftovers,
             ..
         } = walk;
+        let kept = seen
+            .iter()
+            .filter(|p| !written.contains_key(*p))
+            .cloned()
+            .collect();
+        if let Ok(mut last) = self.last_walk.lock() {
+            *last = Some(WalkResult { kept, leftovers });
+        }
         let deleted = self
             .inputs
             .keys()
@@ -490,11 +512,90 @@ impl Stage {
         inputs: impl IntoIterator<Item = StageInput<'a>>,
     ) -> Result<Self, StageError> {
         let root = self.root.clone();
-        let result = self.reset(store, inputs);
+        let last = self.last_walk.lock().ok().and_then(|mut last| last.take());
+        let result = match last {
+            Some(walk) => self.reset_from(walk, store, inputs),
+            None => self.reset(store, inputs),
+        };
         if result.is_err() {
             let _ = fs::remove_dir_all(&root);
         }
         result
+    }
+
+    /// [`Stage::reuse`] after a walk: removes what the walk listed as leftovers and the inputs
+    /// no longer wanted, then links what is missing; no second walk.
+    fn reset_from<'a>(
+        mut self,
+        walk: WalkResult,
+        store: &ObjectStore,
+        inputs: impl IntoIterator<Item = StageInput<'a>>,
+    ) -> Result<Self, StageError> {
+        let wanted: HashMap<&AdmittedPath, (StageInput<'a>, Digest)> = inputs
+            .into_iter()
+            .map(|i| {
+                let d = i
+                    .digest
+                    .unwrap_or_else(|| Digest::from(blake3::hash(i.content)));
+                (i.path, (i, d))
+            })
+            .collect();
+        let root_fd = rustix::fs::open(
+            &self.root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| StageError::io(&self.root)(e.into()))?;
+        for raw in &walk.leftovers {
+            remove_beneath(&root_fd, raw, &self.root)?;
+        }
+        // In path order, so the map is rebuilt in one pass.
+        let mut kept = Vec::with_capacity(self.inputs.len());
+        for (path, staged) in std::mem::take(&mut self.inputs) {
+            if !walk.kept.contains(&path) {
+                continue; // changed or deleted: gone with the leftovers
+            }
+            if wanted.get(&path).map(|(_, d)| d) == Some(&staged.digest) {
+                kept.push((path, staged));
+            } else {
+                remove_beneath(&root_fd, path.as_str().as_bytes(), &self.root)?;
+                prune_empty_parents(&root_fd, path.as_str());
+            }
+        }
+        self.inputs = kept.into_iter().collect();
+        self.link_missing(store, &wanted)
+    }
+
+    /// Links every wanted input the stage does not hold, then records identities again where
+    /// a link moved them.
+    fn link_missing(
+        mut self,
+        store: &ObjectStore,
+        wanted: &HashMap<&AdmittedPath, (StageInput<'_>, Digest)>,
+    ) -> Result<Self, StageError> {
+        let mut made_dirs: HashSet<PathBuf> = HashSet::new();
+        let mut linked = HashSet::new();
+        let mut missing: Vec<_> = wanted
+            .iter()
+            .filter(|(path, _)| !self.inputs.contains_key(**path))
+            .map(|(_, v)| *v)
+            .collect();
+        // Linked in path order, so directories are made before what they hold.
+        missing.sort_unstable_by(|a, b| a.0.path.cmp(b.0.path));
+        for (input, digest) in missing {
+            self.link(store, input, &mut made_dirs)?;
+            linked.insert(digest);
+        }
+        // A link moves the change time of every file sharing its object.
+        for (path, staged) in &mut self.inputs {
+            if staged.identity.is_none() || linked.contains(&staged.digest) {
+                let target = self.root.join(path.as_str());
+                let st =
+                    rustix::fs::lstat(&target).map_err(|e| StageError::io(&target)(e.into()))?;
+                staged.identity = Some(identity(&st));
+            }
+        }
+        Ok(self)
     }
 
     fn reset<'a>(
@@ -525,24 +626,11 @@ impl Stage {
         };
         sweep.dir(&root_fd, "")?;
         self.inputs = kept;
-        let mut made_dirs: HashSet<PathBuf> = HashSet::new();
-        let mut linked = HashSet::new();
-        for (path, input) in &wanted {
-            if !self.inputs.contains_key(path) {
-                self.link(store, *input, &mut made_dirs)?;
-                linked.insert(wanted_digests[path]);
-            }
-        }
-        // A link moves the change time of every file sharing its object.
-        for (path, staged) in &mut self.inputs {
-            if staged.identity.is_none() || linked.contains(&staged.digest) {
-                let target = self.root.join(path.as_str());
-                let st =
-                    rustix::fs::lstat(&target).map_err(|e| StageError::io(&target)(e.into()))?;
-                staged.identity = Some(identity(&st));
-            }
-        }
-        Ok(self)
+        let wanted: HashMap<&AdmittedPath, (StageInput<'a>, Digest)> = wanted
+            .iter()
+            .map(|(p, i)| (p, (*i, wanted_digests[p])))
+            .collect();
+        self.link_missing(store, &wanted)
     }
 
     /// Removes the stage directory and everything in it (links are removed, never followed).
@@ -653,9 +741,12 @@ impl StageChanges {
 struct Walk<'s, S> {
     stage: &'s Stage,
     scratch: &'s S,
-    seen: BTreeSet<AdmittedPath>,
+    seen: HashSet<AdmittedPath>,
     written: BTreeMap<AdmittedPath, Vec<u8>>,
     refused: Vec<StageRefusal>,
+    leftovers: Vec<Vec<u8>>,
+    /// How many enclosing directories are leftovers already (their entries are not listed).
+    inside_leftover: usize,
 }
 
 /// How deep the walk descends: far below what an admitted path can reach, so a deeper tree
@@ -667,7 +758,25 @@ impl<S: ScratchRule> Walk<'_, S> {
         self.stage.root.join(rel)
     }
 
-    fn dir(&mut self, fd: &OwnedFd, prefix: &str) -> Result<(), StageError> {
+    fn leftover(&mut self, raw: Vec<u8>) {
+        if self.inside_leftover == 0 {
+            self.leftovers.push(raw);
+        }
+    }
+
+    /// Whether an input lies beneath the directory `dir`.
+    fn holds_inputs(&self, dir: &str) -> bool {
+        let Ok(dir) = AdmittedPath::admit(dir) else {
+            return false;
+        };
+        self.stage
+            .inputs
+            .range::<AdmittedPath, _>(&dir..)
+            .next()
+            .is_some_and(|(p, _)| p.starts_with(&dir) && *p != dir)
+    }
+
+    fn dir(&mut self, fd: &OwnedFd, prefix: &str, raw_prefix: &[u8]) -> Result<(), StageError> {
         let depth = prefix.split('/').filter(|c| !c.is_empty()).count();
         let dir = Dir::read_from(fd).map_err(|e| StageError::io(&self.place(prefix))(e.into()))?;
         let mut names: Vec<Vec<u8>> = Vec::new();
@@ -687,6 +796,11 @@ impl<S: ScratchRule> Walk<'_, S> {
             } else {
                 format!("{prefix}/{shown}")
             };
+            let raw = if raw_prefix.is_empty() {
+                name.clone()
+            } else {
+                [raw_prefix, b"/", &name].concat()
+            };
             let c_name = match std::ffi::CString::new(name.clone()) {
                 Ok(c) => c,
                 Err(_) => continue, // a directory entry never holds a NUL byte
@@ -700,49 +814,25 @@ impl<S: ScratchRule> Walk<'_, S> {
             let utf8 = std::str::from_utf8(&name).is_ok();
             match FileType::from_raw_mode(st.st_mode as _) {
                 FileType::Directory => {
-                    if self.scratch.covers_dir(&rel) {
-                        continue;
+                    // A directory that holds no input goes whole when the stage is reused.
+                    let holds = utf8 && self.holds_inputs(&rel);
+                    if !holds {
+                        self.leftover(raw.clone());
+                        self.inside_leftover += 1;
                     }
-                    if depth + 1 > MAX_DEPTH {
-                        self.refused.push(StageRefusal::Unnameable {
-                            path: rel,
-                            reason: format!("nested deeper than {MAX_DEPTH} directories"),
-                        });
-                        continue;
+                    let walked = self.subdir(fd, &c_name, &rel, &raw, depth);
+                    if !holds {
+                        self.inside_leftover -= 1;
                     }
-                    let child = rustix::fs::openat(
-                        fd,
-                        &c_name,
-                        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                        Mode::empty(),
-                    )
-                    .map_err(|e| StageError::io(&self.place(&rel))(e.into()))?;
-                    self.dir(&child, &rel)?;
+                    walked?;
                 }
                 FileType::RegularFile => {
-                    if self.scratch.is_scratch(&rel) {
-                        continue;
+                    if !self.regular(fd, &c_name, rel, utf8, &st)? {
+                        self.leftover(raw);
                     }
-                    let path = match (utf8, AdmittedPath::admit(&rel)) {
-                        (true, Ok(path)) => path,
-                        (false, _) => {
-                            self.refused.push(StageRefusal::Unnameable {
-                                path: rel,
-                                reason: "the name is not UTF-8".to_owned(),
-                            });
-                            continue;
-                        }
-                        (true, Err(e)) => {
-                            self.refused.push(StageRefusal::Unnameable {
-                                path: rel,
-                                reason: e.to_string(),
-                            });
-                            continue;
-                        }
-                    };
-                    self.file(fd, &c_name, path, &st)?;
                 }
                 other => {
+                    self.leftover(raw);
                     if self.scratch.is_scratch(&rel) {
                         continue;
                     }
@@ -767,6 +857,67 @@ impl<S: ScratchRule> Walk<'_, S> {
             }
         }
         Ok(())
+    }
+
+    fn subdir(
+        &mut self,
+        fd: &OwnedFd,
+        c_name: &CStr,
+        rel: &str,
+        raw: &[u8],
+        depth: usize,
+    ) -> Result<(), StageError> {
+        if self.scratch.covers_dir(rel) {
+            return Ok(());
+        }
+        if depth + 1 > MAX_DEPTH {
+            self.refused.push(StageRefusal::Unnameable {
+                path: rel.to_owned(),
+                reason: format!("nested deeper than {MAX_DEPTH} directories"),
+            });
+            return Ok(());
+        }
+        let child = rustix::fs::openat(
+            fd,
+            c_name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| StageError::io(&self.place(rel))(e.into()))?;
+        self.dir(&child, rel, raw)
+    }
+
+    /// Classifies a regular file; returns whether it is an input, unchanged.
+    fn regular(
+        &mut self,
+        fd: &OwnedFd,
+        c_name: &CStr,
+        rel: String,
+        utf8: bool,
+        st: &Stat,
+    ) -> Result<bool, StageError> {
+        if self.scratch.is_scratch(&rel) {
+            return Ok(false);
+        }
+        let path = match (utf8, AdmittedPath::admit(&rel)) {
+            (true, Ok(path)) => path,
+            (false, _) => {
+                self.refused.push(StageRefusal::Unnameable {
+                    path: rel,
+                    reason: "the name is not UTF-8".to_owned(),
+                });
+                return Ok(false);
+            }
+            (true, Err(e)) => {
+                self.refused.push(StageRefusal::Unnameable {
+                    path: rel,
+                    reason: e.to_string(),
+                });
+                return Ok(false);
+            }
+        };
+        self.file(fd, c_name, path.clone(), st)?;
+        Ok(self.seen.contains(&path) && !self.written.contains_key(&path))
     }
 
     fn file(
@@ -897,6 +1048,101 @@ impl Sweep<'_> {
             }
         }
         Ok(holds)
+    }
+}
+
+/// Removes the entry at the raw relative path `raw` beneath `root` (a whole tree for a
+/// directory), opening every parent with `O_NOFOLLOW`; an entry already gone is fine, a
+/// parent that is no longer a directory is an error (the caller starts a fresh stage).
+fn remove_beneath(root: &OwnedFd, raw: &[u8], shown: &Path) -> Result<(), StageError> {
+    beneath(root, raw, remove_entry).map_err(|e| StageError::io(shown)(e.into()))
+}
+
+/// Runs `op` on the entry at the raw relative path `raw` beneath `root`, in its parent opened
+/// with `O_NOFOLLOW` at every component; an entry (or parent) already gone is fine.
+fn beneath(
+    root: &OwnedFd,
+    raw: &[u8],
+    op: impl FnOnce(&OwnedFd, &CStr) -> Result<(), rustix::io::Errno>,
+) -> Result<(), rustix::io::Errno> {
+    let mut parts: Vec<&[u8]> = raw.split(|&b| b == b'/').collect();
+    let Some(last) = parts.pop() else {
+        return Ok(());
+    };
+    let mut dir: Option<OwnedFd> = None;
+    for part in parts {
+        let Ok(name) = std::ffi::CString::new(part) else {
+            return Ok(());
+        };
+        let parent = dir.as_ref().unwrap_or(root);
+        match rustix::fs::openat(
+            parent,
+            &name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => dir = Some(fd),
+            Err(rustix::io::Errno::NOENT) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    let parent = dir.as_ref().unwrap_or(root);
+    let Ok(name) = std::ffi::CString::new(last) else {
+        return Ok(());
+    };
+    op(parent, &name)
+}
+
+/// Removes `name` in `dir`: a file or link by unlinking it, a directory with everything in it.
+fn remove_entry(dir: &OwnedFd, name: &CStr) -> Result<(), rustix::io::Errno> {
+    let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(rustix::io::Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if FileType::from_raw_mode(st.st_mode as _) == FileType::Directory {
+        let child = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        // A directory the call left without write or search permission.
+        let _ = rustix::fs::fchmod(&child, Mode::from_raw_mode(0o755));
+        let mut names = Vec::new();
+        for entry in Dir::read_from(&child)? {
+            let entry = entry?;
+            let n = entry.file_name();
+            if n.to_bytes() != b"." && n.to_bytes() != b".." {
+                names.push(n.to_owned());
+            }
+        }
+        for n in names {
+            remove_entry(&child, &n)?;
+        }
+        rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
+    } else {
+        match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+            Err(rustix::io::Errno::NOENT) => Ok(()),
+            other => other,
+        }
+    }
+}
+
+/// Removes the now-empty directories above `path` (best effort; a non-empty one stops it).
+fn prune_empty_parents(root: &OwnedFd, path: &str) {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    parts.pop();
+    while !parts.is_empty() {
+        let joined = parts.join("/");
+        // A failure (not empty, gone, not a directory) ends the pruning.
+        let removed = beneath(root, joined.as_bytes(), |dir, name| {
+            rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
+        });
+        if removed.is_err() {
+            return;
+        }
+        parts.pop();
     }
 }
 
@@ -1155,6 +1401,15 @@ mod tests {
 
     #[test]
     fn reuse_keeps_unchanged_inputs_and_removes_everything_else() {
+        reuse_scenario(false);
+    }
+
+    #[test]
+    fn reuse_after_a_walk_needs_no_second_walk_and_gives_the_same_stage() {
+        reuse_scenario(true);
+    }
+
+    fn reuse_scenario(walk_first: bool) {
         let (tmp, store) = setup();
         let (a, b, c) = (p("out/a.txt"), p("out/b.txt"), p("c.txt"));
         let stage = Stage::prepare(
@@ -1172,6 +1427,12 @@ mod tests {
         std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
         fs::create_dir_all(root.join("target/debug/deep")).unwrap();
         fs::write(root.join("target/debug/deep/x"), "bin").unwrap();
+        fs::create_dir_all(root.join("out/new")).unwrap();
+        fs::write(root.join("out/new/y"), "y").unwrap();
+        if walk_first {
+            let changes = stage.changes(&()).unwrap();
+            assert_eq!(changes.written().len(), 4, "{changes:?}");
+        }
         let next = stage
             .reuse(
                 &store,
