@@ -24,6 +24,11 @@ fn accept(dir: &Path) -> Output {
         .unwrap()
 }
 
+/// A plan of one task, `app_module`, owning `owned`, with the extra keys `extra`.
+fn one_task(dir: &Path, owned: &[&str], extra: serde_json::Value) -> std::path::PathBuf {
+    write_plan(dir, vec![task("app_module", "module", owned, &[], extra)])
+}
+
 /// Waits until `path` exists (a command of the run got that far).
 fn wait_for(path: &Path, what: &str) {
     let started = Instant::now();
@@ -136,16 +141,7 @@ fn nothing_is_read_through_a_symlinked_directory() {
     ];
     for (what, command) in cases {
         let tmp = TempDir::new().unwrap();
-        let plan = write_plan(
-            tmp.path(),
-            vec![task(
-                "app_module",
-                "module",
-                &["out/passwd"],
-                &[],
-                json!({"run": command}),
-            )],
-        );
+        let plan = one_task(tmp.path(), &["out/passwd"], json!({"run": command}));
         let out = run(tmp.path(), &plan);
         assert_eq!(out.status.code(), Some(1), "{what}: {}", both(&out));
         let st = text(&status(tmp.path()).stdout);
@@ -171,18 +167,13 @@ fn nothing_is_read_through_a_symlinked_directory() {
 #[test]
 fn a_check_that_swaps_in_a_link_after_run_is_refused() {
     let tmp = TempDir::new().unwrap();
-    let plan = write_plan(
+    let plan = one_task(
         tmp.path(),
-        vec![task(
-            "app_module",
-            "module",
-            &["out/passwd"],
-            &[],
-            json!({
-                "run": "mkdir -p out && echo mine > out/passwd",
-                "checks": [{"id": "swap", "command": "rm -rf out && ln -s /etc out"}],
-            }),
-        )],
+        &["out/passwd"],
+        json!({
+            "run": "mkdir -p out && echo mine > out/passwd",
+            "checks": [{"id": "swap", "command": "rm -rf out && ln -s /etc out"}],
+        }),
     );
     let out = run(tmp.path(), &plan);
     assert_eq!(out.status.code(), Some(1), "{}", both(&out));
@@ -200,15 +191,10 @@ fn a_file_kleene_cannot_name_is_refused_by_name() {
         ("invalid UTF-8", "touch \"$(printf 'x\\377y')\"", "x\\xffy"),
     ] {
         let tmp = TempDir::new().unwrap();
-        let plan = write_plan(
+        let plan = one_task(
             tmp.path(),
-            vec![task(
-                "app_module",
-                "module",
-                &["app/MODULE"],
-                &[],
-                json!({"run": format!("mkdir -p app && echo m > app/MODULE && {command}")}),
-            )],
+            &["app/MODULE"],
+            json!({"run": format!("mkdir -p app && echo m > app/MODULE && {command}")}),
         );
         let out = run(tmp.path(), &plan);
         assert_eq!(out.status.code(), Some(1), "{what}: {}", both(&out));
@@ -318,15 +304,10 @@ fn resume_refuses_a_changed_plan_file_and_restart_keeps_the_old_run() {
 #[test]
 fn a_second_writer_is_refused_naming_the_first() {
     let tmp = TempDir::new().unwrap();
-    let plan = write_plan(
+    let plan = one_task(
         tmp.path(),
-        vec![task(
-            "app_module",
-            "module",
-            &["app/MODULE"],
-            &[],
-            json!({"run": "touch \"$KLEENE_CACHE_DIR/started\"; sleep 2; mkdir -p app && echo m > app/MODULE"}),
-        )],
+        &["app/MODULE"],
+        json!({"run": "touch \"$KLEENE_CACHE_DIR/started\"; sleep 2; mkdir -p app && echo m > app/MODULE"}),
     );
     let mut first = spawn_run(tmp.path(), &plan);
     wait_for(
@@ -375,20 +356,15 @@ fn a_run_killed_before_its_first_record_resumes() {
 #[test]
 fn kleenes_own_write_failure_stops_the_run_without_spending_a_call() {
     let tmp = TempDir::new().unwrap();
-    let plan = write_plan(
+    let plan = one_task(
         tmp.path(),
-        vec![task(
-            "app_module",
-            "module",
-            &["app/MODULE"],
-            &[],
-            json!({
-                "run": "mkdir -p app && echo bad > app/MODULE",
-                "checks": [{"id": "good", "command": "grep -q good app/MODULE"}],
-                "fix": "echo good > app/MODULE",
-                "retry_limit": 3,
-            }),
-        )],
+        &["app/MODULE"],
+        json!({
+            "run": "mkdir -p app && echo bad > app/MODULE",
+            "checks": [{"id": "good", "command": "grep -q good app/MODULE"}],
+            "fix": "echo good > app/MODULE",
+            "retry_limit": 3,
+        }),
     );
     // A directory where the fixer's spec file belongs: writing it fails, even as root, the
     // way a full disk makes it fail.
@@ -481,15 +457,10 @@ fn sigkill_at_any_moment_of_the_demo_then_resume_gives_the_same_acceptance() {
 fn two_runs_started_together_exactly_one_is_refused() {
     for trial in 0..5 {
         let tmp = TempDir::new().unwrap();
-        let plan = write_plan(
+        let plan = one_task(
             tmp.path(),
-            vec![task(
-                "app_module",
-                "module",
-                &["app/MODULE"],
-                &[],
-                json!({"run": "sleep 0.5; mkdir -p app && echo m > app/MODULE"}),
-            )],
+            &["app/MODULE"],
+            json!({"run": "sleep 0.5; mkdir -p app && echo m > app/MODULE"}),
         );
         let a = spawn_run(tmp.path(), &plan);
         let b = spawn_run(tmp.path(), &plan);
@@ -519,22 +490,17 @@ fn two_runs_started_together_exactly_one_is_refused() {
 fn a_task_that_outlives_a_killed_kleene_is_named_or_killed_by_resume() {
     let tmp = TempDir::new().unwrap();
     let late = tmp.path().join("late");
-    let plan = write_plan(
+    let plan = one_task(
         tmp.path(),
-        vec![task(
-            "app_module",
-            "module",
-            &["app/MODULE"],
-            &[],
-            json!({
-                "run": format!(
-                    "if [ \"$KLEENE_CALL\" = 1 ]; then touch \"$KLEENE_CACHE_DIR/started\"; sleep 5; touch {}; fi; mkdir -p app && echo m > app/MODULE",
-                    late.display()
-                ),
-                // The killed call counts: leave room for the resumed one.
-                "retry_limit": 1,
-            }),
-        )],
+        &["app/MODULE"],
+        json!({
+            "run": format!(
+                "if [ \"$KLEENE_CALL\" = 1 ]; then touch \"$KLEENE_CACHE_DIR/started\"; sleep 5; touch {}; fi; mkdir -p app && echo m > app/MODULE",
+                late.display()
+            ),
+            // The killed call counts: leave room for the resumed one.
+            "retry_limit": 1,
+        }),
     );
     // Without a PID namespace the group survives kleene: resume must see it.
     let mut child = StdCommand::new(env!("CARGO_BIN_EXE_kleene"))
@@ -594,18 +560,13 @@ fn nothing_survives_a_killed_kleene_where_namespaces_work() {
     }
     let tmp = TempDir::new().unwrap();
     let late = tmp.path().join("late");
-    let plan = write_plan(
+    let plan = one_task(
         tmp.path(),
-        vec![task(
-            "app_module",
-            "module",
-            &["app/MODULE"],
-            &[],
-            json!({"run": format!(
-                "setsid sh -c 'sleep 1; touch {}' & touch \"$KLEENE_CACHE_DIR/started\"; sleep 30",
-                late.display()
-            )}),
-        )],
+        &["app/MODULE"],
+        json!({"run": format!(
+            "setsid sh -c 'sleep 1; touch {}' & touch \"$KLEENE_CACHE_DIR/started\"; sleep 30",
+            late.display()
+        )}),
     );
     let mut child = spawn_run(tmp.path(), &plan);
     wait_for(
@@ -710,15 +671,10 @@ fn a_rust_crate_is_accepted_and_its_export_passes_its_own_tests() {
 #[test]
 fn owning_a_directory_owns_everything_beneath_it() {
     let tmp = TempDir::new().unwrap();
-    let plan = write_plan(
+    let plan = one_task(
         tmp.path(),
-        vec![task(
-            "app_module",
-            "module",
-            &["out"],
-            &[],
-            json!({"run": "mkdir -p out/deep && echo ok > out/ok.txt && echo d > out/deep/d.txt"}),
-        )],
+        &["out"],
+        json!({"run": "mkdir -p out/deep && echo ok > out/ok.txt && echo d > out/deep/d.txt"}),
     );
     let out = run(tmp.path(), &plan);
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
@@ -731,16 +687,7 @@ fn owning_a_directory_owns_everything_beneath_it() {
 fn changing_a_command_changes_the_channel_and_the_record() {
     let tmp = TempDir::new().unwrap();
     let channel_of = |run_cmd: &str, state: &str| {
-        let plan = write_plan(
-            tmp.path(),
-            vec![task(
-                "app_module",
-                "module",
-                &["app/MODULE"],
-                &[],
-                json!({"run": run_cmd}),
-            )],
-        );
+        let plan = one_task(tmp.path(), &["app/MODULE"], json!({"run": run_cmd}));
         let out = kleene(tmp.path())
             .args(["run", plan.to_str().unwrap(), "--state", state, "--json"])
             .output()
