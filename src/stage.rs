@@ -461,7 +461,12 @@ impl Stage {
         let mut walk = Walk {
             stage: self,
             scratch,
-            seen: HashSet::new(),
+            by_name: self
+                .inputs
+                .iter()
+                .map(|(p, s)| (p.as_str(), (p, s)))
+                .collect(),
+            seen: HashSet::with_capacity(self.inputs.len()),
             written: BTreeMap::new(),
             refused: Vec::new(),
             leftovers: Vec::new(),
@@ -477,8 +482,8 @@ impl Stage {
         } = walk;
         let kept = seen
             .iter()
-            .filter(|p| !written.contains_key(*p))
-            .cloned()
+            .filter(|p| !written.contains_key(**p))
+            .map(|p| (*p).clone())
             .collect();
         if let Ok(mut last) = self.last_walk.lock() {
             *last = Some(WalkResult { kept, leftovers });
@@ -486,7 +491,7 @@ impl Stage {
         let deleted = self
             .inputs
             .keys()
-            .filter(|p| !seen.contains(*p))
+            .filter(|p| !seen.contains(p))
             .cloned()
             .collect();
         Ok(StageChanges {
@@ -741,7 +746,10 @@ impl StageChanges {
 struct Walk<'s, S> {
     stage: &'s Stage,
     scratch: &'s S,
-    seen: HashSet<AdmittedPath>,
+    /// The inputs by name: an unchanged input is recognised by one hash lookup, without
+    /// admitting its path again or searching the ordered map.
+    by_name: HashMap<&'s str, (&'s AdmittedPath, &'s Staged)>,
+    seen: HashSet<&'s AdmittedPath>,
     written: BTreeMap<AdmittedPath, Vec<u8>>,
     refused: Vec<StageRefusal>,
     leftovers: Vec<Vec<u8>>,
@@ -753,7 +761,7 @@ struct Walk<'s, S> {
 /// is refused by name instead of exhausting file descriptors.
 const MAX_DEPTH: usize = 128;
 
-impl<S: ScratchRule> Walk<'_, S> {
+impl<'s, S: ScratchRule> Walk<'s, S> {
     fn place(&self, rel: &str) -> PathBuf {
         self.stage.root.join(rel)
     }
@@ -779,31 +787,30 @@ impl<S: ScratchRule> Walk<'_, S> {
     fn dir(&mut self, fd: &OwnedFd, prefix: &str, raw_prefix: &[u8]) -> Result<(), StageError> {
         let depth = prefix.split('/').filter(|c| !c.is_empty()).count();
         let dir = Dir::read_from(fd).map_err(|e| StageError::io(&self.place(prefix))(e.into()))?;
-        let mut names: Vec<Vec<u8>> = Vec::new();
+        let mut names: Vec<std::ffi::CString> = Vec::new();
         for entry in dir {
             let entry = entry.map_err(|e| StageError::io(&self.place(prefix))(e.into()))?;
-            let name = entry.file_name().to_bytes();
-            if name != b"." && name != b".." {
-                names.push(name.to_vec());
+            let name = entry.file_name();
+            if name.to_bytes() != b"." && name.to_bytes() != b".." {
+                names.push(name.to_owned());
             }
         }
         // Sorted, so refusals are listed in a stable order.
         names.sort_unstable();
-        for name in names {
-            let shown = escape(&name);
+        for c_name in names {
+            let name = c_name.to_bytes();
+            let shown = escape(name);
             let rel = if prefix.is_empty() {
-                shown.clone()
+                shown.into_owned()
             } else {
                 format!("{prefix}/{shown}")
             };
-            let raw = if raw_prefix.is_empty() {
-                name.clone()
-            } else {
-                [raw_prefix, b"/", &name].concat()
-            };
-            let c_name = match std::ffi::CString::new(name.clone()) {
-                Ok(c) => c,
-                Err(_) => continue, // a directory entry never holds a NUL byte
+            let raw = || {
+                if raw_prefix.is_empty() {
+                    name.to_vec()
+                } else {
+                    [raw_prefix, b"/", name].concat()
+                }
             };
             let st = match rustix::fs::statat(fd, &c_name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
@@ -811,11 +818,12 @@ impl<S: ScratchRule> Walk<'_, S> {
                 Err(rustix::io::Errno::NOENT) => continue,
                 Err(e) => return Err(StageError::io(&self.place(&rel))(e.into())),
             };
-            let utf8 = std::str::from_utf8(&name).is_ok();
+            let utf8 = std::str::from_utf8(name).is_ok();
             match FileType::from_raw_mode(st.st_mode as _) {
                 FileType::Directory => {
                     // A directory that holds no input goes whole when the stage is reused.
                     let holds = utf8 && self.holds_inputs(&rel);
+                    let raw = raw();
                     if !holds {
                         self.leftover(raw.clone());
                         self.inside_leftover += 1;
@@ -828,17 +836,17 @@ impl<S: ScratchRule> Walk<'_, S> {
                 }
                 FileType::RegularFile => {
                     if !self.regular(fd, &c_name, rel, utf8, &st)? {
-                        self.leftover(raw);
+                        self.leftover(raw());
                     }
                 }
                 other => {
-                    self.leftover(raw);
+                    self.leftover(raw());
                     if self.scratch.is_scratch(&rel) {
                         continue;
                     }
                     if other == FileType::Symlink {
                         let target = rustix::fs::readlinkat(fd, &c_name, Vec::new())
-                            .map(|t| escape(t.as_bytes()))
+                            .map(|t| escape(t.as_bytes()).into_owned())
                             .unwrap_or_else(|_| "(unreadable)".to_owned());
                         self.refused
                             .push(StageRefusal::Symlink { path: rel, target });
@@ -899,6 +907,15 @@ impl<S: ScratchRule> Walk<'_, S> {
         if self.scratch.is_scratch(&rel) {
             return Ok(false);
         }
+        // Most files of a stage are its unchanged inputs: recognised by name and identity.
+        if utf8 && let Some(&(path, staged)) = self.by_name.get(rel.as_str()) {
+            if staged.identity == Some(identity(st)) {
+                self.seen.insert(path);
+                return Ok(true);
+            }
+            self.file(fd, c_name, path)?;
+            return Ok(!self.written.contains_key(path));
+        }
         let path = match (utf8, AdmittedPath::admit(&rel)) {
             (true, Ok(path)) => path,
             (false, _) => {
@@ -916,24 +933,54 @@ impl<S: ScratchRule> Walk<'_, S> {
                 return Ok(false);
             }
         };
-        self.file(fd, c_name, path.clone(), st)?;
-        Ok(self.seen.contains(&path) && !self.written.contains_key(&path))
+        // Not an input (an input's name is admitted, so it was found above): a new file.
+        self.read_new(fd, c_name, path)?;
+        Ok(false)
     }
 
+    /// An input whose identity changed: unchanged when its bytes still hash to its digest.
     fn file(
         &mut self,
         dir: &OwnedFd,
         name: &CStr,
-        path: AdmittedPath,
-        st: &Stat,
+        path: &'s AdmittedPath,
     ) -> Result<(), StageError> {
-        let input = self.stage.inputs.get(&path);
-        if let Some(input) = input
-            && input.identity == Some(identity(st))
-        {
-            self.seen.insert(path);
+        let Some(content) = self.read(dir, name, path)? else {
             return Ok(());
+        };
+        self.seen.insert(path);
+        let same = self
+            .stage
+            .inputs
+            .get(path)
+            .is_some_and(|input| Digest::from(blake3::hash(&content)) == input.digest);
+        if !same {
+            self.written.insert(path.clone(), content);
         }
+        Ok(())
+    }
+
+    /// A file that is not an input: written by the call.
+    fn read_new(
+        &mut self,
+        dir: &OwnedFd,
+        name: &CStr,
+        path: AdmittedPath,
+    ) -> Result<(), StageError> {
+        if let Some(content) = self.read(dir, name, &path)? {
+            self.written.insert(path, content);
+        }
+        Ok(())
+    }
+
+    /// The bytes of the regular file `name` in `dir`; `None` (and a refusal) when it turned
+    /// into a link between the look and the open.
+    fn read(
+        &mut self,
+        dir: &OwnedFd,
+        name: &CStr,
+        path: &AdmittedPath,
+    ) -> Result<Option<Vec<u8>>, StageError> {
         let fd = match rustix::fs::openat(
             dir,
             name,
@@ -941,13 +988,12 @@ impl<S: ScratchRule> Walk<'_, S> {
             Mode::empty(),
         ) {
             Ok(fd) => fd,
-            // Swapped for a link between the look and the open: refuse it by name.
             Err(rustix::io::Errno::LOOP) => {
                 self.refused.push(StageRefusal::Symlink {
                     path: path.as_str().to_owned(),
                     target: "(changed while kleene read it)".to_owned(),
                 });
-                return Ok(());
+                return Ok(None);
             }
             Err(e) => return Err(StageError::io(&self.place(path.as_str()))(e.into())),
         };
@@ -955,15 +1001,7 @@ impl<S: ScratchRule> Walk<'_, S> {
         fs::File::from(fd)
             .read_to_end(&mut content)
             .map_err(StageError::io(&self.place(path.as_str())))?;
-        if let Some(input) = input {
-            if Digest::from(blake3::hash(&content)) == input.digest {
-                self.seen.insert(path);
-                return Ok(());
-            }
-            self.seen.insert(path.clone());
-        }
-        self.written.insert(path, content);
-        Ok(())
+        Ok(Some(content))
     }
 }
 
@@ -1148,7 +1186,12 @@ fn prune_empty_parents(root: &OwnedFd, path: &str) {
 
 /// A name as text: UTF-8 stays as it is except control characters and backslashes, which are
 /// escaped, as are bytes that are not UTF-8 (`\xff`).
-fn escape(bytes: &[u8]) -> String {
+fn escape(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    if let Ok(text) = std::str::from_utf8(bytes)
+        && !text.chars().any(|c| c.is_control() || c == '\\')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         for c in chunk.valid().chars() {
@@ -1162,7 +1205,7 @@ fn escape(bytes: &[u8]) -> String {
             out.push_str(&format!("\\x{b:02x}"));
         }
     }
-    out
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]

@@ -542,19 +542,7 @@ fn a_task_that_outlives_a_killed_kleene_is_named_or_killed_by_resume() {
 /// Where a PID namespace is available, nothing a task started survives a SIGKILL of kleene.
 #[test]
 fn nothing_survives_a_killed_kleene_where_namespaces_work() {
-    let probe = StdCommand::new("setpriv")
-        .args([
-            "--pdeathsig",
-            "KILL",
-            "--",
-            "unshare",
-            "--pid",
-            "--fork",
-            "--kill-child",
-            "true",
-        ])
-        .status();
-    if !probe.is_ok_and(|s| s.success()) {
+    if !namespaces_work() {
         eprintln!("skipped: no PID namespace on this machine");
         return;
     }
@@ -577,6 +565,80 @@ fn nothing_survives_a_killed_kleene_where_namespaces_work() {
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     assert!(!late.exists(), "a setsid child outlived kleene");
+}
+
+/// Whether a PID namespace under a parent-death signal can be made here.
+fn namespaces_work() -> bool {
+    StdCommand::new("setpriv")
+        .args([
+            "--pdeathsig",
+            "KILL",
+            "--",
+            "unshare",
+            "--pid",
+            "--fork",
+            "--kill-child",
+        ])
+        .arg("true")
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// One contained host serves every call of a run, so what a call leaves behind must die with
+/// the call: a `setsid` child of the first task, still sleeping when the second task's call
+/// runs in the same stage directory, would write a file the second task does not own.
+#[test]
+fn a_setsid_child_dies_with_its_call_where_namespaces_work() {
+    if !namespaces_work() {
+        eprintln!("skipped: no PID namespace on this machine");
+        return;
+    }
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            task(
+                "app_module",
+                "module",
+                &["app/MODULE"],
+                &[],
+                json!({"run": "mkdir -p app && echo m > app/MODULE && \
+                    (setsid sh -c 'sleep 0.4; echo late > \"$0/app/late.txt\"' \"$PWD\" \
+                    > /dev/null 2>&1 < /dev/null &); sleep 0.2"}),
+            ),
+            task(
+                "app_model",
+                "model",
+                &["app/model.txt"],
+                &["app_module"],
+                json!({"run": "sleep 0.8; echo model > app/model.txt"}),
+            ),
+        ],
+    );
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    std::thread::sleep(Duration::from_millis(500));
+    let stray: Vec<_> = walk(&tmp.path().join("st"))
+        .into_iter()
+        .filter(|p| p.ends_with("late.txt"))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "a setsid child outlived its call: {stray:?}"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
 }
 
 /// A plan over a real tiny Rust crate: the check runs `cargo test --offline` in the stage,

@@ -75,9 +75,10 @@ run; KLEENE_CACHE_DIR is a directory kept between calls for build caches.
 
 Commands run as `sh -c` in the stage with KLEENE_PLAN_DIR, KLEENE_WORKSPACE (the stage),
 KLEENE_CACHE_DIR, KLEENE_TASK, KLEENE_SUBTASK, KLEENE_DEPTH, KLEENE_CALL and, for `fix`,
-KLEENE_RECOVERY_SPEC_FILE. Where Linux allows it each command is PID 1 of its own PID
-namespace (setpriv and unshare from util-linux): nothing it starts outlives it or a killed
-kleene (this costs ~1.7 ms per command; KLEENE_CONTAINMENT=process-group turns it off).
+KLEENE_RECOVERY_SPEC_FILE. Where Linux allows it commands run in a PID namespace
+(setpriv and unshare from util-linux) whose init, a helper kleene starts once per run, kills
+whatever a command left behind before the call is judged: nothing a command starts outlives
+its call or a killed kleene (KLEENE_CONTAINMENT=process-group turns it off).
 Elsewhere it leads a process group that kleene records, and a later resume refuses to start
 while one is alive (--kill-stale kills it). A missing command (exit 127/126) or a
 timeout is an infrastructure failure and is never handed to a fixer; kleene's own failure

@@ -9,6 +9,7 @@
 
 mod cli;
 mod commands;
+mod contain;
 mod planfile;
 mod report;
 mod runner;
@@ -23,6 +24,12 @@ use crate::cli::{Cli, Command};
 use crate::report::{Mode, Reporter};
 
 fn main() -> ExitCode {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == contain::HOST_ARG)
+    {
+        return contain::serve();
+    }
     let cli = Cli::parse();
     let mode = Mode::detect(cli.json);
     let mut rep = Reporter::new(mode);

@@ -8,14 +8,17 @@
 //! # What outlives a command
 //!
 //! Where the machine allows it (Linux with `setpriv` and `unshare` from util-linux, and the
-//! right to make a PID namespace), each command runs as PID 1 of its own PID namespace, under
-//! a parent-death signal: when the command ends, is killed, or kleene itself dies (even by
-//! SIGKILL), the kernel kills every process it started, including ones that called `setsid`
-//! to leave its process group. Elsewhere the command leads a process group that kleene kills
-//! when the command ends; a process that leaves the group, or a group whose kleene was killed
-//! with SIGKILL, can keep running. For that case each running group is recorded in a file
-//! (see [`GroupRecords`]) until it is stopped, so the next `kleene resume` can refuse to start
-//! while an earlier call's processes are still alive, or kill them when asked.
+//! right to make a PID namespace), commands run inside a contained host (see
+//! [`crate::contain`]): the init of a PID namespace under a parent-death signal, which kills
+//! and reaps every process a command left behind (including ones that called `setsid` to leave
+//! its process group) before it reports the command's end, and which the kernel tears down with
+//! everything in it when kleene dies, even by SIGKILL. One host serves a thread's every
+//! command, so a call costs one fork, not a new namespace. Elsewhere the command leads a
+//! process group that kleene kills when the command ends; a process that leaves the group, or
+//! a group whose kleene was killed with SIGKILL, can keep running. For that case each running
+//! group is recorded in a file (see [`GroupRecords`]) until it is stopped, so the next
+//! `kleene resume` can refuse to start while an earlier call's processes are still alive, or
+//! kill them when asked.
 //! [`containment`] says which of the two is in force.
 //!
 //! A command either finishes ([`Finished`], success or an ordinary non-zero exit that a
@@ -89,7 +92,7 @@ pub struct Invocation<'a> {
     /// Bytes written to the command's stdin (then closed); stdin is empty otherwise.
     pub stdin: Option<&'a [u8]>,
     /// Extra environment variables.
-    pub env: Vec<(&'static str, String)>,
+    pub env: Vec<(&'a str, String)>,
     /// Bounds of the kept output tail.
     pub limits: TailLimits,
     /// Where the running process group is recorded while the command runs, if anywhere,
@@ -120,51 +123,11 @@ impl Containment {
 /// The containment in force, probed once per process. `KLEENE_CONTAINMENT=process-group`
 /// forces the fallback (for tests of it).
 pub fn containment() -> Containment {
-    wrapper().map_or(Containment::ProcessGroup, |_| Containment::PidNamespace)
-}
-
-/// The absolute paths of `setpriv` and `unshare` when a contained command works here: found
-/// once, so no command pays for a search of PATH.
-fn wrapper() -> Option<&'static (PathBuf, PathBuf)> {
-    static PROBED: std::sync::OnceLock<Option<(PathBuf, PathBuf)>> = std::sync::OnceLock::new();
-    PROBED.get_or_init(probe_wrapper).as_ref()
-}
-
-fn probe_wrapper() -> Option<(PathBuf, PathBuf)> {
-    if std::env::var("KLEENE_CONTAINMENT").as_deref() == Ok("process-group") {
-        return None;
+    if crate::contain::available() {
+        Containment::PidNamespace
+    } else {
+        Containment::ProcessGroup
     }
-    let find = |name: &str| {
-        std::env::var_os("PATH")
-            .into_iter()
-            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-    };
-    let (setpriv, unshare) = (find("setpriv")?, find("unshare")?);
-    let works = Command::new(&setpriv)
-        .args(contain_args(&unshare))
-        .arg("/bin/true")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    works.then_some((setpriv, unshare))
-}
-
-/// `setpriv` arguments that put what follows under SIGKILL on parent death, in a new PID
-/// namespace whose init (the command) takes every process of the namespace with it.
-fn contain_args(unshare: &Path) -> [&std::ffi::OsStr; 7] {
-    [
-        "--pdeathsig".as_ref(),
-        "KILL".as_ref(),
-        "--".as_ref(),
-        unshare.as_os_str(),
-        "--pid".as_ref(),
-        "--fork".as_ref(),
-        "--kill-child".as_ref(),
-    ]
 }
 
 /// The process groups of commands that are running, one file each in a directory: what a
@@ -189,14 +152,14 @@ impl GroupRecords {
         Self { dir }
     }
 
-    fn record(&self, group: i32, label: &str) {
+    pub(crate) fn record(&self, group: i32, label: &str) {
         // Best effort: a missing record only weakens a later check, never this run.
         let _ = std::fs::create_dir_all(&self.dir);
         let text = format!("{}\n{label}\n", start_time(group).unwrap_or_default());
         let _ = std::fs::write(self.dir.join(group.to_string()), text);
     }
 
-    fn forget(&self, group: i32) {
+    pub(crate) fn forget(&self, group: i32) {
         let _ = std::fs::remove_file(self.dir.join(group.to_string()));
     }
 
@@ -403,17 +366,15 @@ fn detail(tail: &OutputTail) -> String {
 /// [`RunError`] for every infrastructure failure; an ordinary non-zero exit is a
 /// [`Finished`] value.
 pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunError> {
+    crate::contain::run(inv, interrupt).unwrap_or_else(|| run_here(inv, interrupt))
+}
+
+/// Runs `inv` as a child of this process, contained by its process group only (what a
+/// contained host does inside its namespace, and the fallback where there is none).
+pub(crate) fn run_here(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunError> {
     let started = Instant::now();
     let command = inv.command.to_owned();
-    // An absolute path spares the child a PATH search on every command.
-    let mut cmd = match wrapper() {
-        Some((setpriv, unshare)) => {
-            let mut cmd = Command::new(setpriv);
-            cmd.args(contain_args(unshare)).arg(SHELL);
-            cmd
-        }
-        None => Command::new(SHELL),
-    };
+    let mut cmd = Command::new(SHELL);
     cmd.arg("-c")
         .arg(inv.command)
         .current_dir(inv.dir)
@@ -783,29 +744,7 @@ mod tests {
     }
 
     #[test]
-    fn a_setsid_child_does_not_outlive_its_command_where_namespaces_work() {
-        // A task's `setsid` child kept writing after a clean run: it left the process group.
-        if containment() != Containment::PidNamespace {
-            eprintln!(
-                "skipped: no PID namespace here (containment is {:?})",
-                containment()
-            );
-            return;
-        }
-        let d = dir();
-        let marker = d.path().join("late");
-        let command = format!(
-            "setsid sh -c 'sleep 0.4; echo late > {}' > /dev/null 2>&1 < /dev/null & echo ok",
-            marker.display()
-        );
-        let done = run(&inv(&command, d.path(), 5000), &Interrupt::default()).unwrap();
-        assert!(done.success());
-        thread::sleep(Duration::from_millis(800));
-        assert!(!marker.exists(), "the setsid child outlived its command");
-    }
-
-    #[test]
-    fn exit_codes_survive_the_containment_wrapper() {
+    fn exit_codes_and_missing_commands_are_told_apart() {
         let d = dir();
         let done = run(&inv("exit 7", d.path(), 5000), &Interrupt::default()).unwrap();
         assert_eq!(done.code, Some(7));

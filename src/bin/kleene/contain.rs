@@ -1,0 +1,541 @@
+//! Keeps one contained host per thread: PID 1 of its own PID namespace, running the commands it
+//! is sent, so a call pays for one fork instead of a new namespace and two extra programs.
+//!
+//! The host is this same binary, started as `setpriv --pdeathsig KILL -- unshare --pid --fork
+//! --kill-child kleene __contained-host` with a socket as its stdin. It answers one request at
+//! a time: it runs the command with [`crate::runner`]'s own process-group logic and then,
+//! because it is the namespace's init, kills and reaps every process left in the namespace
+//! (`setsid` children included) before it answers. When kleene dies, even by SIGKILL, the
+//! parent-death signal takes `unshare`, `unshare` takes the host, and the kernel takes every
+//! process of the namespace with it.
+//!
+//! ```text
+//! kleene ──socket── setpriv → unshare ──fork── host (PID 1) ──fork── sh -c COMMAND …
+//! ```
+//!
+//! The wire between kleene and its host is private to one build of the binary: frames of a
+//! little-endian `u32` length and a JSON body, the request's stdin bytes in a frame of their
+//! own. A host that does not answer with its protocol line as PID 1 is not used: kleene falls
+//! back to process groups and says so.
+
+use std::cell::RefCell;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use kleene::{OutputTail, TailLimits};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::waitpid;
+use nix::unistd::{Pid, getpid};
+use serde::{Deserialize, Serialize};
+
+use crate::runner::{self, Finished, Interrupt, Invocation, RunError};
+
+/// The argument that makes this binary serve as a host instead of parsing a command line.
+pub const HOST_ARG: &str = "__contained-host";
+
+/// The first frame every host sends; another build's host is refused.
+const PROTOCOL: &str = concat!("kleene-contained-host/", env!("CARGO_PKG_VERSION"), "/1");
+
+/// The largest JSON frame either side accepts. Requests are a command line and a path; answers
+/// hold an output tail, which its limits keep far smaller.
+const MAX_FRAME: u32 = 16 << 20;
+
+/// The largest stdin a command may be handed through the host.
+const MAX_STDIN: u32 = 256 << 20;
+
+/// How long a starting host has to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long past a command's own timeout kleene waits for the host's answer before it gives
+/// up on the host (the host enforces the timeout itself; this catches a wedged host).
+const BACKSTOP: Duration = Duration::from_secs(10);
+
+/// How often a wait for an answer re-checks the interrupt flag.
+const POLL: Duration = Duration::from_millis(25);
+
+/// The absolute paths of `setpriv` and `unshare`, and whether a host works here: probed once
+/// per process (the probing thread keeps the host it started).
+struct Probe {
+    setpriv: PathBuf,
+    unshare: PathBuf,
+}
+
+fn probe() -> Option<&'static Probe> {
+    static PROBED: OnceLock<Option<Probe>> = OnceLock::new();
+    PROBED.get_or_init(probe_host).as_ref()
+}
+
+fn probe_host() -> Option<Probe> {
+    if std::env::var("KLEENE_CONTAINMENT").as_deref() == Ok("process-group") {
+        return None;
+    }
+    // A test harness is not kleene and cannot serve as a host: unit tests run uncontained.
+    if cfg!(test) {
+        return None;
+    }
+    let find = |name: &str| {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    };
+    let probe = Probe {
+        setpriv: find("setpriv")?,
+        unshare: find("unshare")?,
+    };
+    let host = Host::start(&probe).ok()?;
+    HOST.with(|slot| *slot.borrow_mut() = Some(host));
+    Some(probe)
+}
+
+/// Whether commands run in a host (a PID namespace) here.
+pub fn available() -> bool {
+    probe().is_some()
+}
+
+thread_local! {
+    /// This thread's host. A parent-death signal follows the thread that started the host, so
+    /// each thread that runs commands keeps its own.
+    static HOST: RefCell<Option<Host>> = const { RefCell::new(None) };
+}
+
+/// Runs `inv` in this thread's host, starting one if needed; `None` where no host works here.
+pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Option<Result<Finished, RunError>> {
+    let probe = probe()?;
+    Some(HOST.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        let host = match slot.take() {
+            Some(host) => host,
+            None => Host::start(probe).map_err(|source| RunError::Spawn {
+                command: inv.command.to_owned(),
+                dir: inv.dir.to_owned(),
+                source,
+            })?,
+        };
+        let (kept, result) = host.run(inv, interrupt);
+        *slot = kept;
+        result
+    }))
+}
+
+/// A running host and kleene's end of its socket.
+struct Host {
+    child: Child,
+    socket: UnixStream,
+    /// The process group of `setpriv` → `unshare`, which kleene records while a call runs.
+    group: i32,
+}
+
+impl Host {
+    fn start(probe: &Probe) -> io::Result<Self> {
+        let exe = std::env::current_exe()?;
+        let (socket, theirs) = UnixStream::pair()?;
+        let mut cmd = Command::new(&probe.setpriv);
+        cmd.args(["--pdeathsig", "KILL", "--"])
+            .arg(&probe.unshare)
+            .args(["--pid", "--fork", "--kill-child"])
+            .arg(exe)
+            .arg(HOST_ARG)
+            // The host must pin no directory a task may want to remove.
+            .current_dir("/")
+            .process_group(0)
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Where the run's key lives is none of a command's business.
+            .env_remove("KLEENE_SIGNING_KEY");
+        let mut child = cmd.spawn()?;
+        let group = child.id().cast_signed();
+        let hello = (|| {
+            socket.set_read_timeout(Some(HELLO_TIMEOUT))?;
+            let hello: Hello = read_json(&mut &socket)?;
+            socket.set_read_timeout(None)?;
+            if hello.protocol != PROTOCOL || hello.pid != 1 {
+                return Err(io::Error::other(format!(
+                    "the contained host spoke `{}` as pid {}, not `{PROTOCOL}` as pid 1",
+                    hello.protocol, hello.pid
+                )));
+            }
+            Ok(())
+        })();
+        if let Err(err) = hello {
+            let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+            let _ = child.wait();
+            return Err(err);
+        }
+        Ok(Self {
+            child,
+            socket,
+            group,
+        })
+    }
+
+    /// Sends `inv`, waits for the answer; the host comes back unless it failed or was stopped.
+    fn run(
+        mut self,
+        inv: &Invocation<'_>,
+        interrupt: &Interrupt,
+    ) -> (Option<Self>, Result<Finished, RunError>) {
+        let command = inv.command.to_owned();
+        let lost = |source: io::Error| RunError::Wait {
+            command: command.clone(),
+            source,
+        };
+        if let Some((records, label)) = &inv.records {
+            records.record(self.group, &format!("{label}: `{command}`"));
+        }
+        let answer = self.exchange(inv, interrupt);
+        if let Some((records, _)) = &inv.records {
+            records.forget(self.group);
+        }
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(Exchange::Interrupted) => {
+                self.stop();
+                return (None, Err(RunError::Interrupted { command }));
+            }
+            Err(Exchange::Backstop) => {
+                self.stop();
+                return (
+                    None,
+                    Err(RunError::TimedOut {
+                        command,
+                        timeout: inv.timeout,
+                        tail: OutputTail::default(),
+                    }),
+                );
+            }
+            Err(Exchange::Io(err)) => {
+                self.stop();
+                return (None, Err(lost(err)));
+            }
+        };
+        let result = match answer {
+            Answer::Finished { code, signal, tail } => Ok(Finished { code, signal, tail }),
+            Answer::Spawn { errno, message } => Err(RunError::Spawn {
+                command,
+                dir: inv.dir.to_owned(),
+                source: os_error(errno, message),
+            }),
+            Answer::NotFound { tail } => Err(RunError::NotFound { command, tail }),
+            Answer::NotExecutable { tail } => Err(RunError::NotExecutable { command, tail }),
+            Answer::TimedOut { tail } => Err(RunError::TimedOut {
+                command,
+                timeout: inv.timeout,
+                tail,
+            }),
+            Answer::Wait { errno, message } => Err(lost(os_error(errno, message))),
+        };
+        (Some(self), result)
+    }
+
+    fn exchange(
+        &mut self,
+        inv: &Invocation<'_>,
+        interrupt: &Interrupt,
+    ) -> Result<Answer, Exchange> {
+        // The host works from `/`: a relative directory means one under kleene's own.
+        let dir = std::path::absolute(inv.dir).map_err(Exchange::Io)?;
+        let request = Request {
+            command: inv.command.to_owned(),
+            dir: dir.into_os_string().into_vec(),
+            timeout_ms: u64::try_from(inv.timeout.as_millis()).unwrap_or(u64::MAX),
+            stdin: inv.stdin.is_some(),
+            env: inv
+                .env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
+            limits: inv.limits,
+        };
+        let stdin = inv.stdin.unwrap_or_default();
+        if stdin.len() > MAX_STDIN as usize {
+            return Err(Exchange::Io(io::Error::other(format!(
+                "a command's stdin of {} bytes is over the {MAX_STDIN} bytes a contained command \
+                 may be handed",
+                stdin.len()
+            ))));
+        }
+        write_json(&mut self.socket, &request).map_err(Exchange::Io)?;
+        if inv.stdin.is_some() {
+            write_frame(&mut self.socket, stdin).map_err(Exchange::Io)?;
+        }
+        let backstop = Instant::now() + inv.timeout + BACKSTOP;
+        loop {
+            if interrupt.is_set() {
+                return Err(Exchange::Interrupted);
+            }
+            if Instant::now() >= backstop {
+                return Err(Exchange::Backstop);
+            }
+            let mut fds = [PollFd::new(self.socket.as_fd(), PollFlags::POLLIN)];
+            let ms = u16::try_from(POLL.as_millis()).unwrap_or(u16::MAX);
+            match poll(&mut fds, PollTimeout::from(ms)) {
+                Ok(0) | Err(Errno::EINTR) => continue,
+                Ok(_) => break,
+                Err(errno) => return Err(Exchange::Io(errno.into())),
+            }
+        }
+        read_json(&mut self.socket).map_err(Exchange::Io)
+    }
+
+    /// Kills the host and, through its namespace, everything it runs.
+    fn stop(mut self) {
+        let _ = killpg(Pid::from_raw(self.group), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        // Closing the socket ends an idle host; a busy one goes with its group.
+        let _ = killpg(Pid::from_raw(self.group), Signal::SIGKILL);
+        let _ = self.child.try_wait();
+    }
+}
+
+enum Exchange {
+    Interrupted,
+    Backstop,
+    Io(io::Error),
+}
+
+#[derive(Serialize, Deserialize)]
+struct Hello {
+    protocol: String,
+    pid: i32,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Request {
+    command: String,
+    /// The directory's bytes: a state directory's path need not be UTF-8.
+    dir: Vec<u8>,
+    timeout_ms: u64,
+    /// Whether a frame of stdin bytes follows.
+    stdin: bool,
+    env: Vec<(String, String)>,
+    limits: TailLimits,
+}
+
+#[derive(Serialize, Deserialize)]
+enum Answer {
+    Finished {
+        code: Option<i32>,
+        signal: Option<i32>,
+        tail: OutputTail,
+    },
+    Spawn {
+        errno: Option<i32>,
+        message: String,
+    },
+    NotFound {
+        tail: OutputTail,
+    },
+    NotExecutable {
+        tail: OutputTail,
+    },
+    TimedOut {
+        tail: OutputTail,
+    },
+    Wait {
+        errno: Option<i32>,
+        message: String,
+    },
+}
+
+fn os_error(errno: Option<i32>, message: String) -> io::Error {
+    errno.map_or_else(|| io::Error::other(message), io::Error::from_raw_os_error)
+}
+
+fn write_frame(to: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
+    let len = u32::try_from(bytes.len())
+        .map_err(|_| io::Error::other("a frame for the contained host is over 4 GiB"))?;
+    to.write_all(&len.to_le_bytes())?;
+    to.write_all(bytes)?;
+    to.flush()
+}
+
+/// Reads one frame of at most `max` bytes; memory grows with what arrives, not with what the
+/// length field claims.
+fn read_frame(from: &mut impl Read, max: u32) -> io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    from.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len);
+    if len > max {
+        return Err(io::Error::other(format!(
+            "a frame from the other end of the contained host's socket claims {len} bytes, over \
+             the {max} allowed"
+        )));
+    }
+    let mut bytes = Vec::new();
+    from.take(u64::from(len)).read_to_end(&mut bytes)?;
+    if bytes.len() != len as usize {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(bytes)
+}
+
+fn write_json(to: &mut impl Write, value: &impl Serialize) -> io::Result<()> {
+    write_frame(to, &serde_json::to_vec(value)?)
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(from: &mut impl Read) -> io::Result<T> {
+    Ok(serde_json::from_slice(&read_frame(from, MAX_FRAME)?)?)
+}
+
+/// The host's main: hello, then one answer per request until kleene closes the socket.
+pub fn serve() -> ExitCode {
+    match serve_requests() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
+    }
+}
+
+fn serve_requests() -> io::Result<()> {
+    let mut socket = UnixStream::from(io::stdin().as_fd().try_clone_to_owned()?);
+    let pid = getpid().as_raw();
+    write_json(
+        &mut socket,
+        &Hello {
+            protocol: PROTOCOL.to_owned(),
+            pid,
+        },
+    )?;
+    // Only the namespace's init may sweep it: elsewhere `kill(-1)` would reach every process
+    // of the user.
+    let init = pid == 1;
+    let never = Interrupt::default();
+    loop {
+        let request: Request = match read_json(&mut socket) {
+            Ok(request) => request,
+            Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(err) => return Err(err),
+        };
+        let stdin = if request.stdin {
+            Some(read_frame(&mut socket, MAX_STDIN)?)
+        } else {
+            None
+        };
+        let dir = PathBuf::from(std::ffi::OsString::from_vec(request.dir));
+        let inv = Invocation {
+            command: &request.command,
+            dir: &dir,
+            timeout: Duration::from_millis(request.timeout_ms),
+            stdin: stdin.as_deref(),
+            env: request
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.clone()))
+                .collect(),
+            limits: request.limits,
+            records: None,
+        };
+        let answer = answer(&inv, &never);
+        if init {
+            sweep();
+        }
+        write_json(&mut socket, &answer)?;
+    }
+}
+
+fn answer(inv: &Invocation<'_>, never: &Interrupt) -> Answer {
+    match runner::run_here(inv, never) {
+        Ok(Finished { code, signal, tail }) => Answer::Finished { code, signal, tail },
+        Err(RunError::Spawn { source, .. }) => Answer::Spawn {
+            errno: source.raw_os_error(),
+            message: source.to_string(),
+        },
+        Err(RunError::NotFound { tail, .. }) => Answer::NotFound { tail },
+        Err(RunError::NotExecutable { tail, .. }) => Answer::NotExecutable { tail },
+        Err(RunError::TimedOut { tail, .. }) => Answer::TimedOut { tail },
+        Err(RunError::Wait { source, .. }) => Answer::Wait {
+            errno: source.raw_os_error(),
+            message: source.to_string(),
+        },
+        // Nothing sets the host's own flag: kleene stops a host by killing it.
+        Err(RunError::Interrupted { .. }) => Answer::Wait {
+            errno: None,
+            message: "interrupted".to_owned(),
+        },
+    }
+}
+
+/// Kills every process left in the namespace and reaps them all, so nothing a command started
+/// writes after its answer.
+fn sweep() {
+    loop {
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+        // Orphans become the init's children as their parents die: wait until none is left.
+        match waitpid(Pid::from_raw(-1), None) {
+            Err(Errno::ECHILD) => return,
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_round_trips() {
+        let mut wire = Vec::new();
+        write_frame(&mut wire, b"hello").unwrap();
+        assert_eq!(read_frame(&mut wire.as_slice(), 16).unwrap(), b"hello");
+    }
+
+    #[test]
+    fn a_frame_over_its_bound_is_refused_before_anything_is_read() {
+        let mut wire = u32::MAX.to_le_bytes().to_vec();
+        wire.extend_from_slice(b"abc");
+        let err = read_frame(&mut wire.as_slice(), MAX_FRAME).unwrap_err();
+        assert!(err.to_string().contains("claims 4294967295 bytes"), "{err}");
+    }
+
+    #[test]
+    fn a_truncated_frame_is_an_unexpected_end() {
+        for cut in [0, 2, 4, 6] {
+            let mut wire = Vec::new();
+            write_frame(&mut wire, b"hello").unwrap();
+            wire.truncate(cut);
+            let err = read_frame(&mut wire.as_slice(), 16).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn an_answer_keeps_the_exit_and_the_tail() {
+        let tail = OutputTail::capture(b"out\n", b"err\n", TailLimits::default());
+        let mut wire = Vec::new();
+        write_json(
+            &mut wire,
+            &Answer::Finished {
+                code: Some(3),
+                signal: None,
+                tail: tail.clone(),
+            },
+        )
+        .unwrap();
+        match read_json(&mut wire.as_slice()).unwrap() {
+            Answer::Finished {
+                code, tail: got, ..
+            } => {
+                assert_eq!(code, Some(3));
+                assert_eq!(got, tail);
+            }
+            _ => panic!("another answer"),
+        }
+    }
+}
