@@ -73,6 +73,8 @@ mod id;
 mod path;
 mod phase;
 mod plan;
+#[cfg(all(unix, feature = "process"))]
+pub mod process;
 pub mod signing;
 mod snapshot;
 #[cfg(unix)]

@@ -21,5 +21,8 @@ mod foundation;
 mod journal_integrity;
 mod plan;
 mod plan_extensions;
+// The command runner, contained by the `kleene` binary as its host.
+#[cfg(all(unix, feature = "cli"))]
+mod process;
 mod signing;
 mod support;

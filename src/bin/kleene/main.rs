@@ -9,7 +9,6 @@
 
 mod cli;
 mod commands;
-mod contain;
 mod planfile;
 mod report;
 mod runner;
@@ -24,11 +23,15 @@ use crate::cli::{Cli, Command};
 use crate::report::{Mode, Reporter};
 
 fn main() -> ExitCode {
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == contain::HOST_ARG)
+    if let Some(exit) = kleene::process::serve_host_if_asked() {
+        return exit;
+    }
+    // This binary is its own contained host; the environment can keep commands in process
+    // groups instead (for tests of that fallback).
+    if std::env::var("KLEENE_CONTAINMENT").as_deref() != Ok("process-group")
+        && let Ok(me) = std::env::current_exe()
     {
-        return contain::serve();
+        kleene::process::contain_commands_with(me);
     }
     let cli = Cli::parse();
     let mode = Mode::detect(cli.json);

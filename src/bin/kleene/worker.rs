@@ -781,7 +781,7 @@ fn infrastructure(err: &RunError) -> InfrastructureFailure {
                 detail: err.to_string(),
             }
         }
-        RunError::Interrupted { .. } | RunError::Wait { .. } => InfrastructureFailure::Transport {
+        _ => InfrastructureFailure::Transport {
             detail: err.to_string(),
         },
     }

@@ -1,8 +1,10 @@
 //! Keeps one contained host per thread: PID 1 of its own PID namespace, running the commands it
 //! is sent, so a call pays for one fork instead of a new namespace and two extra programs.
 //!
-//! The host is this same binary, started as `setpriv --pdeathsig KILL -- unshare --pid --fork
-//! --kill-child kleene __contained-host` with a socket as its stdin. It answers one request at
+//! The host is a program that calls [`serve_host_if_asked`] first thing in its `main` (the
+//! `kleene` binary does), named by [`contain_commands_with`] and started as `setpriv
+//! --pdeathsig KILL -- unshare --pid --fork --kill-child PROGRAM __contained-host` with a
+//! socket as its stdin. It answers one request at
 //! a time: it runs the command with [`crate::runner`]'s own process-group logic and then,
 //! because it is the namespace's init, kills and reaps every process left in the namespace
 //! (`setsid` children included) before it answers. When kleene dies, even by SIGKILL, the
@@ -29,7 +31,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use kleene::{OutputTail, TailLimits};
+use crate::verdict::{OutputTail, TailLimits};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{Signal, kill, killpg};
@@ -37,10 +39,10 @@ use nix::sys::wait::waitpid;
 use nix::unistd::{Pid, getpid};
 use serde::{Deserialize, Serialize};
 
-use crate::runner::{self, Finished, Interrupt, Invocation, RunError};
+use super::{Finished, Interrupt, Invocation, RunError, run_here};
 
-/// The argument that makes this binary serve as a host instead of parsing a command line.
-pub const HOST_ARG: &str = "__contained-host";
+/// The argument that makes a program serve as a host instead of parsing a command line.
+const HOST_ARG: &str = "__contained-host";
 
 /// The first frame every host sends; another build's host is refused.
 const PROTOCOL: &str = concat!("kleene-contained-host/", env!("CARGO_PKG_VERSION"), "/1");
@@ -62,26 +64,59 @@ const BACKSTOP: Duration = Duration::from_secs(10);
 /// How often a wait for an answer re-checks the interrupt flag.
 const POLL: Duration = Duration::from_millis(25);
 
-/// The absolute paths of `setpriv` and `unshare`, and whether a host works here: probed once
-/// per process (the probing thread keeps the host it started).
+/// The program named to serve as the host.
+static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+
+/// Names `program` as the host of every command this process runs: it must call
+/// [`serve_host_if_asked`] before anything else in its `main` (a program's own path, from
+/// [`std::env::current_exe`], is the usual choice). Whether a host works here is probed on
+/// the first command; until then, and where it does not work, commands run in process groups.
+/// Only the first name counts; returns whether `program` is the one in force.
+pub fn contain_commands_with(program: impl Into<PathBuf>) -> bool {
+    let program = program.into();
+    PROGRAM.get_or_init(|| program.clone()) == &program
+}
+
+/// Serves as a contained host when this process was started as one, and returns the exit
+/// code its `main` must return at once; `None` for an ordinary start. Call it first in the
+/// `main` of the program given to [`contain_commands_with`].
+///
+/// ```no_run
+/// fn main() -> std::process::ExitCode {
+///     if let Some(exit) = kleene::process::serve_host_if_asked() {
+///         return exit;
+///     }
+///     if let Ok(me) = std::env::current_exe() {
+///         kleene::process::contain_commands_with(me);
+///     }
+///     // … run commands with kleene::process::run …
+///     std::process::ExitCode::SUCCESS
+/// }
+/// ```
+pub fn serve_host_if_asked() -> Option<ExitCode> {
+    std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == HOST_ARG)
+        .then(serve)
+}
+
+/// The absolute paths of `setpriv` and `unshare` and the host program, once a host worked
+/// here: probed once per process (the probing thread keeps the host it started).
 struct Probe {
     setpriv: PathBuf,
     unshare: PathBuf,
+    program: PathBuf,
 }
 
 fn probe() -> Option<&'static Probe> {
     static PROBED: OnceLock<Option<Probe>> = OnceLock::new();
+    // Not probed (and not cached) before a program is named.
+    PROGRAM.get()?;
     PROBED.get_or_init(probe_host).as_ref()
 }
 
 fn probe_host() -> Option<Probe> {
-    if std::env::var("KLEENE_CONTAINMENT").as_deref() == Ok("process-group") {
-        return None;
-    }
-    // A test harness is not kleene and cannot serve as a host: unit tests run uncontained.
-    if cfg!(test) {
-        return None;
-    }
+    let program = PROGRAM.get()?.clone();
     let find = |name: &str| {
         std::env::var_os("PATH")
             .into_iter()
@@ -92,6 +127,7 @@ fn probe_host() -> Option<Probe> {
     let probe = Probe {
         setpriv: find("setpriv")?,
         unshare: find("unshare")?,
+        program,
     };
     let host = Host::start(&probe).ok()?;
     HOST.with(|slot| *slot.borrow_mut() = Some(host));
@@ -99,7 +135,7 @@ fn probe_host() -> Option<Probe> {
 }
 
 /// Whether commands run in a host (a PID namespace) here.
-pub fn available() -> bool {
+pub(super) fn available() -> bool {
     probe().is_some()
 }
 
@@ -110,7 +146,10 @@ thread_local! {
 }
 
 /// Runs `inv` in this thread's host, starting one if needed; `None` where no host works here.
-pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Option<Result<Finished, RunError>> {
+pub(super) fn run(
+    inv: &Invocation<'_>,
+    interrupt: &Interrupt,
+) -> Option<Result<Finished, RunError>> {
     let probe = probe()?;
     Some(HOST.with(|slot| {
         let mut slot = slot.borrow_mut();
@@ -138,13 +177,12 @@ struct Host {
 
 impl Host {
     fn start(probe: &Probe) -> io::Result<Self> {
-        let exe = std::env::current_exe()?;
         let (socket, theirs) = UnixStream::pair()?;
         let mut cmd = Command::new(&probe.setpriv);
         cmd.args(["--pdeathsig", "KILL", "--"])
             .arg(&probe.unshare)
             .args(["--pid", "--fork", "--kill-child"])
-            .arg(exe)
+            .arg(&probe.program)
             .arg(HOST_ARG)
             // The host must pin no directory a task may want to remove.
             .current_dir("/")
@@ -395,7 +433,7 @@ fn read_json<T: for<'de> Deserialize<'de>>(from: &mut impl Read) -> io::Result<T
 }
 
 /// The host's main: hello, then one answer per request until kleene closes the socket.
-pub fn serve() -> ExitCode {
+fn serve() -> ExitCode {
     match serve_requests() {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::FAILURE,
@@ -450,7 +488,7 @@ fn serve_requests() -> io::Result<()> {
 }
 
 fn answer(inv: &Invocation<'_>, never: &Interrupt) -> Answer {
-    match runner::run_here(inv, never) {
+    match run_here(inv, never) {
         Ok(Finished { code, signal, tail }) => Answer::Finished { code, signal, tail },
         Err(RunError::Spawn { source, .. }) => Answer::Spawn {
             errno: source.raw_os_error(),

@@ -1,0 +1,859 @@
+//! Runs one shell command in its own process group with a timeout, capturing bounded output.
+//!
+//! This is what the `kleene` CLI runs every command of a plan file with, for agents of your
+//! own that run `cargo test`, `pytest` or a coding agent's CLI:
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use kleene::process::{self, Interrupt, Invocation};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let inv = Invocation {
+//!     timeout: Duration::from_secs(60),
+//!     ..Invocation::new("echo built; echo 'warning: unused' >&2; exit 3", dir.path())
+//! };
+//! let done = process::run(&inv, &Interrupt::default())?;
+//! assert_eq!(done.code, Some(3));
+//! // A failed command becomes the justification a fixer reads.
+//! let why = done.justification(inv.command);
+//! assert!(why.contains("exit code 3") && why.contains("warning: unused"));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Every command of a plan file runs as `sh -c COMMAND` in the workspace directory. The child
+//! leads a new process group, so a timeout or Ctrl-C can stop everything the command started
+//! (a test runner and its workers, a `sleep` in the background) with one `killpg`, and the
+//! terminal's own Ctrl-C does not reach the children behind kleene's back.
+//!
+//! # What outlives a command
+//!
+//! Where the machine allows it (Linux with `setpriv` and `unshare` from util-linux, and the
+//! right to make a PID namespace) and once a program is named that can serve as the host (see
+//! [`contain_commands_with`]; the `kleene` binary names itself), commands run inside a
+//! contained host: the init of a PID namespace under a parent-death signal, which kills
+//! and reaps every process a command left behind (including ones that called `setsid` to leave
+//! its process group) before it reports the command's end, and which the kernel tears down with
+//! everything in it when kleene dies, even by SIGKILL. One host serves a thread's every
+//! command, so a call costs one fork, not a new namespace. Elsewhere the command leads a
+//! process group that kleene kills when the command ends; a process that leaves the group, or
+//! a group whose kleene was killed with SIGKILL, can keep running. For that case each running
+//! group is recorded in a file (see [`GroupRecords`]) until it is stopped, so the next
+//! `kleene resume` can refuse to start while an earlier call's processes are still alive, or
+//! kill them when asked.
+//! [`containment`] says which of the two is in force.
+//!
+//! A command either finishes ([`Finished`], success or an ordinary non-zero exit that a
+//! validator may judge and a fix may repair) or fails as infrastructure ([`RunError`]: it
+//! could not be spawned, the shell could not find or execute it, it timed out, or the user
+//! interrupted it). Infrastructure failures are never handed to a fixer.
+
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::verdict::{OutputTail, TailLimits};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+/// The most bytes of each stream held in memory while a command runs. Far above any tail
+/// limit, so the tail is exact, yet a command that prints gigabytes cannot exhaust memory.
+const HELD_BYTES: usize = 1 << 20;
+
+/// How long a process group gets between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// How often a wait re-checks the deadline, the interrupt flag and a silent leader.
+const POLL: Duration = Duration::from_millis(25);
+
+/// Set by SIGINT/SIGTERM; every running command is stopped when it turns true.
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt(Arc<AtomicBool>);
+
+impl Interrupt {
+    /// A flag that SIGINT and SIGTERM set.
+    pub fn install() -> std::io::Result<Self> {
+        let flag = Self::default();
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // A second Ctrl-C while the first is being handled exits at once.
+            signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&flag.0))?;
+            signal_hook::flag::register(signal, Arc::clone(&flag.0))?;
+        }
+        Ok(flag)
+    }
+
+    /// Whether an interrupt arrived.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Sets the flag (what the signal handler does): every command running with it stops.
+    pub fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// One command to run.
+#[derive(Debug, Clone)]
+pub struct Invocation<'a> {
+    /// The shell command line, run as `sh -c`.
+    pub command: &'a str,
+    /// The working directory.
+    pub dir: &'a Path,
+    /// Longest run allowed before the whole group is killed.
+    pub timeout: Duration,
+    /// Bytes written to the command's stdin (then closed); stdin is empty otherwise.
+    pub stdin: Option<&'a [u8]>,
+    /// Extra environment variables.
+    pub env: Vec<(&'a str, String)>,
+    /// Bounds of the kept output tail.
+    pub limits: TailLimits,
+    /// Where the running process group is recorded while the command runs, if anywhere,
+    /// with a label (task and call) for the message that names it.
+    pub records: Option<(&'a GroupRecords, String)>,
+}
+
+impl<'a> Invocation<'a> {
+    /// `command` in `dir` with the defaults: a ten-minute timeout, empty stdin, no extra
+    /// environment, the default tail limits, and no record of its group.
+    pub fn new(command: &'a str, dir: &'a Path) -> Self {
+        Self {
+            command,
+            dir,
+            timeout: Duration::from_secs(600),
+            stdin: None,
+            env: Vec::new(),
+            limits: TailLimits::default(),
+            records: None,
+        }
+    }
+}
+
+/// How far kleene can stop what a command leaves running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Containment {
+    /// A PID namespace with a parent-death signal: nothing outlives the command or kleene.
+    PidNamespace,
+    /// A process group only: a `setsid` child, or everything after kleene is SIGKILLed, can
+    /// outlive it.
+    ProcessGroup,
+}
+
+impl Containment {
+    /// A word for messages and `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Containment::PidNamespace => "pid-namespace",
+            Containment::ProcessGroup => "process-group",
+        }
+    }
+}
+
+pub use host::{contain_commands_with, serve_host_if_asked};
+
+mod host;
+
+/// The containment in force: a PID namespace once [`contain_commands_with`] named a host that
+/// works here (probed once per process), a process group otherwise.
+pub fn containment() -> Containment {
+    if host::available() {
+        Containment::PidNamespace
+    } else {
+        Containment::ProcessGroup
+    }
+}
+
+/// The process groups of commands that are running, one file each in a directory: what a
+/// later kleene checks before it starts work in the same state directory.
+#[derive(Debug, Clone)]
+pub struct GroupRecords {
+    dir: PathBuf,
+}
+
+/// A recorded process group that is still alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveGroup {
+    /// The process group id.
+    pub group: i32,
+    /// The task and call it belongs to, and its command.
+    pub label: String,
+}
+
+impl GroupRecords {
+    /// Records kept in `dir` (created on first use).
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
+    pub(crate) fn record(&self, group: i32, label: &str) {
+        // Best effort: a missing record only weakens a later check, never this run.
+        let _ = std::fs::create_dir_all(&self.dir);
+        let text = format!("{}\n{label}\n", start_time(group).unwrap_or_default());
+        let _ = std::fs::write(self.dir.join(group.to_string()), text);
+    }
+
+    pub(crate) fn forget(&self, group: i32) {
+        let _ = std::fs::remove_file(self.dir.join(group.to_string()));
+    }
+
+    /// The recorded groups that still have a live process, after giving groups that are
+    /// being killed (a parent-death signal is delivered asynchronously) a moment to go;
+    /// records of dead ones are removed.
+    pub fn live(&self) -> Vec<LiveGroup> {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        loop {
+            let live = self.live_now();
+            if live.is_empty() || Instant::now() >= deadline {
+                return live;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn live_now(&self) -> Vec<LiveGroup> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut live = Vec::new();
+        for entry in entries.flatten() {
+            let Some(group) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+                .filter(|g| *g > 1)
+            else {
+                continue;
+            };
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let mut lines = text.lines();
+            let started = lines.next().unwrap_or_default();
+            let label = lines.next().unwrap_or("an earlier call").to_owned();
+            let exists = group_alive(group);
+            // A group id is not reused while any member lives; a new leader with the same id
+            // has another start time.
+            let same = match start_time(group) {
+                Some(now) => now == started,
+                None => true,
+            };
+            if exists && same {
+                live.push(LiveGroup { group, label });
+            } else {
+                self.forget(group);
+            }
+        }
+        live.sort_by_key(|g| g.group);
+        live
+    }
+
+    /// Kills `group` (SIGKILL to every member) and forgets it.
+    pub fn kill(&self, group: &LiveGroup) {
+        signal_group(Pid::from_raw(group.group), Signal::SIGKILL);
+        self.forget(group.group);
+    }
+}
+
+/// Whether a process of group `group` still runs. Zombies do not count: a killed command's
+/// processes stay zombies until someone reaps them, and they can write nothing. Without
+/// `/proc`, any member counts.
+fn group_alive(group: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return killpg(Pid::from_raw(group), None::<Signal>).is_ok();
+    };
+    entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1);
+        state != Some("Z") && state != Some("X") && pgrp == Some(group.to_string().as_str())
+    })
+}
+
+/// The start time of process `pid` (field 22 of `/proc/PID/stat`), to tell a reused id.
+fn start_time(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19).map(str::to_owned)
+}
+
+/// A command that ran to its end.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// The exit code, or `None` when a signal (not sent by kleene) ended it.
+    pub code: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+    /// Bounded stdout/stderr.
+    pub tail: OutputTail,
+}
+
+impl Finished {
+    /// Whether the command succeeded (exit code 0).
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// "exit code 3" or "killed by signal 11".
+    pub fn status_text(&self) -> String {
+        match (self.code, self.signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            (None, None) => "unknown status".to_owned(),
+        }
+    }
+
+    /// What a fixer reads about this failed run of `command`: its status and the kept tails
+    /// of stdout and stderr.
+    pub fn justification(&self, command: &str) -> String {
+        let mut text = format!("`{command}` failed with {}\n", self.status_text());
+        for (name, tail) in [
+            ("stdout", self.tail.stdout()),
+            ("stderr", self.tail.stderr()),
+        ] {
+            if tail.is_empty() {
+                continue;
+            }
+            text.push_str(&format!("--- {name} (tail) ---\n"));
+            text.push_str(tail);
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+        text
+    }
+}
+
+/// Why a command could not do its work at all (an infrastructure failure, never repairable).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The shell itself could not be started in the directory.
+    #[error("start `sh -c {command}` in {dir}: {source}")]
+    Spawn {
+        /// The command line.
+        command: String,
+        /// The working directory.
+        dir: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The shell could not find the command (exit 127).
+    #[error("run `{command}`: command not found (exit 127){}", detail(tail))]
+    NotFound {
+        /// The command line.
+        command: String,
+        /// What the shell printed.
+        tail: OutputTail,
+    },
+    /// The shell found the command but could not execute it (exit 126).
+    #[error("run `{command}`: command not executable (exit 126){}", detail(tail))]
+    NotExecutable {
+        /// The command line.
+        command: String,
+        /// What the shell printed.
+        tail: OutputTail,
+    },
+    /// The command ran longer than its timeout; its whole process group was killed.
+    #[error("run `{command}`: timed out after {}s, process group killed", timeout.as_secs_f64())]
+    TimedOut {
+        /// The command line.
+        command: String,
+        /// The timeout.
+        timeout: Duration,
+        /// What it printed before it was killed.
+        tail: OutputTail,
+    },
+    /// SIGINT or SIGTERM arrived; the command's process group was stopped.
+    #[error("run `{command}`: interrupted, process group stopped")]
+    Interrupted {
+        /// The command line.
+        command: String,
+    },
+    /// Waiting for the command or reading its output failed.
+    #[error("wait for `{command}`: {source}")]
+    Wait {
+        /// The command line.
+        command: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl RunError {
+    /// Whether the user interrupted the run (as opposed to the command failing).
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, RunError::Interrupted { .. })
+    }
+}
+
+fn detail(tail: &OutputTail) -> String {
+    let stderr = tail.stderr().trim();
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    }
+}
+
+/// Runs `inv` to its end, its timeout, or an interrupt.
+///
+/// The calling thread multiplexes both output pipes with `poll` and watches the deadline and
+/// the interrupt flag in between, so a command costs one process and no helper threads
+/// (a thread feeds stdin only when there is input).
+///
+/// # Errors
+///
+/// [`RunError`] for every infrastructure failure; an ordinary non-zero exit is a
+/// [`Finished`] value.
+pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunError> {
+    host::run(inv, interrupt).unwrap_or_else(|| run_here(inv, interrupt))
+}
+
+/// Runs `inv` as a child of this process, contained by its process group only (what a
+/// contained host does inside its namespace, and the fallback where there is none).
+fn run_here(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunError> {
+    let started = Instant::now();
+    let command = inv.command.to_owned();
+    let mut cmd = Command::new(SHELL);
+    cmd.arg("-c")
+        .arg(inv.command)
+        .current_dir(inv.dir)
+        .process_group(0)
+        .stdin(if inv.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // Where the run's key lives is none of a command's business.
+    cmd.env_remove("KLEENE_SIGNING_KEY");
+    for (key, value) in &inv.env {
+        cmd.env(key, value);
+    }
+    let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
+        command: command.clone(),
+        dir: inv.dir.to_owned(),
+        source,
+    })?;
+    // The child leads its own group, so its pid is the group id.
+    let group = Pid::from_raw(child.id().cast_signed());
+    if let Some((records, label)) = &inv.records {
+        records.record(group.as_raw(), &format!("{label}: `{command}`"));
+    }
+    let feeder = spawn_feeder(&mut child, inv.stdin);
+    let mut streams = Streams::new(child.stdout.take(), child.stderr.take());
+
+    let deadline = started + inv.timeout;
+    let mut status: Option<std::io::Result<ExitStatus>> = None;
+    let mut leader_gone: Option<Instant> = None;
+    let ended = loop {
+        if interrupt.is_set() {
+            break End::Interrupted;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            break End::TimedOut;
+        }
+        if streams.closed() {
+            break End::Exited;
+        }
+        if leader_gone.is_some_and(|at| now.duration_since(at) > DRAIN) {
+            // Something escaped the group and still holds the pipes: stop listening.
+            break End::Exited;
+        }
+        let woke = streams.pump(POLL.min(deadline - now));
+        if !woke && status.is_none() {
+            // Quiet pipes: the leader may be gone while leftovers of its group hold them.
+            if let Ok(Some(exited)) = child.try_wait() {
+                status = Some(Ok(exited));
+                leader_gone = Some(Instant::now());
+                signal_group(group, Signal::SIGKILL);
+            }
+        }
+    };
+    let status = match ended {
+        End::Exited => {
+            let status = status.unwrap_or_else(|| child.wait());
+            // Whatever the command left running in its group must not outlive it.
+            signal_group(group, Signal::SIGKILL);
+            Some(status)
+        }
+        End::TimedOut | End::Interrupted => {
+            // The leader's status after our own signal says nothing about the command.
+            stop_group(group, &mut child);
+            streams.drain(DRAIN);
+            None
+        }
+    };
+    if let Some(feeder) = feeder {
+        let _ = feeder.join();
+    }
+    if let Some((records, _)) = &inv.records {
+        records.forget(group.as_raw());
+    }
+    let tail = OutputTail::capture(&streams.out.held, &streams.err.held, inv.limits);
+    let status = match (status, interrupt.is_set()) {
+        (Some(status), _) => status,
+        (None, true) => return Err(RunError::Interrupted { command }),
+        (None, false) => {
+            return Err(RunError::TimedOut {
+                command,
+                timeout: inv.timeout,
+                tail,
+            });
+        }
+    };
+    let status: ExitStatus = status.map_err(|source| RunError::Wait {
+        command: command.clone(),
+        source,
+    })?;
+    match status.code() {
+        Some(127) => Err(RunError::NotFound { command, tail }),
+        Some(126) => Err(RunError::NotExecutable { command, tail }),
+        code => Ok(Finished {
+            code,
+            signal: status.signal(),
+            tail,
+        }),
+    }
+}
+
+/// The POSIX shell every command runs in.
+const SHELL: &str = "/bin/sh";
+
+/// How long output is still read after the leader is gone or the group was killed.
+const DRAIN: Duration = Duration::from_millis(200);
+
+enum End {
+    Exited,
+    TimedOut,
+    Interrupted,
+}
+
+/// One output pipe and what it said so far (at most [`HELD_BYTES`], the latest).
+struct Stream<R> {
+    pipe: Option<R>,
+    held: Vec<u8>,
+}
+
+impl<R: Read + AsFd> Stream<R> {
+    fn new(pipe: Option<R>) -> Self {
+        Self {
+            pipe,
+            held: Vec::new(),
+        }
+    }
+
+    /// Reads what is ready; closes the stream on end of file or error.
+    fn read_ready(&mut self) {
+        let Some(pipe) = self.pipe.as_mut() else {
+            return;
+        };
+        let mut chunk = [0u8; 8192];
+        match pipe.read(&mut chunk) {
+            Ok(0) | Err(_) => self.pipe = None,
+            Ok(n) => {
+                self.held.extend_from_slice(&chunk[..n]);
+                if self.held.len() > 2 * HELD_BYTES {
+                    self.held.drain(..self.held.len() - HELD_BYTES);
+                }
+            }
+        }
+    }
+}
+
+struct Streams {
+    out: Stream<ChildStdout>,
+    err: Stream<ChildStderr>,
+}
+
+impl Streams {
+    fn new(out: Option<ChildStdout>, err: Option<ChildStderr>) -> Self {
+        Self {
+            out: Stream::new(out),
+            err: Stream::new(err),
+        }
+    }
+
+    fn closed(&self) -> bool {
+        self.out.pipe.is_none() && self.err.pipe.is_none()
+    }
+
+    /// Waits up to `timeout` for output and reads it; false when nothing happened.
+    fn pump(&mut self, timeout: Duration) -> bool {
+        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+        let (out_ready, err_ready) = {
+            let mut which = Vec::with_capacity(2);
+            let mut fds = Vec::with_capacity(2);
+            if let Some(p) = &self.out.pipe {
+                which.push(0);
+                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+            }
+            if let Some(p) = &self.err.pipe {
+                which.push(1);
+                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(&mut fds, PollTimeout::from(ms)) {
+                // EINTR is how SIGINT wakes us: the caller re-checks the flag.
+                Ok(0) | Err(_) => return false,
+                Ok(_) => {}
+            }
+            let ready = |stream: i32| {
+                which
+                    .iter()
+                    .zip(&fds)
+                    .any(|(w, fd)| *w == stream && fd.revents().is_some_and(|r| !r.is_empty()))
+            };
+            (ready(0), ready(1))
+        };
+        if out_ready {
+            self.out.read_ready();
+        }
+        if err_ready {
+            self.err.read_ready();
+        }
+        true
+    }
+
+    /// Reads whatever is left for at most `window`.
+    fn drain(&mut self, window: Duration) {
+        let until = Instant::now() + window;
+        while !self.closed() {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            self.pump(until - now);
+        }
+    }
+}
+
+/// SIGTERM, a grace period, then SIGKILL; reaps the leader.
+fn stop_group(group: Pid, child: &mut Child) {
+    signal_group(group, Signal::SIGTERM);
+    let until = Instant::now() + GRACE;
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    signal_group(group, Signal::SIGKILL);
+    let _ = child.wait();
+}
+
+fn signal_group(group: Pid, signal: Signal) {
+    // ESRCH (the group is already gone) is the expected case after a clean exit, and no
+    // other error leaves anything for the caller to do.
+    let _: Result<(), Errno> = killpg(group, signal);
+}
+
+fn spawn_feeder(child: &mut Child, input: Option<&[u8]>) -> Option<JoinHandle<()>> {
+    let mut stdin = child.stdin.take()?;
+    let bytes = input?.to_vec();
+    Some(thread::spawn(move || {
+        // A command that does not read its stdin closes the pipe: that is its right.
+        let _ = stdin.write_all(&bytes);
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv<'a>(command: &'a str, dir: &'a Path, timeout_ms: u64) -> Invocation<'a> {
+        Invocation {
+            command,
+            dir,
+            timeout: Duration::from_millis(timeout_ms),
+            stdin: None,
+            env: Vec::new(),
+            limits: TailLimits::default(),
+            records: None,
+        }
+    }
+
+    fn dir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn captures_both_streams_and_the_exit_code() {
+        let d = dir();
+        let done = run(
+            &inv("echo out; echo err >&2; exit 3", d.path(), 5000),
+            &Interrupt::default(),
+        )
+        .unwrap();
+        assert_eq!(done.code, Some(3));
+        assert!(!done.success());
+        assert_eq!(done.tail.stdout(), "out\n");
+        assert_eq!(done.tail.stderr(), "err\n");
+        assert_eq!(done.status_text(), "exit code 3");
+    }
+
+    #[test]
+    fn runs_in_the_directory_with_stdin_and_env() {
+        let d = dir();
+        let mut i = inv("pwd; cat; printf %s \"$K\"", d.path(), 5000);
+        i.stdin = Some(b"spec\n");
+        i.env.push(("K", "v".to_owned()));
+        let done = run(&i, &Interrupt::default()).unwrap();
+        assert!(done.success());
+        let canonical = d.path().canonicalize().unwrap();
+        assert_eq!(
+            done.tail.stdout(),
+            format!("{}\nspec\nv", canonical.display())
+        );
+    }
+
+    #[test]
+    fn missing_command_is_infrastructure() {
+        let d = dir();
+        let err = run(
+            &inv("no_such_command_kleene_xyz", d.path(), 5000),
+            &Interrupt::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, RunError::NotFound { .. }), "{err}");
+        assert!(err.to_string().contains("not found"), "{err}");
+    }
+
+    #[test]
+    fn missing_directory_is_a_spawn_failure() {
+        let d = dir();
+        let gone = d.path().join("absent");
+        let err = run(&inv("true", &gone, 5000), &Interrupt::default()).unwrap_err();
+        assert!(matches!(err, RunError::Spawn { .. }), "{err}");
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let d = dir();
+        let started = Instant::now();
+        // The background sleep would keep stdout open for 30 s if only the shell died.
+        let err = run(
+            &inv("sleep 30 & echo started; sleep 30", d.path(), 300),
+            &Interrupt::default(),
+        )
+        .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        match err {
+            RunError::TimedOut { tail, .. } => assert_eq!(tail.stdout(), "started\n"),
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn background_leftovers_do_not_hold_a_finished_command() {
+        let d = dir();
+        let started = Instant::now();
+        let done = run(
+            &inv("sleep 30 & echo ok", d.path(), 10_000),
+            &Interrupt::default(),
+        )
+        .unwrap();
+        assert!(done.success());
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn interrupt_stops_the_command() {
+        let d = dir();
+        let flag = Interrupt::default();
+        let setter = flag.clone();
+        let t = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(150));
+            setter.set();
+        });
+        let started = Instant::now();
+        let err = run(&inv("sleep 30", d.path(), 60_000), &flag).unwrap_err();
+        t.join().unwrap();
+        assert!(err.is_interrupted());
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_command_that_ignores_stdin_is_fine() {
+        let d = dir();
+        let mut i = inv("exit 0", d.path(), 5000);
+        let big = vec![b'x'; 1 << 20];
+        i.stdin = Some(&big);
+        assert!(run(&i, &Interrupt::default()).unwrap().success());
+    }
+
+    #[test]
+    fn exit_codes_and_missing_commands_are_told_apart() {
+        let d = dir();
+        let done = run(&inv("exit 7", d.path(), 5000), &Interrupt::default()).unwrap();
+        assert_eq!(done.code, Some(7));
+        let err = run(
+            &inv("no-such-command-kleene", d.path(), 5000),
+            &Interrupt::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, RunError::NotFound { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_running_group_is_recorded_until_it_ends() {
+        let d = dir();
+        let records = GroupRecords::new(d.path().join("running"));
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (r, s) = (records.clone(), Arc::clone(&seen));
+        let watcher = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(300));
+            *s.lock().unwrap() = r.live();
+        });
+        let mut i = inv("sleep 1.5", d.path(), 5000);
+        i.records = Some((&records, "task t call 1".to_owned()));
+        assert!(run(&i, &Interrupt::default()).unwrap().success());
+        watcher.join().unwrap();
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert!(
+            seen[0].label.starts_with("task t call 1: `sleep 1.5`"),
+            "{seen:?}"
+        );
+        assert!(records.live().is_empty());
+    }
+
+    #[test]
+    fn a_record_of_a_dead_group_is_dropped() {
+        let d = dir();
+        let records = GroupRecords::new(d.path().join("running"));
+        fs_write(&d.path().join("running"), "999999", "1\nold\n");
+        assert!(records.live().is_empty());
+        assert!(!d.path().join("running/999999").exists());
+    }
+
+    fn fs_write(dir: &Path, name: &str, text: &str) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+}
