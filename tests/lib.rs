@@ -18,6 +18,7 @@ mod closure;
 mod closure_tamper;
 mod envelope_format;
 mod foundation;
+mod journal_crash;
 mod journal_integrity;
 mod plan;
 mod plan_extensions;

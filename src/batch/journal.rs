@@ -70,10 +70,10 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::PathBuf;
 
+use super::backend::{BackendError, FileBackend, LogBackend};
 use super::event::EvidenceEvent;
 use super::evidence::{BatchEvidence, FoldError};
 use crate::ChannelId;
@@ -249,6 +249,17 @@ pub enum JournalError {
         /// The incomplete tail.
         torn: TornTail,
     },
+    /// A store that is not a file system (a database, an engine) refused.
+    #[error("access journal store for channel {channel}: {detail}")]
+    Store {
+        /// The channel.
+        channel: ChannelId,
+        /// What the store said.
+        detail: String,
+        /// The store's own error, when it has one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     /// The journaled events do not fold into evidence.
     #[error("fold journal of channel {channel}: {source}")]
     Fold {
@@ -261,15 +272,18 @@ pub enum JournalError {
 }
 
 impl JournalError {
-    // A private conversion: a `From` impl would add `(PathBuf, io::Error)` to the public API.
-    fn from_io((path, source): checkpoint::IoFailure) -> Self {
-        JournalError::Io { path, source }
-    }
-
-    fn io(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
-        move |source| JournalError::Io {
-            path: path.to_owned(),
-            source,
+    fn from_backend(e: BackendError) -> Self {
+        match e {
+            BackendError::Io { path, source } => JournalError::Io { path, source },
+            BackendError::Store {
+                channel,
+                detail,
+                source,
+            } => JournalError::Store {
+                channel,
+                detail,
+                source,
+            },
         }
     }
 
@@ -843,11 +857,20 @@ pub(crate) fn parse(
     })
 }
 
-/// An open append handle and the seal the next record chains to.
+/// The evidence journal over a log store: sealed, chained records appended to one log per
+/// channel, each append made durable before it returns. Over a [`FileBackend`] it is the
+/// [`FileJournal`]; over a [`CrashBackend`] it is what crash tests load after a simulated power
+/// loss.
+///
+/// [`CrashBackend`]: crate::batch::CrashBackend
 #[derive(Debug)]
-struct Handle {
-    file: File,
-    last_seal: [u8; 32],
+pub struct Journal<B> {
+    backend: B,
+    key: Option<JournalKey>,
+    /// The seal the next record of each channel chains to, once its log was checked whole.
+    last_seals: HashMap<ChannelId, [u8; 32]>,
+    repairs: Vec<(ChannelId, TornTail)>,
+    scratch: Vec<u8>,
 }
 
 /// A journal in a directory: one append-only file per channel, each append followed by
@@ -855,14 +878,100 @@ struct Handle {
 ///
 /// File names are a digest of the channel id, so no channel id can name a path outside the
 /// directory. One journal should own a directory.
-#[derive(Debug)]
-pub struct FileJournal {
-    dir: PathBuf,
-    key: Option<JournalKey>,
-    read_only: bool,
-    open: HashMap<ChannelId, Handle>,
-    repairs: Vec<(ChannelId, TornTail)>,
-    scratch: Vec<u8>,
+pub type FileJournal = Journal<FileBackend>;
+
+impl<B: LogBackend> Journal<B> {
+    /// A journal over `backend`.
+    pub fn new(backend: B) -> Self {
+        Self {
+            backend,
+            key: None,
+            last_seals: HashMap::new(),
+            repairs: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Seals every record written from now on with a keyed MAC under `key`, and refuses on
+    /// load any record that does not verify under it (plain-checksum records included).
+    #[must_use]
+    pub fn with_mac_key(mut self, key: JournalKey) -> Self {
+        self.key = Some(key);
+        self.last_seals.clear();
+        self
+    }
+
+    /// The log store.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The log store, to change (a crash test freezes it).
+    pub fn backend_mut(&mut self) -> &mut B {
+        &mut self.backend
+    }
+
+    /// The log store, giving up the journal.
+    pub fn into_backend(self) -> B {
+        self.backend
+    }
+
+    /// Every torn tail this journal cut, in order, with its channel: what to report after
+    /// a run.
+    pub fn repairs(&self) -> &[(ChannelId, TornTail)] {
+        &self.repairs
+    }
+
+    /// Where each whole record of `channel`'s log ends (up to the first that is not whole):
+    /// the places a crash test cuts.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError`] when the log cannot be read.
+    pub fn record_ends(&self, channel: &ChannelId) -> Result<Vec<usize>, JournalError> {
+        Ok(self
+            .read(channel)?
+            .map(|bytes| record_ends(channel, &bytes, self.key.as_ref()))
+            .unwrap_or_default())
+    }
+
+    fn writable(&self, channel: &ChannelId) -> Result<(), JournalError> {
+        if self.backend.read_only() {
+            return Err(JournalError::ReadOnly {
+                channel: channel.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn read(&self, channel: &ChannelId) -> Result<Option<Vec<u8>>, JournalError> {
+        self.backend
+            .read(channel)
+            .map_err(JournalError::from_backend)
+    }
+
+    /// The seal `channel`'s next record chains to. The first append of a channel checks its
+    /// whole log, so new records never land after damage or an unrepaired torn tail.
+    fn last_seal(&mut self, channel: &ChannelId) -> Result<[u8; 32], JournalError> {
+        if let Some(seal) = self.last_seals.get(channel) {
+            return Ok(*seal);
+        }
+        let seal = match self.read(channel)? {
+            Some(bytes) => {
+                let scanned = scan(channel, &bytes, self.key.as_ref())?;
+                if let Some(torn) = scanned.torn {
+                    return Err(JournalError::TornTailNotRepaired {
+                        channel: channel.clone(),
+                        torn,
+                    });
+                }
+                scanned.last_seal
+            }
+            None => GENESIS,
+        };
+        self.last_seals.insert(channel.clone(), seal);
+        Ok(seal)
+    }
 }
 
 impl FileJournal {
@@ -873,16 +982,9 @@ impl FileJournal {
     ///
     /// [`JournalError::Io`] when the directory cannot be created or listed.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, JournalError> {
-        let dir = dir.into();
-        checkpoint::open_dir(&dir).map_err(JournalError::from_io)?;
-        Ok(Self {
-            dir,
-            key: None,
-            read_only: false,
-            open: HashMap::new(),
-            repairs: Vec::new(),
-            scratch: Vec::new(),
-        })
+        FileBackend::open(dir)
+            .map(Journal::new)
+            .map_err(JournalError::from_backend)
     }
 
     /// Opens the journal directory `dir` for reading only: nothing is created or removed
@@ -890,127 +992,41 @@ impl FileJournal {
     /// write is refused with [`JournalError::ReadOnly`]. A missing directory loads as no
     /// journal. This is what commands that only report should use.
     pub fn open_read_only(dir: impl Into<PathBuf>) -> Self {
-        Self {
-            dir: dir.into(),
-            key: None,
-            read_only: true,
-            open: HashMap::new(),
-            repairs: Vec::new(),
-            scratch: Vec::new(),
-        }
-    }
-
-    fn writable(&self, channel: &ChannelId) -> Result<(), JournalError> {
-        if self.read_only {
-            return Err(JournalError::ReadOnly {
-                channel: channel.clone(),
-            });
-        }
-        Ok(())
-    }
-
-    /// Seals every record written from now on with a keyed MAC under `key`, and refuses on
-    /// load any record that does not verify under it (plain-checksum records included).
-    #[must_use]
-    pub fn with_mac_key(mut self, key: JournalKey) -> Self {
-        self.key = Some(key);
-        self.open.clear();
-        self
+        Journal::new(FileBackend::open_read_only(dir))
     }
 
     /// The file that holds `channel`'s journal.
     pub fn path_for(&self, channel: &ChannelId) -> PathBuf {
-        checkpoint::channel_file(
-            &self.dir,
-            "kleene channel journal file name v1",
-            channel,
-            "journal",
-        )
-    }
-
-    /// Every torn tail this journal cut, in order, with its channel: what to report after
-    /// a run.
-    pub fn repairs(&self) -> &[(ChannelId, TornTail)] {
-        &self.repairs
-    }
-
-    /// The bytes of `channel`'s journal, or `None` when it has no file.
-    fn read(&self, channel: &ChannelId) -> Result<Option<Vec<u8>>, JournalError> {
-        let path = self.path_for(channel);
-        match fs::read(&path) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(JournalError::io(&path)(e)),
-        }
-    }
-
-    /// The append handle for `channel`. Opening checks the whole file first, so new records
-    /// never land after damage or an unrepaired torn tail.
-    fn handle(&mut self, channel: &ChannelId) -> Result<&mut Handle, JournalError> {
-        if !self.open.contains_key(channel) {
-            let path = self.path_for(channel);
-            let existing = self.read(channel)?;
-            let last_seal = match &existing {
-                Some(bytes) => {
-                    let scanned = scan(channel, bytes, self.key.as_ref())?;
-                    if let Some(torn) = scanned.torn {
-                        return Err(JournalError::TornTailNotRepaired {
-                            channel: channel.clone(),
-                            torn,
-                        });
-                    }
-                    scanned.last_seal
-                }
-                None => GENESIS,
-            };
-            let file = OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(&path)
-                .map_err(JournalError::io(&path))?;
-            if existing.is_none() {
-                // A new file is durable only once its directory entry is.
-                checkpoint::sync_dir(&self.dir).map_err(JournalError::from_io)?;
-            }
-            self.open
-                .insert(channel.clone(), Handle { file, last_seal });
-        }
-        let path = self.path_for(channel);
-        self.open.get_mut(channel).ok_or_else(|| JournalError::Io {
-            path,
-            source: io::Error::other("append handle vanished"),
-        })
+        self.backend.path_for(channel)
     }
 }
 
-impl EvidenceJournal for FileJournal {
+impl<B: LogBackend> EvidenceJournal for Journal<B> {
     fn append(
         &mut self,
         channel: &ChannelId,
         events: &[EvidenceEvent],
     ) -> Result<(), JournalError> {
         self.writable(channel)?;
-        let key = self.key.clone();
+        let previous = self.last_seal(channel)?;
         let mut bytes = std::mem::take(&mut self.scratch);
         bytes.clear();
-        let handle = self.handle(channel)?;
-        let seal = encode_commit(channel, key.as_ref(), &handle.last_seal, events, &mut bytes)?;
-        let written = handle
-            .file
-            .write_all(&bytes)
-            .and_then(|()| handle.file.sync_data());
-        if written.is_ok() {
-            handle.last_seal = seal;
-        }
+        let sealed = encode_commit(channel, self.key.as_ref(), &previous, events, &mut bytes);
+        let written = sealed.and_then(|seal| {
+            self.backend
+                .append(channel, &bytes)
+                .and_then(|()| self.backend.sync(channel))
+                .map(|()| seal)
+                .map_err(|e| {
+                    // The log may now end in a partial record; the next append must repair
+                    // first.
+                    self.last_seals.remove(channel);
+                    JournalError::from_backend(e)
+                })
+        });
         self.scratch = bytes;
-        written.map_err(|source| {
-            // The file may now end in a partial record; the next append must repair first.
-            self.open.remove(channel);
-            JournalError::Io {
-                path: self.path_for(channel),
-                source,
-            }
-        })
+        self.last_seals.insert(channel.clone(), written?);
+        Ok(())
     }
 
     fn load(&self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
@@ -1032,14 +1048,10 @@ impl EvidenceJournal for FileJournal {
         let Some(torn) = scan(channel, &bytes, self.key.as_ref())?.torn else {
             return Ok(None);
         };
-        self.open.remove(channel);
-        let path = self.path_for(channel);
-        let file = OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .map_err(JournalError::io(&path))?;
-        file.set_len(torn.offset).map_err(JournalError::io(&path))?;
-        file.sync_all().map_err(JournalError::io(&path))?;
+        self.last_seals.remove(channel);
+        self.backend
+            .truncate(channel, torn.offset)
+            .map_err(JournalError::from_backend)?;
         self.repairs.push((channel.clone(), torn.clone()));
         Ok(Some(torn))
     }
@@ -1050,17 +1062,22 @@ impl EvidenceJournal for FileJournal {
         evidence: &BatchEvidence,
     ) -> Result<(), JournalError> {
         self.writable(channel)?;
-        let (bytes, _) = encode_snapshot(channel, self.key.as_ref(), evidence)?;
-        // The append handle points at the file being replaced; the next append reopens.
-        self.open.remove(channel);
-        checkpoint::replace_file(&self.dir, &self.path_for(channel), &bytes)
-            .map_err(JournalError::from_io)
+        let (bytes, seal) = encode_snapshot(channel, self.key.as_ref(), evidence)?;
+        self.last_seals.remove(channel);
+        self.backend
+            .replace(channel, &bytes)
+            .map_err(JournalError::from_backend)?;
+        self.last_seals.insert(channel.clone(), seal);
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::fs::{self, OpenOptions};
+    use std::io::Write;
+    use std::path::Path;
 
     use super::*;
     use crate::batch::event::{InventoryEntry, Settlement};

@@ -42,6 +42,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub(crate) mod backend;
 mod candidate;
 mod event;
 mod evidence;
@@ -50,6 +51,7 @@ pub(crate) mod journal;
 mod recovery;
 mod worker;
 
+pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBackend};
 pub use candidate::{AcceptedOutput, Candidate, Rejection};
 pub use event::{EvidenceEvent, InventoryEntry, Settlement};
 pub use evidence::{
@@ -58,7 +60,7 @@ pub use evidence::{
 };
 pub use executor::{Batch, BatchError, DEFAULT_COMPACTION_AFTER, RecoveryOutcome};
 pub use journal::{
-    EvidenceJournal, FileJournal, JournalError, JournalKey, JournalLoad, MemoryJournal,
+    EvidenceJournal, FileJournal, Journal, JournalError, JournalKey, JournalLoad, MemoryJournal,
     RecordDamage, TornTail,
 };
 pub use recovery::{IneligibleReason, RecoveryError, RecoveryRequest, TaskBatchRecovery};

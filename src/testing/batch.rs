@@ -14,9 +14,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use crate::batch::journal::{encode_commit, encode_snapshot, parse, record_ends, scan};
+use crate::batch::backend::MemoryBackend;
+use crate::batch::journal::{Journal, record_ends};
 use crate::batch::{
     BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, InfrastructureFailure, JournalError,
     JournalKey, JournalLoad, Rejection, TornTail, Worker, WorkerCall, WorkerFailure,
@@ -115,33 +116,45 @@ impl Worker for ScriptedWorker {
 
 /// A journal that keeps, per channel, exactly the bytes a [`FileJournal`](crate::batch::FileJournal)
 /// would hold (framed, sealed records, snapshot first after compaction), so crash tests can
-/// cut it after any record or inside one, or flip its bits, and load what is left.
-#[derive(Debug, Clone, Default)]
+/// cut it after any record or inside one, or flip its bits, and load what is left. It is the
+/// real [`Journal`] over a [`MemoryBackend`].
+#[derive(Debug)]
 pub struct ImageJournal {
-    images: HashMap<ChannelId, Vec<u8>>,
+    journal: Journal<MemoryBackend>,
     key: Option<JournalKey>,
 }
 
+impl Default for ImageJournal {
+    fn default() -> Self {
+        Self::over(MemoryBackend::default(), None)
+    }
+}
+
 impl ImageJournal {
+    fn over(backend: MemoryBackend, key: Option<JournalKey>) -> Self {
+        let journal = Journal::new(backend);
+        let journal = match &key {
+            Some(key) => journal.with_mac_key(key.clone()),
+            None => journal,
+        };
+        Self { journal, key }
+    }
+
     /// A journal holding `image` for `channel`.
     pub fn with_image(channel: ChannelId, image: Vec<u8>) -> Self {
-        Self {
-            images: HashMap::from([(channel, image)]),
-            key: None,
-        }
+        Self::over(MemoryBackend::with_log(channel, image), None)
     }
 
     /// Seals records written from now on with a keyed MAC under `key` and verifies every
     /// record against it on load, as [`FileJournal::with_mac_key`](crate::batch::FileJournal::with_mac_key) does.
     #[must_use]
-    pub fn with_mac_key(mut self, key: JournalKey) -> Self {
-        self.key = Some(key);
-        self
+    pub fn with_mac_key(self, key: JournalKey) -> Self {
+        Self::over(self.journal.into_backend(), Some(key))
     }
 
     /// The bytes held for `channel`.
     pub fn image(&self, channel: &ChannelId) -> Option<&[u8]> {
-        self.images.get(channel).map(Vec::as_slice)
+        self.journal.backend().log(channel)
     }
 
     /// Where each whole record of `channel`'s image ends (up to the first that is not whole).
@@ -158,44 +171,15 @@ impl EvidenceJournal for ImageJournal {
         channel: &ChannelId,
         events: &[EvidenceEvent],
     ) -> Result<(), JournalError> {
-        let image = self.images.entry(channel.clone()).or_default();
-        let scanned = scan(channel, image, self.key.as_ref())?;
-        if let Some(torn) = scanned.torn {
-            return Err(JournalError::TornTailNotRepaired {
-                channel: channel.clone(),
-                torn,
-            });
-        }
-        encode_commit(
-            channel,
-            self.key.as_ref(),
-            &scanned.last_seal,
-            events,
-            image,
-        )?;
-        Ok(())
+        self.journal.append(channel, events)
     }
 
     fn load(&self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
-        let Some(image) = self.images.get(channel) else {
-            return Ok(None);
-        };
-        let load = parse(channel, image, self.key.as_ref())?;
-        if load.snapshot.is_none() && load.events.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(load))
+        self.journal.load(channel)
     }
 
     fn repair_torn_tail(&mut self, channel: &ChannelId) -> Result<Option<TornTail>, JournalError> {
-        let Some(image) = self.images.get_mut(channel) else {
-            return Ok(None);
-        };
-        let torn = scan(channel, image, self.key.as_ref())?.torn;
-        if let Some(torn) = &torn {
-            image.truncate(usize::try_from(torn.offset).unwrap_or(image.len()));
-        }
-        Ok(torn)
+        self.journal.repair_torn_tail(channel)
     }
 
     fn compact(
@@ -203,8 +187,6 @@ impl EvidenceJournal for ImageJournal {
         channel: &ChannelId,
         evidence: &BatchEvidence,
     ) -> Result<(), JournalError> {
-        let (bytes, _) = encode_snapshot(channel, self.key.as_ref(), evidence)?;
-        self.images.insert(channel.clone(), bytes);
-        Ok(())
+        self.journal.compact(channel, evidence)
     }
 }
