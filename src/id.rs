@@ -43,7 +43,7 @@ pub enum IdError {
         max: usize,
     },
     /// The string contained a control character.
-    #[error("validate {kind}: control character {character:?} at byte {index}")]
+    #[error("validate {kind}: control character {character} at byte {index}", character = crate::error::quoted_char(.character))]
     ControlCharacter {
         /// Which id type refused it.
         kind: &'static str,

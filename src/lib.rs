@@ -69,6 +69,7 @@ pub mod batch;
 pub mod checkpoint;
 mod closure;
 mod digest;
+pub mod error;
 mod id;
 mod path;
 mod phase;
@@ -101,6 +102,7 @@ pub use closure::{
     TaskAttempt, VerdictNormalizer, render_recovery_spec, run_to_closure, run_to_closure_with,
 };
 pub use digest::{Digest, DigestParseError};
+pub use error::Error;
 pub use id::{
     AgentId, ChannelId, IdError, MAX_ID_LEN, ProjectId, SessionMode, TaskId, ValidatorId,
 };

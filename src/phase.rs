@@ -178,7 +178,7 @@ pub enum TokenError {
 
 /// A token refused by [`Step::execute`], with the step given back unchanged.
 #[derive(Debug, thiserror::Error)]
-#[error("execute: {error}")]
+#[error("execute task {}: its validation token was refused", .step.task().id())]
 pub struct TokenRejected {
     /// The step, still waiting for a matching token.
     pub step: Box<Step<Execute>>,

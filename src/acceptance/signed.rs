@@ -21,9 +21,9 @@ pub enum SignedError {
     Signature(SignatureError),
     /// The envelope signs something else than was expected.
     #[error(
-        "check signed acceptance: the envelope's payload type is {found:?}, expected \
-         {expected:?}; pass the envelope of the right kind"
-    )]
+        "check signed acceptance: the envelope's payload type is {found}, expected \
+         {expected}; pass the envelope of the right kind"
+    , found = crate::error::quoted(.found), expected = crate::error::quoted(.expected))]
     PayloadType {
         /// The payload type found.
         found: String,

@@ -144,7 +144,7 @@ pub enum BatchError {
     #[error(transparent)]
     Recovery(#[from] RecoveryError),
     /// The executor's own events did not fold (an internal invariant broke).
-    #[error("fold evidence on channel {channel}: {source}")]
+    #[error("fold evidence on channel {channel}")]
     Fold {
         /// The channel.
         channel: ChannelId,
@@ -465,7 +465,7 @@ impl<'p> Batch<'p> {
         if t.in_flight().is_some() {
             return Err(IneligibleReason::UncertainInterruptedExecution);
         }
-        if t.rejections().is_empty() || evidence.status(root) != TaskStatus::Failed {
+        if t.rejections().is_empty() || evidence.status(root) != Some(TaskStatus::Failed) {
             return Err(IneligibleReason::DiagnosticsMissing);
         }
         if t.calls() >= t.budget() {
@@ -719,8 +719,8 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         });
         for (p, id) in prerequisites.chain(sources) {
             match self.evidence.status_at(p) {
-                TaskStatus::Accepted => {}
-                TaskStatus::Drained { blocked_by } => return Some(blocked_by),
+                Some(TaskStatus::Accepted) => {}
+                Some(TaskStatus::Drained { blocked_by }) => return Some(blocked_by),
                 _ => return Some(id.clone()),
             }
         }

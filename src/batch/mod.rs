@@ -33,11 +33,11 @@
 //! let svc = TaskId::new("svc")?;
 //!
 //! let evidence = batch.dispatch(&mut Svc, &(), &mut journal)?;
-//! assert_eq!(evidence.status(&svc), TaskStatus::Failed); // rejection retained, deferred
+//! assert_eq!(evidence.status(&svc), Some(TaskStatus::Failed)); // rejection retained, deferred
 //!
 //! let request = RecoveryRequest::for_roots(&evidence, evidence.recovery_roots().cloned());
 //! let outcome = batch.recover(&request, &mut Svc, &(), &mut journal)?;
-//! assert_eq!(outcome.evidence.status(&svc), TaskStatus::Accepted);
+//! assert_eq!(outcome.evidence.status(&svc), Some(TaskStatus::Accepted));
 //! assert!(outcome.evidence.summary().is_complete());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

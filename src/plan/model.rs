@@ -30,7 +30,7 @@ pub enum ModuleNameError {
     #[error("accept module name: the name is empty")]
     Empty,
     /// The name was longer than [`MAX_MODULE_NAME_LEN`] bytes.
-    #[error("accept module name {name:?}: longer than {max} bytes")]
+    #[error("accept module name {name}: longer than {max} bytes", name = crate::error::quoted(.name))]
     TooLong {
         /// The refused name.
         name: String,
@@ -39,8 +39,8 @@ pub enum ModuleNameError {
     },
     /// The name had a character other than ASCII letters, digits, `_` and `-`.
     #[error(
-        "accept module name {name:?}: character {character:?} is not a letter, digit, `_` or `-`"
-    )]
+        "accept module name {name}: character {character} is not a letter, digit, `_` or `-`"
+    , name = crate::error::quoted(.name), character = crate::error::quoted_char(.character))]
     Character {
         /// The refused name.
         name: String,
