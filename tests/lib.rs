@@ -17,6 +17,8 @@ mod cli_staging;
 mod closure;
 mod closure_tamper;
 mod envelope_format;
+// Error messages and their source chains.
+mod error_chain;
 mod foundation;
 mod journal_integrity;
 mod plan;
