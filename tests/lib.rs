@@ -23,5 +23,7 @@ mod foundation;
 mod journal_integrity;
 mod plan;
 mod plan_extensions;
+// What the public API may and may not name.
+mod public_api;
 mod signing;
 mod support;
