@@ -667,7 +667,7 @@ fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) ->
 ///   {"id": "api", "owner": "svc", "spec": {"intent": "api"}, "depends_on": ["model"]},
 ///   {"id": "model", "owner": "db", "spec": {"intent": "model"}}
 /// ]}"#)?.validate()?;
-/// let ids = |v: Vec<&TaskId>| v.into_iter().map(TaskId::as_str).collect::<Vec<_>>();
+/// let ids = |v: Vec<&TaskId>| v.into_iter().map(|t| t.to_string()).collect::<Vec<_>>();
 /// assert_eq!(plan.topological_order().iter().map(TaskId::as_str).collect::<Vec<_>>(),
 ///            ["model", "api", "page"]);
 /// assert_eq!(ids(plan.prerequisites(&TaskId::new("api")?)), ["model"]);
