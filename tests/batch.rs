@@ -8,7 +8,7 @@ use std::rc::Rc;
 use kleene::batch::{
     Batch, BatchError, BatchEvidence, Candidate, EvidenceJournal, FileJournal, IneligibleReason,
     InfrastructureFailure, MemoryJournal, PendingTurnReplay, RecoveryError, RecoveryRequest,
-    Rejection, TaskBatchRecovery, TaskStatus, Worker, WorkerCall, WorkerFailure,
+    Rejection, TaskStatus, Worker, WorkerCall, WorkerFailure,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
 use kleene::{AgentId, AppBuildPlan, ChannelId, Plan, PlannedTask, ValidatedPlan};
@@ -77,7 +77,7 @@ fn app_worker() -> ScriptedWorker {
 }
 
 fn recovering<'p>(plan: &'p ValidatedPlan, channel: &str) -> Batch<'p> {
-    Batch::new(plan, chan(channel)).with_recovery(TaskBatchRecovery::new())
+    Batch::new(plan, chan(channel)).with_recovery(true)
 }
 
 #[test]
@@ -768,10 +768,8 @@ impl Scenario {
     fn batch<'p>(&self, plan: &'p ValidatedPlan) -> Batch<'p> {
         let mut b = Batch::new(plan, chan("crash"))
             .with_group_commit(self.group_commit)
-            .with_compaction_after(self.compaction_after);
-        if self.recovery {
-            b = b.with_recovery(TaskBatchRecovery::new());
-        }
+            .with_compaction_after(self.compaction_after)
+            .with_recovery(self.recovery);
         for (i, block) in self.block.iter().enumerate() {
             if *block {
                 b = b.with_pending_turn_replay(

@@ -6,7 +6,7 @@ use super::candidate::{Candidate, Rejection};
 use super::event::{EvidenceEvent, InventoryEntry, Settlement};
 use super::evidence::{BatchEvidence, EVIDENCE_VERSION, FoldError, TaskStatus};
 use super::journal::{EvidenceJournal, JournalError};
-use super::recovery::{self, IneligibleReason, RecoveryError, RecoveryRequest, TaskBatchRecovery};
+use super::recovery::{self, IneligibleReason, RecoveryError, RecoveryRequest};
 use super::worker::{
     Ancestry, Correction, OutputContract, PendingTurnReplay, Worker, WorkerCall, WorkerFailure,
 };
@@ -220,9 +220,13 @@ impl<'p> Batch<'p> {
         self
     }
 
-    /// Opts in to bounded batch recovery.
-    pub fn with_recovery(mut self, _contract: TaskBatchRecovery) -> Self {
-        self.recovery = true;
+    /// Bounded batch recovery (default off). With it, a task's first output-contract
+    /// rejection is retained and deferred (the batch settles with the task failed and its
+    /// dependents drained) instead of being retried at once; a later [`RecoveryRequest`] can
+    /// grant the task one corrective call. The choice is recorded: a resume or recovery of
+    /// the batch with the other choice is refused.
+    pub fn with_recovery(mut self, enabled: bool) -> Self {
+        self.recovery = enabled;
         self
     }
 

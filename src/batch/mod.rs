@@ -10,8 +10,8 @@
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use kleene::batch::{Batch, Candidate, MemoryJournal, RecoveryRequest, TaskBatchRecovery,
-//!                     TaskStatus, Worker, WorkerCall, WorkerFailure};
+//! use kleene::batch::{Batch, Candidate, MemoryJournal, RecoveryRequest, TaskStatus, Worker,
+//!                     WorkerCall, WorkerFailure};
 //! use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan, TaskId};
 //!
 //! let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
@@ -28,7 +28,7 @@
 //!     }
 //! }
 //!
-//! let batch = Batch::new(&plan, ChannelId::new("chan-1")?).with_recovery(TaskBatchRecovery::new());
+//! let batch = Batch::new(&plan, ChannelId::new("chan-1")?).with_recovery(true);
 //! let mut journal = MemoryJournal::default();
 //! let svc = TaskId::new("svc")?;
 //!
@@ -61,7 +61,7 @@ pub use journal::{
     EvidenceJournal, FileJournal, JournalError, JournalKey, JournalLoad, MemoryJournal,
     RecordDamage, TornTail,
 };
-pub use recovery::{IneligibleReason, RecoveryError, RecoveryRequest, TaskBatchRecovery};
+pub use recovery::{IneligibleReason, RecoveryError, RecoveryRequest};
 pub use worker::{
     Correction, InfrastructureFailure, OutputContract, PendingTurnReplay, Worker, WorkerCall,
     WorkerFailure,

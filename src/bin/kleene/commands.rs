@@ -9,8 +9,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use kleene::batch::{
-    Batch, BatchError, BatchEvidence, EvidenceJournal, FileJournal, RecoveryRequest,
-    TaskBatchRecovery, TaskStatus,
+    Batch, BatchError, BatchEvidence, EvidenceJournal, FileJournal, RecoveryRequest, TaskStatus,
 };
 use kleene::signing::{Envelope, PublicKey, SigningKey};
 use kleene::{
@@ -406,12 +405,10 @@ fn execute(
     }
     // Group commit: one sync per task instead of two; every event is still durable before the
     // next command runs, and an unsynced settlement is only ever replayed (allow), never lost.
-    let mut batch = Batch::new(plan, channel.clone())
+    let batch = Batch::new(plan, channel.clone())
         .with_input("plan file", plan_text.as_bytes())
-        .with_group_commit(true);
-    if info.batch_recovery {
-        batch = batch.with_recovery(TaskBatchRecovery::new());
-    }
+        .with_group_commit(true)
+        .with_recovery(info.batch_recovery);
     // A run killed before its first record has nothing to resume: it starts.
     let has_evidence = journal
         .load(&channel)
