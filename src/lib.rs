@@ -85,11 +85,10 @@ mod verdict;
 
 pub use acceptance::{
     ACCEPTANCE_PREDICATE_TYPE, AcceptanceError, AcceptanceProblem, AcceptanceRecord, ArchivePlace,
-    BuildBinding, CanonicalArchive, ExportError, FILES_DIR, FileEntry, FileManifest, FileMismatch,
-    HostileEntry, IN_TOTO_PAYLOAD_TYPE, InTotoStatement, ManifestError, RECORD_ENTRY,
-    RECORD_FORMAT, RECORD_PAYLOAD_TYPE, RecordDifference, RecordError, STATEMENT_TYPE, SignedError,
-    StoredRecord, Subject, TaskResult, VerifiedArchive, VerifyError, accept, export,
-    verify_archive, verify_signed_archive,
+    BuildBinding, CanonicalArchive, ExportError, FileEntry, FileManifest, FileMismatch,
+    HostileEntry, IN_TOTO_PAYLOAD_TYPE, InTotoStatement, ManifestError, RECORD_PAYLOAD_TYPE,
+    RecordDifference, RecordError, SignedError, StoredRecord, Subject, TaskResult, VerifiedArchive,
+    VerifyError, accept, export, verify_archive, verify_signed_archive,
 };
 #[cfg(feature = "tracing")]
 pub use audit::TracingSink;

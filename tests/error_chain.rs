@@ -47,7 +47,11 @@ fn assert_chains(err: impl Into<Error> + StdError + 'static, depth: usize) {
     let chained = Chain(&err).to_string();
     assert_eq!(chained, own.join(": "));
     let wrapped: Error = err.into();
-    assert_eq!(levels(&wrapped), own, "the umbrella error changes the chain");
+    assert_eq!(
+        levels(&wrapped),
+        own,
+        "the umbrella error changes the chain"
+    );
 }
 
 #[test]

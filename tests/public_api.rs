@@ -137,7 +137,10 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn no_public_signature_names_a_petgraph_type() {
     let mut files = Vec::new();
-    rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+    rust_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
     assert!(files.len() > 20, "found only {files:?}");
     let mut found = Vec::new();
     for file in &files {
@@ -146,7 +149,11 @@ fn no_public_signature_names_a_petgraph_type() {
             found.push(format!("{}: {leak}", file.display()));
         }
     }
-    assert!(found.is_empty(), "petgraph in public signatures:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "petgraph in public signatures:\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
@@ -154,7 +161,10 @@ fn the_check_finds_the_leaks_it_is_for() {
     let old = "use petgraph::Direction;\nuse petgraph::graph::{DiGraph, NodeIndex};\n\
                impl ValidatedPlan {\n    /// The graph.\n    \
                pub fn graph(&self) -> &DiGraph<(), (), u32> {\n        &self.graph\n    }\n}";
-    assert_eq!(leaks(old), ["pub fn graph(&self) -> &DiGraph<(), (), u32> "]);
+    assert_eq!(
+        leaks(old),
+        ["pub fn graph(&self) -> &DiGraph<(), (), u32> "]
+    );
     let hidden = "use petgraph::graph::DiGraph;\npub struct P {\n    graph: DiGraph<(), ()>,\n}\n\
                   impl P {\n    pub(crate) fn graph(&self) -> &DiGraph<(), ()> { &self.graph }\n}";
     assert!(leaks(hidden).is_empty(), "{:?}", leaks(hidden));

@@ -6,15 +6,15 @@ use std::io::Read;
 
 use super::record::{RecordError, StoredRecord, canonical_json};
 use super::{AcceptanceRecord, FileManifest, FileMismatch};
-use crate::snapshot::Snapshot;
 use crate::error::quoted;
+use crate::snapshot::Snapshot;
 use crate::{AdmittedPath, Digest, PathError};
 
 /// The archive entry holding the acceptance record as JSON. It comes first.
-pub const RECORD_ENTRY: &str = "acceptance.json";
+pub(crate) const RECORD_ENTRY: &str = "acceptance.json";
 
 /// Every snapshot file is stored under this directory, so no file can shadow the record.
-pub const FILES_DIR: &str = "files";
+pub(crate) const FILES_DIR: &str = "files";
 
 /// The fixed metadata of every entry: no time, no owner, one mode.
 const MTIME: u64 = 0;
@@ -44,7 +44,7 @@ pub enum HostileEntry {
     Device,
     /// A second entry with a name already seen.
     Duplicate,
-    /// An entry that is neither the record nor under [`FILES_DIR`]`/`.
+    /// An entry that is neither the record (`acceptance.json`) nor under `files/`.
     Unexpected,
     /// An entry type a canonical archive never has (directories, PAX globals, …).
     EntryType {

@@ -1013,10 +1013,7 @@ mod tests {
         assert_eq!(e.recovery_roots().collect::<Vec<_>>(), [&t()]);
         assert_eq!(e.failure_history().count(), 1);
         assert_eq!(e.summary().failed, 1);
-        assert_eq!(
-            e.status(&TaskId::new("nope").unwrap()),
-            None
-        );
+        assert_eq!(e.status(&TaskId::new("nope").unwrap()), None);
         let bytes = checkpoint::encode(&e).unwrap();
         let back: BatchEvidence = checkpoint::decode(&bytes).unwrap();
         assert_eq!(back, e);

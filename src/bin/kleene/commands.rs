@@ -680,7 +680,9 @@ fn load_evidence(
                 state.root().display()
             ))
         })?;
-    let evidence = load.into_evidence().map_err(|e| Failure::bad_input(Chain(&e)))?;
+    let evidence = load
+        .into_evidence()
+        .map_err(|e| Failure::bad_input(Chain(&e)))?;
     Ok((info, loaded, evidence))
 }
 
