@@ -24,7 +24,7 @@
 //! Decoding never panics: truncated, corrupted or foreign bytes give a [`CheckpointError`].
 //! bincode is confined to this module, behind the codec tag, so the format can change in one
 //! place. bincode is not self-describing, so older format versions are decoded by their own
-//! types and migrated (a [`Task`](crate::Task) written before R21 loads with
+//! types and migrated (a [`Task`](crate::Task) written before fix subtasks carried their root loads with
 //! `root_task_ref = None`, `root_spec = None`, `prior_failures = []`).
 //!
 //! Where the bytes are kept is the caller's choice (a file, a database row): an envelope is
@@ -344,8 +344,8 @@ pub fn decode<T: Checkpoint>(bytes: &[u8]) -> Result<T, CheckpointError> {
 
 impl sealed::Sealed for crate::Task {}
 
-/// Tasks are at format version 2 (R21 added `root_task_ref`, `root_spec`,
-/// `prior_failures`); version 1 is the shape before R21 and is migrated on read.
+/// Tasks are at format version 2 (which added `root_task_ref`, `root_spec`,
+/// `prior_failures`); version 1 is the shape before them and is migrated on read.
 impl Checkpoint for crate::Task {
     const KIND: [u8; 4] = *b"TASK";
     const VERSION: u16 = 2;
@@ -369,7 +369,7 @@ impl Checkpoint for crate::Task {
     }
 }
 
-/// The task shape before R21 (format version 1).
+/// The task shape before fix subtasks carried their root (format version 1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub(crate) struct TaskV1 {
     pub(crate) id: crate::TaskId,
@@ -620,7 +620,7 @@ mod tests {
         }
     }
 
-    /// The committed version-1 fixture is exactly what the pre-R21 shape writes. Run with
+    /// The committed version-1 fixture is exactly what the version-1 shape writes. Run with
     /// `KLEENE_WRITE_FIXTURES=1` to (re)write it; it should never need to change.
     #[test]
     fn version_one_fixture_is_what_the_v1_shape_writes() {

@@ -186,7 +186,7 @@ id_type!(
 );
 
 impl TaskId {
-    /// The id of the fix subtask at `depth` in the closure rooted at `self` (R21 §4).
+    /// The id of the fix subtask at `depth` in the closure rooted at `self`.
     ///
     /// Ids are linear, never nested: the chain under `x` reads `x_fix_1`, `x_fix_2`,
     /// `x_fix_3`. Call it on the *root* task id, not on the previous fix's id.

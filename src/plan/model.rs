@@ -9,8 +9,8 @@ use super::extension::{ExtensionValue, Extensions};
 use super::load::PlanSeed;
 use crate::{AdmittedPath, AgentId, IdError, Spec, TaskId};
 
-/// How many retries a planned task gets when its plan does not say (R11: `retry_limit + 1`
-/// is the ceiling of calls, four by default).
+/// How many retries a planned task gets when its plan does not say: `retry_limit + 1` is
+/// the ceiling of calls, four by default.
 pub const DEFAULT_RETRY_LIMIT: u32 = 3;
 
 /// The longest module name, in bytes.
