@@ -164,6 +164,68 @@ fn a_refused_token_names_the_task_and_chains_why() {
 }
 
 #[test]
+fn an_archive_whose_record_was_edited_chains_the_record_error() {
+    use kleene::batch::{BatchEvidence, EVIDENCE_VERSION, InventoryEntry, Settlement};
+    use kleene::{BuildBinding, Digest, Snapshot, VerifyError, accept, export, verify_archive};
+
+    let plan = AppBuildPlan::from_json(
+        r#"{"tasks": [{"id": "cfg", "owner": "ConfigAgent", "spec": {"intent": "config"},
+            "owned_paths": ["config/app.yaml"]}]}"#,
+    )
+    .unwrap()
+    .validate()
+    .unwrap();
+    let task = TaskId::new("cfg").unwrap();
+    let channel = ChannelId::new("chain").unwrap();
+    let candidate = Candidate::new(BTreeMap::from([(
+        AdmittedPath::admit("config/app.yaml").unwrap(),
+        b"name: demo\n".to_vec(),
+    )]));
+    let evidence = BatchEvidence::fold([
+        EvidenceEvent::Started {
+            channel: channel.clone(),
+            plan_digest: plan.digest(),
+            evidence_version: EVIDENCE_VERSION,
+            inputs: BTreeMap::new(),
+            recovery: false,
+            inventory: vec![InventoryEntry {
+                task: task.clone(),
+                owner: "ConfigAgent".parse().unwrap(),
+                budget: 4,
+            }],
+        },
+        EvidenceEvent::Reserved {
+            task: task.clone(),
+            attempt: 1,
+            input_digest: Digest::from_bytes([0; 32]),
+        },
+        EvidenceEvent::Settled {
+            task,
+            attempt: 1,
+            settlement: Settlement::Accepted {
+                digest: candidate.digest(),
+                candidate,
+            },
+        },
+    ])
+    .unwrap();
+    let snapshot = Snapshot::from_evidence(&evidence).unwrap();
+    let binding = BuildBinding::new(channel, plan.digest(), EVIDENCE_VERSION);
+    let record = accept(&plan, &evidence, &snapshot, &binding).unwrap();
+    let mut archive = export(&record, &snapshot).unwrap().into_bytes();
+    // One hex digit of the recorded plan digest, changed to another hex digit.
+    let hex = plan.digest().to_string();
+    let at = archive
+        .windows(hex.len())
+        .position(|w| w == hex.as_bytes())
+        .unwrap();
+    archive[at] = if archive[at] == b'0' { b'1' } else { b'0' };
+    let err = verify_archive(&archive, record.digest()).unwrap_err();
+    assert!(matches!(err, VerifyError::Record(_)), "{err:?}");
+    assert_chains(err, 2);
+}
+
+#[test]
 fn errors_without_a_cause_wrap_as_themselves() {
     assert_chains(TaskId::new("").unwrap_err(), 1);
     assert_chains(AdmittedPath::admit("../etc").unwrap_err(), 1);

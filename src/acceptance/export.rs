@@ -189,8 +189,11 @@ pub enum VerifyError {
         message: String,
     },
     /// The record's own digests do not recompute.
-    #[error("verify archive: entry {RECORD_ENTRY}: {0}")]
-    Record(RecordError),
+    #[error(
+        "verify archive: entry {RECORD_ENTRY} is not an intact record; export it again or \
+         fetch an intact copy"
+    )]
+    Record(#[source] RecordError),
     /// The record is intact but is not the one expected.
     #[error(
         "verify archive: entry {RECORD_ENTRY} has record digest {found}, expected {expected}; \
@@ -314,8 +317,11 @@ pub enum ExportError {
         message: String,
     },
     /// The written archive failed its own verification.
-    #[error("export snapshot: the written archive does not verify: {0}")]
-    Verify(VerifyError),
+    #[error(
+        "export snapshot: the archive it wrote does not verify; nothing was published: report \
+         it, this is a defect of kleene export"
+    )]
+    Verify(#[source] VerifyError),
 }
 
 /// A canonical archive that was verified right after it was written: the bytes to publish

@@ -989,7 +989,7 @@ pub fn export_run(args: &ExportArgs, rep: &mut Reporter) -> Outcome {
             }
         }
     }
-    let archive = export(&record, &snapshot).map_err(Failure::halted)?;
+    let archive = export(&record, &snapshot).map_err(|e| Failure::halted(Chain(&e)))?;
     write_atomic(&args.out, archive.as_bytes()).map_err(Failure::halted)?;
     let signature = statement_envelope_path(&args.out);
     if let Some(key) = &key {
@@ -1119,7 +1119,7 @@ pub fn verify(args: &VerifyArgs, rep: &mut Reporter) -> Outcome {
 }
 
 fn archive_failure(archive: &Path, err: &VerifyError) -> Failure {
-    let mut lines = vec![format!("verify {}: {err}", archive.display())];
+    let mut lines = vec![format!("verify {}: {}", archive.display(), Chain(err))];
     for m in err.mismatches() {
         lines.push(format!("  {m}"));
     }
@@ -1156,9 +1156,10 @@ fn verify_signed(
     let verified = verify_signed_archive(bytes, &envelope, &key).map_err(|err| match &err {
         SignedError::Archive(inner) => archive_failure(&args.archive, inner),
         other => Failure::halted(format!(
-            "verify {} with {}: {other}",
+            "verify {} with {}: {}",
             args.archive.display(),
-            signature.display()
+            signature.display(),
+            Chain(other)
         )),
     })?;
     if let Some(pinned) = pinned
