@@ -149,7 +149,7 @@ pub enum RecordDamage {
         max: u64,
     },
     /// A record of format version 1 (a bare checkpoint envelope) does not open.
-    #[error("{0}")]
+    #[error(transparent)]
     Envelope(CheckpointError),
 }
 
