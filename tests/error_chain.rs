@@ -239,3 +239,64 @@ fn errors_without_a_cause_wrap_as_themselves() {
     assert_chains(invalid, 1);
     assert_chains(AppBuildPlan::from_json("{").unwrap_err(), 1);
 }
+
+/// The text of every `#[error(…)]` attribute and every `Display` implementation in `src`.
+fn message_sources() -> Vec<(String, String)> {
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    /// The text from `start` to the bracket that closes the first `open` after it.
+    fn balanced(text: &str, start: usize, open: char, close: char) -> &str {
+        let mut depth = 0usize;
+        for (i, c) in text[start..].char_indices() {
+            if c == open {
+                depth += 1;
+            } else if c == close {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return &text[start..start + i + 1];
+                }
+            }
+        }
+        &text[start..]
+    }
+    let mut paths = Vec::new();
+    files(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut paths,
+    );
+    let mut found = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.display().to_string();
+        for (at, _) in text.match_indices("#[error(") {
+            found.push((name.clone(), balanced(&text, at, '(', ')').to_owned()));
+        }
+        for (at, _) in text.match_indices("Display for ") {
+            found.push((name.clone(), balanced(&text, at, '{', '}').to_owned()));
+        }
+    }
+    found
+}
+
+/// Messages are for people: `Debug` output (quoted and escaped at best, struct dumps at
+/// worst) is no part of one. Guards the messages that printed a task status, a path list,
+/// magic bytes and every refused path through `{:?}`.
+#[test]
+fn no_message_uses_debug_formatting() {
+    let sources = message_sources();
+    assert!(sources.len() > 100, "found only {} messages", sources.len());
+    let offenders: Vec<String> = sources
+        .iter()
+        .filter(|(_, text)| text.contains(":?}") || text.contains(":#?}"))
+        .map(|(file, text)| format!("{file}: {text}"))
+        .collect();
+    assert!(offenders.is_empty(), "Debug in messages:\n{}", offenders.join("\n\n"));
+}
