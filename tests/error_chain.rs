@@ -298,5 +298,9 @@ fn no_message_uses_debug_formatting() {
         .filter(|(_, text)| text.contains(":?}") || text.contains(":#?}"))
         .map(|(file, text)| format!("{file}: {text}"))
         .collect();
-    assert!(offenders.is_empty(), "Debug in messages:\n{}", offenders.join("\n\n"));
+    assert!(
+        offenders.is_empty(),
+        "Debug in messages:\n{}",
+        offenders.join("\n\n")
+    );
 }
