@@ -19,6 +19,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::quoted_char;
+
 /// The longest id, in bytes, that any id type accepts.
 pub const MAX_ID_LEN: usize = 256;
 
@@ -43,7 +45,10 @@ pub enum IdError {
         max: usize,
     },
     /// The string contained a control character.
-    #[error("validate {kind}: control character {character} at byte {index}", character = crate::error::quoted_char(.character))]
+    #[error(
+        "validate {kind}: control character {character} at byte {index}",
+        character = quoted_char(.character)
+    )]
     ControlCharacter {
         /// Which id type refused it.
         kind: &'static str,

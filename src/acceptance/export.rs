@@ -122,8 +122,9 @@ pub enum VerifyError {
     /// A hostile entry (zip-slip and friends), refused before use.
     #[error(
         "verify archive: entry {name} is refused because {kind}; kleene export never writes \
-         one, so do not unpack this archive"
-    , name = quoted(.name))]
+         one, so do not unpack this archive",
+        name = quoted(.name)
+    )]
     Hostile {
         /// The entry name as found (lossily decoded).
         name: String,
@@ -133,8 +134,9 @@ pub enum VerifyError {
     /// An entry header differs from the canonical one.
     #[error(
         "verify archive: entry {name} has non-canonical {field}; the archive was changed \
-         after export: export it again"
-    , name = quoted(.name))]
+         after export: export it again",
+        name = quoted(.name)
+    )]
     NonCanonical {
         /// The entry name.
         name: String,
@@ -167,8 +169,9 @@ pub enum VerifyError {
     /// An entry is not in canonical order (record first, then files sorted by path).
     #[error(
         "verify archive: entry {name} is out of order (the record comes first, then files \
-         sorted by path); the archive was not written by kleene export: export it again"
-    , name = quoted(.name))]
+         sorted by path); the archive was not written by kleene export: export it again",
+        name = quoted(.name)
+    )]
     OutOfOrder {
         /// The entry name.
         name: String,

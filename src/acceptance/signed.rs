@@ -4,6 +4,7 @@
 use super::record::StoredRecord;
 use super::{AcceptanceRecord, RecordError, VerifiedArchive, VerifyError, verify_archive};
 use crate::Digest;
+use crate::error::quoted;
 use crate::signing::{Envelope, PublicKey, SignatureError, SigningKey};
 
 /// The DSSE payload type of a signed acceptance record (its canonical JSON).
@@ -22,8 +23,10 @@ pub enum SignedError {
     /// The envelope signs something else than was expected.
     #[error(
         "check signed acceptance: the envelope's payload type is {found}, expected \
-         {expected}; pass the envelope of the right kind"
-    , found = crate::error::quoted(.found), expected = crate::error::quoted(.expected))]
+         {expected}; pass the envelope of the right kind",
+        found = quoted(.found),
+        expected = quoted(.expected)
+    )]
     PayloadType {
         /// The payload type found.
         found: String,

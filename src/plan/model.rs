@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::extension::{ExtensionValue, Extensions};
 use super::load::PlanSeed;
+use crate::error::{quoted, quoted_char};
 use crate::{AdmittedPath, AgentId, IdError, Spec, TaskId};
 
 /// How many retries a planned task gets when its plan does not say: `retry_limit + 1` is
@@ -30,7 +31,7 @@ pub enum ModuleNameError {
     #[error("accept module name: the name is empty")]
     Empty,
     /// The name was longer than [`MAX_MODULE_NAME_LEN`] bytes.
-    #[error("accept module name {name}: longer than {max} bytes", name = crate::error::quoted(.name))]
+    #[error("accept module name {name}: longer than {max} bytes", name = quoted(.name))]
     TooLong {
         /// The refused name.
         name: String,
@@ -39,8 +40,10 @@ pub enum ModuleNameError {
     },
     /// The name had a character other than ASCII letters, digits, `_` and `-`.
     #[error(
-        "accept module name {name}: character {character} is not a letter, digit, `_` or `-`"
-    , name = crate::error::quoted(.name), character = crate::error::quoted_char(.character))]
+        "accept module name {name}: character {character} is not a letter, digit, `_` or `-`",
+        name = quoted(.name),
+        character = quoted_char(.character)
+    )]
     Character {
         /// The refused name.
         name: String,
