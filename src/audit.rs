@@ -1,4 +1,4 @@
-//! The closure tree's audit trail: typed events in an append-only, hash-chained log (INV4).
+//! The closure tree's audit trail: typed events in an append-only, hash-chained log.
 //!
 //! Every phase of every task of a closure, every spawned fix subtask and the closure's end
 //! (`recovery_resolved`, `recovery_exhausted`, `recovery_stalled`, or another halt) is an
@@ -77,7 +77,7 @@ impl std::fmt::Display for LoopPhase {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AuditEvent {
-    /// A closure started on its root task, in a session (INV5: every subtask shares it).
+    /// A closure started on its root task, in a session (every subtask shares it).
     ClosureStarted {
         /// The root task.
         root_task_ref: TaskId,
@@ -92,7 +92,7 @@ pub enum AuditEvent {
         iteration: u32,
         /// The decision.
         decision: GovernanceDecision,
-        /// The digest of the validation token minted on approval (INV1: one per task
+        /// The digest of the validation token minted on approval (one per task
         /// iteration, never reused).
         token: Option<Digest>,
     },
@@ -132,7 +132,7 @@ pub enum AuditEvent {
         /// What came next.
         next: Next,
     },
-    /// A fix subtask was spawned (`subtask_spawned`, R13 INV4).
+    /// A fix subtask was spawned (`subtask_spawned`).
     SubtaskSpawned {
         /// The task whose attempt failed.
         parent_ref: TaskId,

@@ -1,4 +1,5 @@
-//! Checkpoint envelopes, the one codec behind them, and where checkpoints are kept.
+//! Checkpoint envelopes: how tasks, closures and batch evidence become bytes that can be
+//! kept anywhere and read back safely, and the one codec behind them.
 //!
 //! A checkpoint is a 51-byte header followed by a bincode (serde) payload. Every integer is
 //! little endian:
@@ -23,25 +24,27 @@
 //! Decoding never panics: truncated, corrupted or foreign bytes give a [`CheckpointError`].
 //! bincode is confined to this module, behind the codec tag, so the format can change in one
 //! place. bincode is not self-describing, so older format versions are decoded by their own
-//! types and migrated (a [`Task`](crate::Task) written before R21 loads with
+//! types and migrated (a [`Task`](crate::Task) written before fix subtasks carried their root loads with
 //! `root_task_ref = None`, `root_spec = None`, `prior_failures = []`).
 //!
+//! Where the bytes are kept is the caller's choice (a file, a database row): an envelope is
+//! self-contained, and decoding checks everything before it trusts anything.
+//!
 //! ```
-//! use kleene::checkpoint::{self, CheckpointStore, MemoryStore};
-//! use kleene::{ChannelId, Spec, Task, TaskId};
+//! use kleene::checkpoint::{self, CheckpointError};
+//! use kleene::{Spec, Task, TaskId};
 //!
 //! let task = Task::new(TaskId::new("t1")?, Spec::new("build the login page"));
 //! let bytes = checkpoint::encode(&task)?;
 //! assert_eq!(checkpoint::decode::<Task>(&bytes)?, task);
 //!
-//! let mut store = MemoryStore::default();
-//! let channel = ChannelId::new("chan-1")?;
-//! store.commit(&channel, &bytes)?;
-//! assert_eq!(store.load(&channel)?.as_deref(), Some(&bytes[..]));
+//! // A damaged copy is refused with a typed error, never a panic.
+//! let mut damaged = bytes.clone();
+//! *damaged.last_mut().unwrap() ^= 1;
+//! assert!(matches!(checkpoint::decode::<Task>(&damaged), Err(CheckpointError::ChecksumMismatch)));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -79,7 +82,10 @@ pub enum CheckpointError {
         extra: usize,
     },
     /// The bytes do not start with [`MAGIC`].
-    #[error("decode checkpoint: not a kleene checkpoint (magic {found:?})")]
+    #[error(
+        "decode checkpoint: not a kleene checkpoint (its first bytes are {}, not `4b 4c 4e 45`)",
+        hex_bytes(.found)
+    )]
     BadMagic {
         /// The first four bytes.
         found: [u8; 4],
@@ -338,8 +344,8 @@ pub fn decode<T: Checkpoint>(bytes: &[u8]) -> Result<T, CheckpointError> {
 
 impl sealed::Sealed for crate::Task {}
 
-/// Tasks are at format version 2 (R21 added `root_task_ref`, `root_spec`,
-/// `prior_failures`); version 1 is the shape before R21 and is migrated on read.
+/// Tasks are at format version 2 (which added `root_task_ref`, `root_spec`,
+/// `prior_failures`); version 1 is the shape before them and is migrated on read.
 impl Checkpoint for crate::Task {
     const KIND: [u8; 4] = *b"TASK";
     const VERSION: u16 = 2;
@@ -363,7 +369,7 @@ impl Checkpoint for crate::Task {
     }
 }
 
-/// The task shape before R21 (format version 1).
+/// The task shape before fix subtasks carried their root (format version 1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub(crate) struct TaskV1 {
     pub(crate) id: crate::TaskId,
@@ -397,93 +403,14 @@ impl Checkpoint for crate::ClosureState {
     }
 }
 
-/// Why a store could not load or commit.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// An I/O operation on `path` failed.
-    #[error("access checkpoint store at {}: {source}", .path.display())]
-    Io {
-        /// The file or directory involved.
-        path: PathBuf,
-        /// The operating system's error.
-        #[source]
-        source: io::Error,
-    },
-}
-
-impl StoreError {
-    fn io(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
-        move |source| StoreError::Io {
-            path: path.to_owned(),
-            source,
-        }
-    }
-
-    // A private conversion: a `From` impl would add `(PathBuf, io::Error)` to the public API.
-    fn from_io((path, source): IoFailure) -> Self {
-        StoreError::Io { path, source }
-    }
-}
-
-/// Where checkpoints live, keyed by channel. A commit replaces the channel's checkpoint
-/// whole; a load returns exactly the last committed bytes (or none).
-///
-/// Implement it to keep checkpoints in your own database.
-pub trait CheckpointStore {
-    /// The last committed bytes for `channel`, if any.
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError`] when the store cannot be read.
-    fn load(&self, channel: &ChannelId) -> Result<Option<Vec<u8>>, StoreError>;
-
-    /// Replaces `channel`'s checkpoint with `bytes`, durably and atomically: after a crash
-    /// the store holds either the old bytes or the new ones.
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError`] when the store cannot be written; the previous checkpoint is intact.
-    fn commit(&mut self, channel: &ChannelId, bytes: &[u8]) -> Result<(), StoreError>;
-}
-
-/// A checkpoint store in memory: for tests and for callers that keep the store alive
-/// themselves.
-#[derive(Debug, Clone, Default)]
-pub struct MemoryStore {
-    checkpoints: HashMap<ChannelId, Vec<u8>>,
-}
-
-impl CheckpointStore for MemoryStore {
-    fn load(&self, channel: &ChannelId) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.checkpoints.get(channel).cloned())
-    }
-
-    fn commit(&mut self, channel: &ChannelId, bytes: &[u8]) -> Result<(), StoreError> {
-        self.checkpoints.insert(channel.clone(), bytes.to_vec());
-        Ok(())
-    }
-}
-
-/// A checkpoint store in a directory: one file per channel, replaced atomically (temp file
-/// in the same directory, fsync, rename, fsync of the directory).
-///
-/// File names are a digest of the channel id, so no channel id can name a path outside the
-/// directory. One store should own a directory: opening it removes temp files that an
-/// interrupted commit left behind.
-#[derive(Debug, Clone)]
-pub struct FileStore {
-    dir: PathBuf,
-}
-
 const TEMP_SUFFIX: &str = ".tmp";
 
-/// A failed file-system operation and the file or directory it was on; each store wraps it
-/// in its own error type.
+/// A failed file-system operation and the file or directory it was on; each user (the
+/// journal) wraps it in its own error type.
 pub(crate) type IoFailure = (PathBuf, io::Error);
 
 /// Creates `dir` if needed and removes the temp files an interrupted [`replace_file`] left
-/// in it (a store owns its directory).
+/// in it (a journal owns its directory).
 pub(crate) fn open_dir(dir: &Path) -> Result<(), IoFailure> {
     fs::create_dir_all(dir).map_err(at(dir))?;
     for entry in fs::read_dir(dir).map_err(at(dir))? {
@@ -539,47 +466,18 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), IoFailure> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(at(dir))
 }
 
-impl FileStore {
-    /// Opens (creating if needed) the store in `dir`.
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError::Io`] when the directory cannot be created or listed.
-    pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
-        let dir = dir.into();
-        open_dir(&dir).map_err(StoreError::from_io)?;
-        Ok(Self { dir })
-    }
-
-    /// The directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The file that holds `channel`'s checkpoint.
-    pub fn path_for(&self, channel: &ChannelId) -> PathBuf {
-        channel_file(&self.dir, "kleene channel file name v1", channel, "ckpt")
-    }
-}
-
-impl CheckpointStore for FileStore {
-    fn load(&self, channel: &ChannelId) -> Result<Option<Vec<u8>>, StoreError> {
-        let path = self.path_for(channel);
-        match fs::read(&path) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StoreError::io(&path)(e)),
-        }
-    }
-
-    fn commit(&mut self, channel: &ChannelId, bytes: &[u8]) -> Result<(), StoreError> {
-        replace_file(&self.dir, &self.path_for(channel), bytes).map_err(StoreError::from_io)
-    }
-}
-
 /// The length of the whole envelope at the start of `bytes` (which may continue with more
 /// records), after checking its structure and checksum. Journals use it to walk a sequence of
 /// records and find where a torn tail starts.
+/// Bytes as space-separated hex pairs, for a message.
+fn hex_bytes(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub(crate) fn open_prefix(bytes: &[u8]) -> Result<usize, CheckpointError> {
     let Some(header) = bytes.first_chunk::<HEADER_LEN>() else {
         return Err(CheckpointError::TooShort {
@@ -722,7 +620,7 @@ mod tests {
         }
     }
 
-    /// The committed version-1 fixture is exactly what the pre-R21 shape writes. Run with
+    /// The committed version-1 fixture is exactly what the version-1 shape writes. Run with
     /// `KLEENE_WRITE_FIXTURES=1` to (re)write it; it should never need to change.
     #[test]
     fn version_one_fixture_is_what_the_v1_shape_writes() {
@@ -741,28 +639,22 @@ mod tests {
     }
 
     #[test]
-    fn file_store_commits_atomically_and_ignores_torn_temp_files() {
-        let dir = std::env::temp_dir().join(format!("kleene-store-{}", std::process::id()));
+    fn files_are_replaced_atomically_and_torn_temp_files_removed() {
+        let dir = std::env::temp_dir().join(format!("kleene-files-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
+        open_dir(&dir).unwrap();
         let channel = ChannelId::new("../../etc/passwd").unwrap();
-        let mut store = FileStore::open(&dir).unwrap();
-        assert_eq!(store.load(&channel).unwrap(), None);
-        store.commit(&channel, b"first").unwrap();
-        assert!(store.path_for(&channel).starts_with(&dir));
-        // A crash mid-commit leaves a truncated temp file; the last good checkpoint stands.
-        let tmp = store.path_for(&channel).with_extension("ckpt.tmp");
+        let path = channel_file(&dir, "kleene test file name v1", &channel, "ckpt");
+        assert!(path.starts_with(&dir));
+        replace_file(&dir, &path, b"first").unwrap();
+        // A crash mid-replace leaves a truncated temp file; the last good content stands.
+        let tmp = path.with_extension("ckpt.tmp");
         fs::write(&tmp, b"sec").unwrap();
-        assert_eq!(
-            store.load(&channel).unwrap().as_deref(),
-            Some(&b"first"[..])
-        );
-        let mut reopened = FileStore::open(&dir).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"first");
+        open_dir(&dir).unwrap();
         assert!(!tmp.exists());
-        reopened.commit(&channel, b"second").unwrap();
-        assert_eq!(
-            reopened.load(&channel).unwrap().as_deref(),
-            Some(&b"second"[..])
-        );
+        replace_file(&dir, &path, b"second").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"second");
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -19,6 +19,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::quoted_char;
+
 /// The longest id, in bytes, that any id type accepts.
 pub const MAX_ID_LEN: usize = 256;
 
@@ -43,7 +45,10 @@ pub enum IdError {
         max: usize,
     },
     /// The string contained a control character.
-    #[error("validate {kind}: control character {character:?} at byte {index}")]
+    #[error(
+        "validate {kind}: control character {character} at byte {index}",
+        character = quoted_char(.character)
+    )]
     ControlCharacter {
         /// Which id type refused it.
         kind: &'static str,
@@ -186,7 +191,7 @@ id_type!(
 );
 
 impl TaskId {
-    /// The id of the fix subtask at `depth` in the closure rooted at `self` (R21 §4).
+    /// The id of the fix subtask at `depth` in the closure rooted at `self`.
     ///
     /// Ids are linear, never nested: the chain under `x` reads `x_fix_1`, `x_fix_2`,
     /// `x_fix_3`. Call it on the *root* task id, not on the previous fix's id.

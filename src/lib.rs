@@ -1,26 +1,9 @@
 //! kleene runs agent-driven build work as a typed state machine with bounded, auditable
 //! recovery.
 //!
-//! ```
-//! use kleene::{ExecutionOutput, GovernanceDecision, Moved, Next, PostValidation, RecoverOn,
-//!              Session, Spec, Step, Task, TaskId, Verdict};
-//!
-//! let task = Task::new(TaskId::new("task_X")?, Spec::new("add a /login route"));
-//! let (step, token) = Step::new(task, Session::new("build", "demo")?)
-//!     .govern(GovernanceDecision::Approve)?;
-//! let step = step
-//!     .pre_validate(Verdict::clean())?
-//!     .execute(token, ExecutionOutput::new("done"))?;
-//! match step.post_validate(Verdict::clean(), RecoverOn::Blockers) {
-//!     PostValidation::Clean(step) => assert!(matches!(step.move_next(Next::Complete), Moved::Completed(_))),
-//!     other => panic!("unexpected {other:?}"),
-//! }
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
-//!
-//! Run a task to its closure: each recoverable failure spawns a fix subtask rendered from the
-//! original spec and every failure so far, until the tests pass (here at depth 2) or a bound
-//! halts it. [`run_to_closure`] does the same over your own [`Agent`].
+//! A task runs to its *closure*: each recoverable failure spawns a fix subtask rendered from
+//! the original spec and every failure so far, until the checks pass (here at depth 2) or a
+//! bound halts it, and every step lands in a hash-chained audit log.
 //!
 //! ```
 //! use kleene::{Closure, ExecutionOutput, GovernanceDecision, Next, RecoveryPolicy, Session,
@@ -52,6 +35,58 @@
 //! assert!(record.audit().verify().is_ok());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Start here
+//!
+//! | You have | Start with |
+//! |---|---|
+//! | one task and an agent that can govern, validate and execute it | [`run_to_closure`] over your [`Agent`]; it returns the [`ClosureRecord`] |
+//! | your own runtime (async, a queue, a UI) that must make every call itself | the sans-IO [`Closure`] machine above: feed it one answer at a time and persist its [`ClosureState`] between steps |
+//! | a plan of many tasks | [`AppBuildPlan`] → [`ValidatedPlan`] → [`batch::Batch`] over your [`batch::Worker`], then [`accept`] and [`export`] |
+//! | shell commands and no Rust | the `kleene` command-line tool (feature `cli`): `kleene run PLAN`, then `kleene accept` and `kleene export` |
+//!
+//! <!-- LEAD: once `ClosureWorker` and `Batch::run` exist, the plan row reads: "a plan of many tasks | `Batch::run` with a `ClosureWorker` over your `Agent`: every task runs to its closure". -->
+//!
+//! The modules are named for the concepts: [`batch`] runs a plan and keeps its evidence,
+//! [`checkpoint`] turns tasks, closures and evidence into bytes and back, [`signing`] signs
+//! what acceptance records, [`error`] gathers every error, and (on unix) [`stage`] gives a
+//! call its staged workspace.
+//!
+//! # Errors
+//!
+//! Each concern returns its own error enum ([`PlanLoadError`], [`batch::BatchError`],
+//! [`VerifyError`], …), whose messages read after "failed to …" and whose
+//! [`source`](std::error::Error::source) carries the cause instead of repeating it. Every one
+//! converts into [`Error`] with `?`; [`error::Chain`] prints an error with its causes.
+//!
+//! # Should I use this crate?
+//!
+//! Use it when agents (or scripts) change files on your behalf and you need to know, and
+//! prove afterwards, what was asked, what was tried, why each fix was attempted and which
+//! files were accepted. It does not run the agents or pick what they do: you bring the
+//! [`Agent`] or [`batch::Worker`]; kleene bounds, records and checks what it does.
+//!
+//! # The inner loop
+//!
+//! Underneath, one attempt of one task is a typestate: each phase is a type, and a
+//! transition the phase does not have does not compile.
+//!
+//! ```
+//! use kleene::{ExecutionOutput, GovernanceDecision, Moved, Next, PostValidation, RecoverOn,
+//!              Session, Spec, Step, Task, TaskId, Verdict};
+//!
+//! let task = Task::new(TaskId::new("task_X")?, Spec::new("add a /login route"));
+//! let (step, token) = Step::new(task, Session::new("build", "demo")?)
+//!     .govern(GovernanceDecision::Approve)?;
+//! let step = step
+//!     .pre_validate(Verdict::clean())?
+//!     .execute(token, ExecutionOutput::new("done"))?;
+//! match step.post_validate(Verdict::clean(), RecoverOn::Blockers) {
+//!     PostValidation::Clean(step) => assert!(matches!(step.move_next(Next::Complete), Moved::Completed(_))),
+//!     other => panic!("unexpected {other:?}"),
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 // No unsafe code: everything here is bookkeeping over values.
 #![forbid(unsafe_code)]
@@ -69,6 +104,7 @@ pub mod batch;
 pub mod checkpoint;
 mod closure;
 mod digest;
+pub mod error;
 mod id;
 mod path;
 mod phase;
@@ -86,11 +122,10 @@ mod verdict;
 
 pub use acceptance::{
     ACCEPTANCE_PREDICATE_TYPE, AcceptanceError, AcceptanceProblem, AcceptanceRecord, ArchivePlace,
-    BuildBinding, CanonicalArchive, ExportError, FILES_DIR, FileEntry, FileManifest, FileMismatch,
-    HostileEntry, IN_TOTO_PAYLOAD_TYPE, InTotoStatement, ManifestError, RECORD_ENTRY,
-    RECORD_FORMAT, RECORD_PAYLOAD_TYPE, RecordDifference, RecordError, STATEMENT_TYPE, SignedError,
-    StoredRecord, Subject, TaskResult, VerifiedArchive, VerifyError, accept, export,
-    verify_archive, verify_signed_archive,
+    BuildBinding, CanonicalArchive, ExportError, FileEntry, FileManifest, FileMismatch,
+    HostileEntry, IN_TOTO_PAYLOAD_TYPE, InTotoStatement, ManifestError, RECORD_PAYLOAD_TYPE,
+    RecordDifference, RecordError, SignedError, StoredRecord, Subject, TaskResult, VerifiedArchive,
+    VerifyError, accept, export, verify_archive, verify_signed_archive,
 };
 #[cfg(feature = "tracing")]
 pub use audit::TracingSink;
@@ -103,6 +138,7 @@ pub use closure::{
     TaskAttempt, VerdictNormalizer, render_recovery_spec, run_to_closure, run_to_closure_with,
 };
 pub use digest::{Digest, DigestParseError};
+pub use error::Error;
 pub use id::{
     AgentId, ChannelId, IdError, MAX_ID_LEN, ProjectId, SessionMode, TaskId, ValidatorId,
 };

@@ -41,6 +41,8 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::error::{quoted, quoted_char};
+
 /// The longest admitted path, in bytes.
 pub const MAX_PATH_LEN: usize = 1024;
 
@@ -64,7 +66,7 @@ pub enum PathError {
     #[error("admit path: the path is empty")]
     Empty,
     /// The path was longer than [`MAX_PATH_LEN`] bytes.
-    #[error("admit path {path:?}: {len} bytes is more than the {max} allowed")]
+    #[error("admit path {path}: {len} bytes is more than the {max} allowed", path = quoted(.path))]
     TooLong {
         /// The refused path.
         path: String,
@@ -74,7 +76,11 @@ pub enum PathError {
         max: usize,
     },
     /// A component was longer than [`MAX_COMPONENT_LEN`] bytes.
-    #[error("admit path {path:?}: component {component:?} is longer than {max} bytes")]
+    #[error(
+        "admit path {path}: component {component} is longer than {max} bytes",
+        path = quoted(.path),
+        component = quoted(.component)
+    )]
     ComponentTooLong {
         /// The refused path.
         path: String,
@@ -84,7 +90,11 @@ pub enum PathError {
         max: usize,
     },
     /// The path contained NUL or another control character.
-    #[error("admit path {path:?}: control character {character:?} at byte {index}")]
+    #[error(
+        "admit path {path}: control character {character} at byte {index}",
+        path = quoted(.path),
+        character = quoted_char(.character)
+    )]
     ControlCharacter {
         /// The refused path.
         path: String,
@@ -94,7 +104,7 @@ pub enum PathError {
         index: usize,
     },
     /// The path contained a backslash (a Windows separator or a UNC prefix).
-    #[error("admit path {path:?}: backslash at byte {index}")]
+    #[error("admit path {path}: backslash at byte {index}", path = quoted(.path))]
     Backslash {
         /// The refused path.
         path: String,
@@ -102,13 +112,16 @@ pub enum PathError {
         index: usize,
     },
     /// The path was absolute (`/…`, `//server/…`) or home-relative (`~…`).
-    #[error("admit path {path:?}: the path is not relative")]
+    #[error("admit path {path}: the path is not relative", path = quoted(.path))]
     Absolute {
         /// The refused path.
         path: String,
     },
     /// The path contained a colon: a drive prefix (`C:`) or a stream name (`a:b`).
-    #[error("admit path {path:?}: colon (drive prefix or stream name) at byte {index}")]
+    #[error(
+        "admit path {path}: colon (drive prefix or stream name) at byte {index}",
+        path = quoted(.path)
+    )]
     DriveOrStream {
         /// The refused path.
         path: String,
@@ -117,7 +130,10 @@ pub enum PathError {
     },
     /// The path had an empty component (`a//b`, a trailing `/`) or a `.` component, so it
     /// is not in normal form.
-    #[error("admit path {path:?}: component {index} is empty or `.`, the path is not normalised")]
+    #[error(
+        "admit path {path}: component {index} is empty or `.`, the path is not normalised",
+        path = quoted(.path)
+    )]
     NotNormalised {
         /// The refused path.
         path: String,
@@ -125,7 +141,7 @@ pub enum PathError {
         index: usize,
     },
     /// The path had a `..` component.
-    #[error("admit path {path:?}: component {index} is `..` (traversal)")]
+    #[error("admit path {path}: component {index} is `..` (traversal)", path = quoted(.path))]
     Traversal {
         /// The refused path.
         path: String,
@@ -133,7 +149,11 @@ pub enum PathError {
         index: usize,
     },
     /// The path contained a glob metacharacter.
-    #[error("admit path {path:?}: glob character {character:?} at byte {index}")]
+    #[error(
+        "admit path {path}: glob character {character} at byte {index}",
+        path = quoted(.path),
+        character = quoted_char(.character)
+    )]
     Glob {
         /// The refused path.
         path: String,
@@ -151,7 +171,11 @@ pub enum PathError {
     ///
     /// The last rule is what makes [`SECRETS_MANIFEST_PATH`] the single exception: it would
     /// be refused anywhere else (`config/secrets.yaml`, `security/secrets.yml`).
-    #[error("admit path {path:?}: component {component:?} is secret-like ({pattern})")]
+    #[error(
+        "admit path {path}: component {component} is secret-like ({pattern})",
+        path = quoted(.path),
+        component = quoted(.component)
+    )]
     SecretLike {
         /// The refused path.
         path: String,

@@ -40,13 +40,13 @@ use serde::{Deserialize, Serialize};
 use crate::digest::{CanonicalHasher, Digest};
 use crate::{IdError, ProjectId, SessionMode, Task, TaskId, ValidatorId, Verdict};
 
-/// The default cap on inner-loop iterations of one task (R13).
+/// The default cap on inner-loop iterations of one task.
 pub const DEFAULT_ITERATION_CAP: NonZeroU32 = match NonZeroU32::new(50) {
     Some(n) => n,
     None => unreachable!(),
 };
 
-/// The governance scope a task and all its fix subtasks run in (INV5).
+/// The governance scope a task and all its fix subtasks run in.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Session {
     mode: SessionMode,
@@ -89,7 +89,7 @@ pub enum GovernanceDecision {
     },
 }
 
-/// Which post-execute failures the closure may auto-fix (R13).
+/// Which post-execute failures the closure may auto-fix.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RecoverOn {
@@ -100,7 +100,7 @@ pub enum RecoverOn {
     BlockersAndWarnings,
 }
 
-/// Proof that governance approved one iteration of one task in one session (INV1).
+/// Proof that governance approved one iteration of one task in one session.
 ///
 /// It cannot be built outside this crate, cloned or copied, and [`Step::execute`] consumes
 /// it, so a token is used at most once. It is a derived blake3 digest over the session, the
@@ -178,7 +178,7 @@ pub enum TokenError {
 
 /// A token refused by [`Step::execute`], with the step given back unchanged.
 #[derive(Debug, thiserror::Error)]
-#[error("execute: {error}")]
+#[error("execute task {}: its validation token was refused", .step.task().id())]
 pub struct TokenRejected {
     /// The step, still waiting for a matching token.
     pub step: Box<Step<Execute>>,
@@ -232,7 +232,7 @@ pub enum HaltReason {
         /// The pre-execute verdict.
         verdict: Verdict,
     },
-    /// A post-execute blocker that may not be overridden (INV3).
+    /// A post-execute blocker that may not be overridden.
     NonOverridableBlocker {
         /// The post-execute verdict.
         verdict: Verdict,
@@ -429,7 +429,7 @@ impl Step<Governance> {
     }
 
     /// Applies governance's decision. Approval mints a fresh [`ValidationToken`] for this
-    /// task, session and iteration (INV1); the caller hands it back to [`Step::execute`].
+    /// task, session and iteration; the caller hands it back to [`Step::execute`].
     ///
     /// # Errors
     ///
@@ -457,7 +457,7 @@ impl Step<Governance> {
 
 impl Step<PreValidate> {
     /// Applies the pre-execute verdict. Warnings pass; any blocker, overridable or not,
-    /// halts: pre-execute failures are never auto-fixed (R13).
+    /// halts: pre-execute failures are never auto-fixed.
     ///
     /// # Errors
     ///
@@ -529,7 +529,7 @@ pub enum PostValidation {
     Clean(Step<MoveNext>),
     /// An overridable blocker (or a warning, when opted in): the closure spawns a fix.
     Recoverable(Recoverable),
-    /// A non-overridable blocker (INV3), or a warning that was not opted in.
+    /// A non-overridable blocker, or a warning that was not opted in.
     Halted(Halt),
 }
 

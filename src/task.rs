@@ -3,7 +3,7 @@
 //! A [`Task`] is either a root (made by [`Task::new`]) or a fix subtask made by the closure
 //! driver. A fix subtask keeps the root's id and spec unchanged (`root_task_ref`,
 //! `root_spec`) and the whole list of earlier failures (`prior_failures`), so recovery is
-//! always rendered from the original intent (R21).
+//! always rendered from the original intent.
 //!
 //! ```
 //! use kleene::{Spec, Task, TaskId};
@@ -59,7 +59,7 @@ impl Spec {
     }
 }
 
-/// One failure of one attempt, attributed to the attempt that produced it (R21 §2).
+/// One failure of one attempt, attributed to the attempt that produced it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FailureEntry {
     /// The attempt that produced it: 0 for the root task, `d` for the fix at depth `d`.
@@ -132,7 +132,7 @@ impl Task {
         }
     }
 
-    /// A fix subtask of `parent` (R13, R21): one level deeper, the parent as
+    /// A fix subtask of `parent`: one level deeper, the parent as
     /// `parent_task_ref`, the root's id and spec carried unchanged, and `prior_failures`
     /// = the parent's list plus `new_failures`.
     pub(crate) fn fix_subtask(
@@ -190,13 +190,13 @@ impl Task {
     }
 
     /// Whether `root_task_ref` was stored explicitly (false for roots and for data written
-    /// before R21).
+    /// before format version 2).
     pub fn has_explicit_root(&self) -> bool {
         self.root_task_ref.is_some()
     }
 }
 
-/// The persisted shape of a [`Task`] (format version 2, since R21). The R21 fields default,
+/// The persisted shape of a [`Task`] (format version 2). The fields version 2 added default,
 /// so JSON written before them still loads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct TaskRecord {

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use kleene::batch::{
     Batch, BatchError, BatchEvidence, Candidate, EvidenceJournal, FileJournal, IneligibleReason,
     InfrastructureFailure, MemoryJournal, PendingTurnReplay, RecoveryError, RecoveryRequest,
-    Rejection, TaskBatchRecovery, TaskStatus, Worker, WorkerCall, WorkerFailure,
+    Rejection, TaskStatus, Worker, WorkerCall, WorkerFailure,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
 use kleene::{AgentId, AppBuildPlan, ChannelId, Plan, PlannedTask, ValidatedPlan};
@@ -77,7 +77,7 @@ fn app_worker() -> ScriptedWorker {
 }
 
 fn recovering<'p>(plan: &'p ValidatedPlan, channel: &str) -> Batch<'p> {
-    Batch::new(plan, chan(channel)).with_recovery(TaskBatchRecovery::new())
+    Batch::new(plan, chan(channel)).with_recovery(true)
 }
 
 #[test]
@@ -90,13 +90,13 @@ fn offline_integration_prerequisite_invalid_output_retained_correction_released_
     // First pass: the prerequisite succeeds, the service output is invalid and retained, the
     // page is drained behind it.
     let first = batch.dispatch(&mut worker, &(), &mut journal).unwrap();
-    assert_eq!(first.status(&model()), TaskStatus::Accepted);
-    assert_eq!(first.status(&service()), TaskStatus::Failed);
+    assert_eq!(first.status(&model()), Some(TaskStatus::Accepted));
+    assert_eq!(first.status(&service()), Some(TaskStatus::Failed));
     assert_eq!(
         first.status(&page()),
-        TaskStatus::Drained {
+        Some(TaskStatus::Drained {
             blocked_by: service()
-        }
+        })
     );
     let rejected = &first.task(&service()).unwrap().rejections()[0];
     assert_eq!(
@@ -225,7 +225,7 @@ fn finite_budgets_bound_every_task() {
             .skip(1)
             .all(|c| c.correction.is_some())
     );
-    assert_eq!(evidence.status(&service()), TaskStatus::Failed);
+    assert_eq!(evidence.status(&service()), Some(TaskStatus::Failed));
     assert_eq!(evidence.task(&service()).unwrap().rejections().len(), 4);
 
     // With recovery: one corrective call; a second request for the same root is refused.
@@ -238,7 +238,7 @@ fn finite_budgets_bound_every_task() {
         .recover(&request, &mut worker, &(), &mut journal)
         .unwrap();
     assert_eq!(second.granted, [service()]);
-    assert_eq!(second.evidence.status(&service()), TaskStatus::Failed);
+    assert_eq!(second.evidence.status(&service()), Some(TaskStatus::Failed));
     assert_eq!(second.evidence.recovery_roots().count(), 0);
     // The same roots with the same inputs make the same, consumed, request.
     let again = RecoveryRequest::for_roots(&second.evidence, [service()]);
@@ -310,7 +310,7 @@ fn infrastructure_failures_are_never_repairable() {
         )],
     );
     let first = batch.dispatch(&mut worker, &(), &mut journal).unwrap();
-    assert_eq!(first.status(&service()), TaskStatus::Failed);
+    assert_eq!(first.status(&service()), Some(TaskStatus::Failed));
     assert!(first.task(&service()).unwrap().rejections().is_empty());
     assert_eq!(first.recovery_roots().count(), 0);
     let request = RecoveryRequest::for_roots(&first, [service()]);
@@ -357,7 +357,7 @@ fn accepted_outputs_are_seeded_never_rerun_and_refused_requests_name_their_reaso
     );
     assert_eq!(worker.calls_of(&model()).len(), 1);
     // The page was released by the service's grant even though the request also named it.
-    assert_eq!(out.evidence.status(&page()), TaskStatus::Accepted);
+    assert_eq!(out.evidence.status(&page()), Some(TaskStatus::Accepted));
 }
 
 #[test]
@@ -417,7 +417,7 @@ fn interruption_keeps_reservation_and_history_and_allow_replays_within_budget() 
         .unwrap();
     assert_eq!(
         stored.status(&service()),
-        TaskStatus::InFlight { attempt: 2 }
+        Some(TaskStatus::InFlight { attempt: 2 })
     );
     assert_eq!(stored.task(&service()).unwrap().rejections().len(), 1);
 
@@ -480,7 +480,7 @@ fn interrupted_block_worker_is_not_replayed() {
         [(service(), IneligibleReason::UncertainInterruptedExecution)]
     );
     assert_eq!(worker.calls_of(&service()).len(), 1);
-    assert_eq!(out.evidence.status(&page()), TaskStatus::Pending);
+    assert_eq!(out.evidence.status(&page()), Some(TaskStatus::Pending));
     assert!(worker.calls_of(&page()).is_empty());
 }
 
@@ -623,9 +623,9 @@ impl Worker for DurableCheck {
             .unwrap();
         assert_eq!(
             durable.status(&call.task().id),
-            TaskStatus::InFlight {
+            Some(TaskStatus::InFlight {
                 attempt: call.attempt()
-            }
+            })
         );
         assert_eq!(durable.in_flight().count(), 1);
         self.inner.call(call)
@@ -768,10 +768,8 @@ impl Scenario {
     fn batch<'p>(&self, plan: &'p ValidatedPlan) -> Batch<'p> {
         let mut b = Batch::new(plan, chan("crash"))
             .with_group_commit(self.group_commit)
-            .with_compaction_after(self.compaction_after);
-        if self.recovery {
-            b = b.with_recovery(TaskBatchRecovery::new());
-        }
+            .with_compaction_after(self.compaction_after)
+            .with_recovery(self.recovery);
         for (i, block) in self.block.iter().enumerate() {
             if *block {
                 b = b.with_pending_turn_replay(
@@ -832,7 +830,9 @@ fn check_invariants(plan: &ValidatedPlan, evidence: &BatchEvidence, worker: &Scr
 }
 
 /// What must match the uninterrupted run whatever the cut: statuses and accepted outputs.
-fn outcome(evidence: &BatchEvidence) -> BTreeMap<TaskId, (TaskStatus, Option<kleene::Digest>)> {
+fn outcome(
+    evidence: &BatchEvidence,
+) -> BTreeMap<TaskId, (Option<TaskStatus>, Option<kleene::Digest>)> {
     evidence
         .inventory()
         .map(|(id, _)| {
@@ -990,11 +990,11 @@ fn independent_roots_recover_independently() {
         [(id("config_app"), IneligibleReason::InfrastructureFailure)]
     );
     let e = &out.evidence;
-    assert_eq!(e.status(&service()), TaskStatus::Accepted);
-    assert_eq!(e.status(&page()), TaskStatus::Accepted);
+    assert_eq!(e.status(&service()), Some(TaskStatus::Accepted));
+    assert_eq!(e.status(&page()), Some(TaskStatus::Accepted));
     // The auth target's correction was rejected again: it stays blocked, alone.
-    assert_eq!(e.status(&id("auth_app")), TaskStatus::Failed);
-    assert_eq!(e.status(&id("config_app")), TaskStatus::Failed);
+    assert_eq!(e.status(&id("auth_app")), Some(TaskStatus::Failed));
+    assert_eq!(e.status(&id("config_app")), Some(TaskStatus::Failed));
     assert_eq!(e.summary().failed, 2);
     assert_eq!(e.recovery_roots().count(), 0, "nothing left to route");
 }

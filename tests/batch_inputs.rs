@@ -81,7 +81,7 @@ fn an_unavailable_worker_withdraws_the_call_and_resume_makes_it_again() {
         .into_evidence()
         .unwrap();
     // Nothing counted: the task is pending with no call made.
-    assert_eq!(stored.status(&id("b")), TaskStatus::Pending);
+    assert_eq!(stored.status(&id("b")), Some(TaskStatus::Pending));
     assert_eq!(stored.task(&id("b")).unwrap().calls(), 0);
     let done = batch.resume(&mut worker, &(), &mut journal).unwrap();
     assert!(done.summary().is_complete());

@@ -496,7 +496,8 @@ fn a_journal_that_does_not_fold_says_what_is_wrong_and_what_to_do() {
     let err = Batch::new(&plan, chan(CHANNEL))
         .resume(&mut calls, &(), &mut journal)
         .unwrap_err();
-    let message = err.to_string();
+    // The fold error is the cause, so it is read through the chain.
+    let message = kleene::error::Chain(&err).to_string();
     assert!(
         matches!(&err, BatchError::Journal(JournalError::Fold { .. })),
         "{message}"

@@ -17,6 +17,8 @@ mod cli_staging;
 mod closure;
 mod closure_tamper;
 mod envelope_format;
+// Error messages and their source chains.
+mod error_chain;
 mod foundation;
 mod journal_crash;
 mod journal_integrity;
@@ -25,5 +27,7 @@ mod plan_extensions;
 // The command runner, contained by the `kleene` binary as its host.
 #[cfg(all(unix, feature = "cli"))]
 mod process;
+// What the public API may and may not name.
+mod public_api;
 mod signing;
 mod support;

@@ -62,6 +62,16 @@ pub enum AcceptanceProblem {
         /// Where it stands.
         status: TaskStatus,
     },
+    /// A planned task is not in the evidence's batch inventory: the evidence is of another
+    /// plan's batch.
+    #[error(
+        "task {task} is not in the evidence's batch inventory; accept the evidence of this \
+         plan's batch"
+    )]
+    TaskNotInEvidence {
+        /// The task.
+        task: TaskId,
+    },
     /// The evidence holds an accepted output of a task the plan does not have.
     #[error("task {task} has an accepted output but is not in the plan")]
     UnplannedTask {
@@ -103,7 +113,6 @@ fn standing(status: &TaskStatus) -> String {
             format!("has call {attempt} in flight (reserved, never settled)")
         }
         TaskStatus::Pending => "is pending (not called yet)".to_owned(),
-        TaskStatus::NotInPlan => "is not in the batch inventory".to_owned(),
     }
 }
 
@@ -196,12 +205,15 @@ pub fn accept(
     let mut planned: Vec<_> = plan.tasks().collect();
     planned.sort_by(|a, b| a.id.cmp(&b.id));
     for task in &planned {
-        let status = evidence.status(&task.id);
-        if status != TaskStatus::Accepted {
-            problems.push(AcceptanceProblem::TaskNotAccepted {
+        match evidence.status(&task.id) {
+            Some(TaskStatus::Accepted) => {}
+            Some(status) => problems.push(AcceptanceProblem::TaskNotAccepted {
                 task: task.id.clone(),
                 status,
-            });
+            }),
+            None => problems.push(AcceptanceProblem::TaskNotInEvidence {
+                task: task.id.clone(),
+            }),
         }
     }
     let mut results: Vec<TaskResult> = evidence

@@ -6,14 +6,15 @@ use std::io::Read;
 
 use super::record::{RecordError, StoredRecord, canonical_json};
 use super::{AcceptanceRecord, FileManifest, FileMismatch};
+use crate::error::quoted;
 use crate::snapshot::Snapshot;
 use crate::{AdmittedPath, Digest, PathError};
 
 /// The archive entry holding the acceptance record as JSON. It comes first.
-pub const RECORD_ENTRY: &str = "acceptance.json";
+pub(crate) const RECORD_ENTRY: &str = "acceptance.json";
 
 /// Every snapshot file is stored under this directory, so no file can shadow the record.
-pub const FILES_DIR: &str = "files";
+pub(crate) const FILES_DIR: &str = "files";
 
 /// The fixed metadata of every entry: no time, no owner, one mode.
 const MTIME: u64 = 0;
@@ -43,7 +44,7 @@ pub enum HostileEntry {
     Device,
     /// A second entry with a name already seen.
     Duplicate,
-    /// An entry that is neither the record nor under [`FILES_DIR`]`/`.
+    /// An entry that is neither the record (`acceptance.json`) nor under `files/`.
     Unexpected,
     /// An entry type a canonical archive never has (directories, PAX globals, …).
     EntryType {
@@ -57,8 +58,8 @@ impl std::fmt::Display for HostileEntry {
         match self {
             Self::Path(e) => write!(f, "its name fails path admission ({})", e.rule()),
             Self::NotUtf8 => f.write_str("its name is not UTF-8"),
-            Self::Symlink { target } => write!(f, "it is a symbolic link to {target:?}"),
-            Self::HardLink { target } => write!(f, "it is a hard link to {target:?}"),
+            Self::Symlink { target } => write!(f, "it is a symbolic link to {}", quoted(target)),
+            Self::HardLink { target } => write!(f, "it is a hard link to {}", quoted(target)),
             Self::Device => f.write_str("it is a device or FIFO"),
             Self::Duplicate => f.write_str("its name appears twice"),
             Self::Unexpected => write!(f, "it is neither {RECORD_ENTRY} nor under {FILES_DIR}/"),
@@ -90,8 +91,8 @@ pub enum ArchivePlace {
 impl std::fmt::Display for ArchivePlace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Header { entry } => write!(f, "the header of entry {entry:?}"),
-            Self::Padding { entry } => write!(f, "the padding after entry {entry:?}"),
+            Self::Header { entry } => write!(f, "the header of entry {}", quoted(entry)),
+            Self::Padding { entry } => write!(f, "the padding after entry {}", quoted(entry)),
             Self::EndOfArchive => f.write_str("the archive's end-of-archive padding"),
             Self::AfterEnd => f.write_str("bytes after the archive's end-of-archive padding"),
         }
@@ -120,8 +121,9 @@ pub enum VerifyError {
     },
     /// A hostile entry (zip-slip and friends), refused before use.
     #[error(
-        "verify archive: entry {name:?} is refused because {kind}; kleene export never writes \
-         one, so do not unpack this archive"
+        "verify archive: entry {name} is refused because {kind}; kleene export never writes \
+         one, so do not unpack this archive",
+        name = quoted(.name)
     )]
     Hostile {
         /// The entry name as found (lossily decoded).
@@ -131,8 +133,9 @@ pub enum VerifyError {
     },
     /// An entry header differs from the canonical one.
     #[error(
-        "verify archive: entry {name:?} has non-canonical {field}; the archive was changed \
-         after export: export it again"
+        "verify archive: entry {name} has non-canonical {field}; the archive was changed \
+         after export: export it again",
+        name = quoted(.name)
     )]
     NonCanonical {
         /// The entry name.
@@ -165,8 +168,9 @@ pub enum VerifyError {
     },
     /// An entry is not in canonical order (record first, then files sorted by path).
     #[error(
-        "verify archive: entry {name:?} is out of order (the record comes first, then files \
-         sorted by path); the archive was not written by kleene export: export it again"
+        "verify archive: entry {name} is out of order (the record comes first, then files \
+         sorted by path); the archive was not written by kleene export: export it again",
+        name = quoted(.name)
     )]
     OutOfOrder {
         /// The entry name.
@@ -188,8 +192,11 @@ pub enum VerifyError {
         message: String,
     },
     /// The record's own digests do not recompute.
-    #[error("verify archive: entry {RECORD_ENTRY}: {0}")]
-    Record(RecordError),
+    #[error(
+        "verify archive: entry {RECORD_ENTRY} is not an intact record; export it again or \
+         fetch an intact copy"
+    )]
+    Record(#[source] RecordError),
     /// The record is intact but is not the one expected.
     #[error(
         "verify archive: entry {RECORD_ENTRY} has record digest {found}, expected {expected}; \
@@ -216,7 +223,7 @@ pub enum VerifyError {
 
 fn after_entry(after: &Option<String>) -> String {
     match after {
-        Some(name) => format!("after entry {name:?}"),
+        Some(name) => format!("after entry {}", quoted(name)),
         None => "its first entry".to_owned(),
     }
 }
@@ -313,8 +320,11 @@ pub enum ExportError {
         message: String,
     },
     /// The written archive failed its own verification.
-    #[error("export snapshot: the written archive does not verify: {0}")]
-    Verify(VerifyError),
+    #[error(
+        "export snapshot: the archive it wrote does not verify; nothing was published: report \
+         it, this is a defect of kleene export"
+    )]
+    Verify(#[source] VerifyError),
 }
 
 /// A canonical archive that was verified right after it was written: the bytes to publish
@@ -663,7 +673,8 @@ fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
                 after: last,
                 offset: content_start,
                 message: format!(
-                    "entry {name:?} declares {size} bytes but only {} are present",
+                    "entry {} declares {size} bytes but only {} are present",
+                    quoted(&name),
                     content.len()
                 ),
             });

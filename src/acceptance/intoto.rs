@@ -9,7 +9,7 @@ use super::VerifiedArchive;
 use super::record::{StoredRecord, canonical_json};
 
 /// The `_type` of an in-toto Statement v1.
-pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+pub(crate) const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 
 /// The `predicateType` of kleene's acceptance predicate (the acceptance record as JSON).
 pub const ACCEPTANCE_PREDICATE_TYPE: &str = "urn:kleene:acceptance-record:v1";

@@ -66,13 +66,12 @@ mod signed;
 
 pub use accept::{AcceptanceError, AcceptanceProblem, accept};
 pub use export::{
-    ArchivePlace, CanonicalArchive, ExportError, FILES_DIR, HostileEntry, RECORD_ENTRY,
-    VerifiedArchive, VerifyError, export, verify_archive,
+    ArchivePlace, CanonicalArchive, ExportError, HostileEntry, VerifiedArchive, VerifyError,
+    export, verify_archive,
 };
-pub use intoto::{ACCEPTANCE_PREDICATE_TYPE, InTotoStatement, STATEMENT_TYPE, Subject};
+pub use intoto::{ACCEPTANCE_PREDICATE_TYPE, InTotoStatement, Subject};
 pub use manifest::{FileEntry, FileManifest, FileMismatch, ManifestError};
 pub use record::{
-    AcceptanceRecord, BuildBinding, RECORD_FORMAT, RecordDifference, RecordError, StoredRecord,
-    TaskResult,
+    AcceptanceRecord, BuildBinding, RecordDifference, RecordError, StoredRecord, TaskResult,
 };
 pub use signed::{IN_TOTO_PAYLOAD_TYPE, RECORD_PAYLOAD_TYPE, SignedError, verify_signed_archive};

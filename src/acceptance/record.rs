@@ -9,7 +9,7 @@ use crate::digest::CanonicalHasher;
 use crate::{ChannelId, Digest, TaskId};
 
 /// The version of the record format written by this build.
-pub const RECORD_FORMAT: u32 = 1;
+pub(crate) const RECORD_FORMAT: u32 = 1;
 
 /// What a build ran as: the trusted channel, the plan it executed, the version of the
 /// evidence format, and the kleene version that accepted it.

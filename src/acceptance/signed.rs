@@ -4,6 +4,7 @@
 use super::record::StoredRecord;
 use super::{AcceptanceRecord, RecordError, VerifiedArchive, VerifyError, verify_archive};
 use crate::Digest;
+use crate::error::quoted;
 use crate::signing::{Envelope, PublicKey, SignatureError, SigningKey};
 
 /// The DSSE payload type of a signed acceptance record (its canonical JSON).
@@ -17,12 +18,14 @@ pub const IN_TOTO_PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 #[non_exhaustive]
 pub enum SignedError {
     /// The signature does not verify against the public key.
-    #[error("{0}")]
+    #[error(transparent)]
     Signature(SignatureError),
     /// The envelope signs something else than was expected.
     #[error(
-        "check signed acceptance: the envelope's payload type is {found:?}, expected \
-         {expected:?}; pass the envelope of the right kind"
+        "check signed acceptance: the envelope's payload type is {found}, expected \
+         {expected}; pass the envelope of the right kind",
+        found = quoted(.found),
+        expected = quoted(.expected)
     )]
     PayloadType {
         /// The payload type found.
@@ -40,11 +43,17 @@ pub enum SignedError {
         message: String,
     },
     /// The signed record does not hold together.
-    #[error("check signed acceptance: {0}")]
-    Record(RecordError),
+    #[error(
+        "check signed acceptance: the signed record does not hold together; sign the record \
+         kleene accept wrote"
+    )]
+    Record(#[source] RecordError),
     /// The archive does not verify against the record the signed statement names.
-    #[error("check signed acceptance: {0}")]
-    Archive(VerifyError),
+    #[error(
+        "check signed acceptance: the archive does not verify against the signed record; \
+         check that the archive and the envelope belong to the same export"
+    )]
+    Archive(#[source] VerifyError),
     /// The archive verifies, but its statement is not byte for byte the signed one.
     #[error(
         "check signed acceptance: the archive's in-toto statement differs from the signed one \

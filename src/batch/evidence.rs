@@ -129,8 +129,18 @@ pub enum TaskStatus {
     },
     /// It is waiting for a (first or further) call.
     Pending,
-    /// The task is not in the batch inventory.
-    NotInPlan,
+}
+
+impl std::fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Accepted => f.write_str("accepted"),
+            Self::Failed => f.write_str("failed"),
+            Self::Drained { blocked_by } => write!(f, "drained (prerequisite {blocked_by} failed)"),
+            Self::InFlight { attempt } => write!(f, "in flight (call {attempt})"),
+            Self::Pending => f.write_str("pending"),
+        }
+    }
 }
 
 /// Everything the batch knows about one task.
@@ -682,10 +692,8 @@ impl BatchEvidence {
     }
 
     /// The status of the `i`-th task of the inventory.
-    pub(crate) fn status_at(&self, i: usize) -> TaskStatus {
-        self.tasks
-            .get(i)
-            .map_or(TaskStatus::NotInPlan, |t| t.status(self.recovery))
+    pub(crate) fn status_at(&self, i: usize) -> Option<TaskStatus> {
+        self.tasks.get(i).map(|t| t.status(self.recovery))
     }
 
     /// Where `id` sits in the inventory.
@@ -738,10 +746,9 @@ impl BatchEvidence {
     pub fn inventory(&self) -> impl Iterator<Item = (&TaskId, &TaskEvidence)> {
         self.order.iter().zip(&self.tasks)
     }
-    /// Where `id` stands.
-    pub fn status(&self, id: &TaskId) -> TaskStatus {
-        self.position(id)
-            .map_or(TaskStatus::NotInPlan, |i| self.status_at(i))
+    /// Where `id` stands, or `None` when it is not in the batch inventory.
+    pub fn status(&self, id: &TaskId) -> Option<TaskStatus> {
+        self.position(id).and_then(|i| self.status_at(i))
     }
     /// Tasks waiting for a call, in topological order.
     pub fn pending(&self) -> impl Iterator<Item = &TaskId> {
@@ -836,7 +843,7 @@ impl BatchEvidence {
                 TaskStatus::Failed => s.failed += 1,
                 TaskStatus::Drained { .. } => s.drained += 1,
                 TaskStatus::InFlight { .. } => s.in_flight += 1,
-                TaskStatus::Pending | TaskStatus::NotInPlan => s.pending += 1,
+                TaskStatus::Pending => s.pending += 1,
             }
         }
         s
@@ -1002,14 +1009,11 @@ mod tests {
     #[test]
     fn status_history_and_snapshot_round_trip() {
         let e = BatchEvidence::fold([started(true), reserved(1), rejected(1)]).unwrap();
-        assert_eq!(e.status(&t()), TaskStatus::Failed);
+        assert_eq!(e.status(&t()), Some(TaskStatus::Failed));
         assert_eq!(e.recovery_roots().collect::<Vec<_>>(), [&t()]);
         assert_eq!(e.failure_history().count(), 1);
         assert_eq!(e.summary().failed, 1);
-        assert_eq!(
-            e.status(&TaskId::new("nope").unwrap()),
-            TaskStatus::NotInPlan
-        );
+        assert_eq!(e.status(&TaskId::new("nope").unwrap()), None);
         let bytes = checkpoint::encode(&e).unwrap();
         let back: BatchEvidence = checkpoint::decode(&bytes).unwrap();
         assert_eq!(back, e);

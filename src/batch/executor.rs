@@ -6,7 +6,7 @@ use super::candidate::{Candidate, Rejection};
 use super::event::{EvidenceEvent, InventoryEntry, Settlement};
 use super::evidence::{BatchEvidence, EVIDENCE_VERSION, FoldError, TaskStatus};
 use super::journal::{EvidenceJournal, JournalError};
-use super::recovery::{self, IneligibleReason, RecoveryError, RecoveryRequest, TaskBatchRecovery};
+use super::recovery::{self, IneligibleReason, RecoveryError, RecoveryRequest};
 use super::worker::{
     Ancestry, Correction, OutputContract, PendingTurnReplay, Worker, WorkerCall, WorkerFailure,
 };
@@ -144,7 +144,7 @@ pub enum BatchError {
     #[error(transparent)]
     Recovery(#[from] RecoveryError),
     /// The executor's own events did not fold (an internal invariant broke).
-    #[error("fold evidence on channel {channel}: {source}")]
+    #[error("fold evidence on channel {channel}")]
     Fold {
         /// The channel.
         channel: ChannelId,
@@ -220,9 +220,13 @@ impl<'p> Batch<'p> {
         self
     }
 
-    /// Opts in to bounded batch recovery.
-    pub fn with_recovery(mut self, _contract: TaskBatchRecovery) -> Self {
-        self.recovery = true;
+    /// Bounded batch recovery (default off). With it, a task's first output-contract
+    /// rejection is retained and deferred (the batch settles with the task failed and its
+    /// dependents drained) instead of being retried at once; a later [`RecoveryRequest`] can
+    /// grant the task one corrective call. The choice is recorded: a resume or recovery of
+    /// the batch with the other choice is refused.
+    pub fn with_recovery(mut self, enabled: bool) -> Self {
+        self.recovery = enabled;
         self
     }
 
@@ -465,7 +469,7 @@ impl<'p> Batch<'p> {
         if t.in_flight().is_some() {
             return Err(IneligibleReason::UncertainInterruptedExecution);
         }
-        if t.rejections().is_empty() || evidence.status(root) != TaskStatus::Failed {
+        if t.rejections().is_empty() || evidence.status(root) != Some(TaskStatus::Failed) {
             return Err(IneligibleReason::DiagnosticsMissing);
         }
         if t.calls() >= t.budget() {
@@ -719,8 +723,8 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         });
         for (p, id) in prerequisites.chain(sources) {
             match self.evidence.status_at(p) {
-                TaskStatus::Accepted => {}
-                TaskStatus::Drained { blocked_by } => return Some(blocked_by),
+                Some(TaskStatus::Accepted) => {}
+                Some(TaskStatus::Drained { blocked_by }) => return Some(blocked_by),
                 _ => return Some(id.clone()),
             }
         }

@@ -149,7 +149,7 @@ pub enum RecordDamage {
         max: u64,
     },
     /// A record of format version 1 (a bare checkpoint envelope) does not open.
-    #[error("{0}")]
+    #[error(transparent)]
     Envelope(CheckpointError),
 }
 
@@ -158,7 +158,7 @@ pub enum RecordDamage {
 #[non_exhaustive]
 pub enum JournalError {
     /// An I/O operation on `path` failed.
-    #[error("access journal at {}: {source}", .path.display())]
+    #[error("access journal at {}", .path.display())]
     Io {
         /// The file or directory involved.
         path: PathBuf,
@@ -167,7 +167,7 @@ pub enum JournalError {
         source: io::Error,
     },
     /// An event or snapshot did not encode.
-    #[error("encode journal record for channel {channel}: {source}")]
+    #[error("encode journal record for channel {channel}")]
     Encode {
         /// The channel.
         channel: ChannelId,
@@ -178,7 +178,7 @@ pub enum JournalError {
     /// A record passed its checks but is not an event (or a snapshot anywhere but first):
     /// the journal was written by something else, and cutting it would lose data.
     #[error(
-        "read journal of channel {channel}: record {record} at byte {offset} holds a foreign entry: {source}"
+        "read journal of channel {channel}: record {record} at byte {offset} holds a foreign entry"
     )]
     Foreign {
         /// The channel.
@@ -261,7 +261,7 @@ pub enum JournalError {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// The journaled events do not fold into evidence.
-    #[error("fold journal of channel {channel}: {source}")]
+    #[error("fold journal of channel {channel}")]
     Fold {
         /// The channel.
         channel: ChannelId,
@@ -1235,7 +1235,7 @@ mod tests {
         let folded = load.into_evidence().unwrap();
         assert_eq!(
             folded.status(&TaskId::new("t").unwrap()),
-            TaskStatus::Accepted
+            Some(TaskStatus::Accepted)
         );
         assert_eq!(folded.digest(), BatchEvidence::fold(all).unwrap().digest());
         assert!(reopened.load(&chan()).unwrap().unwrap().torn_tail.is_none());

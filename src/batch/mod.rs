@@ -10,8 +10,8 @@
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use kleene::batch::{Batch, Candidate, MemoryJournal, RecoveryRequest, TaskBatchRecovery,
-//!                     TaskStatus, Worker, WorkerCall, WorkerFailure};
+//! use kleene::batch::{Batch, Candidate, MemoryJournal, RecoveryRequest, TaskStatus, Worker,
+//!                     WorkerCall, WorkerFailure};
 //! use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan, TaskId};
 //!
 //! let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
@@ -28,16 +28,16 @@
 //!     }
 //! }
 //!
-//! let batch = Batch::new(&plan, ChannelId::new("chan-1")?).with_recovery(TaskBatchRecovery::new());
+//! let batch = Batch::new(&plan, ChannelId::new("chan-1")?).with_recovery(true);
 //! let mut journal = MemoryJournal::default();
 //! let svc = TaskId::new("svc")?;
 //!
 //! let evidence = batch.dispatch(&mut Svc, &(), &mut journal)?;
-//! assert_eq!(evidence.status(&svc), TaskStatus::Failed); // rejection retained, deferred
+//! assert_eq!(evidence.status(&svc), Some(TaskStatus::Failed)); // rejection retained, deferred
 //!
 //! let request = RecoveryRequest::for_roots(&evidence, evidence.recovery_roots().cloned());
 //! let outcome = batch.recover(&request, &mut Svc, &(), &mut journal)?;
-//! assert_eq!(outcome.evidence.status(&svc), TaskStatus::Accepted);
+//! assert_eq!(outcome.evidence.status(&svc), Some(TaskStatus::Accepted));
 //! assert!(outcome.evidence.summary().is_complete());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -63,7 +63,7 @@ pub use journal::{
     EvidenceJournal, FileJournal, Journal, JournalError, JournalKey, JournalLoad, MemoryJournal,
     RecordDamage, TornTail,
 };
-pub use recovery::{IneligibleReason, RecoveryError, RecoveryRequest, TaskBatchRecovery};
+pub use recovery::{IneligibleReason, RecoveryError, RecoveryRequest};
 pub use worker::{
     Correction, InfrastructureFailure, OutputContract, PendingTurnReplay, Worker, WorkerCall,
     WorkerFailure,

@@ -1,5 +1,5 @@
-//! Bounded batch recovery: the opt-in contract, the request that names failed roots, and
-//! why a root can be refused.
+//! Bounded batch recovery (opted in with `Batch::with_recovery`): the request that names
+//! failed roots, and why a root can be refused.
 //!
 //! A [`RecoveryRequest`] names roots and an input fingerprint; it never carries task
 //! definitions or diagnostics. The runtime recomputes the fingerprint from the evidence it
@@ -12,22 +12,6 @@ use serde::{Deserialize, Serialize};
 use super::evidence::BatchEvidence;
 use crate::digest::CanonicalHasher;
 use crate::{Digest, TaskId};
-
-/// The opt-in contract for bounded batch recovery on one batch.
-///
-/// With it, a task's first output-contract rejection is retained and deferred (the batch
-/// settles with the task failed and its dependents drained) instead of being retried at once;
-/// a later [`RecoveryRequest`] can grant the task one corrective call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct TaskBatchRecovery;
-
-impl TaskBatchRecovery {
-    /// The contract.
-    pub fn new() -> Self {
-        Self
-    }
-}
 
 /// Why a named root was refused a corrective call. The root stays blocked.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]

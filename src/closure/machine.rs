@@ -497,7 +497,7 @@ impl AwaitingExecution {
             Err(rejected) => {
                 let failure = ClosureFailure::Agent {
                     phase: LoopPhase::Execute,
-                    message: rejected.to_string(),
+                    message: crate::error::Chain(&rejected).to_string(),
                 };
                 let step = *rejected.step;
                 self.core.failed(step.task(), step.iteration(), failure)
@@ -969,10 +969,10 @@ impl From<ClosureStateV1> for ClosureState {
 #[non_exhaustive]
 pub enum ClosureStateError {
     /// The audit chain does not verify.
-    #[error("restore closure state: {0}")]
+    #[error("restore closure state: its audit log does not verify; restore an untouched copy")]
     Audit(#[from] AuditError),
     /// The fix-budget snapshot is overdrawn.
-    #[error("restore closure state: {0}")]
+    #[error("restore closure state: its fix budget does not hold together")]
     Budget(#[from] PolicyError),
     /// A persisted field was changed after the state was written: it does not match the
     /// state's seal or the digest its audit log recorded.

@@ -9,7 +9,7 @@ use super::normalize::{dedup_preserving_order, index};
 use super::validate::{PathEntries, Resolved, path_hash, sort_dedup_tail};
 use crate::TaskId;
 
-/// Merges the persistence tasks of each module into one (R11), and carries the resolved
+/// Merges the persistence tasks of each module into one, and carries the resolved
 /// structure of the validated normalised plan over to the merged plan. Returns both
 /// unchanged when no module has more than one persistence task.
 ///

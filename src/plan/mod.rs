@@ -1,4 +1,5 @@
-//! The approved app build plan as a DAG: normalisation, consolidation, validation (R11).
+//! The approved app build plan as a DAG, and the steps that make it executable:
+//! normalisation, consolidation and validation.
 //!
 //! A plan moves through type states, and only the last one can be executed:
 //! [`Plan<Draft>`](Draft) → [`normalize`](Plan::normalize) → [`Plan<Normalized>`](Normalized)
@@ -163,7 +164,7 @@ impl Plan<Draft> {
         Self::at(plan.tasks, plan.extensions)
     }
 
-    /// Normalises the plan (R11): synthesises a module lane `module_<name>` (owner
+    /// Normalises the plan: synthesises a module lane `module_<name>` (owner
     /// [`SYNTHESIZED_MODULE_OWNER`]) for every module that tasks reference but no task
     /// provides; then adds the contract edges module → model, module → persistence,
     /// persistence → model, module → service, model → service, module → page, and module →

@@ -7,10 +7,11 @@ use serde::{Deserialize, Serialize};
 
 use super::extension::{ExtensionValue, Extensions};
 use super::load::PlanSeed;
+use crate::error::{quoted, quoted_char};
 use crate::{AdmittedPath, AgentId, IdError, Spec, TaskId};
 
-/// How many retries a planned task gets when its plan does not say (R11: `retry_limit + 1`
-/// is the ceiling of calls, four by default).
+/// How many retries a planned task gets when its plan does not say: `retry_limit + 1` is
+/// the ceiling of calls, four by default.
 pub const DEFAULT_RETRY_LIMIT: u32 = 3;
 
 /// The longest module name, in bytes.
@@ -30,7 +31,7 @@ pub enum ModuleNameError {
     #[error("accept module name: the name is empty")]
     Empty,
     /// The name was longer than [`MAX_MODULE_NAME_LEN`] bytes.
-    #[error("accept module name {name:?}: longer than {max} bytes")]
+    #[error("accept module name {name}: longer than {max} bytes", name = quoted(.name))]
     TooLong {
         /// The refused name.
         name: String,
@@ -39,7 +40,9 @@ pub enum ModuleNameError {
     },
     /// The name had a character other than ASCII letters, digits, `_` and `-`.
     #[error(
-        "accept module name {name:?}: character {character:?} is not a letter, digit, `_` or `-`"
+        "accept module name {name}: character {character} is not a letter, digit, `_` or `-`",
+        name = quoted(.name),
+        character = quoted_char(.character)
     )]
     Character {
         /// The refused name.

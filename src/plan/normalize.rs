@@ -24,7 +24,7 @@ struct ModuleLanes {
     repeated_id: bool,
 }
 
-/// Normalises `tasks` in place (R11): every module a task references gets a lane, every task
+/// Normalises `tasks` in place: every module a task references gets a lane, every task
 /// receives the contract edges of its lane, explicit edges stay, nothing else is added.
 ///
 /// Idempotent: a second call finds every lane and edge already present and changes nothing.

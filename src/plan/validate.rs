@@ -653,9 +653,29 @@ fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) ->
 /// A plan that passed validation after normalisation and consolidation: the only form of a
 /// plan that can be executed.
 ///
-/// It holds the dependency graph (a petgraph [`DiGraph`] whose node `i` is the `i`-th task
-/// in topological order, with edges from prerequisite to dependent), the deterministic
-/// topological order (ties broken by id), the canonical plan digest and the owner index.
+/// It holds the dependency graph, the deterministic topological order (ties broken by id),
+/// the canonical plan digest and the owner index. The graph is read through the tasks' ids:
+/// [`prerequisites`](Self::prerequisites), [`dependents`](Self::dependents),
+/// [`transitive_dependents`](Self::transitive_dependents) and
+/// [`topological_order`](Self::topological_order).
+///
+/// ```
+/// use kleene::{AppBuildPlan, TaskId};
+///
+/// let plan = AppBuildPlan::from_json(r#"{"tasks": [
+///   {"id": "page", "owner": "ui", "spec": {"intent": "page"}, "depends_on": ["api"]},
+///   {"id": "api", "owner": "svc", "spec": {"intent": "api"}, "depends_on": ["model"]},
+///   {"id": "model", "owner": "db", "spec": {"intent": "model"}}
+/// ]}"#)?.validate()?;
+/// let ids = |v: Vec<&TaskId>| v.into_iter().map(|t| t.to_string()).collect::<Vec<_>>();
+/// assert_eq!(plan.topological_order().iter().map(TaskId::as_str).collect::<Vec<_>>(),
+///            ["model", "api", "page"]);
+/// assert_eq!(ids(plan.prerequisites(&TaskId::new("api")?)), ["model"]);
+/// assert_eq!(ids(plan.dependents(&TaskId::new("api")?)), ["page"]);
+/// assert_eq!(plan.transitive_dependents(&TaskId::new("model")?).len(), 2);
+/// assert_eq!(plan.dependency_count(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ValidatedPlan {
     /// The tasks in the order they were given (after consolidation).
@@ -833,10 +853,16 @@ impl ValidatedPlan {
         self.tasks.is_empty()
     }
 
-    /// The dependency graph: node `i` is the `i`-th task of
+    /// How many direct dependencies (prerequisite → dependent pairs) the plan has, after
+    /// normalisation added its contract edges.
+    pub fn dependency_count(&self) -> usize {
+        self.graph.edge_count()
+    }
+
+    /// The dependency graph, for the executor: node `i` is the `i`-th task of
     /// [`topological_order`](Self::topological_order); edges run from prerequisite to
-    /// dependent.
-    pub fn graph(&self) -> &DiGraph<(), (), u32> {
+    /// dependent. petgraph stays an implementation detail, out of the public API.
+    pub(crate) fn graph(&self) -> &DiGraph<(), (), u32> {
         &self.graph
     }
 

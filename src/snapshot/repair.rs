@@ -85,7 +85,8 @@ pub enum RouteRefusal {
     /// The owner is not accepted (failed, drained, pending, in flight): artifact repair
     /// cannot recover unexecuted work, batch recovery must.
     #[error(
-        "route repair of {task}: it is {status:?}, not accepted; use batch recovery for {paths:?}"
+        "route repair of {task}: it is {status}, not accepted; use batch recovery for {}",
+        list(.paths)
     )]
     NeedsBatchRecovery {
         /// The owning task.
@@ -94,6 +95,16 @@ pub enum RouteRefusal {
         status: TaskStatus,
         /// The diagnosed paths it owns.
         paths: Vec<AdmittedPath>,
+    },
+    /// The owner is in the plan but not in the evidence: the evidence is of another plan's
+    /// batch.
+    #[error(
+        "route repair of {task}: the evidence's batch inventory has no such task; route with \
+         the evidence of this plan's batch"
+    )]
+    NotInEvidence {
+        /// The owning task.
+        task: TaskId,
     },
     /// No planned task owns the path.
     #[error("route repair of {path}: no planned task owns it")]
@@ -350,7 +361,13 @@ impl RepairLedger {
         for (task, mut diagnostics) in by_owner {
             diagnostics.sort();
             diagnostics.dedup();
-            let status = evidence.status(&task);
+            let status = match evidence.status(&task) {
+                Some(status) => status,
+                None => {
+                    routes.refused.push(RouteRefusal::NotInEvidence { task });
+                    continue;
+                }
+            };
             if status != TaskStatus::Accepted {
                 let paths: BTreeSet<_> = diagnostics.iter().map(|d| d.path.clone()).collect();
                 routes.refused.push(RouteRefusal::NeedsBatchRecovery {
@@ -456,6 +473,15 @@ impl RepairLedger {
         };
         Submitted { ledger, outcome }
     }
+}
+
+/// Paths as a comma-separated list, for a message.
+fn list(paths: &[AdmittedPath]) -> String {
+    paths
+        .iter()
+        .map(AdmittedPath::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn check_evidence(evidence: &BatchEvidence, snapshot: &Snapshot) -> Result<(), RepairError> {

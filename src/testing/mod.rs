@@ -1,5 +1,28 @@
 //! Test support for users' own property-test suites (feature `testing`): scripted agents and
 //! workers, and proptest strategies for kleene's inputs.
+//!
+//! [`closure`] scripts an [`Agent`](crate::Agent), [`batch`] a batch worker and a journal
+//! whose bytes a test can cut, [`plan`] and [`foundation`] generate plans, paths, ids and
+//! verdicts. A property over every generated plan, checked against kleene's own rules:
+//!
+//! ```
+//! use kleene::testing::plan::acyclic_plan;
+//! use proptest::prelude::*;
+//! use proptest::test_runner::TestRunner;
+//!
+//! TestRunner::default().run(&acyclic_plan(8), |plan| {
+//!     let validated = plan.validate().expect("an acyclic plan validates");
+//!     // Every task comes after all its prerequisites.
+//!     let order = validated.topological_order();
+//!     for (i, id) in order.iter().enumerate() {
+//!         for p in validated.prerequisites(id) {
+//!             prop_assert!(order[..i].contains(p));
+//!         }
+//!     }
+//!     Ok(())
+//! })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod batch;
 pub mod closure;

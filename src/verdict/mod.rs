@@ -2,7 +2,7 @@
 //!
 //! A [`Verdict`] is a multiset of [`ValidatorResult`]s: two verdicts are equal when they
 //! hold the same results the same number of times, in any order. This is the comparison
-//! R21 uses to detect a stalled recovery.
+//! stall detection uses: a fix whose verdict equals the previous attempt's made no progress.
 //!
 //! ```
 //! use kleene::{Severity, ValidatorId, ValidatorResult, Verdict};
@@ -32,7 +32,7 @@ pub enum Severity {
     Info,
     /// Withholds approval; auto-fixed only when the recovery policy opts in.
     Warning,
-    /// Blocks; auto-fixed when overridable, halts at once when not (INV3).
+    /// Blocks; auto-fixed when overridable, halts at once when not.
     Blocker,
 }
 
@@ -57,7 +57,7 @@ impl std::fmt::Display for Severity {
 ///
 /// The `justification` is kept verbatim: for a failing test run it carries the bounded
 /// [`OutputTail`] (test names, assertions, file:line), which is what later reaches the fix
-/// task (R21 §3).
+/// task in its rendered spec.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ValidatorResult {
     /// Which validator produced it.
@@ -141,7 +141,7 @@ impl Verdict {
         self.results.iter().map(|r| r.severity).max()
     }
 
-    /// True when some blocker may not be overridden (INV3).
+    /// True when some blocker may not be overridden.
     pub fn has_non_overridable_blocker(&self) -> bool {
         self.results
             .iter()

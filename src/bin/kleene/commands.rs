@@ -9,8 +9,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use kleene::batch::{
-    Batch, BatchError, BatchEvidence, EvidenceJournal, FileJournal, RecoveryRequest,
-    TaskBatchRecovery, TaskStatus,
+    Batch, BatchError, BatchEvidence, EvidenceJournal, FileJournal, RecoveryRequest, TaskStatus,
 };
 use kleene::signing::{Envelope, PublicKey, SigningKey};
 use kleene::{
@@ -29,6 +28,7 @@ use crate::runner::{GroupRecords, Interrupt};
 use crate::state::{RunInfo, StateDir, write_atomic};
 use crate::worker::{Context, HaltContract, Shared, ShellWorker};
 use kleene::batch::JournalKey;
+use kleene::error::Chain;
 
 /// A command that could not do what was asked: the exit code and the message to print.
 #[derive(Debug)]
@@ -399,22 +399,20 @@ fn execute(
         shared: Rc::clone(&shared),
     };
     let mut journal = FileJournal::open(state.journal_dir())
-        .map_err(|e| Failure::halted(format!("open the journal: {e}")))?;
+        .map_err(|e| Failure::halted(format!("open the journal: {}", Chain(&e))))?;
     if let Some(key) = &journal_key {
         journal = journal.with_mac_key(key.clone());
     }
     // Group commit: one sync per task instead of two; every event is still durable before the
     // next command runs, and an unsynced settlement is only ever replayed (allow), never lost.
-    let mut batch = Batch::new(plan, channel.clone())
+    let batch = Batch::new(plan, channel.clone())
         .with_input("plan file", plan_text.as_bytes())
-        .with_group_commit(true);
-    if info.batch_recovery {
-        batch = batch.with_recovery(TaskBatchRecovery::new());
-    }
+        .with_group_commit(true)
+        .with_recovery(info.batch_recovery);
     // A run killed before its first record has nothing to resume: it starts.
     let has_evidence = journal
         .load(&channel)
-        .map_err(|e| Failure::halted(format!("read the journal: {e}")))?
+        .map_err(|e| Failure::halted(format!("read the journal: {}", Chain(&e))))?
         .is_some_and(|load| load.snapshot.is_some() || !load.events.is_empty());
     let result = if resumed && has_evidence {
         batch.resume(&mut worker, &contract, &mut journal)
@@ -528,13 +526,13 @@ fn finish(
 ) -> Outcome {
     for id in plan.topological_order() {
         match evidence.status(id) {
-            TaskStatus::Drained { blocked_by } => shared.emit(&Event::TaskDrained {
+            Some(TaskStatus::Drained { blocked_by }) => shared.emit(&Event::TaskDrained {
                 task: id.to_string(),
                 blocked_by: blocked_by.to_string(),
             }),
             // Refused by the built-in ownership check, which runs before (and instead of)
             // the output contract that reports the other outcomes as they happen.
-            TaskStatus::Failed if !shared.reported.contains(id) => {
+            Some(TaskStatus::Failed) if !shared.reported.contains(id) => {
                 shared.emit(&Event::TaskFailed {
                     task: id.to_string(),
                     reason: failure_reason(evidence, id),
@@ -561,7 +559,7 @@ fn finish(
         Ok(Exit::Ok)
     } else {
         for id in plan.topological_order() {
-            if evidence.status(id) == TaskStatus::Failed {
+            if evidence.status(id) == Some(TaskStatus::Failed) {
                 rep.say(&format!("{id} failed: {}", failure_reason(evidence, id)));
             }
         }
@@ -595,13 +593,13 @@ fn stopped(
         });
         return Failure {
             exit: Exit::Interrupted,
-            message: format!("{err}; continue with kleene resume --state {dir}"),
+            message: format!("{}; continue with kleene resume --state {dir}", Chain(&err)),
         };
     }
     if err.is_worker_unavailable() {
         return Failure {
             exit: Exit::Halted,
-            message: format!("{err}; then kleene resume --state {dir}"),
+            message: format!("{}; then kleene resume --state {dir}", Chain(&err)),
         };
     }
     let exit = match err {
@@ -611,7 +609,7 @@ fn stopped(
     };
     Failure {
         exit,
-        message: err.to_string(),
+        message: Chain(&err).to_string(),
     }
 }
 
@@ -675,25 +673,24 @@ fn load_evidence(
     let journal = read_journal(state, key);
     let load = journal
         .load(&channel)
-        .map_err(Failure::bad_input)?
+        .map_err(|e| Failure::bad_input(Chain(&e)))?
         .ok_or_else(|| {
             Failure::bad_input(format!(
                 "read evidence in {}: channel {channel} has no journal yet",
                 state.root().display()
             ))
         })?;
-    let evidence = load.into_evidence().map_err(Failure::bad_input)?;
+    let evidence = load
+        .into_evidence()
+        .map_err(|e| Failure::bad_input(Chain(&e)))?;
     Ok((info, loaded, evidence))
 }
 
-fn status_word(status: &TaskStatus) -> String {
+fn status_word(status: Option<&TaskStatus>) -> String {
     match status {
-        TaskStatus::Accepted => "accepted".to_owned(),
-        TaskStatus::Failed => "failed".to_owned(),
-        TaskStatus::Drained { .. } => "drained".to_owned(),
-        TaskStatus::InFlight { attempt } => format!("in flight (call {attempt})"),
-        TaskStatus::Pending => "pending".to_owned(),
-        other => format!("{other:?}").to_lowercase(),
+        Some(TaskStatus::Drained { .. }) => "drained".to_owned(),
+        Some(other) => other.to_string(),
+        None => "not in the evidence".to_owned(),
     }
 }
 
@@ -715,12 +712,16 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
         let calls = evidence.task(id).map_or(0, |t| t.calls());
         let fixes = fixes.get(id.as_str()).copied().unwrap_or(0);
         let why = match &status {
-            TaskStatus::Failed => Some(failure_reason(&evidence, id)),
-            TaskStatus::Drained { blocked_by } => Some(format!("prerequisite {blocked_by} failed")),
-            TaskStatus::InFlight { .. } => Some("interrupted; kleene resume replays it".to_owned()),
+            Some(TaskStatus::Failed) => Some(failure_reason(&evidence, id)),
+            Some(TaskStatus::Drained { blocked_by }) => {
+                Some(format!("prerequisite {blocked_by} failed"))
+            }
+            Some(TaskStatus::InFlight { .. }) => {
+                Some("interrupted; kleene resume replays it".to_owned())
+            }
             _ => None,
         };
-        rows.push((id.clone(), status_word(&status), calls, fixes, why));
+        rows.push((id.clone(), status_word(status.as_ref()), calls, fixes, why));
     }
     if rep.mode() == crate::report::Mode::Json {
         let tasks: Vec<_> = rows
@@ -988,7 +989,7 @@ pub fn export_run(args: &ExportArgs, rep: &mut Reporter) -> Outcome {
             }
         }
     }
-    let archive = export(&record, &snapshot).map_err(Failure::halted)?;
+    let archive = export(&record, &snapshot).map_err(|e| Failure::halted(Chain(&e)))?;
     write_atomic(&args.out, archive.as_bytes()).map_err(Failure::halted)?;
     let signature = statement_envelope_path(&args.out);
     if let Some(key) = &key {
@@ -1118,7 +1119,7 @@ pub fn verify(args: &VerifyArgs, rep: &mut Reporter) -> Outcome {
 }
 
 fn archive_failure(archive: &Path, err: &VerifyError) -> Failure {
-    let mut lines = vec![format!("verify {}: {err}", archive.display())];
+    let mut lines = vec![format!("verify {}: {}", archive.display(), Chain(err))];
     for m in err.mismatches() {
         lines.push(format!("  {m}"));
     }
@@ -1155,9 +1156,10 @@ fn verify_signed(
     let verified = verify_signed_archive(bytes, &envelope, &key).map_err(|err| match &err {
         SignedError::Archive(inner) => archive_failure(&args.archive, inner),
         other => Failure::halted(format!(
-            "verify {} with {}: {other}",
+            "verify {} with {}: {}",
             args.archive.display(),
-            signature.display()
+            signature.display(),
+            Chain(other)
         )),
     })?;
     if let Some(pinned) = pinned
