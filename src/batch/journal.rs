@@ -798,7 +798,6 @@ pub(crate) fn scan(
 }
 
 /// Where each whole record of a journal image ends (up to the first that is not whole).
-#[cfg(feature = "testing")]
 pub(crate) fn record_ends(
     channel: &ChannelId,
     bytes: &[u8],
