@@ -580,9 +580,12 @@ impl Stage {
     ) -> Result<Self, StageError> {
         let mut made_dirs: HashSet<PathBuf> = HashSet::new();
         let mut linked = HashSet::new();
+        // A hash set: most wanted inputs are held already, and each ordered lookup would
+        // compare paths a dozen times.
+        let held: HashSet<&AdmittedPath> = self.inputs.keys().collect();
         let mut missing: Vec<_> = wanted
             .iter()
-            .filter(|(path, _)| !self.inputs.contains_key(**path))
+            .filter(|(path, _)| !held.contains(**path))
             .map(|(_, v)| *v)
             .collect();
         // Linked in path order, so directories are made before what they hold.
@@ -803,7 +806,11 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
             let rel = if prefix.is_empty() {
                 shown.into_owned()
             } else {
-                format!("{prefix}/{shown}")
+                let mut rel = String::with_capacity(prefix.len() + 1 + shown.len());
+                rel.push_str(prefix);
+                rel.push('/');
+                rel.push_str(&shown);
+                rel
             };
             let raw = || {
                 if raw_prefix.is_empty() {
