@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kleene::ValidatedPlan;
-use kleene::batch::{
+use kleene::batch::{Proposal, 
     Batch, BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, FileJournal, MemoryJournal,
     Worker, WorkerCall, WorkerFailure,
 };
@@ -29,8 +29,8 @@ impl Noop {
 }
 
 impl Worker for Noop {
-    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
-        Ok(self.work(call.task(), call.prerequisites().len()))
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+        Ok(self.work(call.task(), call.prerequisites().len()).into())
     }
 }
 

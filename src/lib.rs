@@ -94,11 +94,12 @@ pub use acceptance::{
 pub use audit::TracingSink;
 pub use audit::{AuditEntry, AuditError, AuditEvent, AuditLog, AuditSink, LoopPhase};
 pub use closure::{
-    Agent, AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
+    Agent, AgentError, AgentErrorKind, AwaitingExecution, ClosureRun, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
     AwaitingPreValidation, Closure, ClosureFailure, ClosureOutcome, ClosureProgress, ClosureRecord,
     ClosureState, ClosureStateError, FixBudget, MAX_RECOVERY_DEPTH, NormalizedResult,
     NormalizedVerdict, PolicyError, RecoveryPolicy, RecoveryPolicyBuilder, StateField, StepRecord,
-    TaskAttempt, VerdictNormalizer, render_recovery_spec, run_to_closure, run_to_closure_with,
+    TaskAttempt, VerdictNormalizer, render_recovery_spec, run_closure, run_to_closure,
+    run_to_closure_with,
 };
 pub use digest::{Digest, DigestParseError};
 pub use id::{

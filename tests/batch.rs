@@ -612,7 +612,7 @@ struct DurableCheck {
 }
 
 impl Worker for DurableCheck {
-    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<kleene::batch::Proposal, WorkerFailure> {
         let image = self.history.borrow().last().cloned().unwrap_or_default();
         let channel = call.channel().clone();
         let durable = ImageJournal::with_image(channel.clone(), image)

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::candidate::{AcceptedOutput, Candidate, Rejection};
-use super::event::{EvidenceEvent, InventoryEntry, Settlement};
+use super::event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
 use crate::digest::CanonicalHasher;
@@ -332,6 +332,49 @@ pub struct RecoveryRecord {
     pub refused: Vec<(TaskId, IneligibleReason)>,
 }
 
+/// The closure of one call as the evidence holds it: the fix attempts it drew (committed
+/// before each fix ran) and, once it settled, its settlement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClosureCall {
+    task: TaskId,
+    attempt: u32,
+    fixes_drawn: u32,
+    settled: Option<ClosureSettlement>,
+    /// The call was withdrawn: its number is reused by the next call, which gets its own
+    /// entry; the fixes it drew stay counted.
+    withdrawn: bool,
+}
+
+impl ClosureCall {
+    /// The task.
+    pub fn task(&self) -> &TaskId {
+        &self.task
+    }
+    /// The call number.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+    /// Fix attempts committed before they ran.
+    pub fn fixes_drawn(&self) -> u32 {
+        self.fixes_drawn
+    }
+    /// The settled closure, if the call got that far.
+    pub fn settled(&self) -> Option<&ClosureSettlement> {
+        self.settled.as_ref()
+    }
+    /// Whether the call was withdrawn (its host failed; the call itself does not count).
+    pub fn withdrawn(&self) -> bool {
+        self.withdrawn
+    }
+    /// What the call took from the run's fix budget: every fix it drew, or every fix its
+    /// settled closure spawned, whichever is more. A withdrawn call's draws stay counted: a
+    /// fix may have run before its host failed.
+    pub fn fix_attempts_used(&self) -> u32 {
+        self.fixes_drawn
+            .max(self.settled.as_ref().map_or(0, |c| c.fix_attempts))
+    }
+}
+
 /// Everything a batch learned: the fold of its evidence events. Built only by folding events
 /// (a run, a resume or a journal load); never edited by callers, never replaced by a summary.
 ///
@@ -359,6 +402,8 @@ pub struct BatchEvidence {
     recoveries: Vec<RecoveryRecord>,
     failure_history: VecDeque<FailureNote>,
     events: u64,
+    /// Every call that ran a closure, in the order they started.
+    closures: Vec<ClosureCall>,
     /// Where each task sits in `order`; rebuilt on load, never persisted.
     #[serde(skip)]
     index: HashMap<TaskId, usize, foldhash::fast::RandomState>,
@@ -377,6 +422,7 @@ impl PartialEq for BatchEvidence {
             && self.recoveries == other.recoveries
             && self.failure_history == other.failure_history
             && self.events == other.events
+            && self.closures == other.closures
     }
 }
 
@@ -395,6 +441,42 @@ struct EvidenceRecord {
     recoveries: Vec<RecoveryRecord>,
     failure_history: VecDeque<FailureNote>,
     events: u64,
+    closures: Vec<ClosureCall>,
+}
+
+/// A journal snapshot of format version 1, written before closures were evidence.
+#[derive(Deserialize)]
+pub(crate) struct EvidenceRecordV1 {
+    channel: ChannelId,
+    plan_digest: Digest,
+    evidence_version: u32,
+    inputs: BTreeMap<String, Digest>,
+    recovery: bool,
+    order: Vec<TaskId>,
+    tasks: Vec<TaskEvidence>,
+    recoveries: Vec<RecoveryRecord>,
+    failure_history: VecDeque<FailureNote>,
+    events: u64,
+}
+
+impl TryFrom<EvidenceRecordV1> for BatchEvidence {
+    type Error = String;
+
+    fn try_from(r: EvidenceRecordV1) -> Result<Self, String> {
+        Self::try_from(EvidenceRecord {
+            channel: r.channel,
+            plan_digest: r.plan_digest,
+            evidence_version: r.evidence_version,
+            inputs: r.inputs,
+            recovery: r.recovery,
+            order: r.order,
+            tasks: r.tasks,
+            recoveries: r.recoveries,
+            failure_history: r.failure_history,
+            events: r.events,
+            closures: Vec::new(),
+        })
+    }
 }
 
 impl TryFrom<EvidenceRecord> for BatchEvidence {
@@ -434,6 +516,7 @@ impl TryFrom<EvidenceRecord> for BatchEvidence {
             recoveries: r.recoveries,
             failure_history: r.failure_history,
             events: r.events,
+            closures: r.closures,
             index,
         })
     }
@@ -501,6 +584,7 @@ impl BatchEvidence {
             recoveries: Vec::new(),
             failure_history: VecDeque::new(),
             events: 1,
+            closures: Vec::new(),
             index,
         })
     }
@@ -618,6 +702,14 @@ impl BatchEvidence {
                 }
                 t.in_flight = None;
                 t.calls = attempt - 1;
+                if let Some(call) = self
+                    .closures
+                    .iter_mut()
+                    .rev()
+                    .find(|c| c.task == task && c.attempt == attempt && !c.withdrawn)
+                {
+                    call.withdrawn = true;
+                }
             }
             EvidenceEvent::Drained { task, blocked_by } => {
                 if !self.index.contains_key(&blocked_by) {
@@ -661,9 +753,63 @@ impl BatchEvidence {
                     refused,
                 });
             }
+            EvidenceEvent::FixDrawn { task, attempt, .. } => {
+                let t = self.task_mut(index, &task)?;
+                if t.in_flight.map(|(a, _)| a) != Some(attempt) {
+                    return Err(out_of_order(&task, "fix drawn", t));
+                }
+                let call = self.closure_call(&task, attempt);
+                if call.settled.is_some() {
+                    let t = self.task_mut(index, &task)?;
+                    return Err(out_of_order(&task, "fix drawn", t));
+                }
+                call.fixes_drawn = call.fixes_drawn.saturating_add(1);
+            }
+            EvidenceEvent::ClosureSettled {
+                task,
+                attempt,
+                closure,
+            } => {
+                let t = self.task_mut(index, &task)?;
+                if t.in_flight.map(|(a, _)| a) != Some(attempt) {
+                    return Err(out_of_order(&task, "closure settled", t));
+                }
+                let call = self.closure_call(&task, attempt);
+                // A closure spawns every fix it draws, so it cannot settle with fewer.
+                if call.settled.is_some() || closure.fix_attempts < call.fixes_drawn {
+                    let t = self.task_mut(index, &task)?;
+                    return Err(out_of_order(&task, "closure settled", t));
+                }
+                call.settled = Some(closure);
+            }
         }
         self.events += 1;
         Ok(())
+    }
+
+    /// The closure entry of call `attempt` of `task` (the latest one: a withdrawn call's
+    /// number is reused, and its draws stay counted), made if the call has none yet.
+    fn closure_call(&mut self, task: &TaskId, attempt: u32) -> &mut ClosureCall {
+        let found = self
+            .closures
+            .iter()
+            .rposition(|c| {
+                &c.task == task && c.attempt == attempt && c.settled.is_none() && !c.withdrawn
+            });
+        let at = match found {
+            Some(at) => at,
+            None => {
+                self.closures.push(ClosureCall {
+                    task: task.clone(),
+                    attempt,
+                    fixes_drawn: 0,
+                    settled: None,
+                    withdrawn: false,
+                });
+                self.closures.len() - 1
+            }
+        };
+        &mut self.closures[at]
     }
 
     fn task_mut(&mut self, index: u64, task: &TaskId) -> Result<&mut TaskEvidence, FoldError> {
@@ -772,6 +918,31 @@ impl BatchEvidence {
     pub fn failure_history(&self) -> impl Iterator<Item = &FailureNote> {
         self.failure_history.iter()
     }
+    /// Every call that ran a closure, in the order they started.
+    pub fn closures(&self) -> &[ClosureCall] {
+        &self.closures
+    }
+    /// The closures of `task`'s calls, oldest first.
+    pub fn closures_of<'e>(&'e self, task: &'e TaskId) -> impl Iterator<Item = &'e ClosureCall> {
+        self.closures.iter().filter(move |c| &c.task == task)
+    }
+    /// The settled closure of `task`'s accepted call, if the task is accepted and its call
+    /// ran one.
+    pub fn accepted_closure<'e>(&'e self, task: &'e TaskId) -> Option<(u32, &'e ClosureSettlement)> {
+        let t = self.task(task)?;
+        t.accepted.as_ref()?;
+        // No call follows an accepted one, so the accepted call is the last.
+        self.closures_of(task)
+            .filter(|c| c.attempt == t.calls)
+            .find_map(|c| c.settled.as_ref().map(|s| (c.attempt, s)))
+    }
+    /// The run-wide fix attempts used so far: every settled closure's fixes and every fix an
+    /// unsettled (interrupted) call drew. What a resume restores the fix budget from.
+    pub fn fix_attempts_used(&self) -> u32 {
+        self.closures
+            .iter()
+            .fold(0u32, |n, c| n.saturating_add(c.fix_attempts_used()))
+    }
     /// Failed tasks that a recovery request could name: failed on a retained rejection,
     /// corrective call not yet consumed, budget left. In topological order.
     pub fn recovery_roots(&self) -> impl Iterator<Item = &TaskId> {
@@ -815,6 +986,30 @@ impl BatchEvidence {
             h.u64(r.refused.len() as u64);
             for (id, why) in &r.refused {
                 h.str(id.as_str()).str(&why.to_string());
+            }
+        }
+        // Evidence without closures digests as it did before closures were evidence.
+        if !self.closures.is_empty() {
+            h.str("closures").u64(self.closures.len() as u64);
+            for c in &self.closures {
+                h.str(c.task.as_str())
+                    .u64(c.attempt.into())
+                    .u64(c.fixes_drawn.into())
+                    .u64(c.withdrawn.into());
+                match &c.settled {
+                    Some(s) => {
+                        h.u64(1).u64(s.fix_attempts.into());
+                        match &s.end {
+                            ClosureEnd::Resolved { depth } => h.u64(0).u64((*depth).into()),
+                            ClosureEnd::Halted { depth, halt } => {
+                                h.u64(1).u64((*depth).into()).str(halt)
+                            }
+                            ClosureEnd::Failed { depth } => h.u64(2).u64((*depth).into()),
+                        };
+                        h.digest(&s.audit_head).digest(&s.record_digest)
+                    }
+                    None => h.u64(0),
+                };
             }
         }
         h.finish()

@@ -43,6 +43,7 @@
 //! ```
 
 mod candidate;
+mod closure_worker;
 mod event;
 mod evidence;
 mod executor;
@@ -51,18 +52,20 @@ mod recovery;
 mod worker;
 
 pub use candidate::{AcceptedOutput, Candidate, Rejection};
-pub use event::{EvidenceEvent, InventoryEntry, Settlement};
+pub use closure_worker::{BatchAgent, ClosureWorker};
+pub use event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
+pub(crate) use evidence::EvidenceRecordV1;
 pub use evidence::{
-    BatchEvidence, BatchSummary, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT, FailureKind, FailureNote,
+    BatchEvidence, BatchSummary, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT, FailureKind, FailureNote,
     FoldError, RecoveryRecord, RejectedAttempt, TaskEvidence, TaskStatus,
 };
-pub use executor::{Batch, BatchError, DEFAULT_COMPACTION_AFTER, RecoveryOutcome};
+pub use executor::{Batch, BatchError, DEFAULT_COMPACTION_AFTER, RecoveryOutcome, RunOutcome};
 pub use journal::{
     EvidenceJournal, FileJournal, JournalError, JournalKey, JournalLoad, MemoryJournal,
     RecordDamage, TornTail,
 };
 pub use recovery::{IneligibleReason, RecoveryError, RecoveryRequest, TaskBatchRecovery};
 pub use worker::{
-    Correction, InfrastructureFailure, OutputContract, PendingTurnReplay, Worker, WorkerCall,
-    WorkerFailure,
+    AgentFailure, Correction, InfrastructureFailure, OutputContract, PendingTurnReplay, Proposal,
+    Worker, WorkerCall, WorkerFailure,
 };

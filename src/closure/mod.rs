@@ -39,6 +39,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod agent_error;
 mod driver;
 mod machine;
 mod normalize;
@@ -46,7 +47,8 @@ mod policy;
 mod record;
 mod spec;
 
-pub use driver::{Agent, run_to_closure, run_to_closure_with};
+pub use agent_error::{AgentError, AgentErrorKind};
+pub use driver::{Agent, ClosureRun, run_closure, run_to_closure, run_to_closure_with};
 pub(crate) use machine::ClosureStateV1;
 pub use machine::{
     AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,

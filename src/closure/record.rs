@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::digest::CanonicalHasher;
 use crate::{
-    AuditLog, ExecutionOutput, GovernanceDecision, HaltReason, LoopPhase, Next, RecoveryPolicy,
+    AuditLog, Digest, ExecutionOutput, GovernanceDecision, HaltReason, LoopPhase, Next, RecoveryPolicy,
     Session, Task, TaskId, Verdict,
 };
 
@@ -271,5 +272,17 @@ impl ClosureRecord {
     /// The audit log of the whole tree.
     pub fn audit(&self) -> &AuditLog {
         &self.audit
+    }
+
+    /// The canonical digest of the whole record (outcome, every task and iteration, the
+    /// audit log): one changed byte anywhere in a stored record changes it. A batch journals
+    /// it with the call's settlement, and an acceptance record binds it.
+    pub fn digest(&self) -> Digest {
+        // The record holds plain structs, sequences and strings (no map with non-string
+        // keys), for which the JSON encoding cannot fail and is one fixed text per value.
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        CanonicalHasher::new("closure record")
+            .bytes(&json)
+            .finish()
     }
 }

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::batch::journal::{encode_commit, encode_snapshot, parse, record_ends, scan};
 use crate::batch::{
     BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, InfrastructureFailure, JournalError,
-    JournalKey, JournalLoad, Rejection, TornTail, Worker, WorkerCall, WorkerFailure,
+    JournalKey, JournalLoad, Rejection, TornTail, Worker, WorkerCall, WorkerFailure, Proposal,
 };
 use crate::{ChannelId, Digest, TaskId};
 
@@ -84,7 +84,7 @@ impl ScriptedWorker {
 }
 
 impl Worker for ScriptedWorker {
-    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
         let task = &call.task().id;
         self.calls.push(ScriptedCall {
             task: task.clone(),
@@ -103,8 +103,8 @@ impl Worker for ScriptedWorker {
             script.get(at).or_else(|| script.last())
         });
         match outcome {
-            None => Ok(Candidate::default()),
-            Some(ScriptedOutcome::Candidate(c)) => Ok(c.clone()),
+            None => Ok(Candidate::default().into()),
+            Some(ScriptedOutcome::Candidate(c)) => Ok(c.clone().into()),
             Some(ScriptedOutcome::Infrastructure(f)) => {
                 Err(WorkerFailure::Infrastructure(f.clone()))
             }

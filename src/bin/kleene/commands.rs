@@ -9,12 +9,12 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use kleene::batch::{
-    Batch, BatchError, BatchEvidence, EvidenceJournal, FileJournal, RecoveryRequest,
-    TaskBatchRecovery, TaskStatus,
+    Batch, BatchError, BatchEvidence, ClosureWorker, EvidenceEvent, EvidenceJournal, FileJournal,
+    Settlement, TaskBatchRecovery, TaskStatus,
 };
 use kleene::signing::{Envelope, PublicKey, SigningKey};
 use kleene::{
-    AcceptanceRecord, AuditEvent, BuildBinding, ChannelId, ClosureFailure, Digest, FixBudget,
+    AcceptanceRecord, AuditEvent, BuildBinding, ChannelId, ClosureFailure, Digest,
     GovernanceDecision, RecoverOn, RecoveryPolicy, Session, SignedError, Snapshot, StoredRecord,
     TaskId, ValidatedPlan, VerifyError, accept, export, verify_archive, verify_signed_archive,
 };
@@ -27,7 +27,7 @@ use crate::planfile::{self, LoadedPlan};
 use crate::report::{Event, Reporter};
 use crate::runner::{GroupRecords, Interrupt};
 use crate::state::{RunInfo, StateDir, write_atomic};
-use crate::worker::{Context, HaltContract, Shared, ShellWorker};
+use crate::worker::{Context, ShellAgent};
 use kleene::batch::JournalKey;
 
 /// A command that could not do what was asked: the exit code and the message to print.
@@ -331,16 +331,6 @@ fn policy(info: &RunInfo, depth: u32) -> Result<RecoveryPolicy, Failure> {
         .map_err(|e| Failure::bad_input(format!("use this recovery policy: {e}")))
 }
 
-/// Fix attempts already spent by earlier calls of this run (for a resume).
-fn spent_fixes(state: &StateDir) -> u32 {
-    state
-        .closure_log()
-        .into_iter()
-        .filter_map(|e| e.record.ok())
-        .map(|r| r.fix_attempts())
-        .sum()
-}
-
 fn execute(
     state: &StateDir,
     info: &RunInfo,
@@ -357,47 +347,38 @@ fn execute(
     })?;
     let interrupt = Interrupt::install()
         .map_err(|e| Failure::halted(format!("install the SIGINT/SIGTERM handler: {e}")))?;
-    let spent = if resumed { spent_fixes(state) } else { 0 };
-    let budget = FixBudget::restore(info.max_fixes, spent.min(info.max_fixes))
-        .map_err(|e| Failure::bad_input(format!("restore the fix budget: {e}")))?;
     let ctx = Context {
-        workspace: info.workspace.clone(),
         plan_dir: info.plan_dir.clone(),
         commands: loaded.commands.clone(),
         scratch: loaded.scratch.clone(),
         default_timeout: Duration::from_secs_f64(info.timeout_secs),
-        policy: policy(info, info.max_depth)?,
-        no_fix_policy: policy(info, 0)?,
-        budget,
-        session: Session::new("kleene-run", info.channel.clone())
-            .map_err(|e| Failure::bad_input(format!("open a session: {e}")))?,
         state: state.clone(),
         interrupt: interrupt.clone(),
         records: GroupRecords::new(state.running_dir()),
         cache_dir: absolute(&state.cache_dir())?,
     };
-    fs::create_dir_all(&ctx.cache_dir)
-        .map_err(|e| Failure::halted(format!("create {}: {e}", ctx.cache_dir.display())))?;
-    fs::create_dir_all(&ctx.workspace)
-        .map_err(|e| Failure::halted(format!("create {}: {e}", ctx.workspace.display())))?;
-    let shared = Shared::new(rep);
-    shared.borrow_mut().emit(&Event::RunStarted {
+    for dir in [&ctx.cache_dir, &info.workspace] {
+        fs::create_dir_all(dir)
+            .map_err(|e| Failure::halted(format!("create {}: {e}", dir.display())))?;
+    }
+    let rep = Rc::new(RefCell::new(rep));
+    rep.borrow_mut().emit(&Event::RunStarted {
         channel: info.channel.clone(),
         tasks: plan.len(),
         resumed,
     });
     if crate::runner::containment() == crate::runner::Containment::ProcessGroup {
-        shared.borrow_mut().reporter.say(&format!(
+        rep.borrow_mut().say(&format!(
             "note: commands are contained by {} only (no PID namespace here): a child that \
              calls setsid, or every child after kleene is killed with SIGKILL, can outlive its \
              call; a later resume refuses to start while one is alive",
             crate::runner::Containment::ProcessGroup.as_str()
         ));
     }
-    let mut worker = ShellWorker::new(&ctx, Rc::clone(&shared)).map_err(Failure::halted)?;
-    let contract = HaltContract {
-        shared: Rc::clone(&shared),
-    };
+    let session = Session::new("kleene-run", info.channel.clone())
+        .map_err(|e| Failure::bad_input(format!("open a session: {e}")))?;
+    let agent = ShellAgent::new(&ctx, Rc::clone(&rep)).map_err(Failure::halted)?;
+    let mut worker = ClosureWorker::new(agent, session, policy(info, info.max_depth)?);
     let mut journal = FileJournal::open(state.journal_dir())
         .map_err(|e| Failure::halted(format!("open the journal: {e}")))?;
     if let Some(key) = &journal_key {
@@ -405,69 +386,82 @@ fn execute(
     }
     // Group commit: one sync per task instead of two; every event is still durable before the
     // next command runs, and an unsynced settlement is only ever replayed (allow), never lost.
-    let mut batch = Batch::new(plan, channel.clone())
+    let mut batch = Batch::new(plan, channel)
         .with_input("plan file", plan_text.as_bytes())
         .with_group_commit(true);
     if info.batch_recovery {
         batch = batch.with_recovery(TaskBatchRecovery::new());
     }
-    // A run killed before its first record has nothing to resume: it starts.
-    let has_evidence = journal
-        .load(&channel)
-        .map_err(|e| Failure::halted(format!("read the journal: {e}")))?
-        .is_some_and(|load| load.snapshot.is_some() || !load.events.is_empty());
-    let result = if resumed && has_evidence {
-        batch.resume(&mut worker, &contract, &mut journal)
-    } else {
-        batch.dispatch(&mut worker, &contract, &mut journal)
-    };
+    let mut fixes = BTreeMap::new();
+    let result = batch.run_observed(&mut worker, &(), &mut journal, &mut |event| {
+        report_event(&mut rep.borrow_mut(), &mut fixes, event);
+    });
     for (_, torn) in journal.repairs() {
-        shared.borrow_mut().reporter.say(&format!(
+        rep.borrow_mut().say(&format!(
             "note: the journal ended in a record cut short by an earlier crash; removed its \
              {} byte(s) at byte {} ({})",
             torn.discarded, torn.offset, torn.cause
         ));
     }
-    let stop = |err| stopped(err, state, &info.channel, journal_key.as_ref(), &shared);
-    let mut evidence = result.map_err(stop)?;
-    if info.batch_recovery {
-        let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
-        if !roots.is_empty() {
-            let request = RecoveryRequest::for_roots(&evidence, roots);
-            shared.borrow_mut().reporter.say(&format!(
-                "batch recovery: one corrective call for {}",
-                request
-                    .roots()
-                    .iter()
-                    .map(TaskId::as_str)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            match batch.recover(&request, &mut worker, &contract, &mut journal) {
-                Ok(outcome) => {
-                    for (task, reason) in &outcome.refused {
-                        shared
-                            .borrow_mut()
-                            .reporter
-                            .say(&format!("batch recovery refused {task}: {reason}"));
-                    }
-                    evidence = outcome.evidence;
-                }
-                Err(err) => return Err(stop(err)),
-            }
-        }
-    }
     drop(worker);
-    drop(contract);
-    if let Err(message) = project_workspace(&evidence, &ctx.workspace) {
-        shared.borrow_mut().reporter.say(&format!(
-            "warning: failed to write the workspace: {message}"
-        ));
-    }
-    let mut shared = Rc::try_unwrap(shared)
+    let mut rep = Rc::try_unwrap(rep)
         .map(RefCell::into_inner)
         .map_err(|_| Failure::halted("finish the run: its reporter is still in use"))?;
-    finish(plan, &evidence, state, &mut shared)
+    let outcome = result.map_err(|err| stopped(err, state, &info.channel, journal_key.as_ref(), &mut rep))?;
+    if let Err(message) = project_workspace(&outcome.evidence, &info.workspace) {
+        rep.say(&format!("warning: failed to write the workspace: {message}"));
+    }
+    finish(plan, &outcome.evidence, state, &mut rep)
+}
+
+/// Shows what one evidence event says happened, as it is recorded.
+fn report_event(rep: &mut Reporter, fixes: &mut BTreeMap<TaskId, u32>, event: &EvidenceEvent) {
+    let failed = |rep: &mut Reporter, task: &TaskId, reason: String| {
+        rep.emit(&Event::TaskFailed {
+            task: task.to_string(),
+            reason,
+        });
+    };
+    match event {
+        EvidenceEvent::ClosureSettled { task, closure, .. } => {
+            fixes.insert(task.clone(), closure.fix_attempts);
+        }
+        EvidenceEvent::Settled {
+            task,
+            attempt,
+            settlement,
+        } => match settlement {
+            Settlement::Accepted { .. } => rep.emit(&Event::TaskAccepted {
+                task: task.to_string(),
+                fixes: fixes.remove(task).unwrap_or(0),
+            }),
+            Settlement::Rejected { rejection, .. } => {
+                let text = rejection.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                failed(rep, task, format!("call {attempt} rejected: {first}"));
+            }
+            Settlement::Infrastructure(failure) => {
+                failed(rep, task, format!("infrastructure: {failure}"));
+            }
+            _ => {}
+        },
+        EvidenceEvent::Withdrawn { task, detail, .. } => failed(rep, task, detail.clone()),
+        EvidenceEvent::RecoveryConsumed {
+            granted, refused, ..
+        } => {
+            if !granted.is_empty() {
+                let names: Vec<&str> = granted.iter().map(TaskId::as_str).collect();
+                rep.say(&format!(
+                    "batch recovery: one corrective call for {}",
+                    names.join(", ")
+                ));
+            }
+            for (task, reason) in refused {
+                rep.say(&format!("batch recovery refused {task}: {reason}"));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Writes every accepted file into the run's workspace, for people to look at: only accepted
@@ -524,26 +518,16 @@ fn finish(
     plan: &ValidatedPlan,
     evidence: &BatchEvidence,
     state: &StateDir,
-    shared: &mut Shared,
+    rep: &mut Reporter,
 ) -> Outcome {
     for id in plan.topological_order() {
-        match evidence.status(id) {
-            TaskStatus::Drained { blocked_by } => shared.emit(&Event::TaskDrained {
+        if let TaskStatus::Drained { blocked_by } = evidence.status(id) {
+            rep.emit(&Event::TaskDrained {
                 task: id.to_string(),
                 blocked_by: blocked_by.to_string(),
-            }),
-            // Refused by the built-in ownership check, which runs before (and instead of)
-            // the output contract that reports the other outcomes as they happen.
-            TaskStatus::Failed if !shared.reported.contains(id) => {
-                shared.emit(&Event::TaskFailed {
-                    task: id.to_string(),
-                    reason: failure_reason(evidence, id),
-                });
-            }
-            _ => {}
+            });
         }
     }
-    let rep = &mut shared.reporter;
     let summary = evidence.summary();
     let complete = summary.is_complete();
     rep.emit(&Event::RunFinished {
@@ -577,7 +561,7 @@ fn stopped(
     state: &StateDir,
     channel: &str,
     key: Option<&JournalKey>,
-    shared: &Rc<RefCell<Shared>>,
+    rep: &mut Reporter,
 ) -> Failure {
     let dir = state.root().display();
     if err.is_cancelled() {
@@ -587,7 +571,7 @@ fn stopped(
             .and_then(|(journal, channel)| journal.load(&channel).ok().flatten())
             .and_then(|load| load.into_evidence().ok())
             .map(|evidence| evidence.summary());
-        shared.borrow_mut().emit(&Event::RunFinished {
+        rep.emit(&Event::RunFinished {
             outcome: "interrupted".to_owned(),
             accepted: summary.as_ref().map_or(0, |s| s.accepted),
             failed: summary.as_ref().map_or(0, |s| s.failed),
@@ -703,17 +687,17 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let key = env_journal_key(&state)?;
     let (info, loaded, evidence) = load_evidence(&state, key.as_ref())?;
     let summary = evidence.summary();
-    let mut fixes: BTreeMap<String, u32> = BTreeMap::new();
-    for entry in state.closure_log() {
-        if let Ok(record) = entry.record {
-            *fixes.entry(entry.task).or_default() += record.fix_attempts();
-        }
+    let mut fixes: BTreeMap<&TaskId, u32> = BTreeMap::new();
+    // The fixes each task's calls ran to a settlement or were interrupted in; a withdrawn
+    // call does not count (its draws still bound the run's budget).
+    for call in evidence.closures().iter().filter(|c| !c.withdrawn()) {
+        *fixes.entry(call.task()).or_default() += call.fix_attempts_used();
     }
     let mut rows = Vec::new();
     for id in loaded.plan.topological_order() {
         let status = evidence.status(id);
         let calls = evidence.task(id).map_or(0, |t| t.calls());
-        let fixes = fixes.get(id.as_str()).copied().unwrap_or(0);
+        let fixes = fixes.get(id).copied().unwrap_or(0);
         let why = match &status {
             TaskStatus::Failed => Some(failure_reason(&evidence, id)),
             TaskStatus::Drained { blocked_by } => Some(format!("prerequisite {blocked_by} failed")),
