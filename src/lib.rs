@@ -84,7 +84,7 @@ mod verdict;
 
 pub use acceptance::{
     ACCEPTANCE_PREDICATE_TYPE, AcceptanceError, AcceptanceProblem, AcceptanceRecord, ArchivePlace,
-    BuildBinding, CanonicalArchive, ExportError, FILES_DIR, FileEntry, FileManifest, FileMismatch,
+    BuildBinding, CanonicalArchive, ClosureBinding, ClosureMismatch, ClosuresError, ExportError, FILES_DIR, FileEntry, FileManifest, FileMismatch,
     HostileEntry, IN_TOTO_PAYLOAD_TYPE, InTotoStatement, ManifestError, RECORD_ENTRY,
     RECORD_FORMAT, RECORD_PAYLOAD_TYPE, RecordDifference, RecordError, STATEMENT_TYPE, SignedError,
     StoredRecord, Subject, TaskResult, VerifiedArchive, VerifyError, accept, export,

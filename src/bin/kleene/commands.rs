@@ -26,7 +26,7 @@ use crate::cli::{
 use crate::planfile::{self, LoadedPlan};
 use crate::report::{Event, Reporter};
 use crate::runner::{GroupRecords, Interrupt};
-use crate::state::{RunInfo, StateDir, write_atomic};
+use crate::state::{ClosureEntry, RunInfo, StateDir, write_atomic};
 use crate::worker::{Context, ShellAgent};
 use kleene::batch::JournalKey;
 
@@ -1080,6 +1080,23 @@ pub fn verify(args: &VerifyArgs, rep: &mut Reporter) -> Outcome {
         }
     };
     let files = verified.manifest().entries().len();
+    // The state's closure log, when it is there, is checked against the closures the
+    // archive's record binds: the audit trail of every accepted call.
+    let state = StateDir::at(&args.state);
+    if state.closure_log_path().is_file() {
+        let entries = state.closure_log();
+        let problems = closure_problems(&state, &entries, None, Some(verified.record()));
+        if !problems.is_empty() {
+            return Err(Failure::halted(format!(
+                "verify {}: the archive verified, but {} closure record(s) in {} do not match \
+                 its record:\n  {}",
+                args.archive.display(),
+                problems.len(),
+                state.closure_log_path().display(),
+                problems.join("\n  ")
+            )));
+        }
+    }
     if rep.mode() == crate::report::Mode::Json {
         rep.say_json(&serde_json::json!({
             "event": "verified",
@@ -1268,6 +1285,94 @@ fn detail(event: &AuditEvent) -> String {
     }
 }
 
+/// Every closure record of the log that is not what the journal (`evidence`) or the
+/// acceptance record (`accepted`) binds, or not in the one form kleene writes, named by line.
+fn closure_problems(
+    state: &StateDir,
+    entries: &[ClosureEntry],
+    evidence: Option<&BatchEvidence>,
+    accepted: Option<&StoredRecord>,
+) -> Vec<String> {
+    let log_path = state.closure_log_path();
+    let text = fs::read_to_string(&log_path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut problems = Vec::new();
+    let mut parsed = Vec::new();
+    for entry in entries {
+        let Ok(record) = &entry.record else { continue };
+        let place = format!("{} line {}", log_path.display(), entry.line);
+        let Ok(task) = TaskId::new(entry.task.clone()) else {
+            problems.push(format!("{place}: task {:?} is not a task id", entry.task));
+            continue;
+        };
+        // One value has one written form: a byte changed to an equivalent spelling (an
+        // upper-case hex digit, an escape) is an edit too.
+        let again = serde_json::to_string(&ClosureLine {
+            task: &task,
+            call: entry.call,
+            record,
+        });
+        let written = lines.get(entry.line.saturating_sub(1)).copied();
+        if !again.is_ok_and(|again| Some(again.as_str()) == written) {
+            problems.push(format!(
+                "{place} (task {task} call {}): not in the form kleene writes; it was edited",
+                entry.call
+            ));
+        }
+        parsed.push((task, entry.call, record, place));
+    }
+    if let Some(evidence) = evidence {
+        for call in evidence.closures() {
+            let Some(settled) = call.settled() else { continue };
+            let copies: Vec<_> = parsed
+                .iter()
+                .filter(|(t, c, _, _)| t == call.task() && *c == call.attempt())
+                .collect();
+            if copies.is_empty() {
+                problems.push(format!(
+                    "task {} call {}: the journal binds closure record {}, which the log does \
+                     not hold (or holds unreadable)",
+                    call.task(),
+                    call.attempt(),
+                    settled.record_digest
+                ));
+            }
+            for (task, c, record, place) in copies {
+                let computed = record.digest();
+                if computed != settled.record_digest {
+                    problems.push(format!(
+                        "{place} (task {task} call {c}): the record digests to {computed}, but \
+                         the journal binds {}; it was changed after the call settled",
+                        settled.record_digest
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(accepted) = accepted {
+        let given = parsed.iter().map(|(t, c, r, _)| (t, *c, *r));
+        if let Err(err) = accepted.verify_closures(given) {
+            for m in err.mismatches() {
+                let (task, call) = m.call();
+                let place = parsed
+                    .iter()
+                    .find(|(t, c, _, _)| t == task && *c == call)
+                    .map_or_else(|| "acceptance record".to_owned(), |p| p.3.clone());
+                problems.push(format!("{place}: {m}"));
+            }
+        }
+    }
+    problems
+}
+
+/// A line of the closure log, as kleene writes it.
+#[derive(serde::Serialize)]
+struct ClosureLine<'a> {
+    task: &'a TaskId,
+    call: u32,
+    record: &'a kleene::ClosureRecord,
+}
+
 /// `kleene audit`.
 pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let state = StateDir::at(&args.state);
@@ -1359,6 +1464,16 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     if entries.is_empty() {
         rep.say("no closure records yet");
     }
+    // The journal binds every settled closure, the acceptance record every accepted one.
+    let key = env_journal_key(&state)?;
+    let evidence = load_evidence(&state, key.as_ref()).ok().map(|(_, _, e)| e);
+    let accepted = stored_record(&state, None)?;
+    broken.extend(closure_problems(
+        &state,
+        &entries,
+        evidence.as_ref(),
+        accepted.as_ref(),
+    ));
     if broken.is_empty() {
         Ok(Exit::Ok)
     } else {
