@@ -4,6 +4,8 @@
 mod acceptance;
 mod acceptance_integrity;
 mod batch;
+// Plans through the library's ClosureWorker: the fix budget across crashes.
+mod batch_closure;
 mod batch_inputs;
 // End-to-end tests of the `kleene` binary.
 #[cfg(feature = "cli")]

@@ -928,12 +928,13 @@ impl BatchEvidence {
     }
     /// The settled closure of `task`'s accepted call, if the task is accepted and its call
     /// ran one.
-    pub fn accepted_closure<'e>(&'e self, task: &'e TaskId) -> Option<(u32, &'e ClosureSettlement)> {
+    pub fn accepted_closure(&self, task: &TaskId) -> Option<(u32, &ClosureSettlement)> {
         let t = self.task(task)?;
         t.accepted.as_ref()?;
         // No call follows an accepted one, so the accepted call is the last.
-        self.closures_of(task)
-            .filter(|c| c.attempt == t.calls)
+        self.closures
+            .iter()
+            .filter(|c| &c.task == task && c.attempt == t.calls)
             .find_map(|c| c.settled.as_ref().map(|s| (c.attempt, s)))
     }
     /// The run-wide fix attempts used so far: every settled closure's fixes and every fix an
