@@ -10,6 +10,9 @@ mod batch_inputs;
 // End-to-end tests of the `kleene` binary.
 #[cfg(feature = "cli")]
 mod cli;
+// Closure records as evidence: the fix budget from the journal, tampering named.
+#[cfg(feature = "cli")]
+mod cli_closures;
 // Acceptance-record tampering and signatures through the CLI.
 #[cfg(feature = "cli")]
 mod cli_integrity;
