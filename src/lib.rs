@@ -95,7 +95,7 @@ pub use audit::TracingSink;
 pub use audit::{AuditEntry, AuditError, AuditEvent, AuditLog, AuditSink, LoopPhase};
 pub use closure::{
     Agent, AgentError, AgentErrorKind, AwaitingExecution, ClosureRun, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
-    AwaitingPreValidation, Closure, ClosureFailure, ClosureOutcome, ClosureProgress, ClosureRecord,
+    AwaitingPreValidation, Closure, ClosureFailure, ClosureOutcome, ClosureProgress, ClosureRecord, ClosureRecordError,
     ClosureState, ClosureStateError, FixBudget, MAX_RECOVERY_DEPTH, NormalizedResult,
     NormalizedVerdict, PolicyError, RecoveryPolicy, RecoveryPolicyBuilder, StateField, StepRecord,
     TaskAttempt, VerdictNormalizer, render_recovery_spec, run_closure, run_to_closure,

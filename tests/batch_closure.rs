@@ -72,6 +72,8 @@ struct Fixer {
     /// The journal's append count when each fix executed.
     fixes_run: Rc<RefCell<Vec<usize>>>,
     call: u32,
+    /// Every closure record a call finished with: what an embedder keeps for its audit.
+    records: Rc<RefCell<Vec<(TaskId, u32, ClosureRecord)>>>,
 }
 
 impl Agent for Fixer {
@@ -108,7 +110,10 @@ impl BatchAgent for Fixer {
         self.call = call.attempt();
         Ok(())
     }
-    fn finish_call(&mut self, call: &WorkerCall<'_>, _: &ClosureRecord) -> Result<Proposal, WorkerFailure> {
+    fn finish_call(&mut self, call: &WorkerCall<'_>, record: &ClosureRecord) -> Result<Proposal, WorkerFailure> {
+        self.records
+            .borrow_mut()
+            .push((call.task().id.clone(), call.attempt(), record.clone()));
         let file = path(&format!("out/{}.txt", call.task().id));
         Ok(Candidate::new(BTreeMap::from([(file, b"x".to_vec())])).into())
     }
@@ -178,6 +183,7 @@ proptest! {
                 appends: Rc::clone(&appends),
                 fixes_run: Rc::clone(&fixes_run),
                 call: 0,
+                records: Rc::default(),
             };
             let mut worker = ClosureWorker::new(agent, Session::new("build", "crash").unwrap(), policy.clone());
             let outcome = batch.run(&mut worker, &(), &mut journal);
@@ -214,11 +220,13 @@ proptest! {
 fn the_fix_budget_is_evidence_and_binds_every_closure() {
     let plan = validated(&plan_json(2, &[0, 0]));
     let appends = Rc::new(Cell::new(0));
+    let records = Rc::default();
     let agent = Fixer {
         fails: BTreeMap::from([(TaskId::new("t0").unwrap(), 2)]),
         appends: Rc::clone(&appends),
         fixes_run: Rc::new(RefCell::new(Vec::new())),
         call: 0,
+        records: Rc::clone(&records),
     };
     let policy = RecoveryPolicy::default();
     let mut worker = ClosureWorker::new(agent, Session::new("build", "x").unwrap(), policy);
@@ -236,4 +244,62 @@ fn the_fix_budget_is_evidence_and_binds_every_closure() {
     // Loading the journal again restores the same budget.
     let load = journal.load(&chan("c")).unwrap().unwrap();
     assert_eq!(load.into_evidence().unwrap().fix_attempts_used(), 2);
+}
+
+/// Any changed byte of a stored closure record (here its JSON) is refused: it no longer
+/// reads back (its audit chain or shape breaks), or the acceptance record's binding names
+/// its task and call.
+#[test]
+fn a_changed_byte_of_a_closure_record_is_named_through_the_acceptance_record() {
+    let plan = validated(&plan_json(2, &[0, 0]));
+    let records: Rc<RefCell<Vec<(TaskId, u32, ClosureRecord)>>> = Rc::default();
+    let agent = Fixer {
+        fails: BTreeMap::from([(TaskId::new("t1").unwrap(), 1)]),
+        appends: Rc::new(Cell::new(0)),
+        fixes_run: Rc::default(),
+        call: 0,
+        records: Rc::clone(&records),
+    };
+    let mut worker =
+        ClosureWorker::new(agent, Session::new("build", "x").unwrap(), RecoveryPolicy::default());
+    let channel = chan("tamper");
+    let evidence = Batch::new(&plan, channel.clone())
+        .run(&mut worker, &(), &mut kleene::batch::MemoryJournal::default())
+        .unwrap()
+        .evidence;
+    let snapshot = kleene::Snapshot::from_evidence(&evidence).unwrap();
+    let binding = kleene::BuildBinding::new(channel, plan.digest(), evidence.evidence_version());
+    let accepted = kleene::accept(&plan, &evidence, &snapshot, &binding).unwrap();
+    let stored = kleene::StoredRecord::from_json(&accepted.to_json()).unwrap();
+    let records = records.borrow();
+    let all = || records.iter().map(|(t, c, r)| (t, *c, r));
+    assert_eq!(stored.verify_closures(all()), Ok(2));
+    assert_eq!(accepted.verify_closures(all()), Ok(2));
+    let (task, call, record) = &records[1];
+    let json = record.to_json();
+    assert_eq!(&ClosureRecord::from_json(&json).unwrap(), record);
+    for at in 0..json.len() {
+        let mut bytes = json.clone().into_bytes();
+        bytes[at] ^= 1;
+        let Ok(text) = String::from_utf8(bytes) else {
+            continue;
+        };
+        let Ok(changed) = ClosureRecord::from_json(&text) else {
+            continue; // refused on reading
+        };
+        let given = [(&records[0].0, records[0].1, &records[0].2), (task, *call, &changed)];
+        let err = stored
+            .verify_closures(given.iter().copied())
+            .expect_err(&format!("byte {at} changed and the record still matched"));
+        assert!(
+            err.mismatches().iter().any(|m| m.call() == (task, *call)),
+            "byte {at}: {err:?}"
+        );
+    }
+    // A missing record of an accepted call is named too.
+    let err = stored.verify_closures(all().take(1)).unwrap_err();
+    assert!(matches!(
+        &err.mismatches()[..],
+        [kleene::ClosureMismatch::Missing { task: t, call: 1 }] if t.as_str() == "t1"
+    ));
 }

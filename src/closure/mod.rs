@@ -58,5 +58,7 @@ pub use normalize::{NormalizedResult, NormalizedVerdict, VerdictNormalizer};
 pub use policy::{
     FixBudget, MAX_RECOVERY_DEPTH, PolicyError, RecoveryPolicy, RecoveryPolicyBuilder,
 };
-pub use record::{ClosureFailure, ClosureOutcome, ClosureRecord, StepRecord, TaskAttempt};
+pub use record::{
+    ClosureFailure, ClosureOutcome, ClosureRecord, ClosureRecordError, StepRecord, TaskAttempt,
+};
 pub use spec::render_recovery_spec;
