@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kleene::ValidatedPlan;
-use kleene::batch::{Proposal, 
+use kleene::batch::{
     Batch, BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, FileJournal, MemoryJournal,
-    Worker, WorkerCall, WorkerFailure,
+    Proposal, Worker, WorkerCall, WorkerFailure,
 };
 use kleene::checkpoint;
 use kleene::{AgentId, AppBuildPlan, ChannelId, Plan, PlannedTask, Spec, TaskId, TaskKind};

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use kleene::batch::{Proposal, Batch, Candidate, MemoryJournal, Worker, WorkerCall, WorkerFailure};
+use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, Worker, WorkerCall, WorkerFailure};
 use kleene::{AdmittedPath, AgentId, AppBuildPlan, ChannelId, PlannedTask, Spec, TaskId, TaskKind};
 
 fn files(n: usize) -> Vec<AdmittedPath> {

@@ -791,7 +791,9 @@ fn complete(
     worker: &mut impl Worker,
     journal: &mut impl EvidenceJournal,
 ) -> Result<BatchEvidence, BatchError> {
-    batch.run(worker, &(), journal).map(|outcome| outcome.evidence)
+    batch
+        .run(worker, &(), journal)
+        .map(|outcome| outcome.evidence)
 }
 
 fn check_invariants(plan: &ValidatedPlan, evidence: &BatchEvidence, worker: &ScriptedWorker) {

@@ -11,8 +11,8 @@ use kleene::batch::{
 };
 use kleene::testing::batch::ImageJournal;
 use kleene::{
-    Agent, ChannelId, ClosureRecord, ExecutionOutput, GovernanceDecision, RecoveryPolicy,
-    Session, Severity, Task, TaskId, ValidationToken, ValidatorId, ValidatorResult, Verdict,
+    Agent, ChannelId, ClosureRecord, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session,
+    Severity, Task, TaskId, ValidationToken, ValidatorId, ValidatorResult, Verdict,
 };
 use proptest::prelude::*;
 
@@ -45,7 +45,11 @@ impl Crashable {
 }
 
 impl EvidenceJournal for Crashable {
-    fn append(&mut self, channel: &ChannelId, events: &[EvidenceEvent]) -> Result<(), JournalError> {
+    fn append(
+        &mut self,
+        channel: &ChannelId,
+        events: &[EvidenceEvent],
+    ) -> Result<(), JournalError> {
         self.inner.append(channel, events)?;
         self.snap();
         Ok(())
@@ -56,7 +60,11 @@ impl EvidenceJournal for Crashable {
     fn repair_torn_tail(&mut self, channel: &ChannelId) -> Result<Option<TornTail>, JournalError> {
         self.inner.repair_torn_tail(channel)
     }
-    fn compact(&mut self, channel: &ChannelId, evidence: &BatchEvidence) -> Result<(), JournalError> {
+    fn compact(
+        &mut self,
+        channel: &ChannelId,
+        evidence: &BatchEvidence,
+    ) -> Result<(), JournalError> {
         self.inner.compact(channel, evidence)?;
         self.snap();
         Ok(())
@@ -110,7 +118,11 @@ impl BatchAgent for Fixer {
         self.call = call.attempt();
         Ok(())
     }
-    fn finish_call(&mut self, call: &WorkerCall<'_>, record: &ClosureRecord) -> Result<Proposal, WorkerFailure> {
+    fn finish_call(
+        &mut self,
+        call: &WorkerCall<'_>,
+        record: &ClosureRecord,
+    ) -> Result<Proposal, WorkerFailure> {
         self.records
             .borrow_mut()
             .push((call.task().id.clone(), call.attempt(), record.clone()));
@@ -260,11 +272,18 @@ fn a_changed_byte_of_a_closure_record_is_named_through_the_acceptance_record() {
         call: 0,
         records: Rc::clone(&records),
     };
-    let mut worker =
-        ClosureWorker::new(agent, Session::new("build", "x").unwrap(), RecoveryPolicy::default());
+    let mut worker = ClosureWorker::new(
+        agent,
+        Session::new("build", "x").unwrap(),
+        RecoveryPolicy::default(),
+    );
     let channel = chan("tamper");
     let evidence = Batch::new(&plan, channel.clone())
-        .run(&mut worker, &(), &mut kleene::batch::MemoryJournal::default())
+        .run(
+            &mut worker,
+            &(),
+            &mut kleene::batch::MemoryJournal::default(),
+        )
         .unwrap()
         .evidence;
     let snapshot = kleene::Snapshot::from_evidence(&evidence).unwrap();
@@ -287,7 +306,10 @@ fn a_changed_byte_of_a_closure_record_is_named_through_the_acceptance_record() {
         let Ok(changed) = ClosureRecord::from_json(&text) else {
             continue; // refused on reading
         };
-        let given = [(&records[0].0, records[0].1, &records[0].2), (task, *call, &changed)];
+        let given = [
+            (&records[0].0, records[0].1, &records[0].2),
+            (task, *call, &changed),
+        ];
         let err = stored
             .verify_closures(given.iter().copied())
             .expect_err(&format!("byte {at} changed and the record still matched"));
@@ -299,7 +321,7 @@ fn a_changed_byte_of_a_closure_record_is_named_through_the_acceptance_record() {
     // A missing record of an accepted call is named too.
     let err = stored.verify_closures(all().take(1)).unwrap_err();
     assert!(matches!(
-        &err.mismatches()[..],
+        err.mismatches(),
         [kleene::ClosureMismatch::Missing { task: t, call: 1 }] if t.as_str() == "t1"
     ));
 }

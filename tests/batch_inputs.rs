@@ -3,7 +3,8 @@
 
 use kleene::ValidatedPlan;
 use kleene::batch::{
-    Batch, Candidate, Proposal, EvidenceJournal, MemoryJournal, TaskStatus, Worker, WorkerCall, WorkerFailure,
+    Batch, Candidate, EvidenceJournal, MemoryJournal, Proposal, TaskStatus, Worker, WorkerCall,
+    WorkerFailure,
 };
 
 use crate::support::{chan, id, path, validated};

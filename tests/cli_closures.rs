@@ -39,7 +39,11 @@ fn a_deleted_closure_log_gives_no_fix_back_on_resume() {
         tmp.path(),
         vec![
             module(),
-            repairable("app_model_a", "app/a.txt", "mkdir -p app; echo bad > app/a.txt"),
+            repairable(
+                "app_model_a",
+                "app/a.txt",
+                "mkdir -p app; echo bad > app/a.txt",
+            ),
             repairable(
                 "app_model_b",
                 "app/b.txt",
@@ -50,7 +54,14 @@ fn a_deleted_closure_log_gives_no_fix_back_on_resume() {
     );
     let mut child = StdCommand::new(env!("CARGO_BIN_EXE_kleene"))
         .current_dir(tmp.path())
-        .args(["run", plan.to_str().unwrap(), "--state", "st", "--max-fixes", "1"])
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--state",
+            "st",
+            "--max-fixes",
+            "1",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -58,7 +69,10 @@ fn a_deleted_closure_log_gives_no_fix_back_on_resume() {
     let flag = tmp.path().join("st/cache/b_started");
     let started = Instant::now();
     while !flag.exists() {
-        assert!(started.elapsed() < Duration::from_secs(20), "app_model_b never started");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "app_model_b never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // A power cut: no handler runs, nothing is flushed.
@@ -85,7 +99,11 @@ fn accepted_run(dir: &Path) {
         dir,
         vec![
             module(),
-            repairable("app_model", "app/a.txt", "mkdir -p app; echo bad > app/a.txt"),
+            repairable(
+                "app_model",
+                "app/a.txt",
+                "mkdir -p app; echo bad > app/a.txt",
+            ),
         ],
     );
     for args in [
@@ -94,7 +112,12 @@ fn accepted_run(dir: &Path) {
         vec!["export", "out.tar", "--state", "st"],
     ] {
         let out = kleene(dir).args(&args).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
     }
 }
 
@@ -118,9 +141,17 @@ fn a_tampered_closure_record_is_named_by_audit_and_verify() {
         .filter(|r| r["closure"]["record_digest"].is_string())
         .count();
     assert_eq!(bound, 2, "both tasks' closures are bound: {record}");
-    for args in [vec!["audit", "--state", "st"], vec!["verify", "out.tar", "--state", "st"]] {
+    for args in [
+        vec!["audit", "--state", "st"],
+        vec!["verify", "out.tar", "--state", "st"],
+    ] {
         let out = kleene(tmp.path()).args(&args).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
     }
     // Every byte position in turn would take minutes of processes; a stride through the
     // whole log (plus its first and last bytes) covers every field of both records.
@@ -132,10 +163,17 @@ fn a_tampered_closure_record_is_named_by_audit_and_verify() {
         let mut tampered = original.clone();
         tampered[at] = if tampered[at] == b'7' { b'8' } else { b'7' };
         std::fs::write(&log, &tampered).unwrap();
-        for args in [vec!["audit", "--state", "st"], vec!["verify", "out.tar", "--state", "st"]] {
+        for args in [
+            vec!["audit", "--state", "st"],
+            vec!["verify", "out.tar", "--state", "st"],
+        ] {
             let out = kleene(tmp.path()).args(&args).output().unwrap();
             let stderr = text(&out.stderr);
-            assert_ne!(out.status.code(), Some(0), "byte {at} changed, {args:?} passed");
+            assert_ne!(
+                out.status.code(),
+                Some(0),
+                "byte {at} changed, {args:?} passed"
+            );
             assert!(
                 stderr.contains("closures.jsonl line") || stderr.contains("call 1"),
                 "byte {at} changed, {args:?} did not name the record: {stderr}"

@@ -405,7 +405,10 @@ mod ownership {
     struct Writes(BTreeMap<TaskId, Vec<&'static str>>);
 
     impl Worker for Writes {
-        fn call(&mut self, call: &WorkerCall<'_>) -> Result<kleene::batch::Proposal, WorkerFailure> {
+        fn call(
+            &mut self,
+            call: &WorkerCall<'_>,
+        ) -> Result<kleene::batch::Proposal, WorkerFailure> {
             let files = self.0.get(&call.task().id).cloned().unwrap_or_default();
             Ok(Candidate::new(
                 files

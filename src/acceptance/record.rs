@@ -122,7 +122,12 @@ impl TaskResult {
         }
     }
 
-    pub(crate) fn with_closure(mut self, call: u32, audit_head: Digest, record_digest: Digest) -> Self {
+    pub(crate) fn with_closure(
+        mut self,
+        call: u32,
+        audit_head: Digest,
+        record_digest: Digest,
+    ) -> Self {
         self.closure = Some(ClosureBinding {
             call,
             audit_head,

@@ -12,54 +12,7 @@
 //! digest) is journaled with the call's settlement. An agent error keeps its type: an
 //! infrastructure failure fails the task, a cancellation stops the batch.
 //!
-//! ```
-//! use std::collections::BTreeMap;
-//! use kleene::batch::{Batch, BatchAgent, Candidate, ClosureWorker, MemoryJournal, Proposal,
-//!                     WorkerCall, WorkerFailure};
-//! use kleene::{AdmittedPath, Agent, AppBuildPlan, ClosureRecord, ExecutionOutput,
-//!              GovernanceDecision, Plan, RecoveryPolicy, Session, Severity, Task,
-//!              ValidationToken, ValidatorId, ValidatorResult, Verdict, ChannelId};
-//!
-//! /// Its first build fails the tests; the fix passes them.
-//! struct Flaky { files: BTreeMap<AdmittedPath, Vec<u8>> }
-//! impl Agent for Flaky {
-//!     type Error = std::io::Error;
-//!     fn govern(&mut self, _: &Task, _: &Session, _: u32) -> std::io::Result<GovernanceDecision> {
-//!         Ok(GovernanceDecision::Approve)
-//!     }
-//!     fn pre_validate(&mut self, _: &Task, _: u32) -> std::io::Result<Verdict> { Ok(Verdict::clean()) }
-//!     fn execute(&mut self, task: &Task, _: &ValidationToken) -> std::io::Result<ExecutionOutput> {
-//!         let body = if task.depth() == 0 { "broken" } else { "fixed" };
-//!         self.files.insert(AdmittedPath::admit("config/app.toml").unwrap(), body.into());
-//!         Ok(ExecutionOutput::new(body))
-//!     }
-//!     fn post_validate(&mut self, task: &Task, _: &ExecutionOutput) -> std::io::Result<Verdict> {
-//!         Ok(if task.depth() == 0 {
-//!             Verdict::new([ValidatorResult::new(ValidatorId::new("tests").unwrap(),
-//!                                                Severity::Blocker, true, "1 failed")])
-//!         } else {
-//!             Verdict::clean()
-//!         })
-//!     }
-//! }
-//! impl BatchAgent for Flaky {
-//!     fn finish_call(&mut self, _: &WorkerCall<'_>, _: &ClosureRecord) -> Result<Proposal, WorkerFailure> {
-//!         Ok(Candidate::new(std::mem::take(&mut self.files)).into())
-//!     }
-//! }
-//!
-//! let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
-//!   {"id": "svc", "kind": {"lane": "config"}, "owner": "ServiceAgent",
-//!    "spec": {"intent": "settings"}, "owned_paths": ["config/app.toml"]}]}"#)?)
-//!     .normalize().consolidate()?.validate()?;
-//! let mut worker = ClosureWorker::new(Flaky { files: BTreeMap::new() },
-//!                                     Session::new("build", "demo")?, RecoveryPolicy::default());
-//! let outcome = Batch::new(&plan, ChannelId::new("chan-1")?)
-//!     .run(&mut worker, &(), &mut MemoryJournal::default())?;
-//! assert!(outcome.evidence.summary().is_complete());
-//! assert_eq!(outcome.evidence.fix_attempts_used(), 1);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! The example is on [`ClosureWorker`].
 
 use super::candidate::Rejection;
 use super::event::ClosureSettlement;
@@ -69,8 +22,8 @@ use crate::closure::{AgentError, AgentErrorKind};
 use crate::plan::PlannedTask;
 use crate::{
     Agent, AuditEntry, Closure, ClosureFailure, ClosureOutcome, ClosureRecord, ExecutionOutput,
-    ExhaustedBound, FixBudget, GovernanceDecision, HaltReason, Next, RecoveryPolicy, Session,
-    Task, TaskId, ValidationToken, Verdict,
+    ExhaustedBound, FixBudget, GovernanceDecision, HaltReason, Next, RecoveryPolicy, Session, Task,
+    TaskId, ValidationToken, Verdict,
 };
 
 /// An [`Agent`] that a [`ClosureWorker`] can run batch calls with: besides answering the
@@ -114,8 +67,66 @@ pub trait BatchAgent: Agent {
 }
 
 /// A batch [`Worker`] whose every call is one closure of the call's task, run by a
-/// [`BatchAgent`] under one recovery policy and one run-wide fix budget (see the
-/// [module documentation](self)).
+/// [`BatchAgent`] under one recovery policy and one run-wide fix budget.
+///
+/// Every fix subtask a call's closure spawns first draws one attempt from the run's budget,
+/// committed to the journal before the fix runs, and each call's budget is restored from the
+/// evidence, so no sequence of crashes and resumes runs more than the policy's
+/// `max_total_fix_attempts` fixes. A closure that halts proposes what the agent left, refused
+/// with the halt as its exact rejection; the settled closure (fixes used, how it ended, its
+/// audit head and record digest) is journaled with the call's settlement. An agent error
+/// keeps its type: an infrastructure failure fails the task, a cancellation stops the batch.
+///
+/// # Examples
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use kleene::batch::{Batch, BatchAgent, Candidate, ClosureWorker, MemoryJournal, Proposal,
+///                     WorkerCall, WorkerFailure};
+/// use kleene::{AdmittedPath, Agent, AppBuildPlan, ClosureRecord, ExecutionOutput,
+///              GovernanceDecision, Plan, RecoveryPolicy, Session, Severity, Task,
+///              ValidationToken, ValidatorId, ValidatorResult, Verdict, ChannelId};
+///
+/// /// Its first build fails the tests; the fix passes them.
+/// struct Flaky { files: BTreeMap<AdmittedPath, Vec<u8>> }
+/// impl Agent for Flaky {
+///     type Error = std::io::Error;
+///     fn govern(&mut self, _: &Task, _: &Session, _: u32) -> std::io::Result<GovernanceDecision> {
+///         Ok(GovernanceDecision::Approve)
+///     }
+///     fn pre_validate(&mut self, _: &Task, _: u32) -> std::io::Result<Verdict> { Ok(Verdict::clean()) }
+///     fn execute(&mut self, task: &Task, _: &ValidationToken) -> std::io::Result<ExecutionOutput> {
+///         let body = if task.depth() == 0 { "broken" } else { "fixed" };
+///         self.files.insert(AdmittedPath::admit("config/app.toml").unwrap(), body.into());
+///         Ok(ExecutionOutput::new(body))
+///     }
+///     fn post_validate(&mut self, task: &Task, _: &ExecutionOutput) -> std::io::Result<Verdict> {
+///         Ok(if task.depth() == 0 {
+///             Verdict::new([ValidatorResult::new(ValidatorId::new("tests").unwrap(),
+///                                                Severity::Blocker, true, "1 failed")])
+///         } else {
+///             Verdict::clean()
+///         })
+///     }
+/// }
+/// impl BatchAgent for Flaky {
+///     fn finish_call(&mut self, _: &WorkerCall<'_>, _: &ClosureRecord) -> Result<Proposal, WorkerFailure> {
+///         Ok(Candidate::new(std::mem::take(&mut self.files)).into())
+///     }
+/// }
+///
+/// let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
+///   {"id": "svc", "kind": {"lane": "config"}, "owner": "ServiceAgent",
+///    "spec": {"intent": "settings"}, "owned_paths": ["config/app.toml"]}]}"#)?)
+///     .normalize().consolidate()?.validate()?;
+/// let mut worker = ClosureWorker::new(Flaky { files: BTreeMap::new() },
+///                                     Session::new("build", "demo")?, RecoveryPolicy::default());
+/// let outcome = Batch::new(&plan, ChannelId::new("chan-1")?)
+///     .run(&mut worker, &(), &mut MemoryJournal::default())?;
+/// assert!(outcome.evidence.summary().is_complete());
+/// assert_eq!(outcome.evidence.fix_attempts_used(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct ClosureWorker<A> {
     agent: A,

@@ -404,6 +404,9 @@ pub struct BatchEvidence {
     events: u64,
     /// Every call that ran a closure, in the order they started.
     closures: Vec<ClosureCall>,
+    /// The run-wide fix attempts used (derived from `closures`), so a call need not sum them.
+    #[serde(skip)]
+    fixes_used: u32,
     /// Where each task sits in `order`; rebuilt on load, never persisted.
     #[serde(skip)]
     index: HashMap<TaskId, usize, foldhash::fast::RandomState>,
@@ -516,6 +519,10 @@ impl TryFrom<EvidenceRecord> for BatchEvidence {
             recoveries: r.recoveries,
             failure_history: r.failure_history,
             events: r.events,
+            fixes_used: r
+                .closures
+                .iter()
+                .fold(0u32, |n, c| n.saturating_add(c.fix_attempts_used())),
             closures: r.closures,
             index,
         })
@@ -585,6 +592,7 @@ impl BatchEvidence {
             failure_history: VecDeque::new(),
             events: 1,
             closures: Vec::new(),
+            fixes_used: 0,
             index,
         })
     }
@@ -763,7 +771,10 @@ impl BatchEvidence {
                     let t = self.task_mut(index, &task)?;
                     return Err(out_of_order(&task, "fix drawn", t));
                 }
+                let before = call.fix_attempts_used();
                 call.fixes_drawn = call.fixes_drawn.saturating_add(1);
+                let after = call.fix_attempts_used();
+                self.fixes_used = self.fixes_used.saturating_add(after - before);
             }
             EvidenceEvent::ClosureSettled {
                 task,
@@ -780,22 +791,23 @@ impl BatchEvidence {
                     let t = self.task_mut(index, &task)?;
                     return Err(out_of_order(&task, "closure settled", t));
                 }
+                let before = call.fix_attempts_used();
                 call.settled = Some(closure);
+                let after = call.fix_attempts_used();
+                self.fixes_used = self.fixes_used.saturating_add(after - before);
             }
         }
         self.events += 1;
         Ok(())
     }
 
-    /// The closure entry of call `attempt` of `task` (the latest one: a withdrawn call's
-    /// number is reused, and its draws stay counted), made if the call has none yet.
+    /// The closure entry of call `attempt` of `task` (a withdrawn call's number is reused by
+    /// the next call, which gets its own entry), made if the call has none yet.
     fn closure_call(&mut self, task: &TaskId, attempt: u32) -> &mut ClosureCall {
         let found = self
             .closures
             .iter()
-            .rposition(|c| {
-                &c.task == task && c.attempt == attempt && c.settled.is_none() && !c.withdrawn
-            });
+            .rposition(|c| &c.task == task && c.attempt == attempt && !c.withdrawn);
         let at = match found {
             Some(at) => at,
             None => {
@@ -940,9 +952,7 @@ impl BatchEvidence {
     /// The run-wide fix attempts used so far: every settled closure's fixes and every fix an
     /// unsettled (interrupted) call drew. What a resume restores the fix budget from.
     pub fn fix_attempts_used(&self) -> u32 {
-        self.closures
-            .iter()
-            .fold(0u32, |n, c| n.saturating_add(c.fix_attempts_used()))
+        self.fixes_used
     }
     /// Failed tasks that a recovery request could name: failed on a retained rejection,
     /// corrective call not yet consumed, budget left. In topological order.
@@ -1106,6 +1116,87 @@ mod tests {
                 rejection: Rejection::contract(&t(), "no"),
             },
         }
+    }
+
+    fn drawn(attempt: u32) -> EvidenceEvent {
+        EvidenceEvent::FixDrawn {
+            task: t(),
+            attempt,
+            fix: TaskId::new("t_fix_1").unwrap(),
+        }
+    }
+
+    fn closure(attempt: u32, fix_attempts: u32) -> EvidenceEvent {
+        EvidenceEvent::ClosureSettled {
+            task: t(),
+            attempt,
+            closure: ClosureSettlement {
+                fix_attempts,
+                end: ClosureEnd::Halted {
+                    depth: fix_attempts,
+                    halt: "recovery_stalled".to_owned(),
+                },
+                audit_head: Digest::from_bytes([3; 32]),
+                record_digest: Digest::from_bytes([4; 32]),
+            },
+        }
+    }
+
+    #[test]
+    fn closure_events_count_toward_the_run_wide_fix_budget() {
+        // An interrupted call's draws count; a settled call counts what its closure spawned.
+        let e = BatchEvidence::fold([
+            started(false),
+            reserved(1),
+            drawn(1),
+            drawn(1),
+            EvidenceEvent::Interrupted {
+                task: t(),
+                attempt: 1,
+            },
+            reserved(2),
+            drawn(2),
+            closure(2, 1),
+            rejected(2),
+        ])
+        .unwrap();
+        assert_eq!(e.fix_attempts_used(), 3);
+        assert_eq!(e.closures().len(), 2);
+        // A snapshot restores the same count.
+        let back: BatchEvidence = checkpoint::decode(&checkpoint::encode(&e).unwrap()).unwrap();
+        assert_eq!((back.fix_attempts_used(), &back), (3, &e));
+        assert_eq!(back.digest(), e.digest());
+    }
+
+    #[test]
+    fn closure_events_that_did_not_happen_are_refused() {
+        let refused = |events: Vec<EvidenceEvent>| {
+            matches!(
+                BatchEvidence::fold(events),
+                Err(FoldError::OutOfOrder { .. })
+            )
+        };
+        // A draw outside a call, a closure that spawned fewer fixes than it drew, a closure
+        // settled twice, a draw after the closure settled.
+        assert!(refused(vec![started(false), drawn(1)]));
+        assert!(refused(vec![
+            started(false),
+            reserved(1),
+            drawn(1),
+            closure(1, 0)
+        ]));
+        assert!(refused(vec![
+            started(false),
+            reserved(1),
+            closure(1, 0),
+            closure(1, 0)
+        ]));
+        assert!(refused(vec![
+            started(false),
+            reserved(1),
+            closure(1, 0),
+            drawn(1)
+        ]));
     }
 
     #[test]

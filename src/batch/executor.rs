@@ -204,8 +204,11 @@ pub struct RunOutcome {
     pub agent_failures: Vec<(TaskId, u32, AgentFailure)>,
 }
 
-/// What every pass hands back besides the evidence.
+/// Sees every event a pass records, as it is recorded.
 type Observer<'o> = Box<dyn FnMut(&EvidenceEvent) + 'o>;
+
+/// The agent errors a pass's calls failed with: each call's task and number, in call order.
+type AgentFailures = Vec<(TaskId, u32, AgentFailure)>;
 
 /// A batch of one validated plan on one trusted channel.
 ///
@@ -305,7 +308,7 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
-    ) -> Result<(BatchEvidence, Vec<(TaskId, u32, AgentFailure)>), BatchError> {
+    ) -> Result<(BatchEvidence, AgentFailures), BatchError> {
         // An interrupted first append leaves only a torn tail: cut it before writing.
         journal.repair_torn_tail(&self.channel)?;
         if journal.load(&self.channel)?.is_some() {
@@ -358,7 +361,7 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
-    ) -> Result<(BatchEvidence, Vec<(TaskId, u32, AgentFailure)>), BatchError> {
+    ) -> Result<(BatchEvidence, AgentFailures), BatchError> {
         let mut run = self.restore(journal)?;
         run.observer = observer;
         if let Some(names) = self.changed_inputs(&run.evidence) {
@@ -422,7 +425,7 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
-    ) -> Result<(RecoveryOutcome, Vec<(TaskId, u32, AgentFailure)>), BatchError> {
+    ) -> Result<(RecoveryOutcome, AgentFailures), BatchError> {
         let mut run = self.restore(journal)?;
         run.observer = observer;
         let evidence = &run.evidence;
@@ -584,8 +587,7 @@ impl<'p> Batch<'p> {
             self.dispatch_observed(worker, contract, journal, Box::new(&mut *observer))?
         };
         let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
-        if !evidence.recovery_enabled() || !evidence.recoveries().is_empty() || roots.is_empty()
-        {
+        if !evidence.recovery_enabled() || !evidence.recoveries().is_empty() || roots.is_empty() {
             return Ok(RunOutcome {
                 evidence,
                 resumed,
@@ -794,7 +796,7 @@ struct Run<'b, 'p, J> {
     since_snapshot: u64,
     snapshot_events: u64,
     observer: Observer<'b>,
-    agent_failures: Vec<(TaskId, u32, AgentFailure)>,
+    agent_failures: AgentFailures,
 }
 
 /// The run's fix ledger during one call: draws go to the journal at once (the reservation
@@ -899,7 +901,7 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<(BatchEvidence, Vec<(TaskId, u32, AgentFailure)>), BatchError> {
+    fn finish(mut self) -> Result<(BatchEvidence, AgentFailures), BatchError> {
         self.flush()?;
         Ok((self.evidence, self.agent_failures))
     }
@@ -1001,7 +1003,9 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
                     Err(WorkerFailure::Infrastructure(failure)) => {
                         Settlement::Infrastructure(failure)
                     }
-                    Err(WorkerFailure::Agent(failure)) if failure.kind() != AgentErrorKind::Cancelled => {
+                    Err(WorkerFailure::Agent(failure))
+                        if failure.kind() != AgentErrorKind::Cancelled =>
+                    {
                         let settlement = Settlement::Infrastructure(InfrastructureFailure::Agent {
                             detail: failure.chain_text(),
                         });

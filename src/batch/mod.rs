@@ -10,8 +10,8 @@
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use kleene::batch::{Batch, Candidate, MemoryJournal, RecoveryRequest, TaskBatchRecovery,
-//!                     TaskStatus, Worker, WorkerCall, WorkerFailure};
+//! use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, RecoveryRequest,
+//!                     TaskBatchRecovery, TaskStatus, Worker, WorkerCall, WorkerFailure};
 //! use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan, TaskId};
 //!
 //! let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
@@ -22,9 +22,9 @@
 //! /// Writes outside its ownership first, then corrects itself when told why.
 //! struct Svc;
 //! impl Worker for Svc {
-//!     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+//!     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
 //!         let path = if call.correction().is_some() { "config/app.toml" } else { "backend/schemas.py" };
-//!         Ok(Candidate::new(BTreeMap::from([(AdmittedPath::admit(path).unwrap(), b"x".to_vec())])))
+//!         Ok(Candidate::new(BTreeMap::from([(AdmittedPath::admit(path).unwrap(), b"x".to_vec())])).into())
 //!     }
 //! }
 //!
@@ -41,6 +41,10 @@
 //! assert!(outcome.evidence.summary().is_complete());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! [`Batch::run`] does the same in one call (dispatch or resume, then the one recovery), and
+//! [`ClosureWorker`] is a worker whose every call is one closure of its task, with the run's
+//! fix budget and every closure's audit head kept in the evidence.
 
 mod candidate;
 mod closure_worker;
@@ -56,8 +60,8 @@ pub use closure_worker::{BatchAgent, ClosureWorker};
 pub use event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
 pub(crate) use evidence::EvidenceRecordV1;
 pub use evidence::{
-    BatchEvidence, BatchSummary, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT, FailureKind, FailureNote,
-    FoldError, RecoveryRecord, RejectedAttempt, TaskEvidence, TaskStatus,
+    BatchEvidence, BatchSummary, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT, FailureKind,
+    FailureNote, FoldError, RecoveryRecord, RejectedAttempt, TaskEvidence, TaskStatus,
 };
 pub use executor::{Batch, BatchError, DEFAULT_COMPACTION_AFTER, RecoveryOutcome, RunOutcome};
 pub use journal::{

@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::CanonicalHasher;
 use crate::{
-    AuditLog, Digest, ExecutionOutput, GovernanceDecision, HaltReason, LoopPhase, Next, RecoveryPolicy,
-    Session, Task, TaskId, Verdict,
+    AuditLog, Digest, ExecutionOutput, GovernanceDecision, HaltReason, LoopPhase, Next,
+    RecoveryPolicy, Session, Task, TaskId, Verdict,
 };
 
 /// How a closure ended.
@@ -307,9 +307,10 @@ impl ClosureRecord {
     ///
     /// [`ClosureRecordError`] when the text does not read as a record or is not in that form.
     pub fn from_json(json: &str) -> Result<Self, ClosureRecordError> {
-        let record: Self = serde_json::from_str(json).map_err(|e| ClosureRecordError::Unreadable {
-            message: e.to_string(),
-        })?;
+        let record: Self =
+            serde_json::from_str(json).map_err(|e| ClosureRecordError::Unreadable {
+                message: e.to_string(),
+            })?;
         if record.to_json() != json {
             return Err(ClosureRecordError::NonCanonical);
         }
@@ -323,8 +324,6 @@ impl ClosureRecord {
         // The record holds plain structs, sequences and strings (no map with non-string
         // keys), for which the JSON encoding cannot fail and is one fixed text per value.
         let json = serde_json::to_vec(self).unwrap_or_default();
-        CanonicalHasher::new("closure record")
-            .bytes(&json)
-            .finish()
+        CanonicalHasher::new("closure record").bytes(&json).finish()
     }
 }

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::batch::journal::{encode_commit, encode_snapshot, parse, record_ends, scan};
 use crate::batch::{
     BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, InfrastructureFailure, JournalError,
-    JournalKey, JournalLoad, Rejection, TornTail, Worker, WorkerCall, WorkerFailure, Proposal,
+    JournalKey, JournalLoad, Proposal, Rejection, TornTail, Worker, WorkerCall, WorkerFailure,
 };
 use crate::{ChannelId, Digest, TaskId};
 

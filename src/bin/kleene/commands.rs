@@ -407,9 +407,12 @@ fn execute(
     let mut rep = Rc::try_unwrap(rep)
         .map(RefCell::into_inner)
         .map_err(|_| Failure::halted("finish the run: its reporter is still in use"))?;
-    let outcome = result.map_err(|err| stopped(err, state, &info.channel, journal_key.as_ref(), &mut rep))?;
+    let outcome =
+        result.map_err(|err| stopped(err, state, &info.channel, journal_key.as_ref(), &mut rep))?;
     if let Err(message) = project_workspace(&outcome.evidence, &info.workspace) {
-        rep.say(&format!("warning: failed to write the workspace: {message}"));
+        rep.say(&format!(
+            "warning: failed to write the workspace: {message}"
+        ));
     }
     finish(plan, &outcome.evidence, state, &mut rep)
 }
@@ -1323,7 +1326,9 @@ fn closure_problems(
     }
     if let Some(evidence) = evidence {
         for call in evidence.closures() {
-            let Some(settled) = call.settled() else { continue };
+            let Some(settled) = call.settled() else {
+                continue;
+            };
             let copies: Vec<_> = parsed
                 .iter()
                 .filter(|(t, c, _, _)| t == call.task() && *c == call.attempt())

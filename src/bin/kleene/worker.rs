@@ -131,9 +131,9 @@ pub enum Stopped {
     Run {
         /// `run`, `fix` or `check <id>`.
         role: String,
-        /// What the runner reported.
+        /// What the runner reported (boxed: it carries the command's output tail).
         #[source]
-        source: RunError,
+        source: Box<RunError>,
     },
     /// The run was interrupted between commands.
     #[error("interrupted")]
@@ -189,7 +189,9 @@ impl<'a> ShellAgent<'a> {
 
     fn commands(&self) -> Option<&'a TaskCommands> {
         let ctx = self.ctx;
-        self.current.as_ref().and_then(|c| ctx.commands.get(&c.task))
+        self.current
+            .as_ref()
+            .and_then(|c| ctx.commands.get(&c.task))
     }
 
     fn state(&mut self) -> Result<&mut CallState, Stopped> {
@@ -352,7 +354,11 @@ impl BatchAgent for ShellAgent<'_> {
         }
         // The record is evidence for people (`kleene audit`), bound by the journal's digest;
         // failing to write it must not change the batch's outcome, but it is reported.
-        if let Err(err) = self.ctx.state.append_closure(&task.id, call.attempt(), record) {
+        if let Err(err) = self
+            .ctx
+            .state
+            .append_closure(&task.id, call.attempt(), record)
+        {
             self.rep
                 .borrow_mut()
                 .say(&format!("warning: failed to save closure record: {err}"));
@@ -436,7 +442,7 @@ impl ShellAgent<'_> {
         };
         runner::run(&inv, &ctx.interrupt).map_err(|source| Stopped::Run {
             role: role.to_owned(),
-            source,
+            source: Box::new(source),
         })
     }
 
