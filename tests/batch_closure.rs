@@ -294,6 +294,7 @@ fn a_changed_byte_of_a_closure_record_is_named_through_the_acceptance_record() {
     let all = || records.iter().map(|(t, c, r)| (t, *c, r));
     assert_eq!(stored.verify_closures(all()), Ok(2));
     assert_eq!(accepted.verify_closures(all()), Ok(2));
+    assert_eq!(evidence.verify_closures(all()), Ok(2));
     let (task, call, record) = &records[1];
     let json = record.to_json();
     assert_eq!(&ClosureRecord::from_json(&json).unwrap(), record);
@@ -317,6 +318,7 @@ fn a_changed_byte_of_a_closure_record_is_named_through_the_acceptance_record() {
             err.mismatches().iter().any(|m| m.call() == (task, *call)),
             "byte {at}: {err:?}"
         );
+        assert!(evidence.verify_closures(given.iter().copied()).is_err());
     }
     // A missing record of an accepted call is named too.
     let err = stored.verify_closures(all().take(1)).unwrap_err();

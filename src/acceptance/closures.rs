@@ -1,6 +1,6 @@
-//! Checking stored closure records against the closure bindings of an acceptance record:
-//! the audit trail of every accepted call is bound by digest, so a changed, missing or
-//! swapped record is named by task and call.
+//! Checking stored closure records against the closures an acceptance record (or the batch
+//! evidence) binds: the audit trail of every call is bound by digest, so a changed, missing
+//! or swapped record is named by task and call.
 //!
 //! ```no_run
 //! # fn demo(record: &kleene::StoredRecord, closures: &[(kleene::TaskId, u32, kleene::ClosureRecord)])
@@ -19,7 +19,8 @@ use crate::{ClosureRecord, Digest, TaskId};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClosureMismatch {
-    /// The acceptance record binds the closure of a call, and no record of it was given.
+    /// The evidence or the acceptance record binds the closure of a call, and no record of it
+    /// was given.
     #[error(
         "task {task} call {call}: its closure record is missing; restore the closure log \
          kleene wrote"
@@ -30,11 +31,12 @@ pub enum ClosureMismatch {
         /// The accepted call.
         call: u32,
     },
-    /// The closure record of an accepted call does not digest to what acceptance bound.
+    /// The closure record of a call does not digest to what the evidence or the acceptance
+    /// record binds.
     #[error(
-        "task {task} call {call}: the closure record digests to {computed}, but the acceptance \
-         record binds {recorded} (audit head {audit_head}); the record was changed after the \
-         build was accepted: restore it"
+        "task {task} call {call}: the closure record digests to {computed}, but {recorded} \
+         (audit head {audit_head}) is bound to it; the record was changed after its call \
+         settled: restore it"
     )]
     Changed {
         /// The task.
@@ -80,31 +82,41 @@ pub(crate) fn verify<'r>(
     results: &[TaskResult],
     closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r ClosureRecord)>,
 ) -> Result<usize, ClosuresError> {
+    let bound = results.iter().filter_map(|r| {
+        let c = r.closure()?;
+        Some((r.task(), c.call(), c.audit_head(), c.record_digest()))
+    });
+    verify_bound(bound, closures)
+}
+
+/// Checks `closures` against `bound` closures (task, call, audit head, record digest).
+pub(crate) fn verify_bound<'b, 'r>(
+    bound: impl IntoIterator<Item = (&'b TaskId, u32, Digest, Digest)>,
+    closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r ClosureRecord)>,
+) -> Result<usize, ClosuresError> {
     let mut given: BTreeMap<(&TaskId, u32), Vec<&ClosureRecord>> = BTreeMap::new();
     for (task, call, record) in closures {
         given.entry((task, call)).or_default().push(record);
     }
     let mut mismatches = Vec::new();
     let mut matched = 0;
-    for r in results {
-        let Some(bound) = r.closure() else { continue };
-        let key = (r.task(), bound.call());
-        match given.get(&key).map(Vec::as_slice) {
+    for (task, call, audit_head, recorded) in bound {
+        match given.get(&(task, call)).map(Vec::as_slice) {
             None | Some([]) => mismatches.push(ClosureMismatch::Missing {
-                task: r.task().clone(),
-                call: bound.call(),
+                task: task.clone(),
+                call,
             }),
             Some(records) => {
                 // A call whose record was saved twice must match in every copy.
                 for record in records {
                     let computed = record.digest();
-                    if computed != bound.record_digest() {
+                    if computed != recorded {
                         mismatches.push(ClosureMismatch::Changed {
-                            task: r.task().clone(),
-                            call: bound.call(),
-                            recorded: bound.record_digest(),
+                            task: task.clone(),
+                            call,
+                            recorded,
                             computed,
-                            audit_head: bound.audit_head(),
+                            audit_head,
                         });
                     }
                 }

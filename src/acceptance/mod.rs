@@ -58,7 +58,7 @@
 //! [`verify_signed_archive`]); `SECURITY.md` at the crate root is the threat model.
 
 mod accept;
-mod closures;
+pub(crate) mod closures;
 mod export;
 mod intoto;
 mod manifest;

@@ -949,6 +949,24 @@ impl BatchEvidence {
             .filter(|c| &c.task == task && c.attempt == t.calls)
             .find_map(|c| c.settled.as_ref().map(|s| (c.attempt, s)))
     }
+    /// Checks stored closure records (task, call, record) against every settled closure the
+    /// evidence journaled; returns how many matched. Records of calls the evidence does not
+    /// know are ignored.
+    ///
+    /// # Errors
+    ///
+    /// [`ClosuresError`](crate::ClosuresError) naming every settled call whose record is
+    /// missing or changed.
+    pub fn verify_closures<'r>(
+        &self,
+        closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::ClosureRecord)>,
+    ) -> Result<usize, crate::ClosuresError> {
+        let bound = self.closures.iter().filter_map(|c| {
+            let s = c.settled.as_ref()?;
+            Some((&c.task, c.attempt, s.audit_head, s.record_digest))
+        });
+        crate::acceptance::closures::verify_bound(bound, closures)
+    }
     /// The run-wide fix attempts used so far: every settled closure's fixes and every fix an
     /// unsettled (interrupted) call drew. What a resume restores the fix budget from.
     pub fn fix_attempts_used(&self) -> u32 {

@@ -9,14 +9,14 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use kleene::batch::{
-    Batch, BatchError, BatchEvidence, ClosureWorker, EvidenceEvent, EvidenceJournal, FileJournal,
-    Settlement, TaskBatchRecovery, TaskStatus,
+    Batch, BatchError, BatchEvidence, ClosureWorker, EvidenceJournal, FileJournal,
+    TaskBatchRecovery, TaskStatus,
 };
 use kleene::signing::{Envelope, PublicKey, SigningKey};
 use kleene::{
-    AcceptanceRecord, AuditEvent, BuildBinding, ChannelId, ClosureFailure, Digest,
-    GovernanceDecision, RecoverOn, RecoveryPolicy, Session, SignedError, Snapshot, StoredRecord,
-    TaskId, ValidatedPlan, VerifyError, accept, export, verify_archive, verify_signed_archive,
+    AcceptanceRecord, BuildBinding, ChannelId, Digest, RecoverOn, RecoveryPolicy, Session,
+    SignedError, Snapshot, StoredRecord, TaskId, ValidatedPlan, VerifyError, accept, export,
+    verify_archive, verify_signed_archive,
 };
 
 use crate::cli::{
@@ -24,7 +24,7 @@ use crate::cli::{
     SigningArgs, StateArgs, VerifyArgs,
 };
 use crate::planfile::{self, LoadedPlan};
-use crate::report::{Event, Reporter};
+use crate::report::{Event, Reporter, detail, failure_reason, report_event, status_word};
 use crate::runner::{GroupRecords, Interrupt};
 use crate::state::{ClosureEntry, RunInfo, StateDir, write_atomic};
 use crate::worker::{Context, ShellAgent};
@@ -417,56 +417,6 @@ fn execute(
     finish(plan, &outcome.evidence, state, &mut rep)
 }
 
-/// Shows what one evidence event says happened, as it is recorded.
-fn report_event(rep: &mut Reporter, fixes: &mut BTreeMap<TaskId, u32>, event: &EvidenceEvent) {
-    let failed = |rep: &mut Reporter, task: &TaskId, reason: String| {
-        rep.emit(&Event::TaskFailed {
-            task: task.to_string(),
-            reason,
-        });
-    };
-    match event {
-        EvidenceEvent::ClosureSettled { task, closure, .. } => {
-            fixes.insert(task.clone(), closure.fix_attempts);
-        }
-        EvidenceEvent::Settled {
-            task,
-            attempt,
-            settlement,
-        } => match settlement {
-            Settlement::Accepted { .. } => rep.emit(&Event::TaskAccepted {
-                task: task.to_string(),
-                fixes: fixes.remove(task).unwrap_or(0),
-            }),
-            Settlement::Rejected { rejection, .. } => {
-                let text = rejection.to_string();
-                let first = text.lines().next().unwrap_or_default();
-                failed(rep, task, format!("call {attempt} rejected: {first}"));
-            }
-            Settlement::Infrastructure(failure) => {
-                failed(rep, task, format!("infrastructure: {failure}"));
-            }
-            _ => {}
-        },
-        EvidenceEvent::Withdrawn { task, detail, .. } => failed(rep, task, detail.clone()),
-        EvidenceEvent::RecoveryConsumed {
-            granted, refused, ..
-        } => {
-            if !granted.is_empty() {
-                let names: Vec<&str> = granted.iter().map(TaskId::as_str).collect();
-                rep.say(&format!(
-                    "batch recovery: one corrective call for {}",
-                    names.join(", ")
-                ));
-            }
-            for (task, reason) in refused {
-                rep.say(&format!("batch recovery refused {task}: {reason}"));
-            }
-        }
-        _ => {}
-    }
-}
-
 /// Writes every accepted file into the run's workspace, for people to look at: only accepted
 /// outputs ever reach it, and only after the batch accepted them. A file that already holds
 /// the accepted bytes is left alone; nothing is written through a symlink.
@@ -602,33 +552,6 @@ fn stopped(
     }
 }
 
-/// Why a failed task failed, in one line.
-fn failure_reason(evidence: &BatchEvidence, id: &TaskId) -> String {
-    let Some(task) = evidence.task(id) else {
-        return "not in the batch".to_owned();
-    };
-    if let Some((call, failure)) = task.infrastructure_failure() {
-        return format!("infrastructure failure on call {call}: {failure}");
-    }
-    match (task.rejections().last(), task.interrupted_attempts().last()) {
-        (Some(rejected), _) => format!(
-            "call {} rejected: {}",
-            rejected.attempt(),
-            rejected
-                .rejection()
-                .to_string()
-                .lines()
-                .next()
-                .unwrap_or_default()
-        ),
-        (None, Some(call)) => format!(
-            "call {call} was interrupted and its {} call(s) (retry_limit + 1) are spent",
-            task.budget()
-        ),
-        (None, None) => format!("failed after {} call(s)", task.calls()),
-    }
-}
-
 /// The journal key the environment names (KLEENE_SIGNING_KEY), for the commands that only
 /// read a journal and take no key option.
 fn env_journal_key(state: &StateDir) -> Result<Option<JournalKey>, Failure> {
@@ -671,17 +594,6 @@ fn load_evidence(
         })?;
     let evidence = load.into_evidence().map_err(Failure::bad_input)?;
     Ok((info, loaded, evidence))
-}
-
-fn status_word(status: &TaskStatus) -> String {
-    match status {
-        TaskStatus::Accepted => "accepted".to_owned(),
-        TaskStatus::Failed => "failed".to_owned(),
-        TaskStatus::Drained { .. } => "drained".to_owned(),
-        TaskStatus::InFlight { attempt } => format!("in flight (call {attempt})"),
-        TaskStatus::Pending => "pending".to_owned(),
-        other => format!("{other:?}").to_lowercase(),
-    }
 }
 
 /// `kleene status`.
@@ -1229,65 +1141,6 @@ pub fn keygen(args: &KeygenArgs, rep: &mut Reporter) -> Outcome {
     Ok(Exit::Ok)
 }
 
-fn verdict_line(verdict: &kleene::Verdict) -> String {
-    let failures: Vec<String> = verdict
-        .failures()
-        .map(|r| format!("{} ({})", r.validator_id, r.severity))
-        .collect();
-    if failures.is_empty() {
-        "clean".to_owned()
-    } else {
-        format!("failed: {}", failures.join(", "))
-    }
-}
-
-/// The part of an audit event worth a glance.
-fn detail(event: &AuditEvent) -> String {
-    match event {
-        AuditEvent::ClosureStarted { session, .. } => {
-            format!("session {}/{}", session.mode(), session.project())
-        }
-        AuditEvent::Governed { decision, .. } => match decision {
-            GovernanceDecision::Approve => "approved, token minted".to_owned(),
-            GovernanceDecision::Deny { reason } => format!("denied: {reason}"),
-        },
-        AuditEvent::PreValidated { verdict, .. } | AuditEvent::PostValidated { verdict, .. } => {
-            verdict_line(verdict)
-        }
-        AuditEvent::Executed { output, .. } => format!("output {output}"),
-        AuditEvent::SubtaskSpawned {
-            parent_ref,
-            depth,
-            triggering_validators,
-            ..
-        } => format!(
-            "depth {depth}, parent {parent_ref}, triggered by {}",
-            triggering_validators
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        AuditEvent::RecoveryResolved {
-            depth,
-            fix_attempts,
-            ..
-        } => format!("depth {depth}, {fix_attempts} fix attempt(s)"),
-        AuditEvent::RecoveryExhausted { depth, bound, .. } => {
-            format!("depth {depth}, bound {bound:?}")
-        }
-        AuditEvent::RecoveryStalled { depth, .. } => format!("depth {depth}, verdict repeated"),
-        AuditEvent::Halted { reason, .. } => reason.halt_type().to_owned(),
-        AuditEvent::Failed { failure, .. } => match failure {
-            ClosureFailure::Agent { phase, message } => {
-                format!("{} failed: {message}", phase.as_str())
-            }
-            other => format!("{other:?}"),
-        },
-        _ => String::new(),
-    }
-}
-
 /// Every closure record of the log that is not what the journal (`evidence`) or the
 /// acceptance record (`accepted`) binds, or not in the one form kleene writes, named by line.
 fn closure_problems(
@@ -1324,47 +1177,19 @@ fn closure_problems(
         }
         parsed.push((task, entry.call, record, place));
     }
-    if let Some(evidence) = evidence {
-        for call in evidence.closures() {
-            let Some(settled) = call.settled() else {
-                continue;
-            };
-            let copies: Vec<_> = parsed
+    let given = || parsed.iter().map(|(t, c, r, _)| (t, *c, *r));
+    let checks = [
+        evidence.map(|e| ("journal", e.verify_closures(given()))),
+        accepted.map(|a| ("acceptance record", a.verify_closures(given()))),
+    ];
+    for (binder, checked) in checks.into_iter().flatten() {
+        for m in checked.err().iter().flat_map(|e| e.mismatches()) {
+            let (task, call) = m.call();
+            let place = parsed
                 .iter()
-                .filter(|(t, c, _, _)| t == call.task() && *c == call.attempt())
-                .collect();
-            if copies.is_empty() {
-                problems.push(format!(
-                    "task {} call {}: the journal binds closure record {}, which the log does \
-                     not hold (or holds unreadable)",
-                    call.task(),
-                    call.attempt(),
-                    settled.record_digest
-                ));
-            }
-            for (task, c, record, place) in copies {
-                let computed = record.digest();
-                if computed != settled.record_digest {
-                    problems.push(format!(
-                        "{place} (task {task} call {c}): the record digests to {computed}, but \
-                         the journal binds {}; it was changed after the call settled",
-                        settled.record_digest
-                    ));
-                }
-            }
-        }
-    }
-    if let Some(accepted) = accepted {
-        let given = parsed.iter().map(|(t, c, r, _)| (t, *c, *r));
-        if let Err(err) = accepted.verify_closures(given) {
-            for m in err.mismatches() {
-                let (task, call) = m.call();
-                let place = parsed
-                    .iter()
-                    .find(|(t, c, _, _)| t == task && *c == call)
-                    .map_or_else(|| "acceptance record".to_owned(), |p| p.3.clone());
-                problems.push(format!("{place}: {m}"));
-            }
+                .find(|(t, c, _, _)| t == task && *c == call)
+                .map_or(log_path.display().to_string(), |p| p.3.clone());
+            problems.push(format!("{place} (checked against the {binder}): {m}"));
         }
     }
     problems
