@@ -327,3 +327,119 @@ fn a_changed_byte_of_a_closure_record_is_named_through_the_acceptance_record() {
         [kleene::ClosureMismatch::Missing { task: t, call: 1 }] if t.as_str() == "t1"
     ));
 }
+
+/// An agent whose every execution fails with a typed error of the given kind.
+struct Broken(kleene::AgentErrorKind);
+
+/// The broken tool, with the cause beneath it.
+#[derive(Debug, thiserror::Error)]
+#[error("the compiler crashed")]
+struct Crashed {
+    #[source]
+    cause: std::io::Error,
+    kind: kleene::AgentErrorKind,
+}
+
+impl kleene::AgentError for Crashed {
+    fn kind(&self) -> kleene::AgentErrorKind {
+        self.kind
+    }
+}
+
+impl Agent for Broken {
+    type Error = Crashed;
+    fn govern(&mut self, _: &Task, _: &Session, _: u32) -> Result<GovernanceDecision, Crashed> {
+        Ok(GovernanceDecision::Approve)
+    }
+    fn pre_validate(&mut self, _: &Task, _: u32) -> Result<Verdict, Crashed> {
+        Ok(Verdict::clean())
+    }
+    fn execute(&mut self, _: &Task, _: &ValidationToken) -> Result<ExecutionOutput, Crashed> {
+        Err(Crashed {
+            cause: std::io::Error::other("segfault in codegen"),
+            kind: self.0,
+        })
+    }
+    fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> Result<Verdict, Crashed> {
+        Ok(Verdict::clean())
+    }
+}
+
+impl BatchAgent for Broken {
+    fn finish_call(
+        &mut self,
+        _: &WorkerCall<'_>,
+        _: &ClosureRecord,
+    ) -> Result<Proposal, WorkerFailure> {
+        Ok(Candidate::default().into())
+    }
+}
+
+/// Agents classify their failures and the batch keeps the typed error: infrastructure fails
+/// the task (never repairable) with the whole source chain in the evidence, a cancellation
+/// stops the batch with the error as its source, anything else refuses the call.
+#[test]
+fn agent_errors_keep_their_type_and_are_treated_by_their_kind() {
+    use kleene::AgentErrorKind::{Cancelled, Infrastructure, Other};
+    let plan = validated(&plan_json(1, &[0]));
+    let t0 = TaskId::new("t0").unwrap();
+    let run = |kind| {
+        let mut worker = ClosureWorker::new(
+            Broken(kind),
+            Session::new("build", "x").unwrap(),
+            RecoveryPolicy::default(),
+        );
+        Batch::new(&plan, chan("typed"))
+            .with_recovery(TaskBatchRecovery::new())
+            .run(
+                &mut worker,
+                &(),
+                &mut kleene::batch::MemoryJournal::default(),
+            )
+    };
+
+    let outcome = run(Infrastructure).unwrap();
+    let (_, failure) = outcome
+        .evidence
+        .task(&t0)
+        .unwrap()
+        .infrastructure_failure()
+        .unwrap();
+    assert!(
+        failure
+            .to_string()
+            .contains("the compiler crashed: segfault in codegen"),
+        "{failure}"
+    );
+    assert!(
+        outcome.granted.is_empty(),
+        "an infrastructure failure is never repaired"
+    );
+    let [(task, 1, kept)] = &outcome.agent_failures[..] else {
+        panic!("{:?}", outcome.agent_failures)
+    };
+    assert_eq!(task, &t0);
+    assert_eq!(kept.kind(), Infrastructure);
+    assert!(kept.error().downcast_ref::<Crashed>().is_some());
+
+    let err = run(Cancelled).unwrap_err();
+    assert!(err.is_cancelled());
+    let source = std::error::Error::source(&err).expect("the agent's error");
+    assert_eq!(source.to_string(), "the compiler crashed");
+    assert_eq!(
+        source.source().map(ToString::to_string).as_deref(),
+        Some("segfault in codegen")
+    );
+
+    let outcome = run(Other).unwrap();
+    let rejection = outcome.evidence.task(&t0).unwrap().rejections()[0]
+        .rejection()
+        .to_string();
+    assert!(
+        rejection.contains("execute failed: the compiler crashed"),
+        "{rejection}"
+    );
+    // One call: with `retry_limit: 0` the call budget leaves no corrective call.
+    assert_eq!(outcome.agent_failures.len(), 1);
+    assert_eq!(outcome.agent_failures[0].2.kind(), Other);
+}
