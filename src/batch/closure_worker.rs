@@ -146,7 +146,9 @@ impl<A: BatchAgent> ClosureWorker<A> {
             .recover_on(policy.recover_on())
             .normalizer(policy.normalizer().clone())
             .build()
-            .unwrap_or_else(|_| policy.clone());
+            // Every field comes from a valid policy and depth 0 accepts any fix budget, so
+            // this cannot fail; were it to, no task would be fixed rather than every one.
+            .unwrap_or_else(|_| never_fix());
         Self {
             agent,
             session,
@@ -186,7 +188,8 @@ impl<A: BatchAgent> Worker for ClosureWorker<A> {
             &self.no_fix
         };
         let max = policy.max_total_fix_attempts();
-        // The run's budget is the evidence's: what earlier calls used, restored per call.
+        // The run's budget is the evidence's: what earlier calls used, restored per call
+        // (`min` keeps `restore` from refusing; a spent budget then draws nothing).
         let budget = FixBudget::restore(max, call.fix_attempts_used().min(max))
             .unwrap_or_else(|_| FixBudget::new(0));
         let root = Task::new(task.id.clone(), task.spec.clone());
@@ -245,6 +248,15 @@ impl<A: BatchAgent> Worker for ClosureWorker<A> {
         proposal.error = agent_error;
         Ok(proposal.with_closure(ClosureSettlement::of(&record)))
     }
+}
+
+/// A policy that never spawns a fix.
+fn never_fix() -> RecoveryPolicy {
+    RecoveryPolicy::builder()
+        .max_recovery_depth(0)
+        .max_total_fix_attempts(0)
+        .build()
+        .unwrap_or_default()
 }
 
 /// The agent, with every fix subtask's first phase preceded by its draw in the journal.
