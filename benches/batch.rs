@@ -13,7 +13,7 @@ use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, 
 use kleene::ValidatedPlan;
 use kleene::batch::{
     Batch, BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, FileJournal, MemoryJournal,
-    Worker, WorkerCall, WorkerFailure,
+    Proposal, Worker, WorkerCall, WorkerFailure,
 };
 use kleene::checkpoint;
 use kleene::{AgentId, AppBuildPlan, ChannelId, Plan, PlannedTask, Spec, TaskId, TaskKind};
@@ -29,8 +29,8 @@ impl Noop {
 }
 
 impl Worker for Noop {
-    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
-        Ok(self.work(call.task(), call.prerequisites().len()))
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+        Ok(self.work(call.task(), call.prerequisites().len()).into())
     }
 }
 

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use kleene::batch::{Batch, Candidate, MemoryJournal, Worker, WorkerCall, WorkerFailure};
+use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, Worker, WorkerCall, WorkerFailure};
 use kleene::{AdmittedPath, AgentId, AppBuildPlan, ChannelId, PlannedTask, Spec, TaskId, TaskKind};
 
 fn files(n: usize) -> Vec<AdmittedPath> {
@@ -40,8 +40,8 @@ fn task(owned: impl IntoIterator<Item = AdmittedPath>) -> PlannedTask {
 struct Proposes(BTreeMap<AdmittedPath, Vec<u8>>);
 
 impl Worker for Proposes {
-    fn call(&mut self, _call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
-        Ok(Candidate::new(self.0.clone()))
+    fn call(&mut self, _call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+        Ok(Candidate::new(self.0.clone()).into())
     }
 }
 

@@ -519,18 +519,32 @@ pub(crate) fn whole_but_for_its_length(bytes: &[u8]) -> bool {
 
 impl sealed::Sealed for crate::batch::EvidenceEvent {}
 
-/// One journal record: a batch evidence event.
+/// One journal record: a batch evidence event. Version 2 added the closure events (fix
+/// drawn, closure settled) as new variants after the old ones, so a version-1 payload
+/// decodes as it is; a build that reads only version 1 refuses version-2 events by number.
 impl Checkpoint for crate::batch::EvidenceEvent {
     const KIND: [u8; 4] = *b"BEVT";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
+    const MIN_VERSION: u16 = 1;
+
+    fn migrate(_version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
+        decode_payload(payload)
+    }
 }
 
 impl sealed::Sealed for crate::batch::BatchEvidence {}
 
-/// A journal snapshot: folded batch evidence.
+/// A journal snapshot: folded batch evidence. Version 2 added the closures of the calls;
+/// a version-1 snapshot is migrated with none.
 impl Checkpoint for crate::batch::BatchEvidence {
     const KIND: [u8; 4] = *b"EVID";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
+    const MIN_VERSION: u16 = 1;
+
+    fn migrate(_version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
+        let v1: crate::batch::EvidenceRecordV1 = decode_payload(payload)?;
+        Self::try_from(v1).map_err(|message| CheckpointError::Decode { message })
+    }
 }
 
 #[cfg(test)]

@@ -122,20 +122,22 @@ mod verdict;
 
 pub use acceptance::{
     ACCEPTANCE_PREDICATE_TYPE, AcceptanceError, AcceptanceProblem, AcceptanceRecord, ArchivePlace,
-    BuildBinding, CanonicalArchive, ExportError, FileEntry, FileManifest, FileMismatch,
-    HostileEntry, IN_TOTO_PAYLOAD_TYPE, InTotoStatement, ManifestError, RECORD_PAYLOAD_TYPE,
-    RecordDifference, RecordError, SignedError, StoredRecord, Subject, TaskResult, VerifiedArchive,
-    VerifyError, accept, export, verify_archive, verify_signed_archive,
+    BuildBinding, CanonicalArchive, ClosureBinding, ClosureMismatch, ClosuresError, ExportError,
+    FileEntry, FileManifest, FileMismatch, HostileEntry, IN_TOTO_PAYLOAD_TYPE, InTotoStatement,
+    ManifestError, RECORD_PAYLOAD_TYPE, RecordDifference, RecordError, SignedError, StoredRecord,
+    Subject, TaskResult, VerifiedArchive, VerifyError, accept, export, verify_archive,
+    verify_signed_archive,
 };
 #[cfg(feature = "tracing")]
 pub use audit::TracingSink;
 pub use audit::{AuditEntry, AuditError, AuditEvent, AuditLog, AuditSink, LoopPhase};
 pub use closure::{
-    Agent, AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
-    AwaitingPreValidation, Closure, ClosureFailure, ClosureOutcome, ClosureProgress, ClosureRecord,
-    ClosureState, ClosureStateError, FixBudget, MAX_RECOVERY_DEPTH, NormalizedResult,
-    NormalizedVerdict, PolicyError, RecoveryPolicy, RecoveryPolicyBuilder, StateField, StepRecord,
-    TaskAttempt, VerdictNormalizer, render_recovery_spec, run_to_closure, run_to_closure_with,
+    Agent, AgentError, AgentErrorKind, AwaitingExecution, AwaitingGovernance, AwaitingMoveNext,
+    AwaitingPostValidation, AwaitingPreValidation, Closure, ClosureFailure, ClosureOutcome,
+    ClosureProgress, ClosureRecord, ClosureRecordError, ClosureRun, ClosureState,
+    ClosureStateError, FixBudget, MAX_RECOVERY_DEPTH, NormalizedResult, NormalizedVerdict,
+    PolicyError, RecoveryPolicy, RecoveryPolicyBuilder, StateField, StepRecord, TaskAttempt,
+    VerdictNormalizer, render_recovery_spec, run_closure, run_to_closure, run_to_closure_with,
 };
 pub use digest::{Digest, DigestParseError};
 pub use error::Error;

@@ -612,7 +612,7 @@ struct DurableCheck {
 }
 
 impl Worker for DurableCheck {
-    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<kleene::batch::Proposal, WorkerFailure> {
         let image = self.history.borrow().last().cloned().unwrap_or_default();
         let channel = call.channel().clone();
         let durable = ImageJournal::with_image(channel.clone(), image)
@@ -782,33 +782,16 @@ impl Scenario {
     }
 }
 
-/// Runs to the end: dispatch (or resume), then one recovery of every eligible root if the
-/// batch opted in and has not recovered yet.
+/// Runs to the end through the library's one entry point: dispatch (or resume), then one
+/// recovery of every eligible root if the batch opted in and has not recovered yet.
 fn complete(
     batch: &Batch<'_>,
     worker: &mut impl Worker,
     journal: &mut impl EvidenceJournal,
-    resume: bool,
 ) -> Result<BatchEvidence, BatchError> {
-    let evidence = if resume {
-        match batch.resume(&mut *worker, &(), journal) {
-            Err(BatchError::NoEvidence { .. }) => batch.dispatch(&mut *worker, &(), journal)?,
-            other => other?,
-        }
-    } else {
-        batch.dispatch(&mut *worker, &(), journal)?
-    };
-    if !evidence.recovery_enabled() || !evidence.recoveries().is_empty() {
-        return Ok(evidence);
-    }
-    let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
-    if roots.is_empty() {
-        return Ok(evidence);
-    }
-    let request = RecoveryRequest::for_roots(&evidence, roots);
-    Ok(batch
-        .recover(&request, &mut *worker, &(), journal)?
-        .evidence)
+    batch
+        .run(worker, &(), journal)
+        .map(|outcome| outcome.evidence)
 }
 
 fn check_invariants(plan: &ValidatedPlan, evidence: &BatchEvidence, worker: &ScriptedWorker) {
@@ -856,7 +839,7 @@ proptest! {
         let batch = s.batch(&plan);
         let mut recorder = Recorder::default();
         let mut worker = DurableCheck { inner: s.worker(), history: recorder.history.clone() };
-        let full = complete(&batch, &mut worker, &mut recorder, false).unwrap();
+        let full = complete(&batch, &mut worker, &mut recorder).unwrap();
         check_invariants(&plan, &full, &worker.inner);
         let channel = chan("crash");
 
@@ -886,7 +869,7 @@ proptest! {
                 .unwrap()
                 .map(|l| l.into_evidence().unwrap());
             let mut worker = s.worker();
-            let result = complete(&batch, &mut worker, &mut journal, true);
+            let result = complete(&batch, &mut worker, &mut journal);
             let uncertain = before.as_ref().and_then(|b| {
                 b.in_flight().next().map(|(t, a)| (t.clone(), a, b.task(t).unwrap().owner().clone()))
             });

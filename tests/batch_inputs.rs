@@ -3,7 +3,8 @@
 
 use kleene::ValidatedPlan;
 use kleene::batch::{
-    Batch, Candidate, EvidenceJournal, MemoryJournal, TaskStatus, Worker, WorkerCall, WorkerFailure,
+    Batch, Candidate, EvidenceJournal, MemoryJournal, Proposal, TaskStatus, Worker, WorkerCall,
+    WorkerFailure,
 };
 
 use crate::support::{chan, id, path, validated};
@@ -28,7 +29,7 @@ struct Recorder {
 }
 
 impl Worker for Recorder {
-    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
         let task = call.task();
         let inputs = call.inputs().iter().map(|(t, _)| t.to_string()).collect();
         self.seen.push((task.id.to_string(), inputs));
@@ -39,7 +40,7 @@ impl Worker for Recorder {
             });
         }
         let file = path(&format!("{}.txt", task.id));
-        Ok(Candidate::new([(file, b"x".to_vec())].into()))
+        Ok(Candidate::new([(file, b"x".to_vec())].into()).into())
     }
 }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::error::Error as StdError;
 
 use kleene::batch::{
-    Batch, Candidate, EvidenceEvent, EvidenceJournal, FileJournal, MemoryJournal, Worker,
+    Batch, Candidate, EvidenceEvent, EvidenceJournal, FileJournal, MemoryJournal, Proposal, Worker,
     WorkerCall, WorkerFailure,
 };
 use kleene::error::{Chain, Error};
@@ -68,11 +68,12 @@ fn a_journal_that_cannot_be_opened_says_where_and_chains_the_os_error() {
 struct Writes;
 
 impl Worker for Writes {
-    fn call(&mut self, _: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+    fn call(&mut self, _: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
         Ok(Candidate::new(BTreeMap::from([(
             AdmittedPath::admit("config/app.toml").unwrap(),
             b"x".to_vec(),
-        )])))
+        )]))
+        .into())
     }
 }
 

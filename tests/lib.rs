@@ -4,10 +4,15 @@
 mod acceptance;
 mod acceptance_integrity;
 mod batch;
+// Plans through the library's ClosureWorker: the fix budget across crashes.
+mod batch_closure;
 mod batch_inputs;
 // End-to-end tests of the `kleene` binary.
 #[cfg(feature = "cli")]
 mod cli;
+// Closure records as evidence: the fix budget from the journal, tampering named.
+#[cfg(feature = "cli")]
+mod cli_closures;
 // Acceptance-record tampering and signatures through the CLI.
 #[cfg(feature = "cli")]
 mod cli_integrity;

@@ -405,14 +405,18 @@ mod ownership {
     struct Writes(BTreeMap<TaskId, Vec<&'static str>>);
 
     impl Worker for Writes {
-        fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+        fn call(
+            &mut self,
+            call: &WorkerCall<'_>,
+        ) -> Result<kleene::batch::Proposal, WorkerFailure> {
             let files = self.0.get(&call.task().id).cloned().unwrap_or_default();
             Ok(Candidate::new(
                 files
                     .into_iter()
                     .map(|f| (path(f), b"x".to_vec()))
                     .collect(),
-            ))
+            )
+            .into())
         }
     }
 

@@ -218,7 +218,13 @@ pub fn accept(
     }
     let mut results: Vec<TaskResult> = evidence
         .accepted_outputs()
-        .map(|(id, out)| TaskResult::new(id.clone(), out.digest()))
+        .map(|(id, out)| {
+            let result = TaskResult::new(id.clone(), out.digest());
+            match evidence.accepted_closure(id) {
+                Some((call, c)) => result.with_closure(call, c.audit_head, c.record_digest),
+                None => result,
+            }
+        })
         .collect();
     results.sort();
     for r in &results {
@@ -253,7 +259,7 @@ pub fn accept(
     if !problems.is_empty() {
         return Err(AcceptanceError::Rejected { problems });
     }
-    let task_results_digest = task_results_digest(&results);
+    let task_results_digest = task_results_digest(RECORD_FORMAT, &results);
     Ok(AcceptanceRecord::seal(RecordBody {
         format: RECORD_FORMAT,
         binding_digest: binding.digest(),

@@ -724,7 +724,7 @@ mod tests {
             task_inventory_digest: plan,
             evidence_digest: plan,
             task_results: Vec::new(),
-            task_results_digest: task_results_digest(&[]),
+            task_results_digest: task_results_digest(RECORD_FORMAT, &[]),
             files: FileManifest::compute(files),
         })
     }

@@ -58,6 +58,7 @@
 //! [`verify_signed_archive`]); `SECURITY.md` at the crate root is the threat model.
 
 mod accept;
+pub(crate) mod closures;
 mod export;
 mod intoto;
 mod manifest;
@@ -65,6 +66,7 @@ mod record;
 mod signed;
 
 pub use accept::{AcceptanceError, AcceptanceProblem, accept};
+pub use closures::{ClosureMismatch, ClosuresError};
 pub use export::{
     ArchivePlace, CanonicalArchive, ExportError, HostileEntry, VerifiedArchive, VerifyError,
     export, verify_archive,
@@ -72,6 +74,7 @@ pub use export::{
 pub use intoto::{ACCEPTANCE_PREDICATE_TYPE, InTotoStatement, Subject};
 pub use manifest::{FileEntry, FileManifest, FileMismatch, ManifestError};
 pub use record::{
-    AcceptanceRecord, BuildBinding, RecordDifference, RecordError, StoredRecord, TaskResult,
+    AcceptanceRecord, BuildBinding, ClosureBinding, RecordDifference, RecordError, StoredRecord,
+    TaskResult,
 };
 pub use signed::{IN_TOTO_PAYLOAD_TYPE, RECORD_PAYLOAD_TYPE, SignedError, verify_signed_archive};

@@ -3,13 +3,15 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::closures::ClosuresError;
 use super::manifest::ManifestWire;
 use super::{FileManifest, FileMismatch, ManifestError};
 use crate::digest::CanonicalHasher;
 use crate::{ChannelId, Digest, TaskId};
 
-/// The version of the record format written by this build.
-pub(crate) const RECORD_FORMAT: u32 = 1;
+/// The version of the record format written by this build. Format 2 added each task's
+/// closure binding; records of format 1 (none) still load.
+pub(crate) const RECORD_FORMAT: u32 = 2;
 
 /// What a build ran as: the trusted channel, the plan it executed, the version of the
 /// evidence format, and the kleene version that accepted it.
@@ -76,11 +78,39 @@ impl BuildBinding {
     }
 }
 
-/// One accepted task as the record lists it: its id and the digest of its accepted output.
+/// The closure of a task's accepted call, as an acceptance record binds it: the call, the
+/// head of the closure's audit log and the digest of its whole record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ClosureBinding {
+    call: u32,
+    audit_head: Digest,
+    record_digest: Digest,
+}
+
+impl ClosureBinding {
+    /// The accepted call's number.
+    pub fn call(&self) -> u32 {
+        self.call
+    }
+    /// The head of the closure's hash-chained audit log.
+    pub fn audit_head(&self) -> Digest {
+        self.audit_head
+    }
+    /// The digest of the closure's whole record
+    /// ([`ClosureRecord::digest`](crate::ClosureRecord::digest)).
+    pub fn record_digest(&self) -> Digest {
+        self.record_digest
+    }
+}
+
+/// One accepted task as the record lists it: its id, the digest of its accepted output and,
+/// when its accepted call ran a closure, that closure's binding.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TaskResult {
     task: TaskId,
     output_digest: Digest,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    closure: Option<ClosureBinding>,
 }
 
 impl TaskResult {
@@ -88,7 +118,28 @@ impl TaskResult {
         Self {
             task,
             output_digest,
+            closure: None,
         }
+    }
+
+    pub(crate) fn with_closure(
+        mut self,
+        call: u32,
+        audit_head: Digest,
+        record_digest: Digest,
+    ) -> Self {
+        self.closure = Some(ClosureBinding {
+            call,
+            audit_head,
+            record_digest,
+        });
+        self
+    }
+
+    /// The closure of the task's accepted call, if it ran one (records of format 1 bind
+    /// none).
+    pub fn closure(&self) -> Option<&ClosureBinding> {
+        self.closure.as_ref()
     }
 
     /// The task.
@@ -102,11 +153,22 @@ impl TaskResult {
     }
 }
 
-pub(crate) fn task_results_digest(results: &[TaskResult]) -> Digest {
+pub(crate) fn task_results_digest(format: u32, results: &[TaskResult]) -> Digest {
     let mut h = CanonicalHasher::new("task results");
     h.u64(results.len() as u64);
     for r in results {
         h.str(r.task.as_str()).digest(&r.output_digest);
+        // Format 1 bound no closures; its digests stay what they were.
+        if format >= 2 {
+            match &r.closure {
+                Some(c) => h
+                    .u64(1)
+                    .u64(c.call.into())
+                    .digest(&c.audit_head)
+                    .digest(&c.record_digest),
+                None => h.u64(0),
+            };
+        }
     }
     h.finish()
 }
@@ -146,7 +208,7 @@ pub enum RecordError {
     },
     /// A format this build does not read.
     #[error(
-        "read acceptance record: format {found} is not the supported {RECORD_FORMAT}; \
+        "read acceptance record: format {found} is not one this build reads (1 to {RECORD_FORMAT}); \
          read it with the kleene version that wrote it"
     )]
     Format {
@@ -223,7 +285,9 @@ impl RecordBody {
     /// Recomputes every digest the body can recompute from its own contents (the file
     /// manifest checked its own digest when it was read).
     pub(crate) fn check(&self) -> Result<(), RecordError> {
-        if self.format != RECORD_FORMAT {
+        if !(1..=RECORD_FORMAT).contains(&self.format)
+            || (self.format < 2 && self.task_results.iter().any(|r| r.closure.is_some()))
+        {
             return Err(RecordError::Format { found: self.format });
         }
         let computed = self.binding.digest();
@@ -250,7 +314,7 @@ impl RecordBody {
                 task: w[1].task.clone(),
             });
         }
-        let computed = task_results_digest(&self.task_results);
+        let computed = task_results_digest(self.format, &self.task_results);
         if computed != self.task_results_digest {
             return Err(RecordError::Digest {
                 field: "task_results_digest",
@@ -333,6 +397,19 @@ impl AcceptanceRecord {
     /// The record as canonical JSON (the form stored in an exported archive).
     pub fn to_json(&self) -> String {
         canonical_json(self)
+    }
+
+    /// Checks stored closure records (task, call, record) against the closure each
+    /// accepted task's call is bound to; returns how many bound closures matched.
+    ///
+    /// # Errors
+    ///
+    /// [`ClosuresError`] naming every accepted call whose record is missing or changed.
+    pub fn verify_closures<'r>(
+        &self,
+        closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::ClosureRecord)>,
+    ) -> Result<usize, ClosuresError> {
+        super::closures::verify(&self.body.task_results, closures)
     }
 }
 
@@ -519,6 +596,19 @@ impl StoredRecord {
     pub fn to_json(&self) -> String {
         canonical_json(self)
     }
+
+    /// Checks stored closure records (task, call, record) against the closure each
+    /// accepted task's call is bound to; returns how many bound closures matched.
+    ///
+    /// # Errors
+    ///
+    /// [`ClosuresError`] naming every accepted call whose record is missing or changed.
+    pub fn verify_closures<'r>(
+        &self,
+        closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::ClosureRecord)>,
+    ) -> Result<usize, ClosuresError> {
+        super::closures::verify(&self.body.task_results, closures)
+    }
 }
 
 /// One way a stored record differs from the record the evidence gives: a field, a task or
@@ -555,6 +645,15 @@ pub enum RecordDifference {
         /// The digest in the expected record.
         expected: Digest,
     },
+    /// The closure binding of a task's accepted call differs.
+    TaskClosure {
+        /// The task.
+        task: TaskId,
+        /// The closure record digest in the stored record, if it binds one.
+        stored: Option<Digest>,
+        /// The closure record digest in the expected record, if it binds one.
+        expected: Option<Digest>,
+    },
     /// A file entry differs (expected = the evidence's record, found = the stored one).
     File(FileMismatch),
 }
@@ -577,6 +676,19 @@ impl std::fmt::Display for RecordDifference {
                 f,
                 "task {task}: output digest stored {stored}, expected {expected}"
             ),
+            Self::TaskClosure {
+                task,
+                stored,
+                expected,
+            } => {
+                let shown = |d: &Option<Digest>| d.map_or("none".to_owned(), |d| d.to_string());
+                write!(
+                    f,
+                    "task {task}: closure record digest stored {}, expected {}",
+                    shown(stored),
+                    shown(expected)
+                )
+            }
             Self::File(m) => write!(f, "file {}: {m}", m.path()),
         }
     }
@@ -677,21 +789,25 @@ impl AcceptanceRecord {
 
 fn task_differences(stored: &[TaskResult], expected: &[TaskResult]) -> Vec<RecordDifference> {
     use std::collections::BTreeMap;
-    let stored: BTreeMap<_, _> = stored.iter().map(|r| (&r.task, r.output_digest)).collect();
-    let expected: BTreeMap<_, _> = expected
-        .iter()
-        .map(|r| (&r.task, r.output_digest))
-        .collect();
+    let stored: BTreeMap<_, _> = stored.iter().map(|r| (&r.task, r)).collect();
+    let expected: BTreeMap<_, _> = expected.iter().map(|r| (&r.task, r)).collect();
     let mut out = Vec::new();
     for (task, want) in &expected {
         match stored.get(task) {
             None => out.push(RecordDifference::MissingTask {
                 task: (*task).clone(),
             }),
-            Some(got) if got != want => out.push(RecordDifference::TaskOutput {
+            Some(got) if got.output_digest != want.output_digest => {
+                out.push(RecordDifference::TaskOutput {
+                    task: (*task).clone(),
+                    stored: got.output_digest,
+                    expected: want.output_digest,
+                })
+            }
+            Some(got) if got.closure != want.closure => out.push(RecordDifference::TaskClosure {
                 task: (*task).clone(),
-                stored: *got,
-                expected: *want,
+                stored: got.closure.map(|c| c.record_digest),
+                expected: want.closure.map(|c| c.record_digest),
             }),
             Some(_) => {}
         }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::candidate::{Candidate, Rejection};
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
-use crate::{AgentId, ChannelId, Digest, TaskId};
+use crate::{AgentId, ChannelId, ClosureOutcome, ClosureRecord, Digest, TaskId};
 
 /// One planned task as the batch inventory records it when the batch starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +98,26 @@ pub enum EvidenceEvent {
         /// Roots refused, with why.
         refused: Vec<(TaskId, IneligibleReason)>,
     },
+    // New variants go last: journals written before them keep their variant numbers.
+    /// A call's closure drew one fix attempt from the run-wide budget, committed before the
+    /// fix ran: a resume restores the budget from these, so a crash never returns one.
+    FixDrawn {
+        /// The task.
+        task: TaskId,
+        /// The call number.
+        attempt: u32,
+        /// The fix subtask the attempt is for.
+        fix: TaskId,
+    },
+    /// A call's closure settled (journaled just before the call's settlement).
+    ClosureSettled {
+        /// The task.
+        task: TaskId,
+        /// The call number.
+        attempt: u32,
+        /// What the closure used and how it ended.
+        closure: ClosureSettlement,
+    },
 }
 
 /// How a reserved call settled.
@@ -130,8 +150,93 @@ impl EvidenceEvent {
             | Self::Settled { task, .. }
             | Self::Interrupted { task, .. }
             | Self::Withdrawn { task, .. }
-            | Self::Drained { task, .. } => Some(task),
+            | Self::Drained { task, .. }
+            | Self::FixDrawn { task, .. }
+            | Self::ClosureSettled { task, .. } => Some(task),
             Self::Started { .. } | Self::RecoveryConsumed { .. } => None,
+        }
+    }
+}
+
+/// How a settled closure ended, in brief (the full record is the agent's to keep).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum ClosureEnd {
+    /// A task of the tree completed cleanly at `depth`.
+    Resolved {
+        /// The depth it resolved at (0: the root itself).
+        depth: u32,
+    },
+    /// The closure halted at `depth` with the named halt (`recovery_exhausted`, …).
+    Halted {
+        /// The depth of the task that halted.
+        depth: u32,
+        /// The halt's name.
+        halt: String,
+    },
+    /// The closure stopped on something other than a verdict (an agent failure).
+    Failed {
+        /// The depth it stopped at.
+        depth: u32,
+    },
+}
+
+/// A settled closure as batch evidence: what it drew from the run-wide fix budget, how it
+/// ended, and the digests that bind its record (the audit log's head and the whole record).
+///
+/// # Examples
+///
+/// ```
+/// use kleene::batch::ClosureSettlement;
+/// # use kleene::{Agent, ExecutionOutput, GovernanceDecision, Session, Task, ValidationToken, Verdict};
+/// # struct Passes;
+/// # impl Agent for Passes {
+/// #     type Error = std::convert::Infallible;
+/// #     fn govern(&mut self, _: &Task, _: &Session, _: u32) -> Result<GovernanceDecision, Self::Error> { Ok(GovernanceDecision::Approve) }
+/// #     fn pre_validate(&mut self, _: &Task, _: u32) -> Result<Verdict, Self::Error> { Ok(Verdict::clean()) }
+/// #     fn execute(&mut self, _: &Task, _: &ValidationToken) -> Result<ExecutionOutput, Self::Error> { Ok(ExecutionOutput::new("done")) }
+/// #     fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> Result<Verdict, Self::Error> { Ok(Verdict::clean()) }
+/// # }
+/// use kleene::{RecoveryPolicy, Spec, TaskId, run_to_closure};
+///
+/// let task = Task::new(TaskId::new("x")?, Spec::new("build"));
+/// let record = run_to_closure(task, Session::new("build", "demo")?, &mut Passes,
+///                             &RecoveryPolicy::default());
+/// let settled = ClosureSettlement::of(&record);
+/// assert_eq!(settled.audit_head, record.audit().head());
+/// assert_eq!(settled.fix_attempts, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ClosureSettlement {
+    /// Fix subtasks the closure spawned (each drew one attempt from the run's budget).
+    pub fix_attempts: u32,
+    /// How it ended.
+    pub end: ClosureEnd,
+    /// The head of its hash-chained audit log.
+    pub audit_head: Digest,
+    /// The digest of its whole record ([`ClosureRecord::digest`]).
+    pub record_digest: Digest,
+}
+
+impl ClosureSettlement {
+    /// The settlement of `record`.
+    pub fn of(record: &ClosureRecord) -> Self {
+        let outcome = record.outcome();
+        let end = match outcome {
+            ClosureOutcome::Resolved { depth, .. } => ClosureEnd::Resolved { depth: *depth },
+            ClosureOutcome::Halted { depth, reason, .. } => ClosureEnd::Halted {
+                depth: *depth,
+                halt: reason.halt_type().to_owned(),
+            },
+            ClosureOutcome::Failed { depth, .. } => ClosureEnd::Failed { depth: *depth },
+        };
+        Self {
+            fix_attempts: record.fix_attempts(),
+            end,
+            audit_head: record.audit().head(),
+            record_digest: record.digest(),
         }
     }
 }

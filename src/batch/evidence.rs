@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::candidate::{AcceptedOutput, Candidate, Rejection};
-use super::event::{EvidenceEvent, InventoryEntry, Settlement};
+use super::event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
 use crate::digest::CanonicalHasher;
@@ -342,6 +342,49 @@ pub struct RecoveryRecord {
     pub refused: Vec<(TaskId, IneligibleReason)>,
 }
 
+/// The closure of one call as the evidence holds it: the fix attempts it drew (committed
+/// before each fix ran) and, once it settled, its settlement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClosureCall {
+    task: TaskId,
+    attempt: u32,
+    fixes_drawn: u32,
+    settled: Option<ClosureSettlement>,
+    /// The call was withdrawn: its number is reused by the next call, which gets its own
+    /// entry; the fixes it drew stay counted.
+    withdrawn: bool,
+}
+
+impl ClosureCall {
+    /// The task.
+    pub fn task(&self) -> &TaskId {
+        &self.task
+    }
+    /// The call number.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+    /// Fix attempts committed before they ran.
+    pub fn fixes_drawn(&self) -> u32 {
+        self.fixes_drawn
+    }
+    /// The settled closure, if the call got that far.
+    pub fn settled(&self) -> Option<&ClosureSettlement> {
+        self.settled.as_ref()
+    }
+    /// Whether the call was withdrawn (its host failed; the call itself does not count).
+    pub fn withdrawn(&self) -> bool {
+        self.withdrawn
+    }
+    /// What the call took from the run's fix budget: every fix it drew, or every fix its
+    /// settled closure spawned, whichever is more. A withdrawn call's draws stay counted: a
+    /// fix may have run before its host failed.
+    pub fn fix_attempts_used(&self) -> u32 {
+        self.fixes_drawn
+            .max(self.settled.as_ref().map_or(0, |c| c.fix_attempts))
+    }
+}
+
 /// Everything a batch learned: the fold of its evidence events. Built only by folding events
 /// (a run, a resume or a journal load); never edited by callers, never replaced by a summary.
 ///
@@ -369,6 +412,11 @@ pub struct BatchEvidence {
     recoveries: Vec<RecoveryRecord>,
     failure_history: VecDeque<FailureNote>,
     events: u64,
+    /// Every call that ran a closure, in the order they started.
+    closures: Vec<ClosureCall>,
+    /// The run-wide fix attempts used (derived from `closures`), so a call need not sum them.
+    #[serde(skip)]
+    fixes_used: u32,
     /// Where each task sits in `order`; rebuilt on load, never persisted.
     #[serde(skip)]
     index: HashMap<TaskId, usize, foldhash::fast::RandomState>,
@@ -387,6 +435,7 @@ impl PartialEq for BatchEvidence {
             && self.recoveries == other.recoveries
             && self.failure_history == other.failure_history
             && self.events == other.events
+            && self.closures == other.closures
     }
 }
 
@@ -405,6 +454,42 @@ struct EvidenceRecord {
     recoveries: Vec<RecoveryRecord>,
     failure_history: VecDeque<FailureNote>,
     events: u64,
+    closures: Vec<ClosureCall>,
+}
+
+/// A journal snapshot of format version 1, written before closures were evidence.
+#[derive(Deserialize)]
+pub(crate) struct EvidenceRecordV1 {
+    channel: ChannelId,
+    plan_digest: Digest,
+    evidence_version: u32,
+    inputs: BTreeMap<String, Digest>,
+    recovery: bool,
+    order: Vec<TaskId>,
+    tasks: Vec<TaskEvidence>,
+    recoveries: Vec<RecoveryRecord>,
+    failure_history: VecDeque<FailureNote>,
+    events: u64,
+}
+
+impl TryFrom<EvidenceRecordV1> for BatchEvidence {
+    type Error = String;
+
+    fn try_from(r: EvidenceRecordV1) -> Result<Self, String> {
+        Self::try_from(EvidenceRecord {
+            channel: r.channel,
+            plan_digest: r.plan_digest,
+            evidence_version: r.evidence_version,
+            inputs: r.inputs,
+            recovery: r.recovery,
+            order: r.order,
+            tasks: r.tasks,
+            recoveries: r.recoveries,
+            failure_history: r.failure_history,
+            events: r.events,
+            closures: Vec::new(),
+        })
+    }
 }
 
 impl TryFrom<EvidenceRecord> for BatchEvidence {
@@ -444,6 +529,11 @@ impl TryFrom<EvidenceRecord> for BatchEvidence {
             recoveries: r.recoveries,
             failure_history: r.failure_history,
             events: r.events,
+            fixes_used: r
+                .closures
+                .iter()
+                .fold(0u32, |n, c| n.saturating_add(c.fix_attempts_used())),
+            closures: r.closures,
             index,
         })
     }
@@ -511,6 +601,8 @@ impl BatchEvidence {
             recoveries: Vec::new(),
             failure_history: VecDeque::new(),
             events: 1,
+            closures: Vec::new(),
+            fixes_used: 0,
             index,
         })
     }
@@ -628,6 +720,14 @@ impl BatchEvidence {
                 }
                 t.in_flight = None;
                 t.calls = attempt - 1;
+                if let Some(call) = self
+                    .closures
+                    .iter_mut()
+                    .rev()
+                    .find(|c| c.task == task && c.attempt == attempt && !c.withdrawn)
+                {
+                    call.withdrawn = true;
+                }
             }
             EvidenceEvent::Drained { task, blocked_by } => {
                 if !self.index.contains_key(&blocked_by) {
@@ -671,9 +771,67 @@ impl BatchEvidence {
                     refused,
                 });
             }
+            EvidenceEvent::FixDrawn { task, attempt, .. } => {
+                let t = self.task_mut(index, &task)?;
+                if t.in_flight.map(|(a, _)| a) != Some(attempt) {
+                    return Err(out_of_order(&task, "fix drawn", t));
+                }
+                let call = self.closure_call(&task, attempt);
+                if call.settled.is_some() {
+                    let t = self.task_mut(index, &task)?;
+                    return Err(out_of_order(&task, "fix drawn", t));
+                }
+                let before = call.fix_attempts_used();
+                call.fixes_drawn = call.fixes_drawn.saturating_add(1);
+                let after = call.fix_attempts_used();
+                self.fixes_used = self.fixes_used.saturating_add(after - before);
+            }
+            EvidenceEvent::ClosureSettled {
+                task,
+                attempt,
+                closure,
+            } => {
+                let t = self.task_mut(index, &task)?;
+                if t.in_flight.map(|(a, _)| a) != Some(attempt) {
+                    return Err(out_of_order(&task, "closure settled", t));
+                }
+                let call = self.closure_call(&task, attempt);
+                // A closure spawns every fix it draws, so it cannot settle with fewer.
+                if call.settled.is_some() || closure.fix_attempts < call.fixes_drawn {
+                    let t = self.task_mut(index, &task)?;
+                    return Err(out_of_order(&task, "closure settled", t));
+                }
+                let before = call.fix_attempts_used();
+                call.settled = Some(closure);
+                let after = call.fix_attempts_used();
+                self.fixes_used = self.fixes_used.saturating_add(after - before);
+            }
         }
         self.events += 1;
         Ok(())
+    }
+
+    /// The closure entry of call `attempt` of `task` (a withdrawn call's number is reused by
+    /// the next call, which gets its own entry), made if the call has none yet.
+    fn closure_call(&mut self, task: &TaskId, attempt: u32) -> &mut ClosureCall {
+        let found = self
+            .closures
+            .iter()
+            .rposition(|c| &c.task == task && c.attempt == attempt && !c.withdrawn);
+        let at = match found {
+            Some(at) => at,
+            None => {
+                self.closures.push(ClosureCall {
+                    task: task.clone(),
+                    attempt,
+                    fixes_drawn: 0,
+                    settled: None,
+                    withdrawn: false,
+                });
+                self.closures.len() - 1
+            }
+        };
+        &mut self.closures[at]
     }
 
     fn task_mut(&mut self, index: u64, task: &TaskId) -> Result<&mut TaskEvidence, FoldError> {
@@ -779,6 +937,48 @@ impl BatchEvidence {
     pub fn failure_history(&self) -> impl Iterator<Item = &FailureNote> {
         self.failure_history.iter()
     }
+    /// Every call that ran a closure, in the order they started.
+    pub fn closures(&self) -> &[ClosureCall] {
+        &self.closures
+    }
+    /// The closures of `task`'s calls, oldest first.
+    pub fn closures_of<'e>(&'e self, task: &'e TaskId) -> impl Iterator<Item = &'e ClosureCall> {
+        self.closures.iter().filter(move |c| &c.task == task)
+    }
+    /// The settled closure of `task`'s accepted call, if the task is accepted and its call
+    /// ran one.
+    pub fn accepted_closure(&self, task: &TaskId) -> Option<(u32, &ClosureSettlement)> {
+        let t = self.task(task)?;
+        t.accepted.as_ref()?;
+        // No call follows an accepted one, so the accepted call is the last.
+        self.closures
+            .iter()
+            .filter(|c| &c.task == task && c.attempt == t.calls)
+            .find_map(|c| c.settled.as_ref().map(|s| (c.attempt, s)))
+    }
+    /// Checks stored closure records (task, call, record) against every settled closure the
+    /// evidence journaled; returns how many matched. Records of calls the evidence does not
+    /// know are ignored.
+    ///
+    /// # Errors
+    ///
+    /// [`ClosuresError`](crate::ClosuresError) naming every settled call whose record is
+    /// missing or changed.
+    pub fn verify_closures<'r>(
+        &self,
+        closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::ClosureRecord)>,
+    ) -> Result<usize, crate::ClosuresError> {
+        let bound = self.closures.iter().filter_map(|c| {
+            let s = c.settled.as_ref()?;
+            Some((&c.task, c.attempt, s.audit_head, s.record_digest))
+        });
+        crate::acceptance::closures::verify_bound(bound, closures)
+    }
+    /// The run-wide fix attempts used so far: every settled closure's fixes and every fix an
+    /// unsettled (interrupted) call drew. What a resume restores the fix budget from.
+    pub fn fix_attempts_used(&self) -> u32 {
+        self.fixes_used
+    }
     /// Failed tasks that a recovery request could name: failed on a retained rejection,
     /// corrective call not yet consumed, budget left. In topological order.
     pub fn recovery_roots(&self) -> impl Iterator<Item = &TaskId> {
@@ -822,6 +1022,30 @@ impl BatchEvidence {
             h.u64(r.refused.len() as u64);
             for (id, why) in &r.refused {
                 h.str(id.as_str()).str(&why.to_string());
+            }
+        }
+        // Evidence without closures digests as it did before closures were evidence.
+        if !self.closures.is_empty() {
+            h.str("closures").u64(self.closures.len() as u64);
+            for c in &self.closures {
+                h.str(c.task.as_str())
+                    .u64(c.attempt.into())
+                    .u64(c.fixes_drawn.into())
+                    .u64(c.withdrawn.into());
+                match &c.settled {
+                    Some(s) => {
+                        h.u64(1).u64(s.fix_attempts.into());
+                        match &s.end {
+                            ClosureEnd::Resolved { depth } => h.u64(0).u64((*depth).into()),
+                            ClosureEnd::Halted { depth, halt } => {
+                                h.u64(1).u64((*depth).into()).str(halt)
+                            }
+                            ClosureEnd::Failed { depth } => h.u64(2).u64((*depth).into()),
+                        };
+                        h.digest(&s.audit_head).digest(&s.record_digest)
+                    }
+                    None => h.u64(0),
+                };
             }
         }
         h.finish()
@@ -917,6 +1141,87 @@ mod tests {
                 rejection: Rejection::contract(&t(), "no"),
             },
         }
+    }
+
+    fn drawn(attempt: u32) -> EvidenceEvent {
+        EvidenceEvent::FixDrawn {
+            task: t(),
+            attempt,
+            fix: TaskId::new("t_fix_1").unwrap(),
+        }
+    }
+
+    fn closure(attempt: u32, fix_attempts: u32) -> EvidenceEvent {
+        EvidenceEvent::ClosureSettled {
+            task: t(),
+            attempt,
+            closure: ClosureSettlement {
+                fix_attempts,
+                end: ClosureEnd::Halted {
+                    depth: fix_attempts,
+                    halt: "recovery_stalled".to_owned(),
+                },
+                audit_head: Digest::from_bytes([3; 32]),
+                record_digest: Digest::from_bytes([4; 32]),
+            },
+        }
+    }
+
+    #[test]
+    fn closure_events_count_toward_the_run_wide_fix_budget() {
+        // An interrupted call's draws count; a settled call counts what its closure spawned.
+        let e = BatchEvidence::fold([
+            started(false),
+            reserved(1),
+            drawn(1),
+            drawn(1),
+            EvidenceEvent::Interrupted {
+                task: t(),
+                attempt: 1,
+            },
+            reserved(2),
+            drawn(2),
+            closure(2, 1),
+            rejected(2),
+        ])
+        .unwrap();
+        assert_eq!(e.fix_attempts_used(), 3);
+        assert_eq!(e.closures().len(), 2);
+        // A snapshot restores the same count.
+        let back: BatchEvidence = checkpoint::decode(&checkpoint::encode(&e).unwrap()).unwrap();
+        assert_eq!((back.fix_attempts_used(), &back), (3, &e));
+        assert_eq!(back.digest(), e.digest());
+    }
+
+    #[test]
+    fn closure_events_that_did_not_happen_are_refused() {
+        let refused = |events: Vec<EvidenceEvent>| {
+            matches!(
+                BatchEvidence::fold(events),
+                Err(FoldError::OutOfOrder { .. })
+            )
+        };
+        // A draw outside a call, a closure that spawned fewer fixes than it drew, a closure
+        // settled twice, a draw after the closure settled.
+        assert!(refused(vec![started(false), drawn(1)]));
+        assert!(refused(vec![
+            started(false),
+            reserved(1),
+            drawn(1),
+            closure(1, 0)
+        ]));
+        assert!(refused(vec![
+            started(false),
+            reserved(1),
+            closure(1, 0),
+            closure(1, 0)
+        ]));
+        assert!(refused(vec![
+            started(false),
+            reserved(1),
+            closure(1, 0),
+            drawn(1)
+        ]));
     }
 
     #[test]

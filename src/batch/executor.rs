@@ -1,5 +1,6 @@
 //! Running a validated plan: fresh dispatch, resume and bounded recovery over one channel.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::candidate::{Candidate, Rejection};
@@ -8,8 +9,10 @@ use super::evidence::{BatchEvidence, EVIDENCE_VERSION, FoldError, TaskStatus};
 use super::journal::{EvidenceJournal, JournalError};
 use super::recovery::{self, IneligibleReason, RecoveryError, RecoveryRequest};
 use super::worker::{
-    Ancestry, Correction, OutputContract, PendingTurnReplay, Worker, WorkerCall, WorkerFailure,
+    AgentFailure, Ancestry, Correction, FixLedger, InfrastructureFailure, OutputContract,
+    PendingTurnReplay, Proposal, Worker, WorkerCall, WorkerFailure,
 };
+use crate::closure::AgentErrorKind;
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
 
@@ -123,6 +126,9 @@ pub enum BatchError {
         task: TaskId,
         /// The cancelled call number.
         attempt: u32,
+        /// The agent's own error, when an agent cancelled the call.
+        #[source]
+        cause: Option<AgentFailure>,
     },
     /// The worker's host failed before the call could do anything (a full disk, say). The
     /// reservation was withdrawn, the call does not count, and a resume makes it again.
@@ -180,6 +186,29 @@ pub struct RecoveryOutcome {
     /// The evidence after the corrective calls and the released descendants ran.
     pub evidence: BatchEvidence,
 }
+
+/// What [`Batch::run`] did: whether it resumed, what its recovery decided, the evidence at
+/// the end, and every agent error a call failed with (typed, in call order).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RunOutcome {
+    /// The evidence after the run.
+    pub evidence: BatchEvidence,
+    /// True when the run continued evidence already on the channel.
+    pub resumed: bool,
+    /// Roots granted their one corrective call by this run's recovery.
+    pub granted: Vec<TaskId>,
+    /// Roots this run's recovery refused, with why.
+    pub refused: Vec<(TaskId, IneligibleReason)>,
+    /// The agent errors calls failed with (each call's task and number), in call order.
+    pub agent_failures: Vec<(TaskId, u32, AgentFailure)>,
+}
+
+/// Sees every event a pass records, as it is recorded.
+type Observer<'o> = Box<dyn FnMut(&EvidenceEvent) + 'o>;
+
+/// The agent errors a pass's calls failed with: each call's task and number, in call order.
+type AgentFailures = Vec<(TaskId, u32, AgentFailure)>;
 
 /// A batch of one validated plan on one trusted channel.
 ///
@@ -273,6 +302,17 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
     ) -> Result<BatchEvidence, BatchError> {
+        self.dispatch_observed(worker, contract, journal, Box::new(|_| {}))
+            .map(|(evidence, _)| evidence)
+    }
+
+    fn dispatch_observed(
+        &self,
+        worker: &mut impl Worker,
+        contract: &impl OutputContract,
+        journal: &mut impl EvidenceJournal,
+        observer: Observer<'_>,
+    ) -> Result<(BatchEvidence, AgentFailures), BatchError> {
         // An interrupted first append leaves only a torn tail: cut it before writing.
         journal.repair_torn_tail(&self.channel)?;
         if journal.load(&self.channel)?.is_some() {
@@ -289,8 +329,11 @@ impl<'p> Batch<'p> {
             inventory: self.inventory(),
         };
         journal.append(&self.channel, std::slice::from_ref(&started))?;
+        let mut observer = observer;
+        observer(&started);
         let evidence = BatchEvidence::start(started).map_err(|source| self.fold_error(source))?;
         let mut run = Run::new(self, journal, evidence, 1, 0);
+        run.observer = observer;
         run.drive(worker, contract)?;
         run.finish()
     }
@@ -312,7 +355,19 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
     ) -> Result<BatchEvidence, BatchError> {
+        self.resume_observed(worker, contract, journal, Box::new(|_| {}))
+            .map(|(evidence, _)| evidence)
+    }
+
+    fn resume_observed(
+        &self,
+        worker: &mut impl Worker,
+        contract: &impl OutputContract,
+        journal: &mut impl EvidenceJournal,
+        observer: Observer<'_>,
+    ) -> Result<(BatchEvidence, AgentFailures), BatchError> {
         let mut run = self.restore(journal)?;
+        run.observer = observer;
         if let Some(names) = self.changed_inputs(&run.evidence) {
             return Err(BatchError::InputsChanged {
                 channel: self.channel.clone(),
@@ -363,7 +418,20 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
     ) -> Result<RecoveryOutcome, BatchError> {
+        self.recover_observed(request, worker, contract, journal, Box::new(|_| {}))
+            .map(|(outcome, _)| outcome)
+    }
+
+    fn recover_observed(
+        &self,
+        request: &RecoveryRequest,
+        worker: &mut impl Worker,
+        contract: &impl OutputContract,
+        journal: &mut impl EvidenceJournal,
+        observer: Observer<'_>,
+    ) -> Result<(RecoveryOutcome, AgentFailures), BatchError> {
         let mut run = self.restore(journal)?;
+        run.observer = observer;
         let evidence = &run.evidence;
         if !evidence.recovery_enabled() {
             return Err(RecoveryError::NotEnabled {
@@ -403,11 +471,14 @@ impl<'p> Batch<'p> {
                 .iter()
                 .map(|r| (r.clone(), IneligibleReason::RequestAlreadyConsumed))
                 .collect();
-            return Ok(RecoveryOutcome {
-                granted: Vec::new(),
-                refused,
-                evidence: run.evidence,
-            });
+            return Ok((
+                RecoveryOutcome {
+                    granted: Vec::new(),
+                    refused,
+                    evidence: run.evidence,
+                },
+                Vec::new(),
+            ));
         }
         let inputs_changed = self.changed_inputs(evidence).is_some();
         let mut granted = Vec::new();
@@ -440,10 +511,105 @@ impl<'p> Batch<'p> {
         if !granted.is_empty() {
             run.drive(worker, contract)?;
         }
-        Ok(RecoveryOutcome {
-            granted,
-            refused,
-            evidence: run.finish()?,
+        let (evidence, failures) = run.finish()?;
+        Ok((
+            RecoveryOutcome {
+                granted,
+                refused,
+                evidence,
+            },
+            failures,
+        ))
+    }
+
+    /// Runs the plan to its end in one call: a fresh dispatch when the channel has no
+    /// evidence yet, a [`resume`](Self::resume) otherwise; then, when the batch opted in to
+    /// recovery and none was consumed yet, one [`recover`](Self::recover) that grants every
+    /// eligible root its single corrective call.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`dispatch`](Self::dispatch), [`resume`](Self::resume) and
+    /// [`recover`](Self::recover).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::collections::BTreeMap;
+    /// # use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, Worker,
+    /// #                     WorkerCall, WorkerFailure};
+    /// # use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan};
+    /// # let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
+    /// #   {"id": "svc", "kind": {"lane": "config"}, "owner": "ServiceAgent",
+    /// #    "spec": {"intent": "settings"}, "owned_paths": ["config/app.toml"]}]}"#)?)
+    /// #     .normalize().consolidate()?.validate()?;
+    /// # struct Svc;
+    /// # impl Worker for Svc {
+    /// #     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+    /// #         let path = if call.correction().is_some() { "config/app.toml" } else { "backend/x.py" };
+    /// #         Ok(Candidate::new(BTreeMap::from([(AdmittedPath::admit(path).unwrap(), b"x".to_vec())])).into())
+    /// #     }
+    /// # }
+    /// let batch = Batch::new(&plan, ChannelId::new("chan-1")?).with_recovery(true);
+    /// let outcome = batch.run(&mut Svc, &(), &mut MemoryJournal::default())?;
+    /// assert!(!outcome.resumed);
+    /// assert_eq!(outcome.granted.len(), 1); // the one corrective call
+    /// assert!(outcome.evidence.summary().is_complete());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn run(
+        &self,
+        worker: &mut impl Worker,
+        contract: &impl OutputContract,
+        journal: &mut impl EvidenceJournal,
+    ) -> Result<RunOutcome, BatchError> {
+        self.run_observed(worker, contract, journal, &mut |_| {})
+    }
+
+    /// [`run`](Self::run), showing `observer` every evidence event as it is recorded (for
+    /// live progress): the events are the run's only facts, so a report made from them
+    /// says exactly what the evidence says.
+    ///
+    /// # Errors
+    ///
+    /// As [`run`](Self::run).
+    pub fn run_observed(
+        &self,
+        worker: &mut impl Worker,
+        contract: &impl OutputContract,
+        journal: &mut impl EvidenceJournal,
+        observer: &mut dyn FnMut(&EvidenceEvent),
+    ) -> Result<RunOutcome, BatchError> {
+        journal.repair_torn_tail(&self.channel)?;
+        // A run killed before its first record has nothing to resume: it starts.
+        let resumed = journal
+            .load(&self.channel)?
+            .is_some_and(|load| load.snapshot.is_some() || !load.events.is_empty());
+        let (evidence, mut agent_failures) = if resumed {
+            self.resume_observed(worker, contract, journal, Box::new(&mut *observer))?
+        } else {
+            self.dispatch_observed(worker, contract, journal, Box::new(&mut *observer))?
+        };
+        let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
+        if !evidence.recovery_enabled() || !evidence.recoveries().is_empty() || roots.is_empty() {
+            return Ok(RunOutcome {
+                evidence,
+                resumed,
+                granted: Vec::new(),
+                refused: Vec::new(),
+                agent_failures,
+            });
+        }
+        let request = RecoveryRequest::for_roots(&evidence, roots);
+        let (outcome, more) =
+            self.recover_observed(&request, worker, contract, journal, Box::new(observer))?;
+        agent_failures.extend(more);
+        Ok(RunOutcome {
+            evidence: outcome.evidence,
+            resumed,
+            granted: outcome.granted,
+            refused: outcome.refused,
+            agent_failures,
         })
     }
 
@@ -633,6 +799,38 @@ struct Run<'b, 'p, J> {
     buffer: Vec<EvidenceEvent>,
     since_snapshot: u64,
     snapshot_events: u64,
+    observer: Observer<'b>,
+    agent_failures: AgentFailures,
+}
+
+/// The run's fix ledger during one call: draws go to the journal at once (the reservation
+/// before them is already durable) and are folded into the evidence when the call returns.
+struct Ledger<'c, J> {
+    journal: RefCell<&'c mut J>,
+    channel: &'c ChannelId,
+    task: &'c TaskId,
+    attempt: u32,
+    used: u32,
+    drawn: RefCell<Vec<EvidenceEvent>>,
+}
+
+impl<J: EvidenceJournal> FixLedger for Ledger<'_, J> {
+    fn used(&self) -> u32 {
+        self.used
+    }
+
+    fn draw(&self, fix: &TaskId) -> Result<(), JournalError> {
+        let event = EvidenceEvent::FixDrawn {
+            task: self.task.clone(),
+            attempt: self.attempt,
+            fix: fix.clone(),
+        };
+        self.journal
+            .borrow_mut()
+            .append(self.channel, std::slice::from_ref(&event))?;
+        self.drawn.borrow_mut().push(event);
+        Ok(())
+    }
 }
 
 impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
@@ -652,6 +850,8 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
             buffer: Vec::new(),
             since_snapshot,
             snapshot_events,
+            observer: Box::new(|_| {}),
+            agent_failures: Vec::new(),
         }
     }
 
@@ -675,6 +875,7 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
     }
 
     fn apply(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        (self.observer)(&event);
         // The executor computed every accepted digest from its candidate just before.
         self.evidence
             .apply_checked(event, false)
@@ -704,9 +905,9 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<BatchEvidence, BatchError> {
+    fn finish(mut self) -> Result<(BatchEvidence, AgentFailures), BatchError> {
         self.flush()?;
-        Ok(self.evidence)
+        Ok((self.evidence, self.agent_failures))
     }
 
     /// The failed task that keeps the task at `position` from running, if any: a
@@ -764,20 +965,65 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
                     attempt,
                     input_digest,
                 })?;
-                let result = self.call(worker, task, position, attempt);
+                let (result, drawn) = self.call(worker, task, position, attempt);
+                let drawn_count = drawn.len() as u64;
+                for event in drawn {
+                    self.apply(event)?;
+                }
+                if drawn_count > 0 {
+                    self.journaled(drawn_count)?;
+                }
                 let settlement = match result {
-                    Ok(candidate) => match check(batch.plan, task, contract, &candidate) {
-                        Ok(()) => Settlement::Accepted {
-                            digest: candidate.digest(),
-                            candidate,
-                        },
-                        Err(rejection) => Settlement::Rejected {
-                            candidate,
-                            rejection,
-                        },
-                    },
+                    Ok(Proposal {
+                        candidate,
+                        rejection,
+                        closure,
+                        error,
+                    }) => {
+                        if let Some(failure) = error {
+                            self.agent_failures.push((id.clone(), attempt, failure));
+                        }
+                        if let Some(closure) = closure {
+                            self.record(EvidenceEvent::ClosureSettled {
+                                task: id.clone(),
+                                attempt,
+                                closure,
+                            })?;
+                        }
+                        let verdict = check_ownership(batch.plan, task, &candidate)
+                            .and_then(|()| rejection.map_or(Ok(()), Err))
+                            .and_then(|()| contract.check(task, &candidate));
+                        match verdict {
+                            Ok(()) => Settlement::Accepted {
+                                digest: candidate.digest(),
+                                candidate,
+                            },
+                            Err(rejection) => Settlement::Rejected {
+                                candidate,
+                                rejection,
+                            },
+                        }
+                    }
                     Err(WorkerFailure::Infrastructure(failure)) => {
                         Settlement::Infrastructure(failure)
+                    }
+                    Err(WorkerFailure::Agent(failure))
+                        if failure.kind() != AgentErrorKind::Cancelled =>
+                    {
+                        let settlement = Settlement::Infrastructure(InfrastructureFailure::Agent {
+                            detail: failure.chain_text(),
+                        });
+                        self.agent_failures.push((id.clone(), attempt, failure));
+                        settlement
+                    }
+                    Err(WorkerFailure::Agent(failure)) => {
+                        self.flush()?;
+                        return Err(BatchError::Cancelled {
+                            channel: batch.channel.clone(),
+                            task: id.clone(),
+                            attempt,
+                            cause: Some(failure),
+                        });
                     }
                     Err(WorkerFailure::Unavailable { detail }) => {
                         self.record(EvidenceEvent::Withdrawn {
@@ -799,6 +1045,7 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
                             channel: batch.channel.clone(),
                             task: id.clone(),
                             attempt,
+                            cause: None,
                         });
                     }
                 };
@@ -812,39 +1059,54 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         Ok(())
     }
 
+    /// Makes one call; hands back its result and the fix draws it committed (to fold).
     fn call(
-        &self,
+        &mut self,
         worker: &mut impl Worker,
         task: &PlannedTask,
         position: usize,
         attempt: u32,
-    ) -> Result<Candidate, WorkerFailure> {
-        let order = self.batch.plan.topological_order();
-        let mut prerequisites: Vec<_> = self
-            .graph
+    ) -> (Result<Proposal, WorkerFailure>, Vec<EvidenceEvent>) {
+        let Run {
+            batch,
+            graph,
+            journal,
+            evidence,
+            ..
+        } = self;
+        let (batch, graph, evidence) = (*batch, &*graph, &*evidence);
+        let ledger = Ledger {
+            journal: RefCell::new(&mut **journal),
+            channel: &batch.channel,
+            task: &task.id,
+            attempt,
+            used: evidence.fix_attempts_used(),
+            drawn: RefCell::new(Vec::new()),
+        };
+        let order = batch.plan.topological_order();
+        let mut prerequisites: Vec<_> = graph
             .of(position)
             .iter()
             .filter_map(|&p| {
-                let t = self.evidence.task_at(p)?;
+                let t = evidence.task_at(p)?;
                 t.accepted().map(|a| (&order[p], a))
             })
             .collect();
         prerequisites.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let correction = self
-            .evidence
+        let correction = evidence
             .task_at(position)
             .and_then(|t| t.rejections().last())
             .map(|r| Correction {
                 rejection: r.rejection(),
                 candidate: r.candidate(),
             });
-        let prerequisites_of = |p: usize| self.graph.of(p);
+        let prerequisites_of = |p: usize| graph.of(p);
         let accepted_at = |p: usize| {
-            let t = self.evidence.task_at(p)?;
+            let t = evidence.task_at(p)?;
             t.accepted().map(|a| (&order[p], a))
         };
-        worker.call(&WorkerCall {
-            channel: &self.batch.channel,
+        let result = worker.call(&WorkerCall {
+            channel: &batch.channel,
             task,
             prerequisites,
             attempt,
@@ -854,7 +1116,9 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
                 prerequisites_of: &prerequisites_of,
                 accepted_at: &accepted_at,
             },
-        })
+            ledger: &ledger,
+        });
+        (result, ledger.drawn.into_inner())
     }
 }
 
@@ -894,15 +1158,15 @@ impl Prerequisites {
 }
 
 /// The built-in ownership check (a candidate may only write paths the plan gives its task:
-/// an owned path itself or anything beneath an owned directory), then the user's contract.
-/// The candidate is checked whole before anything is accepted.
+/// an owned path itself or anything beneath an owned directory). It runs before the
+/// worker's own rejection and the user's contract; the candidate is checked whole before
+/// anything is accepted.
 ///
 /// One owner lookup per file, never a scan of the owned paths: `O(n · d · log m)` for `n`
 /// files of depth `d` and `m` owned paths in the plan.
-fn check(
+fn check_ownership(
     plan: &ValidatedPlan,
     task: &PlannedTask,
-    contract: &impl OutputContract,
     candidate: &Candidate,
 ) -> Result<(), Rejection> {
     if let Some(path) = candidate
@@ -915,5 +1179,5 @@ fn check(
             path: path.clone(),
         });
     }
-    contract.check(task, candidate)
+    Ok(())
 }

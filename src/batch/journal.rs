@@ -1281,33 +1281,19 @@ mod tests {
         assert_eq!(load.into_evidence().unwrap(), evidence);
     }
 
-    /// Journals written before record framing (format version 1: bare checkpoint envelopes,
-    /// one per event, optionally led by a snapshot). Run with `KLEENE_WRITE_FIXTURES=1` to
-    /// (re)write them; they should never need to change.
-    fn v1_fixtures() -> [(&'static str, Vec<u8>); 2] {
-        let all = events();
-        let mut plain = Vec::new();
-        for event in &all {
-            plain.extend(checkpoint::encode(event).unwrap());
-        }
-        let mut compacted =
-            checkpoint::encode(&BatchEvidence::fold(all[..2].to_vec()).unwrap()).unwrap();
-        compacted.extend(checkpoint::encode(&all[2]).unwrap());
-        [
-            ("tests/fixtures/journal_v1.journal", plain),
-            ("tests/fixtures/journal_v1_compacted.journal", compacted),
-        ]
-    }
+    /// Journals written before record framing (format version 1: bare checkpoint envelopes
+    /// of events and snapshots at their format version 1, one per event, optionally led by a
+    /// snapshot): old data, kept as it was written, never rewritten.
+    const V1_FIXTURES: [&str; 2] = [
+        "tests/fixtures/journal_v1.journal",
+        "tests/fixtures/journal_v1_compacted.journal",
+    ];
 
     #[test]
     fn version_one_journal_fixtures_load() {
-        for (name, bytes) in v1_fixtures() {
+        for name in V1_FIXTURES {
             let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
-            if std::env::var_os("KLEENE_WRITE_FIXTURES").is_some() {
-                fs::write(&path, &bytes).unwrap();
-            }
             let fixture = fs::read(&path).unwrap();
-            assert_eq!(fixture, bytes, "{name}");
             let load = parse(&chan(), &fixture, None).unwrap();
             assert!(load.torn_tail.is_none());
             assert_eq!(
@@ -1353,29 +1339,17 @@ mod tests {
         assert_eq!((torn, ok), (0, 0), "{refused} refused");
     }
 
-    /// Today's record format (version 2), unkeyed and keyed: a change to the framing or the
-    /// seals shows here first. Run with `KLEENE_WRITE_FIXTURES=1` to (re)write them after a
-    /// deliberate format change (and bump the record format version).
+    /// Journals of record format 2 written before closures were evidence (their events and
+    /// snapshot at format version 1): old data, kept as it was written; they still load.
     #[test]
-    fn version_two_journal_fixtures_are_what_this_build_writes() {
+    fn version_two_journals_of_version_one_events_still_load() {
         let all = events();
         let key = JournalKey::from_bytes(*b"kleene journal fixture key v2 ..");
         for (name, key) in [
             ("tests/fixtures/journal_v2.journal", None),
             ("tests/fixtures/journal_v2_keyed.journal", Some(&key)),
         ] {
-            let (mut bytes, seal) = encode_snapshot(
-                &chan(),
-                key,
-                &BatchEvidence::fold(all[..1].to_vec()).unwrap(),
-            )
-            .unwrap();
-            encode_commit(&chan(), key, &seal, &all[1..], &mut bytes).unwrap();
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
-            if std::env::var_os("KLEENE_WRITE_FIXTURES").is_some() {
-                fs::write(&path, &bytes).unwrap();
-            }
-            assert_eq!(fs::read(&path).unwrap(), bytes, "{name}");
+            let bytes = fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(name)).unwrap();
             let load = parse(&chan(), &bytes, key).unwrap();
             assert_eq!(load.events, all[1..]);
             assert_eq!(
@@ -1383,6 +1357,95 @@ mod tests {
                 BatchEvidence::fold(all.clone()).unwrap().digest()
             );
         }
+    }
+
+    /// The events of [`events`] with a closure in between: one fix drawn, the closure
+    /// settled, then the call's settlement.
+    fn closure_events() -> Vec<EvidenceEvent> {
+        let mut all = events();
+        let t = TaskId::new("t").unwrap();
+        let settled = all.pop().unwrap();
+        all.push(EvidenceEvent::FixDrawn {
+            task: t.clone(),
+            attempt: 1,
+            fix: TaskId::new("t_fix_1").unwrap(),
+        });
+        all.push(EvidenceEvent::ClosureSettled {
+            task: t,
+            attempt: 1,
+            closure: crate::batch::ClosureSettlement {
+                fix_attempts: 1,
+                end: crate::batch::ClosureEnd::Resolved { depth: 1 },
+                audit_head: Digest::from_bytes([8; 32]),
+                record_digest: Digest::from_bytes([9; 32]),
+            },
+        });
+        all.push(settled);
+        all
+    }
+
+    /// Today's formats (record format 2 framing; events and snapshots at format version 2,
+    /// closure events included), unkeyed and keyed: a change to the framing, the seals or
+    /// the event encoding shows here first. Run with `KLEENE_WRITE_FIXTURES=1` to (re)write
+    /// them after a deliberate format change (and bump the format version it changes).
+    #[test]
+    fn todays_journal_fixtures_are_what_this_build_writes() {
+        let all = closure_events();
+        let key = JournalKey::from_bytes(*b"kleene journal fixture key v2 ..");
+        for (name, key) in [
+            ("tests/fixtures/journal_v2_closures.journal", None),
+            (
+                "tests/fixtures/journal_v2_closures_keyed.journal",
+                Some(&key),
+            ),
+        ] {
+            let (mut bytes, seal) = encode_snapshot(
+                &chan(),
+                key,
+                &BatchEvidence::fold(all[..2].to_vec()).unwrap(),
+            )
+            .unwrap();
+            encode_commit(&chan(), key, &seal, &all[2..], &mut bytes).unwrap();
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+            if std::env::var_os("KLEENE_WRITE_FIXTURES").is_some() {
+                fs::write(&path, &bytes).unwrap();
+            }
+            assert_eq!(fs::read(&path).unwrap(), bytes, "{name}");
+            let load = parse(&chan(), &bytes, key).unwrap();
+            assert_eq!(load.events, all[2..]);
+            let evidence = load.into_evidence().unwrap();
+            assert_eq!(
+                evidence.digest(),
+                BatchEvidence::fold(all.clone()).unwrap().digest()
+            );
+            assert_eq!(evidence.fix_attempts_used(), 1);
+        }
+    }
+
+    /// An event of a format newer than this build's is refused by its version (a build that
+    /// reads only version-1 events refuses today's closure events the same way), and a
+    /// version-1 envelope of an old event still decodes.
+    #[test]
+    fn event_format_versions_are_refused_or_read_by_number() {
+        let event = closure_events().remove(2);
+        let payload = checkpoint::encode_payload(&event).unwrap();
+        let future = checkpoint::seal(*b"BEVT", 3, &payload);
+        let err = checkpoint::decode::<EvidenceEvent>(&future).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CheckpointError::UnsupportedVersion {
+                    found: 3,
+                    min: 1,
+                    max: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let old = events().remove(1);
+        let v1 = checkpoint::seal(*b"BEVT", 1, &checkpoint::encode_payload(&old).unwrap());
+        assert_eq!(checkpoint::decode::<EvidenceEvent>(&v1).unwrap(), old);
     }
 
     #[test]

@@ -10,8 +10,8 @@
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use kleene::batch::{Batch, Candidate, MemoryJournal, RecoveryRequest, TaskStatus, Worker,
-//!                     WorkerCall, WorkerFailure};
+//! use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, RecoveryRequest, TaskStatus,
+//!                     Worker, WorkerCall, WorkerFailure};
 //! use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan, TaskId};
 //!
 //! let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
@@ -22,9 +22,9 @@
 //! /// Writes outside its ownership first, then corrects itself when told why.
 //! struct Svc;
 //! impl Worker for Svc {
-//!     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+//!     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
 //!         let path = if call.correction().is_some() { "config/app.toml" } else { "backend/schemas.py" };
-//!         Ok(Candidate::new(BTreeMap::from([(AdmittedPath::admit(path).unwrap(), b"x".to_vec())])))
+//!         Ok(Candidate::new(BTreeMap::from([(AdmittedPath::admit(path).unwrap(), b"x".to_vec())])).into())
 //!     }
 //! }
 //!
@@ -41,9 +41,14 @@
 //! assert!(outcome.evidence.summary().is_complete());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! [`Batch::run`] does the same in one call (dispatch or resume, then the one recovery), and
+//! [`ClosureWorker`] is a worker whose every call is one closure of its task, with the run's
+//! fix budget and every closure's audit head kept in the evidence.
 
 pub(crate) mod backend;
 mod candidate;
+mod closure_worker;
 mod event;
 mod evidence;
 mod executor;
@@ -53,18 +58,20 @@ mod worker;
 
 pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBackend};
 pub use candidate::{AcceptedOutput, Candidate, Rejection};
-pub use event::{EvidenceEvent, InventoryEntry, Settlement};
+pub use closure_worker::{BatchAgent, ClosureWorker};
+pub use event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
+pub(crate) use evidence::EvidenceRecordV1;
 pub use evidence::{
-    BatchEvidence, BatchSummary, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT, FailureKind, FailureNote,
-    FoldError, RecoveryRecord, RejectedAttempt, TaskEvidence, TaskStatus,
+    BatchEvidence, BatchSummary, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT, FailureKind,
+    FailureNote, FoldError, RecoveryRecord, RejectedAttempt, TaskEvidence, TaskStatus,
 };
-pub use executor::{Batch, BatchError, DEFAULT_COMPACTION_AFTER, RecoveryOutcome};
+pub use executor::{Batch, BatchError, DEFAULT_COMPACTION_AFTER, RecoveryOutcome, RunOutcome};
 pub use journal::{
     EvidenceJournal, FileJournal, Journal, JournalError, JournalKey, JournalLoad, MemoryJournal,
     RecordDamage, TornTail,
 };
 pub use recovery::{IneligibleReason, RecoveryError, RecoveryRequest};
 pub use worker::{
-    Correction, InfrastructureFailure, OutputContract, PendingTurnReplay, Worker, WorkerCall,
-    WorkerFailure,
+    AgentFailure, Correction, InfrastructureFailure, OutputContract, PendingTurnReplay, Proposal,
+    Worker, WorkerCall, WorkerFailure,
 };

@@ -1,8 +1,13 @@
 //! The worker a batch calls for each task, what it is given, and how it can fail.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::candidate::{AcceptedOutput, Candidate, Rejection};
+use super::event::ClosureSettlement;
+use super::journal::JournalError;
+use crate::closure::{AgentError, AgentErrorKind};
 use crate::plan::PlannedTask;
 use crate::{ChannelId, TaskId};
 
@@ -28,6 +33,13 @@ pub enum InfrastructureFailure {
     #[error("worker transport failed: {detail}")]
     Transport {
         /// The transport's message.
+        detail: String,
+    },
+    /// The agent reported a failure of its own infrastructure (an [`AgentError`] of kind
+    /// [`AgentErrorKind::Infrastructure`]); the text is the error and its sources.
+    #[error("agent infrastructure failed: {detail}")]
+    Agent {
+        /// The agent's error and its sources, as text.
         detail: String,
     },
 }
@@ -57,6 +69,11 @@ pub enum WorkerFailure {
     /// agent's [`PendingTurnReplay`]) whether the call may be replayed.
     #[error("worker call was cancelled")]
     Cancelled,
+    /// The agent failed with its own typed error. A batch treats it by its kind: an
+    /// infrastructure failure fails the task (never repairable) and a cancellation stops
+    /// the batch, as the variants above; the error itself reaches the batch's caller.
+    #[error(transparent)]
+    Agent(AgentFailure),
     /// The worker could not make the call at all because its own host failed (its disk is
     /// full, its state directory cannot be written). The batch stops and the reservation is
     /// withdrawn: the call does not count against the task's budget, and a resume makes it
@@ -66,6 +83,166 @@ pub enum WorkerFailure {
         /// What failed, for the operator.
         detail: String,
     },
+}
+
+/// An agent's error, kept whole: its type (reach it with [`error`](Self::error) and
+/// `downcast_ref`), its source chain and its [`AgentErrorKind`]. Cloning shares the error.
+#[derive(Clone)]
+pub struct AgentFailure {
+    kind: AgentErrorKind,
+    error: Arc<dyn AgentError>,
+}
+
+impl AgentFailure {
+    /// Keeps `error`, classified by its own [`AgentError::kind`].
+    pub fn new(error: impl AgentError) -> Self {
+        Self {
+            kind: error.kind(),
+            error: Arc::new(error),
+        }
+    }
+
+    /// What kind of failure the agent said it was.
+    pub fn kind(&self) -> AgentErrorKind {
+        self.kind
+    }
+
+    /// The agent's error itself.
+    pub fn error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.error
+    }
+
+    /// The error and every source beneath it, joined with `: `.
+    pub fn chain_text(&self) -> String {
+        let mut text = self.error.to_string();
+        let mut next = self.error.source();
+        while let Some(e) = next {
+            text.push_str(": ");
+            text.push_str(&e.to_string());
+            next = e.source();
+        }
+        text
+    }
+}
+
+impl std::fmt::Debug for AgentFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentFailure")
+            .field("kind", &self.kind)
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
+impl std::fmt::Display for AgentFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.error, f)
+    }
+}
+
+/// Transparent: the agent's error shows itself and its sources are its own.
+impl std::error::Error for AgentFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
+}
+
+/// Two failures are equal when they share the same error.
+impl PartialEq for AgentFailure {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.error, &other.error)
+    }
+}
+
+impl Eq for AgentFailure {}
+
+/// What a worker call proposes: a candidate and, when the worker itself refuses it (a
+/// closure that halted proposes what it left and says why it halted), that rejection.
+///
+/// A candidate the worker refuses is settled as rejected with exactly that rejection, after
+/// the built-in ownership check and before the output contract.
+///
+/// # Examples
+///
+/// ```
+/// use kleene::batch::{Candidate, Proposal, Rejection};
+/// use kleene::TaskId;
+///
+/// let proposal = Proposal::refused(
+///     Candidate::default(),
+///     Rejection::contract(&TaskId::new("svc")?, "closure halted: recovery_stalled"),
+/// );
+/// assert!(proposal.rejection().is_some());
+/// assert!(Proposal::from(Candidate::default()).rejection().is_none());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    pub(crate) candidate: Candidate,
+    pub(crate) rejection: Option<Rejection>,
+    pub(crate) closure: Option<ClosureSettlement>,
+    /// The agent error the closure ended with, kept for the batch's caller.
+    pub(crate) error: Option<AgentFailure>,
+}
+
+impl Proposal {
+    /// A candidate the worker stands behind.
+    pub fn new(candidate: Candidate) -> Self {
+        Self {
+            candidate,
+            rejection: None,
+            closure: None,
+            error: None,
+        }
+    }
+
+    /// A candidate the worker itself refuses, with the exact rejection.
+    pub fn refused(candidate: Candidate, rejection: Rejection) -> Self {
+        Self {
+            candidate,
+            rejection: Some(rejection),
+            closure: None,
+            error: None,
+        }
+    }
+
+    /// The same proposal, carrying the settled closure that produced it (journaled as
+    /// evidence with the call's settlement).
+    pub fn with_closure(mut self, closure: ClosureSettlement) -> Self {
+        self.closure = Some(closure);
+        self
+    }
+
+    /// The candidate.
+    pub fn candidate(&self) -> &Candidate {
+        &self.candidate
+    }
+
+    /// The worker's own rejection of it, if any.
+    pub fn rejection(&self) -> Option<&Rejection> {
+        self.rejection.as_ref()
+    }
+
+    /// The closure that produced it, if one did.
+    pub fn closure(&self) -> Option<&ClosureSettlement> {
+        self.closure.as_ref()
+    }
+}
+
+impl From<Candidate> for Proposal {
+    fn from(candidate: Candidate) -> Self {
+        Self::new(candidate)
+    }
+}
+
+/// The run's record of fix attempts, open to a call while it runs: a closure commits each
+/// fix it draws before the fix runs, so a crash can never hand a resume more fixes than the
+/// run had.
+pub(crate) trait FixLedger {
+    /// Fix attempts the run had used when the call started (settled and interrupted calls).
+    fn used(&self) -> u32;
+    /// Durably records that the call draws a fix attempt for `fix`.
+    fn draw(&self, fix: &TaskId) -> Result<(), JournalError>;
 }
 
 /// The exact rejection of the task's last refused candidate, and that candidate: what a
@@ -97,6 +274,7 @@ pub struct WorkerCall<'a> {
     pub(crate) attempt: u32,
     pub(crate) correction: Option<Correction<'a>>,
     pub(crate) ancestry: Ancestry<'a>,
+    pub(crate) ledger: &'a dyn FixLedger,
 }
 
 /// What [`WorkerCall::inputs`] needs to walk the task's ancestors on demand: most workers
@@ -161,19 +339,45 @@ impl<'a> WorkerCall<'a> {
     pub fn correction(&self) -> Option<Correction<'a>> {
         self.correction
     }
+
+    /// The fix attempts the whole run had used when this call started, from the evidence
+    /// (every settled closure, and every fix an interrupted call drew).
+    pub fn fix_attempts_used(&self) -> u32 {
+        self.ledger.used()
+    }
+
+    /// Commits to the journal that this call draws one fix attempt (for the fix subtask
+    /// `fix`), before the fix runs. [`ClosureWorker`](super::ClosureWorker) does this for
+    /// every fix it spawns.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError`] when the journal cannot be written; the fix must not run then.
+    pub fn draw_fix(&self, fix: &TaskId) -> Result<(), JournalError> {
+        self.ledger.draw(fix)
+    }
 }
 
-/// Performs a task: proposes a candidate, or reports why it could not.
+impl std::fmt::Debug for dyn FixLedger + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FixLedger")
+            .field("used", &self.used())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Performs a task: proposes a candidate (possibly refusing it itself, see [`Proposal`]),
+/// or reports why it could not.
 ///
 /// # Examples
 ///
 /// ```
-/// use kleene::batch::{Candidate, Worker, WorkerCall, WorkerFailure};
+/// use kleene::batch::{Candidate, Proposal, Worker, WorkerCall, WorkerFailure};
 ///
 /// struct Noop;
 /// impl Worker for Noop {
-///     fn call(&mut self, _call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
-///         Ok(Candidate::default())
+///     fn call(&mut self, _call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+///         Ok(Candidate::default().into())
 ///     }
 /// }
 /// ```
@@ -183,11 +387,11 @@ pub trait Worker {
     /// # Errors
     ///
     /// [`WorkerFailure`] when the infrastructure failed or the call was cancelled.
-    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure>;
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure>;
 }
 
 impl<W: Worker + ?Sized> Worker for &mut W {
-    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
         (**self).call(call)
     }
 }

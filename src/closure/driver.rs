@@ -1,5 +1,6 @@
 //! The convenience driver: a user-implemented [`Agent`] answers every phase.
 
+use super::agent_error::AgentError;
 use super::{Closure, ClosureRecord, FixBudget, RecoveryPolicy};
 use crate::{
     AuditSink, ExecutionOutput, GovernanceDecision, Next, Session, Task, ValidationToken, Verdict,
@@ -10,8 +11,10 @@ use crate::{
 ///
 /// Every method may fail with the agent's own error (an I/O failure, a crashed tool): the
 /// closure then ends with [`ClosureFailure::Agent`](crate::ClosureFailure::Agent) holding
-/// the error's `Display` text (include the cause there), never a panic. Verdicts are not
-/// errors: a failing test run is a [`Verdict`] with a blocker.
+/// the error's `Display` text, never a panic, and [`run_closure`] hands back the typed error
+/// itself (its source chain intact). The error says what kind of failure it is through
+/// [`AgentError`], which a batch uses to tell infrastructure from a cancellation. Verdicts
+/// are not errors: a failing test run is a [`Verdict`] with a blocker.
 ///
 /// # Examples
 ///
@@ -37,7 +40,7 @@ use crate::{
 /// ```
 pub trait Agent {
     /// The agent's own error.
-    type Error: std::fmt::Display;
+    type Error: AgentError;
 
     /// Governance's decision about `iteration` of `task` in `session`.
     ///
@@ -98,30 +101,39 @@ impl Closure {
     /// Performs the one step that is due by asking `agent`, and returns the next state
     /// (a `Done` closure is returned unchanged).
     pub fn step<A: Agent + ?Sized>(self, agent: &mut A) -> Closure {
+        self.step_keeping_error(agent).0
+    }
+
+    /// [`step`](Self::step), also handing back the agent's error when the step failed with
+    /// one (the closure is then done, its record holding the error's text).
+    pub fn step_keeping_error<A: Agent + ?Sized>(
+        self,
+        agent: &mut A,
+    ) -> (Closure, Option<A::Error>) {
         match self {
             Closure::Governance(due) => {
                 match agent.govern(due.task(), due.session(), due.iteration()) {
-                    Ok(decision) => due.feed(decision),
-                    Err(e) => due.fail(e.to_string()),
+                    Ok(decision) => (due.feed(decision), None),
+                    Err(e) => (due.fail(e.to_string()), Some(e)),
                 }
             }
             Closure::PreValidate(due) => match agent.pre_validate(due.task(), due.iteration()) {
-                Ok(verdict) => due.feed(verdict),
-                Err(e) => due.fail(e.to_string()),
+                Ok(verdict) => (due.feed(verdict), None),
+                Err(e) => (due.fail(e.to_string()), Some(e)),
             },
             Closure::Execute(due) => match agent.execute(due.task(), due.token()) {
-                Ok(output) => due.feed(output),
-                Err(e) => due.fail(e.to_string()),
+                Ok(output) => (due.feed(output), None),
+                Err(e) => (due.fail(e.to_string()), Some(e)),
             },
             Closure::PostValidate(due) => match agent.post_validate(due.task(), due.output()) {
-                Ok(verdict) => due.feed(verdict),
-                Err(e) => due.fail(e.to_string()),
+                Ok(verdict) => (due.feed(verdict), None),
+                Err(e) => (due.fail(e.to_string()), Some(e)),
             },
             Closure::MoveNext(due) => match agent.move_next(due.task(), due.iteration()) {
-                Ok(next) => due.feed(next),
-                Err(e) => due.fail(e.to_string()),
+                Ok(next) => (due.feed(next), None),
+                Err(e) => (due.fail(e.to_string()), Some(e)),
             },
-            done @ Closure::Done(_) => done,
+            done @ Closure::Done(_) => (done, None),
         }
     }
 }
@@ -173,8 +185,59 @@ pub fn run_to_closure_with<A: Agent + ?Sized, S: AuditSink + ?Sized>(
     budget: &FixBudget,
     sink: &mut S,
 ) -> ClosureRecord {
+    run_closure(task, session, agent, policy, budget, sink).record
+}
+
+/// How a closure driven by [`run_closure`] ended: its record and, when the agent failed,
+/// the agent's error itself (typed, with its source chain).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ClosureRun<E> {
+    /// The closure's record.
+    pub record: ClosureRecord,
+    /// The agent's error that ended the closure, if one did (the record's outcome is then
+    /// [`ClosureOutcome::Failed`](crate::ClosureOutcome::Failed) with its text).
+    pub error: Option<E>,
+}
+
+/// [`run_to_closure_with`], keeping the agent's error typed instead of only its text.
+///
+/// # Examples
+///
+/// ```
+/// use kleene::{AgentError, AgentErrorKind, FixBudget, RecoveryPolicy, Session, Spec, Task,
+///              TaskId, run_closure};
+/// # use kleene::{Agent, ExecutionOutput, GovernanceDecision, ValidationToken, Verdict};
+/// # struct Offline;
+/// # impl Agent for Offline {
+/// #     type Error = std::io::Error;
+/// #     fn govern(&mut self, _: &Task, _: &Session, _: u32) -> Result<GovernanceDecision, Self::Error> { Ok(GovernanceDecision::Approve) }
+/// #     fn pre_validate(&mut self, _: &Task, _: u32) -> Result<Verdict, Self::Error> { Ok(Verdict::clean()) }
+/// #     fn execute(&mut self, _: &Task, _: &ValidationToken) -> Result<ExecutionOutput, Self::Error> {
+/// #         Err(std::io::Error::new(std::io::ErrorKind::NotFound, "cargo is not installed"))
+/// #     }
+/// #     fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> Result<Verdict, Self::Error> { Ok(Verdict::clean()) }
+/// # }
+/// let policy = RecoveryPolicy::default();
+/// let task = Task::new(TaskId::new("x")?, Spec::new("build"));
+/// let run = run_closure(task, Session::new("build", "demo")?, &mut Offline, &policy,
+///                       &policy.fix_budget(), &mut ());
+/// let error = run.error.expect("execution failed");
+/// assert_eq!(AgentError::kind(&error), AgentErrorKind::Infrastructure);
+/// assert!(!run.record.outcome().is_resolved());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn run_closure<A: Agent + ?Sized, S: AuditSink + ?Sized>(
+    task: Task,
+    session: Session,
+    agent: &mut A,
+    policy: &RecoveryPolicy,
+    budget: &FixBudget,
+    sink: &mut S,
+) -> ClosureRun<A::Error> {
     let mut closure = Closure::start_with_budget(task, session, policy.clone(), budget);
     let mut forwarded = 0;
+    let mut error = None;
     loop {
         let entries = closure.audit().entries();
         for (index, entry) in entries.iter().enumerate().skip(forwarded) {
@@ -182,8 +245,19 @@ pub fn run_to_closure_with<A: Agent + ?Sized, S: AuditSink + ?Sized>(
         }
         forwarded = entries.len();
         closure = match closure {
-            Closure::Done(record) => return *record,
-            due => due.step(agent),
+            Closure::Done(record) => {
+                return ClosureRun {
+                    record: *record,
+                    error,
+                };
+            }
+            due => {
+                let (next, failed) = due.step_keeping_error(agent);
+                if failed.is_some() {
+                    error = failed;
+                }
+                next
+            }
         };
     }
 }

@@ -39,6 +39,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod agent_error;
 mod driver;
 mod machine;
 mod normalize;
@@ -46,7 +47,8 @@ mod policy;
 mod record;
 mod spec;
 
-pub use driver::{Agent, run_to_closure, run_to_closure_with};
+pub use agent_error::{AgentError, AgentErrorKind};
+pub use driver::{Agent, ClosureRun, run_closure, run_to_closure, run_to_closure_with};
 pub(crate) use machine::ClosureStateV1;
 pub use machine::{
     AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
@@ -56,5 +58,7 @@ pub use normalize::{NormalizedResult, NormalizedVerdict, VerdictNormalizer};
 pub use policy::{
     FixBudget, MAX_RECOVERY_DEPTH, PolicyError, RecoveryPolicy, RecoveryPolicyBuilder,
 };
-pub use record::{ClosureFailure, ClosureOutcome, ClosureRecord, StepRecord, TaskAttempt};
+pub use record::{
+    ClosureFailure, ClosureOutcome, ClosureRecord, ClosureRecordError, StepRecord, TaskAttempt,
+};
 pub use spec::render_recovery_spec;

@@ -2,9 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::digest::CanonicalHasher;
 use crate::{
-    AuditLog, ExecutionOutput, GovernanceDecision, HaltReason, LoopPhase, Next, RecoveryPolicy,
-    Session, Task, TaskId, Verdict,
+    AuditLog, Digest, ExecutionOutput, GovernanceDecision, HaltReason, LoopPhase, Next,
+    RecoveryPolicy, Session, Task, TaskId, Verdict,
 };
 
 /// How a closure ended.
@@ -117,6 +118,24 @@ impl ClosureOutcome {
             Some(HaltReason::RecoveryExhausted { .. })
         )
     }
+}
+
+/// Why a stored closure record was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClosureRecordError {
+    /// The text is not a closure record, or its audit chain or shape does not hold.
+    #[error("read closure record: {message}; restore the record kleene wrote")]
+    Unreadable {
+        /// What the reader reported.
+        message: String,
+    },
+    /// The text reads as a record but is not the one form kleene writes.
+    #[error(
+        "read closure record: it is not in the one form kleene writes (an added, renamed or \
+         respelled field); restore the record kleene wrote"
+    )]
+    NonCanonical,
 }
 
 /// One iteration of one task, as far as it got.
@@ -271,5 +290,40 @@ impl ClosureRecord {
     /// The audit log of the whole tree.
     pub fn audit(&self) -> &AuditLog {
         &self.audit
+    }
+
+    /// The record as JSON, in the one form [`from_json`](Self::from_json) reads back.
+    pub fn to_json(&self) -> String {
+        // Plain structs, sequences and strings: the encoding cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads a record stored with [`to_json`](Self::to_json), re-verifying its audit chain
+    /// and shape, and requiring the exact text `to_json` writes: a changed byte that still
+    /// parses to the same value (a renamed optional field, an upper-case hex digit) is an
+    /// edit too.
+    ///
+    /// # Errors
+    ///
+    /// [`ClosureRecordError`] when the text does not read as a record or is not in that form.
+    pub fn from_json(json: &str) -> Result<Self, ClosureRecordError> {
+        let record: Self =
+            serde_json::from_str(json).map_err(|e| ClosureRecordError::Unreadable {
+                message: e.to_string(),
+            })?;
+        if record.to_json() != json {
+            return Err(ClosureRecordError::NonCanonical);
+        }
+        Ok(record)
+    }
+
+    /// The canonical digest of the whole record (outcome, every task and iteration, the
+    /// audit log): one changed byte anywhere in a stored record changes it. A batch journals
+    /// it with the call's settlement, and an acceptance record binds it.
+    pub fn digest(&self) -> Digest {
+        // The record holds plain structs, sequences and strings (no map with non-string
+        // keys), for which the JSON encoding cannot fail and is one fixed text per value.
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        CanonicalHasher::new("closure record").bytes(&json).finish()
     }
 }

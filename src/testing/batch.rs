@@ -20,7 +20,7 @@ use crate::batch::backend::MemoryBackend;
 use crate::batch::journal::{Journal, record_ends};
 use crate::batch::{
     BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, InfrastructureFailure, JournalError,
-    JournalKey, JournalLoad, Rejection, TornTail, Worker, WorkerCall, WorkerFailure,
+    JournalKey, JournalLoad, Proposal, Rejection, TornTail, Worker, WorkerCall, WorkerFailure,
 };
 use crate::{ChannelId, Digest, TaskId};
 
@@ -85,7 +85,7 @@ impl ScriptedWorker {
 }
 
 impl Worker for ScriptedWorker {
-    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
         let task = &call.task().id;
         self.calls.push(ScriptedCall {
             task: task.clone(),
@@ -104,8 +104,8 @@ impl Worker for ScriptedWorker {
             script.get(at).or_else(|| script.last())
         });
         match outcome {
-            None => Ok(Candidate::default()),
-            Some(ScriptedOutcome::Candidate(c)) => Ok(c.clone()),
+            None => Ok(Candidate::default().into()),
+            Some(ScriptedOutcome::Candidate(c)) => Ok(c.clone().into()),
             Some(ScriptedOutcome::Infrastructure(f)) => {
                 Err(WorkerFailure::Infrastructure(f.clone()))
             }

@@ -65,6 +65,8 @@ impl<T> From<T> for Scripted<T> {
 #[error("scripted agent failure: {0}")]
 pub struct ScriptedFailure(pub String);
 
+impl crate::AgentError for ScriptedFailure {}
+
 /// An [`Agent`] that replays scripted answers, one per call, per phase.
 ///
 /// When a list runs out the agent answers as a passing run would: approve, a clean

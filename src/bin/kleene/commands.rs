@@ -9,13 +9,13 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use kleene::batch::{
-    Batch, BatchError, BatchEvidence, EvidenceJournal, FileJournal, RecoveryRequest, TaskStatus,
+    Batch, BatchError, BatchEvidence, ClosureWorker, EvidenceJournal, FileJournal, TaskStatus,
 };
 use kleene::signing::{Envelope, PublicKey, SigningKey};
 use kleene::{
-    AcceptanceRecord, AuditEvent, BuildBinding, ChannelId, ClosureFailure, Digest, FixBudget,
-    GovernanceDecision, RecoverOn, RecoveryPolicy, Session, SignedError, Snapshot, StoredRecord,
-    TaskId, ValidatedPlan, VerifyError, accept, export, verify_archive, verify_signed_archive,
+    AcceptanceRecord, BuildBinding, ChannelId, Digest, RecoverOn, RecoveryPolicy, Session,
+    SignedError, Snapshot, StoredRecord, TaskId, ValidatedPlan, VerifyError, accept, export,
+    verify_archive, verify_signed_archive,
 };
 
 use crate::cli::{
@@ -23,12 +23,12 @@ use crate::cli::{
     SigningArgs, StateArgs, VerifyArgs,
 };
 use crate::planfile::{self, LoadedPlan};
-use crate::report::{Event, Reporter};
-use crate::runner::{GroupRecords, Interrupt};
-use crate::state::{RunInfo, StateDir, write_atomic};
-use crate::worker::{Context, HaltContract, Shared, ShellWorker};
+use crate::report::{Event, Reporter, detail, failure_reason, report_event, status_word};
+use crate::state::{ClosureEntry, RunInfo, StateDir, write_atomic};
+use crate::worker::{Context, ShellAgent};
 use kleene::batch::JournalKey;
 use kleene::error::Chain;
+use kleene::process::{self, Containment, GroupRecords, Interrupt};
 
 /// A command that could not do what was asked: the exit code and the message to print.
 #[derive(Debug)]
@@ -331,16 +331,6 @@ fn policy(info: &RunInfo, depth: u32) -> Result<RecoveryPolicy, Failure> {
         .map_err(|e| Failure::bad_input(format!("use this recovery policy: {e}")))
 }
 
-/// Fix attempts already spent by earlier calls of this run (for a resume).
-fn spent_fixes(state: &StateDir) -> u32 {
-    state
-        .closure_log()
-        .into_iter()
-        .filter_map(|e| e.record.ok())
-        .map(|r| r.fix_attempts())
-        .sum()
-}
-
 fn execute(
     state: &StateDir,
     info: &RunInfo,
@@ -357,47 +347,38 @@ fn execute(
     })?;
     let interrupt = Interrupt::install()
         .map_err(|e| Failure::halted(format!("install the SIGINT/SIGTERM handler: {e}")))?;
-    let spent = if resumed { spent_fixes(state) } else { 0 };
-    let budget = FixBudget::restore(info.max_fixes, spent.min(info.max_fixes))
-        .map_err(|e| Failure::bad_input(format!("restore the fix budget: {e}")))?;
     let ctx = Context {
-        workspace: info.workspace.clone(),
         plan_dir: info.plan_dir.clone(),
         commands: loaded.commands.clone(),
         scratch: loaded.scratch.clone(),
         default_timeout: Duration::from_secs_f64(info.timeout_secs),
-        policy: policy(info, info.max_depth)?,
-        no_fix_policy: policy(info, 0)?,
-        budget,
-        session: Session::new("kleene-run", info.channel.clone())
-            .map_err(|e| Failure::bad_input(format!("open a session: {e}")))?,
         state: state.clone(),
         interrupt: interrupt.clone(),
         records: GroupRecords::new(state.running_dir()),
         cache_dir: absolute(&state.cache_dir())?,
     };
-    fs::create_dir_all(&ctx.cache_dir)
-        .map_err(|e| Failure::halted(format!("create {}: {e}", ctx.cache_dir.display())))?;
-    fs::create_dir_all(&ctx.workspace)
-        .map_err(|e| Failure::halted(format!("create {}: {e}", ctx.workspace.display())))?;
-    let shared = Shared::new(rep);
-    shared.borrow_mut().emit(&Event::RunStarted {
+    for dir in [&ctx.cache_dir, &info.workspace] {
+        fs::create_dir_all(dir)
+            .map_err(|e| Failure::halted(format!("create {}: {e}", dir.display())))?;
+    }
+    let rep = Rc::new(RefCell::new(rep));
+    rep.borrow_mut().emit(&Event::RunStarted {
         channel: info.channel.clone(),
         tasks: plan.len(),
         resumed,
     });
-    if crate::runner::containment() == crate::runner::Containment::ProcessGroup {
-        shared.borrow_mut().reporter.say(&format!(
+    if process::containment() == Containment::ProcessGroup {
+        rep.borrow_mut().say(&format!(
             "note: commands are contained by {} only (no PID namespace here): a child that \
              calls setsid, or every child after kleene is killed with SIGKILL, can outlive its \
              call; a later resume refuses to start while one is alive",
-            crate::runner::Containment::ProcessGroup.as_str()
+            Containment::ProcessGroup.as_str()
         ));
     }
-    let mut worker = ShellWorker::new(&ctx, Rc::clone(&shared)).map_err(Failure::halted)?;
-    let contract = HaltContract {
-        shared: Rc::clone(&shared),
-    };
+    let session = Session::new("kleene-run", info.channel.clone())
+        .map_err(|e| Failure::bad_input(format!("open a session: {e}")))?;
+    let agent = ShellAgent::new(&ctx, Rc::clone(&rep)).map_err(Failure::halted)?;
+    let mut worker = ClosureWorker::new(agent, session, policy(info, info.max_depth)?);
     let mut journal = FileJournal::open(state.journal_dir())
         .map_err(|e| Failure::halted(format!("open the journal: {}", Chain(&e))))?;
     if let Some(key) = &journal_key {
@@ -405,67 +386,33 @@ fn execute(
     }
     // Group commit: one sync per task instead of two; every event is still durable before the
     // next command runs, and an unsynced settlement is only ever replayed (allow), never lost.
-    let batch = Batch::new(plan, channel.clone())
+    let batch = Batch::new(plan, channel)
         .with_input("plan file", plan_text.as_bytes())
         .with_group_commit(true)
         .with_recovery(info.batch_recovery);
-    // A run killed before its first record has nothing to resume: it starts.
-    let has_evidence = journal
-        .load(&channel)
-        .map_err(|e| Failure::halted(format!("read the journal: {}", Chain(&e))))?
-        .is_some_and(|load| load.snapshot.is_some() || !load.events.is_empty());
-    let result = if resumed && has_evidence {
-        batch.resume(&mut worker, &contract, &mut journal)
-    } else {
-        batch.dispatch(&mut worker, &contract, &mut journal)
-    };
+    let mut fixes = BTreeMap::new();
+    let result = batch.run_observed(&mut worker, &(), &mut journal, &mut |event| {
+        report_event(&mut rep.borrow_mut(), &mut fixes, event);
+    });
     for (_, torn) in journal.repairs() {
-        shared.borrow_mut().reporter.say(&format!(
+        rep.borrow_mut().say(&format!(
             "note: the journal ended in a record cut short by an earlier crash; removed its \
              {} byte(s) at byte {} ({})",
             torn.discarded, torn.offset, torn.cause
         ));
     }
-    let stop = |err| stopped(err, state, &info.channel, journal_key.as_ref(), &shared);
-    let mut evidence = result.map_err(stop)?;
-    if info.batch_recovery {
-        let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
-        if !roots.is_empty() {
-            let request = RecoveryRequest::for_roots(&evidence, roots);
-            shared.borrow_mut().reporter.say(&format!(
-                "batch recovery: one corrective call for {}",
-                request
-                    .roots()
-                    .iter()
-                    .map(TaskId::as_str)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            match batch.recover(&request, &mut worker, &contract, &mut journal) {
-                Ok(outcome) => {
-                    for (task, reason) in &outcome.refused {
-                        shared
-                            .borrow_mut()
-                            .reporter
-                            .say(&format!("batch recovery refused {task}: {reason}"));
-                    }
-                    evidence = outcome.evidence;
-                }
-                Err(err) => return Err(stop(err)),
-            }
-        }
-    }
     drop(worker);
-    drop(contract);
-    if let Err(message) = project_workspace(&evidence, &ctx.workspace) {
-        shared.borrow_mut().reporter.say(&format!(
+    let mut rep = Rc::try_unwrap(rep)
+        .map(RefCell::into_inner)
+        .map_err(|_| Failure::halted("finish the run: its reporter is still in use"))?;
+    let outcome =
+        result.map_err(|err| stopped(err, state, &info.channel, journal_key.as_ref(), &mut rep))?;
+    if let Err(message) = project_workspace(&outcome.evidence, &info.workspace) {
+        rep.say(&format!(
             "warning: failed to write the workspace: {message}"
         ));
     }
-    let mut shared = Rc::try_unwrap(shared)
-        .map(RefCell::into_inner)
-        .map_err(|_| Failure::halted("finish the run: its reporter is still in use"))?;
-    finish(plan, &evidence, state, &mut shared)
+    finish(plan, &outcome.evidence, state, &mut rep)
 }
 
 /// Writes every accepted file into the run's workspace, for people to look at: only accepted
@@ -522,26 +469,16 @@ fn finish(
     plan: &ValidatedPlan,
     evidence: &BatchEvidence,
     state: &StateDir,
-    shared: &mut Shared,
+    rep: &mut Reporter,
 ) -> Outcome {
     for id in plan.topological_order() {
-        match evidence.status(id) {
-            Some(TaskStatus::Drained { blocked_by }) => shared.emit(&Event::TaskDrained {
+        if let Some(TaskStatus::Drained { blocked_by }) = evidence.status(id) {
+            rep.emit(&Event::TaskDrained {
                 task: id.to_string(),
                 blocked_by: blocked_by.to_string(),
-            }),
-            // Refused by the built-in ownership check, which runs before (and instead of)
-            // the output contract that reports the other outcomes as they happen.
-            Some(TaskStatus::Failed) if !shared.reported.contains(id) => {
-                shared.emit(&Event::TaskFailed {
-                    task: id.to_string(),
-                    reason: failure_reason(evidence, id),
-                });
-            }
-            _ => {}
+            });
         }
     }
-    let rep = &mut shared.reporter;
     let summary = evidence.summary();
     let complete = summary.is_complete();
     rep.emit(&Event::RunFinished {
@@ -575,7 +512,7 @@ fn stopped(
     state: &StateDir,
     channel: &str,
     key: Option<&JournalKey>,
-    shared: &Rc<RefCell<Shared>>,
+    rep: &mut Reporter,
 ) -> Failure {
     let dir = state.root().display();
     if err.is_cancelled() {
@@ -585,7 +522,7 @@ fn stopped(
             .and_then(|(journal, channel)| journal.load(&channel).ok().flatten())
             .and_then(|load| load.into_evidence().ok())
             .map(|evidence| evidence.summary());
-        shared.borrow_mut().emit(&Event::RunFinished {
+        rep.emit(&Event::RunFinished {
             outcome: "interrupted".to_owned(),
             accepted: summary.as_ref().map_or(0, |s| s.accepted),
             failed: summary.as_ref().map_or(0, |s| s.failed),
@@ -610,33 +547,6 @@ fn stopped(
     Failure {
         exit,
         message: Chain(&err).to_string(),
-    }
-}
-
-/// Why a failed task failed, in one line.
-fn failure_reason(evidence: &BatchEvidence, id: &TaskId) -> String {
-    let Some(task) = evidence.task(id) else {
-        return "not in the batch".to_owned();
-    };
-    if let Some((call, failure)) = task.infrastructure_failure() {
-        return format!("infrastructure failure on call {call}: {failure}");
-    }
-    match (task.rejections().last(), task.interrupted_attempts().last()) {
-        (Some(rejected), _) => format!(
-            "call {} rejected: {}",
-            rejected.attempt(),
-            rejected
-                .rejection()
-                .to_string()
-                .lines()
-                .next()
-                .unwrap_or_default()
-        ),
-        (None, Some(call)) => format!(
-            "call {call} was interrupted and its {} call(s) (retry_limit + 1) are spent",
-            task.budget()
-        ),
-        (None, None) => format!("failed after {} call(s)", task.calls()),
     }
 }
 
@@ -686,31 +596,23 @@ fn load_evidence(
     Ok((info, loaded, evidence))
 }
 
-fn status_word(status: Option<&TaskStatus>) -> String {
-    match status {
-        Some(TaskStatus::Drained { .. }) => "drained".to_owned(),
-        Some(other) => other.to_string(),
-        None => "not in the evidence".to_owned(),
-    }
-}
-
 /// `kleene status`.
 pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let state = StateDir::at(&args.state);
     let key = env_journal_key(&state)?;
     let (info, loaded, evidence) = load_evidence(&state, key.as_ref())?;
     let summary = evidence.summary();
-    let mut fixes: BTreeMap<String, u32> = BTreeMap::new();
-    for entry in state.closure_log() {
-        if let Ok(record) = entry.record {
-            *fixes.entry(entry.task).or_default() += record.fix_attempts();
-        }
+    let mut fixes: BTreeMap<&TaskId, u32> = BTreeMap::new();
+    // The fixes each task's calls ran to a settlement or were interrupted in; a withdrawn
+    // call does not count (its draws still bound the run's budget).
+    for call in evidence.closures().iter().filter(|c| !c.withdrawn()) {
+        *fixes.entry(call.task()).or_default() += call.fix_attempts_used();
     }
     let mut rows = Vec::new();
     for id in loaded.plan.topological_order() {
         let status = evidence.status(id);
         let calls = evidence.task(id).map_or(0, |t| t.calls());
-        let fixes = fixes.get(id.as_str()).copied().unwrap_or(0);
+        let fixes = fixes.get(id).copied().unwrap_or(0);
         let why = match &status {
             Some(TaskStatus::Failed) => Some(failure_reason(&evidence, id)),
             Some(TaskStatus::Drained { blocked_by }) => {
@@ -1097,6 +999,23 @@ pub fn verify(args: &VerifyArgs, rep: &mut Reporter) -> Outcome {
         }
     };
     let files = verified.manifest().entries().len();
+    // The state's closure log, when it is there, is checked against the closures the
+    // archive's record binds: the audit trail of every accepted call.
+    let state = StateDir::at(&args.state);
+    if state.closure_log_path().is_file() {
+        let entries = state.closure_log();
+        let problems = closure_problems(&state, &entries, None, Some(verified.record()));
+        if !problems.is_empty() {
+            return Err(Failure::halted(format!(
+                "verify {}: the archive verified, but {} closure record(s) in {} do not match \
+                 its record:\n  {}",
+                args.archive.display(),
+                problems.len(),
+                state.closure_log_path().display(),
+                problems.join("\n  ")
+            )));
+        }
+    }
     if rep.mode() == crate::report::Mode::Json {
         rep.say_json(&serde_json::json!({
             "event": "verified",
@@ -1227,63 +1146,66 @@ pub fn keygen(args: &KeygenArgs, rep: &mut Reporter) -> Outcome {
     Ok(Exit::Ok)
 }
 
-fn verdict_line(verdict: &kleene::Verdict) -> String {
-    let failures: Vec<String> = verdict
-        .failures()
-        .map(|r| format!("{} ({})", r.validator_id, r.severity))
-        .collect();
-    if failures.is_empty() {
-        "clean".to_owned()
-    } else {
-        format!("failed: {}", failures.join(", "))
+/// Every closure record of the log that is not what the journal (`evidence`) or the
+/// acceptance record (`accepted`) binds, or not in the one form kleene writes, named by line.
+fn closure_problems(
+    state: &StateDir,
+    entries: &[ClosureEntry],
+    evidence: Option<&BatchEvidence>,
+    accepted: Option<&StoredRecord>,
+) -> Vec<String> {
+    let log_path = state.closure_log_path();
+    let text = fs::read_to_string(&log_path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut problems = Vec::new();
+    let mut parsed = Vec::new();
+    for entry in entries {
+        let Ok(record) = &entry.record else { continue };
+        let place = format!("{} line {}", log_path.display(), entry.line);
+        let Ok(task) = TaskId::new(entry.task.clone()) else {
+            problems.push(format!("{place}: task {:?} is not a task id", entry.task));
+            continue;
+        };
+        // One value has one written form: a byte changed to an equivalent spelling (an
+        // upper-case hex digit, an escape) is an edit too.
+        let again = serde_json::to_string(&ClosureLine {
+            task: &task,
+            call: entry.call,
+            record,
+        });
+        let written = lines.get(entry.line.saturating_sub(1)).copied();
+        if !again.is_ok_and(|again| Some(again.as_str()) == written) {
+            problems.push(format!(
+                "{place} (task {task} call {}): not in the form kleene writes; it was edited",
+                entry.call
+            ));
+        }
+        parsed.push((task, entry.call, record, place));
     }
+    let given = || parsed.iter().map(|(t, c, r, _)| (t, *c, *r));
+    let checks = [
+        evidence.map(|e| ("journal", e.verify_closures(given()))),
+        accepted.map(|a| ("acceptance record", a.verify_closures(given()))),
+    ];
+    for (binder, checked) in checks.into_iter().flatten() {
+        for m in checked.err().iter().flat_map(|e| e.mismatches()) {
+            let (task, call) = m.call();
+            let place = parsed
+                .iter()
+                .find(|(t, c, _, _)| t == task && *c == call)
+                .map_or(log_path.display().to_string(), |p| p.3.clone());
+            problems.push(format!("{place} (checked against the {binder}): {m}"));
+        }
+    }
+    problems
 }
 
-/// The part of an audit event worth a glance.
-fn detail(event: &AuditEvent) -> String {
-    match event {
-        AuditEvent::ClosureStarted { session, .. } => {
-            format!("session {}/{}", session.mode(), session.project())
-        }
-        AuditEvent::Governed { decision, .. } => match decision {
-            GovernanceDecision::Approve => "approved, token minted".to_owned(),
-            GovernanceDecision::Deny { reason } => format!("denied: {reason}"),
-        },
-        AuditEvent::PreValidated { verdict, .. } | AuditEvent::PostValidated { verdict, .. } => {
-            verdict_line(verdict)
-        }
-        AuditEvent::Executed { output, .. } => format!("output {output}"),
-        AuditEvent::SubtaskSpawned {
-            parent_ref,
-            depth,
-            triggering_validators,
-            ..
-        } => format!(
-            "depth {depth}, parent {parent_ref}, triggered by {}",
-            triggering_validators
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        AuditEvent::RecoveryResolved {
-            depth,
-            fix_attempts,
-            ..
-        } => format!("depth {depth}, {fix_attempts} fix attempt(s)"),
-        AuditEvent::RecoveryExhausted { depth, bound, .. } => {
-            format!("depth {depth}, bound {bound:?}")
-        }
-        AuditEvent::RecoveryStalled { depth, .. } => format!("depth {depth}, verdict repeated"),
-        AuditEvent::Halted { reason, .. } => reason.halt_type().to_owned(),
-        AuditEvent::Failed { failure, .. } => match failure {
-            ClosureFailure::Agent { phase, message } => {
-                format!("{} failed: {message}", phase.as_str())
-            }
-            other => format!("{other:?}"),
-        },
-        _ => String::new(),
-    }
+/// A line of the closure log, as kleene writes it.
+#[derive(serde::Serialize)]
+struct ClosureLine<'a> {
+    task: &'a TaskId,
+    call: u32,
+    record: &'a kleene::ClosureRecord,
 }
 
 /// `kleene audit`.
@@ -1377,6 +1299,16 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     if entries.is_empty() {
         rep.say("no closure records yet");
     }
+    // The journal binds every settled closure, the acceptance record every accepted one.
+    let key = env_journal_key(&state)?;
+    let evidence = load_evidence(&state, key.as_ref()).ok().map(|(_, _, e)| e);
+    let accepted = stored_record(&state, None)?;
+    broken.extend(closure_problems(
+        &state,
+        &entries,
+        evidence.as_ref(),
+        accepted.as_ref(),
+    ));
     if broken.is_empty() {
         Ok(Exit::Ok)
     } else {

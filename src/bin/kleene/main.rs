@@ -11,7 +11,6 @@ mod cli;
 mod commands;
 mod planfile;
 mod report;
-mod runner;
 mod state;
 mod worker;
 

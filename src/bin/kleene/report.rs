@@ -1,13 +1,19 @@
-//! What a run tells people and machines: one event type, three renderings.
+//! What a run tells people and machines: one event type, three renderings, and the words
+//! for what the evidence and the audit trail say.
 //!
-//! Every step of a run is an [`Event`]. On a terminal the events drive a live display (an
+//! Every step of a run is an [`Event`]; [`report_event`] makes them from the evidence events
+//! a run records. On a terminal the events drive a live display (an
 //! overall bar and one line per running task, fix attempts shown); otherwise each event is
 //! one plain line; with `--json` each event is one JSON object per line on stdout.
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kleene::batch::{BatchEvidence, EvidenceEvent, Settlement, TaskStatus};
+use kleene::{AuditEvent, ClosureFailure, GovernanceDecision, TaskId};
 use serde::Serialize;
 
 /// One thing that happened during a run.
@@ -307,6 +313,152 @@ pub fn plain(event: &Event) -> String {
             failed,
             drained,
         } => format!("{outcome}: {accepted} accepted, {failed} failed, {drained} drained"),
+    }
+}
+
+/// Shows what one evidence event says happened, as it is recorded.
+pub fn report_event(rep: &mut Reporter, fixes: &mut BTreeMap<TaskId, u32>, event: &EvidenceEvent) {
+    let failed = |rep: &mut Reporter, task: &TaskId, reason: String| {
+        rep.emit(&Event::TaskFailed {
+            task: task.to_string(),
+            reason,
+        });
+    };
+    match event {
+        EvidenceEvent::ClosureSettled { task, closure, .. } => {
+            fixes.insert(task.clone(), closure.fix_attempts);
+        }
+        EvidenceEvent::Settled {
+            task,
+            attempt,
+            settlement,
+        } => match settlement {
+            Settlement::Accepted { .. } => rep.emit(&Event::TaskAccepted {
+                task: task.to_string(),
+                fixes: fixes.remove(task).unwrap_or(0),
+            }),
+            Settlement::Rejected { rejection, .. } => {
+                let text = rejection.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                failed(rep, task, format!("call {attempt} rejected: {first}"));
+            }
+            Settlement::Infrastructure(failure) => {
+                failed(rep, task, format!("infrastructure: {failure}"));
+            }
+            _ => {}
+        },
+        EvidenceEvent::Withdrawn { task, detail, .. } => failed(rep, task, detail.clone()),
+        EvidenceEvent::RecoveryConsumed {
+            granted, refused, ..
+        } => {
+            if !granted.is_empty() {
+                let names: Vec<&str> = granted.iter().map(TaskId::as_str).collect();
+                rep.say(&format!(
+                    "batch recovery: one corrective call for {}",
+                    names.join(", ")
+                ));
+            }
+            for (task, reason) in refused {
+                rep.say(&format!("batch recovery refused {task}: {reason}"));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Why a failed task failed, in one line.
+pub fn failure_reason(evidence: &BatchEvidence, id: &TaskId) -> String {
+    let Some(task) = evidence.task(id) else {
+        return "not in the batch".to_owned();
+    };
+    if let Some((call, failure)) = task.infrastructure_failure() {
+        return format!("infrastructure failure on call {call}: {failure}");
+    }
+    match (task.rejections().last(), task.interrupted_attempts().last()) {
+        (Some(rejected), _) => format!(
+            "call {} rejected: {}",
+            rejected.attempt(),
+            rejected
+                .rejection()
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or_default()
+        ),
+        (None, Some(call)) => format!(
+            "call {call} was interrupted and its {} call(s) (retry_limit + 1) are spent",
+            task.budget()
+        ),
+        (None, None) => format!("failed after {} call(s)", task.calls()),
+    }
+}
+
+/// One word (or a few) for a task's status; `None` is a planned task the evidence does not
+/// hold.
+pub fn status_word(status: Option<&TaskStatus>) -> String {
+    match status {
+        Some(TaskStatus::Drained { .. }) => "drained".to_owned(),
+        Some(other) => other.to_string(),
+        None => "not in the evidence".to_owned(),
+    }
+}
+
+pub fn verdict_line(verdict: &kleene::Verdict) -> String {
+    let failures: Vec<String> = verdict
+        .failures()
+        .map(|r| format!("{} ({})", r.validator_id, r.severity))
+        .collect();
+    if failures.is_empty() {
+        "clean".to_owned()
+    } else {
+        format!("failed: {}", failures.join(", "))
+    }
+}
+
+/// The part of an audit event worth a glance.
+pub fn detail(event: &AuditEvent) -> String {
+    match event {
+        AuditEvent::ClosureStarted { session, .. } => {
+            format!("session {}/{}", session.mode(), session.project())
+        }
+        AuditEvent::Governed { decision, .. } => match decision {
+            GovernanceDecision::Approve => "approved, token minted".to_owned(),
+            GovernanceDecision::Deny { reason } => format!("denied: {reason}"),
+        },
+        AuditEvent::PreValidated { verdict, .. } | AuditEvent::PostValidated { verdict, .. } => {
+            verdict_line(verdict)
+        }
+        AuditEvent::Executed { output, .. } => format!("output {output}"),
+        AuditEvent::SubtaskSpawned {
+            parent_ref,
+            depth,
+            triggering_validators,
+            ..
+        } => format!(
+            "depth {depth}, parent {parent_ref}, triggered by {}",
+            triggering_validators
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        AuditEvent::RecoveryResolved {
+            depth,
+            fix_attempts,
+            ..
+        } => format!("depth {depth}, {fix_attempts} fix attempt(s)"),
+        AuditEvent::RecoveryExhausted { depth, bound, .. } => {
+            format!("depth {depth}, bound {bound:?}")
+        }
+        AuditEvent::RecoveryStalled { depth, .. } => format!("depth {depth}, verdict repeated"),
+        AuditEvent::Halted { reason, .. } => reason.halt_type().to_owned(),
+        AuditEvent::Failed { failure, .. } => match failure {
+            ClosureFailure::Agent { phase, message } => {
+                format!("{} failed: {message}", phase.as_str())
+            }
+            other => format!("{other:?}"),
+        },
+        _ => String::new(),
     }
 }
 

@@ -1,5 +1,5 @@
-//! The batch worker of the CLI: each task call is one closure over the task's commands, run
-//! in the call's own staged workspace.
+//! The shell agent of the CLI: each task call is one closure (run by the library's
+//! `ClosureWorker`) over the task's commands, in the call's own staged workspace.
 //!
 //! A call's stage holds the accepted outputs of the task's transitive prerequisites and
 //! nothing else; `run`, the checks and every `fix` of the call's closure run there, so the
@@ -10,43 +10,32 @@
 //!
 //! `run` is the closure's execution, `checks` its post-validation (a failed check keeps the
 //! bounded output tail as its justification), and `fix` the execution of every fix subtask,
-//! fed the rendered recovery spec on stdin and in `KLEENE_RECOVERY_SPEC_FILE`. A closure that
-//! halts still proposes the files it left; the [`HaltContract`] then refuses them with the
-//! halt as the exact rejection, which is how a halt becomes the task's rejection in the batch
-//! evidence. A command that cannot run (missing, not executable, timed out) is an
-//! infrastructure failure, and an interrupt cancels the call: neither is ever handed to a
-//! fixer.
+//! fed the rendered recovery spec on stdin and in `KLEENE_RECOVERY_SPEC_FILE`. A command that
+//! cannot run (missing, not executable, timed out) is an infrastructure failure, and an
+//! interrupt cancels the call: neither is ever handed to a fixer.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 
-use kleene::batch::{
-    Candidate, InfrastructureFailure, Rejection, Worker, WorkerCall, WorkerFailure,
-};
+use kleene::batch::{BatchAgent, Candidate, Proposal, Rejection, WorkerCall, WorkerFailure};
+use kleene::stage::{ObjectStore, ScratchRule, Stage, StageChanges, StageInput};
 use kleene::{
-    AdmittedPath, Agent, AuditEntry, AuditEvent, AuditSink, ClosureFailure, ClosureOutcome,
-    ClosureRecord, ExecutionOutput, ExhaustedBound, FixBudget, GovernanceDecision, HaltReason,
-    PlannedTask, RecoveryPolicy, Session, Severity, Spec, TailLimits, Task, TaskId,
-    ValidationToken, ValidatorId, ValidatorResult, Verdict, run_to_closure_with,
+    AdmittedPath, Agent, AgentError, AgentErrorKind, AuditEntry, AuditEvent, ClosureRecord, Digest,
+    ExecutionOutput, GovernanceDecision, PathGlob, PlannedTask, Session, Severity, Spec,
+    TailLimits, Task, TaskId, ValidationToken, ValidatorId, ValidatorResult, Verdict,
 };
 
 use crate::planfile::TaskCommands;
 use crate::report::{Event, Reporter};
-use kleene::Digest;
-use kleene::PathGlob;
-use kleene::stage::{ObjectStore, ScratchRule, Stage, StageChanges, StageInput};
-
-use crate::runner::{self, GroupRecords, Interrupt, Invocation, RunError};
 use crate::state::{StateDir, StateError, write_replace};
+use kleene::process::{self, Finished, GroupRecords, Interrupt, Invocation, RunError};
 
 /// What every call of a run shares.
 #[derive(Debug)]
 pub struct Context {
-    /// The workspace (absolute).
-    pub workspace: PathBuf,
     /// The plan file's directory (absolute), exported as `KLEENE_PLAN_DIR`.
     pub plan_dir: PathBuf,
     /// The commands per task.
@@ -55,14 +44,6 @@ pub struct Context {
     pub scratch: Vec<PathGlob>,
     /// Timeout of each command for tasks that set none.
     pub default_timeout: Duration,
-    /// The recovery policy for tasks with a `fix` command.
-    pub policy: RecoveryPolicy,
-    /// The same policy with depth 0, for tasks without one (their failures are never fixed).
-    pub no_fix_policy: RecoveryPolicy,
-    /// The run-wide fix budget, shared by every closure.
-    pub budget: FixBudget,
-    /// The session every closure runs in.
-    pub session: Session,
     /// Where closure records and specs go.
     pub state: StateDir,
     /// Set by SIGINT/SIGTERM.
@@ -112,56 +93,11 @@ impl ScratchRule for Scratch {
     }
 }
 
-/// What the worker, the output contract and the command share during one batch.
+/// The agent: runs a call's commands in its stage and proposes what the stage holds after.
 #[derive(Debug)]
-pub struct Shared {
-    /// Where events go.
-    pub reporter: Reporter,
-    /// The halt of each task's latest call, when its closure halted.
-    pub halts: BTreeMap<TaskId, String>,
-    /// Fix subtasks each task's latest call took.
-    pub fixes: BTreeMap<TaskId, u32>,
-    /// Tasks whose latest call's outcome was already shown.
-    pub reported: BTreeSet<TaskId>,
-    /// What each task's latest call left in its stage that refuses the call (deleted
-    /// inputs, symlinks, special files, unnameable names), as one message.
-    pub stage_refusals: BTreeMap<TaskId, String>,
-}
-
-impl Shared {
-    /// Sharing state around `reporter`.
-    pub fn new(reporter: Reporter) -> Rc<RefCell<Self>> {
-        Rc::new(RefCell::new(Self {
-            reporter,
-            halts: BTreeMap::new(),
-            fixes: BTreeMap::new(),
-            reported: BTreeSet::new(),
-            stage_refusals: BTreeMap::new(),
-        }))
-    }
-
-    /// Shows `event`.
-    pub fn emit(&mut self, event: &Event) {
-        match event {
-            Event::TaskStarted { task, .. } => {
-                self.reported.retain(|id| id.as_str() != task);
-            }
-            Event::TaskAccepted { task, .. } | Event::TaskFailed { task, .. } => {
-                if let Ok(id) = TaskId::new(task.clone()) {
-                    self.reported.insert(id);
-                }
-            }
-            _ => {}
-        }
-        self.reporter.emit(event);
-    }
-}
-
-/// The worker.
-#[derive(Debug)]
-pub struct ShellWorker<'a> {
+pub struct ShellAgent<'a> {
     ctx: &'a Context,
-    shared: Rc<RefCell<Shared>>,
+    rep: Rc<RefCell<Reporter>>,
     store: ObjectStore,
     /// The blake3 of each file of each accepted output, by the output's digest: an input is
     /// hashed once per run, however many calls stage it.
@@ -169,6 +105,53 @@ pub struct ShellWorker<'a> {
     /// The last call's stage, turned into the next call's by [`Stage::reuse`]: in a chain,
     /// a call then pays for the files that changed, not for linking every input again.
     spare: Option<Stage>,
+    /// The call under way.
+    current: Option<CallState>,
+}
+
+/// What one call needs while its closure runs.
+#[derive(Debug)]
+struct CallState {
+    task: TaskId,
+    call: u32,
+    stage: Stage,
+    /// The exact rejection and refused candidate of a corrective call, as the fixer's input.
+    correction: Option<String>,
+    /// A non-zero exit of `run`/`fix`, judged with the checks.
+    exec_failure: Option<ValidatorResult>,
+    /// kleene's own I/O failure (a spec file it could not write) that stopped the closure.
+    own_io: Option<String>,
+}
+
+/// Why a command of the closure stopped it, classified for the batch.
+#[derive(Debug, thiserror::Error)]
+pub enum Stopped {
+    /// The command could not run to an exit status (missing, timed out, interrupted).
+    #[error("the {role} command did not finish")]
+    Run {
+        /// `run`, `fix` or `check <id>`.
+        role: String,
+        /// What the runner reported (boxed: it carries the command's output tail).
+        #[source]
+        source: Box<RunError>,
+    },
+    /// The run was interrupted between commands.
+    #[error("interrupted")]
+    Interrupted,
+    /// Anything else (a task with no fix command for its fix, kleene's own I/O).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl AgentError for Stopped {
+    fn kind(&self) -> AgentErrorKind {
+        match self {
+            Self::Run { source, .. } if source.is_interrupted() => AgentErrorKind::Cancelled,
+            Self::Run { .. } => AgentErrorKind::Infrastructure,
+            Self::Interrupted => AgentErrorKind::Cancelled,
+            Self::Other(_) => AgentErrorKind::Other,
+        }
+    }
 }
 
 /// kleene's own storage failed during a call: the call is withdrawn, never counted.
@@ -178,13 +161,13 @@ fn unavailable(what: &str, err: impl std::fmt::Display) -> WorkerFailure {
     }
 }
 
-impl<'a> ShellWorker<'a> {
-    /// A worker over `ctx`.
+impl<'a> ShellAgent<'a> {
+    /// An agent over `ctx`, reporting to `rep`.
     ///
     /// # Errors
     ///
     /// When the object store in the state directory cannot be opened.
-    pub fn new(ctx: &'a Context, shared: Rc<RefCell<Shared>>) -> Result<Self, StateError> {
+    pub fn new(ctx: &'a Context, rep: Rc<RefCell<Reporter>>) -> Result<Self, StateError> {
         let objects = ctx.state.objects_dir();
         let store = ObjectStore::open(&objects).map_err(|e| StateError::Corrupt {
             path: objects,
@@ -192,15 +175,29 @@ impl<'a> ShellWorker<'a> {
         })?;
         Ok(Self {
             ctx,
-            shared,
+            rep,
             store,
             file_digests: BTreeMap::new(),
             spare: None,
+            current: None,
         })
     }
 
     fn emit(&self, event: Event) {
-        self.shared.borrow_mut().emit(&event);
+        self.rep.borrow_mut().emit(&event);
+    }
+
+    fn commands(&self) -> Option<&'a TaskCommands> {
+        let ctx = self.ctx;
+        self.current
+            .as_ref()
+            .and_then(|c| ctx.commands.get(&c.task))
+    }
+
+    fn state(&mut self) -> Result<&mut CallState, Stopped> {
+        self.current
+            .as_mut()
+            .ok_or_else(|| Stopped::Other("no call is under way".to_owned()))
     }
 
     /// The call's stage, holding its task's transitive prerequisites' accepted outputs.
@@ -256,17 +253,20 @@ impl<'a> ShellWorker<'a> {
     }
 }
 
-impl Drop for ShellWorker<'_> {
+impl Drop for ShellAgent<'_> {
     fn drop(&mut self) {
         // The last stage holds nothing that is not in the journal and the workspace.
-        if let Some(stage) = self.spare.take() {
+        for stage in [self.spare.take(), self.current.take().map(|c| c.stage)]
+            .into_iter()
+            .flatten()
+        {
             let _ = stage.discard();
         }
     }
 }
 
-impl Worker for ShellWorker<'_> {
-    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Candidate, WorkerFailure> {
+impl BatchAgent for ShellAgent<'_> {
+    fn begin_call(&mut self, call: &WorkerCall<'_>) -> Result<(), WorkerFailure> {
         let task = call.task();
         if self.ctx.interrupt.is_set() {
             return Err(WorkerFailure::Cancelled);
@@ -276,7 +276,59 @@ impl Worker for ShellWorker<'_> {
             call: call.attempt(),
         });
         let stage = self.stage(call)?;
-        let outcome = self.run_in(&stage, call);
+        self.current = Some(CallState {
+            task: task.id.clone(),
+            call: call.attempt(),
+            stage,
+            correction: call
+                .correction()
+                .map(|c| correction_text(task, c.rejection(), c.candidate())),
+            exec_failure: None,
+            own_io: None,
+        });
+        Ok(())
+    }
+
+    fn fixes(&self, task: &PlannedTask) -> bool {
+        self.ctx
+            .commands
+            .get(&task.id)
+            .is_some_and(|c| c.fix.is_some())
+    }
+
+    fn audited(&mut self, call: &WorkerCall<'_>, entry: &AuditEntry) {
+        if let AuditEvent::SubtaskSpawned {
+            task_ref,
+            depth,
+            triggering_validators,
+            ..
+        } = entry.event()
+        {
+            self.emit(Event::FixSpawned {
+                task: call.task().id.to_string(),
+                fix: task_ref.to_string(),
+                depth: *depth,
+                triggering: triggering_validators
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+            });
+        }
+    }
+
+    fn finish_call(
+        &mut self,
+        call: &WorkerCall<'_>,
+        record: &ClosureRecord,
+    ) -> Result<Proposal, WorkerFailure> {
+        let task = call.task();
+        let Some(state) = self.current.take() else {
+            return Err(unavailable("finish the call", "it never started"));
+        };
+        let stage = state.stage;
+        let full = (!record.outcome().is_resolved())
+            .then(|| nearly_full(stage.root()))
+            .flatten();
         // The stage is walked whatever the outcome: an input damaged in place must be dropped
         // from the store before any later stage links it.
         let changes = stage.changes(&self.ctx.scratch_for(&task.id));
@@ -289,260 +341,63 @@ impl Worker for ShellWorker<'_> {
             // Kept for the next call, which turns it into its own stage.
             self.spare = Some(stage);
         } else if let Err(err) = stage.discard() {
-            self.shared
+            self.rep
                 .borrow_mut()
-                .reporter
                 .say(&format!("warning: failed to remove a stage: {err}"));
         }
-        outcome?;
-        let changes = changes.map_err(|e| unavailable("read the call's stage", e))?;
-        Ok(self.candidate(task, changes))
-    }
-}
-
-impl ShellWorker<'_> {
-    /// Runs the call's closure in `stage`.
-    fn run_in(&mut self, stage: &Stage, call: &WorkerCall<'_>) -> Result<(), WorkerFailure> {
-        let task = call.task();
-        let Some(commands) = self.ctx.commands.get(&task.id) else {
-            // A lane the plan only declares (for example a synthesised module lane) runs
-            // nothing; its candidate is empty.
-            self.shared.borrow_mut().halts.remove(&task.id);
-            return Ok(());
-        };
-        let correction = call
-            .correction()
-            .map(|c| correction_text(task, c.rejection(), c.candidate()));
-        let mut agent = ShellAgent {
-            ctx: self.ctx,
-            task,
-            commands,
-            stage: stage.root(),
-            call: call.attempt(),
-            correction,
-            shared: Rc::clone(&self.shared),
-            exec_failure: None,
-            infrastructure: None,
-            own_io: None,
-        };
-        let policy = if commands.fix.is_some() {
-            &self.ctx.policy
-        } else {
-            &self.ctx.no_fix_policy
-        };
-        let root = Task::new(task.id.clone(), task.spec.clone());
-        let mut sink = EventSink {
-            shared: Rc::clone(&self.shared),
-            task: &task.id,
-        };
-        let record = run_to_closure_with(
-            root,
-            self.ctx.session.clone(),
-            &mut agent,
-            policy,
-            &self.ctx.budget,
-            &mut sink,
-        );
-        if let Some(err) = agent.own_io.take() {
+        if let Some(err) = state.own_io {
             // The closure stopped before the fix it spawned could run: the call is withdrawn,
             // and so is its record (a resume makes the call again).
-            self.emit(Event::TaskFailed {
-                task: task.id.to_string(),
-                reason: format!("kleene could not write its own files: {err}"),
+            return Err(WorkerFailure::Unavailable {
+                detail: format!("kleene could not write its own files: {err}"),
             });
-            return Err(WorkerFailure::Unavailable { detail: err });
         }
-        self.save(task, call.attempt(), &record);
-        match agent.infrastructure.take() {
-            Some(err) if err.is_interrupted() => return Err(WorkerFailure::Cancelled),
-            Some(err) => {
-                let failure = infrastructure(&err);
-                self.emit(Event::TaskFailed {
-                    task: task.id.to_string(),
-                    reason: format!("infrastructure: {err}"),
-                });
-                return Err(failure.into());
-            }
-            None => {}
-        }
-        let halt = halt_text(&record);
-        // A call that failed while the disk holding its stage was full most likely failed
-        // because of it: the host failed, not the task, so the call is withdrawn.
-        if halt.is_some()
-            && let Some(free) = nearly_full(stage.root())
+        // The record is evidence for people (`kleene audit`), bound by the journal's digest;
+        // failing to write it must not change the batch's outcome, but it is reported.
+        if let Err(err) = self
+            .ctx
+            .state
+            .append_closure(&task.id, call.attempt(), record)
         {
-            let detail = format!(
-                "the file system holding {} has only {free} bytes free; free some space",
-                stage.root().display()
-            );
-            self.emit(Event::TaskFailed {
-                task: task.id.to_string(),
-                reason: detail.clone(),
-            });
-            return Err(WorkerFailure::Unavailable { detail });
-        }
-        let mut shared = self.shared.borrow_mut();
-        shared.fixes.insert(task.id.clone(), record.fix_attempts());
-        match halt {
-            Some(reason) => {
-                shared.halts.insert(task.id.clone(), reason);
-            }
-            None => {
-                shared.halts.remove(&task.id);
-            }
-        }
-        Ok(())
-    }
-
-    /// Exactly what the call created or changed in its stage. What the stage refuses outright
-    /// (deleted inputs, links, special files, unnameable names) is kept for the contract,
-    /// which refuses the call with it; a write into another task's file reaches the batch's
-    /// ownership check, which refuses it.
-    fn candidate(&mut self, task: &PlannedTask, changes: StageChanges) -> Candidate {
-        let refusal = refusal_text(&changes);
-        let mut shared = self.shared.borrow_mut();
-        match refusal {
-            Some(text) => shared.stage_refusals.insert(task.id.clone(), text),
-            None => shared.stage_refusals.remove(&task.id),
-        };
-        drop(shared);
-        Candidate::new(changes.into_written())
-    }
-
-    fn save(&self, task: &PlannedTask, call: u32, record: &ClosureRecord) {
-        // The record is evidence for people (`kleene audit`); failing to write it must not
-        // change the batch's outcome, but it is reported.
-        if let Err(err) = self.ctx.state.append_closure(&task.id, call, record) {
-            self.shared
+            self.rep
                 .borrow_mut()
-                .reporter
                 .say(&format!("warning: failed to save closure record: {err}"));
         }
-    }
-}
-
-/// Refuses the candidate of a task whose closure halted, with the halt as the exact
-/// rejection, and the candidate of a resolved task that left an owned path unwritten.
-/// It runs after the built-in ownership check, so it is also where a task is seen accepted.
-#[derive(Debug)]
-pub struct HaltContract {
-    /// Shared with the worker.
-    pub shared: Rc<RefCell<Shared>>,
-}
-
-impl kleene::batch::OutputContract for HaltContract {
-    fn check(&self, task: &PlannedTask, candidate: &Candidate) -> Result<(), Rejection> {
-        let verdict = self.judge(task, candidate);
-        let event = match &verdict {
-            Ok(()) => Event::TaskAccepted {
-                task: task.id.to_string(),
-                fixes: self
-                    .shared
-                    .borrow()
-                    .fixes
-                    .get(&task.id)
-                    .copied()
-                    .unwrap_or(0),
-            },
-            Err(rejection) => Event::TaskFailed {
-                task: task.id.to_string(),
-                reason: first_line(&rejection.to_string()),
-            },
-        };
-        self.shared.borrow_mut().emit(&event);
-        verdict
-    }
-}
-
-impl HaltContract {
-    fn judge(&self, task: &PlannedTask, candidate: &Candidate) -> Result<(), Rejection> {
-        let shared = self.shared.borrow();
-        let halt = shared.halts.get(&task.id);
-        let refused = shared.stage_refusals.get(&task.id);
-        if halt.is_some() || refused.is_some() {
-            let text: Vec<&str> = [refused, halt]
-                .into_iter()
-                .flatten()
-                .map(String::as_str)
-                .collect();
-            return Err(Rejection::contract(&task.id, text.join("\n\n")));
+        // A call that failed while the disk holding its stage was full most likely failed
+        // because of it: the host failed, not the task, so the call is withdrawn.
+        if let Some(free) = full {
+            let root = self.ctx.state.stages_dir();
+            return Err(WorkerFailure::Unavailable {
+                detail: format!(
+                    "the file system holding {} has only {free} bytes free; free some space",
+                    root.display()
+                ),
+            });
         }
-        drop(shared);
+        let changes = changes.map_err(|e| unavailable("read the call's stage", e))?;
+        let refusal = refusal_text(&changes);
+        let candidate = Candidate::new(changes.into_written());
         let missing: Vec<&str> = task
             .unwritten_owned_paths(candidate.files())
             .into_iter()
             .map(AdmittedPath::as_str)
             .collect();
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(Rejection::contract(
-                &task.id,
-                format!("owned paths not written: {}", missing.join(", ")),
-            ))
-        }
+        let refusal = refusal.or_else(|| {
+            (record.outcome().is_resolved() && !missing.is_empty())
+                .then(|| format!("owned paths not written: {}", missing.join(", ")))
+        });
+        Ok(match refusal {
+            Some(text) => Proposal::refused(candidate, Rejection::contract(&task.id, text)),
+            None => Proposal::new(candidate),
+        })
     }
 }
-
-/// The closure's agent for one task call.
-struct ShellAgent<'a> {
-    ctx: &'a Context,
-    task: &'a PlannedTask,
-    commands: &'a TaskCommands,
-    /// The call's staged workspace, where every command runs.
-    stage: &'a Path,
-    call: u32,
-    correction: Option<String>,
-    shared: Rc<RefCell<Shared>>,
-    /// A non-zero exit of `run`/`fix`, judged with the checks.
-    exec_failure: Option<ValidatorResult>,
-    /// The infrastructure failure that stopped the closure, if any.
-    infrastructure: Option<RunError>,
-    /// kleene's own I/O failure (a spec file it could not write) that stopped the closure.
-    own_io: Option<String>,
-}
-
-/// Turns the closure's audit entries into live events as they are appended.
-struct EventSink<'a> {
-    shared: Rc<RefCell<Shared>>,
-    task: &'a TaskId,
-}
-
-impl AuditSink for EventSink<'_> {
-    fn record(&mut self, _index: usize, entry: &AuditEntry) {
-        if let AuditEvent::SubtaskSpawned {
-            task_ref,
-            depth,
-            triggering_validators,
-            ..
-        } = entry.event()
-        {
-            self.shared.borrow_mut().emit(&Event::FixSpawned {
-                task: self.task.to_string(),
-                fix: task_ref.to_string(),
-                depth: *depth,
-                triggering: triggering_validators
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect(),
-            });
-        }
-    }
-}
-
-/// The error the agent hands the closure: it only says that the call stopped; the
-/// [`RunError`] itself is kept on the agent for the worker to classify.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Stopped(String);
 
 impl ShellAgent<'_> {
-    fn emit(&self, event: Event) {
-        self.shared.borrow_mut().emit(&event);
-    }
-
     fn timeout(&self) -> Duration {
-        self.commands.timeout.unwrap_or(self.ctx.default_timeout)
+        self.commands()
+            .and_then(|c| c.timeout)
+            .unwrap_or(self.ctx.default_timeout)
     }
 
     fn run(
@@ -551,57 +406,62 @@ impl ShellAgent<'_> {
         role: &str,
         command: &str,
         stdin: Option<(&str, PathBuf)>,
-    ) -> Result<runner::Finished, Stopped> {
+    ) -> Result<Finished, Stopped> {
         self.emit(Event::CommandStarted {
             task: task.id().to_string(),
             role: role.to_owned(),
             command: command.to_owned(),
         });
+        let timeout = self.timeout();
+        let ctx = self.ctx;
+        let state = self.state()?;
+        let dir = state.stage.root().to_owned();
         let mut env = vec![
-            ("KLEENE_PLAN_DIR", self.ctx.plan_dir.display().to_string()),
-            ("KLEENE_WORKSPACE", self.stage.display().to_string()),
-            ("KLEENE_CACHE_DIR", self.ctx.cache_dir.display().to_string()),
-            ("KLEENE_TASK", self.task.id.to_string()),
+            ("KLEENE_PLAN_DIR", ctx.plan_dir.display().to_string()),
+            ("KLEENE_WORKSPACE", dir.display().to_string()),
+            ("KLEENE_CACHE_DIR", ctx.cache_dir.display().to_string()),
+            ("KLEENE_TASK", state.task.to_string()),
             ("KLEENE_SUBTASK", task.id().to_string()),
             ("KLEENE_DEPTH", task.depth().to_string()),
-            ("KLEENE_CALL", self.call.to_string()),
+            ("KLEENE_CALL", state.call.to_string()),
         ];
         if let Some((_, path)) = &stdin {
             env.push(("KLEENE_RECOVERY_SPEC_FILE", path.display().to_string()));
         }
         let inv = Invocation {
             command,
-            dir: self.stage,
-            timeout: self.timeout(),
+            dir: &dir,
+            timeout,
             stdin: stdin.as_ref().map(|(text, _)| text.as_bytes()),
             env,
             limits: TailLimits::default(),
             records: Some((
-                &self.ctx.records,
-                format!("task {} call {}", self.task.id, self.call),
+                &ctx.records,
+                format!("task {} call {}", state.task, state.call),
             )),
         };
-        runner::run(&inv, &self.ctx.interrupt).map_err(|err| {
-            let stopped = Stopped(format!("{role}: {err}"));
-            self.infrastructure = Some(err);
-            stopped
+        process::run(&inv, &ctx.interrupt).map_err(|source| Stopped::Run {
+            role: role.to_owned(),
+            source: Box::new(source),
         })
     }
 
     fn spec_file(&mut self, task: &Task, text: &str) -> Result<PathBuf, Stopped> {
-        let path = self
-            .ctx
+        let ctx = self.ctx;
+        let state = self.state()?;
+        let path = ctx
             .state
             .specs_dir()
-            .join(format!("{}.call{}.md", task.id(), self.call));
+            .join(format!("{}.call{}.md", task.id(), state.call));
         // A spec kleene cannot write (a full disk) is kleene's failure, not the task's: the
         // call is withdrawn and never counted.
         if let Err(e) = write_replace(&path, text.as_bytes()) {
-            self.own_io = Some(e.to_string());
-            return Err(Stopped(e.to_string()));
+            state.own_io = Some(e.to_string());
+            return Err(Stopped::Other(e.to_string()));
         }
         // Commands run in the stage: a relative --state must not leak into the variable.
-        std::path::absolute(&path).map_err(|e| Stopped(format!("resolve {}: {e}", path.display())))
+        std::path::absolute(&path)
+            .map_err(|e| Stopped::Other(format!("resolve {}: {e}", path.display())))
     }
 }
 
@@ -616,10 +476,7 @@ impl Agent for ShellAgent<'_> {
     ) -> Result<GovernanceDecision, Stopped> {
         // The plan file is the approved plan: every task and fix subtask in it may proceed.
         if self.ctx.interrupt.is_set() {
-            self.infrastructure = Some(RunError::Interrupted {
-                command: String::new(),
-            });
-            return Err(Stopped("interrupted".to_owned()));
+            return Err(Stopped::Interrupted);
         }
         Ok(GovernanceDecision::Approve)
     }
@@ -633,31 +490,30 @@ impl Agent for ShellAgent<'_> {
         task: &Task,
         _token: &ValidationToken,
     ) -> Result<ExecutionOutput, Stopped> {
-        self.exec_failure = None;
+        let state = self.state()?;
+        state.exec_failure = None;
+        let correction = state.correction.clone();
+        let root = state.task.clone();
+        let Some(commands) = self.commands() else {
+            // A lane the plan only declares (for example a synthesised module lane) runs
+            // nothing; its candidate is empty.
+            return Ok(ExecutionOutput::new("nothing to run"));
+        };
         let (role, command, spec) = if task.depth() > 0 {
-            (
-                "fix",
-                self.commands.fix.clone(),
-                Some(spec_text(task.spec())),
-            )
-        } else if let Some(correction) = &self.correction {
+            ("fix", commands.fix.clone(), Some(spec_text(task.spec())))
+        } else if let Some(correction) = correction {
             // A corrective call (a retry, or batch recovery): the fixer gets the exact
             // rejection; a task without one runs again with it on stdin.
-            match &self.commands.fix {
-                Some(fix) => ("fix", Some(fix.clone()), Some(correction.clone())),
-                None => (
-                    "run",
-                    Some(self.commands.run.clone()),
-                    Some(correction.clone()),
-                ),
+            match &commands.fix {
+                Some(fix) => ("fix", Some(fix.clone()), Some(correction)),
+                None => ("run", Some(commands.run.clone()), Some(correction)),
             }
         } else {
-            ("run", Some(self.commands.run.clone()), None)
+            ("run", Some(commands.run.clone()), None)
         };
         let Some(command) = command else {
-            return Err(Stopped(format!(
-                "task {} has no fix command for {}",
-                self.task.id,
+            return Err(Stopped::Other(format!(
+                "task {root} has no fix command for {}",
                 task.id()
             )));
         };
@@ -675,12 +531,12 @@ impl Agent for ShellAgent<'_> {
             stdin.as_ref().map(|(t, p)| (t.as_str(), p.clone())),
         )?;
         if !done.success() {
-            let validator = ValidatorId::new(role).map_err(|e| Stopped(e.to_string()))?;
-            self.exec_failure = Some(ValidatorResult::new(
+            let validator = ValidatorId::new(role).map_err(|e| Stopped::Other(e.to_string()))?;
+            self.state()?.exec_failure = Some(ValidatorResult::new(
                 validator,
                 Severity::Blocker,
                 true,
-                justification(&command, &done),
+                done.justification(&command),
             ));
         }
         Ok(ExecutionOutput::new(format!(
@@ -695,8 +551,10 @@ impl Agent for ShellAgent<'_> {
         task: &Task,
         _output: &ExecutionOutput,
     ) -> Result<Verdict, Stopped> {
-        let mut results: Vec<ValidatorResult> = self.exec_failure.take().into_iter().collect();
-        for check in &self.commands.checks {
+        let mut results: Vec<ValidatorResult> =
+            self.state()?.exec_failure.take().into_iter().collect();
+        let checks = self.commands().map_or(&[][..], |c| &c.checks[..]);
+        for check in checks {
             let done = self.run(task, &format!("check {}", check.id), &check.command, None)?;
             if done.success() {
                 results.push(ValidatorResult::pass(check.id.clone()));
@@ -711,33 +569,12 @@ impl Agent for ShellAgent<'_> {
                     check.id.clone(),
                     check.severity,
                     check.overridable,
-                    justification(&check.command, &done),
+                    done.justification(&check.command),
                 ));
             }
         }
         Ok(Verdict::new(results))
     }
-}
-
-/// A failed command's justification: the command, how it ended, and its output tail,
-/// verbatim (R21 §3: the fixer sees the real failing output).
-fn justification(command: &str, done: &runner::Finished) -> String {
-    let mut text = format!("`{command}` failed with {}\n", done.status_text());
-    if !done.tail.stdout().is_empty() {
-        text.push_str("--- stdout (tail) ---\n");
-        text.push_str(done.tail.stdout());
-        if !text.ends_with('\n') {
-            text.push('\n');
-        }
-    }
-    if !done.tail.stderr().is_empty() {
-        text.push_str("--- stderr (tail) ---\n");
-        text.push_str(done.tail.stderr());
-        if !text.ends_with('\n') {
-            text.push('\n');
-        }
-    }
-    text
 }
 
 /// The text a fixer receives: the rendered spec's intent and its acceptance criteria.
@@ -769,91 +606,6 @@ fn correction_text(task: &PlannedTask, rejection: &Rejection, candidate: &Candid
         text.push('\n');
     }
     text
-}
-
-fn infrastructure(err: &RunError) -> InfrastructureFailure {
-    match err {
-        RunError::TimedOut { timeout, .. } => InfrastructureFailure::Timeout {
-            after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        },
-        RunError::Spawn { .. } | RunError::NotFound { .. } | RunError::NotExecutable { .. } => {
-            InfrastructureFailure::ProcessMissing {
-                detail: err.to_string(),
-            }
-        }
-        _ => InfrastructureFailure::Transport {
-            detail: err.to_string(),
-        },
-    }
-}
-
-/// The halt of a closure as the rejection text: the reason and the failures that caused it
-/// (with their tails), or `None` when it resolved.
-pub fn halt_text(record: &ClosureRecord) -> Option<String> {
-    match record.outcome() {
-        ClosureOutcome::Resolved { .. } => None,
-        ClosureOutcome::Halted {
-            task_ref, reason, ..
-        } => {
-            let mut text = format!("closure halted at {task_ref}: {}", describe(reason));
-            if let Some(verdict) = verdict_of(reason) {
-                for r in verdict.failures() {
-                    text.push_str(&format!(
-                        "\n\n{} ({}{}):\n{}",
-                        r.validator_id,
-                        r.severity,
-                        if r.overridable {
-                            ""
-                        } else {
-                            ", not overridable"
-                        },
-                        r.justification
-                    ));
-                }
-            }
-            Some(text)
-        }
-        ClosureOutcome::Failed {
-            task_ref, failure, ..
-        } => Some(match failure {
-            ClosureFailure::Agent { phase, message } => {
-                format!(
-                    "closure stopped at {task_ref}: {} failed: {message}",
-                    phase.as_str()
-                )
-            }
-            other => format!("closure stopped at {task_ref}: {other:?}"),
-        }),
-        other => Some(format!("closure ended without resolving: {other:?}")),
-    }
-}
-
-fn verdict_of(reason: &HaltReason) -> Option<&Verdict> {
-    match reason {
-        HaltReason::PreExecuteRejected { verdict }
-        | HaltReason::NonOverridableBlocker { verdict }
-        | HaltReason::WarningWithheld { verdict }
-        | HaltReason::RecoveryExhausted { verdict, .. }
-        | HaltReason::RecoveryStalled { verdict } => Some(verdict),
-        _ => None,
-    }
-}
-
-/// One line for a halt reason.
-pub fn describe(reason: &HaltReason) -> String {
-    match reason {
-        HaltReason::RecoveryExhausted { bound, .. } => match bound {
-            ExhaustedBound::Depth { max } => format!("recovery_exhausted (depth {max} reached)"),
-            ExhaustedBound::FixBudget { max } => {
-                format!("recovery_exhausted (the run's {max} fix attempt(s) are used)")
-            }
-        },
-        other => other.halt_type().to_owned(),
-    }
-}
-
-fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or_default().to_owned()
 }
 
 /// The bytes free on the file system holding `dir`, when fewer than a full-disk margin

@@ -1,0 +1,79 @@
+//! A three-task plan through `ClosureWorker`: each task writes one module of a tiny crate and
+//! its check is a real `cargo test --offline`; `two` is wrong at first and its fix passes.
+//! The build is then accepted and exported. Run with `cargo run --example closure_plan`.
+use kleene::batch::{AgentFailure, Batch, BatchAgent, Candidate, ClosureWorker, MemoryJournal};
+use kleene::batch::{Proposal, WorkerCall as Call, WorkerFailure as Failed};
+use kleene::{Agent, ExecutionOutput as Output, GovernanceDecision as Decision, Session, Task};
+use kleene::{ClosureRecord, ValidationToken as Token, ValidatorResult, Verdict};
+use std::{fs, io, path::PathBuf, process::Command};
+const PLAN: &str = r#"{"tasks": [
+  {"id": "one", "kind": {"lane": "config"}, "owner": "Cargo", "spec": {"intent": "v is 1"}, "owned_paths": ["src/one.rs"]},
+  {"id": "two", "kind": {"lane": "config"}, "owner": "Cargo", "spec": {"intent": "v is 2"}, "owned_paths": ["src/two.rs"], "depends_on": ["one"]},
+  {"id": "three", "kind": {"lane": "config"}, "owner": "Cargo", "spec": {"intent": "v is 3"}, "owned_paths": ["src/three.rs"], "depends_on": ["two"]}]}"#;
+const MODS: [&str; 3] = ["one", "two", "three"];
+const TEST: [&str; 3] = ["test", "--offline", "-q"];
+/// Writes the call's module into a crate holding the call's inputs, then tests the crate.
+struct Cargo(PathBuf, usize);
+impl Agent for Cargo {
+    type Error = io::Error;
+    fn govern(&mut self, _: &Task, _: &Session, _: u32) -> io::Result<Decision> {
+        Ok(Decision::Approve)
+    }
+    fn pre_validate(&mut self, _: &Task, _: u32) -> io::Result<Verdict> {
+        Ok(Verdict::clean())
+    }
+    fn execute(&mut self, task: &Task, _: &Token) -> io::Result<Output> {
+        // Module `n` returns `n`; `two` first returns 3 (its test fails), its fix (depth 1) 2.
+        let (want, wrong) = (self.1 + 1, usize::from(self.1 == 1 && task.depth() == 0));
+        let test = format!("#[test] fn t() {{ assert_eq!(v(), {want}) }}");
+        let code = format!("pub fn v() -> usize {{ {} }}\n{test}", want + wrong);
+        fs::write(self.0.join(format!("src/{}.rs", MODS[self.1])), &code)?;
+        Ok(Output::new(code))
+    }
+    fn post_validate(&mut self, _: &Task, _: &Output) -> io::Result<Verdict> {
+        let mut cargo = Command::new("cargo");
+        let out = cargo.args(TEST).current_dir(&self.0).output()?;
+        let tail = String::from_utf8_lossy(&out.stdout).into_owned();
+        let id = kleene::ValidatorId::new("cargo-test").map_err(io::Error::other)?;
+        let result = ValidatorResult::new(id, kleene::Severity::Blocker, true, tail);
+        Ok(Verdict::new((!out.status.success()).then_some(result)))
+    }
+}
+impl BatchAgent for Cargo {
+    fn begin_call(&mut self, call: &Call<'_>) -> Result<(), Failed> {
+        let id = call.task().id.as_str();
+        self.1 = MODS.iter().position(|m| *m == id).unwrap_or(0);
+        let lib = format!("pub mod {};", MODS[..=self.1].join(";\npub mod "));
+        let mut written = fs::write(self.0.join("src/lib.rs"), lib);
+        for (path, bytes) in call.inputs().into_iter().flat_map(|(_, o)| o.files()) {
+            written = written.and_then(|()| fs::write(self.0.join(path.as_str()), bytes));
+        }
+        written.map_err(|e| Failed::Agent(AgentFailure::new(e)))
+    }
+    fn finish_call(&mut self, call: &Call<'_>, _: &ClosureRecord) -> Result<Proposal, Failed> {
+        let owned = call.task().owned_paths.iter();
+        let files =
+            owned.filter_map(|p| Some((p.clone(), fs::read(self.0.join(p.as_str())).ok()?)));
+        Ok(Candidate::new(files.collect()).into())
+    }
+}
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let plan = kleene::AppBuildPlan::from_json(PLAN)?.validate()?;
+    let (dir, channel) = (tempfile::tempdir()?, kleene::ChannelId::new("tiny-1")?);
+    fs::create_dir_all(dir.path().join("src"))?;
+    let toml = "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\n[workspace]\n";
+    fs::write(dir.path().join("Cargo.toml"), toml)?;
+    let session = Session::new("build", "tiny")?;
+    let mut worker = ClosureWorker::new(Cargo(dir.path().into(), 0), session, Default::default());
+    let batch = Batch::new(&plan, channel.clone());
+    let run = batch.run(&mut worker, &(), &mut MemoryJournal::default())?;
+    let evidence = run.evidence;
+    let snapshot = kleene::Snapshot::from_evidence(&evidence)?;
+    let binding = kleene::BuildBinding::new(channel, plan.digest(), evidence.evidence_version());
+    let record = kleene::accept(&plan, &evidence, &snapshot, &binding)?;
+    let archive = kleene::export(&record, &snapshot)?;
+    kleene::verify_archive(archive.as_bytes(), record.digest())?;
+    let fixes = evidence.fix_attempts_used();
+    println!("accepted ({fixes} fix), exported: {}", record.digest());
+    Ok(())
+}

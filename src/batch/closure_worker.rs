@@ -1,0 +1,399 @@
+//! The batch worker whose every call is one closure of its task: the library's own pipeline
+//! from a plan task to a candidate, with one run-wide fix budget kept in the evidence.
+//!
+//! A [`ClosureWorker`] turns each [`WorkerCall`] into a closure of the call's task (its root
+//! is the planned task's id and spec) run by your [`BatchAgent`]. Every fix subtask the
+//! closure spawns first draws one attempt from the run's budget, committed to the journal
+//! before the fix runs, so no sequence of crashes and resumes ever hands out more than the
+//! policy's `max_total_fix_attempts`: the budget of each call is restored from the evidence,
+//! never from anything the agent keeps. A closure that halts still proposes what the agent
+//! left, refused with the halt as its exact rejection (so batch recovery can hand it to a
+//! corrective call); the settled closure (fixes used, how it ended, its audit head and record
+//! digest) is journaled with the call's settlement. An agent error keeps its type: an
+//! infrastructure failure fails the task, a cancellation stops the batch.
+//!
+//! The example is on [`ClosureWorker`].
+
+use super::candidate::Rejection;
+use super::event::ClosureSettlement;
+use super::journal::JournalError;
+use super::worker::{AgentFailure, Proposal, Worker, WorkerCall, WorkerFailure};
+use crate::closure::{AgentError, AgentErrorKind};
+use crate::plan::PlannedTask;
+use crate::{
+    Agent, AuditEntry, Closure, ClosureFailure, ClosureOutcome, ClosureRecord, ExecutionOutput,
+    ExhaustedBound, FixBudget, GovernanceDecision, HaltReason, Next, RecoveryPolicy, Session, Task,
+    TaskId, ValidationToken, Verdict,
+};
+
+/// An [`Agent`] that a [`ClosureWorker`] can run batch calls with: besides answering the
+/// closure's phases, it prepares each call and says what the call proposes.
+pub trait BatchAgent: Agent {
+    /// Prepares for `call` before its closure starts (a workspace for it, the correction to
+    /// make). Defaults to nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`WorkerFailure`] when the call cannot be made (the closure does not start).
+    fn begin_call(&mut self, call: &WorkerCall<'_>) -> Result<(), WorkerFailure> {
+        let _ = call;
+        Ok(())
+    }
+
+    /// Whether a failure of `task` may be fixed by fix subtasks; when false its closure runs
+    /// with recovery depth 0. Defaults to true.
+    fn fixes(&self, task: &PlannedTask) -> bool {
+        let _ = task;
+        true
+    }
+
+    /// Sees every audit entry of the call's closure as it is appended (for live progress).
+    fn audited(&mut self, call: &WorkerCall<'_>, entry: &AuditEntry) {
+        let _ = (call, entry);
+    }
+
+    /// What `call` proposes once its closure ended with `record` (called whatever the
+    /// outcome, so the agent can clean up). Refuse the candidate yourself when the agent
+    /// knows why it must not be accepted; a halted closure's refusal is added to yours.
+    ///
+    /// # Errors
+    ///
+    /// [`WorkerFailure`] when the call's result cannot be read.
+    fn finish_call(
+        &mut self,
+        call: &WorkerCall<'_>,
+        record: &ClosureRecord,
+    ) -> Result<Proposal, WorkerFailure>;
+}
+
+/// A batch [`Worker`] whose every call is one closure of the call's task, run by a
+/// [`BatchAgent`] under one recovery policy and one run-wide fix budget.
+///
+/// Every fix subtask a call's closure spawns first draws one attempt from the run's budget,
+/// committed to the journal before the fix runs, and each call's budget is restored from the
+/// evidence, so no sequence of crashes and resumes runs more than the policy's
+/// `max_total_fix_attempts` fixes. A closure that halts proposes what the agent left, refused
+/// with the halt as its exact rejection; the settled closure (fixes used, how it ended, its
+/// audit head and record digest) is journaled with the call's settlement. An agent error
+/// keeps its type: an infrastructure failure fails the task, a cancellation stops the batch.
+///
+/// # Examples
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use kleene::batch::{Batch, BatchAgent, Candidate, ClosureWorker, MemoryJournal, Proposal,
+///                     WorkerCall, WorkerFailure};
+/// use kleene::{AdmittedPath, Agent, AppBuildPlan, ClosureRecord, ExecutionOutput,
+///              GovernanceDecision, Plan, RecoveryPolicy, Session, Severity, Task,
+///              ValidationToken, ValidatorId, ValidatorResult, Verdict, ChannelId};
+///
+/// /// Its first build fails the tests; the fix passes them.
+/// struct Flaky { files: BTreeMap<AdmittedPath, Vec<u8>> }
+/// impl Agent for Flaky {
+///     type Error = std::io::Error;
+///     fn govern(&mut self, _: &Task, _: &Session, _: u32) -> std::io::Result<GovernanceDecision> {
+///         Ok(GovernanceDecision::Approve)
+///     }
+///     fn pre_validate(&mut self, _: &Task, _: u32) -> std::io::Result<Verdict> { Ok(Verdict::clean()) }
+///     fn execute(&mut self, task: &Task, _: &ValidationToken) -> std::io::Result<ExecutionOutput> {
+///         let body = if task.depth() == 0 { "broken" } else { "fixed" };
+///         self.files.insert(AdmittedPath::admit("config/app.toml").unwrap(), body.into());
+///         Ok(ExecutionOutput::new(body))
+///     }
+///     fn post_validate(&mut self, task: &Task, _: &ExecutionOutput) -> std::io::Result<Verdict> {
+///         Ok(if task.depth() == 0 {
+///             Verdict::new([ValidatorResult::new(ValidatorId::new("tests").unwrap(),
+///                                                Severity::Blocker, true, "1 failed")])
+///         } else {
+///             Verdict::clean()
+///         })
+///     }
+/// }
+/// impl BatchAgent for Flaky {
+///     fn finish_call(&mut self, _: &WorkerCall<'_>, _: &ClosureRecord) -> Result<Proposal, WorkerFailure> {
+///         Ok(Candidate::new(std::mem::take(&mut self.files)).into())
+///     }
+/// }
+///
+/// let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
+///   {"id": "svc", "kind": {"lane": "config"}, "owner": "ServiceAgent",
+///    "spec": {"intent": "settings"}, "owned_paths": ["config/app.toml"]}]}"#)?)
+///     .normalize().consolidate()?.validate()?;
+/// let mut worker = ClosureWorker::new(Flaky { files: BTreeMap::new() },
+///                                     Session::new("build", "demo")?, RecoveryPolicy::default());
+/// let outcome = Batch::new(&plan, ChannelId::new("chan-1")?)
+///     .run(&mut worker, &(), &mut MemoryJournal::default())?;
+/// assert!(outcome.evidence.summary().is_complete());
+/// assert_eq!(outcome.evidence.fix_attempts_used(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct ClosureWorker<A> {
+    agent: A,
+    session: Session,
+    policy: RecoveryPolicy,
+    no_fix: RecoveryPolicy,
+}
+
+impl<A: BatchAgent> ClosureWorker<A> {
+    /// A worker running `agent`'s closures in `session` under `policy`; the policy's
+    /// `max_total_fix_attempts` bounds the fixes of the whole run.
+    pub fn new(agent: A, session: Session, policy: RecoveryPolicy) -> Self {
+        let no_fix = RecoveryPolicy::builder()
+            .max_recovery_depth(0)
+            .max_total_fix_attempts(policy.max_total_fix_attempts())
+            .max_inner_iterations(policy.max_inner_iterations().get())
+            .recover_on(policy.recover_on())
+            .normalizer(policy.normalizer().clone())
+            .build()
+            // Every field comes from a valid policy and depth 0 accepts any fix budget, so
+            // this cannot fail; were it to, no task would be fixed rather than every one.
+            .unwrap_or_else(|_| never_fix());
+        Self {
+            agent,
+            session,
+            policy,
+            no_fix,
+        }
+    }
+
+    /// The agent.
+    pub fn agent(&self) -> &A {
+        &self.agent
+    }
+
+    /// The agent, to change between runs.
+    pub fn agent_mut(&mut self) -> &mut A {
+        &mut self.agent
+    }
+
+    /// The agent back.
+    pub fn into_agent(self) -> A {
+        self.agent
+    }
+
+    /// The recovery policy.
+    pub fn policy(&self) -> &RecoveryPolicy {
+        &self.policy
+    }
+}
+
+impl<A: BatchAgent> Worker for ClosureWorker<A> {
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+        let task = call.task();
+        self.agent.begin_call(call)?;
+        let policy = if self.agent.fixes(task) {
+            &self.policy
+        } else {
+            &self.no_fix
+        };
+        let max = policy.max_total_fix_attempts();
+        // The run's budget is the evidence's: what earlier calls used, restored per call
+        // (`min` keeps `restore` from refusing; a spent budget then draws nothing).
+        let budget = FixBudget::restore(max, call.fix_attempts_used().min(max))
+            .unwrap_or_else(|_| FixBudget::new(0));
+        let root = Task::new(task.id.clone(), task.spec.clone());
+        let mut guarded = Guarded {
+            agent: &mut self.agent,
+            call,
+            drawn: None,
+        };
+        let mut closure =
+            Closure::start_with_budget(root, self.session.clone(), policy.clone(), &budget);
+        let mut forwarded = 0;
+        let mut error = None;
+        let record = loop {
+            let entries = closure.audit().entries();
+            for entry in entries.iter().skip(forwarded) {
+                guarded.agent.audited(call, entry);
+            }
+            forwarded = entries.len();
+            closure = match closure {
+                Closure::Done(record) => break *record,
+                due => {
+                    let (next, failed) = due.step_keeping_error(&mut guarded);
+                    if failed.is_some() {
+                        error = failed;
+                    }
+                    next
+                }
+            };
+        };
+        let finished = self.agent.finish_call(call, &record);
+        let mut agent_error = None;
+        match error {
+            Some(GuardError::Ledger(err)) => {
+                return Err(WorkerFailure::Unavailable {
+                    detail: format!("record a fix attempt in the journal: {err}"),
+                });
+            }
+            Some(GuardError::Agent(err)) => {
+                let failure = AgentFailure::new(err);
+                if failure.kind() != AgentErrorKind::Other {
+                    return Err(WorkerFailure::Agent(failure));
+                }
+                agent_error = Some(failure);
+            }
+            None => {}
+        }
+        let mut proposal = finished?;
+        if let Some(halt) = halt_text(&record) {
+            let text = match proposal.rejection.take() {
+                Some(Rejection::Contract { message, .. }) => format!("{message}\n\n{halt}"),
+                Some(other) => format!("{other}\n\n{halt}"),
+                None => halt,
+            };
+            proposal.rejection = Some(Rejection::contract(&task.id, text));
+        }
+        proposal.error = agent_error;
+        Ok(proposal.with_closure(ClosureSettlement::of(&record)))
+    }
+}
+
+/// A policy that never spawns a fix.
+fn never_fix() -> RecoveryPolicy {
+    RecoveryPolicy::builder()
+        .max_recovery_depth(0)
+        .max_total_fix_attempts(0)
+        .build()
+        .unwrap_or_default()
+}
+
+/// The agent, with every fix subtask's first phase preceded by its draw in the journal.
+struct Guarded<'w, 'c, A> {
+    agent: &'w mut A,
+    call: &'w WorkerCall<'c>,
+    /// The last fix drawn for, so each fix draws once however many iterations it runs.
+    drawn: Option<TaskId>,
+}
+
+/// The agent's own error, or the journal's refusal to record a fix attempt.
+#[derive(Debug, thiserror::Error)]
+enum GuardError<E: AgentError> {
+    #[error(transparent)]
+    Agent(E),
+    #[error("failed to journal the fix attempt")]
+    Ledger(#[source] JournalError),
+}
+
+impl<E: AgentError> AgentError for GuardError<E> {
+    fn kind(&self) -> AgentErrorKind {
+        match self {
+            Self::Agent(e) => e.kind(),
+            Self::Ledger(_) => AgentErrorKind::Infrastructure,
+        }
+    }
+}
+
+impl<A: Agent> Agent for Guarded<'_, '_, A> {
+    type Error = GuardError<A::Error>;
+
+    fn govern(
+        &mut self,
+        task: &Task,
+        session: &Session,
+        iteration: u32,
+    ) -> Result<GovernanceDecision, Self::Error> {
+        if task.depth() > 0 && self.drawn.as_ref() != Some(task.id()) {
+            self.call.draw_fix(task.id()).map_err(GuardError::Ledger)?;
+            self.drawn = Some(task.id().clone());
+        }
+        self.agent
+            .govern(task, session, iteration)
+            .map_err(GuardError::Agent)
+    }
+
+    fn pre_validate(&mut self, task: &Task, iteration: u32) -> Result<Verdict, Self::Error> {
+        self.agent
+            .pre_validate(task, iteration)
+            .map_err(GuardError::Agent)
+    }
+
+    fn execute(
+        &mut self,
+        task: &Task,
+        token: &ValidationToken,
+    ) -> Result<ExecutionOutput, Self::Error> {
+        self.agent.execute(task, token).map_err(GuardError::Agent)
+    }
+
+    fn post_validate(
+        &mut self,
+        task: &Task,
+        output: &ExecutionOutput,
+    ) -> Result<Verdict, Self::Error> {
+        self.agent
+            .post_validate(task, output)
+            .map_err(GuardError::Agent)
+    }
+
+    fn move_next(&mut self, task: &Task, iteration: u32) -> Result<Next, Self::Error> {
+        self.agent
+            .move_next(task, iteration)
+            .map_err(GuardError::Agent)
+    }
+}
+
+/// The halt of a closure as rejection text: the reason and the failures that caused it
+/// (with their justifications verbatim), or `None` when it resolved.
+pub(crate) fn halt_text(record: &ClosureRecord) -> Option<String> {
+    match record.outcome() {
+        ClosureOutcome::Resolved { .. } => None,
+        ClosureOutcome::Halted {
+            task_ref, reason, ..
+        } => {
+            let mut text = format!("closure halted at {task_ref}: {}", describe_halt(reason));
+            if let Some(verdict) = verdict_of(reason) {
+                for r in verdict.failures() {
+                    text.push_str(&format!(
+                        "\n\n{} ({}{}):\n{}",
+                        r.validator_id,
+                        r.severity,
+                        if r.overridable {
+                            ""
+                        } else {
+                            ", not overridable"
+                        },
+                        r.justification
+                    ));
+                }
+            }
+            Some(text)
+        }
+        ClosureOutcome::Failed {
+            task_ref, failure, ..
+        } => Some(match failure {
+            ClosureFailure::Agent { phase, message } => format!(
+                "closure stopped at {task_ref}: {} failed: {message}",
+                phase.as_str()
+            ),
+            ClosureFailure::FixId { depth, message } => format!(
+                "closure stopped at {task_ref}: the fix at depth {depth} cannot be named: {message}"
+            ),
+        }),
+    }
+}
+
+fn verdict_of(reason: &HaltReason) -> Option<&Verdict> {
+    match reason {
+        HaltReason::PreExecuteRejected { verdict }
+        | HaltReason::NonOverridableBlocker { verdict }
+        | HaltReason::WarningWithheld { verdict }
+        | HaltReason::RecoveryExhausted { verdict, .. }
+        | HaltReason::RecoveryStalled { verdict } => Some(verdict),
+        _ => None,
+    }
+}
+
+/// One line for a halt reason.
+fn describe_halt(reason: &HaltReason) -> String {
+    match reason {
+        HaltReason::RecoveryExhausted { bound, .. } => match bound {
+            ExhaustedBound::Depth { max } => format!("recovery_exhausted (depth {max} reached)"),
+            ExhaustedBound::FixBudget { max } => {
+                format!("recovery_exhausted (the run's {max} fix attempt(s) are used)")
+            }
+        },
+        other => other.halt_type().to_owned(),
+    }
+}

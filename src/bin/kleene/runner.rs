@@ -1,3 +1,0 @@
-//! The command runner the CLI's worker calls: the library's [`kleene::process`].
-
-pub use kleene::process::*;
