@@ -7,6 +7,7 @@ mod batch;
 // Plans through the library's ClosureWorker: the fix budget across crashes.
 mod batch_closure;
 mod batch_inputs;
+mod batch_machine;
 // End-to-end tests of the `kleene` binary.
 #[cfg(feature = "cli")]
 mod cli;

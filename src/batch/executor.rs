@@ -892,7 +892,8 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
     /// Folds an event made outside the machine's steps, then journals it.
     fn record(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
         self.machine.apply_external(event.clone())?;
-        self.commit(event)
+        self.commit(event)?;
+        self.checkpoint()
     }
 
     /// Journals an event the machine already folded: committed at once, or (group commit)
@@ -905,7 +906,8 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         } else {
             self.journal
                 .append(&self.batch.channel, std::slice::from_ref(&event))?;
-            self.journaled(1)
+            self.since_snapshot += 1;
+            Ok(())
         }
     }
 
@@ -923,13 +925,18 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
             return Ok(());
         }
         self.journal.append(&self.batch.channel, &self.buffer)?;
-        let n = self.buffer.len() as u64;
+        self.since_snapshot += self.buffer.len() as u64;
         self.buffer.clear();
-        self.journaled(n)
+        Ok(())
     }
 
-    fn journaled(&mut self, n: u64) -> Result<(), BatchError> {
-        self.since_snapshot += n;
+    /// Compacts when the tail is long enough. Only where the journal holds everything the
+    /// machine folded (the machine folds a step's events before they are journaled, and a
+    /// snapshot taken between would hold events the journal then appends again).
+    fn checkpoint(&mut self) -> Result<(), BatchError> {
+        if !self.buffer.is_empty() {
+            return Ok(());
+        }
         // A snapshot costs the whole inventory plus everything folded so far; waiting until
         // the tail is that long keeps the amortised cost per event constant.
         let snapshot_size = self.batch.plan.len() as u64 + self.snapshot_events;
@@ -944,6 +951,7 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
 
     fn finish(mut self) -> Result<(BatchEvidence, AgentFailures), BatchError> {
         self.flush()?;
+        self.checkpoint()?;
         let failures = self.machine.take_agent_failures();
         Ok((self.machine.into_evidence(), failures))
     }
@@ -960,7 +968,7 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
                 for event in events {
                     self.commit(event)?;
                 }
-                return Ok(());
+                return self.checkpoint();
             };
             // Drains are committed as they were made; the reservation (with anything
             // buffered) is durable before its call.
@@ -970,23 +978,24 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
                 self.commit(event)?;
             }
             self.commit_together(reserved.into_iter().collect())?;
+            self.checkpoint()?;
             let (result, drawn) = self.call(worker, &dispatch);
-            let drawn_count = drawn.len() as u64;
             for event in drawn {
                 (self.observer)(&event);
                 self.machine.apply_drawn(event)?;
+                self.since_snapshot += 1;
             }
-            if drawn_count > 0 {
-                self.journaled(drawn_count)?;
-            }
+            self.checkpoint()?;
             let Settled { events, stop } = self.machine.settle(&dispatch, result, contract)?;
             for event in events {
                 self.commit(event)?;
             }
             if let Some(stop) = stop {
                 self.flush()?;
+                self.checkpoint()?;
                 return Err(stop);
             }
+            self.checkpoint()?;
         }
     }
 
