@@ -281,6 +281,10 @@ impl<'p> Batch<'p> {
         &self.channel
     }
 
+    pub(crate) fn plan(&self) -> &'p ValidatedPlan {
+        self.plan
+    }
+
     fn policy(&self, agent: &AgentId) -> PendingTurnReplay {
         self.replay.get(agent).copied().unwrap_or_default()
     }
@@ -298,13 +302,13 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
     ) -> Result<BatchEvidence, BatchError> {
-        self.dispatch_observed(worker, contract, journal, Box::new(|_| {}))
+        self.dispatch_observed(&mut Sequential(worker), contract, journal, Box::new(|_| {}))
             .map(|(evidence, _)| evidence)
     }
 
     fn dispatch_observed(
         &self,
-        worker: &mut impl Worker,
+        driver: &mut impl Driver,
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
@@ -323,7 +327,7 @@ impl<'p> Batch<'p> {
         let evidence = BatchEvidence::start(started).map_err(|source| self.fold_error(source))?;
         let mut run = Run::new(self, journal, evidence, 1, 0);
         run.observer = observer;
-        run.drive(worker, contract)?;
+        driver.drive(&mut run, contract)?;
         run.finish()
     }
 
@@ -344,13 +348,13 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
     ) -> Result<BatchEvidence, BatchError> {
-        self.resume_observed(worker, contract, journal, Box::new(|_| {}))
+        self.resume_observed(&mut Sequential(worker), contract, journal, Box::new(|_| {}))
             .map(|(evidence, _)| evidence)
     }
 
     fn resume_observed(
         &self,
-        worker: &mut impl Worker,
+        driver: &mut impl Driver,
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
@@ -360,7 +364,7 @@ impl<'p> Batch<'p> {
         for event in self.interruptions(run.evidence())? {
             run.record(event)?;
         }
-        run.drive(worker, contract)?;
+        driver.drive(&mut run, contract)?;
         run.finish()
     }
 
@@ -381,14 +385,20 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
     ) -> Result<RecoveryOutcome, BatchError> {
-        self.recover_observed(request, worker, contract, journal, Box::new(|_| {}))
-            .map(|(outcome, _)| outcome)
+        self.recover_observed(
+            request,
+            &mut Sequential(worker),
+            contract,
+            journal,
+            Box::new(|_| {}),
+        )
+        .map(|(outcome, _)| outcome)
     }
 
     fn recover_observed(
         &self,
         request: &RecoveryRequest,
-        worker: &mut impl Worker,
+        driver: &mut impl Driver,
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
@@ -472,7 +482,7 @@ impl<'p> Batch<'p> {
             refused: refused.clone(),
         })?;
         if !granted.is_empty() {
-            run.drive(worker, contract)?;
+            driver.drive(&mut run, contract)?;
         }
         let (evidence, failures) = run.finish()?;
         Ok((
@@ -543,15 +553,25 @@ impl<'p> Batch<'p> {
         journal: &mut impl EvidenceJournal,
         observer: &mut dyn FnMut(&EvidenceEvent),
     ) -> Result<RunOutcome, BatchError> {
+        self.run_driven(&mut Sequential(worker), contract, journal, observer)
+    }
+
+    pub(crate) fn run_driven(
+        &self,
+        driver: &mut impl Driver,
+        contract: &impl OutputContract,
+        journal: &mut impl EvidenceJournal,
+        observer: &mut dyn FnMut(&EvidenceEvent),
+    ) -> Result<RunOutcome, BatchError> {
         journal.repair_torn_tail(&self.channel)?;
         // A run killed before its first record has nothing to resume: it starts.
         let resumed = journal
             .load(&self.channel)?
             .is_some_and(|load| load.snapshot.is_some() || !load.events.is_empty());
         let (evidence, mut agent_failures) = if resumed {
-            self.resume_observed(worker, contract, journal, Box::new(&mut *observer))?
+            self.resume_observed(driver, contract, journal, Box::new(&mut *observer))?
         } else {
-            self.dispatch_observed(worker, contract, journal, Box::new(&mut *observer))?
+            self.dispatch_observed(driver, contract, journal, Box::new(&mut *observer))?
         };
         let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
         if !evidence.recovery_enabled() || !evidence.recoveries().is_empty() || roots.is_empty() {
@@ -565,7 +585,7 @@ impl<'p> Batch<'p> {
         }
         let request = RecoveryRequest::for_roots(&evidence, roots);
         let (outcome, more) =
-            self.recover_observed(&request, worker, contract, journal, Box::new(observer))?;
+            self.recover_observed(&request, driver, contract, journal, Box::new(observer))?;
         agent_failures.extend(more);
         Ok(RunOutcome {
             evidence: outcome.evidence,
@@ -825,11 +845,35 @@ impl<'p> Batch<'p> {
     }
 }
 
+/// How a pass makes its calls: one at a time ([`Sequential`]) or several at once (the
+/// threaded driver).
+pub(crate) trait Driver {
+    /// Runs the pass's machine until it settles or stops.
+    fn drive<J: EvidenceJournal>(
+        &mut self,
+        run: &mut Run<'_, '_, J>,
+        contract: &impl OutputContract,
+    ) -> Result<(), BatchError>;
+}
+
+/// The sequential driver: one call at a time, in the plan's topological order.
+pub(crate) struct Sequential<'w, W>(pub(crate) &'w mut W);
+
+impl<W: Worker> Driver for Sequential<'_, W> {
+    fn drive<J: EvidenceJournal>(
+        &mut self,
+        run: &mut Run<'_, '_, J>,
+        contract: &impl OutputContract,
+    ) -> Result<(), BatchError> {
+        run.drive(&mut *self.0, contract)
+    }
+}
+
 /// One pass of the executor over the journal and the machine whose evidence it journals.
-struct Run<'b, 'p, J> {
-    batch: &'b Batch<'p>,
+pub(crate) struct Run<'b, 'p, J> {
+    pub(super) batch: &'b Batch<'p>,
     journal: &'b mut J,
-    machine: BatchMachine<'p>,
+    pub(super) machine: BatchMachine<'p>,
     buffer: Vec<EvidenceEvent>,
     since_snapshot: u64,
     snapshot_events: u64,
@@ -898,7 +942,7 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
 
     /// Journals an event the machine already folded: committed at once, or (group commit)
     /// with the next reservation.
-    fn commit(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+    pub(super) fn commit(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
         (self.observer)(&event);
         if self.batch.group_commit {
             self.buffer.push(event);
@@ -911,6 +955,13 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         }
     }
 
+    /// Buffers an event the machine already folded for the next [`flush`](Self::flush),
+    /// whatever the batch's group-commit choice (a driver that commits in groups).
+    pub(super) fn commit_buffered(&mut self, event: EvidenceEvent) {
+        (self.observer)(&event);
+        self.buffer.push(event);
+    }
+
     /// Journals events the machine already folded in one commit, with anything buffered.
     fn commit_together(&mut self, events: Vec<EvidenceEvent>) -> Result<(), BatchError> {
         for event in &events {
@@ -920,7 +971,7 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         self.flush()
     }
 
-    fn flush(&mut self) -> Result<(), BatchError> {
+    pub(super) fn flush(&mut self) -> Result<(), BatchError> {
         if self.buffer.is_empty() {
             return Ok(());
         }
@@ -933,7 +984,7 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
     /// Compacts when the tail is long enough. Only where the journal holds everything the
     /// machine folded (the machine folds a step's events before they are journaled, and a
     /// snapshot taken between would hold events the journal then appends again).
-    fn checkpoint(&mut self) -> Result<(), BatchError> {
+    pub(super) fn checkpoint(&mut self) -> Result<(), BatchError> {
         if !self.buffer.is_empty() {
             return Ok(());
         }

@@ -55,6 +55,7 @@ mod executor;
 pub(crate) mod journal;
 mod machine;
 mod recovery;
+mod threaded;
 mod worker;
 
 pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBackend};
