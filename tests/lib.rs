@@ -8,6 +8,7 @@ mod batch;
 mod batch_closure;
 mod batch_inputs;
 mod batch_machine;
+mod batch_simulation;
 mod batch_threaded;
 // End-to-end tests of the `kleene` binary.
 #[cfg(feature = "cli")]
