@@ -19,6 +19,7 @@ mod cli_closures;
 // Acceptance-record tampering and signatures through the CLI.
 #[cfg(feature = "cli")]
 mod cli_integrity;
+mod cli_jobs;
 // Staged workspaces, state-directory integrity and process containment, end to end.
 #[cfg(feature = "cli")]
 mod cli_staging;

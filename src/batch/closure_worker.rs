@@ -22,8 +22,8 @@ use crate::closure::{AgentError, AgentErrorKind};
 use crate::plan::PlannedTask;
 use crate::{
     Agent, AuditEntry, Closure, ClosureFailure, ClosureOutcome, ClosureRecord, ExecutionOutput,
-    ExhaustedBound, FixBudget, GovernanceDecision, HaltReason, Next, RecoveryPolicy, Session, Task,
-    TaskId, ValidationToken, Verdict,
+    ExhaustedBound, GovernanceDecision, HaltReason, Next, RecoveryPolicy, Session, Task, TaskId,
+    ValidationToken, Verdict,
 };
 
 /// An [`Agent`] that a [`ClosureWorker`] can run batch calls with: besides answering the
@@ -188,10 +188,9 @@ impl<A: BatchAgent> Worker for ClosureWorker<A> {
             &self.no_fix
         };
         let max = policy.max_total_fix_attempts();
-        // The run's budget is the evidence's: what earlier calls used, restored per call
-        // (`min` keeps `restore` from refusing; a spent budget then draws nothing).
-        let budget = FixBudget::restore(max, call.fix_attempts_used().min(max))
-            .unwrap_or_else(|_| FixBudget::new(0));
+        // The run's budget is the evidence's: what earlier calls used, restored per call, and
+        // shared by the calls a driver has in flight together.
+        let budget = call.fix_budget(max);
         let root = Task::new(task.id.clone(), task.spec.clone());
         let mut guarded = Guarded {
             agent: &mut self.agent,

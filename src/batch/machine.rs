@@ -10,35 +10,7 @@
 //! evidence: it is rebuilt from the journal's fold between any two steps, with
 //! [`Batch::machine`](super::Batch::machine).
 //!
-//! ```
-//! use std::collections::BTreeMap;
-//! use kleene::batch::{Batch, Candidate, Proposal};
-//! use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan};
-//!
-//! let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
-//!   {"id": "a", "kind": {"lane": "config"}, "owner": "A", "spec": {"intent": "a"},
-//!    "owned_paths": ["a.toml"]},
-//!   {"id": "b", "kind": {"lane": "config"}, "owner": "B", "spec": {"intent": "b"},
-//!    "owned_paths": ["b.toml"]}]}"#)?)
-//!     .normalize().consolidate()?.validate()?;
-//! let batch = Batch::new(&plan, ChannelId::new("chan-1")?);
-//! let (mut machine, started) = batch.machine(None)?;
-//! assert_eq!(started.len(), 1); // the batch's start, to append first
-//!
-//! let work = machine.reserve(8)?; // both tasks are ready: one commit, two calls
-//! assert_eq!(work.dispatches.len(), 2);
-//! // The calls may settle in any order.
-//! for dispatch in work.dispatches.iter().rev() {
-//!     let file = AdmittedPath::admit(&format!("{}.toml", dispatch.task()))?;
-//!     let proposal = Proposal::new(Candidate::new(BTreeMap::from([(file, b"x".to_vec())])));
-//!     let settled = machine.settle(dispatch, Ok(proposal), &())?;
-//!     assert!(settled.stop.is_none());
-//! }
-//! assert!(machine.reserve(8)?.dispatches.is_empty());
-//! assert!(machine.is_settled());
-//! assert!(machine.evidence().summary().is_complete());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! The example is on [`BatchMachine`].
 
 use std::collections::BTreeSet;
 
@@ -138,8 +110,43 @@ pub struct Settled {
     pub stop: Option<BatchError>,
 }
 
-/// The batch's progress and evidence as a state machine (see the [module
-/// documentation](self)).
+/// The batch's progress and evidence as a sans-IO state machine: asked for work, it drains
+/// what failures block and reserves every ready task up to a limit (the events to append
+/// in one commit, and an owned [`Dispatch`] per call); settlements arrive in any order. Its
+/// whole state is its evidence, so it is rebuilt from a journal's fold between any two
+/// steps ([`Batch::machine`](super::Batch::machine)).
+///
+/// # Examples
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use kleene::batch::{Batch, Candidate, Proposal};
+/// use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan};
+///
+/// let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
+///   {"id": "a", "kind": {"lane": "config"}, "owner": "A", "spec": {"intent": "a"},
+///    "owned_paths": ["a.toml"]},
+///   {"id": "b", "kind": {"lane": "config"}, "owner": "B", "spec": {"intent": "b"},
+///    "owned_paths": ["b.toml"]}]}"#)?)
+///     .normalize().consolidate()?.validate()?;
+/// let batch = Batch::new(&plan, ChannelId::new("chan-1")?);
+/// let (mut machine, started) = batch.machine(None)?;
+/// assert_eq!(started.len(), 1); // the batch's start, to append first
+///
+/// let work = machine.reserve(8)?; // both tasks are ready: one commit, two calls
+/// assert_eq!(work.dispatches.len(), 2);
+/// // The calls may settle in any order.
+/// for dispatch in work.dispatches.iter().rev() {
+///     let file = AdmittedPath::admit(&format!("{}.toml", dispatch.task()))?;
+///     let proposal = Proposal::new(Candidate::new(BTreeMap::from([(file, b"x".to_vec())])));
+///     let settled = machine.settle(dispatch, Ok(proposal), &())?;
+///     assert!(settled.stop.is_none());
+/// }
+/// assert!(machine.reserve(8)?.dispatches.is_empty());
+/// assert!(machine.is_settled());
+/// assert!(machine.evidence().summary().is_complete());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct BatchMachine<'p> {
     plan: &'p ValidatedPlan,
     channel: ChannelId,

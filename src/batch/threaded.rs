@@ -6,39 +6,11 @@
 //! append with the reservations they make possible, so they share one durable sync (group
 //! commit); nothing is acknowledged or dispatched before the append that holds it returns.
 //!
-//! ```
-//! use std::collections::BTreeMap;
-//! use std::num::NonZeroUsize;
-//! use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, Worker, WorkerCall,
-//!                     WorkerFailure};
-//! use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan};
-//!
-//! let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
-//!   {"id": "a", "kind": {"lane": "config"}, "owner": "A", "spec": {"intent": "a"},
-//!    "owned_paths": ["a.toml"]},
-//!   {"id": "b", "kind": {"lane": "config"}, "owner": "B", "spec": {"intent": "b"},
-//!    "owned_paths": ["b.toml"]}]}"#)?)
-//!     .normalize().consolidate()?.validate()?;
-//!
-//! /// Writes its task's file; one per thread.
-//! struct Writes;
-//! impl Worker for Writes {
-//!     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
-//!         let file = AdmittedPath::admit(&format!("{}.toml", call.task().id)).unwrap();
-//!         Ok(Candidate::new(BTreeMap::from([(file, b"x".to_vec())])).into())
-//!     }
-//! }
-//!
-//! let batch = Batch::new(&plan, ChannelId::new("chan-1")?);
-//! let jobs = NonZeroUsize::new(2).unwrap();
-//! let outcome = batch.run_threaded(jobs, |_slot| Writes, &(), &mut MemoryJournal::default())?;
-//! assert!(outcome.evidence.summary().is_complete());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! The example is on [`Batch::run_threaded`].
 
 use std::num::NonZeroUsize;
-use std::sync::OnceLock;
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::candidate::AcceptedOutput;
 use super::event::EvidenceEvent;
@@ -49,7 +21,7 @@ use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
 };
 use crate::plan::ValidatedPlan;
-use crate::{ChannelId, TaskId};
+use crate::{ChannelId, FixBudget, TaskId};
 
 impl<'p> Batch<'p> {
     /// [`run`](Self::run) with up to `jobs` calls in flight at once, each on its own scoped
@@ -59,9 +31,11 @@ impl<'p> Batch<'p> {
     /// [`run`](Self::run) in its order. The evidence does not depend on the order calls end
     /// in: the same outcomes give the same evidence digest as [`run`](Self::run).
     ///
-    /// A call's [`fix_attempts_used`](WorkerCall::fix_attempts_used) is what the run had
-    /// used when the call was reserved; calls in flight together do not see each other's
-    /// draws.
+    /// The calls in flight share one run-wide fix budget (a [`ClosureWorker`](super::ClosureWorker)
+    /// spends from it), so together they never spend more fixes than the run has; which of
+    /// two concurrent calls gets the last fix is the one that asks first. A call's
+    /// [`fix_attempts_used`](WorkerCall::fix_attempts_used) is what the run had used when the
+    /// call was reserved.
     ///
     /// # Errors
     ///
@@ -70,7 +44,35 @@ impl<'p> Batch<'p> {
     ///
     /// # Examples
     ///
-    /// See the [module documentation](super::threaded).
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use std::num::NonZeroUsize;
+    /// use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, Worker, WorkerCall,
+    ///                     WorkerFailure};
+    /// use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan};
+    ///
+    /// let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
+    ///   {"id": "a", "kind": {"lane": "config"}, "owner": "A", "spec": {"intent": "a"},
+    ///    "owned_paths": ["a.toml"]},
+    ///   {"id": "b", "kind": {"lane": "config"}, "owner": "B", "spec": {"intent": "b"},
+    ///    "owned_paths": ["b.toml"]}]}"#)?)
+    ///     .normalize().consolidate()?.validate()?;
+    ///
+    /// /// Writes its task's file; one per thread.
+    /// struct Writes;
+    /// impl Worker for Writes {
+    ///     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+    ///         let file = AdmittedPath::admit(&format!("{}.toml", call.task().id)).unwrap();
+    ///         Ok(Candidate::new(BTreeMap::from([(file, b"x".to_vec())])).into())
+    ///     }
+    /// }
+    ///
+    /// let batch = Batch::new(&plan, ChannelId::new("chan-1")?);
+    /// let jobs = NonZeroUsize::new(2).unwrap();
+    /// let outcome = batch.run_threaded(jobs, |_slot| Writes, &(), &mut MemoryJournal::default())?;
+    /// assert!(outcome.evidence.summary().is_complete());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn run_threaded<W: Worker + Send>(
         &self,
         jobs: NonZeroUsize,
@@ -141,6 +143,11 @@ struct Shared<'a> {
     graph: &'a Prerequisites,
     /// Every accepted output by position, set once when its task is accepted.
     accepted: &'a [OnceLock<AcceptedOutput>],
+    /// The fix attempts the evidence had used when the pass started.
+    fixes_used: u32,
+    /// The one fix budget every call of the pass spends from, made by the first call that
+    /// asks: calls in flight together never spend more than the run has.
+    budget: &'a Mutex<Option<FixBudget>>,
 }
 
 /// A call's fix ledger on a worker thread: each draw is made durable by the calling thread
@@ -148,7 +155,7 @@ struct Shared<'a> {
 struct ThreadLedger<'a> {
     slot: usize,
     used: u32,
-    channel: &'a ChannelId,
+    shared: &'a Shared<'a>,
     to_driver: &'a Sender<Message>,
 }
 
@@ -157,10 +164,28 @@ impl FixLedger for ThreadLedger<'_> {
         self.used
     }
 
+    fn fix_budget(&self, max: u32) -> FixBudget {
+        let mut shared = self
+            .shared
+            .budget
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &*shared {
+            Some(budget) if budget.max() == max => budget.clone(),
+            // A worker with another limit than the first call's keeps its own count.
+            Some(budget) => restored(max, budget.used()),
+            None => {
+                let budget = restored(max, self.shared.fixes_used);
+                *shared = Some(budget.clone());
+                budget
+            }
+        }
+    }
+
     fn draw(&self, fix: &TaskId) -> Result<(), JournalError> {
         let (reply, answer) = mpsc::channel();
         let failed = |detail: String| JournalError::Store {
-            channel: self.channel.clone(),
+            channel: self.shared.channel.clone(),
             detail,
             source: None,
         };
@@ -179,6 +204,11 @@ impl FixLedger for ThreadLedger<'_> {
             )),
         }
     }
+}
+
+/// A budget of `max` with `used` taken (all of it when `used` is more).
+fn restored(max: u32, used: u32) -> FixBudget {
+    FixBudget::restore(max, used.min(max)).unwrap_or_else(|_| FixBudget::new(0))
 }
 
 /// One worker thread: calls its worker for every dispatch it is sent, until the channel
@@ -214,7 +244,7 @@ fn serve<W: Worker>(
                 let ledger = ThreadLedger {
                     slot,
                     used: dispatch.fix_attempts_used(),
-                    channel: shared.channel,
+                    shared,
                     to_driver: &to_driver,
                 };
                 worker.call(&WorkerCall {
@@ -256,11 +286,14 @@ impl<W: Worker + Send> Driver for Threaded<W> {
             })
             .collect();
         let channel = run.batch.channel().clone();
+        let budget = Mutex::new(None);
         let shared = Shared {
             plan,
             channel: &channel,
             graph: &graph,
             accepted: &accepted,
+            fixes_used: run.machine.evidence().fix_attempts_used(),
+            budget: &budget,
         };
         let jobs = self.workers.len();
         std::thread::scope(|scope| {
