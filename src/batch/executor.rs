@@ -943,16 +943,30 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
     /// Journals an event the machine already folded: committed at once, or (group commit)
     /// with the next reservation.
     pub(super) fn commit(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
-        (self.observer)(&event);
         if self.batch.group_commit {
+            (self.observer)(&event);
             self.buffer.push(event);
-            Ok(())
         } else {
             self.journal
                 .append(&self.batch.channel, std::slice::from_ref(&event))?;
             self.since_snapshot += 1;
-            Ok(())
+            (self.observer)(&event);
         }
+        Ok(())
+    }
+
+    /// Journals a settlement's event (committed at once, or with the next reservation),
+    /// then folds it: committed at once, the candidate it carries is never copied.
+    fn commit_then_fold(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        if self.batch.group_commit {
+            self.buffer.push(event.clone());
+        } else {
+            self.journal
+                .append(&self.batch.channel, std::slice::from_ref(&event))?;
+            self.since_snapshot += 1;
+        }
+        (self.observer)(&event);
+        self.machine.fold_settled(event)
     }
 
     /// Buffers an event the machine already folded for the next [`flush`](Self::flush),
@@ -1037,10 +1051,11 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
                 self.since_snapshot += 1;
             }
             self.checkpoint()?;
-            let Settled { events, stop } = self.machine.settle(&dispatch, result, contract)?;
+            let Settled { events, stop } = self.machine.judge(&dispatch, result, contract)?;
             for event in events {
-                self.commit(event)?;
+                self.commit_then_fold(event)?;
             }
+            self.machine.close(&dispatch, stop.is_some());
             if let Some(stop) = stop {
                 self.flush()?;
                 self.checkpoint()?;

@@ -421,13 +421,30 @@ impl<'p> BatchMachine<'p> {
         result: Result<Proposal, WorkerFailure>,
         contract: &impl OutputContract,
     ) -> Result<Settled, BatchError> {
+        let settled = self.judge(dispatch, result, contract)?;
+        for event in &settled.events {
+            self.fold_settled(event.clone())?;
+        }
+        self.close(dispatch, settled.stop.is_some());
+        Ok(settled)
+    }
+
+    /// What `dispatch`'s call settles as, not yet folded: a driver journals each event and
+    /// then hands it to [`fold_settled`](Self::fold_settled) (so a candidate is never
+    /// copied), then calls [`close`](Self::close).
+    pub(crate) fn judge(
+        &mut self,
+        dispatch: &Dispatch,
+        result: Result<Proposal, WorkerFailure>,
+        contract: &impl OutputContract,
+    ) -> Result<Settled, BatchError> {
         let (id, attempt) = (&dispatch.task, dispatch.attempt);
         let position = self.evidence.position(id);
         let in_flight = position
             .and_then(|p| self.evidence.task_at(p))
             .and_then(|t| t.in_flight())
             .map(|(a, _)| a);
-        let (Some(position), Some(task), true) =
+        let (Some(_), Some(task), true) =
             (position, self.plan.task(id), in_flight == Some(attempt))
         else {
             // Not a call of this batch in flight: the fold names what is wrong with it.
@@ -488,10 +505,16 @@ impl<'p> BatchMachine<'p> {
                 settlement
             }
             Err(WorkerFailure::Agent(failure)) => {
-                return Ok(self.stopped(Vec::new(), self.cancelled(dispatch, Some(failure))));
+                return Ok(Settled {
+                    events: Vec::new(),
+                    stop: Some(self.cancelled(dispatch, Some(failure))),
+                });
             }
             Err(WorkerFailure::Cancelled) => {
-                return Ok(self.stopped(Vec::new(), self.cancelled(dispatch, None)));
+                return Ok(Settled {
+                    events: Vec::new(),
+                    stop: Some(self.cancelled(dispatch, None)),
+                });
             }
             Err(WorkerFailure::Unavailable { detail }) => {
                 let event = EvidenceEvent::Withdrawn {
@@ -499,14 +522,16 @@ impl<'p> BatchMachine<'p> {
                     attempt,
                     detail: detail.clone(),
                 };
-                self.apply(event.clone())?;
                 let stop = BatchError::WorkerUnavailable {
                     channel: self.channel.clone(),
                     task: id.clone(),
                     attempt,
                     detail,
                 };
-                return Ok(self.stopped(vec![event], stop));
+                return Ok(Settled {
+                    events: vec![event],
+                    stop: Some(stop),
+                });
             }
         };
         events.push(EvidenceEvent::Settled {
@@ -514,16 +539,31 @@ impl<'p> BatchMachine<'p> {
             attempt,
             settlement,
         });
-        for event in &events {
-            self.apply(event.clone())?;
-        }
+        Ok(Settled { events, stop: None })
+    }
+
+    /// Folds one event of a [`judge`](Self::judge)d settlement, once it is journaled.
+    pub(crate) fn fold_settled(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        self.apply(event)
+    }
+
+    /// Ends `dispatch`'s call once its settlement is folded: the task is ready again (a
+    /// retry) or finished for its dependents. A call that `stopped` the pass (cancelled, or
+    /// withdrawn) no longer counts as this machine's; a cancelled call's reservation stays
+    /// in the evidence for a resume to judge.
+    pub(crate) fn close(&mut self, dispatch: &Dispatch, stopped: bool) {
         self.dispatched = self.dispatched.saturating_sub(1);
+        if stopped {
+            return;
+        }
+        let Some(position) = self.evidence.position(&dispatch.task) else {
+            return;
+        };
         if self.may_call(position) {
             self.ready.insert(position);
         } else {
             self.finished(position);
         }
-        Ok(Settled { events, stop: None })
     }
 
     fn cancelled(&self, dispatch: &Dispatch, cause: Option<AgentFailure>) -> BatchError {
@@ -532,16 +572,6 @@ impl<'p> BatchMachine<'p> {
             task: dispatch.task.clone(),
             attempt: dispatch.attempt,
             cause,
-        }
-    }
-
-    /// A call that ends the pass: it no longer counts as this machine's (a cancelled call's
-    /// reservation stays in the evidence for a resume to judge).
-    fn stopped(&mut self, events: Vec<EvidenceEvent>, stop: BatchError) -> Settled {
-        self.dispatched = self.dispatched.saturating_sub(1);
-        Settled {
-            events,
-            stop: Some(stop),
         }
     }
 }
