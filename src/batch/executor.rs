@@ -6,9 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::event::{EvidenceEvent, InventoryEntry};
 use super::evidence::{BatchEvidence, EVIDENCE_VERSION, FoldError, TaskStatus};
 use super::journal::{EvidenceJournal, JournalError};
-use super::machine::{
-    AgentFailures, BatchMachine, Dispatch, Prerequisites, Reservation, Settled, input_digest,
-};
+use super::machine::{AgentFailures, BatchMachine, Dispatch, Prerequisites, Settled, input_digest};
 use super::recovery::{self, IneligibleReason, RecoveryError, RecoveryRequest};
 use super::worker::{
     AgentFailure, Ancestry, FixLedger, OutputContract, PendingTurnReplay, Proposal, Worker,
@@ -361,9 +359,8 @@ impl<'p> Batch<'p> {
     ) -> Result<(BatchEvidence, AgentFailures), BatchError> {
         let mut run = self.restore(journal)?;
         run.observer = observer;
-        for event in self.interruptions(run.evidence())? {
-            run.record(event)?;
-        }
+        let interruptions = self.interruptions(run.evidence())?;
+        run.record_all(interruptions)?;
         driver.drive(&mut run, contract)?;
         run.finish()
     }
@@ -836,9 +833,7 @@ impl<'p> Batch<'p> {
                 self.check_evidence(&evidence)?;
                 let events = self.interruptions(&evidence)?;
                 let mut machine = self.machine_over(evidence);
-                for event in &events {
-                    machine.apply_external(event.clone())?;
-                }
+                machine.apply_external(events.clone())?;
                 Ok((machine, events))
             }
         }
@@ -935,8 +930,19 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
 
     /// Folds an event made outside the machine's steps, then journals it.
     fn record(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
-        self.machine.apply_external(event.clone())?;
-        self.commit(event)?;
+        self.record_all(vec![event])
+    }
+
+    /// Folds events made outside the machine's steps (readiness is recomputed once), then
+    /// journals each.
+    fn record_all(&mut self, events: Vec<EvidenceEvent>) -> Result<(), BatchError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        self.machine.apply_external(events.clone())?;
+        for event in events {
+            self.commit(event)?;
+        }
         self.checkpoint()
     }
 
@@ -974,15 +980,6 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
     pub(super) fn commit_buffered(&mut self, event: EvidenceEvent) {
         (self.observer)(&event);
         self.buffer.push(event);
-    }
-
-    /// Journals events the machine already folded in one commit, with anything buffered.
-    fn commit_together(&mut self, events: Vec<EvidenceEvent>) -> Result<(), BatchError> {
-        for event in &events {
-            (self.observer)(event);
-        }
-        self.buffer.extend(events);
-        self.flush()
     }
 
     pub(super) fn flush(&mut self) -> Result<(), BatchError> {
@@ -1027,22 +1024,27 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         worker: &mut impl Worker,
         contract: &impl OutputContract,
     ) -> Result<(), BatchError> {
+        let (mut events, mut dispatches) = (Vec::new(), Vec::with_capacity(1));
         loop {
-            let Reservation { events, dispatches } = self.machine.reserve(1)?;
-            let Some(dispatch) = dispatches.into_iter().next() else {
-                for event in events {
+            // The call gets the prerequisites' outputs themselves, not their digests.
+            self.machine
+                .reserve_into(1, &mut events, &mut dispatches, false)?;
+            let Some(dispatch) = dispatches.pop() else {
+                for event in events.drain(..) {
                     self.commit(event)?;
                 }
                 return self.checkpoint();
             };
             // Drains are committed as they were made; the reservation (with anything
             // buffered) is durable before its call.
-            let mut events = events;
             let reserved = events.pop();
-            for event in events {
+            for event in events.drain(..) {
                 self.commit(event)?;
             }
-            self.commit_together(reserved.into_iter().collect())?;
+            if let Some(event) = reserved {
+                self.commit_buffered(event);
+            }
+            self.flush()?;
             self.checkpoint()?;
             let (result, drawn) = self.call(worker, &dispatch);
             for event in drawn {
@@ -1086,7 +1088,10 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
             used: dispatch.fix_attempts_used(),
             drawn: RefCell::new(Vec::new()),
         };
-        let Some(task) = batch.plan.task(dispatch.task()) else {
+        let Some(task) = machine
+            .locate(dispatch)
+            .and_then(|p| machine.tasks().get(p).copied())
+        else {
             return (
                 Err(WorkerFailure::Unavailable {
                     detail: format!("find task {} in the plan", dispatch.task()),
@@ -1100,12 +1105,12 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
             let t = evidence.task_at(p)?;
             t.accepted().map(|a| (&order[p], a))
         };
-        let mut prerequisites: Vec<_> = graph
+        let prerequisites: Vec<_> = machine
+            .prerequisites_by_id()
             .of(dispatch.position())
             .iter()
             .filter_map(|&p| accepted_at(p))
             .collect();
-        prerequisites.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let prerequisites_of = |p: usize| graph.of(p);
         let result = worker.call(&WorkerCall {
             channel: &batch.channel,

@@ -43,7 +43,8 @@ pub struct Dispatch {
     input_digest: Digest,
     fix_attempts_used: u32,
     prerequisites: Vec<(TaskId, Digest)>,
-    correction: Option<DispatchCorrection>,
+    /// Boxed: most calls carry none, and a dispatch is moved around a lot.
+    correction: Option<Box<DispatchCorrection>>,
 }
 
 /// The refused candidate a corrective call must fix, and the exact rejection.
@@ -149,9 +150,13 @@ pub struct Settled {
 /// ```
 pub struct BatchMachine<'p> {
     plan: &'p ValidatedPlan,
+    /// The plan's tasks by position (topological order), so nothing looks one up by id.
+    tasks: Vec<&'p PlannedTask>,
     channel: ChannelId,
     template: CanonicalHasher,
     graph: Prerequisites,
+    /// The same prerequisites sorted by task id: the order calls list them in.
+    by_id: Prerequisites,
     dependents: Prerequisites,
     evidence: BatchEvidence,
     /// Per task, how many prerequisites have not finished (accepted, failed or drained).
@@ -182,11 +187,14 @@ impl<'p> BatchMachine<'p> {
     ) -> Self {
         let graph = Prerequisites::of_plan(plan);
         let dependents = graph.reversed();
+        let by_id = graph.sorted_by(plan.topological_order());
         let mut machine = Self {
             plan,
+            tasks: plan.tasks().collect(),
             channel,
             template,
             graph,
+            by_id,
             dependents,
             evidence,
             waiting: Vec::new(),
@@ -208,7 +216,7 @@ impl<'p> BatchMachine<'p> {
                 self.graph
                     .of(i)
                     .iter()
-                    .filter(|&&p| self.evidence.status_at(p) == Some(TaskStatus::Pending))
+                    .filter(|&&p| self.may_call(p))
                     .count()
             })
             .collect();
@@ -254,6 +262,26 @@ impl<'p> BatchMachine<'p> {
         &self.graph
     }
 
+    /// The direct prerequisites of the task at `position`, sorted by task id.
+    pub(crate) fn prerequisites_by_id(&self) -> &Prerequisites {
+        &self.by_id
+    }
+
+    /// The plan's tasks by position.
+    pub(crate) fn tasks(&self) -> &[&'p PlannedTask] {
+        &self.tasks
+    }
+
+    /// Where `dispatch`'s task sits: its recorded position when that names the task (the
+    /// ids share one allocation, so this is a pointer comparison), else a lookup.
+    pub(crate) fn locate(&self, dispatch: &Dispatch) -> Option<usize> {
+        let id = &dispatch.task;
+        match self.plan.topological_order().get(dispatch.position) {
+            Some(t) if t.shares_allocation_with(id) || t == id => Some(dispatch.position),
+            _ => self.evidence.position(id),
+        }
+    }
+
     fn fold_error(&self, source: FoldError) -> BatchError {
         BatchError::Fold {
             channel: self.channel.clone(),
@@ -268,11 +296,13 @@ impl<'p> BatchMachine<'p> {
             .map_err(|source| self.fold_error(source))
     }
 
-    /// Folds an event made outside the machine's steps (an interruption a resume closes, a
-    /// consumed recovery request) and recomputes readiness. Only between passes, with
+    /// Folds events made outside the machine's steps (the interruptions a resume closes, a
+    /// consumed recovery request) and recomputes readiness once. Only between passes, with
     /// nothing in flight.
-    pub(crate) fn apply_external(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
-        self.apply(event)?;
+    pub(crate) fn apply_external(&mut self, events: Vec<EvidenceEvent>) -> Result<(), BatchError> {
+        for event in events {
+            self.apply(event)?;
+        }
         self.rebuild();
         Ok(())
     }
@@ -288,7 +318,7 @@ impl<'p> BatchMachine<'p> {
         for &d in self.dependents.of(position) {
             if let Some(w) = self.waiting.get_mut(d) {
                 *w = w.saturating_sub(1);
-                if *w == 0 && self.evidence.status_at(d) == Some(TaskStatus::Pending) {
+                if *w == 0 && self.may_call(d) {
                     self.ready.insert(d);
                 }
             }
@@ -320,6 +350,20 @@ impl<'p> BatchMachine<'p> {
     pub fn reserve(&mut self, limit: usize) -> Result<Reservation, BatchError> {
         let mut events = Vec::new();
         let mut dispatches = Vec::new();
+        self.reserve_into(limit, &mut events, &mut dispatches, true)?;
+        Ok(Reservation { events, dispatches })
+    }
+
+    /// [`reserve`](Self::reserve) into the caller's buffers (a driver reuses them); without
+    /// `digests`, the dispatches leave out their prerequisites' digests (a driver that hands
+    /// the call the outputs themselves has no use for them).
+    pub(crate) fn reserve_into(
+        &mut self,
+        limit: usize,
+        events: &mut Vec<EvidenceEvent>,
+        dispatches: &mut Vec<Dispatch>,
+        digests: bool,
+    ) -> Result<(), BatchError> {
         while self.dispatched < limit {
             let Some(position) = self.ready.pop_first() else {
                 break;
@@ -338,7 +382,7 @@ impl<'p> BatchMachine<'p> {
                 self.finished(position);
                 continue;
             }
-            let dispatch = self.dispatch_for(position, id);
+            let dispatch = self.dispatch_for(position, id, digests);
             let event = EvidenceEvent::Reserved {
                 task: dispatch.task.clone(),
                 attempt: dispatch.attempt,
@@ -349,22 +393,24 @@ impl<'p> BatchMachine<'p> {
             self.dispatched += 1;
             dispatches.push(dispatch);
         }
-        Ok(Reservation { events, dispatches })
+        Ok(())
     }
 
-    fn dispatch_for(&self, position: usize, task: TaskId) -> Dispatch {
+    fn dispatch_for(&self, position: usize, task: TaskId, digests: bool) -> Dispatch {
         let order = self.plan.topological_order();
         let t = self.evidence.task_at(position);
-        let mut prerequisites: Vec<(TaskId, Digest)> = self
-            .graph
-            .of(position)
-            .iter()
-            .filter_map(|&p| {
-                let a = self.evidence.task_at(p)?.accepted()?;
-                Some((order[p].clone(), a.digest()))
-            })
-            .collect();
-        prerequisites.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let prerequisites: Vec<(TaskId, Digest)> = if digests {
+            self.by_id
+                .of(position)
+                .iter()
+                .filter_map(|&p| {
+                    let a = self.evidence.task_at(p)?.accepted()?;
+                    Some((order[p].clone(), a.digest()))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         Dispatch {
             task,
             position,
@@ -378,12 +424,12 @@ impl<'p> BatchMachine<'p> {
             ),
             fix_attempts_used: self.evidence.fix_attempts_used(),
             prerequisites,
-            correction: t
-                .and_then(|t| t.rejections().last())
-                .map(|r| DispatchCorrection {
+            correction: t.and_then(|t| t.rejections().last()).map(|r| {
+                Box::new(DispatchCorrection {
                     rejection: r.rejection().clone(),
                     candidate: r.candidate().clone(),
-                }),
+                })
+            }),
         }
     }
 
@@ -439,14 +485,13 @@ impl<'p> BatchMachine<'p> {
         contract: &impl OutputContract,
     ) -> Result<Settled, BatchError> {
         let (id, attempt) = (&dispatch.task, dispatch.attempt);
-        let position = self.evidence.position(id);
+        let position = self.locate(dispatch);
         let in_flight = position
             .and_then(|p| self.evidence.task_at(p))
             .and_then(|t| t.in_flight())
             .map(|(a, _)| a);
-        let (Some(_), Some(task), true) =
-            (position, self.plan.task(id), in_flight == Some(attempt))
-        else {
+        let task = position.and_then(|p| self.tasks.get(p)).copied();
+        let (Some(task), true) = (task, in_flight == Some(attempt)) else {
             // Not a call of this batch in flight: the fold names what is wrong with it.
             let event = EvidenceEvent::Settled {
                 task: id.clone(),
@@ -464,7 +509,7 @@ impl<'p> BatchMachine<'p> {
                 }),
             });
         };
-        let mut events = Vec::new();
+        let mut events = Vec::with_capacity(2);
         let settlement = match result {
             Ok(Proposal {
                 candidate,
@@ -556,7 +601,7 @@ impl<'p> BatchMachine<'p> {
         if stopped {
             return;
         }
-        let Some(position) = self.evidence.position(&dispatch.task) else {
+        let Some(position) = self.locate(dispatch) else {
             return;
         };
         if self.may_call(position) {
@@ -626,6 +671,18 @@ impl Prerequisites {
         }
         start.push(positions.len());
         Self { start, positions }
+    }
+
+    /// The same lists, each sorted by the ids `order` gives the positions.
+    fn sorted_by(&self, order: &[TaskId]) -> Self {
+        let mut positions = self.positions.clone();
+        for w in self.start.windows(2) {
+            positions[w[0]..w[1]].sort_unstable_by(|&a, &b| order[a].cmp(&order[b]));
+        }
+        Self {
+            start: self.start.clone(),
+            positions,
+        }
     }
 
     /// The same edges the other way round: each task's direct dependents, sorted.

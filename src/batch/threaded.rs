@@ -20,7 +20,7 @@ use super::machine::{Dispatch, Prerequisites, Reservation, Settled};
 use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
 };
-use crate::plan::ValidatedPlan;
+use crate::plan::{PlannedTask, ValidatedPlan};
 use crate::{ChannelId, FixBudget, TaskId};
 
 impl<'p> Batch<'p> {
@@ -139,8 +139,12 @@ impl Drop for PanicGuard<'_> {
 /// What a worker thread shares with the others: read-only, or written once.
 struct Shared<'a> {
     plan: &'a ValidatedPlan,
+    /// The plan's tasks by position.
+    tasks: &'a [&'a PlannedTask],
     channel: &'a ChannelId,
     graph: &'a Prerequisites,
+    /// The same, each task's sorted by id.
+    by_id: &'a Prerequisites,
     /// Every accepted output by position, set once when its task is accepted.
     accepted: &'a [OnceLock<AcceptedOutput>],
     /// The fix attempts the evidence had used when the pass started.
@@ -229,18 +233,22 @@ fn serve<W: Worker>(
             Some((&order[p], a))
         };
         let prerequisites_of = |p: usize| shared.graph.of(p);
-        let result = match shared.plan.task(dispatch.task()) {
+        let task = shared
+            .tasks
+            .get(dispatch.position())
+            .copied()
+            .filter(|t| &t.id == dispatch.task());
+        let result = match task {
             None => Err(WorkerFailure::Unavailable {
                 detail: format!("find task {} in the plan", dispatch.task()),
             }),
             Some(task) => {
-                let mut prerequisites: Vec<_> = shared
-                    .graph
+                let prerequisites: Vec<_> = shared
+                    .by_id
                     .of(dispatch.position())
                     .iter()
                     .filter_map(|&p| accepted_at(p))
                     .collect();
-                prerequisites.sort_unstable_by(|a, b| a.0.cmp(b.0));
                 let ledger = ThreadLedger {
                     slot,
                     used: dispatch.fix_attempts_used(),
@@ -276,6 +284,7 @@ impl<W: Worker + Send> Driver for Threaded<W> {
     ) -> Result<(), BatchError> {
         let plan = run.batch.plan();
         let graph = run.machine.graph().clone();
+        let by_id = run.machine.prerequisites_by_id().clone();
         let accepted: Vec<OnceLock<AcceptedOutput>> = (0..plan.len())
             .map(|p| {
                 let cell = OnceLock::new();
@@ -287,10 +296,13 @@ impl<W: Worker + Send> Driver for Threaded<W> {
             .collect();
         let channel = run.batch.channel().clone();
         let budget = Mutex::new(None);
+        let tasks = run.machine.tasks().to_vec();
         let shared = Shared {
             plan,
+            tasks: &tasks,
             channel: &channel,
             graph: &graph,
+            by_id: &by_id,
             accepted: &accepted,
             fixes_used: run.machine.evidence().fix_attempts_used(),
             budget: &budget,
