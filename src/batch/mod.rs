@@ -45,6 +45,11 @@
 //! [`Batch::run`] does the same in one call (dispatch or resume, then the one recovery), and
 //! [`ClosureWorker`] is a worker whose every call is one closure of its task, with the run's
 //! fix budget and every closure's audit head kept in the evidence.
+//!
+//! Every driver runs one sans-IO [`BatchMachine`] ([`Batch::machine`]): it reserves ready
+//! tasks up to a limit in one commit, hands out owned [`Dispatch`]es and takes settlements
+//! in any order; the evidence does not depend on that order. [`Batch::run_threaded`] makes
+//! up to `jobs` calls at once on scoped threads, one worker per slot, with group commit.
 
 pub(crate) mod backend;
 mod candidate;
