@@ -72,7 +72,7 @@ use crate::path::AdmittedPath;
 #[non_exhaustive]
 pub enum StageError {
     /// A file-system operation on `path` failed (disk full, permissions, …).
-    #[error("access {}: {source}", path.display())]
+    #[error("access {}", path.display())]
     Io {
         /// The file or directory involved.
         path: PathBuf,

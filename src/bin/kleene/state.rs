@@ -87,7 +87,7 @@ pub enum StateError {
         dir: PathBuf,
     },
     /// A file could not be read or written.
-    #[error("access {}: {source}", path.display())]
+    #[error("access {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
