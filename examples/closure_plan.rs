@@ -5,13 +5,14 @@ use kleene::batch::{AgentFailure, Batch, BatchAgent, Candidate, ClosureWorker, M
 use kleene::batch::{Proposal, WorkerCall as Call, WorkerFailure as Failed};
 use kleene::{Agent, ExecutionOutput as Output, GovernanceDecision as Decision, Session, Task};
 use kleene::{ClosureRecord, ValidationToken as Token, ValidatorResult, Verdict};
-use std::{fs, io, path::PathBuf, process::Command};
+use kleene::{Severity::Blocker, process, process::Interrupt, process::Invocation};
+use std::{fs, io, path::PathBuf};
 const PLAN: &str = r#"{"tasks": [
   {"id": "one", "kind": {"lane": "config"}, "owner": "Cargo", "spec": {"intent": "v is 1"}, "owned_paths": ["src/one.rs"]},
   {"id": "two", "kind": {"lane": "config"}, "owner": "Cargo", "spec": {"intent": "v is 2"}, "owned_paths": ["src/two.rs"], "depends_on": ["one"]},
   {"id": "three", "kind": {"lane": "config"}, "owner": "Cargo", "spec": {"intent": "v is 3"}, "owned_paths": ["src/three.rs"], "depends_on": ["two"]}]}"#;
 const MODS: [&str; 3] = ["one", "two", "three"];
-const TEST: [&str; 3] = ["test", "--offline", "-q"];
+const TEST: &str = "cargo test --offline -q";
 /// Writes the call's module into a crate holding the call's inputs, then tests the crate.
 struct Cargo(PathBuf, usize);
 impl Agent for Cargo {
@@ -31,12 +32,11 @@ impl Agent for Cargo {
         Ok(Output::new(code))
     }
     fn post_validate(&mut self, _: &Task, _: &Output) -> io::Result<Verdict> {
-        let mut cargo = Command::new("cargo");
-        let out = cargo.args(TEST).current_dir(&self.0).output()?;
-        let tail = String::from_utf8_lossy(&out.stdout).into_owned();
+        let inv = Invocation::new(TEST, &self.0);
+        let done = process::run(&inv, &Interrupt::default()).map_err(io::Error::other)?;
         let id = kleene::ValidatorId::new("cargo-test").map_err(io::Error::other)?;
-        let result = ValidatorResult::new(id, kleene::Severity::Blocker, true, tail);
-        Ok(Verdict::new((!out.status.success()).then_some(result)))
+        let result = ValidatorResult::new(id, Blocker, true, done.justification(TEST));
+        Ok(Verdict::new((!done.success()).then_some(result)))
     }
 }
 impl BatchAgent for Cargo {
