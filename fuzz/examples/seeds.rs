@@ -13,11 +13,7 @@ use std::path::{Path, PathBuf};
 use kleene::batch::{Batch, Candidate, EvidenceEvent};
 use kleene::checkpoint::{self, HEADER_LEN};
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
-use kleene::{
-    AdmittedPath, AppBuildPlan, BuildBinding, ChannelId, Closure, ClosureRecord, ExecutionOutput,
-    GovernanceDecision, Next, OutputTail, RecoveryPolicy, Session, Severity, Snapshot, Spec,
-    TailLimits, Task, TaskId, ValidatorId, ValidatorResult, Verdict, accept, export,
-};
+use kleene::{plan::AdmittedPath, acceptance::{BuildBinding, accept, export}, id::{ChannelId, TaskId, ValidatorId}, closure::{ClosureRecord, ExecutionOutput, GovernanceDecision, Next, OutputTail, RecoveryPolicy, Session, Severity, Spec, TailLimits, ValidatorResult, Verdict}, snapshot::Snapshot, AppBuildPlan, Closure, Task};
 use kleene_fuzz::{CheckpointMode, JournalMode, checkpoint_seed, journal_seed};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;

@@ -2,7 +2,7 @@
 //! stably, and summarising it or taking its snapshot of files must not panic.
 #![no_main]
 
-use kleene::Snapshot;
+use kleene::snapshot::Snapshot;
 use kleene::batch::BatchEvidence;
 use libfuzzer_sys::fuzz_target;
 

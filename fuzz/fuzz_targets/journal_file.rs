@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use kleene::ChannelId;
+use kleene::id::ChannelId;
 use kleene::batch::{EvidenceJournal, FileJournal};
 use libfuzzer_sys::fuzz_target;
 

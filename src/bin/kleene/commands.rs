@@ -13,9 +13,14 @@ use kleene::batch::{
 };
 use kleene::signing::{Envelope, PublicKey, SigningKey};
 use kleene::{
-    AcceptanceRecord, BuildBinding, ChannelId, Digest, RecoverOn, RecoveryPolicy, Session,
-    SignedError, Snapshot, StoredRecord, TaskId, ValidatedPlan, VerifyError, accept, export,
-    verify_archive, verify_signed_archive,
+    ValidatedPlan,
+    acceptance::{
+        AcceptanceRecord, BuildBinding, SignedError, StoredRecord, VerifyError, accept, export,
+        verify_archive, verify_signed_archive,
+    },
+    closure::{RecoverOn, RecoveryPolicy, Session},
+    id::{ChannelId, Digest, TaskId},
+    snapshot::Snapshot,
 };
 
 use crate::cli::{
@@ -698,7 +703,7 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
 fn acceptance(
     state: &StateDir,
     key: Option<&SigningKey>,
-) -> Result<(kleene::AcceptanceRecord, Snapshot), Failure> {
+) -> Result<(kleene::acceptance::AcceptanceRecord, Snapshot), Failure> {
     let (_, loaded, evidence) = load_evidence(state, journal_key(key).as_ref())?;
     let snapshot = Snapshot::from_evidence(&evidence).map_err(|e| Failure::halted(Chain(&e)))?;
     let binding = BuildBinding::new(
@@ -1064,7 +1069,7 @@ fn verify_signed(
     public: &Path,
     bytes: &[u8],
     pinned: Option<Digest>,
-) -> Result<(kleene::VerifiedArchive, Option<String>), Failure> {
+) -> Result<(kleene::acceptance::VerifiedArchive, Option<String>), Failure> {
     let read = |path: &Path| {
         fs::read_to_string(path)
             .map_err(|e| Failure::bad_input(format!("read {}: {e}", path.display())))
@@ -1218,7 +1223,7 @@ fn closure_problems(
 struct ClosureLine<'a> {
     task: &'a TaskId,
     call: u32,
-    record: &'a kleene::ClosureRecord,
+    record: &'a kleene::closure::ClosureRecord,
 }
 
 /// `kleene audit`.

@@ -26,8 +26,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kleene::{
-    AppBuildPlan, ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError,
-    PlannedTask, Severity, TaskId, ValidatedPlan, ValidatorId,
+    AppBuildPlan, ValidatedPlan,
+    closure::Severity,
+    id::{TaskId, ValidatorId},
+    plan::{ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError, PlannedTask},
 };
 use serde::Deserialize;
 
@@ -448,7 +450,7 @@ pub fn describe_changes(old: &LoadedPlan, new: &LoadedPlan) -> Vec<String> {
     changes
 }
 
-fn path_set(v: &[kleene::AdmittedPath]) -> BTreeSet<&kleene::AdmittedPath> {
+fn path_set(v: &[kleene::plan::AdmittedPath]) -> BTreeSet<&kleene::plan::AdmittedPath> {
     v.iter().collect()
 }
 

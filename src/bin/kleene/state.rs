@@ -26,7 +26,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use kleene::{ClosureRecord, TaskId};
+use kleene::{closure::ClosureRecord, id::TaskId};
 use serde::{Deserialize, Serialize};
 
 /// Settings of a run, fixed when it starts so a resume behaves the same.

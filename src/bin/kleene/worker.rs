@@ -23,9 +23,14 @@ use std::time::Duration;
 use kleene::batch::{BatchAgent, Candidate, Proposal, Rejection, WorkerCall, WorkerFailure};
 use kleene::stage::{ObjectStore, ScratchRule, Stage, StageChanges, StageInput};
 use kleene::{
-    AdmittedPath, Agent, AgentError, AgentErrorKind, AuditEntry, AuditEvent, ClosureRecord, Digest,
-    ExecutionOutput, GovernanceDecision, PathGlob, PlannedTask, Session, Severity, Spec,
-    TailLimits, Task, TaskId, ValidationToken, ValidatorId, ValidatorResult, Verdict,
+    Agent, Task,
+    audit::{AuditEntry, AuditEvent},
+    closure::{
+        AgentError, AgentErrorKind, ClosureRecord, ExecutionOutput, GovernanceDecision, Session,
+        Severity, Spec, TailLimits, ValidationToken, ValidatorResult, Verdict,
+    },
+    id::{Digest, TaskId, ValidatorId},
+    plan::{AdmittedPath, PathGlob, PlannedTask},
 };
 
 use crate::planfile::TaskCommands;
