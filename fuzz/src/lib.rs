@@ -427,7 +427,11 @@ mod tests {
     fn a_bare_journal_seed_rebuilds_its_image() {
         let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));
         let payload = &checkpoint::encode(&task).unwrap()[HEADER_LEN..];
-        let event = seal(kleene::batch::EvidenceEvent::KIND, 1, payload);
+        let event = seal(
+            kleene::batch::EvidenceEvent::KIND,
+            kleene::batch::EvidenceEvent::VERSION,
+            payload,
+        );
         let mut image = event.clone();
         image.extend_from_slice(&event[..10]);
         let seed = journal_seed(JournalMode::Bare, &[vec![event.clone()]], &event[..10]);
