@@ -13,7 +13,17 @@ use std::path::{Path, PathBuf};
 use kleene::batch::{Batch, Candidate, EvidenceEvent};
 use kleene::checkpoint::{self, HEADER_LEN};
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
-use kleene::{plan::AdmittedPath, acceptance::{BuildBinding, accept, export}, id::{ChannelId, TaskId, ValidatorId}, closure::{ClosureRecord, ExecutionOutput, GovernanceDecision, Next, OutputTail, RecoveryPolicy, Session, Severity, Spec, TailLimits, ValidatorResult, Verdict}, snapshot::Snapshot, AppBuildPlan, Closure, Task};
+use kleene::{
+    AppBuildPlan, Closure, Task,
+    acceptance::{BuildBinding, accept, export},
+    closure::{
+        ClosureRecord, ExecutionOutput, GovernanceDecision, Next, OutputTail, RecoveryPolicy,
+        Session, Severity, Spec, TailLimits, ValidatorResult, Verdict,
+    },
+    id::{ChannelId, TaskId, ValidatorId},
+    plan::AdmittedPath,
+    snapshot::Snapshot,
+};
 use kleene_fuzz::{CheckpointMode, JournalMode, checkpoint_seed, journal_seed};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
