@@ -1,5 +1,6 @@
 //! Three tasks through `ClosureWorker`, each writing one module of a tiny crate checked by a real
 //! `cargo test --offline` (`two` is wrong at first; its fix passes), then accept and export.
+use kleene::acceptance::{BuildBinding, accept, export, verify_archive};
 use kleene::batch::{AgentFailure, Batch, BatchAgent, Candidate, ClosureWorker, MemoryJournal};
 use kleene::batch::{Proposal, WorkerCall as Call, WorkerFailure as Failed};
 use kleene::closure::{ClosureRecord, ExecutionOutput as Output, GovernanceDecision as Decision};
