@@ -872,6 +872,45 @@ fn every_command_refuses_a_flipped_journal_without_changing_it() {
     }
 }
 
+/// A journal that ends in an interrupted write (a torn tail) is read without a byte changed
+/// by the commands that only read, and cut only by the writer that resumes.
+#[test]
+fn readers_leave_a_torn_tail_alone_and_resume_cuts_it() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path();
+    assert_eq!(run(dir, &crate::cli::demo_plan()).status.code(), Some(0));
+    let journal = std::fs::read_dir(dir.join("st/journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_file())
+        .unwrap();
+    let whole = std::fs::read(&journal).unwrap();
+    // The first bytes of another record: what a crash in the middle of an append leaves.
+    let mut torn = whole.clone();
+    torn.extend_from_slice(&whole[..37]);
+    std::fs::write(&journal, &torn).unwrap();
+    for args in [
+        vec!["status", "--state", "st"],
+        vec!["audit", "--state", "st"],
+    ] {
+        let out = kleene(dir).args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", both(&out));
+        assert_eq!(
+            std::fs::read(&journal).unwrap(),
+            torn,
+            "{args:?} changed the journal"
+        );
+    }
+    let out = kleene(dir)
+        .args(["resume", "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let after = std::fs::read(&journal).unwrap();
+    assert!(after.starts_with(&whole), "resume lost a whole record");
+    assert!(!after.ends_with(&whole[..37]), "resume kept the torn tail");
+}
+
 /// Unmounts a tmpfs when the test ends, however it ends.
 struct Tmpfs(std::path::PathBuf);
 
