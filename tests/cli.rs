@@ -861,6 +861,9 @@ fn the_fix_budget_is_shared_by_the_whole_run() {
             "st",
             "--max-fixes",
             "1",
+            // One call at a time: the first task in the plan's order takes the one fix.
+            "-j",
+            "1",
         ])
         .output()
         .unwrap();

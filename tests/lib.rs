@@ -7,6 +7,9 @@ mod batch;
 // Plans through the library's ClosureWorker: the fix budget across crashes.
 mod batch_closure;
 mod batch_inputs;
+mod batch_machine;
+mod batch_simulation;
+mod batch_threaded;
 // End-to-end tests of the `kleene` binary.
 #[cfg(feature = "cli")]
 mod cli;
@@ -16,6 +19,7 @@ mod cli_closures;
 // Acceptance-record tampering and signatures through the CLI.
 #[cfg(feature = "cli")]
 mod cli_integrity;
+mod cli_jobs;
 // Staged workspaces, state-directory integrity and process containment, end to end.
 #[cfg(feature = "cli")]
 mod cli_staging;

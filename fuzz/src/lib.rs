@@ -22,7 +22,7 @@
 use std::sync::Once;
 
 use kleene::checkpoint::{self, Checkpoint, CheckpointError, HEADER_LEN, MAGIC};
-use kleene::{Task, closure::Spec, id::TaskId};
+use kleene::{closure::Spec, id::TaskId, Task};
 
 /// The codec tag every envelope is sealed with (bincode 2).
 const CODEC: u8 = checkpoint::CODEC_BINCODE2;

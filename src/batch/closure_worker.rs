@@ -22,10 +22,9 @@ use crate::closure::{AgentError, AgentErrorKind};
 use crate::plan::PlannedTask;
 use crate::{
     audit::AuditEntry, closure::Agent, closure::Closure, closure::ClosureFailure,
-    closure::ClosureOutcome, closure::ClosureRecord, closure::FixBudget, closure::RecoveryPolicy,
+    closure::ClosureOutcome, closure::ClosureRecord, closure::RecoveryPolicy, closure::Task,
     id::TaskId, phase::ExecutionOutput, phase::ExhaustedBound, phase::GovernanceDecision,
-    phase::HaltReason, phase::Next, phase::Session, phase::ValidationToken, task::Task,
-    verdict::Verdict,
+    phase::HaltReason, phase::Next, phase::Session, phase::ValidationToken, verdict::Verdict,
 };
 
 /// An [`Agent`] that a [`ClosureWorker`] can run batch calls with: besides answering the
@@ -190,10 +189,9 @@ impl<A: BatchAgent> Worker for ClosureWorker<A> {
             &self.no_fix
         };
         let max = policy.max_total_fix_attempts();
-        // The run's budget is the evidence's: what earlier calls used, restored per call
-        // (`min` keeps `restore` from refusing; a spent budget then draws nothing).
-        let budget = FixBudget::restore(max, call.fix_attempts_used().min(max))
-            .unwrap_or_else(|_| FixBudget::new(0));
+        // The run's budget is the evidence's: what earlier calls used, restored per call, and
+        // shared by the calls a driver has in flight together.
+        let budget = call.fix_budget(max);
         let root = Task::new(task.id.clone(), task.spec.clone());
         let mut guarded = Guarded {
             agent: &mut self.agent,

@@ -412,7 +412,7 @@ pub struct BatchEvidence {
     recoveries: Vec<RecoveryRecord>,
     failure_history: VecDeque<FailureNote>,
     events: u64,
-    /// Every call that ran a closure, in the order they started.
+    /// Every call that ran a closure, in plan order and, for one task, in call order.
     closures: Vec<ClosureCall>,
     /// The run-wide fix attempts used (derived from `closures`), so a call need not sum them.
     #[serde(skip)]
@@ -821,14 +821,24 @@ impl BatchEvidence {
         let at = match found {
             Some(at) => at,
             None => {
-                self.closures.push(ClosureCall {
-                    task: task.clone(),
-                    attempt,
-                    fixes_drawn: 0,
-                    settled: None,
-                    withdrawn: false,
-                });
-                self.closures.len() - 1
+                // Kept in plan order (then call order), not in the order calls happened to
+                // end: calls settled concurrently in another order give the same evidence.
+                let key = (self.index.get(task).copied(), attempt);
+                let index = &self.index;
+                let at = self
+                    .closures
+                    .partition_point(|c| (index.get(&c.task).copied(), c.attempt) <= key);
+                self.closures.insert(
+                    at,
+                    ClosureCall {
+                        task: task.clone(),
+                        attempt,
+                        fixes_drawn: 0,
+                        settled: None,
+                        withdrawn: false,
+                    },
+                );
+                at
             }
         };
         &mut self.closures[at]
@@ -937,7 +947,7 @@ impl BatchEvidence {
     pub fn failure_history(&self) -> impl Iterator<Item = &FailureNote> {
         self.failure_history.iter()
     }
-    /// Every call that ran a closure, in the order they started.
+    /// Every call that ran a closure, in plan order and, for one task, in call order.
     pub fn closures(&self) -> &[ClosureCall] {
         &self.closures
     }
@@ -1027,7 +1037,12 @@ impl BatchEvidence {
         // Evidence without closures digests as it did before closures were evidence.
         if !self.closures.is_empty() {
             h.str("closures").u64(self.closures.len() as u64);
-            for c in &self.closures {
+            // In plan order, then call order (a withdrawn call before the one reusing its
+            // number): the digest does not depend on the order concurrent calls ended in,
+            // nor on the order an older build kept them in.
+            let mut closures: Vec<&ClosureCall> = self.closures.iter().collect();
+            closures.sort_by_key(|c| (self.index.get(&c.task).copied(), c.attempt));
+            for c in closures {
                 h.str(c.task.as_str())
                     .u64(c.attempt.into())
                     .u64(c.fixes_drawn.into())

@@ -3,22 +3,21 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::candidate::{Candidate, Rejection};
-use super::event::{EvidenceEvent, InventoryEntry, Settlement};
+use super::event::{EvidenceEvent, InventoryEntry};
 use super::evidence::{BatchEvidence, EVIDENCE_VERSION, FoldError, TaskStatus};
 use super::journal::{EvidenceJournal, JournalError};
+use super::machine::{
+    AgentFailures, BatchMachine, Dispatch, Prerequisites, Reservation, Settled, input_digest,
+};
 use super::recovery::{self, IneligibleReason, RecoveryError, RecoveryRequest};
 use super::worker::{
-    AgentFailure, Ancestry, Correction, FixLedger, InfrastructureFailure, OutputContract,
-    PendingTurnReplay, Proposal, Worker, WorkerCall, WorkerFailure,
+    AgentFailure, Ancestry, FixLedger, OutputContract, PendingTurnReplay, Proposal, Worker,
+    WorkerCall, WorkerFailure,
 };
-use crate::closure::AgentErrorKind;
-use petgraph::Direction;
-use petgraph::graph::NodeIndex;
 
 use crate::digest::CanonicalHasher;
 use crate::path::AdmittedPath;
-use crate::plan::{PlannedTask, ValidatedPlan};
+use crate::plan::ValidatedPlan;
 use crate::{digest::Digest, id::AgentId, id::ChannelId, id::TaskId};
 
 /// The fewest journaled events after which the executor compacts the journal into a
@@ -207,9 +206,6 @@ pub struct RunOutcome {
 /// Sees every event a pass records, as it is recorded.
 type Observer<'o> = Box<dyn FnMut(&EvidenceEvent) + 'o>;
 
-/// The agent errors a pass's calls failed with: each call's task and number, in call order.
-type AgentFailures = Vec<(TaskId, u32, AgentFailure)>;
-
 /// A batch of one validated plan on one trusted channel.
 ///
 /// # Examples
@@ -285,6 +281,10 @@ impl<'p> Batch<'p> {
         &self.channel
     }
 
+    pub(crate) fn plan(&self) -> &'p ValidatedPlan {
+        self.plan
+    }
+
     fn policy(&self, agent: &AgentId) -> PendingTurnReplay {
         self.replay.get(agent).copied().unwrap_or_default()
     }
@@ -302,13 +302,13 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
     ) -> Result<BatchEvidence, BatchError> {
-        self.dispatch_observed(worker, contract, journal, Box::new(|_| {}))
+        self.dispatch_observed(&mut Sequential(worker), contract, journal, Box::new(|_| {}))
             .map(|(evidence, _)| evidence)
     }
 
     fn dispatch_observed(
         &self,
-        worker: &mut impl Worker,
+        driver: &mut impl Driver,
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
@@ -320,21 +320,14 @@ impl<'p> Batch<'p> {
                 channel: self.channel.clone(),
             });
         }
-        let started = EvidenceEvent::Started {
-            channel: self.channel.clone(),
-            plan_digest: self.plan.digest(),
-            evidence_version: EVIDENCE_VERSION,
-            inputs: self.inputs.clone(),
-            recovery: self.recovery,
-            inventory: self.inventory(),
-        };
+        let started = self.started();
         journal.append(&self.channel, std::slice::from_ref(&started))?;
         let mut observer = observer;
         observer(&started);
         let evidence = BatchEvidence::start(started).map_err(|source| self.fold_error(source))?;
         let mut run = Run::new(self, journal, evidence, 1, 0);
         run.observer = observer;
-        run.drive(worker, contract)?;
+        driver.drive(&mut run, contract)?;
         run.finish()
     }
 
@@ -355,49 +348,23 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
     ) -> Result<BatchEvidence, BatchError> {
-        self.resume_observed(worker, contract, journal, Box::new(|_| {}))
+        self.resume_observed(&mut Sequential(worker), contract, journal, Box::new(|_| {}))
             .map(|(evidence, _)| evidence)
     }
 
     fn resume_observed(
         &self,
-        worker: &mut impl Worker,
+        driver: &mut impl Driver,
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
     ) -> Result<(BatchEvidence, AgentFailures), BatchError> {
         let mut run = self.restore(journal)?;
         run.observer = observer;
-        if let Some(names) = self.changed_inputs(&run.evidence) {
-            return Err(BatchError::InputsChanged {
-                channel: self.channel.clone(),
-                names,
-            });
+        for event in self.interruptions(run.evidence())? {
+            run.record(event)?;
         }
-        let interrupted: Vec<(TaskId, u32)> = run
-            .evidence
-            .in_flight()
-            .map(|(id, attempt)| (id.clone(), attempt))
-            .collect();
-        for (task, attempt) in &interrupted {
-            let agent = run
-                .evidence
-                .task(task)
-                .map(|t| t.owner().clone())
-                .ok_or_else(|| self.inventory_mismatch(task))?;
-            if self.policy(&agent) == PendingTurnReplay::Block {
-                return Err(BatchError::PendingTurnBlocked {
-                    agent,
-                    channel: self.channel.clone(),
-                    task: task.clone(),
-                    attempt: *attempt,
-                });
-            }
-        }
-        for (task, attempt) in interrupted {
-            run.record(EvidenceEvent::Interrupted { task, attempt })?;
-        }
-        run.drive(worker, contract)?;
+        driver.drive(&mut run, contract)?;
         run.finish()
     }
 
@@ -418,21 +385,27 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
     ) -> Result<RecoveryOutcome, BatchError> {
-        self.recover_observed(request, worker, contract, journal, Box::new(|_| {}))
-            .map(|(outcome, _)| outcome)
+        self.recover_observed(
+            request,
+            &mut Sequential(worker),
+            contract,
+            journal,
+            Box::new(|_| {}),
+        )
+        .map(|(outcome, _)| outcome)
     }
 
     fn recover_observed(
         &self,
         request: &RecoveryRequest,
-        worker: &mut impl Worker,
+        driver: &mut impl Driver,
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
     ) -> Result<(RecoveryOutcome, AgentFailures), BatchError> {
         let mut run = self.restore(journal)?;
         run.observer = observer;
-        let evidence = &run.evidence;
+        let evidence = run.evidence();
         if !evidence.recovery_enabled() {
             return Err(RecoveryError::NotEnabled {
                 channel: self.channel.clone(),
@@ -475,7 +448,7 @@ impl<'p> Batch<'p> {
                 RecoveryOutcome {
                     granted: Vec::new(),
                     refused,
-                    evidence: run.evidence,
+                    evidence: run.machine.into_evidence(),
                 },
                 Vec::new(),
             ));
@@ -484,7 +457,7 @@ impl<'p> Batch<'p> {
         let mut granted = Vec::new();
         let mut refused = Vec::new();
         for root in request.roots() {
-            match self.eligibility(&run.graph, evidence, root, inputs_changed) {
+            match self.eligibility(run.machine.graph(), evidence, root, inputs_changed) {
                 Ok(()) => granted.push(root.clone()),
                 Err(why) => refused.push((root.clone(), why)),
             }
@@ -509,7 +482,7 @@ impl<'p> Batch<'p> {
             refused: refused.clone(),
         })?;
         if !granted.is_empty() {
-            run.drive(worker, contract)?;
+            driver.drive(&mut run, contract)?;
         }
         let (evidence, failures) = run.finish()?;
         Ok((
@@ -580,15 +553,25 @@ impl<'p> Batch<'p> {
         journal: &mut impl EvidenceJournal,
         observer: &mut dyn FnMut(&EvidenceEvent),
     ) -> Result<RunOutcome, BatchError> {
+        self.run_driven(&mut Sequential(worker), contract, journal, observer)
+    }
+
+    pub(crate) fn run_driven(
+        &self,
+        driver: &mut impl Driver,
+        contract: &impl OutputContract,
+        journal: &mut impl EvidenceJournal,
+        observer: &mut dyn FnMut(&EvidenceEvent),
+    ) -> Result<RunOutcome, BatchError> {
         journal.repair_torn_tail(&self.channel)?;
         // A run killed before its first record has nothing to resume: it starts.
         let resumed = journal
             .load(&self.channel)?
             .is_some_and(|load| load.snapshot.is_some() || !load.events.is_empty());
         let (evidence, mut agent_failures) = if resumed {
-            self.resume_observed(worker, contract, journal, Box::new(&mut *observer))?
+            self.resume_observed(driver, contract, journal, Box::new(&mut *observer))?
         } else {
-            self.dispatch_observed(worker, contract, journal, Box::new(&mut *observer))?
+            self.dispatch_observed(driver, contract, journal, Box::new(&mut *observer))?
         };
         let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
         if !evidence.recovery_enabled() || !evidence.recoveries().is_empty() || roots.is_empty() {
@@ -602,7 +585,7 @@ impl<'p> Batch<'p> {
         }
         let request = RecoveryRequest::for_roots(&evidence, roots);
         let (outcome, more) =
-            self.recover_observed(&request, worker, contract, journal, Box::new(observer))?;
+            self.recover_observed(&request, driver, contract, journal, Box::new(observer))?;
         agent_failures.extend(more);
         Ok(RunOutcome {
             evidence: outcome.evidence,
@@ -643,7 +626,7 @@ impl<'p> Batch<'p> {
         }
         let current = evidence
             .position(root)
-            .map(|i| self.input_digest(&self.input_template(), graph, evidence, i));
+            .map(|i| input_digest(self.plan, &self.input_template(), graph, evidence, i));
         if inputs_changed || current != t.last_input_digest() {
             return Err(IneligibleReason::InputsChanged);
         }
@@ -697,30 +680,6 @@ impl<'p> Batch<'p> {
         h
     }
 
-    /// The digest of everything a call of the task at `position` depends on: the plan, the
-    /// batch inputs and the prerequisites' accepted outputs.
-    fn input_digest(
-        &self,
-        template: &CanonicalHasher,
-        graph: &Prerequisites,
-        evidence: &BatchEvidence,
-        position: usize,
-    ) -> Digest {
-        let mut h = template.clone();
-        let order = self.plan.topological_order();
-        h.str(order[position].as_str());
-        let prerequisites = graph.of(position);
-        h.u64(prerequisites.len() as u64);
-        for &p in prerequisites {
-            h.str(order[p].as_str());
-            match evidence.task_at(p).and_then(|t| t.accepted()) {
-                Some(a) => h.u64(1).digest(&a.digest()),
-                None => h.u64(0),
-            };
-        }
-        h.finish()
-    }
-
     /// Loads the channel's evidence and checks it against this batch: channel, plan,
     /// inventory, owners, budgets, recovery mode and the ownership of every accepted output.
     /// (Accepted-output digests were verified by the fold.)
@@ -742,6 +701,14 @@ impl<'p> Batch<'p> {
             channel: self.channel.clone(),
             source,
         })?;
+        self.check_evidence(&evidence)?;
+        Ok(Run::new(self, journal, evidence, tail, snapshot_events))
+    }
+
+    /// Checks restored evidence against this batch: channel, plan, inventory, owners,
+    /// budgets, recovery mode and the ownership of every accepted output. (Accepted-output
+    /// digests were verified by the fold.)
+    fn check_evidence(&self, evidence: &BatchEvidence) -> Result<(), BatchError> {
         if evidence.channel() != &self.channel {
             return Err(BatchError::ChannelMismatch {
                 channel: self.channel.clone(),
@@ -785,22 +752,132 @@ impl<'p> Batch<'p> {
                 });
             }
         }
-        Ok(Run::new(self, journal, evidence, tail, snapshot_events))
+        Ok(())
+    }
+
+    /// The interruptions a resume records for the calls left in flight, after refusing a
+    /// resume whose inputs changed or that would replay a `block` agent's call. Every call
+    /// in flight is looked at, so with several in flight the first `block` one (in
+    /// topological order) is named.
+    fn interruptions(&self, evidence: &BatchEvidence) -> Result<Vec<EvidenceEvent>, BatchError> {
+        if let Some(names) = self.changed_inputs(evidence) {
+            return Err(BatchError::InputsChanged {
+                channel: self.channel.clone(),
+                names,
+            });
+        }
+        let mut events = Vec::new();
+        for (task, attempt) in evidence.in_flight() {
+            let agent = evidence
+                .task(task)
+                .map(|t| t.owner().clone())
+                .ok_or_else(|| self.inventory_mismatch(task))?;
+            if self.policy(&agent) == PendingTurnReplay::Block {
+                return Err(BatchError::PendingTurnBlocked {
+                    agent,
+                    channel: self.channel.clone(),
+                    task: task.clone(),
+                    attempt,
+                });
+            }
+            events.push(EvidenceEvent::Interrupted {
+                task: task.clone(),
+                attempt,
+            });
+        }
+        Ok(events)
+    }
+
+    fn started(&self) -> EvidenceEvent {
+        EvidenceEvent::Started {
+            channel: self.channel.clone(),
+            plan_digest: self.plan.digest(),
+            evidence_version: EVIDENCE_VERSION,
+            inputs: self.inputs.clone(),
+            recovery: self.recovery,
+            inventory: self.inventory(),
+        }
+    }
+
+    pub(crate) fn machine_over(&self, evidence: BatchEvidence) -> BatchMachine<'p> {
+        BatchMachine::new(
+            self.plan,
+            self.channel.clone(),
+            self.input_template(),
+            evidence,
+        )
+    }
+
+    /// The batch as a sans-IO [`BatchMachine`], for a driver of your own: from nothing (a
+    /// fresh batch) or from the channel's evidence as a journal folds it (a resume, checked
+    /// as [`resume`](Self::resume) checks it, calls left in flight interrupted). Append the
+    /// returned events (the start, or the interruptions) in one commit before anything else.
+    ///
+    /// # Errors
+    ///
+    /// As [`resume`](Self::resume) for evidence that cannot be trusted for this batch, or
+    /// holds a `block` agent's interrupted call.
+    ///
+    /// # Examples
+    ///
+    /// See the [machine's documentation](super::BatchMachine).
+    pub fn machine(
+        &self,
+        evidence: Option<BatchEvidence>,
+    ) -> Result<(BatchMachine<'p>, Vec<EvidenceEvent>), BatchError> {
+        match evidence {
+            None => {
+                let started = self.started();
+                let evidence = BatchEvidence::start(started.clone())
+                    .map_err(|source| self.fold_error(source))?;
+                Ok((self.machine_over(evidence), vec![started]))
+            }
+            Some(evidence) => {
+                self.check_evidence(&evidence)?;
+                let events = self.interruptions(&evidence)?;
+                let mut machine = self.machine_over(evidence);
+                for event in &events {
+                    machine.apply_external(event.clone())?;
+                }
+                Ok((machine, events))
+            }
+        }
     }
 }
 
-/// One pass of the executor over the journal and the evidence it folds.
-struct Run<'b, 'p, J> {
-    batch: &'b Batch<'p>,
-    graph: Prerequisites,
-    template: CanonicalHasher,
+/// How a pass makes its calls: one at a time ([`Sequential`]) or several at once (the
+/// threaded driver).
+pub(crate) trait Driver {
+    /// Runs the pass's machine until it settles or stops.
+    fn drive<J: EvidenceJournal>(
+        &mut self,
+        run: &mut Run<'_, '_, J>,
+        contract: &impl OutputContract,
+    ) -> Result<(), BatchError>;
+}
+
+/// The sequential driver: one call at a time, in the plan's topological order.
+pub(crate) struct Sequential<'w, W>(pub(crate) &'w mut W);
+
+impl<W: Worker> Driver for Sequential<'_, W> {
+    fn drive<J: EvidenceJournal>(
+        &mut self,
+        run: &mut Run<'_, '_, J>,
+        contract: &impl OutputContract,
+    ) -> Result<(), BatchError> {
+        run.drive(&mut *self.0, contract)
+    }
+}
+
+/// One pass of the executor over the journal and the machine whose evidence it journals.
+pub(crate) struct Run<'b, 'p, J> {
+    pub(super) batch: &'b Batch<'p>,
     journal: &'b mut J,
-    evidence: BatchEvidence,
+    pub(super) machine: BatchMachine<'p>,
     buffer: Vec<EvidenceEvent>,
     since_snapshot: u64,
     snapshot_events: u64,
     observer: Observer<'b>,
-    agent_failures: AgentFailures,
 }
 
 /// The run's fix ledger during one call: draws go to the journal at once (the reservation
@@ -843,63 +920,95 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
     ) -> Self {
         Self {
             batch,
-            graph: Prerequisites::of_plan(batch.plan),
-            template: batch.input_template(),
             journal,
-            evidence,
+            machine: batch.machine_over(evidence),
             buffer: Vec::new(),
             since_snapshot,
             snapshot_events,
             observer: Box::new(|_| {}),
-            agent_failures: Vec::new(),
         }
     }
 
-    /// Records an event: committed at once, or (group commit) with the next reservation.
+    fn evidence(&self) -> &BatchEvidence {
+        self.machine.evidence()
+    }
+
+    /// Folds an event made outside the machine's steps, then journals it.
     fn record(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        self.machine.apply_external(event.clone())?;
+        self.commit(event)?;
+        self.checkpoint()
+    }
+
+    /// Journals an event the machine already folded: committed at once, or (group commit)
+    /// with the next reservation.
+    pub(super) fn commit(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
         if self.batch.group_commit {
-            self.buffer.push(event.clone());
-            self.apply(event)
+            (self.observer)(&event);
+            self.buffer.push(event);
         } else {
             self.journal
                 .append(&self.batch.channel, std::slice::from_ref(&event))?;
-            self.apply(event)?;
-            self.journaled(1)
+            self.since_snapshot += 1;
+            (self.observer)(&event);
         }
+        Ok(())
     }
 
-    /// Commits a reservation (with anything buffered) before its call is dispatched.
-    fn reserve(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
-        self.record(event)?;
+    /// Journals a settlement's event (committed at once, or with the next reservation),
+    /// then folds it: committed at once, the candidate it carries is never copied.
+    fn commit_then_fold(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        if self.batch.group_commit {
+            self.buffer.push(event.clone());
+        } else {
+            self.journal
+                .append(&self.batch.channel, std::slice::from_ref(&event))?;
+            self.since_snapshot += 1;
+        }
+        (self.observer)(&event);
+        self.machine.fold_settled(event)
+    }
+
+    /// Buffers an event the machine already folded for the next [`flush`](Self::flush),
+    /// whatever the batch's group-commit choice (a driver that commits in groups).
+    pub(super) fn commit_buffered(&mut self, event: EvidenceEvent) {
+        (self.observer)(&event);
+        self.buffer.push(event);
+    }
+
+    /// Journals events the machine already folded in one commit, with anything buffered.
+    fn commit_together(&mut self, events: Vec<EvidenceEvent>) -> Result<(), BatchError> {
+        for event in &events {
+            (self.observer)(event);
+        }
+        self.buffer.extend(events);
         self.flush()
     }
 
-    fn apply(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
-        (self.observer)(&event);
-        // The executor computed every accepted digest from its candidate just before.
-        self.evidence
-            .apply_checked(event, false)
-            .map_err(|source| self.batch.fold_error(source))
-    }
-
-    fn flush(&mut self) -> Result<(), BatchError> {
+    pub(super) fn flush(&mut self) -> Result<(), BatchError> {
         if self.buffer.is_empty() {
             return Ok(());
         }
         self.journal.append(&self.batch.channel, &self.buffer)?;
-        let n = self.buffer.len() as u64;
+        self.since_snapshot += self.buffer.len() as u64;
         self.buffer.clear();
-        self.journaled(n)
+        Ok(())
     }
 
-    fn journaled(&mut self, n: u64) -> Result<(), BatchError> {
-        self.since_snapshot += n;
+    /// Compacts when the tail is long enough. Only where the journal holds everything the
+    /// machine folded (the machine folds a step's events before they are journaled, and a
+    /// snapshot taken between would hold events the journal then appends again).
+    pub(super) fn checkpoint(&mut self) -> Result<(), BatchError> {
+        if !self.buffer.is_empty() {
+            return Ok(());
+        }
         // A snapshot costs the whole inventory plus everything folded so far; waiting until
         // the tail is that long keeps the amortised cost per event constant.
         let snapshot_size = self.batch.plan.len() as u64 + self.snapshot_events;
         if self.since_snapshot >= self.batch.compaction_after.max(snapshot_size) {
-            self.journal.compact(&self.batch.channel, &self.evidence)?;
-            self.snapshot_events = self.evidence.event_count();
+            self.journal
+                .compact(&self.batch.channel, self.machine.evidence())?;
+            self.snapshot_events = self.machine.evidence().event_count();
             self.since_snapshot = 0;
         }
         Ok(())
@@ -907,212 +1016,105 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
 
     fn finish(mut self) -> Result<(BatchEvidence, AgentFailures), BatchError> {
         self.flush()?;
-        Ok((self.evidence, self.agent_failures))
+        self.checkpoint()?;
+        let failures = self.machine.take_agent_failures();
+        Ok((self.machine.into_evidence(), failures))
     }
 
-    /// The failed task that keeps the task at `position` from running, if any: a
-    /// prerequisite (or an input contract's source) that is not accepted, or the root that
-    /// drained it.
-    fn blocker(&self, task: &PlannedTask, position: usize) -> Option<TaskId> {
-        let order = self.batch.plan.topological_order();
-        let prerequisites = self.graph.of(position).iter().map(|&p| (p, &order[p]));
-        let sources = task.input_contracts.iter().map(|c| {
-            (
-                self.evidence.position(&c.from).unwrap_or(usize::MAX),
-                &c.from,
-            )
-        });
-        for (p, id) in prerequisites.chain(sources) {
-            match self.evidence.status_at(p) {
-                Some(TaskStatus::Accepted) => {}
-                Some(TaskStatus::Drained { blocked_by }) => return Some(blocked_by),
-                _ => return Some(id.clone()),
-            }
-        }
-        None
-    }
-
+    /// The sequential drive: one call at a time, in the plan's topological order.
     fn drive(
         &mut self,
         worker: &mut impl Worker,
         contract: &impl OutputContract,
     ) -> Result<(), BatchError> {
-        let batch = self.batch;
-        let recovery = self.evidence.recovery_enabled();
-        // The inventory was checked against the plan: position `i` is the same task in both.
-        for (position, task) in batch.plan.tasks().enumerate() {
-            let id = &task.id;
-            loop {
-                let t = self
-                    .evidence
-                    .task_at(position)
-                    .ok_or_else(|| batch.inventory_mismatch(id))?;
-                if !t.may_call(recovery) {
-                    break;
+        loop {
+            let Reservation { events, dispatches } = self.machine.reserve(1)?;
+            let Some(dispatch) = dispatches.into_iter().next() else {
+                for event in events {
+                    self.commit(event)?;
                 }
-                let attempt = t.calls() + 1;
-                if let Some(blocked_by) = self.blocker(task, position) {
-                    self.record(EvidenceEvent::Drained {
-                        task: id.clone(),
-                        blocked_by,
-                    })?;
-                    break;
-                }
-                let input_digest =
-                    batch.input_digest(&self.template, &self.graph, &self.evidence, position);
-                self.reserve(EvidenceEvent::Reserved {
-                    task: id.clone(),
-                    attempt,
-                    input_digest,
-                })?;
-                let (result, drawn) = self.call(worker, task, position, attempt);
-                let drawn_count = drawn.len() as u64;
-                for event in drawn {
-                    self.apply(event)?;
-                }
-                if drawn_count > 0 {
-                    self.journaled(drawn_count)?;
-                }
-                let settlement = match result {
-                    Ok(Proposal {
-                        candidate,
-                        rejection,
-                        closure,
-                        error,
-                    }) => {
-                        if let Some(failure) = error {
-                            self.agent_failures.push((id.clone(), attempt, failure));
-                        }
-                        if let Some(closure) = closure {
-                            self.record(EvidenceEvent::ClosureSettled {
-                                task: id.clone(),
-                                attempt,
-                                closure,
-                            })?;
-                        }
-                        let verdict = check_ownership(batch.plan, task, &candidate)
-                            .and_then(|()| rejection.map_or(Ok(()), Err))
-                            .and_then(|()| contract.check(task, &candidate));
-                        match verdict {
-                            Ok(()) => Settlement::Accepted {
-                                digest: candidate.digest(),
-                                candidate,
-                            },
-                            Err(rejection) => Settlement::Rejected {
-                                candidate,
-                                rejection,
-                            },
-                        }
-                    }
-                    Err(WorkerFailure::Infrastructure(failure)) => {
-                        Settlement::Infrastructure(failure)
-                    }
-                    Err(WorkerFailure::Agent(failure))
-                        if failure.kind() != AgentErrorKind::Cancelled =>
-                    {
-                        let settlement = Settlement::Infrastructure(InfrastructureFailure::Agent {
-                            detail: failure.chain_text(),
-                        });
-                        self.agent_failures.push((id.clone(), attempt, failure));
-                        settlement
-                    }
-                    Err(WorkerFailure::Agent(failure)) => {
-                        self.flush()?;
-                        return Err(BatchError::Cancelled {
-                            channel: batch.channel.clone(),
-                            task: id.clone(),
-                            attempt,
-                            cause: Some(failure),
-                        });
-                    }
-                    Err(WorkerFailure::Unavailable { detail }) => {
-                        self.record(EvidenceEvent::Withdrawn {
-                            task: id.clone(),
-                            attempt,
-                            detail: detail.clone(),
-                        })?;
-                        self.flush()?;
-                        return Err(BatchError::WorkerUnavailable {
-                            channel: batch.channel.clone(),
-                            task: id.clone(),
-                            attempt,
-                            detail,
-                        });
-                    }
-                    Err(WorkerFailure::Cancelled) => {
-                        self.flush()?;
-                        return Err(BatchError::Cancelled {
-                            channel: batch.channel.clone(),
-                            task: id.clone(),
-                            attempt,
-                            cause: None,
-                        });
-                    }
-                };
-                self.record(EvidenceEvent::Settled {
-                    task: id.clone(),
-                    attempt,
-                    settlement,
-                })?;
+                return self.checkpoint();
+            };
+            // Drains are committed as they were made; the reservation (with anything
+            // buffered) is durable before its call.
+            let mut events = events;
+            let reserved = events.pop();
+            for event in events {
+                self.commit(event)?;
             }
+            self.commit_together(reserved.into_iter().collect())?;
+            self.checkpoint()?;
+            let (result, drawn) = self.call(worker, &dispatch);
+            for event in drawn {
+                (self.observer)(&event);
+                self.machine.apply_drawn(event)?;
+                self.since_snapshot += 1;
+            }
+            self.checkpoint()?;
+            let Settled { events, stop } = self.machine.judge(&dispatch, result, contract)?;
+            for event in events {
+                self.commit_then_fold(event)?;
+            }
+            self.machine.close(&dispatch, stop.is_some());
+            if let Some(stop) = stop {
+                self.flush()?;
+                self.checkpoint()?;
+                return Err(stop);
+            }
+            self.checkpoint()?;
         }
-        Ok(())
     }
 
     /// Makes one call; hands back its result and the fix draws it committed (to fold).
     fn call(
         &mut self,
         worker: &mut impl Worker,
-        task: &PlannedTask,
-        position: usize,
-        attempt: u32,
+        dispatch: &Dispatch,
     ) -> (Result<Proposal, WorkerFailure>, Vec<EvidenceEvent>) {
         let Run {
             batch,
-            graph,
             journal,
-            evidence,
+            machine,
             ..
         } = self;
-        let (batch, graph, evidence) = (*batch, &*graph, &*evidence);
+        let (batch, machine) = (*batch, &*machine);
         let ledger = Ledger {
             journal: RefCell::new(&mut **journal),
             channel: &batch.channel,
-            task: &task.id,
-            attempt,
-            used: evidence.fix_attempts_used(),
+            task: dispatch.task(),
+            attempt: dispatch.attempt(),
+            used: dispatch.fix_attempts_used(),
             drawn: RefCell::new(Vec::new()),
         };
+        let Some(task) = batch.plan.task(dispatch.task()) else {
+            return (
+                Err(WorkerFailure::Unavailable {
+                    detail: format!("find task {} in the plan", dispatch.task()),
+                }),
+                Vec::new(),
+            );
+        };
+        let (graph, evidence) = (machine.graph(), machine.evidence());
         let order = batch.plan.topological_order();
-        let mut prerequisites: Vec<_> = graph
-            .of(position)
-            .iter()
-            .filter_map(|&p| {
-                let t = evidence.task_at(p)?;
-                t.accepted().map(|a| (&order[p], a))
-            })
-            .collect();
-        prerequisites.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let correction = evidence
-            .task_at(position)
-            .and_then(|t| t.rejections().last())
-            .map(|r| Correction {
-                rejection: r.rejection(),
-                candidate: r.candidate(),
-            });
-        let prerequisites_of = |p: usize| graph.of(p);
         let accepted_at = |p: usize| {
             let t = evidence.task_at(p)?;
             t.accepted().map(|a| (&order[p], a))
         };
+        let mut prerequisites: Vec<_> = graph
+            .of(dispatch.position())
+            .iter()
+            .filter_map(|&p| accepted_at(p))
+            .collect();
+        prerequisites.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let prerequisites_of = |p: usize| graph.of(p);
         let result = worker.call(&WorkerCall {
             channel: &batch.channel,
             task,
             prerequisites,
-            attempt,
-            correction,
+            attempt: dispatch.attempt(),
+            correction: dispatch.correction(),
             ancestry: Ancestry {
-                position,
+                position: dispatch.position(),
                 prerequisites_of: &prerequisites_of,
                 accepted_at: &accepted_at,
             },
@@ -1120,64 +1122,4 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         });
         (result, ledger.drawn.into_inner())
     }
-}
-
-/// Every task's direct prerequisites as positions in topological order, read once from the
-/// plan's graph (node `i` is the `i`-th task), so the executor never searches by id.
-#[derive(Debug)]
-struct Prerequisites {
-    start: Vec<usize>,
-    positions: Vec<usize>,
-}
-
-impl Prerequisites {
-    fn of_plan(plan: &ValidatedPlan) -> Self {
-        let graph = plan.graph();
-        let mut start = Vec::with_capacity(plan.len() + 1);
-        let mut positions = Vec::with_capacity(graph.edge_count());
-        for i in 0..plan.len() {
-            start.push(positions.len());
-            let from = positions.len();
-            positions.extend(
-                graph
-                    .neighbors_directed(NodeIndex::new(i), Direction::Incoming)
-                    .map(|n| n.index()),
-            );
-            positions[from..].sort_unstable();
-        }
-        start.push(positions.len());
-        Self { start, positions }
-    }
-
-    fn of(&self, position: usize) -> &[usize] {
-        match (self.start.get(position), self.start.get(position + 1)) {
-            (Some(&a), Some(&b)) => &self.positions[a..b],
-            _ => &[],
-        }
-    }
-}
-
-/// The built-in ownership check (a candidate may only write paths the plan gives its task:
-/// an owned path itself or anything beneath an owned directory). It runs before the
-/// worker's own rejection and the user's contract; the candidate is checked whole before
-/// anything is accepted.
-///
-/// One owner lookup per file, never a scan of the owned paths: `O(n · d · log m)` for `n`
-/// files of depth `d` and `m` owned paths in the plan.
-fn check_ownership(
-    plan: &ValidatedPlan,
-    task: &PlannedTask,
-    candidate: &Candidate,
-) -> Result<(), Rejection> {
-    if let Some(path) = candidate
-        .files()
-        .keys()
-        .find(|p| plan.owner_of(p) != Some(&task.id))
-    {
-        return Err(Rejection::NotOwned {
-            task: task.id.clone(),
-            path: path.clone(),
-        });
-    }
-    Ok(())
 }

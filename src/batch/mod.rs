@@ -53,7 +53,9 @@ mod event;
 mod evidence;
 mod executor;
 pub(crate) mod journal;
+mod machine;
 mod recovery;
+mod threaded;
 mod worker;
 
 pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBackend};
@@ -70,6 +72,7 @@ pub use journal::{
     EvidenceJournal, FileJournal, Journal, JournalError, JournalKey, JournalLoad, MemoryJournal,
     RecordDamage, TornTail,
 };
+pub use machine::{BatchMachine, Dispatch, Reservation, Settled};
 pub use recovery::{IneligibleReason, RecoveryError, RecoveryRequest};
 pub use worker::{
     AgentFailure, Correction, InfrastructureFailure, OutputContract, PendingTurnReplay, Proposal,

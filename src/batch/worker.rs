@@ -9,7 +9,7 @@ use super::event::ClosureSettlement;
 use super::journal::JournalError;
 use crate::closure::{AgentError, AgentErrorKind};
 use crate::plan::PlannedTask;
-use crate::{id::ChannelId, id::TaskId};
+use crate::{closure::FixBudget, id::ChannelId, id::TaskId};
 
 /// A failure of the worker's infrastructure, not of its output. It fails the task for this
 /// batch and is never reclassified as a repairable output error (no corrective call is
@@ -243,6 +243,12 @@ pub(crate) trait FixLedger {
     fn used(&self) -> u32;
     /// Durably records that the call draws a fix attempt for `fix`.
     fn draw(&self, fix: &TaskId) -> Result<(), JournalError>;
+    /// The run's fix budget of size `max` as this call may spend it: by default what the
+    /// evidence left when the call started; a driver with several calls in flight hands every
+    /// call one shared budget, so together they never spend more than `max`.
+    fn fix_budget(&self, max: u32) -> FixBudget {
+        FixBudget::restore(max, self.used().min(max)).unwrap_or_else(|_| FixBudget::new(0))
+    }
 }
 
 /// The exact rejection of the task's last refused candidate, and that candidate: what a
@@ -355,6 +361,12 @@ impl<'a> WorkerCall<'a> {
     /// [`JournalError`] when the journal cannot be written; the fix must not run then.
     pub fn draw_fix(&self, fix: &TaskId) -> Result<(), JournalError> {
         self.ledger.draw(fix)
+    }
+
+    /// The run's fix budget of size `max` for this call's closure (see
+    /// [`FixLedger::fix_budget`]).
+    pub(crate) fn fix_budget(&self, max: u32) -> FixBudget {
+        self.ledger.fix_budget(max)
     }
 }
 

@@ -1,5 +1,6 @@
 //! The command line: commands, arguments, help texts with an example each, exit codes.
 
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -198,6 +199,10 @@ pub struct RunArgs {
     /// refusing to start.
     #[arg(long)]
     pub kill_stale: bool,
+    /// Calls to run at once, each in its own staged workspace (STATE/stages/call-N); 1 runs
+    /// them one by one in the plan's order [default: the machine's available parallelism].
+    #[arg(short = 'j', long, value_name = "N")]
+    pub jobs: Option<NonZeroUsize>,
     #[command(flatten)]
     pub signing: SigningArgs,
 }
@@ -211,8 +216,17 @@ pub struct ResumeArgs {
     /// refusing to resume.
     #[arg(long)]
     pub kill_stale: bool,
+    /// Calls to run at once, each in its own staged workspace (STATE/stages/call-N); 1 runs
+    /// them one by one in the plan's order [default: the machine's available parallelism].
+    #[arg(short = 'j', long, value_name = "N")]
+    pub jobs: Option<NonZeroUsize>,
     #[command(flatten)]
     pub signing: SigningArgs,
+}
+
+/// The `-j` of `run` and `resume`: as given, or the machine's available parallelism.
+pub fn jobs(given: Option<NonZeroUsize>) -> NonZeroUsize {
+    given.unwrap_or_else(|| std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN))
 }
 
 /// The secret key that signs acceptance, kept outside the state directory.

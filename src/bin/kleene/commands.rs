@@ -1,11 +1,11 @@
 //! One function per command. Each returns the process's [`Exit`] or a [`Failure`] to print.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kleene::batch::{
@@ -25,7 +25,7 @@ use kleene::{
 
 use crate::cli::{
     AcceptArgs, Exit, ExportArgs, GraphArgs, KeygenArgs, PlanArgs, ResumeArgs, RunArgs,
-    SigningArgs, StateArgs, VerifyArgs,
+    SigningArgs, StateArgs, VerifyArgs, jobs,
 };
 use crate::planfile::{self, LoadedPlan};
 use crate::report::{Event, Reporter, detail, failure_reason, report_event, status_word};
@@ -213,7 +213,11 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
         .create(&info, &text)
         .map_err(|e| Failure::bad_input(Chain(&e)))?;
     refuse_live_groups(&state, args.kill_stale)?;
-    execute(&state, &info, &loaded, &text, false, &args.signing, rep)
+    let pass = Pass {
+        resumed: false,
+        jobs: jobs(args.jobs),
+    };
+    execute(&state, &info, &loaded, &text, pass, &args.signing, rep)
 }
 
 /// Moves the state directory of an earlier run aside (`STATE.old-N`), so `run --restart`
@@ -287,7 +291,11 @@ pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
         .map_err(|e| Failure::bad_input(Chain(&e)))?;
     refuse_changed_plan(&info, &loaded, &state)?;
     refuse_live_groups(&state, args.kill_stale)?;
-    execute(&state, &info, &loaded, &text, true, &args.signing, rep)
+    let pass = Pass {
+        resumed: true,
+        jobs: jobs(args.jobs),
+    };
+    execute(&state, &info, &loaded, &text, pass, &args.signing, rep)
 }
 
 /// A resume runs the plan as it was when the run started; if the plan file has changed
@@ -343,15 +351,24 @@ fn policy(info: &RunInfo, depth: u32) -> Result<RecoveryPolicy, Failure> {
         .map_err(|e| Failure::bad_input(format!("use this recovery policy: {e}")))
 }
 
+/// How `run` or `resume` drives the batch: whether it continues a run, and how many calls
+/// it makes at once.
+#[derive(Debug, Clone, Copy)]
+struct Pass {
+    resumed: bool,
+    jobs: NonZeroUsize,
+}
+
 fn execute(
     state: &StateDir,
     info: &RunInfo,
     loaded: &LoadedPlan,
     plan_text: &str,
-    resumed: bool,
+    pass: Pass,
     signing: &SigningArgs,
     rep: Reporter,
 ) -> Outcome {
+    let Pass { resumed, jobs } = pass;
     let plan = &loaded.plan;
     let journal_key = journal_key(signing_key(signing, state)?.as_ref());
     let channel = ChannelId::new(info.channel.clone()).map_err(|e| {
@@ -373,14 +390,15 @@ fn execute(
         fs::create_dir_all(dir)
             .map_err(|e| Failure::halted(format!("create {}: {e}", dir.display())))?;
     }
-    let rep = Rc::new(RefCell::new(rep));
-    rep.borrow_mut().emit(&Event::RunStarted {
+    let rep = Arc::new(Mutex::new(rep));
+    let report = || rep.lock().unwrap_or_else(PoisonError::into_inner);
+    report().emit(&Event::RunStarted {
         channel: info.channel.clone(),
         tasks: plan.len(),
         resumed,
     });
     if process::containment() == Containment::ProcessGroup {
-        rep.borrow_mut().say(&format!(
+        report().say(&format!(
             "note: commands are contained by {} only (no PID namespace here): a child that \
              calls setsid, or every child after kleene is killed with SIGKILL, can outlive its \
              call; a later resume refuses to start while one is alive",
@@ -389,8 +407,8 @@ fn execute(
     }
     let session = Session::new("kleene-run", info.channel.clone())
         .map_err(|e| Failure::bad_input(format!("open a session: {e}")))?;
-    let agent = ShellAgent::new(&ctx, Rc::clone(&rep)).map_err(|e| Failure::halted(Chain(&e)))?;
-    let mut worker = ClosureWorker::new(agent, session, policy(info, info.max_depth)?);
+    let store = ShellAgent::open_store(&ctx).map_err(|e| Failure::halted(Chain(&e)))?;
+    let recovery = policy(info, info.max_depth)?;
     let mut journal = FileJournal::open(state.journal_dir())
         .map_err(|e| Failure::halted(format!("open the journal: {}", Chain(&e))))?;
     if let Some(key) = &journal_key {
@@ -403,19 +421,24 @@ fn execute(
         .with_group_commit(true)
         .with_recovery(info.batch_recovery);
     let mut fixes = BTreeMap::new();
-    let result = batch.run_observed(&mut worker, &(), &mut journal, &mut |event| {
-        report_event(&mut rep.borrow_mut(), &mut fixes, event);
+    // One worker per slot, each with its own stage; the threaded driver reserves the lowest
+    // ready task first, so one job makes the calls in the sequential order.
+    let workers = |slot| {
+        let agent = ShellAgent::new(&ctx, Arc::clone(&rep), &store, slot);
+        ClosureWorker::new(agent, session.clone(), recovery.clone())
+    };
+    let result = batch.run_threaded_observed(jobs, workers, &(), &mut journal, &mut |event| {
+        report_event(&mut report(), &mut fixes, event);
     });
     for (_, torn) in journal.repairs() {
-        rep.borrow_mut().say(&format!(
+        report().say(&format!(
             "note: the journal ended in a record cut short by an earlier crash; removed its \
              {} byte(s) at byte {} ({})",
             torn.discarded, torn.offset, torn.cause
         ));
     }
-    drop(worker);
-    let mut rep = Rc::try_unwrap(rep)
-        .map(RefCell::into_inner)
+    let mut rep = Arc::try_unwrap(rep)
+        .map(|rep| rep.into_inner().unwrap_or_else(PoisonError::into_inner))
         .map_err(|_| Failure::halted("finish the run: its reporter is still in use"))?;
     let outcome =
         result.map_err(|err| stopped(err, state, &info.channel, journal_key.as_ref(), &mut rep))?;

@@ -14,10 +14,9 @@
 //! cannot run (missing, not executable, timed out) is an infrastructure failure, and an
 //! interrupt cancels the call: neither is ever handed to a fixer.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kleene::batch::{BatchAgent, Candidate, Proposal, Rejection, WorkerCall, WorkerFailure};
@@ -103,11 +102,15 @@ impl ScratchRule for Scratch {
 #[derive(Debug)]
 pub struct ShellAgent<'a> {
     ctx: &'a Context,
-    rep: Rc<RefCell<Reporter>>,
-    store: ObjectStore,
+    rep: Arc<Mutex<Reporter>>,
+    /// The run's object store, shared by every worker slot (its writes are atomic renames).
+    store: &'a ObjectStore,
+    /// The worker slot this agent serves: its stage is `STATE/stages/call-SLOT`, so calls in
+    /// flight together never share a workspace.
+    slot: usize,
     /// The blake3 of each file of each accepted output, by the output's digest: an input is
     /// hashed once per run, however many calls stage it.
-    file_digests: BTreeMap<Digest, Rc<BTreeMap<AdmittedPath, Digest>>>,
+    file_digests: BTreeMap<Digest, Arc<BTreeMap<AdmittedPath, Digest>>>,
     /// The last call's stage, turned into the next call's by [`Stage::reuse`]: in a chain,
     /// a call then pays for the files that changed, not for linking every input again.
     spare: Option<Stage>,
@@ -168,29 +171,49 @@ fn unavailable(what: &str, err: impl std::fmt::Display) -> WorkerFailure {
 }
 
 impl<'a> ShellAgent<'a> {
-    /// An agent over `ctx`, reporting to `rep`.
-    ///
-    /// # Errors
-    ///
-    /// When the object store in the state directory cannot be opened.
-    pub fn new(ctx: &'a Context, rep: Rc<RefCell<Reporter>>) -> Result<Self, StateError> {
-        let objects = ctx.state.objects_dir();
-        let store = ObjectStore::open(&objects).map_err(|e| StateError::Corrupt {
-            path: objects,
-            message: Chain(&e).to_string(),
-        })?;
-        Ok(Self {
+    /// The agent of worker slot `slot` over `ctx`, reporting to `rep`, staging from `store`.
+    pub fn new(
+        ctx: &'a Context,
+        rep: Arc<Mutex<Reporter>>,
+        store: &'a ObjectStore,
+        slot: usize,
+    ) -> Self {
+        Self {
             ctx,
             rep,
             store,
+            slot,
             file_digests: BTreeMap::new(),
             spare: None,
             current: None,
+        }
+    }
+
+    /// Opens the run's object store in the state directory.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be opened.
+    pub fn open_store(ctx: &Context) -> Result<ObjectStore, StateError> {
+        let objects = ctx.state.objects_dir();
+        ObjectStore::open(&objects).map_err(|e| StateError::Corrupt {
+            path: objects,
+            message: Chain(&e).to_string(),
         })
     }
 
+    fn say(&self, text: &str) {
+        self.rep
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .say(text);
+    }
+
     fn emit(&self, event: Event) {
-        self.rep.borrow_mut().emit(&event);
+        self.rep
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .emit(&event);
     }
 
     fn commands(&self) -> Option<&'a TaskCommands> {
@@ -212,7 +235,7 @@ impl<'a> ShellAgent<'a> {
         let mut digests = Vec::with_capacity(inputs.len());
         for (_, output) in &inputs {
             let files = self.file_digests.entry(output.digest()).or_insert_with(|| {
-                Rc::new(
+                Arc::new(
                     output
                         .files()
                         .iter()
@@ -220,7 +243,7 @@ impl<'a> ShellAgent<'a> {
                         .collect(),
                 )
             });
-            digests.push(Rc::clone(files));
+            digests.push(Arc::clone(files));
         }
         let staged = inputs
             .iter()
@@ -236,7 +259,7 @@ impl<'a> ShellAgent<'a> {
             });
         if let Some(spare) = self.spare.take() {
             let inputs: Vec<StageInput<'_>> = staged.collect();
-            match spare.reuse(&self.store, inputs.iter().copied()) {
+            match spare.reuse(self.store, inputs.iter().copied()) {
                 Ok(stage) => return Ok(stage),
                 // A stage that cannot be swept is removed; a fresh one follows.
                 Err(_) => return self.fresh_stage(inputs),
@@ -248,7 +271,11 @@ impl<'a> ShellAgent<'a> {
 
     /// A new stage directory holding `inputs`.
     fn fresh_stage(&self, inputs: Vec<StageInput<'_>>) -> Result<Stage, WorkerFailure> {
-        let root = self.ctx.state.stages_dir().join("call");
+        let root = self
+            .ctx
+            .state
+            .stages_dir()
+            .join(format!("call-{}", self.slot));
         // A stage left by a crashed run holds nothing anyone needs: its call was never
         // settled, and a resume makes the call again from a fresh stage.
         if std::fs::symlink_metadata(&root).is_ok() {
@@ -256,7 +283,7 @@ impl<'a> ShellAgent<'a> {
                 unavailable(&format!("remove stale stage {}", root.display()), Chain(&e))
             })?;
         }
-        Stage::prepare(root, &self.store, inputs)
+        Stage::prepare(root, self.store, inputs)
             .map_err(|e| unavailable("stage the call", Chain(&e)))
     }
 }
@@ -349,7 +376,7 @@ impl BatchAgent for ShellAgent<'_> {
             // Kept for the next call, which turns it into its own stage.
             self.spare = Some(stage);
         } else if let Err(err) = stage.discard() {
-            self.rep.borrow_mut().say(&format!(
+            self.say(&format!(
                 "warning: failed to remove a stage: {}",
                 Chain(&err)
             ));
@@ -368,7 +395,7 @@ impl BatchAgent for ShellAgent<'_> {
             .state
             .append_closure(&task.id, call.attempt(), record)
         {
-            self.rep.borrow_mut().say(&format!(
+            self.say(&format!(
                 "warning: failed to save closure record: {}",
                 Chain(&err)
             ));

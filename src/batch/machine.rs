@@ -1,0 +1,701 @@
+//! The batch as a sans-IO state machine: which calls to make next, and what each settlement
+//! means, in values; the driver does the journaling and the calling.
+//!
+//! A [`BatchMachine`] owns the plan's progress and the evidence fold. Asked for work with
+//! [`reserve`](BatchMachine::reserve), it drains every task a failure blocks and reserves
+//! every ready task up to a concurrency limit, handing back the events to append (in ONE
+//! journal commit, before any call is made) and an owned [`Dispatch`] per call. Settlements
+//! arrive in any order through [`settle`](BatchMachine::settle); each gives the events to
+//! append and releases the dependents it unblocks. The machine's whole state is its
+//! evidence: it is rebuilt from the journal's fold between any two steps, with
+//! [`Batch::machine`](super::Batch::machine).
+//!
+//! The example is on [`BatchMachine`].
+
+use std::collections::BTreeSet;
+
+use petgraph::Direction;
+use petgraph::graph::NodeIndex;
+use serde::{Deserialize, Serialize};
+
+use super::candidate::{Candidate, Rejection};
+use super::event::{EvidenceEvent, Settlement};
+use super::evidence::{BatchEvidence, FoldError, TaskStatus};
+use super::executor::BatchError;
+use super::worker::{
+    AgentFailure, Correction, InfrastructureFailure, OutputContract, Proposal, WorkerFailure,
+};
+use crate::closure::AgentErrorKind;
+use crate::digest::CanonicalHasher;
+use crate::plan::{PlannedTask, ValidatedPlan};
+use crate::{digest::Digest, id::ChannelId, id::TaskId};
+
+/// The agent errors calls failed with: each call's task and number, in settlement order.
+pub(crate) type AgentFailures = Vec<(TaskId, u32, AgentFailure)>;
+
+/// One reserved call, owned and serialisable: everything a worker anywhere needs to know
+/// about it except the prerequisites' outputs themselves (named here by their digests).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dispatch {
+    task: TaskId,
+    position: usize,
+    attempt: u32,
+    input_digest: Digest,
+    fix_attempts_used: u32,
+    prerequisites: Vec<(TaskId, Digest)>,
+    correction: Option<DispatchCorrection>,
+}
+
+/// The refused candidate a corrective call must fix, and the exact rejection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct DispatchCorrection {
+    rejection: Rejection,
+    candidate: Candidate,
+}
+
+impl Dispatch {
+    /// The task to call.
+    pub fn task(&self) -> &TaskId {
+        &self.task
+    }
+    /// The task's place in the plan's topological order.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+    /// The call number, from 1.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+    /// The digest of everything the call depends on (as reserved).
+    pub fn input_digest(&self) -> Digest {
+        self.input_digest
+    }
+    /// The run-wide fix attempts used when the call was reserved.
+    pub fn fix_attempts_used(&self) -> u32 {
+        self.fix_attempts_used
+    }
+    /// The task's direct prerequisites and the digests of their accepted outputs, sorted by
+    /// task id.
+    pub fn prerequisites(&self) -> &[(TaskId, Digest)] {
+        &self.prerequisites
+    }
+    /// The correction to make, when an earlier candidate was refused.
+    pub fn correction(&self) -> Option<Correction<'_>> {
+        self.correction.as_ref().map(|c| Correction {
+            rejection: &c.rejection,
+            candidate: &c.candidate,
+        })
+    }
+}
+
+/// What one [`BatchMachine::reserve`] decided: the events to append, in one commit, before
+/// any of the calls is made, and the calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reservation {
+    /// Drains and reservations, in the order they were made.
+    pub events: Vec<EvidenceEvent>,
+    /// The reserved calls.
+    pub dispatches: Vec<Dispatch>,
+}
+
+/// What one settlement decided: the events to append, and whether the batch must stop.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Settled {
+    /// The closure's and the call's settlement (or the call's withdrawal).
+    pub events: Vec<EvidenceEvent>,
+    /// Set when the call was cancelled or could not be made: the driver reserves nothing
+    /// more, lets the calls in flight settle and returns this.
+    pub stop: Option<BatchError>,
+}
+
+/// The batch's progress and evidence as a sans-IO state machine: asked for work, it drains
+/// what failures block and reserves every ready task up to a limit (the events to append
+/// in one commit, and an owned [`Dispatch`] per call); settlements arrive in any order. Its
+/// whole state is its evidence, so it is rebuilt from a journal's fold between any two
+/// steps ([`Batch::machine`](super::Batch::machine)).
+///
+/// # Examples
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use kleene::batch::{Batch, Candidate, Proposal};
+/// use kleene::{plan::AdmittedPath, AppBuildPlan, id::ChannelId, plan::Plan};
+///
+/// let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
+///   {"id": "a", "kind": {"lane": "config"}, "owner": "A", "spec": {"intent": "a"},
+///    "owned_paths": ["a.toml"]},
+///   {"id": "b", "kind": {"lane": "config"}, "owner": "B", "spec": {"intent": "b"},
+///    "owned_paths": ["b.toml"]}]}"#)?)
+///     .normalize().consolidate()?.validate()?;
+/// let batch = Batch::new(&plan, ChannelId::new("chan-1")?);
+/// let (mut machine, started) = batch.machine(None)?;
+/// assert_eq!(started.len(), 1); // the batch's start, to append first
+///
+/// let work = machine.reserve(8)?; // both tasks are ready: one commit, two calls
+/// assert_eq!(work.dispatches.len(), 2);
+/// // The calls may settle in any order.
+/// for dispatch in work.dispatches.iter().rev() {
+///     let file = AdmittedPath::admit(&format!("{}.toml", dispatch.task()))?;
+///     let proposal = Proposal::new(Candidate::new(BTreeMap::from([(file, b"x".to_vec())])));
+///     let settled = machine.settle(dispatch, Ok(proposal), &())?;
+///     assert!(settled.stop.is_none());
+/// }
+/// assert!(machine.reserve(8)?.dispatches.is_empty());
+/// assert!(machine.is_settled());
+/// assert!(machine.evidence().summary().is_complete());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct BatchMachine<'p> {
+    plan: &'p ValidatedPlan,
+    channel: ChannelId,
+    template: CanonicalHasher,
+    graph: Prerequisites,
+    dependents: Prerequisites,
+    evidence: BatchEvidence,
+    /// Per task, how many prerequisites have not finished (accepted, failed or drained).
+    waiting: Vec<usize>,
+    /// Tasks whose prerequisites all finished and that may be called (or must be drained).
+    ready: BTreeSet<usize>,
+    /// Calls this machine handed out that have not settled.
+    dispatched: usize,
+    agent_failures: AgentFailures,
+}
+
+impl std::fmt::Debug for BatchMachine<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchMachine")
+            .field("channel", &self.channel)
+            .field("ready", &self.ready)
+            .field("dispatched", &self.dispatched)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'p> BatchMachine<'p> {
+    pub(crate) fn new(
+        plan: &'p ValidatedPlan,
+        channel: ChannelId,
+        template: CanonicalHasher,
+        evidence: BatchEvidence,
+    ) -> Self {
+        let graph = Prerequisites::of_plan(plan);
+        let dependents = graph.reversed();
+        let mut machine = Self {
+            plan,
+            channel,
+            template,
+            graph,
+            dependents,
+            evidence,
+            waiting: Vec::new(),
+            ready: BTreeSet::new(),
+            dispatched: 0,
+            agent_failures: Vec::new(),
+        };
+        machine.rebuild();
+        machine
+    }
+
+    /// Recomputes readiness from the evidence alone. A call left in flight by an earlier
+    /// pass counts as finished for its dependents, which then drain behind it: nothing this
+    /// machine makes waits for a call it did not make.
+    fn rebuild(&mut self) {
+        let n = self.plan.len();
+        self.waiting = (0..n)
+            .map(|i| {
+                self.graph
+                    .of(i)
+                    .iter()
+                    .filter(|&&p| self.evidence.status_at(p) == Some(TaskStatus::Pending))
+                    .count()
+            })
+            .collect();
+        self.ready = (0..n)
+            .filter(|&i| self.waiting[i] == 0 && self.may_call(i))
+            .collect();
+    }
+
+    fn may_call(&self, position: usize) -> bool {
+        let recovery = self.evidence.recovery_enabled();
+        self.evidence
+            .task_at(position)
+            .is_some_and(|t| t.may_call(recovery))
+    }
+
+    /// The evidence so far (every event the machine made is already folded in).
+    pub fn evidence(&self) -> &BatchEvidence {
+        &self.evidence
+    }
+
+    /// The evidence, ending the machine.
+    pub fn into_evidence(self) -> BatchEvidence {
+        self.evidence
+    }
+
+    /// How many calls this machine handed out that have not settled.
+    pub fn in_flight(&self) -> usize {
+        self.dispatched
+    }
+
+    /// Whether the batch has settled: no call in flight and nothing left to reserve or
+    /// drain. (A [`reserve`](Self::reserve) with room drains everything it can.)
+    pub fn is_settled(&self) -> bool {
+        self.dispatched == 0 && self.ready.is_empty()
+    }
+
+    /// Takes the agent errors calls failed with so far (task, call number, error).
+    pub fn take_agent_failures(&mut self) -> Vec<(TaskId, u32, AgentFailure)> {
+        std::mem::take(&mut self.agent_failures)
+    }
+
+    pub(crate) fn graph(&self) -> &Prerequisites {
+        &self.graph
+    }
+
+    fn fold_error(&self, source: FoldError) -> BatchError {
+        BatchError::Fold {
+            channel: self.channel.clone(),
+            source,
+        }
+    }
+
+    fn apply(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        // Every accepted digest the machine folds it computed from its candidate just before.
+        self.evidence
+            .apply_checked(event, false)
+            .map_err(|source| self.fold_error(source))
+    }
+
+    /// Folds an event made outside the machine's steps (an interruption a resume closes, a
+    /// consumed recovery request) and recomputes readiness. Only between passes, with
+    /// nothing in flight.
+    pub(crate) fn apply_external(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        self.apply(event)?;
+        self.rebuild();
+        Ok(())
+    }
+
+    /// Folds the fix draws a call journaled itself while it ran.
+    pub(crate) fn apply_drawn(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        self.apply(event)
+    }
+
+    /// Marks the task at `position` finished for its dependents, releasing those it was the
+    /// last unfinished prerequisite of.
+    fn finished(&mut self, position: usize) {
+        for &d in self.dependents.of(position) {
+            if let Some(w) = self.waiting.get_mut(d) {
+                *w = w.saturating_sub(1);
+                if *w == 0 && self.evidence.status_at(d) == Some(TaskStatus::Pending) {
+                    self.ready.insert(d);
+                }
+            }
+        }
+    }
+
+    /// The failed task that keeps the task at `position` from running, if any: a
+    /// prerequisite that is not accepted, or the root that drained it.
+    fn blocker(&self, position: usize) -> Option<TaskId> {
+        let order = self.plan.topological_order();
+        for &p in self.graph.of(position) {
+            match self.evidence.status_at(p) {
+                Some(TaskStatus::Accepted) => {}
+                Some(TaskStatus::Drained { blocked_by }) => return Some(blocked_by),
+                _ => return Some(order[p].clone()),
+            }
+        }
+        None
+    }
+
+    /// Drains every ready task a failure blocks and reserves ready tasks, lowest position
+    /// first, until `limit` calls are in flight. Append `events` in one commit before making
+    /// any of the calls. With a limit of one this is the plan's topological order.
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::Fold`] when an event the machine made does not fold (an internal
+    /// invariant broke).
+    pub fn reserve(&mut self, limit: usize) -> Result<Reservation, BatchError> {
+        let mut events = Vec::new();
+        let mut dispatches = Vec::new();
+        while self.dispatched < limit {
+            let Some(position) = self.ready.pop_first() else {
+                break;
+            };
+            if !self.may_call(position) {
+                continue;
+            }
+            let id = self.plan.topological_order()[position].clone();
+            if let Some(blocked_by) = self.blocker(position) {
+                let event = EvidenceEvent::Drained {
+                    task: id,
+                    blocked_by,
+                };
+                self.apply(event.clone())?;
+                events.push(event);
+                self.finished(position);
+                continue;
+            }
+            let dispatch = self.dispatch_for(position, id);
+            let event = EvidenceEvent::Reserved {
+                task: dispatch.task.clone(),
+                attempt: dispatch.attempt,
+                input_digest: dispatch.input_digest,
+            };
+            self.apply(event.clone())?;
+            events.push(event);
+            self.dispatched += 1;
+            dispatches.push(dispatch);
+        }
+        Ok(Reservation { events, dispatches })
+    }
+
+    fn dispatch_for(&self, position: usize, task: TaskId) -> Dispatch {
+        let order = self.plan.topological_order();
+        let t = self.evidence.task_at(position);
+        let mut prerequisites: Vec<(TaskId, Digest)> = self
+            .graph
+            .of(position)
+            .iter()
+            .filter_map(|&p| {
+                let a = self.evidence.task_at(p)?.accepted()?;
+                Some((order[p].clone(), a.digest()))
+            })
+            .collect();
+        prerequisites.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Dispatch {
+            task,
+            position,
+            attempt: t.map_or(0, |t| t.calls()) + 1,
+            input_digest: input_digest(
+                self.plan,
+                &self.template,
+                &self.graph,
+                &self.evidence,
+                position,
+            ),
+            fix_attempts_used: self.evidence.fix_attempts_used(),
+            prerequisites,
+            correction: t
+                .and_then(|t| t.rejections().last())
+                .map(|r| DispatchCorrection {
+                    rejection: r.rejection().clone(),
+                    candidate: r.candidate().clone(),
+                }),
+        }
+    }
+
+    /// Records that `dispatch`'s call draws one fix attempt for `fix`; append the event
+    /// before the fix runs.
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::Fold`] when the call is not in flight.
+    pub fn draw_fix(
+        &mut self,
+        dispatch: &Dispatch,
+        fix: &TaskId,
+    ) -> Result<EvidenceEvent, BatchError> {
+        let event = EvidenceEvent::FixDrawn {
+            task: dispatch.task.clone(),
+            attempt: dispatch.attempt,
+            fix: fix.clone(),
+        };
+        self.apply(event.clone())?;
+        Ok(event)
+    }
+
+    /// Settles `dispatch`'s call with what the worker returned: the built-in ownership
+    /// check, the worker's own rejection and `contract` decide acceptance. Calls may settle
+    /// in any order; a task that finishes releases (or, when it failed, will drain) its
+    /// dependents at the next [`reserve`](Self::reserve).
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::Fold`] when the call is not in flight.
+    pub fn settle(
+        &mut self,
+        dispatch: &Dispatch,
+        result: Result<Proposal, WorkerFailure>,
+        contract: &impl OutputContract,
+    ) -> Result<Settled, BatchError> {
+        let settled = self.judge(dispatch, result, contract)?;
+        for event in &settled.events {
+            self.fold_settled(event.clone())?;
+        }
+        self.close(dispatch, settled.stop.is_some());
+        Ok(settled)
+    }
+
+    /// What `dispatch`'s call settles as, not yet folded: a driver journals each event and
+    /// then hands it to [`fold_settled`](Self::fold_settled) (so a candidate is never
+    /// copied), then calls [`close`](Self::close).
+    pub(crate) fn judge(
+        &mut self,
+        dispatch: &Dispatch,
+        result: Result<Proposal, WorkerFailure>,
+        contract: &impl OutputContract,
+    ) -> Result<Settled, BatchError> {
+        let (id, attempt) = (&dispatch.task, dispatch.attempt);
+        let position = self.evidence.position(id);
+        let in_flight = position
+            .and_then(|p| self.evidence.task_at(p))
+            .and_then(|t| t.in_flight())
+            .map(|(a, _)| a);
+        let (Some(_), Some(task), true) =
+            (position, self.plan.task(id), in_flight == Some(attempt))
+        else {
+            // Not a call of this batch in flight: the fold names what is wrong with it.
+            let event = EvidenceEvent::Settled {
+                task: id.clone(),
+                attempt,
+                settlement: Settlement::Infrastructure(InfrastructureFailure::Transport {
+                    detail: "settlement of a call that is not in flight".to_owned(),
+                }),
+            };
+            let mut probe = self.evidence.clone();
+            return Err(match probe.apply_checked(event, false) {
+                Err(source) => self.fold_error(source),
+                Ok(()) => self.fold_error(FoldError::UnknownTask {
+                    index: self.evidence.event_count(),
+                    task: id.clone(),
+                }),
+            });
+        };
+        let mut events = Vec::new();
+        let settlement = match result {
+            Ok(Proposal {
+                candidate,
+                rejection,
+                closure,
+                error,
+            }) => {
+                if let Some(failure) = error {
+                    self.agent_failures.push((id.clone(), attempt, failure));
+                }
+                if let Some(closure) = closure {
+                    events.push(EvidenceEvent::ClosureSettled {
+                        task: id.clone(),
+                        attempt,
+                        closure,
+                    });
+                }
+                let verdict = check_ownership(self.plan, task, &candidate)
+                    .and_then(|()| rejection.map_or(Ok(()), Err))
+                    .and_then(|()| contract.check(task, &candidate));
+                match verdict {
+                    Ok(()) => Settlement::Accepted {
+                        digest: candidate.digest(),
+                        candidate,
+                    },
+                    Err(rejection) => Settlement::Rejected {
+                        candidate,
+                        rejection,
+                    },
+                }
+            }
+            Err(WorkerFailure::Infrastructure(failure)) => Settlement::Infrastructure(failure),
+            Err(WorkerFailure::Agent(failure)) if failure.kind() != AgentErrorKind::Cancelled => {
+                let settlement = Settlement::Infrastructure(InfrastructureFailure::Agent {
+                    detail: failure.chain_text(),
+                });
+                self.agent_failures.push((id.clone(), attempt, failure));
+                settlement
+            }
+            Err(WorkerFailure::Agent(failure)) => {
+                return Ok(Settled {
+                    events: Vec::new(),
+                    stop: Some(self.cancelled(dispatch, Some(failure))),
+                });
+            }
+            Err(WorkerFailure::Cancelled) => {
+                return Ok(Settled {
+                    events: Vec::new(),
+                    stop: Some(self.cancelled(dispatch, None)),
+                });
+            }
+            Err(WorkerFailure::Unavailable { detail }) => {
+                let event = EvidenceEvent::Withdrawn {
+                    task: id.clone(),
+                    attempt,
+                    detail: detail.clone(),
+                };
+                let stop = BatchError::WorkerUnavailable {
+                    channel: self.channel.clone(),
+                    task: id.clone(),
+                    attempt,
+                    detail,
+                };
+                return Ok(Settled {
+                    events: vec![event],
+                    stop: Some(stop),
+                });
+            }
+        };
+        events.push(EvidenceEvent::Settled {
+            task: id.clone(),
+            attempt,
+            settlement,
+        });
+        Ok(Settled { events, stop: None })
+    }
+
+    /// Folds one event of a [`judge`](Self::judge)d settlement, once it is journaled.
+    pub(crate) fn fold_settled(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        self.apply(event)
+    }
+
+    /// Ends `dispatch`'s call once its settlement is folded: the task is ready again (a
+    /// retry) or finished for its dependents. A call that `stopped` the pass (cancelled, or
+    /// withdrawn) no longer counts as this machine's; a cancelled call's reservation stays
+    /// in the evidence for a resume to judge.
+    pub(crate) fn close(&mut self, dispatch: &Dispatch, stopped: bool) {
+        self.dispatched = self.dispatched.saturating_sub(1);
+        if stopped {
+            return;
+        }
+        let Some(position) = self.evidence.position(&dispatch.task) else {
+            return;
+        };
+        if self.may_call(position) {
+            self.ready.insert(position);
+        } else {
+            self.finished(position);
+        }
+    }
+
+    fn cancelled(&self, dispatch: &Dispatch, cause: Option<AgentFailure>) -> BatchError {
+        BatchError::Cancelled {
+            channel: self.channel.clone(),
+            task: dispatch.task.clone(),
+            attempt: dispatch.attempt,
+            cause,
+        }
+    }
+}
+
+/// The digest of everything a call of the task at `position` depends on: the plan, the
+/// batch inputs (both in `template`) and the prerequisites' accepted outputs.
+pub(crate) fn input_digest(
+    plan: &ValidatedPlan,
+    template: &CanonicalHasher,
+    graph: &Prerequisites,
+    evidence: &BatchEvidence,
+    position: usize,
+) -> Digest {
+    let mut h = template.clone();
+    let order = plan.topological_order();
+    h.str(order[position].as_str());
+    let prerequisites = graph.of(position);
+    h.u64(prerequisites.len() as u64);
+    for &p in prerequisites {
+        h.str(order[p].as_str());
+        match evidence.task_at(p).and_then(|t| t.accepted()) {
+            Some(a) => h.u64(1).digest(&a.digest()),
+            None => h.u64(0),
+        };
+    }
+    h.finish()
+}
+
+/// Every task's direct prerequisites (or, reversed, dependents) as positions in topological
+/// order, read once from the plan's graph (node `i` is the `i`-th task), so nothing searches
+/// by id.
+#[derive(Debug, Clone)]
+pub(crate) struct Prerequisites {
+    start: Vec<usize>,
+    positions: Vec<usize>,
+}
+
+impl Prerequisites {
+    pub(crate) fn of_plan(plan: &ValidatedPlan) -> Self {
+        let graph = plan.graph();
+        let mut start = Vec::with_capacity(plan.len() + 1);
+        let mut positions = Vec::with_capacity(graph.edge_count());
+        for i in 0..plan.len() {
+            start.push(positions.len());
+            let from = positions.len();
+            positions.extend(
+                graph
+                    .neighbors_directed(NodeIndex::new(i), Direction::Incoming)
+                    .map(|n| n.index()),
+            );
+            positions[from..].sort_unstable();
+        }
+        start.push(positions.len());
+        Self { start, positions }
+    }
+
+    /// The same edges the other way round: each task's direct dependents, sorted.
+    fn reversed(&self) -> Self {
+        let n = self.start.len().saturating_sub(1);
+        let mut counts = vec![0usize; n + 1];
+        for &p in &self.positions {
+            counts[p + 1] += 1;
+        }
+        for i in 0..n {
+            counts[i + 1] += counts[i];
+        }
+        let start = counts.clone();
+        let mut next = counts;
+        let mut positions = vec![0usize; self.positions.len()];
+        for d in 0..n {
+            for &p in self.of(d) {
+                positions[next[p]] = d;
+                next[p] += 1;
+            }
+        }
+        Self { start, positions }
+    }
+
+    pub(crate) fn of(&self, position: usize) -> &[usize] {
+        match (self.start.get(position), self.start.get(position + 1)) {
+            (Some(&a), Some(&b)) => &self.positions[a..b],
+            _ => &[],
+        }
+    }
+}
+
+/// The built-in ownership check (a candidate may only write paths the plan gives its task:
+/// an owned path itself or anything beneath an owned directory). It runs before the
+/// worker's own rejection and the user's contract; the candidate is checked whole before
+/// anything is accepted.
+///
+/// One owner lookup per file, never a scan of the owned paths: `O(n · d · log m)` for `n`
+/// files of depth `d` and `m` owned paths in the plan.
+fn check_ownership(
+    plan: &ValidatedPlan,
+    task: &PlannedTask,
+    candidate: &Candidate,
+) -> Result<(), Rejection> {
+    if let Some(path) = candidate
+        .files()
+        .keys()
+        .find(|p| plan.owner_of(p) != Some(&task.id))
+    {
+        return Err(Rejection::NotOwned {
+            task: task.id.clone(),
+            path: path.clone(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reversed_prerequisites_are_the_dependents() {
+        let forward = Prerequisites {
+            start: vec![0, 0, 1, 3],
+            positions: vec![0, 0, 1],
+        };
+        let back = forward.reversed();
+        assert_eq!(back.of(0), &[1, 2]);
+        assert_eq!(back.of(1), &[2]);
+        assert!(back.of(2).is_empty());
+    }
+}

@@ -1,0 +1,91 @@
+//! `kleene run -j N`: calls in flight together, each in its own staged workspace, the run's
+//! fix budget shared by all of them.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tempfile::TempDir;
+
+use crate::cli::{kleene, module, task, text, write_plan};
+
+#[test]
+fn eight_one_second_tasks_with_eight_jobs_take_one_second() {
+    let tmp = TempDir::new().unwrap();
+    let tasks = (0..8)
+        .map(|i| {
+            json!({
+                "id": format!("sleep_{i}"),
+                "kind": {"lane": "config"},
+                "owner": "shell",
+                "spec": {"intent": format!("sleep {i}")},
+                "owned_paths": [format!("out/{i}.txt")],
+                "retry_limit": 0,
+                "run": format!("sleep 1 && mkdir -p out && echo {i} > out/{i}.txt"),
+            })
+        })
+        .collect();
+    let plan = write_plan(tmp.path(), tasks);
+    let started = Instant::now();
+    let out = kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "8"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    for i in 0..8 {
+        let file = tmp.path().join(format!("st/workspace/out/{i}.txt"));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), format!("{i}\n"));
+    }
+    assert!(took <= Duration::from_millis(1150), "took {took:?}");
+}
+
+#[test]
+fn calls_in_flight_together_never_spend_more_fixes_than_the_run_has() {
+    let tmp = TempDir::new().unwrap();
+    let repairable = |id: &str, file: &str| {
+        task(
+            id,
+            "model",
+            &[file],
+            &["app_module"],
+            json!({
+                // Both calls are in flight before either spawns its fix.
+                "run": format!("sleep 0.3; echo bad > {file}"),
+                "checks": [{"id": "good", "command": format!("grep -q good {file} || {{ echo 'expected good in {file}'; exit 1; }}")}],
+                "fix": format!("echo good > {file}"),
+            }),
+        )
+    };
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            module(),
+            repairable("app_model_a", "app/a.txt"),
+            repairable("app_model_b", "app/b.txt"),
+        ],
+    );
+    let out = kleene(tmp.path())
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--state",
+            "st",
+            "--max-fixes",
+            "1",
+            "-j",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert_eq!(
+        stdout.matches("accepted after 1 fix").count(),
+        1,
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("recovery_exhausted (the run's 1 fix attempt(s) are used)"),
+        "{stdout}"
+    );
+}
