@@ -13,8 +13,12 @@ use kleene::batch::{
     BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent, InventoryEntry, Settlement,
 };
 use kleene::{
-    AdmittedPath, AgentId, AppBuildPlan, BuildBinding, ChannelId, Digest, FileManifest,
-    PlannedTask, Snapshot, Spec, TaskId, TaskKind, accept, export, verify_archive,
+    AppBuildPlan,
+    acceptance::{BuildBinding, FileManifest, accept, export, verify_archive},
+    closure::Spec,
+    id::{AgentId, ChannelId, Digest, TaskId},
+    plan::{AdmittedPath, PlannedTask, TaskKind},
+    snapshot::Snapshot,
 };
 
 /// Whether criterion runs in test mode (`--test`): each bench once, so keep setup cheap.
@@ -141,7 +145,9 @@ fn interleaved_ratios(name: &str, data: &[u8], files: &BTreeMap<AdmittedPath, &[
 }
 
 /// An accepted build of `files`, split over 16 config tasks that each own their share.
-fn accepted_build(files: &BTreeMap<AdmittedPath, &[u8]>) -> (Snapshot, kleene::AcceptanceRecord) {
+fn accepted_build(
+    files: &BTreeMap<AdmittedPath, &[u8]>,
+) -> (Snapshot, kleene::acceptance::AcceptanceRecord) {
     const TASKS: usize = 16;
     let mut shares: Vec<BTreeMap<AdmittedPath, Vec<u8>>> = vec![BTreeMap::new(); TASKS];
     for (i, (path, content)) in files.iter().enumerate() {

@@ -16,7 +16,12 @@ use kleene::batch::{
     Proposal, Worker, WorkerCall, WorkerFailure,
 };
 use kleene::checkpoint;
-use kleene::{AgentId, AppBuildPlan, ChannelId, Plan, PlannedTask, Spec, TaskId, TaskKind};
+use kleene::{
+    AppBuildPlan,
+    closure::Spec,
+    id::{AgentId, ChannelId, TaskId},
+    plan::{Plan, PlannedTask, TaskKind},
+};
 
 /// The worker both the executor and the bare loop call: it proposes an empty candidate.
 struct Noop;

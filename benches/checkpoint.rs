@@ -3,7 +3,10 @@
 //! checksum alone is one blake3 pass, so it bounds what the codec can reach).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use kleene::{OutputTail, TailLimits, Task, checkpoint};
+use kleene::{
+    Task, checkpoint,
+    closure::{OutputTail, TailLimits},
+};
 use std::hint::black_box;
 
 /// A 4 KiB justification made from real `cargo test` output with backtraces.

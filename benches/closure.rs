@@ -16,9 +16,14 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kleene::{
-    Agent, AuditEvent, AuditLog, ExecutionOutput, FailureEntry, GovernanceDecision, Moved, Next,
-    PostValidation, RecoverOn, RecoveryPolicy, Session, Severity, Spec, Step, Task, TaskId,
-    ValidationToken, ValidatorId, ValidatorResult, Verdict, render_recovery_spec, run_to_closure,
+    Agent, Task,
+    audit::{AuditEvent, AuditLog},
+    closure::{
+        ExecutionOutput, FailureEntry, GovernanceDecision, Moved, Next, PostValidation, RecoverOn,
+        RecoveryPolicy, Session, Severity, Spec, Step, ValidationToken, ValidatorResult, Verdict,
+        render_recovery_spec, run_to_closure,
+    },
+    id::{TaskId, ValidatorId},
 };
 
 /// Approves, passes pre-validation, "executes" nothing, and fails post-validation with a

@@ -5,8 +5,12 @@
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use kleene::{
-    Digest, ExecutionOutput, GovernanceDecision, Moved, Next, PostValidation, RecoverOn, Session,
-    Spec, Step, Task, TaskId, Verdict,
+    Task,
+    closure::{
+        ExecutionOutput, GovernanceDecision, Moved, Next, PostValidation, RecoverOn, Session, Spec,
+        Step, Verdict,
+    },
+    id::{Digest, TaskId},
 };
 use std::hint::black_box;
 
@@ -131,7 +135,7 @@ impl Machine {
                 return Err(EnumError::Denied);
             }
             (State::PreValidate { token }, Input::PreValidate(v)) => {
-                if v.worst() == Some(kleene::Severity::Blocker) {
+                if v.worst() == Some(kleene::closure::Severity::Blocker) {
                     return Err(EnumError::Rejected);
                 }
                 (State::Execute { token, pre: v }, None)
@@ -143,7 +147,9 @@ impl Machine {
                 (State::PostValidate { pre, output }, None)
             }
             (State::PostValidate { pre, output }, Input::PostValidate(v, _recover_on)) => {
-                if v.has_non_overridable_blocker() || v.worst() > Some(kleene::Severity::Info) {
+                if v.has_non_overridable_blocker()
+                    || v.worst() > Some(kleene::closure::Severity::Info)
+                {
                     return Err(EnumError::Rejected);
                 }
                 (

@@ -18,7 +18,12 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, Worker, WorkerCall, WorkerFailure};
-use kleene::{AdmittedPath, AgentId, AppBuildPlan, ChannelId, PlannedTask, Spec, TaskId, TaskKind};
+use kleene::{
+    AppBuildPlan,
+    closure::Spec,
+    id::{AgentId, ChannelId, TaskId},
+    plan::{AdmittedPath, PlannedTask, TaskKind},
+};
 
 fn files(n: usize) -> Vec<AdmittedPath> {
     (0..n)

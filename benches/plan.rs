@@ -10,7 +10,10 @@ use std::collections::HashMap as StdHashMap;
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use kleene::{AppBuildPlan, Plan, PlannedTask};
+use kleene::{
+    AppBuildPlan,
+    plan::{Plan, PlannedTask},
+};
 use petgraph::graph::{DiGraph, NodeIndex};
 
 #[path = "common/workload.rs"]

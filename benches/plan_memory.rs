@@ -3,7 +3,7 @@
 //!
 //! Run: `cargo bench --bench plan_memory`; `-- --test` uses a 10k-task plan.
 
-use kleene::{AppBuildPlan, Plan};
+use kleene::{AppBuildPlan, plan::Plan};
 use peak_alloc::PeakAlloc;
 use petgraph::graph::{DiGraph, NodeIndex};
 

@@ -6,8 +6,12 @@
 use std::convert::Infallible;
 
 use kleene::{
-    Agent, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session, Severity, Spec, Task,
-    TaskId, ValidationToken, ValidatorId, ValidatorResult, Verdict, run_to_closure,
+    Agent, Task,
+    closure::{
+        ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session, Severity, Spec,
+        ValidationToken, ValidatorResult, Verdict, run_to_closure,
+    },
+    id::{TaskId, ValidatorId},
 };
 
 /// Stands in for a coder and a test-running validator.

@@ -1,17 +1,19 @@
-//! A three-task plan through `ClosureWorker`: each task writes one module of a tiny crate and
-//! its check is a real `cargo test --offline`; `two` is wrong at first and its fix passes.
-//! The build is then accepted and exported. Run with `cargo run --example closure_plan`.
+//! Three tasks through `ClosureWorker`, each writing one module of a tiny crate checked by a real
+//! `cargo test --offline` (`two` is wrong at first; its fix passes), then accept and export.
+use kleene::acceptance::{BuildBinding, accept, export, verify_archive};
 use kleene::batch::{AgentFailure, Batch, BatchAgent, Candidate, ClosureWorker, MemoryJournal};
 use kleene::batch::{Proposal, WorkerCall as Call, WorkerFailure as Failed};
-use kleene::{Agent, ExecutionOutput as Output, GovernanceDecision as Decision, Session, Task};
-use kleene::{ClosureRecord, ValidationToken as Token, ValidatorResult, Verdict};
-use std::{fs, io, path::PathBuf, process::Command};
+use kleene::closure::{ClosureRecord, ExecutionOutput as Output, GovernanceDecision as Decision};
+use kleene::closure::{Session, Severity::Blocker, ValidationToken as Token, ValidatorResult};
+use kleene::process::{self, Interrupt, Invocation};
+use kleene::{Agent, Task, closure::Verdict, snapshot::Snapshot};
+use std::{fs, io, path::PathBuf};
 const PLAN: &str = r#"{"tasks": [
   {"id": "one", "kind": {"lane": "config"}, "owner": "Cargo", "spec": {"intent": "v is 1"}, "owned_paths": ["src/one.rs"]},
   {"id": "two", "kind": {"lane": "config"}, "owner": "Cargo", "spec": {"intent": "v is 2"}, "owned_paths": ["src/two.rs"], "depends_on": ["one"]},
   {"id": "three", "kind": {"lane": "config"}, "owner": "Cargo", "spec": {"intent": "v is 3"}, "owned_paths": ["src/three.rs"], "depends_on": ["two"]}]}"#;
 const MODS: [&str; 3] = ["one", "two", "three"];
-const TEST: [&str; 3] = ["test", "--offline", "-q"];
+const TEST: &str = "cargo test --offline -q";
 /// Writes the call's module into a crate holding the call's inputs, then tests the crate.
 struct Cargo(PathBuf, usize);
 impl Agent for Cargo {
@@ -31,12 +33,11 @@ impl Agent for Cargo {
         Ok(Output::new(code))
     }
     fn post_validate(&mut self, _: &Task, _: &Output) -> io::Result<Verdict> {
-        let mut cargo = Command::new("cargo");
-        let out = cargo.args(TEST).current_dir(&self.0).output()?;
-        let tail = String::from_utf8_lossy(&out.stdout).into_owned();
-        let id = kleene::ValidatorId::new("cargo-test").map_err(io::Error::other)?;
-        let result = ValidatorResult::new(id, kleene::Severity::Blocker, true, tail);
-        Ok(Verdict::new((!out.status.success()).then_some(result)))
+        let inv = Invocation::new(TEST, &self.0);
+        let done = process::run(&inv, &Interrupt::default()).map_err(io::Error::other)?;
+        let id = kleene::id::ValidatorId::new("cargo-test").map_err(io::Error::other)?;
+        let result = ValidatorResult::new(id, Blocker, true, done.justification(TEST));
+        Ok(Verdict::new((!done.success()).then_some(result)))
     }
 }
 impl BatchAgent for Cargo {
@@ -59,21 +60,20 @@ impl BatchAgent for Cargo {
 }
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let plan = kleene::AppBuildPlan::from_json(PLAN)?.validate()?;
-    let (dir, channel) = (tempfile::tempdir()?, kleene::ChannelId::new("tiny-1")?);
+    let (dir, channel) = (tempfile::tempdir()?, kleene::id::ChannelId::new("tiny-1")?);
     fs::create_dir_all(dir.path().join("src"))?;
     let toml = "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\n[workspace]\n";
     fs::write(dir.path().join("Cargo.toml"), toml)?;
     let session = Session::new("build", "tiny")?;
     let mut worker = ClosureWorker::new(Cargo(dir.path().into(), 0), session, Default::default());
-    let batch = Batch::new(&plan, channel.clone());
-    let run = batch.run(&mut worker, &(), &mut MemoryJournal::default())?;
-    let evidence = run.evidence;
-    let snapshot = kleene::Snapshot::from_evidence(&evidence)?;
-    let binding = kleene::BuildBinding::new(channel, plan.digest(), evidence.evidence_version());
-    let record = kleene::accept(&plan, &evidence, &snapshot, &binding)?;
-    let archive = kleene::export(&record, &snapshot)?;
-    kleene::verify_archive(archive.as_bytes(), record.digest())?;
-    let fixes = evidence.fix_attempts_used();
-    println!("accepted ({fixes} fix), exported: {}", record.digest());
+    let (batch, mut journal) = (Batch::new(&plan, channel.clone()), MemoryJournal::default());
+    let evidence = batch.run(&mut worker, &(), &mut journal)?.evidence;
+    let snapshot = Snapshot::from_evidence(&evidence)?;
+    let binding = BuildBinding::new(channel, plan.digest(), evidence.evidence_version());
+    let record = accept(&plan, &evidence, &snapshot, &binding)?;
+    let archive = export(&record, &snapshot)?;
+    verify_archive(archive.as_bytes(), record.digest())?;
+    let (fixes, digest) = (evidence.fix_attempts_used(), record.digest());
+    println!("accepted ({fixes} fix), exported: {digest}");
     Ok(())
 }

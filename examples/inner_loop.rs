@@ -6,8 +6,12 @@
 //! it. Run with `cargo run --example inner_loop`.
 
 use kleene::{
-    ExecutionOutput, GovernanceDecision, Moved, Next, PostValidation, RecoverOn, Session, Severity,
-    Spec, Step, Task, TaskId, ValidationToken, ValidatorId, ValidatorResult, Verdict,
+    Task,
+    closure::{
+        ExecutionOutput, GovernanceDecision, Moved, Next, PostValidation, RecoverOn, Session,
+        Severity, Spec, Step, ValidationToken, ValidatorResult, Verdict,
+    },
+    id::{TaskId, ValidatorId},
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -133,7 +137,7 @@ fn short(token: &ValidationToken) -> String {
     token.digest().to_string()[..8].to_owned()
 }
 
-fn audit<P: kleene::Phase>(phase: &str, step: &Step<P>, token: &str, what: &str) {
+fn audit<P: kleene::closure::Phase>(phase: &str, step: &Step<P>, token: &str, what: &str) {
     line(phase, step.task().id(), step.iteration(), token, what);
 }
 

@@ -9,7 +9,7 @@
 //! appended, so an orchestrator can forward them live.
 //!
 //! ```
-//! use kleene::{AuditEvent, AuditLog, TaskId, ValidatorId};
+//! use kleene::{audit::AuditEvent, audit::AuditLog, id::TaskId, id::ValidatorId};
 //!
 //! let mut log = AuditLog::new();
 //! log.append(AuditEvent::SubtaskSpawned {
@@ -33,8 +33,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::{CanonicalHasher, Digest};
 use crate::{
-    ClosureFailure, ExhaustedBound, GovernanceDecision, HaltReason, Next, Session, TaskId,
-    ValidatorId, Verdict,
+    closure::ClosureFailure, id::TaskId, id::ValidatorId, phase::ExhaustedBound,
+    phase::GovernanceDecision, phase::HaltReason, phase::Next, phase::Session, verdict::Verdict,
 };
 
 /// A phase of the inner loop, as named in audit events and agent failures.
@@ -593,7 +593,7 @@ impl AuditLog {
 /// # Examples
 ///
 /// ```
-/// use kleene::{AuditEntry, AuditSink};
+/// use kleene::{audit::AuditEntry, audit::AuditSink};
 ///
 /// #[derive(Default)]
 /// struct Kinds(Vec<&'static str>);
@@ -649,7 +649,7 @@ impl AuditSink for TracingSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Severity, ValidatorResult};
+    use crate::{verdict::Severity, verdict::ValidatorResult};
 
     fn id(s: &str) -> TaskId {
         TaskId::new(s).unwrap()

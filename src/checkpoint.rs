@@ -24,7 +24,7 @@
 //! Decoding never panics: truncated, corrupted or foreign bytes give a [`CheckpointError`].
 //! bincode is confined to this module, behind the codec tag, so the format can change in one
 //! place. bincode is not self-describing, so older format versions are decoded by their own
-//! types and migrated (a [`Task`](crate::Task) written before fix subtasks carried their root loads with
+//! types and migrated (a [`Task`](crate::task::Task) written before fix subtasks carried their root loads with
 //! `root_task_ref = None`, `root_spec = None`, `prior_failures = []`).
 //!
 //! Where the bytes are kept is the caller's choice (a file, a database row): an envelope is
@@ -32,7 +32,7 @@
 //!
 //! ```
 //! use kleene::checkpoint::{self, CheckpointError};
-//! use kleene::{Spec, Task, TaskId};
+//! use kleene::{closure::Spec, Task, id::TaskId};
 //!
 //! let task = Task::new(TaskId::new("t1")?, Spec::new("build the login page"));
 //! let bytes = checkpoint::encode(&task)?;
@@ -52,7 +52,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::ChannelId;
+use crate::id::ChannelId;
 
 /// The first four bytes of every checkpoint.
 pub const MAGIC: [u8; 4] = *b"KLNE";
@@ -342,11 +342,11 @@ pub fn decode<T: Checkpoint>(bytes: &[u8]) -> Result<T, CheckpointError> {
     }
 }
 
-impl sealed::Sealed for crate::Task {}
+impl sealed::Sealed for crate::task::Task {}
 
 /// Tasks are at format version 2 (which added `root_task_ref`, `root_spec`,
 /// `prior_failures`); version 1 is the shape before them and is migrated on read.
-impl Checkpoint for crate::Task {
+impl Checkpoint for crate::task::Task {
     const KIND: [u8; 4] = *b"TASK";
     const VERSION: u16 = 2;
     const MIN_VERSION: u16 = 1;
@@ -354,7 +354,7 @@ impl Checkpoint for crate::Task {
     fn migrate(version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
         debug_assert_eq!(version, 1);
         let v1: TaskV1 = decode_payload(payload)?;
-        crate::Task::try_from(crate::task::TaskRecord {
+        crate::task::Task::try_from(crate::task::TaskRecord {
             id: v1.id,
             spec: v1.spec,
             depth: v1.depth,
@@ -372,26 +372,26 @@ impl Checkpoint for crate::Task {
 /// The task shape before fix subtasks carried their root (format version 1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub(crate) struct TaskV1 {
-    pub(crate) id: crate::TaskId,
-    pub(crate) spec: crate::Spec,
+    pub(crate) id: crate::id::TaskId,
+    pub(crate) spec: crate::task::Spec,
     pub(crate) depth: u32,
-    pub(crate) parent_task_ref: Option<crate::TaskId>,
+    pub(crate) parent_task_ref: Option<crate::id::TaskId>,
 }
 
-impl sealed::Sealed for crate::ClosureRecord {}
+impl sealed::Sealed for crate::closure::ClosureRecord {}
 
 /// Closure records, format version 1.
-impl Checkpoint for crate::ClosureRecord {
+impl Checkpoint for crate::closure::ClosureRecord {
     const KIND: [u8; 4] = *b"CLSR";
     const VERSION: u16 = 1;
 }
 
-impl sealed::Sealed for crate::ClosureState {}
+impl sealed::Sealed for crate::closure::ClosureState {}
 
-/// Persisted closure machines (see [`Closure::state`](crate::Closure::state)) are at format
+/// Persisted closure machines (see [`Closure::state`](crate::closure::Closure::state)) are at format
 /// version 2, which seals the policy and budget snapshot; version 1 (no seal) is migrated
 /// on read, its policy and budget taken as written.
-impl Checkpoint for crate::ClosureState {
+impl Checkpoint for crate::closure::ClosureState {
     const KIND: [u8; 4] = *b"CLST";
     const VERSION: u16 = 2;
     const MIN_VERSION: u16 = 1;
@@ -550,7 +550,7 @@ impl Checkpoint for crate::batch::BatchEvidence {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Spec, Task, TaskId};
+    use crate::{id::TaskId, task::Spec, task::Task};
 
     fn task() -> Task {
         Task::new(

@@ -6,7 +6,7 @@
 //! `("a", "bc")`.
 //!
 //! ```
-//! use kleene::Digest;
+//! use kleene::id::Digest;
 //!
 //! let d: Digest = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262".parse()?;
 //! assert_eq!(d.to_string().len(), 64);

@@ -5,7 +5,7 @@
 //! into audit lines or grow without bound.
 //!
 //! ```
-//! use kleene::TaskId;
+//! use kleene::id::TaskId;
 //!
 //! let root = TaskId::new("task_X")?;
 //! assert_eq!(root.fix_id(1)?.as_str(), "task_X_fix_1");
@@ -13,6 +13,8 @@
 //! assert!(TaskId::new("a\nb").is_err());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+pub use crate::digest::{Digest, DigestParseError};
 
 use std::fmt;
 use std::sync::Arc;
@@ -180,12 +182,12 @@ id_type!(
     "channel id"
 );
 id_type!(
-    /// The mode half of a [`Session`](crate::Session) (for example `build` or `review`).
+    /// The mode half of a [`Session`](crate::phase::Session) (for example `build` or `review`).
     SessionMode,
     "session mode"
 );
 id_type!(
-    /// The project half of a [`Session`](crate::Session).
+    /// The project half of a [`Session`](crate::phase::Session).
     ProjectId,
     "project id"
 );

@@ -6,10 +6,12 @@
 //! bound halts it, and every step lands in a hash-chained audit log.
 //!
 //! ```
-//! use kleene::{Closure, ExecutionOutput, GovernanceDecision, Next, RecoveryPolicy, Session,
-//!              Severity, Spec, Task, TaskId, ValidatorId, ValidatorResult, Verdict};
+//! use kleene::closure::{ExecutionOutput, GovernanceDecision, Next, RecoveryPolicy, Session,
+//!                       Severity, Spec, ValidatorResult, Verdict};
+//! use kleene::id::{TaskId, ValidatorId};
+//! use kleene::{Closure, Task};
 //!
-//! let failing = |test: &str| -> Result<Verdict, kleene::IdError> {
+//! let failing = |test: &str| -> Result<Verdict, kleene::id::IdError> {
 //!     Ok(Verdict::new([ValidatorResult::new(ValidatorId::new("tests")?, Severity::Blocker,
 //!         true, format!("test {test} ... FAILED"))]))
 //! };
@@ -40,22 +42,24 @@
 //!
 //! | You have | Start with |
 //! |---|---|
-//! | one task and an agent that can govern, validate and execute it | [`run_to_closure`] over your [`Agent`]; it returns the [`ClosureRecord`] |
-//! | your own runtime (async, a queue, a UI) that must make every call itself | the sans-IO [`Closure`] machine above: feed it one answer at a time and persist its [`ClosureState`] between steps |
-//! | a plan of many tasks | [`AppBuildPlan`] → [`ValidatedPlan`] → [`batch::Batch`] over your [`batch::Worker`], then [`accept`] and [`export`] |
+//! | one task and an agent that can govern, validate and execute it | [`closure::run_to_closure`] over your [`Agent`]; it returns the [`closure::ClosureRecord`] |
+//! | your own runtime (async, a queue, a UI) that must make every call itself | the sans-IO [`Closure`] machine above: feed it one answer at a time and persist its [`closure::ClosureState`] between steps |
+//! | a plan of many tasks | [`AppBuildPlan`] → [`ValidatedPlan`] → [`Batch::run`] with a [`ClosureWorker`] over your agent: every task runs to its closure, then [`acceptance::accept`] and [`acceptance::export`] |
+//! | agents that run commands (`cargo test`, a coding agent's CLI) | [`process::run`](crate::process) (feature `process`, unix): a process group, a timeout, bounded output, and a PID namespace where the host allows it |
 //! | shell commands and no Rust | the `kleene` command-line tool (feature `cli`): `kleene run PLAN`, then `kleene accept` and `kleene export` |
 //!
-//! <!-- LEAD: once `ClosureWorker` and `Batch::run` exist, the plan row reads: "a plan of many tasks | `Batch::run` with a `ClosureWorker` over your `Agent`: every task runs to its closure". -->
-//!
-//! The modules are named for the concepts: [`batch`] runs a plan and keeps its evidence,
-//! [`checkpoint`] turns tasks, closures and evidence into bytes and back, [`signing`] signs
-//! what acceptance records, [`error`] gathers every error, and (on unix) [`stage`] gives a
-//! call its staged workspace.
+//! The modules are named for the concepts: [`plan`] (plans, tasks' kinds, owned paths),
+//! [`closure`] (a task, its phases, verdicts and the closure that runs it), [`batch`] (a plan's
+//! run, its evidence and journal), [`audit`] (the hash-chained audit log), [`snapshot`] (the
+//! files a run accepted), [`acceptance`] (the record, the archive, verification), [`id`]
+//! (identifiers and digests), [`checkpoint`] (tasks, closures and evidence as bytes),
+//! [`signing`] (signatures over what acceptance records), [`error`] (every error in one type)
+//! and, on unix, `stage` (a call's staged workspace) and `process` (running commands).
 //!
 //! # Errors
 //!
-//! Each concern returns its own error enum ([`PlanLoadError`], [`batch::BatchError`],
-//! [`VerifyError`], …), whose messages read after "failed to …" and whose
+//! Each concern returns its own error enum ([`plan::PlanLoadError`], [`batch::BatchError`],
+//! [`acceptance::VerifyError`], …), whose messages read after "failed to …" and whose
 //! [`source`](std::error::Error::source) carries the cause instead of repeating it. Every one
 //! converts into [`Error`] with `?`; [`error::Chain`] prints an error with its causes.
 //!
@@ -72,8 +76,8 @@
 //! transition the phase does not have does not compile.
 //!
 //! ```
-//! use kleene::{ExecutionOutput, GovernanceDecision, Moved, Next, PostValidation, RecoverOn,
-//!              Session, Spec, Step, Task, TaskId, Verdict};
+//! use kleene::{closure::ExecutionOutput, closure::GovernanceDecision, closure::Moved, closure::Next, closure::PostValidation, closure::RecoverOn,
+//!              closure::Session, closure::Spec, closure::Step, Task, id::TaskId, closure::Verdict};
 //!
 //! let task = Task::new(TaskId::new("task_X")?, Spec::new("add a /login route"));
 //! let (step, token) = Step::new(task, Session::new("build", "demo")?)
@@ -98,21 +102,21 @@
 // at most once per task, so its size costs nothing on the hot path.
 #![allow(clippy::result_large_err)]
 
-mod acceptance;
-mod audit;
+pub mod acceptance;
+pub mod audit;
 pub mod batch;
 pub mod checkpoint;
-mod closure;
+pub mod closure;
 mod digest;
 pub mod error;
-mod id;
+pub mod id;
 mod path;
 mod phase;
-mod plan;
+pub mod plan;
 #[cfg(all(unix, feature = "process"))]
 pub mod process;
 pub mod signing;
-mod snapshot;
+pub mod snapshot;
 #[cfg(unix)]
 pub mod stage;
 mod task;
@@ -120,50 +124,7 @@ mod task;
 pub mod testing;
 mod verdict;
 
-pub use acceptance::{
-    ACCEPTANCE_PREDICATE_TYPE, AcceptanceError, AcceptanceProblem, AcceptanceRecord, ArchivePlace,
-    BuildBinding, CanonicalArchive, ClosureBinding, ClosureMismatch, ClosuresError, ExportError,
-    FileEntry, FileManifest, FileMismatch, HostileEntry, IN_TOTO_PAYLOAD_TYPE, InTotoStatement,
-    ManifestError, RECORD_PAYLOAD_TYPE, RecordDifference, RecordError, SignedError, StoredRecord,
-    Subject, TaskResult, VerifiedArchive, VerifyError, accept, export, verify_archive,
-    verify_signed_archive,
-};
-#[cfg(feature = "tracing")]
-pub use audit::TracingSink;
-pub use audit::{AuditEntry, AuditError, AuditEvent, AuditLog, AuditSink, LoopPhase};
-pub use closure::{
-    Agent, AgentError, AgentErrorKind, AwaitingExecution, AwaitingGovernance, AwaitingMoveNext,
-    AwaitingPostValidation, AwaitingPreValidation, Closure, ClosureFailure, ClosureOutcome,
-    ClosureProgress, ClosureRecord, ClosureRecordError, ClosureRun, ClosureState,
-    ClosureStateError, FixBudget, MAX_RECOVERY_DEPTH, NormalizedResult, NormalizedVerdict,
-    PolicyError, RecoveryPolicy, RecoveryPolicyBuilder, StateField, StepRecord, TaskAttempt,
-    VerdictNormalizer, render_recovery_spec, run_closure, run_to_closure, run_to_closure_with,
-};
-pub use digest::{Digest, DigestParseError};
+pub use batch::{Batch, ClosureWorker};
+pub use closure::{Agent, Closure, Task};
 pub use error::Error;
-pub use id::{
-    AgentId, ChannelId, IdError, MAX_ID_LEN, ProjectId, SessionMode, TaskId, ValidatorId,
-};
-pub use path::{
-    AdmittedPath, GlobError, MAX_COMPONENT_LEN, MAX_PATH_LEN, PathError, PathGlob,
-    SECRETS_MANIFEST_PATH,
-};
-pub use phase::{
-    Completed, DEFAULT_ITERATION_CAP, Execute, ExecutionOutput, ExhaustedBound, Governance,
-    GovernanceDecision, Halt, HaltReason, MoveNext, Moved, Next, Phase, PostValidate,
-    PostValidation, PreValidate, RecoverOn, Recoverable, Session, Step, TokenError, TokenRejected,
-    ValidationToken,
-};
-pub use plan::{
-    AppBuildPlan, Consolidated, ContractKind, DEFAULT_RETRY_LIMIT, Draft, ExtensionValue,
-    Extensions, InputContract, MAX_MODULE_NAME_LEN, ModuleName, ModuleNameError, Normalized, Plan,
-    PlanLoadError, PlanProblem, PlanState, PlanValidationError, PlannedTask,
-    SYNTHESIZED_MODULE_OWNER, TaskKind, TaskOrigin, ValidatedPlan, ValidationStage,
-};
-pub use snapshot::{
-    Diagnostic, FileSource, ProposalProblem, REPAIR_PROPOSAL_BUDGET, RepairError, RepairLedger,
-    RepairProposal, RepairRequest, RepairRoutes, RouteRefusal, Snapshot, SnapshotError,
-    SnapshotFile, Submitted,
-};
-pub use task::{FailureEntry, Spec, Task, TaskError};
-pub use verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};
+pub use plan::{AppBuildPlan, ValidatedPlan};

@@ -7,7 +7,7 @@
 //! admitted string is exactly what the plan said.
 //!
 //! ```
-//! use kleene::{AdmittedPath, PathError, SECRETS_MANIFEST_PATH};
+//! use kleene::{plan::AdmittedPath, plan::PathError, plan::SECRETS_MANIFEST_PATH};
 //!
 //! let schema = AdmittedPath::admit("backend/schemas.py")?;
 //! assert_eq!(schema.components().collect::<Vec<_>>(), ["backend", "schemas.py"]);
@@ -250,7 +250,7 @@ impl AdmittedPath {
     /// # Examples
     ///
     /// ```
-    /// use kleene::AdmittedPath;
+    /// use kleene::plan::AdmittedPath;
     ///
     /// assert!(AdmittedPath::admit("frontend/pages/login.tsx").is_ok());
     /// assert!(AdmittedPath::admit("C:/windows").is_err());
@@ -517,7 +517,7 @@ pub enum GlobError {
 /// # Examples
 ///
 /// ```
-/// use kleene::PathGlob;
+/// use kleene::plan::PathGlob;
 ///
 /// let target = PathGlob::parse("target/**")?;
 /// assert!(target.matches("target/debug/app"));

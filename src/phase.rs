@@ -7,8 +7,8 @@
 //! nothing, so any orchestrator can drive them.
 //!
 //! ```
-//! use kleene::{ExecutionOutput, GovernanceDecision, Moved, Next, PostValidation, RecoverOn,
-//!              Session, Spec, Step, Task, TaskId, Verdict};
+//! use kleene::{closure::ExecutionOutput, closure::GovernanceDecision, closure::Moved, closure::Next, closure::PostValidation, closure::RecoverOn,
+//!              closure::Session, closure::Spec, closure::Step, Task, id::TaskId, closure::Verdict};
 //!
 //! let session = Session::new("build", "demo")?;
 //! let task = Task::new(TaskId::new("task_X")?, Spec::new("add /login"));
@@ -27,7 +27,7 @@
 //! Transitions the phase does not have do not compile:
 //!
 //! ```compile_fail
-//! use kleene::{RecoverOn, Session, Spec, Step, Task, TaskId, Verdict};
+//! use kleene::{closure::RecoverOn, closure::Session, closure::Spec, closure::Step, Task, id::TaskId, closure::Verdict};
 //! let step = Step::new(Task::new(TaskId::new("t").unwrap(), Spec::new("x")),
 //!                      Session::new("m", "p").unwrap());
 //! step.post_validate(Verdict::clean(), RecoverOn::Blockers); // no post-validation before execution
@@ -38,7 +38,10 @@ use std::num::NonZeroU32;
 use serde::{Deserialize, Serialize};
 
 use crate::digest::{CanonicalHasher, Digest};
-use crate::{IdError, ProjectId, SessionMode, Task, TaskId, ValidatorId, Verdict};
+use crate::{
+    id::IdError, id::ProjectId, id::SessionMode, id::TaskId, id::ValidatorId, task::Task,
+    verdict::Verdict,
+};
 
 /// The default cap on inner-loop iterations of one task.
 pub const DEFAULT_ITERATION_CAP: NonZeroU32 = match NonZeroU32::new(50) {
@@ -108,7 +111,7 @@ pub enum RecoverOn {
 /// session or iteration is refused with a [`TokenError`].
 ///
 /// ```compile_fail
-/// # fn f(t: kleene::ValidationToken) {
+/// # fn f(t: kleene::closure::ValidationToken) {
 /// let copy = t.clone();
 /// # }
 /// ```
@@ -465,7 +468,7 @@ impl Step<PreValidate> {
     // A halt carries the task it stopped; it is the terminal value, not a hot-path error.
     #[allow(clippy::result_large_err)]
     pub fn pre_validate(self, verdict: Verdict) -> Result<Step<Execute>, Halt> {
-        if verdict.worst() == Some(crate::Severity::Blocker) {
+        if verdict.worst() == Some(crate::verdict::Severity::Blocker) {
             return Err(self.halt(HaltReason::PreExecuteRejected { verdict }));
         }
         Ok(self.map_phase(|PreValidate { token }| Execute {
@@ -562,7 +565,7 @@ impl Recoverable {
 impl Step<PostValidate> {
     /// Classifies the post-execute verdict under `recover_on`.
     pub fn post_validate(self, verdict: Verdict, recover_on: RecoverOn) -> PostValidation {
-        use crate::Severity::{Blocker, Warning};
+        use crate::verdict::Severity::{Blocker, Warning};
         if verdict.has_non_overridable_blocker() {
             return PostValidation::Halted(
                 self.halt(HaltReason::NonOverridableBlocker { verdict }),
@@ -712,7 +715,7 @@ impl Step<MoveNext> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Severity, Spec, ValidatorResult};
+    use crate::{task::Spec, verdict::Severity, verdict::ValidatorResult};
 
     fn session() -> Session {
         Session::new("build", "p").unwrap()

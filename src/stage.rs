@@ -2,7 +2,7 @@
 //! the call created, changed or deleted there.
 //!
 //! ```
-//! use kleene::AdmittedPath;
+//! use kleene::plan::AdmittedPath;
 //! use kleene::stage::{ObjectStore, Stage, StageInput};
 //!
 //! let tmp = std::env::temp_dir().join(format!("kleene-stage-doc-{}", std::process::id()));
@@ -64,7 +64,7 @@ use std::sync::Mutex;
 
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
 
-use crate::Digest;
+use crate::digest::Digest;
 use crate::path::AdmittedPath;
 
 /// Why a stage or the object store could not be prepared, walked or removed.
@@ -72,7 +72,7 @@ use crate::path::AdmittedPath;
 #[non_exhaustive]
 pub enum StageError {
     /// A file-system operation on `path` failed (disk full, permissions, …).
-    #[error("access {}: {source}", path.display())]
+    #[error("access {}", path.display())]
     Io {
         /// The file or directory involved.
         path: PathBuf,

@@ -6,7 +6,7 @@
 //! always rendered from the original intent.
 //!
 //! ```
-//! use kleene::{Spec, Task, TaskId};
+//! use kleene::{closure::Spec, Task, id::TaskId};
 //!
 //! let task = Task::new(TaskId::new("task_X")?, Spec::new("add a /login route"));
 //! assert_eq!(task.depth(), 0);
@@ -19,7 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::digest::{CanonicalHasher, Digest};
-use crate::{Severity, TaskId, ValidatorId};
+use crate::{id::TaskId, id::ValidatorId, verdict::Severity};
 
 /// What a task must achieve: its intent and the criteria that say it is done.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -8,11 +8,18 @@ use kleene::batch::{
     Settlement,
 };
 use kleene::{
-    AcceptanceProblem, AdmittedPath, AgentId, AppBuildPlan, BuildBinding, ChannelId, Diagnostic,
-    Digest, ExportError, FileMismatch, ModuleName, PlannedTask, ProposalProblem,
-    REPAIR_PROPOSAL_BUDGET, RepairError, RepairLedger, RepairProposal, RouteRefusal, Snapshot,
-    Spec, TaskId, TaskKind, ValidatedPlan, ValidatorId, VerifyError, accept, export,
-    verify_archive,
+    AppBuildPlan, ValidatedPlan,
+    acceptance::{
+        AcceptanceProblem, BuildBinding, ExportError, FileMismatch, VerifyError, accept, export,
+        verify_archive,
+    },
+    closure::Spec,
+    id::{AgentId, ChannelId, Digest, TaskId, ValidatorId},
+    plan::{AdmittedPath, ModuleName, PlannedTask, TaskKind},
+    snapshot::{
+        Diagnostic, ProposalProblem, REPAIR_PROPOSAL_BUDGET, RepairError, RepairLedger,
+        RepairProposal, RouteRefusal, Snapshot,
+    },
 };
 use proptest::prelude::*;
 use sha2::Digest as _;

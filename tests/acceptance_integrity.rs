@@ -5,7 +5,7 @@
 //! Regression: editing a file digest, a length, removing an entry or renaming a task in a
 //! stored record used to pass, because only `record_digest` was read.
 
-use kleene::{
+use kleene::acceptance::{
     FileMismatch, RecordDifference, RecordError, StoredRecord, VerifyError, accept, export,
     verify_archive,
 };

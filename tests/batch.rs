@@ -11,8 +11,12 @@ use kleene::batch::{
     Rejection, TaskStatus, Worker, WorkerCall, WorkerFailure,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
-use kleene::{AgentId, AppBuildPlan, ChannelId, Plan, PlannedTask, ValidatedPlan};
-use kleene::{Spec, TaskId, TaskKind};
+use kleene::{
+    AppBuildPlan, ValidatedPlan,
+    id::{AgentId, ChannelId},
+    plan::{Plan, PlannedTask},
+};
+use kleene::{closure::Spec, id::TaskId, plan::TaskKind};
 use proptest::prelude::*;
 
 use crate::support::{chan, id, path, validated};
@@ -815,7 +819,7 @@ fn check_invariants(plan: &ValidatedPlan, evidence: &BatchEvidence, worker: &Scr
 /// What must match the uninterrupted run whatever the cut: statuses and accepted outputs.
 fn outcome(
     evidence: &BatchEvidence,
-) -> BTreeMap<TaskId, (Option<TaskStatus>, Option<kleene::Digest>)> {
+) -> BTreeMap<TaskId, (Option<TaskStatus>, Option<kleene::id::Digest>)> {
     evidence
         .inventory()
         .map(|(id, _)| {

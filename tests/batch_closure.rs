@@ -11,8 +11,12 @@ use kleene::batch::{
 };
 use kleene::testing::batch::ImageJournal;
 use kleene::{
-    Agent, ChannelId, ClosureRecord, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session,
-    Severity, Task, TaskId, ValidationToken, ValidatorId, ValidatorResult, Verdict,
+    Agent, Task,
+    closure::{
+        ClosureRecord, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session, Severity,
+        ValidationToken, ValidatorResult, Verdict,
+    },
+    id::{ChannelId, TaskId, ValidatorId},
 };
 use proptest::prelude::*;
 
@@ -286,10 +290,11 @@ fn a_changed_byte_of_a_closure_record_is_named_through_the_acceptance_record() {
         )
         .unwrap()
         .evidence;
-    let snapshot = kleene::Snapshot::from_evidence(&evidence).unwrap();
-    let binding = kleene::BuildBinding::new(channel, plan.digest(), evidence.evidence_version());
-    let accepted = kleene::accept(&plan, &evidence, &snapshot, &binding).unwrap();
-    let stored = kleene::StoredRecord::from_json(&accepted.to_json()).unwrap();
+    let snapshot = kleene::snapshot::Snapshot::from_evidence(&evidence).unwrap();
+    let binding =
+        kleene::acceptance::BuildBinding::new(channel, plan.digest(), evidence.evidence_version());
+    let accepted = kleene::acceptance::accept(&plan, &evidence, &snapshot, &binding).unwrap();
+    let stored = kleene::acceptance::StoredRecord::from_json(&accepted.to_json()).unwrap();
     let records = records.borrow();
     let all = || records.iter().map(|(t, c, r)| (t, *c, r));
     assert_eq!(stored.verify_closures(all()), Ok(2));
@@ -324,12 +329,12 @@ fn a_changed_byte_of_a_closure_record_is_named_through_the_acceptance_record() {
     let err = stored.verify_closures(all().take(1)).unwrap_err();
     assert!(matches!(
         err.mismatches(),
-        [kleene::ClosureMismatch::Missing { task: t, call: 1 }] if t.as_str() == "t1"
+        [kleene::acceptance::ClosureMismatch::Missing { task: t, call: 1 }] if t.as_str() == "t1"
     ));
 }
 
 /// An agent whose every execution fails with a typed error of the given kind.
-struct Broken(kleene::AgentErrorKind);
+struct Broken(kleene::closure::AgentErrorKind);
 
 /// The broken tool, with the cause beneath it.
 #[derive(Debug, thiserror::Error)]
@@ -337,11 +342,11 @@ struct Broken(kleene::AgentErrorKind);
 struct Crashed {
     #[source]
     cause: std::io::Error,
-    kind: kleene::AgentErrorKind,
+    kind: kleene::closure::AgentErrorKind,
 }
 
-impl kleene::AgentError for Crashed {
-    fn kind(&self) -> kleene::AgentErrorKind {
+impl kleene::closure::AgentError for Crashed {
+    fn kind(&self) -> kleene::closure::AgentErrorKind {
         self.kind
     }
 }
@@ -380,7 +385,7 @@ impl BatchAgent for Broken {
 /// stops the batch with the error as its source, anything else refuses the call.
 #[test]
 fn agent_errors_keep_their_type_and_are_treated_by_their_kind() {
-    use kleene::AgentErrorKind::{Cancelled, Infrastructure, Other};
+    use kleene::closure::AgentErrorKind::{Cancelled, Infrastructure, Other};
     let plan = validated(&plan_json(1, &[0]));
     let t0 = TaskId::new("t0").unwrap();
     let run = |kind| {

@@ -10,8 +10,12 @@ use kleene::batch::{
     WorkerFailure,
 };
 use kleene::{
-    Agent, AgentId, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session, Spec, Task,
-    TaskId, ValidatedPlan, ValidationToken, Verdict, run_to_closure,
+    Agent, Task, ValidatedPlan,
+    closure::{
+        ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session, Spec, ValidationToken,
+        Verdict, run_to_closure,
+    },
+    id::{AgentId, TaskId},
 };
 use proptest::prelude::*;
 

@@ -17,7 +17,10 @@ use kleene::batch::{
     Batch, BatchError, BatchEvidence, CrashBackend, Dispatch, EvidenceJournal, Journal, LogBackend,
     PendingTurnReplay, TaskStatus,
 };
-use kleene::{AgentId, ChannelId, Digest, TaskId, ValidatedPlan};
+use kleene::{
+    ValidatedPlan,
+    id::{AgentId, ChannelId, Digest, TaskId},
+};
 use proptest::prelude::*;
 
 use crate::batch_machine::{Scripted, Shape, shape_strategy};

@@ -114,7 +114,7 @@ struct Counting {
 impl EvidenceJournal for Counting {
     fn append(
         &mut self,
-        channel: &kleene::ChannelId,
+        channel: &kleene::id::ChannelId,
         events: &[EvidenceEvent],
     ) -> Result<(), kleene::batch::JournalError> {
         self.appends.push(events.to_vec());
@@ -122,13 +122,13 @@ impl EvidenceJournal for Counting {
     }
     fn load(
         &self,
-        channel: &kleene::ChannelId,
+        channel: &kleene::id::ChannelId,
     ) -> Result<Option<kleene::batch::JournalLoad>, kleene::batch::JournalError> {
         self.inner.load(channel)
     }
     fn compact(
         &mut self,
-        channel: &kleene::ChannelId,
+        channel: &kleene::id::ChannelId,
         evidence: &kleene::batch::BatchEvidence,
     ) -> Result<(), kleene::batch::JournalError> {
         self.inner.compact(channel, evidence)

@@ -584,18 +584,11 @@ fn namespaces_work() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// One contained host serves every call of a run, so what a call leaves behind must die with
-/// the call: a `setsid` child of the first task, still sleeping when the second task's call
-/// runs in the same stage directory, would write a file the second task does not own.
-#[test]
-fn a_setsid_child_dies_with_its_call_where_namespaces_work() {
-    if !namespaces_work() {
-        eprintln!("skipped: no PID namespace on this machine");
-        return;
-    }
-    let tmp = TempDir::new().unwrap();
-    let plan = write_plan(
-        tmp.path(),
+/// Two tasks in one stage directory, one after the other: the first leaves a `setsid` child
+/// that writes into the stage while the second runs, unless something kills it.
+fn setsid_plan(dir: &Path) -> std::path::PathBuf {
+    write_plan(
+        dir,
         vec![
             task(
                 "app_module",
@@ -614,11 +607,13 @@ fn a_setsid_child_dies_with_its_call_where_namespaces_work() {
                 json!({"run": "sleep 0.8; echo model > app/model.txt"}),
             ),
         ],
-    );
-    let out = run(tmp.path(), &plan);
-    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    )
+}
+
+/// No file named `late.txt` anywhere under the state directory, half a second on.
+fn assert_no_late_write(dir: &Path) {
     std::thread::sleep(Duration::from_millis(500));
-    let stray: Vec<_> = walk(&tmp.path().join("st"))
+    let stray: Vec<_> = walk(&dir.join("st"))
         .into_iter()
         .filter(|p| p.ends_with("late.txt"))
         .collect();
@@ -626,6 +621,76 @@ fn a_setsid_child_dies_with_its_call_where_namespaces_work() {
         stray.is_empty(),
         "a setsid child outlived its call: {stray:?}"
     );
+}
+
+/// One contained host serves every call of a run, so what a call leaves behind must die with
+/// the call: a `setsid` child of the first task, still sleeping when the second task's call
+/// runs in the same stage directory, would write a file the second task does not own.
+#[test]
+fn a_setsid_child_dies_with_its_call_where_namespaces_work() {
+    if !namespaces_work() {
+        eprintln!("skipped: no PID namespace on this machine");
+        return;
+    }
+    let tmp = TempDir::new().unwrap();
+    let plan = setsid_plan(tmp.path());
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert_no_late_write(tmp.path());
+}
+
+/// A user who may not make a PID namespace (anyone but root, on most machines) still gets
+/// one, inside a user namespace that maps them to themselves: the probe used to fall back to
+/// process groups for every such user. Run as `nobody` where the tests run as root.
+#[test]
+fn an_unprivileged_user_is_contained_too() {
+    let uid = StdCommand::new("id").arg("-u").output().unwrap();
+    let root = text(&uid.stdout).trim() == "0";
+    let tmp = TempDir::new().unwrap();
+    let mut open = std::fs::metadata(tmp.path()).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut open, 0o777);
+    std::fs::set_permissions(tmp.path(), open).unwrap();
+    let plan = setsid_plan(tmp.path());
+    let mut cmd = if root {
+        let mut c = StdCommand::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(env!("CARGO_BIN_EXE_kleene"));
+        c
+    } else {
+        StdCommand::new(env!("CARGO_BIN_EXE_kleene"))
+    };
+    let out = cmd
+        .current_dir(tmp.path())
+        .env("HOME", tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .output()
+        .unwrap();
+    let said = both(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    // Where this user can make a user namespace with a PID namespace inside, kleene must.
+    let mut probe = if root {
+        let mut c = StdCommand::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            "unshare",
+        ]);
+        c
+    } else {
+        StdCommand::new("unshare")
+    };
+    let nested = probe
+        .args(["--user", "--map-current-user", "--pid", "--fork", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !nested {
+        eprintln!("skipped: this user may make no user namespace here");
+        return;
+    }
+    assert!(!said.contains("no PID namespace here"), "{said}");
+    assert_no_late_write(tmp.path());
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -805,6 +870,45 @@ fn every_command_refuses_a_flipped_journal_without_changing_it() {
             );
         }
     }
+}
+
+/// A journal that ends in an interrupted write (a torn tail) is read without a byte changed
+/// by the commands that only read, and cut only by the writer that resumes.
+#[test]
+fn readers_leave_a_torn_tail_alone_and_resume_cuts_it() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path();
+    assert_eq!(run(dir, &crate::cli::demo_plan()).status.code(), Some(0));
+    let journal = std::fs::read_dir(dir.join("st/journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_file())
+        .unwrap();
+    let whole = std::fs::read(&journal).unwrap();
+    // The first bytes of another record: what a crash in the middle of an append leaves.
+    let mut torn = whole.clone();
+    torn.extend_from_slice(&whole[..37]);
+    std::fs::write(&journal, &torn).unwrap();
+    for args in [
+        vec!["status", "--state", "st"],
+        vec!["audit", "--state", "st"],
+    ] {
+        let out = kleene(dir).args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", both(&out));
+        assert_eq!(
+            std::fs::read(&journal).unwrap(),
+            torn,
+            "{args:?} changed the journal"
+        );
+    }
+    let out = kleene(dir)
+        .args(["resume", "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let after = std::fs::read(&journal).unwrap();
+    assert!(after.starts_with(&whole), "resume lost a whole record");
+    assert!(!after.ends_with(&whole[..37]), "resume kept the torn tail");
 }
 
 /// Unmounts a tmpfs when the test ends, however it ends.

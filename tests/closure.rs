@@ -3,10 +3,16 @@
 
 use kleene::testing::closure::{ScriptedAgent, policy, scripted_agent};
 use kleene::{
-    AuditEvent, AuditLog, Closure, ClosureFailure, ClosureOutcome, ClosureRecord, ClosureState,
-    ExhaustedBound, FailureEntry, FixBudget, GovernanceDecision, HaltReason, OutputTail, RecoverOn,
-    RecoveryPolicy, Session, Severity, Spec, TailLimits, Task, TaskId, ValidatorId,
-    ValidatorResult, Verdict, VerdictNormalizer, checkpoint, run_to_closure, run_to_closure_with,
+    Closure, Task,
+    audit::{AuditEvent, AuditLog},
+    checkpoint,
+    closure::{
+        ClosureFailure, ClosureOutcome, ClosureRecord, ClosureState, ExhaustedBound, FailureEntry,
+        FixBudget, GovernanceDecision, HaltReason, OutputTail, RecoverOn, RecoveryPolicy, Session,
+        Severity, Spec, TailLimits, ValidatorResult, Verdict, VerdictNormalizer, run_to_closure,
+        run_to_closure_with,
+    },
+    id::{TaskId, ValidatorId},
 };
 use proptest::prelude::*;
 
@@ -323,7 +329,10 @@ fn every_typed_halt() {
         .build()
         .unwrap();
     let cap = run(
-        ScriptedAgent::new().nexts([kleene::Next::Continue, kleene::Next::Continue]),
+        ScriptedAgent::new().nexts([
+            kleene::closure::Next::Continue,
+            kleene::closure::Next::Continue,
+        ]),
         &capped,
     );
     assert_eq!(
@@ -428,11 +437,11 @@ fn a_tampered_state_is_refused_on_restore() {
     let state: ClosureState = serde_json::from_value(json2).unwrap();
     assert!(matches!(
         Closure::restore(state),
-        Err(kleene::ClosureStateError::Audit(_))
+        Err(kleene::closure::ClosureStateError::Audit(_))
     ));
 }
 
-fn normalized_post(record: &ClosureRecord, i: usize) -> Option<kleene::NormalizedVerdict> {
+fn normalized_post(record: &ClosureRecord, i: usize) -> Option<kleene::closure::NormalizedVerdict> {
     record.attempts()[i]
         .last_post_verdict()
         .map(|v| record.policy().normalizer().normalize(v))
@@ -674,7 +683,7 @@ proptest! {
 
 #[test]
 fn an_unnameable_fix_is_a_typed_failure() {
-    let long = TaskId::new("x".repeat(kleene::MAX_ID_LEN - 2)).unwrap();
+    let long = TaskId::new("x".repeat(kleene::id::MAX_ID_LEN - 2)).unwrap();
     let task = Task::new(long, Spec::new("i"));
     let mut agent = ScriptedAgent::new().post_verdicts([blocker("a", true)]);
     let record = run_to_closure(task, session(), &mut agent, &RecoveryPolicy::default());

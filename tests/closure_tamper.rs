@@ -6,8 +6,12 @@
 
 use kleene::testing::closure::ScriptedAgent;
 use kleene::{
-    Closure, ClosureState, ClosureStateError, RecoveryPolicy, Session, Severity, Spec, StateField,
-    Task, TaskId, ValidatorId, ValidatorResult, Verdict, checkpoint,
+    Closure, Task, checkpoint,
+    closure::{
+        ClosureState, ClosureStateError, RecoveryPolicy, Session, Severity, Spec, StateField,
+        ValidatorResult, Verdict,
+    },
+    id::{TaskId, ValidatorId},
 };
 use serde_json::Value;
 

@@ -6,7 +6,7 @@
 //! the code used blake3's derive-key mode with a context string.
 
 use kleene::checkpoint::{self, CheckpointError};
-use kleene::{Spec, Task, TaskId};
+use kleene::{Task, closure::Spec, id::TaskId};
 
 /// The documented envelope around `payload`.
 fn encode_from_docs(kind: &[u8; 4], version: u16, payload: &[u8]) -> Vec<u8> {

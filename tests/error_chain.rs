@@ -15,9 +15,13 @@ use kleene::batch::{
 use kleene::error::{Chain, Error};
 use kleene::testing::closure::ScriptedAgent;
 use kleene::{
-    AdmittedPath, AppBuildPlan, ChannelId, Closure, ClosureState, ExecutionOutput,
-    GovernanceDecision, RecoveryPolicy, Session, Severity, Spec, Step, Task, TaskId, ValidatorId,
-    ValidatorResult, Verdict,
+    AppBuildPlan, Closure, Task,
+    closure::{
+        ClosureState, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session, Severity, Spec,
+        Step, ValidatorResult, Verdict,
+    },
+    id::{ChannelId, TaskId, ValidatorId},
+    plan::AdmittedPath,
 };
 
 /// Every message of `err`'s chain, outermost first.
@@ -132,7 +136,7 @@ fn a_closure_state_with_a_broken_audit_log_chains_the_audit_error() {
     let state: ClosureState = serde_json::from_value(json).unwrap();
     let err = Closure::restore(state).unwrap_err();
     assert!(
-        matches!(err, kleene::ClosureStateError::Audit(_)),
+        matches!(err, kleene::closure::ClosureStateError::Audit(_)),
         "{err:?}"
     );
     assert_chains(err, 2);
@@ -167,7 +171,10 @@ fn a_refused_token_names_the_task_and_chains_why() {
 #[test]
 fn an_archive_whose_record_was_edited_chains_the_record_error() {
     use kleene::batch::{BatchEvidence, EVIDENCE_VERSION, InventoryEntry, Settlement};
-    use kleene::{BuildBinding, Digest, Snapshot, VerifyError, accept, export, verify_archive};
+    use kleene::{
+        acceptance::BuildBinding, acceptance::VerifyError, acceptance::accept, acceptance::export,
+        acceptance::verify_archive, id::Digest, snapshot::Snapshot,
+    };
 
     let plan = AppBuildPlan::from_json(
         r#"{"tasks": [{"id": "cfg", "owner": "ConfigAgent", "spec": {"intent": "config"},

@@ -3,7 +3,11 @@
 use std::path::Path;
 
 use kleene::checkpoint::{self, CheckpointError};
-use kleene::{OutputTail, Spec, TailLimits, Task, TaskId};
+use kleene::{
+    Task,
+    closure::{OutputTail, Spec, TailLimits},
+    id::TaskId,
+};
 use proptest::prelude::*;
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -135,7 +139,7 @@ mod envelope_props {
 #[cfg(feature = "testing")]
 mod verdict_props {
     use kleene::testing::foundation::{validator_result, verdict};
-    use kleene::{ValidatorResult, Verdict};
+    use kleene::{closure::ValidatorResult, closure::Verdict};
     use proptest::prelude::*;
 
     fn results() -> impl Strategy<Value = Vec<ValidatorResult>> {

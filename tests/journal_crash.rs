@@ -3,11 +3,11 @@
 //! resumed from what is left keeps every durable commit and ends with the accepted outputs of
 //! a run that never crashed (a call whose reservation was durable counts as interrupted).
 
-use kleene::ChannelId;
 use kleene::batch::{
     Batch, BatchError, BatchEvidence, CrashBackend, EvidenceJournal, Journal, LogBackend,
     MemoryBackend, Worker,
 };
+use kleene::id::ChannelId;
 use kleene::testing::batch::ScriptedWorker;
 use proptest::prelude::*;
 
@@ -69,7 +69,7 @@ fn resume_after(disk: MemoryBackend, channel: &ChannelId) -> BatchEvidence {
 }
 
 /// What a resumed run must match: every task's accepted output.
-fn accepted(evidence: &BatchEvidence) -> Vec<(String, kleene::Digest)> {
+fn accepted(evidence: &BatchEvidence) -> Vec<(String, kleene::id::Digest)> {
     evidence
         .accepted_outputs()
         .map(|(task, output)| (task.to_string(), output.digest()))

@@ -15,7 +15,7 @@ use kleene::batch::{
     RecordDamage,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
-use kleene::{ChannelId, ValidatedPlan};
+use kleene::{ValidatedPlan, id::ChannelId};
 use peak_alloc::PeakAlloc;
 use proptest::prelude::*;
 

@@ -1,8 +1,13 @@
 //! Plans (R11 slice 1): normalisation, consolidation, validation, queries, JSON, DOT.
 
 use kleene::{
-    AgentId, AppBuildPlan, ContractKind, InputContract, ModuleName, Plan, PlanProblem, PlannedTask,
-    Spec, TaskId, TaskKind, ValidationStage,
+    AppBuildPlan,
+    closure::Spec,
+    id::{AgentId, TaskId},
+    plan::{
+        ContractKind, InputContract, ModuleName, Plan, PlanProblem, PlannedTask, TaskKind,
+        ValidationStage,
+    },
 };
 
 use crate::support::{id, path};
@@ -428,7 +433,9 @@ mod properties {
         acyclic_plan, arbitrary_plan, hostile_path_with_rule, ordinary_path,
         plan_with_injected_cycle, plan_with_missing_module_lanes,
     };
-    use kleene::{AdmittedPath, AppBuildPlan, Plan, PlannedTask, TaskId, ValidatedPlan};
+    use kleene::{
+        AppBuildPlan, ValidatedPlan, id::TaskId, plan::AdmittedPath, plan::Plan, plan::PlannedTask,
+    };
     use proptest::prelude::*;
 
     fn normalize(tasks: Vec<PlannedTask>) -> Vec<PlannedTask> {

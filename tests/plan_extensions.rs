@@ -1,7 +1,12 @@
 //! Plans that fit any project: the general lane, typed extension keys bound into the plan
 //! digest, owned directories, linear ownership checks, scratch globs.
 
-use kleene::{AgentId, AppBuildPlan, ModuleName, Plan, PlannedTask, Spec, TaskKind};
+use kleene::{
+    AppBuildPlan,
+    closure::Spec,
+    id::AgentId,
+    plan::{ModuleName, Plan, PlannedTask, TaskKind},
+};
 use proptest::prelude::*;
 
 use crate::support::{id, path};
@@ -102,7 +107,7 @@ proptest! {
         let validated = plan.validate().unwrap();
         // Consolidation may re-point an edge to a merged persistence task to its survivor;
         // nothing else about a general task changes.
-        let survivor = |d: &kleene::TaskId| {
+        let survivor = |d: &kleene::id::TaskId| {
             validated
                 .tasks()
                 .find(|s| &s.id == d || s.consolidated_from.contains(d))
@@ -124,7 +129,7 @@ proptest! {
 }
 
 mod extensions {
-    use kleene::{AppBuildPlan, Extensions};
+    use kleene::{AppBuildPlan, plan::Extensions};
     use proptest::prelude::*;
 
     const KEYS: Extensions<'static> = Extensions {
@@ -146,7 +151,7 @@ mod extensions {
   ]
 }"#;
 
-    fn digest(text: &str) -> kleene::Digest {
+    fn digest(text: &str) -> kleene::id::Digest {
         AppBuildPlan::from_json_with(text, &KEYS)
             .unwrap()
             .validate()
@@ -327,7 +332,7 @@ mod extensions {
 }
 
 mod globs {
-    use kleene::PathGlob;
+    use kleene::plan::PathGlob;
     use proptest::prelude::*;
 
     /// The reference: the definitions, matched by plain recursion.
@@ -396,7 +401,7 @@ mod ownership {
     use std::collections::BTreeMap;
 
     use kleene::batch::{Batch, Candidate, MemoryJournal, Worker, WorkerCall, WorkerFailure};
-    use kleene::{AppBuildPlan, PlanProblem, TaskId};
+    use kleene::{AppBuildPlan, id::TaskId, plan::PlanProblem};
 
     use super::general;
     use crate::support::{chan, id, path};

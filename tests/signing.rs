@@ -4,11 +4,11 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use kleene::signing::{Envelope, SignatureError, SigningKey, pae};
-use kleene::{
+use kleene::acceptance::{
     IN_TOTO_PAYLOAD_TYPE, RECORD_PAYLOAD_TYPE, SignedError, StoredRecord, accept, export,
     verify_signed_archive,
 };
+use kleene::signing::{Envelope, SignatureError, SigningKey, pae};
 use proptest::prelude::*;
 use serde_json::Value;
 use sha2::Digest as _;

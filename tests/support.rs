@@ -1,6 +1,9 @@
 //! Shorthands the test modules share: ids and paths from literals that are known valid.
 
-use kleene::{AdmittedPath, ChannelId, TaskId};
+use kleene::{
+    id::{ChannelId, TaskId},
+    plan::AdmittedPath,
+};
 
 pub fn id(s: &str) -> TaskId {
     TaskId::new(s).unwrap()
@@ -17,7 +20,7 @@ pub fn path(s: &str) -> AdmittedPath {
 /// The validated plan of a plan JSON text (normalised, consolidated, validated).
 pub fn validated(json: &str) -> kleene::ValidatedPlan {
     let plan = kleene::AppBuildPlan::from_json(json).unwrap();
-    kleene::Plan::draft(plan)
+    kleene::plan::Plan::draft(plan)
         .normalize()
         .consolidate()
         .unwrap()

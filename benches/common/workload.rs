@@ -1,7 +1,10 @@
 //! The generated plan both plan benches use.
 
 use kleene::{
-    AdmittedPath, AgentId, AppBuildPlan, ModuleName, PlannedTask, Spec, TaskId, TaskKind,
+    AppBuildPlan,
+    closure::Spec,
+    id::{AgentId, TaskId},
+    plan::{AdmittedPath, ModuleName, PlannedTask, TaskKind},
 };
 
 /// Tasks per module: a module lane (for every other module), two persistence tasks (merged

@@ -5,7 +5,10 @@
 //! `cargo run --manifest-path fuzz/Cargo.toml --example expand -- TARGET FILE`
 
 use kleene::batch::{BatchEvidence, EvidenceEvent};
-use kleene::{ClosureRecord, ClosureState, Task};
+use kleene::{
+    Task,
+    closure::{ClosureRecord, ClosureState},
+};
 use kleene_fuzz::{checkpoint_bytes, journal_input};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

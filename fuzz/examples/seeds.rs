@@ -14,9 +14,15 @@ use kleene::batch::{Batch, Candidate, EvidenceEvent};
 use kleene::checkpoint::{self, HEADER_LEN};
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
 use kleene::{
-    AdmittedPath, AppBuildPlan, BuildBinding, ChannelId, Closure, ClosureRecord, ExecutionOutput,
-    GovernanceDecision, Next, OutputTail, RecoveryPolicy, Session, Severity, Snapshot, Spec,
-    TailLimits, Task, TaskId, ValidatorId, ValidatorResult, Verdict, accept, export,
+    AppBuildPlan, Closure, Task,
+    acceptance::{BuildBinding, accept, export},
+    closure::{
+        ClosureRecord, ExecutionOutput, GovernanceDecision, Next, OutputTail, RecoveryPolicy,
+        Session, Severity, Spec, TailLimits, ValidatorResult, Verdict,
+    },
+    id::{ChannelId, TaskId, ValidatorId},
+    plan::AdmittedPath,
+    snapshot::Snapshot,
 };
 use kleene_fuzz::{CheckpointMode, JournalMode, checkpoint_seed, journal_seed};
 

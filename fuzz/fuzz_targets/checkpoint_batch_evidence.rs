@@ -2,8 +2,8 @@
 //! stably, and summarising it or taking its snapshot of files must not panic.
 #![no_main]
 
-use kleene::Snapshot;
 use kleene::batch::BatchEvidence;
+use kleene::snapshot::Snapshot;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,7 +2,7 @@
 //! audit chain and outcome must be readable without panicking.
 #![no_main]
 
-use kleene::ClosureRecord;
+use kleene::closure::ClosureRecord;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

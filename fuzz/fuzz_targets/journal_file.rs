@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use kleene::ChannelId;
 use kleene::batch::{EvidenceJournal, FileJournal};
+use kleene::id::ChannelId;
 use libfuzzer_sys::fuzz_target;
 
 fn scratch_dir() -> &'static PathBuf {

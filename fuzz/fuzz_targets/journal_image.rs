@@ -5,8 +5,8 @@
 //! Checks: loading leaves the image unchanged; a torn tail ends where the image ends.
 #![no_main]
 
-use kleene::ChannelId;
 use kleene::batch::EvidenceJournal;
+use kleene::id::ChannelId;
 use kleene::testing::batch::ImageJournal;
 use libfuzzer_sys::fuzz_target;
 

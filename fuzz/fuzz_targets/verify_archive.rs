@@ -3,7 +3,7 @@
 //! check after the digest comparison; otherwise the zero digest.
 #![no_main]
 
-use kleene::{Digest, verify_archive};
+use kleene::{acceptance::verify_archive, id::Digest};
 use libfuzzer_sys::fuzz_target;
 
 /// The value of the first `"record_digest":"<64 hex>"` in `data`.

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use kleene::checkpoint::{self, Checkpoint};
-//! use kleene::{Spec, Task, TaskId};
+//! use kleene::{closure::Spec, Task, id::TaskId};
 //!
 //! let task = Task::new(TaskId::new("t1")?, Spec::new("build the login page"));
 //! let input = kleene_fuzz::checkpoint_seed(&task)?;
@@ -22,7 +22,7 @@
 use std::sync::Once;
 
 use kleene::checkpoint::{self, Checkpoint, CheckpointError, HEADER_LEN, MAGIC};
-use kleene::{Spec, Task, TaskId};
+use kleene::{closure::Spec, id::TaskId, Task};
 
 /// The codec tag every envelope is sealed with (bincode 2).
 const CODEC: u8 = checkpoint::CODEC_BINCODE2;
@@ -259,11 +259,11 @@ pub fn assert_journal_layout() {
     CHECKED.call_once(|| {
         use kleene::batch::{EvidenceEvent, EvidenceJournal};
         use kleene::testing::batch::ImageJournal;
-        let channel = kleene::ChannelId::new("layout_probe").expect("a valid id");
+        let channel = kleene::id::ChannelId::new("layout_probe").expect("a valid id");
         let event = |attempt| EvidenceEvent::Reserved {
             task: TaskId::new("t").expect("a valid id"),
             attempt,
-            input_digest: kleene::Digest::from_bytes([7; 32]),
+            input_digest: kleene::id::Digest::from_bytes([7; 32]),
         };
         let mut journal = ImageJournal::default();
         journal
@@ -427,7 +427,11 @@ mod tests {
     fn a_bare_journal_seed_rebuilds_its_image() {
         let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));
         let payload = &checkpoint::encode(&task).unwrap()[HEADER_LEN..];
-        let event = seal(kleene::batch::EvidenceEvent::KIND, 1, payload);
+        let event = seal(
+            kleene::batch::EvidenceEvent::KIND,
+            kleene::batch::EvidenceEvent::VERSION,
+            payload,
+        );
         let mut image = event.clone();
         image.extend_from_slice(&event[..10]);
         let seed = journal_seed(JournalMode::Bare, &[vec![event.clone()]], &event[..10]);

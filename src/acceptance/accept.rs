@@ -8,7 +8,7 @@ use crate::batch::{BatchEvidence, TaskStatus};
 use crate::digest::CanonicalHasher;
 use crate::plan::ValidatedPlan;
 use crate::snapshot::Snapshot;
-use crate::{AdmittedPath, ChannelId, Digest, TaskId};
+use crate::{digest::Digest, id::ChannelId, id::TaskId, path::AdmittedPath};
 
 /// One reason a build cannot be accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

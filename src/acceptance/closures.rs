@@ -3,8 +3,8 @@
 //! or swapped record is named by task and call.
 //!
 //! ```no_run
-//! # fn demo(record: &kleene::StoredRecord, closures: &[(kleene::TaskId, u32, kleene::ClosureRecord)])
-//! # -> Result<(), kleene::ClosuresError> {
+//! # fn demo(record: &kleene::acceptance::StoredRecord, closures: &[(kleene::id::TaskId, u32, kleene::closure::ClosureRecord)])
+//! # -> Result<(), kleene::acceptance::ClosuresError> {
 //! let checked = record.verify_closures(closures.iter().map(|(t, c, r)| (t, *c, r)))?;
 //! println!("{checked} closure record(s) match their acceptance record");
 //! # Ok(()) }
@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use super::record::TaskResult;
-use crate::{ClosureRecord, Digest, TaskId};
+use crate::{closure::ClosureRecord, digest::Digest, id::TaskId};
 
 /// One closure record that does not match its acceptance record.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

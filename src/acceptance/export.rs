@@ -8,7 +8,7 @@ use super::record::{RecordError, StoredRecord, canonical_json};
 use super::{AcceptanceRecord, FileManifest, FileMismatch};
 use crate::error::quoted;
 use crate::snapshot::Snapshot;
-use crate::{AdmittedPath, Digest, PathError};
+use crate::{digest::Digest, path::AdmittedPath, path::PathError};
 
 /// The archive entry holding the acceptance record as JSON. It comes first.
 pub(crate) const RECORD_ENTRY: &str = "acceptance.json";
@@ -437,8 +437,8 @@ fn append(builder: &mut tar::Builder<Vec<u8>>, name: &str, content: &[u8]) -> st
 /// # use std::collections::BTreeMap;
 /// # use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
 /// #                     InventoryEntry, Settlement};
-/// # use kleene::{AdmittedPath, AppBuildPlan, BuildBinding, ChannelId, Digest, Snapshot,
-/// #              accept, export};
+/// # use kleene::{plan::AdmittedPath, AppBuildPlan, acceptance::BuildBinding, id::ChannelId, id::Digest, snapshot::Snapshot,
+/// #              acceptance::accept, acceptance::export};
 /// # let plan = AppBuildPlan::from_json(r#"{"tasks": [
 /// #   {"id": "config_app", "kind": {"lane": "config"}, "owner": "ConfigAgent",
 /// #    "spec": {"intent": "app config"}, "owned_paths": ["config/app.yaml"]}
@@ -461,7 +461,7 @@ fn append(builder: &mut tar::Builder<Vec<u8>>, name: &str, content: &[u8]) -> st
 /// # let snapshot = Snapshot::from_evidence(&evidence)?;
 /// # let binding = BuildBinding::new(channel, plan.digest(), EVIDENCE_VERSION);
 /// # let record = accept(&plan, &evidence, &snapshot, &binding)?;
-/// use kleene::{FileMismatch, VerifyError, verify_archive};
+/// use kleene::{acceptance::FileMismatch, acceptance::VerifyError, acceptance::verify_archive};
 ///
 /// // `record` is the acceptance record, `archive` its export.
 /// let archive = export(&record, &snapshot)?.into_bytes();
@@ -703,11 +703,11 @@ fn read_entries(archive: &[u8]) -> Result<Entries, VerifyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ChannelId;
-    use crate::MAX_PATH_LEN;
     use crate::acceptance::AcceptanceRecord;
     use crate::acceptance::record::{BuildBinding, RECORD_FORMAT, RecordBody, task_results_digest};
     use crate::digest::CanonicalHasher;
+    use crate::id::ChannelId;
+    use crate::path::MAX_PATH_LEN;
 
     fn p(s: &str) -> AdmittedPath {
         AdmittedPath::admit(s).unwrap()

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::digest::CanonicalHasher;
-use crate::{AdmittedPath, Digest};
+use crate::{digest::Digest, path::AdmittedPath};
 
 /// One file of a [`FileManifest`]: its path, its length in bytes and the plain blake3 hash of
 /// its content (what `b3sum` prints, so anyone can check it without kleene).
@@ -68,7 +68,7 @@ fn content_hash(content: &[u8]) -> Digest {
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use kleene::{AdmittedPath, FileManifest};
+/// use kleene::{plan::AdmittedPath, acceptance::FileManifest};
 ///
 /// let mut files = BTreeMap::new();
 /// files.insert(AdmittedPath::admit("app/main.py")?, b"print('hi')\n".to_vec());

@@ -8,8 +8,8 @@
 //! use std::collections::BTreeMap;
 //! use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
 //!                     InventoryEntry, Settlement};
-//! use kleene::{AdmittedPath, AppBuildPlan, BuildBinding, ChannelId, Digest, Snapshot,
-//!              accept, export, verify_archive};
+//! use kleene::{plan::AdmittedPath, AppBuildPlan, acceptance::BuildBinding, id::ChannelId, id::Digest, snapshot::Snapshot,
+//!              acceptance::accept, acceptance::export, acceptance::verify_archive};
 //!
 //! let plan = AppBuildPlan::from_json(r#"{"tasks": [
 //!   {"id": "config_app", "kind": {"lane": "config"}, "owner": "ConfigAgent",

@@ -7,7 +7,7 @@ use super::closures::ClosuresError;
 use super::manifest::ManifestWire;
 use super::{FileManifest, FileMismatch, ManifestError};
 use crate::digest::CanonicalHasher;
-use crate::{ChannelId, Digest, TaskId};
+use crate::{digest::Digest, id::ChannelId, id::TaskId};
 
 /// The version of the record format written by this build. Format 2 added each task's
 /// closure binding; records of format 1 (none) still load.
@@ -19,7 +19,7 @@ pub(crate) const RECORD_FORMAT: u32 = 2;
 /// # Examples
 ///
 /// ```
-/// use kleene::{BuildBinding, ChannelId, Digest};
+/// use kleene::{acceptance::BuildBinding, id::ChannelId, id::Digest};
 ///
 /// let plan: Digest = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262".parse()?;
 /// let binding = BuildBinding::new(ChannelId::new("chan-1")?, plan, 1);
@@ -97,7 +97,7 @@ impl ClosureBinding {
         self.audit_head
     }
     /// The digest of the closure's whole record
-    /// ([`ClosureRecord::digest`](crate::ClosureRecord::digest)).
+    /// ([`ClosureRecord::digest`](crate::closure::ClosureRecord::digest)).
     pub fn record_digest(&self) -> Digest {
         self.record_digest
     }
@@ -329,14 +329,14 @@ impl RecordBody {
 /// Passing acceptance of one build: the digests of its plan, task inventory and results,
 /// build binding and exact file contents, and a digest of the record itself.
 ///
-/// Only [`accept`](crate::accept) makes one, after checking the complete final snapshot; it
+/// Only [`accept`](crate::acceptance::accept) makes one, after checking the complete final snapshot; it
 /// has no public constructor and cannot be deserialised. A record carrying only a status
 /// therefore cannot stand in for it: whatever requires an `AcceptanceRecord` (export) can be
 /// authorised by nothing but a passing acceptance run.
 ///
 /// ```compile_fail
 /// // A status read from somewhere cannot become an AcceptanceRecord.
-/// let record: kleene::AcceptanceRecord = serde_json::from_str(r#"{"status":"accepted"}"#).unwrap();
+/// let record: kleene::acceptance::AcceptanceRecord = serde_json::from_str(r#"{"status":"accepted"}"#).unwrap();
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AcceptanceRecord {
@@ -407,7 +407,7 @@ impl AcceptanceRecord {
     /// [`ClosuresError`] naming every accepted call whose record is missing or changed.
     pub fn verify_closures<'r>(
         &self,
-        closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::ClosureRecord)>,
+        closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::closure::ClosureRecord)>,
     ) -> Result<usize, ClosuresError> {
         super::closures::verify(&self.body.task_results, closures)
     }
@@ -417,7 +417,7 @@ impl AcceptanceRecord {
 /// recomputed: the binding, the task results, the file list and the record digest itself.
 ///
 /// It describes an acceptance; it does not authorise anything (only an
-/// [`AcceptanceRecord`] made by [`accept`](crate::accept) does). What a reader can trust
+/// [`AcceptanceRecord`] made by [`accept`](crate::acceptance::accept) does). What a reader can trust
 /// it for is in the threat model (`SECURITY.md`): the digests catch accidental damage and
 /// edits that did not re-seal the record; a signature catches re-sealing.
 ///
@@ -429,7 +429,7 @@ impl AcceptanceRecord {
 /// # use std::collections::BTreeMap;
 /// # use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
 /// #                     InventoryEntry, Settlement};
-/// # use kleene::{AdmittedPath, AppBuildPlan, BuildBinding, ChannelId, Digest, Snapshot, accept};
+/// # use kleene::{plan::AdmittedPath, AppBuildPlan, acceptance::BuildBinding, id::ChannelId, id::Digest, snapshot::Snapshot, acceptance::accept};
 /// # let plan = AppBuildPlan::from_json(r#"{"tasks": [
 /// #   {"id": "config_app", "kind": {"lane": "config"}, "owner": "ConfigAgent",
 /// #    "spec": {"intent": "app config"}, "owned_paths": ["config/app.yaml"]}
@@ -451,7 +451,7 @@ impl AcceptanceRecord {
 /// # ])?;
 /// # let snapshot = Snapshot::from_evidence(&evidence)?;
 /// # let binding = BuildBinding::new(channel, plan.digest(), EVIDENCE_VERSION);
-/// use kleene::{FileMismatch, RecordDifference, StoredRecord};
+/// use kleene::{acceptance::FileMismatch, acceptance::RecordDifference, acceptance::StoredRecord};
 ///
 /// let record = accept(&plan, &evidence, &snapshot, &binding)?;
 /// let json = record.to_json();
@@ -605,7 +605,7 @@ impl StoredRecord {
     /// [`ClosuresError`] naming every accepted call whose record is missing or changed.
     pub fn verify_closures<'r>(
         &self,
-        closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::ClosureRecord)>,
+        closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::closure::ClosureRecord)>,
     ) -> Result<usize, ClosuresError> {
         super::closures::verify(&self.body.task_results, closures)
     }

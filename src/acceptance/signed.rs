@@ -3,7 +3,7 @@
 
 use super::record::StoredRecord;
 use super::{AcceptanceRecord, RecordError, VerifiedArchive, VerifyError, verify_archive};
-use crate::Digest;
+use crate::digest::Digest;
 use crate::error::quoted;
 use crate::signing::{Envelope, PublicKey, SignatureError, SigningKey};
 
@@ -135,8 +135,8 @@ fn expect_type(envelope: &Envelope, expected: &'static str) -> Result<(), Signed
 /// # use std::collections::BTreeMap;
 /// # use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
 /// #                     InventoryEntry, Settlement};
-/// # use kleene::{AdmittedPath, AppBuildPlan, BuildBinding, ChannelId, Digest, Snapshot,
-/// #              accept, export};
+/// # use kleene::{plan::AdmittedPath, AppBuildPlan, acceptance::BuildBinding, id::ChannelId, id::Digest, snapshot::Snapshot,
+/// #              acceptance::accept, acceptance::export};
 /// # let plan = AppBuildPlan::from_json(r#"{"tasks": [
 /// #   {"id": "config_app", "kind": {"lane": "config"}, "owner": "ConfigAgent",
 /// #    "spec": {"intent": "app config"}, "owned_paths": ["config/app.yaml"]}
@@ -160,7 +160,7 @@ fn expect_type(envelope: &Envelope, expected: &'static str) -> Result<(), Signed
 /// # let binding = BuildBinding::new(channel, plan.digest(), EVIDENCE_VERSION);
 /// # let record = accept(&plan, &evidence, &snapshot, &binding)?;
 /// use kleene::signing::SigningKey;
-/// use kleene::verify_signed_archive;
+/// use kleene::acceptance::verify_signed_archive;
 ///
 /// let key = SigningKey::from_seed([1; 32]); // in practice: SigningKey::generate()
 /// let archive = export(&record, &snapshot)?;
@@ -189,7 +189,7 @@ pub fn verify_signed_archive(
         .as_str()
         .ok_or_else(|| unreadable("it has no predicate.record_digest"))?
         .parse()
-        .map_err(|e: crate::DigestParseError| unreadable(&e.to_string()))?;
+        .map_err(|e: crate::digest::DigestParseError| unreadable(&e.to_string()))?;
     let verified = verify_archive(archive, anchor).map_err(SignedError::Archive)?;
     if verified.in_toto_statement().to_json().as_bytes() != payload {
         return Err(SignedError::StatementMismatch { record: anchor });

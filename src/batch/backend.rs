@@ -9,7 +9,7 @@
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use kleene::{ChannelId, TaskId};
+//! use kleene::{id::ChannelId, id::TaskId};
 //! use kleene::batch::{CrashBackend, EvidenceEvent, EvidenceJournal, Journal};
 //!
 //! let channel = ChannelId::new("chan-1")?;

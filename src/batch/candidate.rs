@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::CanonicalHasher;
 use crate::path::AdmittedPath;
-use crate::{Digest, TaskId};
+use crate::{digest::Digest, id::TaskId};
 
 /// A worker's proposed output for one task: whole files at admitted paths.
 ///
@@ -19,7 +19,7 @@ use crate::{Digest, TaskId};
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use kleene::AdmittedPath;
+/// use kleene::plan::AdmittedPath;
 /// use kleene::batch::Candidate;
 ///
 /// let files = BTreeMap::from([(AdmittedPath::admit("backend/models.py")?, b"class User: ...".to_vec())]);

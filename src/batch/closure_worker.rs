@@ -21,9 +21,10 @@ use super::worker::{AgentFailure, Proposal, Worker, WorkerCall, WorkerFailure};
 use crate::closure::{AgentError, AgentErrorKind};
 use crate::plan::PlannedTask;
 use crate::{
-    Agent, AuditEntry, Closure, ClosureFailure, ClosureOutcome, ClosureRecord, ExecutionOutput,
-    ExhaustedBound, GovernanceDecision, HaltReason, Next, RecoveryPolicy, Session, Task, TaskId,
-    ValidationToken, Verdict,
+    audit::AuditEntry, closure::Agent, closure::Closure, closure::ClosureFailure,
+    closure::ClosureOutcome, closure::ClosureRecord, closure::RecoveryPolicy, closure::Task,
+    id::TaskId, phase::ExecutionOutput, phase::ExhaustedBound, phase::GovernanceDecision,
+    phase::HaltReason, phase::Next, phase::Session, phase::ValidationToken, verdict::Verdict,
 };
 
 /// An [`Agent`] that a [`ClosureWorker`] can run batch calls with: besides answering the
@@ -83,9 +84,9 @@ pub trait BatchAgent: Agent {
 /// use std::collections::BTreeMap;
 /// use kleene::batch::{Batch, BatchAgent, Candidate, ClosureWorker, MemoryJournal, Proposal,
 ///                     WorkerCall, WorkerFailure};
-/// use kleene::{AdmittedPath, Agent, AppBuildPlan, ClosureRecord, ExecutionOutput,
-///              GovernanceDecision, Plan, RecoveryPolicy, Session, Severity, Task,
-///              ValidationToken, ValidatorId, ValidatorResult, Verdict, ChannelId};
+/// use kleene::{plan::AdmittedPath, Agent, AppBuildPlan, closure::ClosureRecord, closure::ExecutionOutput,
+///              closure::GovernanceDecision, plan::Plan, closure::RecoveryPolicy, closure::Session, closure::Severity, Task,
+///              closure::ValidationToken, id::ValidatorId, closure::ValidatorResult, closure::Verdict, id::ChannelId};
 ///
 /// /// Its first build fails the tests; the fix passes them.
 /// struct Flaky { files: BTreeMap<AdmittedPath, Vec<u8>> }

@@ -11,7 +11,10 @@ use serde::{Deserialize, Serialize};
 use super::candidate::{Candidate, Rejection};
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
-use crate::{AgentId, ChannelId, ClosureOutcome, ClosureRecord, Digest, TaskId};
+use crate::{
+    closure::ClosureOutcome, closure::ClosureRecord, digest::Digest, id::AgentId, id::ChannelId,
+    id::TaskId,
+};
 
 /// One planned task as the batch inventory records it when the batch starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,7 +191,7 @@ pub enum ClosureEnd {
 ///
 /// ```
 /// use kleene::batch::ClosureSettlement;
-/// # use kleene::{Agent, ExecutionOutput, GovernanceDecision, Session, Task, ValidationToken, Verdict};
+/// # use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::Session, Task, closure::ValidationToken, closure::Verdict};
 /// # struct Passes;
 /// # impl Agent for Passes {
 /// #     type Error = std::convert::Infallible;
@@ -197,7 +200,7 @@ pub enum ClosureEnd {
 /// #     fn execute(&mut self, _: &Task, _: &ValidationToken) -> Result<ExecutionOutput, Self::Error> { Ok(ExecutionOutput::new("done")) }
 /// #     fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> Result<Verdict, Self::Error> { Ok(Verdict::clean()) }
 /// # }
-/// use kleene::{RecoveryPolicy, Spec, TaskId, run_to_closure};
+/// use kleene::{closure::RecoveryPolicy, closure::Spec, id::TaskId, closure::run_to_closure};
 ///
 /// let task = Task::new(TaskId::new("x")?, Spec::new("build"));
 /// let record = run_to_closure(task, Session::new("build", "demo")?, &mut Passes,

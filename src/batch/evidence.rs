@@ -9,7 +9,7 @@ use super::event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry,
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
 use crate::digest::CanonicalHasher;
-use crate::{AgentId, ChannelId, Digest, TaskId};
+use crate::{digest::Digest, id::AgentId, id::ChannelId, id::TaskId};
 
 /// The evidence format version this build writes and reads.
 pub const EVIDENCE_VERSION: u32 = 1;
@@ -972,12 +972,12 @@ impl BatchEvidence {
     ///
     /// # Errors
     ///
-    /// [`ClosuresError`](crate::ClosuresError) naming every settled call whose record is
+    /// [`ClosuresError`](crate::acceptance::ClosuresError) naming every settled call whose record is
     /// missing or changed.
     pub fn verify_closures<'r>(
         &self,
-        closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::ClosureRecord)>,
-    ) -> Result<usize, crate::ClosuresError> {
+        closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::closure::ClosureRecord)>,
+    ) -> Result<usize, crate::acceptance::ClosuresError> {
         let bound = self.closures.iter().filter_map(|c| {
             let s = c.settled.as_ref()?;
             Some((&c.task, c.attempt, s.audit_head, s.record_digest))

@@ -16,7 +16,7 @@ use super::worker::{
 use crate::digest::CanonicalHasher;
 use crate::path::AdmittedPath;
 use crate::plan::ValidatedPlan;
-use crate::{AgentId, ChannelId, Digest, TaskId};
+use crate::{digest::Digest, id::AgentId, id::ChannelId, id::TaskId};
 
 /// The fewest journaled events after which the executor compacts the journal into a
 /// snapshot. Past it, compaction waits until the tail is as long as the snapshot (the
@@ -508,7 +508,7 @@ impl<'p> Batch<'p> {
     /// # use std::collections::BTreeMap;
     /// # use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, Worker,
     /// #                     WorkerCall, WorkerFailure};
-    /// # use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan};
+    /// # use kleene::{plan::AdmittedPath, AppBuildPlan, id::ChannelId, plan::Plan};
     /// # let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
     /// #   {"id": "svc", "kind": {"lane": "config"}, "owner": "ServiceAgent",
     /// #    "spec": {"intent": "settings"}, "owned_paths": ["config/app.toml"]}]}"#)?)

@@ -13,7 +13,7 @@
 //! dispatch, resume and recovery), and the cut is reported, never silent.
 //!
 //! ```
-//! use kleene::ChannelId;
+//! use kleene::id::ChannelId;
 //! use kleene::batch::{EvidenceJournal, FileJournal};
 //!
 //! let dir = std::env::temp_dir().join(format!("kleene-journal-doc-{}", std::process::id()));
@@ -76,8 +76,8 @@ use std::path::PathBuf;
 use super::backend::{BackendError, FileBackend, LogBackend};
 use super::event::EvidenceEvent;
 use super::evidence::{BatchEvidence, FoldError};
-use crate::ChannelId;
 use crate::checkpoint::{self, CheckpointError};
+use crate::id::ChannelId;
 
 /// The first four bytes of a framed journal record.
 const RECORD_MAGIC: [u8; 4] = *b"KLNJ";
@@ -1082,7 +1082,7 @@ mod tests {
     use crate::batch::event::{InventoryEntry, Settlement};
     use crate::batch::evidence::EVIDENCE_VERSION;
     use crate::batch::{Candidate, TaskStatus};
-    use crate::{AgentId, Digest, TaskId};
+    use crate::{digest::Digest, id::AgentId, id::TaskId};
 
     fn chan() -> ChannelId {
         ChannelId::new("c").unwrap()
@@ -1180,7 +1180,7 @@ mod tests {
     #[test]
     fn a_foreign_record_is_refused_not_cut() {
         let mut bytes = image(&events());
-        let task = crate::Task::new(TaskId::new("x").unwrap(), crate::Spec::new("y"));
+        let task = crate::task::Task::new(TaskId::new("x").unwrap(), crate::task::Spec::new("y"));
         let foreign = checkpoint::encode(&task).unwrap();
         frame(
             &chan(),

@@ -28,7 +28,7 @@ use super::worker::{
 use crate::closure::AgentErrorKind;
 use crate::digest::CanonicalHasher;
 use crate::plan::{PlannedTask, ValidatedPlan};
-use crate::{ChannelId, Digest, TaskId};
+use crate::{digest::Digest, id::ChannelId, id::TaskId};
 
 /// The agent errors calls failed with: each call's task and number, in settlement order.
 pub(crate) type AgentFailures = Vec<(TaskId, u32, AgentFailure)>;
@@ -122,7 +122,7 @@ pub struct Settled {
 /// ```
 /// use std::collections::BTreeMap;
 /// use kleene::batch::{Batch, Candidate, Proposal};
-/// use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan};
+/// use kleene::{plan::AdmittedPath, AppBuildPlan, id::ChannelId, plan::Plan};
 ///
 /// let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
 ///   {"id": "a", "kind": {"lane": "config"}, "owner": "A", "spec": {"intent": "a"},

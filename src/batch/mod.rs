@@ -12,7 +12,7 @@
 //! use std::collections::BTreeMap;
 //! use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, RecoveryRequest, TaskStatus,
 //!                     Worker, WorkerCall, WorkerFailure};
-//! use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan, TaskId};
+//! use kleene::{plan::AdmittedPath, AppBuildPlan, id::ChannelId, plan::Plan, id::TaskId};
 //!
 //! let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
 //!   {"id": "svc", "kind": {"lane": "config"}, "owner": "ServiceAgent",

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::evidence::BatchEvidence;
 use crate::digest::CanonicalHasher;
-use crate::{Digest, TaskId};
+use crate::{digest::Digest, id::TaskId};
 
 /// Why a named root was refused a corrective call. The root stays blocked.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
@@ -111,19 +111,19 @@ pub enum RecoveryError {
     #[error("recover batch on channel {channel}: it did not opt in to batch recovery")]
     NotEnabled {
         /// The channel.
-        channel: crate::ChannelId,
+        channel: crate::id::ChannelId,
     },
     /// The request names no root.
     #[error("recover batch on channel {channel}: the request names no root")]
     NoRoots {
         /// The channel.
-        channel: crate::ChannelId,
+        channel: crate::id::ChannelId,
     },
     /// A root is not in the plan's inventory.
     #[error("recover task {task} on channel {channel}: it is not in the batch inventory")]
     UnknownRoot {
         /// The channel.
-        channel: crate::ChannelId,
+        channel: crate::id::ChannelId,
         /// The unknown root.
         task: TaskId,
     },
@@ -134,7 +134,7 @@ pub enum RecoveryError {
     )]
     StaleFingerprint {
         /// The channel.
-        channel: crate::ChannelId,
+        channel: crate::id::ChannelId,
         /// The fingerprint the restored evidence gives.
         expected: Digest,
         /// The request's fingerprint.

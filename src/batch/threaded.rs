@@ -21,7 +21,7 @@ use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
 };
 use crate::plan::{PlannedTask, ValidatedPlan};
-use crate::{ChannelId, FixBudget, TaskId};
+use crate::{closure::FixBudget, id::ChannelId, id::TaskId};
 
 impl<'p> Batch<'p> {
     /// [`run`](Self::run) with up to `jobs` calls in flight at once, each on its own scoped
@@ -49,7 +49,7 @@ impl<'p> Batch<'p> {
     /// use std::num::NonZeroUsize;
     /// use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, Worker, WorkerCall,
     ///                     WorkerFailure};
-    /// use kleene::{AdmittedPath, AppBuildPlan, ChannelId, Plan};
+    /// use kleene::{plan::AdmittedPath, AppBuildPlan, id::ChannelId, plan::Plan};
     ///
     /// let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
     ///   {"id": "a", "kind": {"lane": "config"}, "owner": "A", "spec": {"intent": "a"},

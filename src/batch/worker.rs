@@ -9,7 +9,7 @@ use super::event::ClosureSettlement;
 use super::journal::JournalError;
 use crate::closure::{AgentError, AgentErrorKind};
 use crate::plan::PlannedTask;
-use crate::{ChannelId, FixBudget, TaskId};
+use crate::{closure::FixBudget, id::ChannelId, id::TaskId};
 
 /// A failure of the worker's infrastructure, not of its output. It fails the task for this
 /// batch and is never reclassified as a repairable output error (no corrective call is
@@ -166,7 +166,7 @@ impl Eq for AgentFailure {}
 ///
 /// ```
 /// use kleene::batch::{Candidate, Proposal, Rejection};
-/// use kleene::TaskId;
+/// use kleene::id::TaskId;
 ///
 /// let proposal = Proposal::refused(
 ///     Candidate::default(),

@@ -1,14 +1,14 @@
 //! How an agent classifies its own failures, so a closure and a batch can keep the typed
 //! error and still decide what it means.
 //!
-//! An [`Agent`](crate::Agent)'s error type implements [`AgentError`]; its
+//! An [`Agent`](crate::closure::Agent)'s error type implements [`AgentError`]; its
 //! [`kind`](AgentError::kind) says whether the failure was the agent's infrastructure (a
 //! missing tool, a timeout: never handed to a fixer), a cancellation (the call stops and is
 //! kept for a resume), or anything else (the closure ends, and the task's call is refused
 //! with the failure as its reason).
 //!
 //! ```
-//! use kleene::{AgentError, AgentErrorKind};
+//! use kleene::{closure::AgentError, closure::AgentErrorKind};
 //!
 //! #[derive(Debug, thiserror::Error)]
 //! #[error("the compiler is not installed")]

@@ -3,14 +3,15 @@
 use super::agent_error::AgentError;
 use super::{Closure, ClosureRecord, FixBudget, RecoveryPolicy};
 use crate::{
-    AuditSink, ExecutionOutput, GovernanceDecision, Next, Session, Task, ValidationToken, Verdict,
+    audit::AuditSink, phase::ExecutionOutput, phase::GovernanceDecision, phase::Next,
+    phase::Session, phase::ValidationToken, task::Task, verdict::Verdict,
 };
 
 /// What [`run_to_closure`] calls: governance, pre-validation, execution and post-validation
 /// of one iteration of one task (the root or a fix subtask).
 ///
 /// Every method may fail with the agent's own error (an I/O failure, a crashed tool): the
-/// closure then ends with [`ClosureFailure::Agent`](crate::ClosureFailure::Agent) holding
+/// closure then ends with [`ClosureFailure::Agent`](crate::closure::ClosureFailure::Agent) holding
 /// the error's `Display` text, never a panic, and [`run_closure`] hands back the typed error
 /// itself (its source chain intact). The error says what kind of failure it is through
 /// [`AgentError`], which a batch uses to tell infrastructure from a cancellation. Verdicts
@@ -19,7 +20,7 @@ use crate::{
 /// # Examples
 ///
 /// ```
-/// use kleene::{Agent, ExecutionOutput, GovernanceDecision, Session, Task, ValidationToken, Verdict};
+/// use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::Session, Task, closure::ValidationToken, closure::Verdict};
 ///
 /// struct AlwaysPasses;
 /// impl Agent for AlwaysPasses {
@@ -148,7 +149,7 @@ impl Closure {
 /// # Examples
 ///
 /// ```
-/// # use kleene::{Agent, ExecutionOutput, GovernanceDecision, Session, Task, ValidationToken, Verdict};
+/// # use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::Session, Task, closure::ValidationToken, closure::Verdict};
 /// # struct AlwaysPasses;
 /// # impl Agent for AlwaysPasses {
 /// #     type Error = std::io::Error;
@@ -157,7 +158,7 @@ impl Closure {
 /// #     fn execute(&mut self, _: &Task, _: &ValidationToken) -> Result<ExecutionOutput, Self::Error> { Ok(ExecutionOutput::new("done")) }
 /// #     fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> Result<Verdict, Self::Error> { Ok(Verdict::clean()) }
 /// # }
-/// use kleene::{run_to_closure, RecoveryPolicy, Spec, TaskId};
+/// use kleene::{closure::run_to_closure, closure::RecoveryPolicy, closure::Spec, id::TaskId};
 ///
 /// let task = Task::new(TaskId::new("x")?, Spec::new("add /login"));
 /// let record = run_to_closure(task, Session::new("build", "demo")?, &mut AlwaysPasses,
@@ -196,7 +197,7 @@ pub struct ClosureRun<E> {
     /// The closure's record.
     pub record: ClosureRecord,
     /// The agent's error that ended the closure, if one did (the record's outcome is then
-    /// [`ClosureOutcome::Failed`](crate::ClosureOutcome::Failed) with its text).
+    /// [`ClosureOutcome::Failed`](crate::closure::ClosureOutcome::Failed) with its text).
     pub error: Option<E>,
 }
 
@@ -205,9 +206,9 @@ pub struct ClosureRun<E> {
 /// # Examples
 ///
 /// ```
-/// use kleene::{AgentError, AgentErrorKind, FixBudget, RecoveryPolicy, Session, Spec, Task,
-///              TaskId, run_closure};
-/// # use kleene::{Agent, ExecutionOutput, GovernanceDecision, ValidationToken, Verdict};
+/// use kleene::{closure::AgentError, closure::AgentErrorKind, closure::FixBudget, closure::RecoveryPolicy, closure::Session, closure::Spec, Task,
+///              id::TaskId, closure::run_closure};
+/// # use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::ValidationToken, closure::Verdict};
 /// # struct Offline;
 /// # impl Agent for Offline {
 /// #     type Error = std::io::Error;

@@ -5,13 +5,15 @@ use serde::{Deserialize, Serialize};
 
 use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
 use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt, render_recovery_spec};
-use crate::Digest;
 use crate::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
 use crate::digest::CanonicalHasher;
+use crate::digest::Digest;
 use crate::phase::{Execute, Governance, MoveNext, PostValidate, PreValidate};
 use crate::{
-    ExecutionOutput, ExhaustedBound, FailureEntry, GovernanceDecision, Halt, HaltReason, Moved,
-    Next, PostValidation, Recoverable, Session, Step, Task, TaskId, ValidationToken, Verdict,
+    id::TaskId, phase::ExecutionOutput, phase::ExhaustedBound, phase::GovernanceDecision,
+    phase::Halt, phase::HaltReason, phase::Moved, phase::Next, phase::PostValidation,
+    phase::Recoverable, phase::Session, phase::Step, phase::ValidationToken, task::FailureEntry,
+    task::Task, verdict::Verdict,
 };
 
 /// Everything a running closure knows besides the typed step it is at.
@@ -33,15 +35,15 @@ struct Core {
 /// next `Closure`, and `fail` records that the agent itself failed. [`Closure::state`]
 /// gives a plain serialisable [`ClosureState`] to persist between any two steps, and
 /// [`Closure::restore`] brings it back, re-checking it through the typed transitions.
-/// [`run_to_closure`](crate::run_to_closure) drives exactly this machine. To forward audit
+/// [`run_to_closure`](crate::closure::run_to_closure) drives exactly this machine. To forward audit
 /// events live, hand `closure.audit().entries()[forwarded..]` to your
-/// [`AuditSink`](crate::AuditSink) after each step.
+/// [`AuditSink`](crate::audit::AuditSink) after each step.
 ///
 /// # Examples
 ///
 /// ```
-/// use kleene::{checkpoint, Closure, ClosureState, ExecutionOutput, GovernanceDecision,
-///              Next, RecoveryPolicy, Session, Spec, Task, TaskId, Verdict};
+/// use kleene::{checkpoint, Closure, closure::ClosureState, closure::ExecutionOutput, closure::GovernanceDecision,
+///              closure::Next, closure::RecoveryPolicy, closure::Session, closure::Spec, Task, id::TaskId, closure::Verdict};
 ///
 /// let task = Task::new(TaskId::new("x")?, Spec::new("add /login"));
 /// let mut closure = Closure::start(task, Session::new("build", "demo")?, RecoveryPolicy::default());

@@ -2,22 +2,22 @@
 //!
 //! A task runs the inner loop `governance → pre_validate → execute → post_validate →
 //! move_next`. A recoverable post-execute failure (an overridable blocker; a warning only
-//! when [`RecoverOn::BlockersAndWarnings`](crate::RecoverOn) opts in) spawns a fix subtask
+//! when [`RecoverOn::BlockersAndWarnings`](crate::phase::RecoverOn) opts in) spawns a fix subtask
 //! `{root}_fix_{depth}` whose spec is rendered from the root's spec and every failure so far
 //! ([`render_recovery_spec`]). The closure ends at the first clean completion
 //! (`recovery_resolved`) or at a bound: the depth and the global fix budget
 //! (`recovery_exhausted`), a verdict that repeats the previous attempt's after
 //! normalisation (`recovery_stalled`, see [`VerdictNormalizer`]), or any other halt
 //! (governance denial, pre-execute rejection, non-overridable blocker, withheld warning,
-//! iteration cap). Every step is audited in a hash-chained [`AuditLog`](crate::AuditLog).
+//! iteration cap). Every step is audited in a hash-chained [`AuditLog`](crate::audit::AuditLog).
 //!
 //! Drive it with [`run_to_closure`] over your [`Agent`], or step by step with the sans-IO
 //! [`Closure`] machine, persisting its [`ClosureState`] between steps. Both produce the same
 //! immutable [`ClosureRecord`].
 //!
 //! ```
-//! use kleene::{Closure, ExecutionOutput, GovernanceDecision, Next, RecoveryPolicy, Session,
-//!              Severity, Spec, Task, TaskId, ValidatorId, ValidatorResult, Verdict};
+//! use kleene::{Closure, closure::ExecutionOutput, closure::GovernanceDecision, closure::Next, closure::RecoveryPolicy, closure::Session,
+//!              closure::Severity, closure::Spec, Task, id::TaskId, id::ValidatorId, closure::ValidatorResult, closure::Verdict};
 //!
 //! let failing = Verdict::new([ValidatorResult::new(
 //!     ValidatorId::new("tests")?, Severity::Blocker, true, "test login ... FAILED")]);
@@ -47,6 +47,14 @@ mod policy;
 mod record;
 mod spec;
 
+pub use crate::phase::{
+    Completed, DEFAULT_ITERATION_CAP, Execute, ExecutionOutput, ExhaustedBound, Governance,
+    GovernanceDecision, Halt, HaltReason, MoveNext, Moved, Next, Phase, PostValidate,
+    PostValidation, PreValidate, RecoverOn, Recoverable, Session, Step, TokenError, TokenRejected,
+    ValidationToken,
+};
+pub use crate::task::{FailureEntry, Spec, Task, TaskError};
+pub use crate::verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};
 pub use agent_error::{AgentError, AgentErrorKind};
 pub use driver::{Agent, ClosureRun, run_closure, run_to_closure, run_to_closure_with};
 pub(crate) use machine::ClosureStateV1;

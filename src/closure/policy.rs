@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use serde::{Deserialize, Serialize};
 
 use super::VerdictNormalizer;
-use crate::{DEFAULT_ITERATION_CAP, RecoverOn};
+use crate::{phase::DEFAULT_ITERATION_CAP, phase::RecoverOn};
 
 /// The deepest `max_recovery_depth` a policy accepts. A closure that needs more than this
 /// many chained fixes is not converging; the bound also keeps fix ids short.
@@ -61,7 +61,7 @@ pub enum PolicyError {
 /// # Examples
 ///
 /// ```
-/// use kleene::{RecoverOn, RecoveryPolicy, VerdictNormalizer};
+/// use kleene::{closure::RecoverOn, closure::RecoveryPolicy, closure::VerdictNormalizer};
 ///
 /// let policy = RecoveryPolicy::builder()
 ///     .max_recovery_depth(2)
@@ -257,7 +257,7 @@ impl From<RecoveryPolicy> for PolicyRecord {
 /// # Examples
 ///
 /// ```
-/// use kleene::FixBudget;
+/// use kleene::closure::FixBudget;
 ///
 /// let batch = FixBudget::new(2);
 /// let for_task_a = batch.clone();

@@ -4,8 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::CanonicalHasher;
 use crate::{
-    AuditLog, Digest, ExecutionOutput, GovernanceDecision, HaltReason, LoopPhase, Next,
-    RecoveryPolicy, Session, Task, TaskId, Verdict,
+    audit::AuditLog, audit::LoopPhase, closure::RecoveryPolicy, digest::Digest, id::TaskId,
+    phase::ExecutionOutput, phase::GovernanceDecision, phase::HaltReason, phase::Next,
+    phase::Session, task::Task, verdict::Verdict,
 };
 
 /// How a closure ended.
@@ -195,8 +196,8 @@ impl TaskAttempt {
     }
 }
 
-/// The immutable outcome of [`run_to_closure`](crate::run_to_closure) or of a driven
-/// [`Closure`](crate::Closure).
+/// The immutable outcome of [`run_to_closure`](crate::closure::run_to_closure) or of a driven
+/// [`Closure`](crate::closure::Closure).
 ///
 /// It holds the outcome, every task of the closure tree in order (root first, then
 /// `x_fix_1`, `x_fix_2`, …) with all its verdicts, how many fixes were spawned, and the

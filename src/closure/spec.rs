@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::{FailureEntry, Spec, TaskId};
+use crate::{id::TaskId, task::FailureEntry, task::Spec};
 
 /// The spec of the fix subtask `fix_task_ref` at `depth`, rendered from the root task's
 /// `root_spec` and every failure so far — never from the previous attempt's spec, so it
@@ -19,7 +19,7 @@ use crate::{FailureEntry, Spec, TaskId};
 /// # Examples
 ///
 /// ```
-/// use kleene::{FailureEntry, Severity, Spec, TaskId, ValidatorId, render_recovery_spec};
+/// use kleene::{closure::FailureEntry, closure::Severity, closure::Spec, id::TaskId, id::ValidatorId, closure::render_recovery_spec};
 ///
 /// let root = Spec::new("add a /login route").with_criterion("cargo test passes");
 /// let failures = [FailureEntry {
@@ -81,7 +81,7 @@ pub fn render_recovery_spec(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Severity, ValidatorId};
+    use crate::{id::ValidatorId, verdict::Severity};
 
     fn failure(attempt: u32, text: &str) -> FailureEntry {
         FailureEntry {

@@ -7,7 +7,7 @@ use foldhash::{HashMap, HashMapExt};
 use super::model::{ModuleName, PlannedTask, TaskKind};
 use super::normalize::{dedup_preserving_order, index};
 use super::validate::{PathEntries, Resolved, path_hash, sort_dedup_tail};
-use crate::TaskId;
+use crate::id::TaskId;
 
 /// Merges the persistence tasks of each module into one, and carries the resolved
 /// structure of the validated normalised plan over to the merged plan. Returns both

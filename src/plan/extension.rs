@@ -8,7 +8,7 @@
 //! suggestion when it is close to a known one.
 //!
 //! ```
-//! use kleene::{AppBuildPlan, Extensions};
+//! use kleene::{AppBuildPlan, plan::Extensions};
 //!
 //! const CLI: Extensions<'static> = Extensions { task_keys: &["run"], plan_keys: &[] };
 //! let json = r#"{"tasks": [{"id": "build", "owner": "sh", "spec": {"intent": "compile"},
@@ -70,7 +70,7 @@ impl ExtensionValue {
     /// # Examples
     ///
     /// ```
-    /// use kleene::ExtensionValue;
+    /// use kleene::plan::ExtensionValue;
     ///
     /// let v = ExtensionValue::new(&serde_json::json!({"b": 1, "a": [true, null]}));
     /// assert_eq!(v.canonical(), r#"{"a":[true,null],"b":1}"#);

@@ -8,7 +8,7 @@
 //! merge can create a cycle) → [`ValidatedPlan`].
 //!
 //! ```
-//! use kleene::{AppBuildPlan, Plan, TaskId};
+//! use kleene::{AppBuildPlan, plan::Plan, id::TaskId};
 //!
 //! let plan = AppBuildPlan::from_json(r#"{"tasks": [
 //!   {"id": "model_tasks", "kind": {"lane": "model", "module": "tasks"},
@@ -30,8 +30,8 @@
 //! Validation reports every problem at once, each naming its tasks:
 //!
 //! ```
-//! use kleene::{AgentId, AppBuildPlan, ModuleName, Plan, PlannedTask, PlanProblem, Spec,
-//!              TaskId, TaskKind};
+//! use kleene::{id::AgentId, AppBuildPlan, plan::ModuleName, plan::Plan, plan::PlannedTask, plan::PlanProblem, closure::Spec,
+//!              id::TaskId, plan::TaskKind};
 //!
 //! let task = |id: &str| PlannedTask::new(
 //!     TaskId::new(id).unwrap(),
@@ -59,6 +59,10 @@ mod validate;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
+pub use crate::path::{
+    AdmittedPath, GlobError, MAX_COMPONENT_LEN, MAX_PATH_LEN, PathError, PathGlob,
+    SECRETS_MANIFEST_PATH,
+};
 pub use extension::{ExtensionValue, Extensions};
 pub use model::{
     AppBuildPlan, ContractKind, DEFAULT_RETRY_LIMIT, InputContract, MAX_MODULE_NAME_LEN,
@@ -105,19 +109,19 @@ impl PlanState for Consolidated {
 /// An [`AppBuildPlan`] on its way to a [`ValidatedPlan`]; `S` is its stage (type state).
 ///
 /// ```compile_fail
-/// use kleene::{AppBuildPlan, Plan};
+/// use kleene::{AppBuildPlan, plan::Plan};
 /// // A draft cannot be validated: it must be normalised and consolidated first.
 /// let _ = Plan::draft(AppBuildPlan::default()).validate();
 /// ```
 ///
 /// ```compile_fail
-/// use kleene::{AppBuildPlan, Plan};
+/// use kleene::{AppBuildPlan, plan::Plan};
 /// // Skipping consolidation (and the validation that comes with it) does not compile either.
 /// let _ = Plan::draft(AppBuildPlan::default()).normalize().validate();
 /// ```
 ///
 /// ```
-/// use kleene::{AppBuildPlan, Plan};
+/// use kleene::{AppBuildPlan, plan::Plan};
 /// // The one order that compiles.
 /// let plan = Plan::draft(AppBuildPlan::default()).normalize().consolidate()?.validate()?;
 /// assert!(plan.is_empty());

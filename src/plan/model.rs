@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::extension::{ExtensionValue, Extensions};
 use super::load::PlanSeed;
 use crate::error::{quoted, quoted_char};
-use crate::{AdmittedPath, AgentId, IdError, Spec, TaskId};
+use crate::{id::AgentId, id::IdError, id::TaskId, path::AdmittedPath, task::Spec};
 
 /// How many retries a planned task gets when its plan does not say: `retry_limit + 1` is
 /// the ceiling of calls, four by default.
@@ -62,7 +62,7 @@ pub enum ModuleNameError {
 /// # Examples
 ///
 /// ```
-/// use kleene::ModuleName;
+/// use kleene::plan::ModuleName;
 ///
 /// let m = ModuleName::new("tasks")?;
 /// assert_eq!(m.lane_id().as_str(), "module_tasks");
@@ -156,7 +156,7 @@ impl fmt::Debug for ModuleName {
 /// tied to no module, receives no contract edges and is never merged.
 ///
 /// ```
-/// use kleene::{AppBuildPlan, TaskKind};
+/// use kleene::{AppBuildPlan, plan::TaskKind};
 ///
 /// let plan = AppBuildPlan::from_json(r#"{"tasks": [
 ///   {"id": "build", "owner": "cargo", "spec": {"intent": "compile the crate"}},
@@ -449,7 +449,7 @@ impl PlannedTask {
     ///
     /// ```
     /// use std::collections::BTreeMap;
-    /// use kleene::{AdmittedPath, AgentId, PlannedTask, Spec, TaskId, TaskKind};
+    /// use kleene::{plan::AdmittedPath, id::AgentId, plan::PlannedTask, closure::Spec, id::TaskId, plan::TaskKind};
     ///
     /// let p = |s| AdmittedPath::admit(s).unwrap();
     /// let task = PlannedTask::new(TaskId::new("t")?, TaskKind::General,
@@ -525,7 +525,7 @@ impl PlanLoadError {
 
 /// The approved plan of an app build: the only authority for tasks and file ownership.
 ///
-/// A plan as loaded is a draft; only [`ValidatedPlan`](crate::ValidatedPlan) can be executed.
+/// A plan as loaded is a draft; only [`ValidatedPlan`](crate::plan::ValidatedPlan) can be executed.
 ///
 /// # Examples
 ///
@@ -587,7 +587,7 @@ impl AppBuildPlan {
     /// # Examples
     ///
     /// ```
-    /// use kleene::{AppBuildPlan, Extensions};
+    /// use kleene::{AppBuildPlan, plan::Extensions};
     ///
     /// let keys = Extensions { task_keys: &["run", "checks"], plan_keys: &["scratch"] };
     /// let plan = AppBuildPlan::from_json_with(r#"{"scratch": ["target/**"], "tasks": [

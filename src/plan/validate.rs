@@ -13,7 +13,7 @@ use super::extension::ExtensionValue;
 use super::model::{ModuleName, PlannedTask};
 use super::normalize::index;
 use crate::digest::{CanonicalHasher, Digest};
-use crate::{AdmittedPath, TaskId};
+use crate::{id::TaskId, path::AdmittedPath};
 
 /// One problem found in a plan. Every variant names the tasks involved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -660,7 +660,7 @@ fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) ->
 /// [`topological_order`](Self::topological_order).
 ///
 /// ```
-/// use kleene::{AppBuildPlan, TaskId};
+/// use kleene::{AppBuildPlan, id::TaskId};
 ///
 /// let plan = AppBuildPlan::from_json(r#"{"tasks": [
 ///   {"id": "page", "owner": "ui", "spec": {"intent": "page"}, "depends_on": ["api"]},
@@ -818,7 +818,7 @@ impl ValidatedPlan {
     /// # Examples
     ///
     /// ```
-    /// use kleene::{AdmittedPath, AppBuildPlan};
+    /// use kleene::{plan::AdmittedPath, AppBuildPlan};
     ///
     /// let plan = AppBuildPlan::from_json(r#"{"tasks": [
     ///   {"id": "site", "owner": "mkdocs", "spec": {"intent": "render"}, "owned_paths": ["site"]}

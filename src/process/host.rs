@@ -4,7 +4,9 @@
 //! The host is a program that calls [`serve_host_if_asked`] first thing in its `main` (the
 //! `kleene` binary does), named by [`contain_commands_with`] and started as `setpriv
 //! --pdeathsig KILL -- unshare --pid --fork --kill-child PROGRAM __contained-host` with a
-//! socket as its stdin. It answers one request at
+//! socket as its stdin. A user who may not make a PID namespace (anyone but root, on most
+//! machines) gets one inside a user namespace that maps them to themselves (`unshare --user
+//! --map-current-user`), so files keep their owner. It answers one request at
 //! a time: it runs the command with [`crate::runner`]'s own process-group logic and then,
 //! because it is the namespace's init, kills and reaps every process left in the namespace
 //! (`setsid` children included) before it answers. When kleene dies, even by SIGKILL, the
@@ -106,6 +108,9 @@ struct Probe {
     setpriv: PathBuf,
     unshare: PathBuf,
     program: PathBuf,
+    /// Whether the namespace needs a user namespace of its own: a user without the right to
+    /// make a PID namespace may make one inside a user namespace that maps them to themselves.
+    own_user: bool,
 }
 
 fn probe() -> Option<&'static Probe> {
@@ -124,12 +129,16 @@ fn probe_host() -> Option<Probe> {
             .map(|dir| dir.join(name))
             .find(|p| p.is_file())
     };
-    let probe = Probe {
+    let mut probe = Probe {
         setpriv: find("setpriv")?,
         unshare: find("unshare")?,
         program,
+        own_user: false,
     };
-    let host = Host::start(&probe).ok()?;
+    let host = Host::start(&probe).ok().or_else(|| {
+        probe.own_user = true;
+        Host::start(&probe).ok()
+    })?;
     HOST.with(|slot| *slot.borrow_mut() = Some(host));
     Some(probe)
 }
@@ -181,6 +190,12 @@ impl Host {
         let mut cmd = Command::new(&probe.setpriv);
         cmd.args(["--pdeathsig", "KILL", "--"])
             .arg(&probe.unshare)
+            // The same user inside, so files keep their owner and `id` says what it says.
+            .args(if probe.own_user {
+                &["--user", "--map-current-user"][..]
+            } else {
+                &[]
+            })
             .args(["--pid", "--fork", "--kill-child"])
             .arg(&probe.program)
             .arg(HOST_ARG)
@@ -193,6 +208,8 @@ impl Host {
             // Where the run's key lives is none of a command's business.
             .env_remove("KLEENE_SIGNING_KEY");
         let mut child = cmd.spawn()?;
+        // The command holds our copy of the host's end: drop it, so a host that dies says so.
+        drop(cmd);
         let group = child.id().cast_signed();
         let hello = (|| {
             socket.set_read_timeout(Some(HELLO_TIMEOUT))?;

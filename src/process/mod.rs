@@ -350,7 +350,7 @@ impl Finished {
 #[non_exhaustive]
 pub enum RunError {
     /// The shell itself could not be started in the directory.
-    #[error("start `sh -c {command}` in {dir}: {source}")]
+    #[error("start `sh -c {command}` in {}", dir.display())]
     Spawn {
         /// The command line.
         command: String,
@@ -393,7 +393,7 @@ pub enum RunError {
         command: String,
     },
     /// Waiting for the command or reading its output failed.
-    #[error("wait for `{command}`: {source}")]
+    #[error("wait for `{command}`")]
     Wait {
         /// The command line.
         command: String,

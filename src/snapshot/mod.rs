@@ -7,12 +7,12 @@
 //! export all read the same projection.
 //!
 //! ```
-//! use kleene::{AdmittedPath, Diagnostic, ProposalProblem, RepairError, RepairLedger,
-//!              RepairProposal, Snapshot, ValidatorId};
+//! use kleene::{plan::AdmittedPath, snapshot::Diagnostic, snapshot::ProposalProblem, snapshot::RepairError, snapshot::RepairLedger,
+//!              snapshot::RepairProposal, snapshot::Snapshot, id::ValidatorId};
 //! # use std::collections::BTreeMap;
 //! # use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
 //! #                     InventoryEntry, Settlement};
-//! # use kleene::{AppBuildPlan, ChannelId, Digest};
+//! # use kleene::{AppBuildPlan, id::ChannelId, id::Digest};
 //! # let plan = AppBuildPlan::from_json(r#"{"tasks": [
 //! #   {"id": "model_tasks", "kind": {"lane": "model", "module": "tasks"}, "owner": "ModelAgent",
 //! #    "spec": {"intent": "schemas"}, "owned_paths": ["backend/schemas.py"]},
@@ -68,7 +68,7 @@ use std::sync::Arc;
 
 use crate::acceptance::FileManifest;
 use crate::batch::BatchEvidence;
-use crate::{AdmittedPath, Digest, TaskId};
+use crate::{digest::Digest, id::TaskId, path::AdmittedPath};
 
 pub use repair::{
     Diagnostic, ProposalProblem, REPAIR_PROPOSAL_BUDGET, RepairError, RepairLedger, RepairProposal,
@@ -209,7 +209,7 @@ fn project(
 /// no way in:
 ///
 /// ```compile_fail
-/// use kleene::Snapshot;
+/// use kleene::snapshot::Snapshot;
 /// use kleene::batch::Candidate;
 ///
 /// let rejected = Candidate::default();
@@ -343,7 +343,7 @@ mod tests {
     use crate::batch::{
         Candidate, EVIDENCE_VERSION, EvidenceEvent, InventoryEntry, Rejection, Settlement,
     };
-    use crate::{AgentId, ChannelId};
+    use crate::{id::AgentId, id::ChannelId};
 
     fn p(s: &str) -> AdmittedPath {
         AdmittedPath::admit(s).unwrap()

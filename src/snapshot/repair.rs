@@ -8,7 +8,7 @@ use super::Snapshot;
 use crate::batch::{BatchEvidence, TaskStatus};
 use crate::digest::CanonicalHasher;
 use crate::plan::ValidatedPlan;
-use crate::{AdmittedPath, Digest, TaskId, ValidatorId};
+use crate::{digest::Digest, id::TaskId, id::ValidatorId, path::AdmittedPath};
 
 /// Proposals each repair target may submit, over the whole build.
 pub const REPAIR_PROPOSAL_BUDGET: u32 = 2;
@@ -313,10 +313,10 @@ struct TargetRecord {
 /// # Examples
 ///
 /// ```
-/// use kleene::RepairLedger;
+/// use kleene::snapshot::RepairLedger;
 ///
 /// let ledger = RepairLedger::default();
-/// assert_eq!(ledger.proposals(&kleene::TaskId::new("service_tasks")?), 0);
+/// assert_eq!(ledger.proposals(&kleene::id::TaskId::new("service_tasks")?), 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

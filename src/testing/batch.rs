@@ -1,7 +1,7 @@
 //! A scripted batch worker and a byte-image journal, for deterministic batch tests.
 //!
 //! ```
-//! use kleene::TaskId;
+//! use kleene::id::TaskId;
 //! use kleene::batch::{Candidate, InfrastructureFailure};
 //! use kleene::testing::batch::{ScriptedOutcome, ScriptedWorker};
 //!
@@ -22,7 +22,7 @@ use crate::batch::{
     BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, InfrastructureFailure, JournalError,
     JournalKey, JournalLoad, Proposal, Rejection, TornTail, Worker, WorkerCall, WorkerFailure,
 };
-use crate::{ChannelId, Digest, TaskId};
+use crate::{digest::Digest, id::ChannelId, id::TaskId};
 
 /// What a scripted worker does on one call.
 #[derive(Debug, Clone, PartialEq, Eq)]

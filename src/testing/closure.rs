@@ -8,8 +8,8 @@
 //!
 //! ```
 //! use kleene::testing::closure::ScriptedAgent;
-//! use kleene::{run_to_closure, RecoveryPolicy, Session, Severity, Spec, Task, TaskId,
-//!              ValidatorId, ValidatorResult, Verdict};
+//! use kleene::{closure::run_to_closure, closure::RecoveryPolicy, closure::Session, closure::Severity, closure::Spec, Task, id::TaskId,
+//!              id::ValidatorId, closure::ValidatorResult, closure::Verdict};
 //!
 //! let failing = Verdict::new([ValidatorResult::new(
 //!     ValidatorId::new("tests")?, Severity::Blocker, true, "test a ... FAILED")]);
@@ -26,7 +26,7 @@
 //!
 //! ```
 //! use kleene::testing::closure::{policy, scripted_agent};
-//! use kleene::{run_to_closure, Session, Spec, Task, TaskId};
+//! use kleene::{closure::run_to_closure, closure::Session, closure::Spec, Task, id::TaskId};
 //! use proptest::prelude::*;
 //!
 //! proptest!(|(policy in policy(), mut agent in scripted_agent())| {
@@ -41,8 +41,10 @@ use std::collections::VecDeque;
 use proptest::prelude::*;
 
 use crate::{
-    Agent, ExecutionOutput, GovernanceDecision, Next, RecoverOn, RecoveryPolicy, Session, Severity,
-    Task, ValidationToken, ValidatorId, ValidatorResult, Verdict, VerdictNormalizer,
+    closure::Agent, closure::RecoveryPolicy, closure::VerdictNormalizer, id::ValidatorId,
+    phase::ExecutionOutput, phase::GovernanceDecision, phase::Next, phase::RecoverOn,
+    phase::Session, phase::ValidationToken, task::Task, verdict::Severity,
+    verdict::ValidatorResult, verdict::Verdict,
 };
 
 /// One scripted answer: a reply, or a failure of the agent itself.
@@ -65,7 +67,7 @@ impl<T> From<T> for Scripted<T> {
 #[error("scripted agent failure: {0}")]
 pub struct ScriptedFailure(pub String);
 
-impl crate::AgentError for ScriptedFailure {}
+impl crate::closure::AgentError for ScriptedFailure {}
 
 /// An [`Agent`] that replays scripted answers, one per call, per phase.
 ///

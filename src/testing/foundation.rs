@@ -13,7 +13,10 @@
 
 use proptest::prelude::*;
 
-use crate::{FailureEntry, Severity, Spec, Task, TaskId, ValidatorId, ValidatorResult, Verdict};
+use crate::{
+    id::TaskId, id::ValidatorId, task::FailureEntry, task::Spec, task::Task, verdict::Severity,
+    verdict::ValidatorResult, verdict::Verdict,
+};
 
 /// Valid task ids: short ASCII names, occasionally with non-ASCII letters.
 pub fn task_id() -> impl Strategy<Value = TaskId> {

@@ -1,7 +1,7 @@
 //! Test support for users' own property-test suites (feature `testing`): scripted agents and
 //! workers, and proptest strategies for kleene's inputs.
 //!
-//! [`closure`] scripts an [`Agent`](crate::Agent), [`batch`] a batch worker and a journal
+//! [`closure`] scripts an [`Agent`](crate::closure::Agent), [`batch`] a batch worker and a journal
 //! whose bytes a test can cut, [`plan`] and [`foundation`] generate plans, paths, ids and
 //! verdicts. A property over every generated plan, checked against kleene's own rules:
 //!

@@ -5,7 +5,7 @@
 //! stall detection uses: a fix whose verdict equals the previous attempt's made no progress.
 //!
 //! ```
-//! use kleene::{Severity, ValidatorId, ValidatorResult, Verdict};
+//! use kleene::{closure::Severity, id::ValidatorId, closure::ValidatorResult, closure::Verdict};
 //!
 //! let lint = ValidatorResult::new(ValidatorId::new("lint")?, Severity::Warning, true, "unused import");
 //! let test = ValidatorResult::new(ValidatorId::new("tests")?, Severity::Blocker, true, "1 failed");
@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 pub use tail::{OutputTail, TailLimits};
 
-use crate::ValidatorId;
+use crate::id::ValidatorId;
 
 /// How serious a validator result is. Ordered: `Info < Warning < Blocker`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -1,5 +1,5 @@
 // Tokens are minted only by governance; their fields are private.
-use kleene::{Digest, Session, TaskId, ValidationToken};
+use kleene::{id::{Digest, TaskId}, closure::{Session, ValidationToken}};
 
 fn main() {
     let _forged = ValidationToken {

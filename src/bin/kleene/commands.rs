@@ -13,9 +13,14 @@ use kleene::batch::{
 };
 use kleene::signing::{Envelope, PublicKey, SigningKey};
 use kleene::{
-    AcceptanceRecord, BuildBinding, ChannelId, Digest, RecoverOn, RecoveryPolicy, Session,
-    SignedError, Snapshot, StoredRecord, TaskId, ValidatedPlan, VerifyError, accept, export,
-    verify_archive, verify_signed_archive,
+    ValidatedPlan,
+    acceptance::{
+        AcceptanceRecord, BuildBinding, SignedError, StoredRecord, VerifyError, accept, export,
+        verify_archive, verify_signed_archive,
+    },
+    closure::{RecoverOn, RecoveryPolicy, Session},
+    id::{ChannelId, Digest, TaskId},
+    snapshot::Snapshot,
 };
 
 use crate::cli::{
@@ -64,7 +69,7 @@ fn absolute(path: &Path) -> Result<PathBuf, Failure> {
 
 /// `kleene validate PLAN`.
 pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
-    let (loaded, _) = planfile::load(&args.plan).map_err(Failure::bad_input)?;
+    let (loaded, _) = planfile::load(&args.plan).map_err(|e| Failure::bad_input(Chain(&e)))?;
     let plan = &loaded.plan;
     if rep.mode() == crate::report::Mode::Json {
         let tasks: Vec<_> = plan
@@ -132,14 +137,14 @@ pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
 
 /// `kleene graph PLAN [--out BASE]`.
 pub fn graph(args: &GraphArgs, rep: &mut Reporter) -> Outcome {
-    let (loaded, _) = planfile::load(&args.plan).map_err(Failure::bad_input)?;
+    let (loaded, _) = planfile::load(&args.plan).map_err(|e| Failure::bad_input(Chain(&e)))?;
     let dot = loaded.plan.to_dot();
     let Some(base) = &args.out else {
         print!("{dot}");
         return Ok(Exit::Ok);
     };
     let dot_path = base.with_extension("dot");
-    write_atomic(&dot_path, dot.as_bytes()).map_err(Failure::bad_input)?;
+    write_atomic(&dot_path, dot.as_bytes()).map_err(|e| Failure::bad_input(Chain(&e)))?;
     rep.say(&format!("wrote {}", dot_path.display()));
     let svg_path = base.with_extension("svg");
     match std::process::Command::new("dot")
@@ -163,7 +168,7 @@ pub fn graph(args: &GraphArgs, rep: &mut Reporter) -> Outcome {
 
 /// `kleene run PLAN`.
 pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
-    let (loaded, text) = planfile::load(&args.plan).map_err(Failure::bad_input)?;
+    let (loaded, text) = planfile::load(&args.plan).map_err(|e| Failure::bad_input(Chain(&e)))?;
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         return Err(Failure::bad_input(format!(
             "use --timeout {}: it must be a positive number of seconds",
@@ -174,7 +179,7 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
     if args.restart {
         set_aside(&state)?;
     }
-    let _lock = state.lock("run").map_err(Failure::halted)?;
+    let _lock = state.lock("run").map_err(|e| Failure::halted(Chain(&e)))?;
     let workspace = match &args.workspace {
         Some(w) => absolute(w)?,
         None => absolute(&state.default_workspace())?,
@@ -204,7 +209,9 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
         timeout_secs: args.timeout,
     };
     policy(&info, info.max_depth)?;
-    state.create(&info, &text).map_err(Failure::bad_input)?;
+    state
+        .create(&info, &text)
+        .map_err(|e| Failure::bad_input(Chain(&e)))?;
     refuse_live_groups(&state, args.kill_stale)?;
     let pass = Pass {
         resumed: false,
@@ -221,7 +228,9 @@ fn set_aside(state: &StateDir) -> Result<(), Failure> {
         return Ok(());
     }
     // Holding the old directory's lock while it moves keeps a writer from racing the move.
-    let _lock = state.lock("run --restart").map_err(Failure::halted)?;
+    let _lock = state
+        .lock("run --restart")
+        .map_err(|e| Failure::halted(Chain(&e)))?;
     let name = root
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -274,9 +283,12 @@ fn refuse_live_groups(state: &StateDir, kill: bool) -> Result<(), Failure> {
 /// `kleene resume`.
 pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
     let state = StateDir::at(&args.state.state);
-    let _lock = state.lock("resume").map_err(Failure::halted)?;
-    let (info, text) = state.open().map_err(Failure::bad_input)?;
-    let loaded = planfile::load_text(&state.plan_path(), &text).map_err(Failure::bad_input)?;
+    let _lock = state
+        .lock("resume")
+        .map_err(|e| Failure::halted(Chain(&e)))?;
+    let (info, text) = state.open().map_err(|e| Failure::bad_input(Chain(&e)))?;
+    let loaded = planfile::load_text(&state.plan_path(), &text)
+        .map_err(|e| Failure::bad_input(Chain(&e)))?;
     refuse_changed_plan(&info, &loaded, &state)?;
     refuse_live_groups(&state, args.kill_stale)?;
     let pass = Pass {
@@ -395,7 +407,7 @@ fn execute(
     }
     let session = Session::new("kleene-run", info.channel.clone())
         .map_err(|e| Failure::bad_input(format!("open a session: {e}")))?;
-    let store = ShellAgent::open_store(&ctx).map_err(Failure::halted)?;
+    let store = ShellAgent::open_store(&ctx).map_err(|e| Failure::halted(Chain(&e)))?;
     let recovery = policy(info, info.max_depth)?;
     let mut journal = FileJournal::open(state.journal_dir())
         .map_err(|e| Failure::halted(format!("open the journal: {}", Chain(&e))))?;
@@ -481,7 +493,7 @@ fn project_workspace(evidence: &BatchEvidence, workspace: &Path) -> Result<(), S
                 }
                 _ => {}
             }
-            write_atomic(&dir, content).map_err(|e| e.to_string())?;
+            write_atomic(&dir, content).map_err(|e| Chain(&e).to_string())?;
         }
     }
     Ok(())
@@ -600,9 +612,11 @@ fn load_evidence(
     state: &StateDir,
     key: Option<&JournalKey>,
 ) -> Result<(RunInfo, LoadedPlan, BatchEvidence), Failure> {
-    let (info, text) = state.open().map_err(Failure::bad_input)?;
-    let loaded = planfile::load_text(&state.plan_path(), &text).map_err(Failure::bad_input)?;
-    let channel = ChannelId::new(info.channel.clone()).map_err(Failure::bad_input)?;
+    let (info, text) = state.open().map_err(|e| Failure::bad_input(Chain(&e)))?;
+    let loaded = planfile::load_text(&state.plan_path(), &text)
+        .map_err(|e| Failure::bad_input(Chain(&e)))?;
+    let channel =
+        ChannelId::new(info.channel.clone()).map_err(|e| Failure::bad_input(Chain(&e)))?;
     let journal = read_journal(state, key);
     let load = journal
         .load(&channel)
@@ -712,9 +726,9 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
 fn acceptance(
     state: &StateDir,
     key: Option<&SigningKey>,
-) -> Result<(kleene::AcceptanceRecord, Snapshot), Failure> {
+) -> Result<(kleene::acceptance::AcceptanceRecord, Snapshot), Failure> {
     let (_, loaded, evidence) = load_evidence(state, journal_key(key).as_ref())?;
-    let snapshot = Snapshot::from_evidence(&evidence).map_err(Failure::halted)?;
+    let snapshot = Snapshot::from_evidence(&evidence).map_err(|e| Failure::halted(Chain(&e)))?;
     let binding = BuildBinding::new(
         evidence.channel().clone(),
         loaded.plan.digest(),
@@ -734,15 +748,17 @@ fn acceptance(
 /// `kleene accept`.
 pub fn accept_run(args: &AcceptArgs, rep: &mut Reporter) -> Outcome {
     let state = StateDir::at(&args.state.state);
-    let _lock = state.lock("accept").map_err(Failure::halted)?;
+    let _lock = state
+        .lock("accept")
+        .map_err(|e| Failure::halted(Chain(&e)))?;
     let key = signing_key(&args.signing, &state)?;
     let (record, _) = acceptance(&state, key.as_ref())?;
     let path = state.acceptance_path();
     let envelope_path = record_envelope_path(&state);
-    write_atomic(&path, record.to_json().as_bytes()).map_err(Failure::halted)?;
+    write_atomic(&path, record.to_json().as_bytes()).map_err(|e| Failure::halted(Chain(&e)))?;
     match &key {
         Some(key) => write_atomic(&envelope_path, record.sign(key).to_json().as_bytes())
-            .map_err(Failure::halted)?,
+            .map_err(|e| Failure::halted(Chain(&e)))?,
         // An envelope of an earlier record no longer describes this one.
         None => match fs::remove_file(&envelope_path) {
             Ok(()) => {}
@@ -874,7 +890,9 @@ fn check_record_signature(
 /// `kleene export OUT.tar`.
 pub fn export_run(args: &ExportArgs, rep: &mut Reporter) -> Outcome {
     let state = StateDir::at(&args.state.state);
-    let _lock = state.lock("export").map_err(Failure::halted)?;
+    let _lock = state
+        .lock("export")
+        .map_err(|e| Failure::halted(Chain(&e)))?;
     let key = signing_key(&args.signing, &state)?;
     let (record, snapshot) = acceptance(&state, key.as_ref())?;
     let stored = stored_record(&state, Some(&record))?;
@@ -904,22 +922,22 @@ pub fn export_run(args: &ExportArgs, rep: &mut Reporter) -> Outcome {
         Some(_) => {}
         None => {
             write_atomic(&state.acceptance_path(), record.to_json().as_bytes())
-                .map_err(Failure::halted)?;
+                .map_err(|e| Failure::halted(Chain(&e)))?;
             if let Some(key) = &key {
                 write_atomic(
                     &record_envelope_path(&state),
                     record.sign(key).to_json().as_bytes(),
                 )
-                .map_err(Failure::halted)?;
+                .map_err(|e| Failure::halted(Chain(&e)))?;
             }
         }
     }
     let archive = export(&record, &snapshot).map_err(|e| Failure::halted(Chain(&e)))?;
-    write_atomic(&args.out, archive.as_bytes()).map_err(Failure::halted)?;
+    write_atomic(&args.out, archive.as_bytes()).map_err(|e| Failure::halted(Chain(&e)))?;
     let signature = statement_envelope_path(&args.out);
     if let Some(key) = &key {
         let line = format!("{}\n", archive.verified().signed_statement(key).to_json());
-        write_atomic(&signature, line.as_bytes()).map_err(Failure::halted)?;
+        write_atomic(&signature, line.as_bytes()).map_err(|e| Failure::halted(Chain(&e)))?;
     }
     let key_id = key.as_ref().map(|k| k.public_key().key_id());
     if rep.mode() == crate::report::Mode::Json {
@@ -1074,7 +1092,7 @@ fn verify_signed(
     public: &Path,
     bytes: &[u8],
     pinned: Option<Digest>,
-) -> Result<(kleene::VerifiedArchive, Option<String>), Failure> {
+) -> Result<(kleene::acceptance::VerifiedArchive, Option<String>), Failure> {
     let read = |path: &Path| {
         fs::read_to_string(path)
             .map_err(|e| Failure::bad_input(format!("read {}: {e}", path.display())))
@@ -1135,7 +1153,7 @@ pub fn keygen(args: &KeygenArgs, rep: &mut Reporter) -> Outcome {
     }
     fs::create_dir_all(dir)
         .map_err(|e| Failure::bad_input(format!("create {}: {e}", dir.display())))?;
-    let key = SigningKey::generate().map_err(Failure::halted)?;
+    let key = SigningKey::generate().map_err(|e| Failure::halted(Chain(&e)))?;
     let write = |path: &Path, mode: u32, text: &str| {
         fs::OpenOptions::new()
             .write(true)
@@ -1228,13 +1246,13 @@ fn closure_problems(
 struct ClosureLine<'a> {
     task: &'a TaskId,
     call: u32,
-    record: &'a kleene::ClosureRecord,
+    record: &'a kleene::closure::ClosureRecord,
 }
 
 /// `kleene audit`.
 pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let state = StateDir::at(&args.state);
-    let (_, text) = state.open().map_err(Failure::bad_input)?;
+    let (_, text) = state.open().map_err(|e| Failure::bad_input(Chain(&e)))?;
     let mut entries = state.closure_log();
     // In execution order, then by call: the trail reads like the run.
     if let Ok(loaded) = planfile::load_text(&state.plan_path(), &text) {

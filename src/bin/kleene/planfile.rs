@@ -26,8 +26,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kleene::{
-    AppBuildPlan, ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError,
-    PlannedTask, Severity, TaskId, ValidatedPlan, ValidatorId,
+    AppBuildPlan, ValidatedPlan,
+    closure::Severity,
+    id::{TaskId, ValidatorId},
+    plan::{ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError, PlannedTask},
 };
 use serde::Deserialize;
 
@@ -145,7 +147,7 @@ pub struct LoadedPlan {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file could not be read.
-    #[error("read plan {}: {source}", file.display())]
+    #[error("read plan {}", file.display())]
     Read {
         /// The file.
         file: PathBuf,
@@ -187,7 +189,7 @@ pub enum LoadError {
         source: Box<PlanLoadError>,
     },
     /// The plan is not a valid DAG with unique owners.
-    #[error("validate plan {}: {source}", file.display())]
+    #[error("validate plan {}", file.display())]
     Invalid {
         /// The file.
         file: PathBuf,
@@ -448,7 +450,7 @@ pub fn describe_changes(old: &LoadedPlan, new: &LoadedPlan) -> Vec<String> {
     changes
 }
 
-fn path_set(v: &[kleene::AdmittedPath]) -> BTreeSet<&kleene::AdmittedPath> {
+fn path_set(v: &[kleene::plan::AdmittedPath]) -> BTreeSet<&kleene::plan::AdmittedPath> {
     v.iter().collect()
 }
 
@@ -651,14 +653,19 @@ mod tests {
                 column: 18
             }
         );
-        assert!(err.to_string().contains("line 3 column 18: "), "{err}");
+        assert!(
+            kleene::error::Chain(&err)
+                .to_string()
+                .contains("line 3 column 18: "),
+            "{err}"
+        );
     }
 
     #[test]
     fn bad_command_fields_are_named_with_their_task_and_exact_position() {
         let text = "{\"tasks\": [\n {\"id\": \"svc\", \"owner\": \"sh\", \"spec\": {\"intent\": \"x\"}, \"run\": \"true\",\n  \"checks\": [{\"id\": \"t\",\n   \"command\": \"x\", \"severity\": \"fatal\"}]}]}";
         let err = load(text).unwrap_err();
-        let msg = err.to_string();
+        let msg = kleene::error::Chain(&err).to_string();
         assert!(msg.contains("task svc: field `checks`"), "{msg}");
         assert!(msg.contains("unknown variant `fatal`"), "{msg}");
         // Inside the value, at the bad string itself.
@@ -679,34 +686,60 @@ mod tests {
         };
         let err = load(&task(", \"fix\": \"sh f\"")).unwrap_err();
         assert!(
-            err.to_string().contains("task t: field `run`: missing"),
+            kleene::error::Chain(&err)
+                .to_string()
+                .contains("task t: field `run`: missing"),
             "{err}"
         );
         let err = load(&task(", \"run\": \"x\", \"timeout_secs\": 0")).unwrap_err();
-        assert!(err.to_string().contains("field `timeout_secs`"), "{err}");
+        assert!(
+            kleene::error::Chain(&err)
+                .to_string()
+                .contains("field `timeout_secs`"),
+            "{err}"
+        );
         let err = load(&task(", \"run\": \" \"")).unwrap_err();
-        assert!(err.to_string().contains("must not be empty"), "{err}");
+        assert!(
+            kleene::error::Chain(&err)
+                .to_string()
+                .contains("must not be empty"),
+            "{err}"
+        );
         let err = load(&task(
             ", \"run\": \"x\", \"checks\": [{\"id\": \"a\", \"command\": \"x\"}, {\"id\": \"a\", \"command\": \"y\"}]",
         ))
         .unwrap_err();
-        assert!(err.to_string().contains("used twice"), "{err}");
+        assert!(
+            kleene::error::Chain(&err)
+                .to_string()
+                .contains("used twice"),
+            "{err}"
+        );
         let err = load(&task(
             ", \"run\": \"x\", \"scratch\": [\"ok/**\", \"../up/**\"]",
         ))
         .unwrap_err();
         assert!(
-            err.to_string().contains("task t: field `scratch[1]`"),
+            kleene::error::Chain(&err)
+                .to_string()
+                .contains("task t: field `scratch[1]`"),
             "{err}"
         );
         let err = load(&task(
             ", \"run\": \"x\", \"checks\": [{\"id\": \"a\", \"comand\": \"x\"}]",
         ))
         .unwrap_err();
-        assert!(err.to_string().contains("unknown field `comand`"), "{err}");
+        assert!(
+            kleene::error::Chain(&err)
+                .to_string()
+                .contains("unknown field `comand`"),
+            "{err}"
+        );
         let err = load("{\"scratch\": [\"/abs\"], \"tasks\": []}").unwrap_err();
         assert!(
-            err.to_string().contains("task -: field `scratch[0]`"),
+            kleene::error::Chain(&err)
+                .to_string()
+                .contains("task -: field `scratch[0]`"),
             "{err}"
         );
     }
@@ -715,7 +748,7 @@ mod tests {
     fn unknown_keys_get_a_suggestion_with_task_line_and_column() {
         let text = PLAN.replace("\"fix\"", "\"fxi\"");
         let err = load(&text).unwrap_err();
-        let msg = err.to_string();
+        let msg = kleene::error::Chain(&err).to_string();
         assert!(msg.contains("task a: field `fxi`"), "{msg}");
         assert!(msg.contains("did you mean `fix`?"), "{msg}");
         let line = text.lines().position(|l| l.contains("fxi")).unwrap() + 1;
@@ -748,7 +781,7 @@ mod tests {
     fn plan_errors_name_file_task_field_and_position() {
         let text = DEMO.replace("\"billing/items.sh\"]", "\"../items.sh\"]");
         let err = load_text(Path::new("p.json"), &text).unwrap_err();
-        let msg = err.to_string();
+        let msg = kleene::error::Chain(&err).to_string();
         assert!(msg.starts_with("load plan p.json: line "), "{msg}");
         assert!(
             msg.contains("task billing_model: field `owned_paths[0]`"),
@@ -766,8 +799,8 @@ mod tests {
             "\"owner\": \"shell\", \"colour\": 1,",
         );
         let msg = load_text(Path::new("p.json"), &text)
-            .unwrap_err()
-            .to_string();
+            .map_err(|e| kleene::error::Chain(&e).to_string())
+            .unwrap_err();
         assert!(msg.contains("unknown field `colour`"), "{msg}");
         assert!(msg.contains("task billing_module"), "{msg}");
 
@@ -776,8 +809,8 @@ mod tests {
             "\"depends_on\": [\"nope\"]",
         );
         let msg = load_text(Path::new("p.json"), &text)
-            .unwrap_err()
-            .to_string();
+            .map_err(|e| kleene::error::Chain(&e).to_string())
+            .unwrap_err();
         assert!(msg.starts_with("validate plan p.json"), "{msg}");
         assert!(msg.contains("nope"), "{msg}");
     }

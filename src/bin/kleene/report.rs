@@ -13,7 +13,11 @@ use std::collections::BTreeMap;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kleene::batch::{BatchEvidence, EvidenceEvent, Settlement, TaskStatus};
-use kleene::{AuditEvent, ClosureFailure, GovernanceDecision, TaskId};
+use kleene::{
+    audit::AuditEvent,
+    closure::{ClosureFailure, GovernanceDecision},
+    id::TaskId,
+};
 use serde::Serialize;
 
 /// One thing that happened during a run.
@@ -403,7 +407,7 @@ pub fn status_word(status: Option<&TaskStatus>) -> String {
     }
 }
 
-pub fn verdict_line(verdict: &kleene::Verdict) -> String {
+pub fn verdict_line(verdict: &kleene::closure::Verdict) -> String {
     let failures: Vec<String> = verdict
         .failures()
         .map(|r| format!("{} ({})", r.validator_id, r.severity))

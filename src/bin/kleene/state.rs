@@ -26,7 +26,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use kleene::{ClosureRecord, TaskId};
+use kleene::{closure::ClosureRecord, id::TaskId};
 use serde::{Deserialize, Serialize};
 
 /// Settings of a run, fixed when it starts so a resume behaves the same.
@@ -87,7 +87,7 @@ pub enum StateError {
         dir: PathBuf,
     },
     /// A file could not be read or written.
-    #[error("access {}: {source}", path.display())]
+    #[error("access {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,

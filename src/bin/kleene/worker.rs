@@ -22,14 +22,20 @@ use std::time::Duration;
 use kleene::batch::{BatchAgent, Candidate, Proposal, Rejection, WorkerCall, WorkerFailure};
 use kleene::stage::{ObjectStore, ScratchRule, Stage, StageChanges, StageInput};
 use kleene::{
-    AdmittedPath, Agent, AgentError, AgentErrorKind, AuditEntry, AuditEvent, ClosureRecord, Digest,
-    ExecutionOutput, GovernanceDecision, PathGlob, PlannedTask, Session, Severity, Spec,
-    TailLimits, Task, TaskId, ValidationToken, ValidatorId, ValidatorResult, Verdict,
+    Agent, Task,
+    audit::{AuditEntry, AuditEvent},
+    closure::{
+        AgentError, AgentErrorKind, ClosureRecord, ExecutionOutput, GovernanceDecision, Session,
+        Severity, Spec, TailLimits, ValidationToken, ValidatorResult, Verdict,
+    },
+    id::{Digest, TaskId, ValidatorId},
+    plan::{AdmittedPath, PathGlob, PlannedTask},
 };
 
 use crate::planfile::TaskCommands;
 use crate::report::{Event, Reporter};
 use crate::state::{StateDir, StateError, write_replace};
+use kleene::error::Chain;
 use kleene::process::{self, Finished, GroupRecords, Interrupt, Invocation, RunError};
 
 /// What every call of a run shares.
@@ -192,7 +198,7 @@ impl<'a> ShellAgent<'a> {
         let objects = ctx.state.objects_dir();
         ObjectStore::open(&objects).map_err(|e| StateError::Corrupt {
             path: objects,
-            message: e.to_string(),
+            message: Chain(&e).to_string(),
         })
     }
 
@@ -273,10 +279,12 @@ impl<'a> ShellAgent<'a> {
         // A stage left by a crashed run holds nothing anyone needs: its call was never
         // settled, and a resume makes the call again from a fresh stage.
         if std::fs::symlink_metadata(&root).is_ok() {
-            std::fs::remove_dir_all(&root)
-                .map_err(|e| unavailable(&format!("remove stale stage {}", root.display()), e))?;
+            std::fs::remove_dir_all(&root).map_err(|e| {
+                unavailable(&format!("remove stale stage {}", root.display()), Chain(&e))
+            })?;
         }
-        Stage::prepare(root, self.store, inputs).map_err(|e| unavailable("stage the call", e))
+        Stage::prepare(root, self.store, inputs)
+            .map_err(|e| unavailable("stage the call", Chain(&e)))
     }
 }
 
@@ -368,7 +376,10 @@ impl BatchAgent for ShellAgent<'_> {
             // Kept for the next call, which turns it into its own stage.
             self.spare = Some(stage);
         } else if let Err(err) = stage.discard() {
-            self.say(&format!("warning: failed to remove a stage: {err}"));
+            self.say(&format!(
+                "warning: failed to remove a stage: {}",
+                Chain(&err)
+            ));
         }
         if let Some(err) = state.own_io {
             // The closure stopped before the fix it spawned could run: the call is withdrawn,
@@ -384,7 +395,10 @@ impl BatchAgent for ShellAgent<'_> {
             .state
             .append_closure(&task.id, call.attempt(), record)
         {
-            self.say(&format!("warning: failed to save closure record: {err}"));
+            self.say(&format!(
+                "warning: failed to save closure record: {}",
+                Chain(&err)
+            ));
         }
         // A call that failed while the disk holding its stage was full most likely failed
         // because of it: the host failed, not the task, so the call is withdrawn.
@@ -397,7 +411,7 @@ impl BatchAgent for ShellAgent<'_> {
                 ),
             });
         }
-        let changes = changes.map_err(|e| unavailable("read the call's stage", e))?;
+        let changes = changes.map_err(|e| unavailable("read the call's stage", Chain(&e)))?;
         let refusal = refusal_text(&changes);
         let candidate = Candidate::new(changes.into_written());
         let missing: Vec<&str> = task
@@ -479,8 +493,8 @@ impl ShellAgent<'_> {
         // A spec kleene cannot write (a full disk) is kleene's failure, not the task's: the
         // call is withdrawn and never counted.
         if let Err(e) = write_replace(&path, text.as_bytes()) {
-            state.own_io = Some(e.to_string());
-            return Err(Stopped::Other(e.to_string()));
+            state.own_io = Some(Chain(&e).to_string());
+            return Err(Stopped::Other(Chain(&e).to_string()));
         }
         // Commands run in the stage: a relative --state must not leak into the variable.
         std::path::absolute(&path)
