@@ -89,3 +89,25 @@ fn calls_in_flight_together_never_spend_more_fixes_than_the_run_has() {
         "{stdout}"
     );
 }
+
+/// The evidence digest `kleene status --json` reports for a run of the demo with `jobs`.
+fn demo_digest(jobs: &str) -> String {
+    let tmp = TempDir::new().unwrap();
+    let plan = crate::cli::demo_plan();
+    let out = kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", jobs])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let out = kleene(tmp.path())
+        .args(["status", "--state", "st", "--json"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    status["evidence_digest"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn the_demo_gives_the_same_evidence_with_one_job_and_with_four() {
+    assert_eq!(demo_digest("1"), demo_digest("4"));
+}
