@@ -111,3 +111,39 @@ fn demo_digest(jobs: &str) -> String {
 fn the_demo_gives_the_same_evidence_with_one_job_and_with_four() {
     assert_eq!(demo_digest("1"), demo_digest("4"));
 }
+
+#[test]
+fn a_diamond_of_one_second_tasks_with_three_jobs_takes_its_critical_path() {
+    let tmp = TempDir::new().unwrap();
+    let node = |id: &str, after: &[&str]| {
+        json!({
+            "id": id,
+            "kind": {"lane": "config"},
+            "owner": "shell",
+            "spec": {"intent": format!("sleep {id}")},
+            "owned_paths": [format!("out/{id}.txt")],
+            "depends_on": after,
+            "retry_limit": 0,
+            "run": format!("sleep 1 && mkdir -p out && echo {id} > out/{id}.txt"),
+        })
+    };
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            node("a", &[]),
+            node("b", &["a"]),
+            node("c", &["a"]),
+            node("d", &["a"]),
+            node("e", &["b", "c", "d"]),
+        ],
+    );
+    let started = Instant::now();
+    let out = kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "3"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    // The critical path a, then b/c/d together, then e: three seconds, not five.
+    assert!(took <= Duration::from_millis(3300), "took {took:?}");
+}
