@@ -342,3 +342,26 @@ fn fix_draws_from_threads_are_journaled_before_the_call_goes_on() {
         .unwrap();
     assert_eq!(sequential.evidence.digest(), outcome.evidence.digest());
 }
+
+/// A job count far above the plan's size starts one slot per task at most: `-j 100000`
+/// used to start a hundred thousand threads for a plan of three tasks.
+#[test]
+fn no_more_slots_than_tasks_are_started() {
+    let shape = independent(3);
+    let plan = shape.plan();
+    let batch = Batch::new(&plan, chan("t"));
+    let made = AtomicUsize::new(0);
+    let outcome = batch
+        .run_threaded(
+            jobs(100_000),
+            |_| {
+                made.fetch_add(1, Ordering::SeqCst);
+                Scripted(&shape)
+            },
+            &(),
+            &mut MemoryJournal::default(),
+        )
+        .unwrap();
+    assert!(outcome.evidence.summary().is_complete());
+    assert_eq!(made.load(Ordering::SeqCst), 3);
+}

@@ -26,7 +26,8 @@ use crate::{closure::FixBudget, id::ChannelId, id::TaskId};
 impl<'p> Batch<'p> {
     /// [`run`](Self::run) with up to `jobs` calls in flight at once, each on its own scoped
     /// thread with its own worker, made by `make_worker(slot)` for slots `0..jobs` (once per
-    /// run; a slot's worker makes every call of that thread, so it may own a workspace).
+    /// run, and never more slots than the plan has tasks; a slot's worker makes every call of
+    /// that thread, so it may own a workspace).
     /// Ready tasks are reserved lowest position first, so `jobs = 1` makes the calls of
     /// [`run`](Self::run) in its order. The evidence does not depend on the order calls end
     /// in: the same outcomes give the same evidence digest as [`run`](Self::run).
@@ -97,7 +98,10 @@ impl<'p> Batch<'p> {
         journal: &mut impl EvidenceJournal,
         observer: &mut dyn FnMut(&EvidenceEvent),
     ) -> Result<RunOutcome, BatchError> {
-        let workers: Vec<W> = (0..jobs.get()).map(make_worker).collect();
+        // More slots than tasks could never all be busy: a typo of `-j 100000` must not start
+        // a hundred thousand threads.
+        let slots = jobs.get().min(self.plan().tasks().count().max(1));
+        let workers: Vec<W> = (0..slots).map(make_worker).collect();
         let mut driver = Threaded { workers };
         self.run_driven(&mut driver, contract, journal, observer)
     }
