@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use kleene::batch::{
-    Batch, BatchError, BatchEvidence, Candidate, EvidenceJournal, FileJournal, IneligibleReason,
-    InfrastructureFailure, MemoryJournal, PendingTurnReplay, RecoveryError, RecoveryRequest,
-    Rejection, TaskStatus, Worker, WorkerCall, WorkerFailure,
+    Batch, BatchError, BatchErrorKind, BatchEvidence, Candidate, EvidenceJournal, FileJournal,
+    IneligibleReason, InfrastructureFailure, MemoryJournal, PendingTurnReplay, RecoveryError,
+    RecoveryRequest, Rejection, TaskStatus, Worker, WorkerCall, WorkerFailure,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
 use kleene::{
@@ -381,7 +381,7 @@ fn stale_inputs_block_recovery_and_resume() {
     assert_eq!(worker.calls_of(&service()).len(), 1);
     let err = changed.resume(&mut worker, &(), &mut journal).unwrap_err();
     assert!(
-        matches!(&err, BatchError::InputsChanged { names, .. } if names == &["module_contract"]),
+        matches!(err.kind(), BatchErrorKind::InputsChanged { names, .. } if names == &["module_contract"]),
         "{err}"
     );
 
@@ -396,8 +396,8 @@ fn stale_inputs_block_recovery_and_resume() {
         .unwrap_err();
     assert!(
         matches!(
-            err,
-            BatchError::Recovery(RecoveryError::StaleFingerprint { .. })
+            err.kind(),
+            BatchErrorKind::Recovery(RecoveryError::StaleFingerprint { .. })
         ),
         "{err}"
     );
@@ -452,10 +452,10 @@ fn interrupted_block_worker_is_not_replayed() {
             .is_cancelled()
     );
     let err = batch.resume(&mut worker, &(), &mut journal).unwrap_err();
-    match &err {
-        BatchError::PendingTurnBlocked {
+    let channel = err.channel();
+    match err.kind() {
+        BatchErrorKind::PendingTurnBlocked {
             agent,
-            channel,
             task,
             attempt,
         } => {
@@ -466,7 +466,11 @@ fn interrupted_block_worker_is_not_replayed() {
         }
         other => panic!("unexpected {other}"),
     }
-    assert!(err.to_string().contains("service_tasks"));
+    assert!(
+        kleene::error::Chain(&err)
+            .to_string()
+            .contains("service_tasks")
+    );
     assert_eq!(worker.calls_of(&service()).len(), 1);
     // Recovery cannot authorise the replay either.
     let stored = journal
@@ -498,14 +502,14 @@ fn trusted_channel_lineage() {
     // A missing channel has no evidence to reuse.
     let b = recovering(&plan, "chan-b");
     let err = b.resume(&mut app_worker(), &(), &mut journal).unwrap_err();
-    assert!(matches!(err, BatchError::NoEvidence { .. }), "{err}");
+    assert!(matches!(err.kind(), BatchErrorKind::NoEvidence), "{err}");
 
     // Evidence copied under another channel is refused.
     let image = journal.image(&chan("chan-a")).unwrap().to_vec();
     let mut copied = ImageJournal::with_image(chan("chan-b"), image);
     let err = b.resume(&mut app_worker(), &(), &mut copied).unwrap_err();
     assert!(
-        matches!(&err, BatchError::ChannelMismatch { found, .. } if *found == chan("chan-a")),
+        matches!(err.kind(), BatchErrorKind::ChannelMismatch { found, .. } if *found == chan("chan-a")),
         "{err}"
     );
 
@@ -518,8 +522,8 @@ fn trusted_channel_lineage() {
         .unwrap_err();
     assert!(
         matches!(
-            err,
-            BatchError::Recovery(RecoveryError::StaleFingerprint { .. })
+            err.kind(),
+            BatchErrorKind::Recovery(RecoveryError::StaleFingerprint { .. })
         ),
         "{err}"
     );
@@ -528,7 +532,10 @@ fn trusted_channel_lineage() {
     let err = a
         .dispatch(&mut app_worker(), &(), &mut journal)
         .unwrap_err();
-    assert!(matches!(err, BatchError::EvidenceExists { .. }), "{err}");
+    assert!(
+        matches!(err.kind(), BatchErrorKind::EvidenceExists),
+        "{err}"
+    );
 }
 
 #[test]
@@ -878,7 +885,11 @@ proptest! {
                 b.in_flight().next().map(|(t, a)| (t.clone(), a, b.task(t).unwrap().owner().clone()))
             });
             match (result, uncertain) {
-                (Err(BatchError::PendingTurnBlocked { agent, channel: c, task, attempt }), Some((t, a, owner))) => {
+                (Err(err), Some((t, a, owner))) if err.is_pending_turn_blocked() => {
+                    let c = err.channel().clone();
+                    let BatchErrorKind::PendingTurnBlocked { agent, task, attempt } = err.into_kind() else {
+                        unreachable!("checked above")
+                    };
                     prop_assert_eq!(&task, &t);
                     prop_assert_eq!(attempt, a);
                     prop_assert_eq!(&agent, &owner);

@@ -427,7 +427,10 @@ fn agent_errors_keep_their_type_and_are_treated_by_their_kind() {
 
     let err = run(Cancelled).unwrap_err();
     assert!(err.is_cancelled());
-    let source = std::error::Error::source(&err).expect("the agent's error");
+    // The batch names its channel; its kind, the cancelled call; the kind's source, the agent.
+    let source = std::error::Error::source(&err)
+        .and_then(std::error::Error::source)
+        .expect("the agent's error");
     assert_eq!(source.to_string(), "the compiler crashed");
     assert_eq!(
         source.source().map(ToString::to_string).as_deref(),

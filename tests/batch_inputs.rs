@@ -74,7 +74,8 @@ fn an_unavailable_worker_withdraws_the_call_and_resume_makes_it_again() {
     };
     let err = batch.dispatch(&mut worker, &(), &mut journal).unwrap_err();
     assert!(err.is_worker_unavailable(), "{err}");
-    assert!(err.to_string().contains("disk full"), "{err}");
+    let text = kleene::error::Chain(&err).to_string();
+    assert!(text.contains("disk full"), "{text}");
     let stored = journal
         .load(&chan("withdrawn"))
         .unwrap()

@@ -389,7 +389,7 @@ fn a_resume_with_three_calls_in_flight_names_the_block_agents_call() {
         .resume(&mut Scripted(&shape), &(), &mut journal)
         .unwrap_err();
     assert!(err.is_pending_turn_blocked());
-    let text = err.to_string();
+    let text = kleene::error::Chain(&err).to_string();
     assert!(
         text.contains("task t1") && text.contains("agent Agent1"),
         "{text}"

@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 
 use kleene::batch::{
-    Batch, BatchError, BatchEvidence, CrashBackend, Dispatch, EvidenceJournal, Journal, LogBackend,
-    PendingTurnReplay, TaskStatus,
+    Batch, BatchErrorKind, BatchEvidence, CrashBackend, Dispatch, EvidenceJournal, Journal,
+    LogBackend, PendingTurnReplay, TaskStatus,
 };
 use kleene::{
     ValidatedPlan,
@@ -150,7 +150,10 @@ fn simulate(shape: &Shape, block: &[bool], limit: usize, seed: u64) -> Simulatio
         }
         let (mut machine, opening) = match batch.machine(restored) {
             Ok(opened) => opened,
-            Err(BatchError::PendingTurnBlocked { task, agent, .. }) => {
+            Err(err) if err.is_pending_turn_blocked() => {
+                let BatchErrorKind::PendingTurnBlocked { task, agent, .. } = err.into_kind() else {
+                    unreachable!("checked above")
+                };
                 let i: usize = task.as_str()[1..].parse().unwrap();
                 assert!(block[i], "{task} is not a block agent's");
                 assert_eq!(agent.as_str(), format!("Agent{i}"));

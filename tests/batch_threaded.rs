@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use kleene::batch::{
-    Batch, BatchError, CrashBackend, EvidenceEvent, EvidenceJournal, Journal, MemoryJournal,
+    Batch, BatchErrorKind, CrashBackend, EvidenceEvent, EvidenceJournal, Journal, MemoryJournal,
     Proposal, Worker, WorkerCall, WorkerFailure,
 };
 use proptest::prelude::*;
@@ -204,7 +204,7 @@ fn a_crash_at_the_commit_of_several_reservations_cuts_at_the_last_whole_record()
         let err = batch
             .run_threaded(jobs(3), counted, &(), &mut journal)
             .unwrap_err();
-        assert!(matches!(err, BatchError::Journal(_)), "{err}");
+        assert!(matches!(err.kind(), BatchErrorKind::Journal(_)), "{err}");
         assert_eq!(
             *calls.lock().unwrap(),
             0,

@@ -105,9 +105,10 @@ fn a_journal_that_does_not_fold_chains_the_fold_error() {
     journal.append(&channel, &[settled]).unwrap();
     let err = batch.resume(&mut Writes, &(), &mut journal).unwrap_err();
     let chain = levels(&err);
-    assert_eq!(chain[0], "fold journal of channel chain", "{chain:?}");
-    assert!(chain[1].contains("restore it from a copy"), "{chain:?}");
-    assert_chains(err, 2);
+    assert_eq!(chain[0], "batch on channel chain", "{chain:?}");
+    assert_eq!(chain[1], "fold journal of channel chain", "{chain:?}");
+    assert!(chain[2].contains("restore it from a copy"), "{chain:?}");
+    assert_chains(err, 3);
 }
 
 #[test]

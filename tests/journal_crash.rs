@@ -4,8 +4,8 @@
 //! a run that never crashed (a call whose reservation was durable counts as interrupted).
 
 use kleene::batch::{
-    Batch, BatchError, BatchEvidence, CrashBackend, EvidenceJournal, Journal, LogBackend,
-    MemoryBackend, Worker,
+    Batch, BatchError, BatchErrorKind, BatchEvidence, CrashBackend, EvidenceJournal, Journal,
+    LogBackend, MemoryBackend, Worker,
 };
 use kleene::id::ChannelId;
 use kleene::testing::batch::ScriptedWorker;
@@ -20,7 +20,9 @@ fn run_to_end(
     journal: &mut impl EvidenceJournal,
 ) -> Result<BatchEvidence, BatchError> {
     match batch.resume(&mut *worker, &(), journal) {
-        Err(BatchError::NoEvidence { .. }) => batch.dispatch(&mut *worker, &(), journal),
+        Err(err) if matches!(err.kind(), BatchErrorKind::NoEvidence) => {
+            batch.dispatch(&mut *worker, &(), journal)
+        }
         other => other,
     }
 }

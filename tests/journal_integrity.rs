@@ -11,7 +11,7 @@ use std::fs;
 use std::path::PathBuf;
 
 use kleene::batch::{
-    Batch, BatchError, Candidate, EvidenceJournal, FileJournal, JournalError, JournalKey,
+    Batch, BatchErrorKind, Candidate, EvidenceJournal, FileJournal, JournalError, JournalKey,
     RecordDamage,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
@@ -137,8 +137,8 @@ fn a_flipped_bit_in_record_four_of_nine_is_refused_and_changes_nothing() {
     let err = batch.resume(&mut calls, &(), &mut journal).unwrap_err();
     assert!(
         matches!(
-            &err,
-            BatchError::Journal(JournalError::Corrupt { record: 4, .. })
+            err.kind(),
+            BatchErrorKind::Journal(JournalError::Corrupt { record: 4, .. })
         ),
         "{err}"
     );
@@ -499,7 +499,10 @@ fn a_journal_that_does_not_fold_says_what_is_wrong_and_what_to_do() {
     // The fold error is the cause, so it is read through the chain.
     let message = kleene::error::Chain(&err).to_string();
     assert!(
-        matches!(&err, BatchError::Journal(JournalError::Fold { .. })),
+        matches!(
+            err.kind(),
+            BatchErrorKind::Journal(JournalError::Fold { .. })
+        ),
         "{message}"
     );
     assert!(

@@ -23,102 +23,76 @@ use crate::{digest::Digest, id::AgentId, id::ChannelId, id::TaskId};
 /// inventory plus the events it folds), so the amortised cost per event stays constant.
 pub const DEFAULT_COMPACTION_AFTER: u64 = 4096;
 
-/// Why a batch could not be dispatched, resumed or recovered.
+/// What went wrong with a batch (see [`BatchError`], which names the channel).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum BatchError {
+pub enum BatchErrorKind {
     /// The journal failed.
     #[error(transparent)]
     Journal(#[from] JournalError),
     /// A fresh dispatch found evidence on its channel (resume instead).
-    #[error("dispatch batch on channel {channel}: the channel already has evidence; resume it")]
-    EvidenceExists {
-        /// The channel.
-        channel: ChannelId,
-    },
+    #[error("the channel already has evidence; resume it")]
+    EvidenceExists,
     /// A resume or recovery found no evidence on its channel: evidence is never borrowed
     /// from another channel or rebuilt.
-    #[error("resume batch on channel {channel}: the channel has no evidence")]
-    NoEvidence {
-        /// The channel.
-        channel: ChannelId,
-    },
+    #[error("the channel has no evidence")]
+    NoEvidence,
     /// The journal of the channel holds evidence of another channel.
-    #[error("resume batch on channel {channel}: its evidence belongs to channel {found}")]
+    #[error("its evidence belongs to channel {found}")]
     ChannelMismatch {
-        /// The channel asked for.
-        channel: ChannelId,
         /// The channel the evidence names.
         found: ChannelId,
     },
     /// The evidence was made for another plan.
-    #[error("resume batch on channel {channel}: evidence is for plan {found}, not {expected}")]
+    #[error("evidence is for plan {found}, not {expected}")]
     PlanMismatch {
-        /// The channel.
-        channel: ChannelId,
         /// The plan given.
         expected: Digest,
         /// The plan the evidence names.
         found: Digest,
     },
     /// The evidence's inventory (tasks, owners, budgets, order) differs from the plan's.
-    #[error("resume batch on channel {channel}: task {task} differs from the recorded inventory")]
+    #[error("task {task} differs from the recorded inventory")]
     InventoryMismatch {
-        /// The channel.
-        channel: ChannelId,
         /// The first differing task.
         task: TaskId,
     },
     /// An accepted output writes a path its task does not own in the plan.
-    #[error(
-        "resume batch on channel {channel}: accepted output of task {task} writes {path}, which it does not own"
-    )]
+    #[error("accepted output of task {task} writes {path}, which it does not own")]
     AcceptedOutputNotOwned {
-        /// The channel.
-        channel: ChannelId,
         /// The task.
         task: TaskId,
         /// The path.
         path: AdmittedPath,
     },
     /// The batch's immutable inputs differ from those recorded.
-    #[error("resume batch on channel {channel}: inputs changed: {}", .names.join(", "))]
+    #[error("inputs changed: {}", .names.join(", "))]
     InputsChanged {
-        /// The channel.
-        channel: ChannelId,
         /// The names of the inputs that differ (added, removed or changed).
         names: Vec<String>,
     },
     /// The batch's recovery opt-in differs from the recorded one.
-    #[error("resume batch on channel {channel}: batch recovery was {}, cannot change it", if *.recorded { "enabled" } else { "disabled" })]
+    #[error("batch recovery was {}, cannot change it", if *.recorded { "enabled" } else { "disabled" })]
     RecoveryModeChanged {
-        /// The channel.
-        channel: ChannelId,
         /// The recorded opt-in.
         recorded: bool,
     },
     /// A call reserved for an agent that declared `pending_turn_replay: block` never settled;
     /// replaying it could repeat effects that were never recorded.
     #[error(
-        "resume batch on channel {channel}: task {task} (agent {agent}, call {attempt}) was interrupted in flight and its agent blocks replay"
+        "task {task} (agent {agent}, call {attempt}) was interrupted in flight and its agent blocks replay"
     )]
     PendingTurnBlocked {
         /// The agent.
         agent: AgentId,
-        /// The channel.
-        channel: ChannelId,
         /// The task.
         task: TaskId,
         /// The interrupted call number.
         attempt: u32,
     },
     /// The worker or caller cancelled a call; its reservation is kept.
-    #[error(
-        "run task {task} on channel {channel}: call {attempt} was cancelled; its reservation is kept"
-    )]
+    #[error("run task {task}: call {attempt} was cancelled; its reservation is kept")]
     Cancelled {
-        /// The channel.
-        channel: ChannelId,
         /// The task.
         task: TaskId,
         /// The cancelled call number.
@@ -130,12 +104,10 @@ pub enum BatchError {
     /// The worker's host failed before the call could do anything (a full disk, say). The
     /// reservation was withdrawn, the call does not count, and a resume makes it again.
     #[error(
-        "run task {task} on channel {channel}: call {attempt} could not be made ({detail}); \
+        "run task {task}: call {attempt} could not be made ({detail}); \
          nothing was counted, resume once the cause is fixed"
     )]
     WorkerUnavailable {
-        /// The channel.
-        channel: ChannelId,
         /// The task.
         task: TaskId,
         /// The withdrawn call number.
@@ -147,28 +119,69 @@ pub enum BatchError {
     #[error(transparent)]
     Recovery(#[from] RecoveryError),
     /// The executor's own events did not fold (an internal invariant broke).
-    #[error("fold evidence on channel {channel}")]
+    #[error("fold its evidence")]
     Fold {
-        /// The channel.
-        channel: ChannelId,
         /// The fold's error.
         #[source]
         source: FoldError,
     },
 }
 
+/// Why a batch on a channel could not be dispatched, resumed or recovered: the channel, and
+/// what went wrong there ([`BatchErrorKind`], also the error's
+/// [`source`](std::error::Error::source)).
+///
+/// ```
+/// # use kleene::batch::{BatchError, BatchErrorKind};
+/// fn explain(err: &BatchError) -> String {
+///     match err.kind() {
+///         BatchErrorKind::NoEvidence => format!("nothing to resume on {}", err.channel()),
+///         _ => kleene::error::Chain(err).to_string(),
+///     }
+/// }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("batch on channel {channel}")]
+pub struct BatchError {
+    channel: ChannelId,
+    #[source]
+    kind: BatchErrorKind,
+}
+
 impl BatchError {
+    pub(crate) fn new(channel: ChannelId, kind: impl Into<BatchErrorKind>) -> Self {
+        Self {
+            channel,
+            kind: kind.into(),
+        }
+    }
+
+    /// The channel of the batch.
+    pub fn channel(&self) -> &ChannelId {
+        &self.channel
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &BatchErrorKind {
+        &self.kind
+    }
+
+    /// What went wrong, giving up the channel.
+    pub fn into_kind(self) -> BatchErrorKind {
+        self.kind
+    }
+
     /// Whether a resume stopped on a `block` agent's interrupted call.
     pub fn is_pending_turn_blocked(&self) -> bool {
-        matches!(self, Self::PendingTurnBlocked { .. })
+        matches!(self.kind, BatchErrorKind::PendingTurnBlocked { .. })
     }
     /// Whether the worker's host failed and the call was withdrawn (resume once it is fixed).
     pub fn is_worker_unavailable(&self) -> bool {
-        matches!(self, Self::WorkerUnavailable { .. })
+        matches!(self.kind, BatchErrorKind::WorkerUnavailable { .. })
     }
     /// Whether the batch was cancelled mid-call.
     pub fn is_cancelled(&self) -> bool {
-        matches!(self, Self::Cancelled { .. })
+        matches!(self.kind, BatchErrorKind::Cancelled { .. })
     }
 }
 
@@ -291,8 +304,8 @@ impl<'p> Batch<'p> {
     ///
     /// # Errors
     ///
-    /// [`BatchError::EvidenceExists`] when the channel already has evidence,
-    /// [`BatchError::Cancelled`] when a call was cancelled, [`BatchError::Journal`] when the
+    /// [`BatchErrorKind::EvidenceExists`] when the channel already has evidence,
+    /// [`BatchErrorKind::Cancelled`] when a call was cancelled, [`BatchErrorKind::Journal`] when the
     /// journal fails.
     pub fn dispatch(
         &self,
@@ -312,14 +325,23 @@ impl<'p> Batch<'p> {
         observer: Observer<'_>,
     ) -> Result<(BatchEvidence, AgentFailures), BatchError> {
         // An interrupted first append leaves only a torn tail: cut it before writing.
-        journal.repair_torn_tail(&self.channel)?;
-        if journal.load(&self.channel)?.is_some() {
-            return Err(BatchError::EvidenceExists {
-                channel: self.channel.clone(),
-            });
+        journal
+            .repair_torn_tail(&self.channel)
+            .map_err(|e| BatchError::new(self.channel.clone(), e))?;
+        if journal
+            .load(&self.channel)
+            .map_err(|e| BatchError::new(self.channel.clone(), e))?
+            .is_some()
+        {
+            return Err(BatchError::new(
+                self.channel.clone(),
+                BatchErrorKind::EvidenceExists,
+            ));
         }
         let started = self.started();
-        journal.append(&self.channel, std::slice::from_ref(&started))?;
+        journal
+            .append(&self.channel, std::slice::from_ref(&started))
+            .map_err(|e| BatchError::new(self.channel.clone(), e))?;
         let mut observer = observer;
         observer(&started);
         let evidence = BatchEvidence::start(started).map_err(|source| self.fold_error(source))?;
@@ -335,11 +357,11 @@ impl<'p> Batch<'p> {
     ///
     /// # Errors
     ///
-    /// [`BatchError::NoEvidence`], [`BatchError::ChannelMismatch`],
-    /// [`BatchError::PlanMismatch`], [`BatchError::InventoryMismatch`],
-    /// [`BatchError::InputsChanged`], [`BatchError::RecoveryModeChanged`] when the evidence
-    /// cannot be trusted for this batch; [`BatchError::PendingTurnBlocked`] for a `block`
-    /// agent's interrupted call; [`BatchError::Cancelled`], [`BatchError::Journal`].
+    /// [`BatchErrorKind::NoEvidence`], [`BatchErrorKind::ChannelMismatch`],
+    /// [`BatchErrorKind::PlanMismatch`], [`BatchErrorKind::InventoryMismatch`],
+    /// [`BatchErrorKind::InputsChanged`], [`BatchErrorKind::RecoveryModeChanged`] when the evidence
+    /// cannot be trusted for this batch; [`BatchErrorKind::PendingTurnBlocked`] for a `block`
+    /// agent's interrupted call; [`BatchErrorKind::Cancelled`], [`BatchErrorKind::Journal`].
     pub fn resume(
         &self,
         worker: &mut impl Worker,
@@ -372,7 +394,7 @@ impl<'p> Batch<'p> {
     ///
     /// # Errors
     ///
-    /// [`BatchError::Recovery`] when the request is refused as a whole (recovery not
+    /// [`BatchErrorKind::Recovery`] when the request is refused as a whole (recovery not
     /// enabled, no roots, unknown root, stale fingerprint); the errors of
     /// [`resume`](Self::resume) otherwise.
     pub fn recover(
@@ -404,32 +426,40 @@ impl<'p> Batch<'p> {
         run.observer = observer;
         let evidence = run.evidence();
         if !evidence.recovery_enabled() {
-            return Err(RecoveryError::NotEnabled {
-                channel: self.channel.clone(),
-            }
-            .into());
+            return Err(BatchError::new(
+                self.channel.clone(),
+                RecoveryError::NotEnabled {
+                    channel: self.channel.clone(),
+                },
+            ));
         }
         if request.roots().is_empty() {
-            return Err(RecoveryError::NoRoots {
-                channel: self.channel.clone(),
-            }
-            .into());
+            return Err(BatchError::new(
+                self.channel.clone(),
+                RecoveryError::NoRoots {
+                    channel: self.channel.clone(),
+                },
+            ));
         }
         if let Some(task) = request.roots().iter().find(|r| evidence.task(r).is_none()) {
-            return Err(RecoveryError::UnknownRoot {
-                channel: self.channel.clone(),
-                task: task.clone(),
-            }
-            .into());
+            return Err(BatchError::new(
+                self.channel.clone(),
+                RecoveryError::UnknownRoot {
+                    channel: self.channel.clone(),
+                    task: task.clone(),
+                },
+            ));
         }
         let expected = recovery::fingerprint(evidence, request.roots());
         if expected != request.fingerprint() {
-            return Err(RecoveryError::StaleFingerprint {
-                channel: self.channel.clone(),
-                expected,
-                found: request.fingerprint(),
-            }
-            .into());
+            return Err(BatchError::new(
+                self.channel.clone(),
+                RecoveryError::StaleFingerprint {
+                    channel: self.channel.clone(),
+                    expected,
+                    found: request.fingerprint(),
+                },
+            ));
         }
         if evidence
             .consumed_requests()
@@ -560,10 +590,13 @@ impl<'p> Batch<'p> {
         journal: &mut impl EvidenceJournal,
         observer: &mut dyn FnMut(&EvidenceEvent),
     ) -> Result<RunOutcome, BatchError> {
-        journal.repair_torn_tail(&self.channel)?;
+        journal
+            .repair_torn_tail(&self.channel)
+            .map_err(|e| BatchError::new(self.channel.clone(), e))?;
         // A run killed before its first record has nothing to resume: it starts.
         let resumed = journal
-            .load(&self.channel)?
+            .load(&self.channel)
+            .map_err(|e| BatchError::new(self.channel.clone(), e))?
             .is_some_and(|load| load.snapshot.is_some() || !load.events.is_empty());
         let (evidence, mut agent_failures) = if resumed {
             self.resume_observed(driver, contract, journal, Box::new(&mut *observer))?
@@ -642,17 +675,14 @@ impl<'p> Batch<'p> {
     }
 
     fn fold_error(&self, source: FoldError) -> BatchError {
-        BatchError::Fold {
-            channel: self.channel.clone(),
-            source,
-        }
+        BatchError::new(self.channel.clone(), BatchErrorKind::Fold { source })
     }
 
     fn inventory_mismatch(&self, task: &TaskId) -> BatchError {
-        BatchError::InventoryMismatch {
-            channel: self.channel.clone(),
-            task: task.clone(),
-        }
+        BatchError::new(
+            self.channel.clone(),
+            BatchErrorKind::InventoryMismatch { task: task.clone() },
+        )
     }
 
     fn changed_inputs(&self, evidence: &BatchEvidence) -> Option<Vec<String>> {
@@ -686,18 +716,22 @@ impl<'p> Batch<'p> {
     ) -> Result<Run<'j, 'p, J>, BatchError> {
         // The run appends from here on, so an interrupted last append is cut first (the
         // journal reports what it cut); damage anywhere else is refused, never cut.
-        journal.repair_torn_tail(&self.channel)?;
+        journal
+            .repair_torn_tail(&self.channel)
+            .map_err(|e| BatchError::new(self.channel.clone(), e))?;
         let load = journal
-            .load(&self.channel)?
-            .ok_or_else(|| BatchError::NoEvidence {
-                channel: self.channel.clone(),
-            })?;
+            .load(&self.channel)
+            .map_err(|e| BatchError::new(self.channel.clone(), e))?
+            .ok_or_else(|| BatchError::new(self.channel.clone(), BatchErrorKind::NoEvidence))?;
         let tail = load.events.len() as u64;
         let snapshot_events = load.snapshot.as_ref().map_or(0, BatchEvidence::event_count);
-        let evidence = load.into_evidence().map_err(|source| JournalError::Fold {
-            channel: self.channel.clone(),
-            source,
-        })?;
+        let evidence = load
+            .into_evidence()
+            .map_err(|source| JournalError::Fold {
+                channel: self.channel.clone(),
+                source,
+            })
+            .map_err(|e| BatchError::new(self.channel.clone(), e))?;
         self.check_evidence(&evidence)?;
         Ok(Run::new(self, journal, evidence, tail, snapshot_events))
     }
@@ -707,23 +741,29 @@ impl<'p> Batch<'p> {
     /// digests were verified by the fold.)
     fn check_evidence(&self, evidence: &BatchEvidence) -> Result<(), BatchError> {
         if evidence.channel() != &self.channel {
-            return Err(BatchError::ChannelMismatch {
-                channel: self.channel.clone(),
-                found: evidence.channel().clone(),
-            });
+            return Err(BatchError::new(
+                self.channel.clone(),
+                BatchErrorKind::ChannelMismatch {
+                    found: evidence.channel().clone(),
+                },
+            ));
         }
         if evidence.plan_digest() != self.plan.digest() {
-            return Err(BatchError::PlanMismatch {
-                channel: self.channel.clone(),
-                expected: self.plan.digest(),
-                found: evidence.plan_digest(),
-            });
+            return Err(BatchError::new(
+                self.channel.clone(),
+                BatchErrorKind::PlanMismatch {
+                    expected: self.plan.digest(),
+                    found: evidence.plan_digest(),
+                },
+            ));
         }
         if evidence.recovery_enabled() != self.recovery {
-            return Err(BatchError::RecoveryModeChanged {
-                channel: self.channel.clone(),
-                recorded: evidence.recovery_enabled(),
-            });
+            return Err(BatchError::new(
+                self.channel.clone(),
+                BatchErrorKind::RecoveryModeChanged {
+                    recorded: evidence.recovery_enabled(),
+                },
+            ));
         }
         let inventory = self.inventory();
         let recorded: Vec<_> = evidence.inventory().collect();
@@ -742,11 +782,13 @@ impl<'p> Batch<'p> {
                 .keys()
                 .find(|p| self.plan.owner_of(p) != Some(task))
             {
-                return Err(BatchError::AcceptedOutputNotOwned {
-                    channel: self.channel.clone(),
-                    task: task.clone(),
-                    path: path.clone(),
-                });
+                return Err(BatchError::new(
+                    self.channel.clone(),
+                    BatchErrorKind::AcceptedOutputNotOwned {
+                        task: task.clone(),
+                        path: path.clone(),
+                    },
+                ));
             }
         }
         Ok(())
@@ -758,10 +800,10 @@ impl<'p> Batch<'p> {
     /// topological order) is named.
     fn interruptions(&self, evidence: &BatchEvidence) -> Result<Vec<EvidenceEvent>, BatchError> {
         if let Some(names) = self.changed_inputs(evidence) {
-            return Err(BatchError::InputsChanged {
-                channel: self.channel.clone(),
-                names,
-            });
+            return Err(BatchError::new(
+                self.channel.clone(),
+                BatchErrorKind::InputsChanged { names },
+            ));
         }
         let mut events = Vec::new();
         for (task, attempt) in evidence.in_flight() {
@@ -770,12 +812,14 @@ impl<'p> Batch<'p> {
                 .map(|t| t.owner().clone())
                 .ok_or_else(|| self.inventory_mismatch(task))?;
             if self.policy(&agent) == PendingTurnReplay::Block {
-                return Err(BatchError::PendingTurnBlocked {
-                    agent,
-                    channel: self.channel.clone(),
-                    task: task.clone(),
-                    attempt,
-                });
+                return Err(BatchError::new(
+                    self.channel.clone(),
+                    BatchErrorKind::PendingTurnBlocked {
+                        agent,
+                        task: task.clone(),
+                        attempt,
+                    },
+                ));
             }
             events.push(EvidenceEvent::Interrupted {
                 task: task.clone(),
@@ -954,7 +998,8 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
             self.buffer.push(event);
         } else {
             self.journal
-                .append(&self.batch.channel, std::slice::from_ref(&event))?;
+                .append(&self.batch.channel, std::slice::from_ref(&event))
+                .map_err(|e| BatchError::new(self.batch.channel.clone(), e))?;
             self.since_snapshot += 1;
             (self.observer)(&event);
         }
@@ -968,7 +1013,8 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
             self.buffer.push(event.clone());
         } else {
             self.journal
-                .append(&self.batch.channel, std::slice::from_ref(&event))?;
+                .append(&self.batch.channel, std::slice::from_ref(&event))
+                .map_err(|e| BatchError::new(self.batch.channel.clone(), e))?;
             self.since_snapshot += 1;
         }
         (self.observer)(&event);
@@ -986,7 +1032,9 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        self.journal.append(&self.batch.channel, &self.buffer)?;
+        self.journal
+            .append(&self.batch.channel, &self.buffer)
+            .map_err(|e| BatchError::new(self.batch.channel.clone(), e))?;
         self.since_snapshot += self.buffer.len() as u64;
         self.buffer.clear();
         Ok(())
@@ -1004,7 +1052,8 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         let snapshot_size = self.batch.plan.len() as u64 + self.snapshot_events;
         if self.since_snapshot >= self.batch.compaction_after.max(snapshot_size) {
             self.journal
-                .compact(&self.batch.channel, self.machine.evidence())?;
+                .compact(&self.batch.channel, self.machine.evidence())
+                .map_err(|e| BatchError::new(self.batch.channel.clone(), e))?;
             self.snapshot_events = self.machine.evidence().event_count();
             self.since_snapshot = 0;
         }

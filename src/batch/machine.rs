@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::candidate::{Candidate, Rejection};
 use super::event::{EvidenceEvent, Settlement};
 use super::evidence::{BatchEvidence, FoldError, TaskStatus};
-use super::executor::BatchError;
+use super::executor::{BatchError, BatchErrorKind};
 use super::worker::{
     AgentFailure, Correction, InfrastructureFailure, OutputContract, Proposal, WorkerFailure,
 };
@@ -283,10 +283,7 @@ impl<'p> BatchMachine<'p> {
     }
 
     fn fold_error(&self, source: FoldError) -> BatchError {
-        BatchError::Fold {
-            channel: self.channel.clone(),
-            source,
-        }
+        BatchError::new(self.channel.clone(), BatchErrorKind::Fold { source })
     }
 
     fn apply(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
@@ -345,7 +342,7 @@ impl<'p> BatchMachine<'p> {
     ///
     /// # Errors
     ///
-    /// [`BatchError::Fold`] when an event the machine made does not fold (an internal
+    /// [`BatchErrorKind::Fold`] when an event the machine made does not fold (an internal
     /// invariant broke).
     pub fn reserve(&mut self, limit: usize) -> Result<Reservation, BatchError> {
         let mut events = Vec::new();
@@ -438,7 +435,7 @@ impl<'p> BatchMachine<'p> {
     ///
     /// # Errors
     ///
-    /// [`BatchError::Fold`] when the call is not in flight.
+    /// [`BatchErrorKind::Fold`] when the call is not in flight.
     pub fn draw_fix(
         &mut self,
         dispatch: &Dispatch,
@@ -460,7 +457,7 @@ impl<'p> BatchMachine<'p> {
     ///
     /// # Errors
     ///
-    /// [`BatchError::Fold`] when the call is not in flight.
+    /// [`BatchErrorKind::Fold`] when the call is not in flight.
     pub fn settle(
         &mut self,
         dispatch: &Dispatch,
@@ -567,12 +564,14 @@ impl<'p> BatchMachine<'p> {
                     attempt,
                     detail: detail.clone(),
                 };
-                let stop = BatchError::WorkerUnavailable {
-                    channel: self.channel.clone(),
-                    task: id.clone(),
-                    attempt,
-                    detail,
-                };
+                let stop = BatchError::new(
+                    self.channel.clone(),
+                    BatchErrorKind::WorkerUnavailable {
+                        task: id.clone(),
+                        attempt,
+                        detail,
+                    },
+                );
                 return Ok(Settled {
                     events: vec![event],
                     stop: Some(stop),
@@ -612,12 +611,14 @@ impl<'p> BatchMachine<'p> {
     }
 
     fn cancelled(&self, dispatch: &Dispatch, cause: Option<AgentFailure>) -> BatchError {
-        BatchError::Cancelled {
-            channel: self.channel.clone(),
-            task: dispatch.task.clone(),
-            attempt: dispatch.attempt,
-            cause,
-        }
+        BatchError::new(
+            self.channel.clone(),
+            BatchErrorKind::Cancelled {
+                task: dispatch.task.clone(),
+                attempt: dispatch.attempt,
+                cause,
+            },
+        )
     }
 }
 

@@ -72,7 +72,9 @@ pub use evidence::{
     BatchEvidence, BatchSummary, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT, FailureKind,
     FailureNote, FoldError, RecoveryRecord, RejectedAttempt, TaskEvidence, TaskStatus,
 };
-pub use executor::{Batch, BatchError, DEFAULT_COMPACTION_AFTER, RecoveryOutcome, RunOutcome};
+pub use executor::{
+    Batch, BatchError, BatchErrorKind, DEFAULT_COMPACTION_AFTER, RecoveryOutcome, RunOutcome,
+};
 pub use journal::{
     EvidenceJournal, FileJournal, Journal, JournalError, JournalKey, JournalLoad, MemoryJournal,
     RecordDamage, TornTail,

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kleene::batch::{
-    Batch, BatchError, BatchEvidence, ClosureWorker, EvidenceJournal, FileJournal, TaskStatus,
+    Batch, BatchError, BatchErrorKind, BatchEvidence, ClosureWorker, EvidenceJournal, FileJournal,
+    TaskStatus,
 };
 use kleene::signing::{Envelope, PublicKey, SigningKey};
 use kleene::{
@@ -574,9 +575,9 @@ fn stopped(
             message: format!("{}; then kleene resume --state {dir}", Chain(&err)),
         };
     }
-    let exit = match err {
-        BatchError::Journal(_) | BatchError::Fold { .. } => Exit::Halted,
-        BatchError::PendingTurnBlocked { .. } => Exit::Halted,
+    let exit = match err.kind() {
+        BatchErrorKind::Journal(_) | BatchErrorKind::Fold { .. } => Exit::Halted,
+        BatchErrorKind::PendingTurnBlocked { .. } => Exit::Halted,
         _ => Exit::BadInput,
     };
     Failure {
