@@ -162,7 +162,12 @@ pub(super) fn run(
     let probe = probe()?;
     Some(HOST.with(|slot| {
         let mut slot = slot.borrow_mut();
-        let host = match slot.take() {
+        // A host that was killed while idle is replaced before anything is sent to it.
+        let mut held = slot.take();
+        if held.as_mut().is_some_and(|h| !h.alive()) {
+            held = None;
+        }
+        let host = match held {
             Some(host) => host,
             None => Host::start(probe).map_err(|source| RunError::Spawn {
                 command: inv.command.to_owned(),
@@ -233,6 +238,11 @@ impl Host {
             socket,
             group,
         })
+    }
+
+    /// Whether the host still runs (a parent-death signal may have ended it).
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Sends `inv`, waits for the answer; the host comes back unless it failed or was stopped.
