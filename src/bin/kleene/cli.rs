@@ -168,7 +168,7 @@ pub struct RunArgs {
     /// The plan file (JSON).
     #[arg(value_name = "PLAN")]
     pub plan: PathBuf,
-    /// Where commands run and files are written [default: STATE/workspace].
+    /// Where the accepted files are written after the run (commands run in staged workspaces under STATE/stages/) [default: STATE/workspace].
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     #[command(flatten)]
