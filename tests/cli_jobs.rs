@@ -147,3 +147,75 @@ fn a_diamond_of_one_second_tasks_with_three_jobs_takes_its_critical_path() {
     // The critical path a, then b/c/d together, then e: three seconds, not five.
     assert!(took <= Duration::from_millis(3300), "took {took:?}");
 }
+
+/// Ctrl-C with several calls in flight stops every one of them (their process groups), keeps
+/// their reservations, and `resume` makes each call again, still concurrently.
+#[test]
+fn ctrl_c_stops_every_call_in_flight_and_resume_finishes_them() {
+    let tmp = TempDir::new().unwrap();
+    let tasks = (0..3)
+        .map(|i| {
+            let file = format!("app/f{i}");
+            task(
+                &format!("app_t{i}"),
+                "model",
+                &[file.as_str()],
+                &[],
+                // An interrupted call counts: one more is left for the resume.
+                json!({"run": format!("sleep 2; mkdir -p app; echo {i} > {file}"), "retry_limit": 1}),
+            )
+        })
+        .collect();
+    let plan = write_plan(tmp.path(), tasks);
+    let started = Instant::now();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_kleene"))
+        .current_dir(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let signalled = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    // Every call was stopped, not waited for (each sleeps 2 s).
+    assert!(
+        started.elapsed() < Duration::from_millis(1800),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!tmp.path().join("st/workspace/app").exists());
+
+    let started = Instant::now();
+    let out = kleene(tmp.path())
+        .args(["resume", "--state", "st", "-j", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(3500),
+        "{:?}",
+        started.elapsed()
+    );
+    let status = kleene(tmp.path())
+        .args(["status", "--state", "st"])
+        .output()
+        .unwrap();
+    let status = text(&status.stdout);
+    assert_eq!(
+        status.matches("accepted         2 calls").count(),
+        3,
+        "{status}"
+    );
+}
