@@ -920,7 +920,7 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
                 self.seen.insert(path);
                 return Ok(true);
             }
-            self.file(fd, c_name, path)?;
+            self.file(fd, c_name, path, staged.digest)?;
             return Ok(!self.written.contains_key(path));
         }
         let path = match (utf8, AdmittedPath::admit(&rel)) {
@@ -951,17 +951,13 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         dir: &OwnedFd,
         name: &CStr,
         path: &'s AdmittedPath,
+        digest: Digest,
     ) -> Result<(), StageError> {
         let Some(content) = self.read(dir, name, path)? else {
             return Ok(());
         };
         self.seen.insert(path);
-        let same = self
-            .stage
-            .inputs
-            .get(path)
-            .is_some_and(|input| Digest::from(blake3::hash(&content)) == input.digest);
-        if !same {
+        if Digest::from(blake3::hash(&content)) != digest {
             self.written.insert(path.clone(), content);
         }
         Ok(())

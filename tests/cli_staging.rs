@@ -839,11 +839,7 @@ fn every_command_refuses_a_flipped_journal_without_changing_it() {
     let tmp = TempDir::new().unwrap();
     let dir = tmp.path();
     assert_eq!(run(dir, &crate::cli::demo_plan()).status.code(), Some(0));
-    let journal = std::fs::read_dir(dir.join("st/journal"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_file())
-        .unwrap();
+    let journal = journal_file(dir);
     let pristine = std::fs::read(&journal).unwrap();
     let mut seed = 0x0b17_f11b_u64;
     for trial in 0..24 {
@@ -879,11 +875,7 @@ fn readers_leave_a_torn_tail_alone_and_resume_cuts_it() {
     let tmp = TempDir::new().unwrap();
     let dir = tmp.path();
     assert_eq!(run(dir, &crate::cli::demo_plan()).status.code(), Some(0));
-    let journal = std::fs::read_dir(dir.join("st/journal"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_file())
-        .unwrap();
+    let journal = journal_file(dir);
     let whole = std::fs::read(&journal).unwrap();
     // The first bytes of another record: what a crash in the middle of an append leaves.
     let mut torn = whole.clone();
@@ -909,6 +901,15 @@ fn readers_leave_a_torn_tail_alone_and_resume_cuts_it() {
     let after = std::fs::read(&journal).unwrap();
     assert!(after.starts_with(&whole), "resume lost a whole record");
     assert!(!after.ends_with(&whole[..37]), "resume kept the torn tail");
+}
+
+/// The journal file of the run in `dir/st` (its one channel).
+fn journal_file(dir: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(dir.join("st/journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_file())
+        .unwrap()
 }
 
 /// Unmounts a tmpfs when the test ends, however it ends.

@@ -4,8 +4,7 @@
 //! a run that never crashed (a call whose reservation was durable counts as interrupted).
 
 use kleene::batch::{
-    Batch, BatchError, BatchErrorKind, BatchEvidence, CrashBackend, EvidenceJournal, Journal,
-    LogBackend, MemoryBackend, Worker,
+    Batch, BatchEvidence, CrashBackend, EvidenceJournal, Journal, LogBackend, MemoryBackend,
 };
 use kleene::id::ChannelId;
 use kleene::testing::batch::ScriptedWorker;
@@ -13,19 +12,6 @@ use proptest::prelude::*;
 
 use crate::batch::app_plan;
 use crate::support::chan;
-
-fn run_to_end(
-    batch: &Batch<'_>,
-    worker: &mut impl Worker,
-    journal: &mut impl EvidenceJournal,
-) -> Result<BatchEvidence, BatchError> {
-    match batch.resume(&mut *worker, &(), journal) {
-        Err(err) if matches!(err.kind(), BatchErrorKind::NoEvidence) => {
-            batch.dispatch(&mut *worker, &(), journal)
-        }
-        other => other,
-    }
-}
 
 /// The run over a crash store frozen after `syncs` syncs: what the disk holds after the crash
 /// with `kept` of the unsynced bytes written.
@@ -64,7 +50,11 @@ fn resume_after(disk: MemoryBackend, channel: &ChannelId) -> BatchEvidence {
         .unwrap_or_default();
     assert_eq!(journal.backend().read(channel).unwrap(), before);
     journal.repair_torn_tail(channel).unwrap();
-    let resumed = run_to_end(&batch, &mut ScriptedWorker::new(), &mut journal).unwrap();
+    // Resumes what the journal holds, or dispatches when nothing of the run was durable.
+    let resumed = batch
+        .run(&mut ScriptedWorker::new(), &(), &mut journal)
+        .unwrap()
+        .evidence;
     let after = journal.load(channel).unwrap().unwrap().events;
     assert!(after.starts_with(&durable), "a durable commit was lost");
     resumed
