@@ -19,6 +19,10 @@ mod cli_closures;
 // Acceptance-record tampering and signatures through the CLI.
 #[cfg(feature = "cli")]
 mod cli_integrity;
+// `--json` events: timestamps and durations with calls in flight.
+#[cfg(feature = "cli")]
+mod cli_events;
+#[cfg(feature = "cli")]
 mod cli_jobs;
 // Staged workspaces, state-directory integrity and process containment, end to end.
 #[cfg(feature = "cli")]
