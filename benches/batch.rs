@@ -400,7 +400,9 @@ fn threaded_naps(c: &mut Criterion) {
         b.iter_batched(
             MemoryJournal::default,
             |mut journal| {
-                let outcome = batch.run_threaded(jobs, |_| Nap, &(), &mut journal).unwrap();
+                let outcome = batch
+                    .run_threaded(jobs, |_| Nap, &(), &mut journal)
+                    .unwrap();
                 assert!(outcome.evidence.summary().is_complete());
                 black_box(outcome)
             },

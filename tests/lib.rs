@@ -19,6 +19,9 @@ mod cli_closures;
 // Acceptance-record tampering and signatures through the CLI.
 #[cfg(feature = "cli")]
 mod cli_integrity;
+// State directories left by earlier versions, and the versions of the CLI's own files.
+#[cfg(feature = "cli")]
+mod cli_formats;
 // `--json` events: timestamps and durations with calls in flight.
 #[cfg(feature = "cli")]
 mod cli_events;
