@@ -46,6 +46,7 @@ fn json_events_carry_timestamps_and_durations_with_calls_in_flight() {
 
     let mut last_elapsed = 0;
     for event in &events {
+        assert_eq!(event["format"], 1, "{event}");
         let ts = event["ts"]
             .as_str()
             .unwrap_or_else(|| panic!("no ts: {event}"));

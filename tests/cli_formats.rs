@@ -79,3 +79,48 @@ fn a_run_left_by_an_earlier_kleene_is_read_audited_accepted_and_exported() {
     let bytes = std::fs::read(&archive).unwrap();
     assert_eq!(blake3::hash(&bytes).to_hex().as_str(), V0_ARCHIVE_BLAKE3);
 }
+
+#[test]
+fn a_state_directory_from_a_newer_kleene_is_refused_by_name_and_left_alone() {
+    let tmp = TempDir::new().unwrap();
+    let state = v0_state(&tmp);
+    let run_file = state.join("run.json");
+    let newer = std::fs::read_to_string(&run_file)
+        .unwrap()
+        .replacen('{', "{\n  \"format\": 2,", 1);
+    std::fs::write(&run_file, &newer).unwrap();
+    for command in ["status", "audit", "accept", "resume"] {
+        let out = kleene(tmp.path())
+            .args([command, "--state", state.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.contains("run.json format 2, written by a newer kleene")
+                && stderr.contains("reads formats up to 1"),
+            "{command}: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&run_file).unwrap(),
+            newer,
+            "{command}"
+        );
+    }
+}
+
+#[test]
+fn a_new_run_writes_the_current_formats() {
+    let tmp = TempDir::new().unwrap();
+    let out = crate::cli::run(tmp.path(), &crate::cli::demo_plan());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let run_file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("st/run.json")).unwrap())
+            .unwrap();
+    assert_eq!(run_file["format"], 1);
+    let log = std::fs::read_to_string(tmp.path().join("st/closures.jsonl")).unwrap();
+    assert_eq!(log.lines().count(), 4);
+    for line in log.lines() {
+        assert!(line.starts_with("{\"format\":1,"), "{line}");
+    }
+}

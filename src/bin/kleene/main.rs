@@ -9,6 +9,7 @@
 
 mod cli;
 mod commands;
+mod formats;
 mod planfile;
 mod report;
 mod state;

@@ -19,6 +19,8 @@ use kleene::{
 };
 use serde::Serialize;
 
+use crate::formats::EVENTS_FORMAT;
+
 /// One thing that happened during a run.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -333,6 +335,7 @@ impl Reporter {
     fn json_line(&self, event: &Event, took: Option<Duration>) -> String {
         let mut value = serde_json::to_value(event).unwrap_or_default();
         if let Some(fields) = value.as_object_mut() {
+            fields.insert("format".into(), EVENTS_FORMAT.into());
             fields.insert("ts".into(), rfc3339(SystemTime::now()).into());
             fields.insert("elapsed_ms".into(), millis(self.clock.run.elapsed()).into());
             if let Some(took) = took {
@@ -348,6 +351,7 @@ impl Reporter {
         match self.mode {
             Mode::Json => {
                 let line = serde_json::json!({
+                    "format": EVENTS_FORMAT,
                     "event": "message",
                     "text": text,
                     "ts": rfc3339(SystemTime::now()),
