@@ -366,6 +366,18 @@ impl Reporter {
         }
     }
 
+    /// The `error` event a failed command ends with in JSON mode: its exit code and why.
+    pub fn say_error(&mut self, exit: u8, message: &str) {
+        let line = serde_json::json!({
+            "format": EVENTS_FORMAT,
+            "event": "error",
+            "exit": exit,
+            "message": message,
+            "ts": rfc3339(SystemTime::now()),
+        });
+        println_flush(&line.to_string());
+    }
+
     /// A result object for machines (JSON mode only prints it; the others never call it).
     pub fn say_json(&mut self, value: &serde_json::Value) {
         println_flush(&value.to_string());
