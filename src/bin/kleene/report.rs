@@ -14,7 +14,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kleene::batch::{BatchEvidence, EvidenceEvent, Settlement, TaskStatus};
 use kleene::{
     audit::AuditEvent,
-    closure::{ClosureFailure, GovernanceDecision},
+    closure::{ClosureFailure, ExhaustedBound, GovernanceDecision},
     id::TaskId,
 };
 use serde::Serialize;
@@ -617,7 +617,7 @@ pub fn detail(event: &AuditEvent) -> String {
             ..
         } => format!("depth {depth}, {fix_attempts} fix attempt(s)"),
         AuditEvent::RecoveryExhausted { depth, bound, .. } => {
-            format!("depth {depth}, bound {bound:?}")
+            format!("depth {depth}, {}", bound_text(*bound))
         }
         AuditEvent::RecoveryStalled { depth, .. } => format!("depth {depth}, verdict repeated"),
         AuditEvent::Halted { reason, .. } => reason.halt_type().to_owned(),
@@ -625,9 +625,20 @@ pub fn detail(event: &AuditEvent) -> String {
             ClosureFailure::Agent { phase, message } => {
                 format!("{} failed: {message}", phase.as_str())
             }
-            other => format!("{other:?}"),
+            ClosureFailure::FixId { depth, message } => {
+                format!("the fix at depth {depth} could not be named: {message}")
+            }
+            _ => "stopped by a failure this kleene does not know".to_owned(),
         },
         _ => String::new(),
+    }
+}
+
+/// Which bound ran out, in words.
+fn bound_text(bound: ExhaustedBound) -> String {
+    match bound {
+        ExhaustedBound::Depth { max } => format!("the depth bound ({max}) was reached"),
+        ExhaustedBound::FixBudget { max } => format!("the fix budget ({max}) was spent"),
     }
 }
 
