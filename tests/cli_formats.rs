@@ -1,6 +1,6 @@
 //! The state directory's own files across versions: a run made by an earlier kleene (its
 //! `run.json`, `closures.jsonl` and journal, committed under `tests/fixtures/cli_state_v0`)
-//! is still read, audited, accepted and exported to the same bytes.
+//! is still read, resumed, audited, accepted and exported to the same bytes.
 
 use std::path::Path;
 
