@@ -51,6 +51,10 @@
 //! in any order; the evidence does not depend on that order. [`Batch::run_threaded`] makes
 //! up to `jobs` calls at once on scoped threads, one worker per slot, with group commit.
 
+#[cfg(feature = "async")]
+mod async_closure_worker;
+#[cfg(feature = "async")]
+mod asynchronous;
 pub(crate) mod backend;
 mod candidate;
 mod closure_worker;
@@ -63,6 +67,10 @@ mod recovery;
 mod threaded;
 mod worker;
 
+#[cfg(feature = "async")]
+pub use async_closure_worker::{AsyncBatchAgent, AsyncClosureWorker};
+#[cfg(feature = "async")]
+pub use asynchronous::{AsyncWorker, AsyncWorkerCall};
 pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBackend};
 pub use candidate::{AcceptedOutput, Candidate, Rejection};
 pub use closure_worker::{BatchAgent, ClosureWorker};

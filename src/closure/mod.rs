@@ -40,6 +40,8 @@
 //! ```
 
 mod agent_error;
+#[cfg(feature = "async")]
+mod async_driver;
 mod driver;
 mod machine;
 mod normalize;
@@ -56,6 +58,8 @@ pub use crate::phase::{
 pub use crate::task::{FailureEntry, Spec, Task, TaskError};
 pub use crate::verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};
 pub use agent_error::{AgentError, AgentErrorKind};
+#[cfg(feature = "async")]
+pub use async_driver::{AsyncAgent, run_closure_async, run_to_closure_async};
 pub use driver::{Agent, ClosureRun, run_closure, run_to_closure, run_to_closure_with};
 pub(crate) use machine::ClosureStateV1;
 pub use machine::{
