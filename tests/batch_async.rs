@@ -348,7 +348,7 @@ fn the_resume_of_a_dropped_run_stops_at_the_call_of_a_block_agent() {
 struct FixesEvenTasks;
 
 fn post_verdict(task: &Task) -> Verdict {
-    if task.depth() == 0 && index(task.root_task_ref()) % 2 == 0 {
+    if task.depth() == 0 && index(task.root_task_ref()).is_multiple_of(2) {
         Verdict::new([ValidatorResult::new(
             ValidatorId::new("tests").unwrap(),
             Severity::Blocker,

@@ -336,7 +336,7 @@ impl<'p> Batch<'p> {
             });
         };
         let (outcome, more) = match self.begin_recover(&request, journal, &mut observer)? {
-            RecoveryPass::Consumed(outcome) => (outcome, Vec::new()),
+            RecoveryPass::Consumed(outcome) => (*outcome, Vec::new()),
             RecoveryPass::Granted {
                 mut run,
                 granted,
@@ -345,7 +345,7 @@ impl<'p> Batch<'p> {
                 if !granted.is_empty() {
                     drive(&mut run, &mut workers, contract).await?;
                 }
-                RecoveryPass::finish(run, granted, refused)?
+                RecoveryPass::finish(*run, granted, refused)?
             }
         };
         agent_failures.extend(more);

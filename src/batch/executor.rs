@@ -441,7 +441,7 @@ impl<'p> Batch<'p> {
         observer: Observer<'_>,
     ) -> Result<(RecoveryOutcome, AgentFailures), BatchError> {
         match self.begin_recover(request, journal, observer)? {
-            RecoveryPass::Consumed(outcome) => Ok((outcome, Vec::new())),
+            RecoveryPass::Consumed(outcome) => Ok((*outcome, Vec::new())),
             RecoveryPass::Granted {
                 mut run,
                 granted,
@@ -450,7 +450,7 @@ impl<'p> Batch<'p> {
                 if !granted.is_empty() {
                     driver.drive(&mut run, contract)?;
                 }
-                RecoveryPass::finish(run, granted, refused)
+                RecoveryPass::finish(*run, granted, refused)
             }
         }
     }
@@ -511,11 +511,11 @@ impl<'p> Batch<'p> {
                 .iter()
                 .map(|r| (r.clone(), IneligibleReason::RequestAlreadyConsumed))
                 .collect();
-            return Ok(RecoveryPass::Consumed(RecoveryOutcome {
+            return Ok(RecoveryPass::Consumed(Box::new(RecoveryOutcome {
                 granted: Vec::new(),
                 refused,
                 evidence: run.machine.into_evidence(),
-            }));
+            })));
         }
         let inputs_changed = self.changed_inputs(evidence).is_some();
         let mut granted = Vec::new();
@@ -546,7 +546,7 @@ impl<'p> Batch<'p> {
             refused: refused.clone(),
         })?;
         Ok(RecoveryPass::Granted {
-            run,
+            run: Box::new(run),
             granted,
             refused,
         })
@@ -977,10 +977,11 @@ pub(crate) struct Run<'b, 'p, J, O = Observer<'b>> {
 
 /// A recovery pass once its request is checked: already consumed (nothing to drive), or
 /// consumed now with the roots it granted and refused.
+/// (Both boxed: a pass and an outcome are large, and the two differ in size.)
 pub(super) enum RecoveryPass<'b, 'p, J, O> {
-    Consumed(RecoveryOutcome),
+    Consumed(Box<RecoveryOutcome>),
     Granted {
-        run: Run<'b, 'p, J, O>,
+        run: Box<Run<'b, 'p, J, O>>,
         granted: Vec<TaskId>,
         refused: Vec<(TaskId, IneligibleReason)>,
     },

@@ -50,6 +50,11 @@
 //! tasks up to a limit in one commit, hands out owned [`Dispatch`]es and takes settlements
 //! in any order; the evidence does not depend on that order. [`Batch::run_threaded`] makes
 //! up to `jobs` calls at once on scoped threads, one worker per slot, with group commit.
+//! With the `async` feature, `Batch::run_async` does the same with one future per call of an
+//! `AsyncWorker`, under any executor (tokio, a single-threaded `block_on`); its journal I/O
+//! is synchronous, and dropping its future keeps every reservation for a resume.
+//! `AsyncClosureWorker` is the closure-running worker for it, as [`ClosureWorker`] is for
+//! the other two.
 
 #[cfg(feature = "async")]
 mod async_closure_worker;

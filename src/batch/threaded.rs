@@ -8,6 +8,7 @@
 //!
 //! The example is on [`Batch::run_threaded`].
 
+use std::collections::BTreeSet;
 use std::num::NonZeroUsize;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -373,6 +374,9 @@ impl DrawReply for Sender<Result<(), String>> {
 pub(super) struct GroupCommit<'a, R> {
     /// The call each slot is making, if any.
     slots: Vec<Option<Dispatch>>,
+    /// The slots making none, lowest handed out first (a set, not a scan of `slots`: a
+    /// driver may have thousands of slots).
+    free: BTreeSet<usize>,
     accepted: &'a [OnceLock<AcceptedOutput>],
     /// Why the pass stops once the calls in flight have settled.
     stop: Option<BatchError>,
@@ -384,6 +388,7 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
     pub(super) fn new(slots: usize, accepted: &'a [OnceLock<AcceptedOutput>]) -> Self {
         Self {
             slots: vec![None; slots],
+            free: (0..slots).collect(),
             accepted,
             stop: None,
             replies: Vec::new(),
@@ -411,7 +416,7 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
             // reservations.
             self.flush(run)?;
             for dispatch in dispatches {
-                let Some(slot) = self.slots.iter().position(Option::is_none) else {
+                let Some(slot) = self.free.pop_first() else {
                     break;
                 };
                 self.slots[slot] = Some(dispatch.clone());
@@ -441,7 +446,7 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
 
     /// Whether no call is in flight: the pass ends with [`end`](Self::end).
     pub(super) fn is_idle(&self) -> bool {
-        self.slots.iter().all(Option::is_none)
+        self.free.len() == self.slots.len()
     }
 
     /// How the pass ends once idle: why it stopped, if it did.
@@ -481,6 +486,7 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         let Some(dispatch) = self.slots.get_mut(slot).and_then(Option::take) else {
             return Ok(());
         };
+        self.free.insert(slot);
         let Settled { events, stop } = run.machine.settle(&dispatch, result, contract)?;
         for event in events {
             run.commit_buffered(event);

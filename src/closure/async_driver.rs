@@ -60,7 +60,28 @@ use crate::{
 ///
 /// # Examples
 ///
-/// See the [module documentation](self).
+/// ```
+/// use kleene::closure::{AsyncAgent, ExecutionOutput, GovernanceDecision, Session,
+///                       ValidationToken, Verdict};
+/// use kleene::Task;
+///
+/// struct AlwaysPasses;
+/// impl AsyncAgent for AlwaysPasses {
+///     type Error = std::io::Error;
+///     async fn govern(&mut self, _: &Task, _: &Session, _: u32) -> std::io::Result<GovernanceDecision> {
+///         Ok(GovernanceDecision::Approve)
+///     }
+///     async fn pre_validate(&mut self, _: &Task, _: u32) -> std::io::Result<Verdict> {
+///         Ok(Verdict::clean())
+///     }
+///     async fn execute(&mut self, _: &Task, _: &ValidationToken) -> std::io::Result<ExecutionOutput> {
+///         Ok(ExecutionOutput::new("done"))
+///     }
+///     async fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> std::io::Result<Verdict> {
+///         Ok(Verdict::clean())
+///     }
+/// }
+/// ```
 pub trait AsyncAgent {
     /// The agent's own error.
     type Error: AgentError;
@@ -197,7 +218,30 @@ pub async fn run_to_closure_async<A: AsyncAgent + ?Sized>(
 ///
 /// # Examples
 ///
-/// See the [module documentation](self).
+/// ```
+/// # use kleene::closure::{AsyncAgent, ExecutionOutput, GovernanceDecision, ValidationToken, Verdict};
+/// # struct Offline;
+/// # impl AsyncAgent for Offline {
+/// #     type Error = std::io::Error;
+/// #     async fn govern(&mut self, _: &Task, _: &Session, _: u32) -> std::io::Result<GovernanceDecision> { Ok(GovernanceDecision::Approve) }
+/// #     async fn pre_validate(&mut self, _: &Task, _: u32) -> std::io::Result<Verdict> { Ok(Verdict::clean()) }
+/// #     async fn execute(&mut self, _: &Task, _: &ValidationToken) -> std::io::Result<ExecutionOutput> {
+/// #         Err(std::io::Error::new(std::io::ErrorKind::NotFound, "the model is offline"))
+/// #     }
+/// #     async fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> std::io::Result<Verdict> { Ok(Verdict::clean()) }
+/// # }
+/// use kleene::closure::{AgentError, AgentErrorKind, RecoveryPolicy, Session, Spec, run_closure_async};
+/// use kleene::{Task, id::TaskId};
+///
+/// let policy = RecoveryPolicy::default();
+/// let task = Task::new(TaskId::new("x")?, Spec::new("build"));
+/// let run = futures_executor::block_on(run_closure_async(
+///     task, Session::new("build", "demo")?, &mut Offline, &policy, &policy.fix_budget(), &mut ()));
+/// let error = run.error.expect("execution failed");
+/// assert_eq!(AgentError::kind(&error), AgentErrorKind::Infrastructure);
+/// assert!(!run.record.outcome().is_resolved());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub async fn run_closure_async<A: AsyncAgent + ?Sized, S: AuditSink + ?Sized>(
     task: Task,
     session: Session,

@@ -13,7 +13,8 @@
 //!
 //! Drive it with [`run_to_closure`] over your [`Agent`], or step by step with the sans-IO
 //! [`Closure`] machine, persisting its [`ClosureState`] between steps. Both produce the same
-//! immutable [`ClosureRecord`].
+//! immutable [`ClosureRecord`]; so does `run_closure_async` over an `AsyncAgent` (feature
+//! `async`).
 //!
 //! ```
 //! use kleene::{Closure, closure::ExecutionOutput, closure::GovernanceDecision, closure::Next, closure::RecoveryPolicy, closure::Session,
