@@ -342,12 +342,14 @@ impl<W: Worker + Send> Driver for Threaded<W> {
 }
 
 /// Every task's accepted output by position, as far as the pass's evidence has it: the cells
-/// the calls in flight read their prerequisites' outputs from, set once as tasks are accepted.
+/// the calls in flight read their prerequisites' outputs from, set once as tasks are accepted
+/// (only for tasks with dependents: no call reads the others).
 pub(super) fn accepted_cells<J, O>(run: &Run<'_, '_, J, O>) -> Vec<OnceLock<AcceptedOutput>> {
     (0..run.batch.plan().len())
         .map(|p| {
             let cell = OnceLock::new();
-            if let Some(a) = run.machine.evidence().task_at(p).and_then(|t| t.accepted()) {
+            let accepted = run.machine.evidence().task_at(p).and_then(|t| t.accepted());
+            if let (Some(a), true) = (accepted, run.machine.has_dependents(p)) {
                 let _ = cell.set(a.clone());
             }
             cell
@@ -494,12 +496,17 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         if let Some(stop) = stop {
             self.stop.get_or_insert(stop);
         }
+        // Only a task with dependents has its output read by a later call.
+        let position = dispatch.position();
+        if !run.machine.has_dependents(position) {
+            return Ok(());
+        }
         let accepted = run
             .machine
             .evidence()
-            .task_at(dispatch.position())
+            .task_at(position)
             .and_then(|t| t.accepted());
-        if let (Some(a), Some(cell)) = (accepted, self.accepted.get(dispatch.position())) {
+        if let (Some(a), Some(cell)) = (accepted, self.accepted.get(position)) {
             let _ = cell.set(a.clone());
         }
         Ok(())
