@@ -558,3 +558,22 @@ fn calls_that_complete_together_settle_in_one_commit() {
             .all(|e| matches!(e, EvidenceEvent::Settled { .. }))
     );
 }
+
+#[test]
+fn the_observer_sees_every_journaled_event_in_order() {
+    let shape = diamond();
+    let plan = shape.plan();
+    let batch = Batch::new(&plan, chan("t"));
+    let pauses = [1, 0, 2];
+    let mut seen = Vec::new();
+    let mut observer = |e: &EvidenceEvent| seen.push(e.clone());
+    let mut journal = MemoryJournal::default();
+    let make = |_| Yielding {
+        shape: &shape,
+        pauses: &pauses,
+    };
+    let run = batch.run_async_observed(jobs(3), make, &(), &mut journal, &mut observer);
+    futures_executor::block_on(run).unwrap();
+    let load = journal.load(&chan("t")).unwrap().unwrap();
+    assert_eq!(seen, load.events);
+}
