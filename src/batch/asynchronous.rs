@@ -245,6 +245,11 @@ impl<'p> Batch<'p> {
     /// calls already in flight settle (and are journaled) before the error is returned. On
     /// a journal error the calls still in flight are dropped; their reservations stay.
     ///
+    /// # Panics
+    ///
+    /// When a worker's call panics, the panic passes through this future (the other calls
+    /// in flight are dropped; every reservation stays for a resume).
+    ///
     /// # Examples
     ///
     /// ```

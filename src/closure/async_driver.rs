@@ -288,7 +288,7 @@ mod tests {
 
     fn post(task: &Task) -> Verdict {
         if task.depth() == 0 {
-            let tests = ValidatorId::new("tests").unwrap_or_else(|_| unreachable!());
+            let tests = ValidatorId::new("tests").unwrap();
             Verdict::new([ValidatorResult::new(
                 tests,
                 Severity::Blocker,
@@ -361,11 +361,8 @@ mod tests {
     #[test]
     fn the_async_driver_ends_with_the_sync_drivers_record() {
         let policy = RecoveryPolicy::default();
-        let session = Session::new("build", "demo").unwrap_or_else(|_| unreachable!());
-        let task = Task::new(
-            TaskId::new("x").unwrap_or_else(|_| unreachable!()),
-            Spec::new("add /login"),
-        );
+        let session = Session::new("build", "demo").unwrap();
+        let task = Task::new(TaskId::new("x").unwrap(), Spec::new("add /login"));
         let sync = run_closure(
             task.clone(),
             session.clone(),
