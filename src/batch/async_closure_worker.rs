@@ -119,13 +119,13 @@ pub trait AsyncBatchAgent: AsyncAgent {
 ///    "spec": {"intent": "settings"}, "owned_paths": ["config/app.toml"]}]}"#)?)
 ///     .normalize().consolidate()?.validate()?;
 /// let session = Session::new("build", "demo")?;
-/// let batch = Batch::new(&plan, ChannelId::new("chan-1")?);
+/// let (batch, mut journal) = (Batch::new(&plan, ChannelId::new("chan-1")?), MemoryJournal::default());
 /// let run = batch.run_async(
 ///     NonZeroUsize::MIN,
 ///     |_slot| AsyncClosureWorker::new(Flaky { files: BTreeMap::new() }, session.clone(),
 ///                                     RecoveryPolicy::default()),
 ///     &(),
-///     &mut MemoryJournal::default(),
+///     &mut journal,
 /// );
 /// let outcome = futures_executor::block_on(run)?;
 /// assert!(outcome.evidence.summary().is_complete());

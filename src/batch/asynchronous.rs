@@ -270,7 +270,8 @@ impl<'p> Batch<'p> {
     /// #     }
     /// # }
     /// let batch = Batch::new(&plan, ChannelId::new("chan-1")?);
-    /// let run = batch.run_async(NonZeroUsize::MIN, |_slot| Writes, &(), &mut MemoryJournal::default());
+    /// let mut journal = MemoryJournal::default();
+    /// let run = batch.run_async(NonZeroUsize::MIN, |_slot| Writes, &(), &mut journal);
     /// let outcome = futures_executor::block_on(run)?;
     /// assert!(outcome.evidence.summary().is_complete());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
