@@ -4,6 +4,9 @@
 mod acceptance;
 mod acceptance_integrity;
 mod batch;
+// The async driver (feature "async"): tokio's runtime and single-threaded executors.
+#[cfg(feature = "async")]
+mod batch_async;
 // Plans through the library's ClosureWorker: the fix budget across crashes.
 mod batch_closure;
 mod batch_inputs;

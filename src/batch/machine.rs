@@ -262,6 +262,12 @@ impl<'p> BatchMachine<'p> {
         &self.graph
     }
 
+    /// Whether some task depends on the task at `position`: only then does a call ever read
+    /// its accepted output.
+    pub(crate) fn has_dependents(&self, position: usize) -> bool {
+        !self.dependents.of(position).is_empty()
+    }
+
     /// The direct prerequisites of the task at `position`, sorted by task id.
     pub(crate) fn prerequisites_by_id(&self) -> &Prerequisites {
         &self.by_id

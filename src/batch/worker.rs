@@ -323,18 +323,7 @@ impl<'a> WorkerCall<'a> {
     /// each call of this method.
     pub fn inputs(&self) -> Vec<(&'a TaskId, &'a AcceptedOutput)> {
         let a = self.ancestry;
-        let mut seen = std::collections::BTreeSet::new();
-        let mut todo = vec![a.position];
-        while let Some(p) = todo.pop() {
-            for &q in (a.prerequisites_of)(p) {
-                if seen.insert(q) {
-                    todo.push(q);
-                }
-            }
-        }
-        seen.into_iter()
-            .filter_map(|p| (a.accepted_at)(p))
-            .collect()
+        transitive_inputs(a.position, a.prerequisites_of, a.accepted_at)
     }
 
     /// The call number for this task, from 1 (interrupted calls count).
@@ -368,6 +357,25 @@ impl<'a> WorkerCall<'a> {
     pub(crate) fn fix_budget(&self, max: u32) -> FixBudget {
         self.ledger.fix_budget(max)
     }
+}
+
+/// The accepted outputs of every transitive prerequisite of the task at `position`, in
+/// topological order (positions are topological, so sorting them sorts the outputs).
+pub(crate) fn transitive_inputs<'a>(
+    position: usize,
+    prerequisites_of: impl Fn(usize) -> &'a [usize],
+    accepted_at: impl Fn(usize) -> Option<(&'a TaskId, &'a AcceptedOutput)>,
+) -> Vec<(&'a TaskId, &'a AcceptedOutput)> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec![position];
+    while let Some(p) = todo.pop() {
+        for &q in prerequisites_of(p) {
+            if seen.insert(q) {
+                todo.push(q);
+            }
+        }
+    }
+    seen.into_iter().filter_map(accepted_at).collect()
 }
 
 impl std::fmt::Debug for dyn FixLedger + '_ {
