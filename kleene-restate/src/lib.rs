@@ -1,0 +1,2 @@
+//! Run a kleene plan on Restate.
+#![forbid(unsafe_code)]
