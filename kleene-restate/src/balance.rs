@@ -50,6 +50,9 @@ pub struct Balancer {
     client: Client<HttpConnector, Incoming>,
 }
 
+/// The path prefix of the task-worker service's invocations.
+const TASK_CALLS: &str = "/invoke/TaskWorker/";
+
 /// How long a backend that refused a connection is skipped.
 const DOWN_FOR: Duration = Duration::from_secs(2);
 
@@ -94,6 +97,9 @@ impl Balancer {
     }
 
     async fn forward(&self, mut request: Request<Incoming>) -> Response<ProxyBody> {
+        // Only task calls are spread by load: the channel's own long invocation and the
+        // short `output`/`status` reads would otherwise skew the counts.
+        let counted = request.uri().path().starts_with(TASK_CALLS);
         let Some(i) = self.pick() else {
             return status(StatusCode::SERVICE_UNAVAILABLE, "no worker behind the balancer");
         };
@@ -107,11 +113,13 @@ impl Balancer {
             Ok(uri) => *request.uri_mut() = uri,
             Err(_) => return status(StatusCode::BAD_GATEWAY, "bad backend URL"),
         }
-        backend.open.fetch_add(1, Ordering::Relaxed);
-        let guard = Open {
-            backends: Arc::clone(&self.backends),
-            index: i,
-        };
+        let guard = counted.then(|| {
+            backend.open.fetch_add(1, Ordering::Relaxed);
+            Open {
+                backends: Arc::clone(&self.backends),
+                index: i,
+            }
+        });
         match self.client.request(request).await {
             Ok(response) => response.map(|body| Tracked { body, _open: guard }.boxed()),
             Err(e) => {
@@ -176,7 +184,7 @@ impl Drop for Open {
 /// A response body that keeps its stream counted while it is read.
 struct Tracked {
     body: Incoming,
-    _open: Open,
+    _open: Option<Open>,
 }
 
 impl Body for Tracked {

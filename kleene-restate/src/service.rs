@@ -1,6 +1,6 @@
-//! The Restate services: the channel object that drives kleene's batch machine, the
-//! stateless task-worker service that makes the calls, and the content store that carries
-//! accepted outputs between them by digest.
+//! The Restate services: the channel object that drives kleene's batch machine and serves
+//! its accepted outputs by digest, and the stateless task-worker service that makes the
+//! calls.
 //!
 //! ```no_run
 //! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,8 +23,9 @@
 //! - Each reserved call is a service call `TaskWorker/call`; the machine reserves up to
 //!   the submission's `jobs` calls at once, and they settle in whatever order they finish.
 //!   Any number of worker processes serve the service behind one deployment URL.
-//! - A prerequisite's accepted output is put in `ContentStore/{digest}` before any call that
-//!   needs it is made; the worker fetches it by digest and checks the bytes against it.
+//! - A prerequisite's accepted output is kept in the channel's state under its digest when
+//!   it is accepted; the worker fetches it by digest (`Channel/{channel}/output`, a shared
+//!   handler, so it is served while the pass runs) and checks the bytes against it.
 //! - The worker claims a call with a journaled nonce before running it. Restate retries an
 //!   invocation whose worker died; the retry finds the claim and no result and answers
 //!   `Interrupted` instead of running the command again. The channel then lets the other
@@ -43,7 +44,7 @@ use kleene::batch::{
     InfrastructureFailure, PendingTurnReplay, Settlement,
 };
 use kleene::error::Chain;
-use kleene::id::{AgentId, ChannelId, TaskId};
+use kleene::id::{AgentId, ChannelId, Digest, TaskId};
 use kleene::plan::AdmittedPath;
 use restate_sdk::prelude::*;
 use restate_sdk::service::IntoServiceDefinition;
@@ -62,8 +63,10 @@ const EVIDENCE: &str = "evidence";
 const SUBMISSION: &str = "submission";
 /// The state key of the reason the last pass stopped.
 const STOPPED: &str = "stopped";
-/// The state key of a content-store entry.
-const FILES: &str = "files";
+/// The state key of the accepted output with `digest`.
+fn output_key(digest: Digest) -> String {
+    format!("output/{digest}")
+}
 
 /// A plan submitted to a channel.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,6 +195,20 @@ impl Channel {
         drive(&ctx, &submission, Some(evidence)).await
     }
 
+    /// An accepted output of the channel's batch, by digest (what a worker's stage starts
+    /// from); `None` when the channel accepted nothing with that digest.
+    #[handler]
+    async fn output(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        digest: String,
+    ) -> Result<Option<Json<Files>>, HandlerError> {
+        let Ok(digest) = digest.parse::<Digest>() else {
+            return Ok(None);
+        };
+        Ok(ctx.get::<Json<Files>>(&output_key(digest)).await?)
+    }
+
     /// The channel's status, readable while a pass runs.
     #[handler]
     async fn status(&self, ctx: SharedObjectContext<'_>) -> Result<Json<ChannelStatus>, HandlerError> {
@@ -210,26 +227,40 @@ impl Channel {
     }
 }
 
-/// Journals `events` as one commit and checkpoints the evidence they folded into.
+/// Journals the events made since the last commit as one journal entry (`ctx.run` named
+/// `commit`), then checkpoints the evidence they folded into.
 async fn commit(
     ctx: &ObjectContext<'_>,
     machine: &BatchMachine<'_>,
-    events: Vec<EvidenceEvent>,
+    pending: &mut Vec<EvidenceEvent>,
 ) -> Result<(), HandlerError> {
-    if events.is_empty() {
+    if pending.is_empty() {
         return Ok(());
     }
+    let events = std::mem::take(pending);
     let made = events.clone();
     let Json(recorded) = ctx
         .run(|| async move { Ok(Json(events)) })
         .name("commit")
         .await?;
-    let channel = machine.evidence().channel().to_string();
     if recorded != made {
+        let channel = machine.evidence().channel().to_string();
         return Err(terminal(&ChannelError::ReplayDiverged { channel }));
     }
-    let snapshot = kleene::checkpoint::encode(machine.evidence())
-        .map_err(|source| terminal(&ChannelError::Checkpoint { channel, source }))?;
+    checkpoint(ctx, machine)
+}
+
+/// Keeps the machine's evidence, encoded as a versioned checkpoint, in the object's state:
+/// what `status`, `resume` and a retried invocation read, long after Restate dropped the
+/// invocation's journal. A state write is itself journaled in order, so it is durable
+/// before any call made after it.
+fn checkpoint(ctx: &ObjectContext<'_>, machine: &BatchMachine<'_>) -> Result<(), HandlerError> {
+    let snapshot = kleene::checkpoint::encode(machine.evidence()).map_err(|source| {
+        terminal(&ChannelError::Checkpoint {
+            channel: machine.evidence().channel().to_string(),
+            source,
+        })
+    })?;
     ctx.set(EVIDENCE, snapshot);
     Ok(())
 }
@@ -259,15 +290,10 @@ async fn drive(
         batch = batch.with_pending_turn_replay(agent.clone(), PendingTurnReplay::Block);
     }
     let jobs = submission.jobs.max(1);
-    let stopped = |ctx: &ObjectContext<'_>, e: BatchError| {
-        let why = format!("failed to {}", Chain(&ChannelError::Batch(e)));
-        ctx.set(STOPPED, why);
-    };
-    let (mut machine, events) = match batch.machine(evidence) {
+    let (mut machine, mut pending) = match batch.machine(evidence) {
         Ok(m) => m,
-        Err(e) => return finish(ctx, None, Some(e), resumed, &key, stopped).await,
+        Err(e) => return finish(ctx, None, Some(e), resumed, &key).await,
     };
-    commit(ctx, &machine, events).await?;
 
     let mut calls = DurableFuturesUnordered::new();
     let mut out: BTreeMap<usize, Dispatch> = BTreeMap::new();
@@ -276,7 +302,12 @@ async fn drive(
     loop {
         if stop.is_none() && !interrupted {
             let work = machine.reserve(jobs).map_err(|e| terminal(&e))?;
-            commit(ctx, &machine, work.events).await?;
+            // Group commit: the settlements since the last commit go in one journal entry
+            // with this reservation, before any of its calls is made.
+            pending.extend(work.events);
+            if !work.dispatches.is_empty() {
+                commit(ctx, &machine, &mut pending).await?;
+            }
             for dispatch in work.dispatches {
                 let call = task_call(&shell, &machine, &channel, submission, dispatch.clone());
                 let future = ctx
@@ -312,13 +343,13 @@ async fn drive(
                         ..
                     } = event
                     {
-                        ctx.object_client::<ContentStoreClient>(digest.to_string())
-                            .put(Json(Files::of(candidate)))
-                            .call()
-                            .await?;
+                        // In the channel's own state: no round trip, and visible to the
+                        // `output` handler before any call that names the digest is made.
+                        ctx.set(&output_key(*digest), Json(Files::of(candidate)));
                     }
                 }
-                commit(ctx, &machine, settled.events).await?;
+                pending.extend(settled.events);
+                checkpoint(ctx, &machine)?;
                 if let Some(e) = settled.stop {
                     stop.get_or_insert(e);
                 }
@@ -326,21 +357,23 @@ async fn drive(
         }
         if interrupted && calls.is_empty() && stop.is_none() {
             interrupted = false;
+            commit(ctx, &machine, &mut pending).await?;
             let evidence = machine.into_evidence();
             match batch.machine(Some(evidence)) {
                 Ok((m, events)) => {
                     machine = m;
-                    commit(ctx, &machine, events).await?;
+                    pending.extend(events);
                 }
                 Err(e) => {
                     // The interruptions are not recorded: the evidence still holds the call
                     // in flight, so a resume refuses it the same way.
-                    return finish(ctx, None, Some(e), resumed, &key, stopped).await;
+                    return finish(ctx, None, Some(e), resumed, &key).await;
                 }
             }
         }
     }
-    finish(ctx, Some(machine.evidence()), stop, resumed, &key, stopped).await
+    commit(ctx, &machine, &mut pending).await?;
+    finish(ctx, Some(machine.evidence()), stop, resumed, &key).await
 }
 
 async fn finish(
@@ -349,13 +382,11 @@ async fn finish(
     stop: Option<BatchError>,
     resumed: bool,
     key: &str,
-    stopped: impl Fn(&ObjectContext<'_>, BatchError),
 ) -> Result<Json<RunReport>, HandlerError> {
     let why = stop.map(|e| format!("failed to {}", Chain(&ChannelError::Batch(e))));
     if let Some(w) = &why {
         ctx.set(STOPPED, w.clone());
     }
-    let _ = &stopped;
     let status = match evidence {
         Some(e) => ChannelStatus::of(e, why),
         None => match ctx.get::<Vec<u8>>(EVIDENCE).await? {
@@ -409,28 +440,6 @@ fn task_call(
     }
 }
 
-/// Accepted outputs by digest: one object per digest, written once.
-#[derive(Debug, Default)]
-pub struct ContentStore;
-
-#[restate_sdk::object]
-impl ContentStore {
-    /// Stores the files under the object's digest (the first write wins; they are equal).
-    #[handler]
-    async fn put(&self, ctx: ObjectContext<'_>, files: Json<Files>) -> Result<(), HandlerError> {
-        if ctx.get::<Json<Files>>(FILES).await?.is_none() {
-            ctx.set(FILES, files);
-        }
-        Ok(())
-    }
-
-    /// The files stored under the object's digest.
-    #[handler]
-    async fn get(&self, ctx: SharedObjectContext<'_>) -> Result<Option<Json<Files>>, HandlerError> {
-        Ok(ctx.get::<Json<Files>>(FILES).await?)
-    }
-}
-
 /// The stateless task-worker service: runs calls, at most `jobs` at once per process.
 #[derive(Debug)]
 pub struct TaskWorker {
@@ -462,8 +471,8 @@ impl TaskWorker {
         let mut inputs: Vec<(AdmittedPath, Vec<u8>)> = Vec::new();
         for (_, digest) in &call.inputs {
             let fetched: Option<Json<Files>> = ctx
-                .object_client::<ContentStoreClient>(digest.to_string())
-                .get()
+                .object_client::<ChannelClient>(call.channel.to_string())
+                .output(digest.to_string())
                 .call()
                 .await?;
             let verified = fetched
@@ -527,8 +536,8 @@ impl TaskWorker {
     }
 }
 
-/// The endpoint a worker process serves: the channel object, the content store and the
-/// task-worker service (every process serves all three; they are stateless in-process).
+/// The endpoint a worker process serves: the channel object and the task-worker service
+/// (every process serves both; they keep nothing in-process between calls).
 ///
 /// # Errors
 ///
@@ -541,7 +550,6 @@ pub fn endpoint(dir: &Path, jobs: usize) -> Result<Endpoint, RunnerError> {
     };
     Ok(Endpoint::builder()
         .bind(Channel.into_service_definition().options(quick()))
-        .bind(ContentStore.into_service_definition().options(quick()))
         .bind(TaskWorker::new(dir, jobs)?.into_service_definition().options(quick()))
         .build())
 }
