@@ -363,3 +363,75 @@ fn a_killed_worker_s_call_stops_the_run_for_a_block_agent() {
     let resumed = status_of(&again);
     assert!(resumed.stopped.is_some_and(|w| w.contains("blocks replay")));
 }
+
+/// The script that started the server, when it did (its pid file is in the data directory).
+fn server_script() -> Option<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/restate-server.sh");
+    let data = std::env::var("KLEENE_RESTATE_DATA").map(PathBuf::from).unwrap_or_else(|_| {
+        let cache = std::env::var("KLEENE_RESTATE_CACHE").map(PathBuf::from).unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/kleene-restate")
+        });
+        cache.join("data")
+    });
+    (script.exists() && data.join("restate-server.pid").exists()).then_some(script)
+}
+
+fn script(script: &Path, command: &str, kill: bool) {
+    let out = Command::new("bash")
+        .arg(script)
+        .arg(command)
+        .env("SIGKILL_SERVER", if kill { "1" } else { "0" })
+        .output()
+        .expect("run the server script");
+    assert!(out.status.success(), "{command}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_plan_survives_a_server_killed_and_restarted_on_its_data() {
+    let Some(_serial) = server() else { return };
+    let Some(script_path) = server_script() else {
+        let message = "the server was not started by scripts/restate-server.sh, which this test restarts";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
+        eprintln!("skipped: {message}");
+        return;
+    };
+    let cluster = Cluster::start(2, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = plan_file(
+        dir.path(),
+        vec![
+            task("first", "echo first > first.txt", &[]),
+            task("slow", "sleep 2; cat first.txt > slow.txt", &["first"]),
+            task("last", "cat slow.txt > last.txt", &["slow"]),
+        ],
+    );
+    let chan = channel("restart");
+    let plan_arg = plan.to_string_lossy().into_owned();
+    let submit = Command::new(BIN)
+        .args(["run", "--json", "--channel", &chan, &plan_arg])
+        .env("RESTATE_INGRESS_URL", ingress())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start run");
+    let _submit = Proc(submit);
+    cluster.running("slow-1");
+    script(&script_path, "stop", true);
+    script(&script_path, "start", false);
+    // The submit invocation resumes on its own; a resume queues behind it and reports.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let out = cli(&["resume", "--json", "--channel", &chan]);
+        if out.status.code() != Some(2) {
+            break status_of(&out);
+        }
+        assert!(Instant::now() < deadline, "{}", String::from_utf8_lossy(&out.stderr));
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    eprintln!("after the restart:\n{status}");
+    assert!(status.is_complete(), "{status}");
+    let calls = |id: &str| status.tasks.iter().find(|t| t.task.as_str() == id).map(|t| t.calls);
+    // Accepted before the crash, never called again.
+    assert_eq!(calls("first"), Some(1), "{status}");
+    assert_eq!(calls("last"), Some(1), "{status}");
+}
