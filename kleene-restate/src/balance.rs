@@ -101,7 +101,10 @@ impl Balancer {
         // short `output`/`status` reads would otherwise skew the counts.
         let counted = request.uri().path().starts_with(TASK_CALLS);
         let Some(i) = self.pick() else {
-            return status(StatusCode::SERVICE_UNAVAILABLE, "no worker behind the balancer");
+            return status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no worker behind the balancer",
+            );
         };
         let backend = &self.backends[i];
         let path = request

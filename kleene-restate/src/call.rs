@@ -9,7 +9,9 @@
 //! assert!(TaskReply::Interrupted { nonce: "n".into() }.into_result().is_none());
 //! ```
 
-use kleene::batch::{Candidate, Dispatch, InfrastructureFailure, Proposal, Rejection, WorkerFailure};
+use kleene::batch::{
+    Candidate, Dispatch, InfrastructureFailure, Proposal, Rejection, WorkerFailure,
+};
 use kleene::id::Digest;
 use kleene::id::{ChannelId, TaskId};
 use serde::{Deserialize, Serialize};

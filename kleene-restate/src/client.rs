@@ -157,7 +157,8 @@ impl Restate {
     pub async fn register(&self, endpoint: &str) -> Result<(), ClientError> {
         let body = serde_json::json!({ "uri": endpoint, "force": true });
         let _: serde_json::Value = self
-            .post(format!("{}/deployments", self.admin), Some(&body)).await?;
+            .post(format!("{}/deployments", self.admin), Some(&body))
+            .await?;
         Ok(())
     }
 
@@ -175,7 +176,7 @@ impl Restate {
             format!("{}/Channel/{channel}/submit", self.ingress),
             Some(submission),
         )
-            .await
+        .await
     }
 
     /// Resumes `channel` and waits for the pass to end.
@@ -184,8 +185,11 @@ impl Restate {
     ///
     /// [`ClientError::Status`] with the channel's refusal (no evidence).
     pub async fn resume(&self, channel: &str) -> Result<RunReport, ClientError> {
-        self.post(format!("{}/Channel/{channel}/resume", self.ingress), None::<&()>)
-            .await
+        self.post(
+            format!("{}/Channel/{channel}/resume", self.ingress),
+            None::<&()>,
+        )
+        .await
     }
 
     /// The channel's status.
@@ -194,8 +198,11 @@ impl Restate {
     ///
     /// [`ClientError`] when the server cannot be reached.
     pub async fn status(&self, channel: &str) -> Result<ChannelStatus, ClientError> {
-        self.post(format!("{}/Channel/{channel}/status", self.ingress), None::<&()>)
-            .await
+        self.post(
+            format!("{}/Channel/{channel}/status", self.ingress),
+            None::<&()>,
+        )
+        .await
     }
 }
 

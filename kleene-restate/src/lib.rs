@@ -1,11 +1,25 @@
 //! Runs a kleene plan on Restate, a durable-execution engine, with task workers on any
 //! number of processes.
 //!
-//! ```no_run
-//! // kleene-restate worker --listen 127.0.0.1:9081     (as many as you like, behind one URL)
-//! // kleene-restate register --admin http://127.0.0.1:9070 --endpoint http://127.0.0.1:9080
-//! // kleene-restate run --restate http://127.0.0.1:8080 plan.json
 //! ```
+//! use kleene_restate::plan::ShellPlan;
+//! use kleene_restate::service::Submission;
+//!
+//! let text = r#"{"tasks": [
+//!   {"id": "a", "kind": {"lane": "config"}, "owner": "shell", "spec": {"intent": "a"},
+//!    "owned_paths": ["a.txt"], "run": "echo a > a.txt"}]}"#;
+//! let plan = ShellPlan::load(text)?;
+//! let channel = plan.default_channel()?; // the channel `kleene run` would use
+//! let submission = Submission { plan: text.to_owned(), plan_dir: None, jobs: 8, block: vec![] };
+//! // Restate::new(ingress, admin).submit(channel.as_str(), &submission).await runs it on
+//! // whichever worker processes serve the registered deployment.
+//! # let _ = (channel, submission);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! From a shell: `kleene-restate worker` (as many as you like, behind `kleene-restate
+//! balance`), `kleene-restate register`, then `kleene-restate run plan.json`; see the
+//! crate's README.
 //!
 //! The channel is a Restate virtual object whose exclusive handlers drive kleene's sans-IO
 //! [`BatchMachine`](kleene::batch::BatchMachine); see [`service`] for how each part maps

@@ -27,7 +27,11 @@ use kleene_restate::shell::LocalShellWorker;
 use kleene_restate::status::ChannelStatus;
 
 #[derive(Parser)]
-#[command(name = "kleene-restate", version, about = "Run kleene plans on Restate")]
+#[command(
+    name = "kleene-restate",
+    version,
+    about = "Run kleene plans on Restate"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -36,10 +40,18 @@ struct Cli {
 #[derive(clap::Args)]
 struct Server {
     /// Restate's ingress URL.
-    #[arg(long = "restate", default_value = "http://127.0.0.1:8080", env = "RESTATE_INGRESS_URL")]
+    #[arg(
+        long = "restate",
+        default_value = "http://127.0.0.1:8080",
+        env = "RESTATE_INGRESS_URL"
+    )]
     ingress: String,
     /// Restate's admin URL.
-    #[arg(long, default_value = "http://127.0.0.1:9070", env = "RESTATE_ADMIN_URL")]
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:9070",
+        env = "RESTATE_ADMIN_URL"
+    )]
     admin: String,
 }
 
@@ -143,7 +155,10 @@ fn fail(e: &(dyn std::error::Error + 'static), code: u8) -> Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("kleene-restate: failed to start the async runtime: {e}");
@@ -183,7 +198,10 @@ fn channel_of(shell: &ShellPlan, channel: Option<String>) -> Result<String, Fail
 
 fn report(status: &ChannelStatus, json: bool) -> ExitCode {
     if json {
-        println!("{}", serde_json::to_string_pretty(status).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(status).unwrap_or_default()
+        );
     } else {
         print!("{status}");
     }

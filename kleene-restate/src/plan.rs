@@ -102,7 +102,10 @@ impl ShellPlan {
             plan_keys: &PLAN_KEYS,
         };
         let draft = AppBuildPlan::from_json_with(text, &extensions).map_err(PlanError::Load)?;
-        if let Some(key) = UNSUPPORTED.iter().find(|k| draft.extensions.contains_key(**k)) {
+        if let Some(key) = UNSUPPORTED
+            .iter()
+            .find(|k| draft.extensions.contains_key(**k))
+        {
             return Err(PlanError::Unsupported {
                 what: "the plan".to_owned(),
                 key,
@@ -132,7 +135,9 @@ impl ShellPlan {
                 .parse()
                 .map_err(|e| bad("run", e))?;
             let timeout = match task.extension("timeout_secs") {
-                Some(v) => Duration::from_secs(v.parse::<u64>().map_err(|e| bad("timeout_secs", e))?),
+                Some(v) => {
+                    Duration::from_secs(v.parse::<u64>().map_err(|e| bad("timeout_secs", e))?)
+                }
                 None => DEFAULT_TIMEOUT,
             };
             commands.insert(task.id.clone(), ShellCommand { run, timeout });
@@ -191,11 +196,18 @@ mod tests {
             r#"{{"tasks": [{}, {}, {}]}}"#,
             task("a", r#", "run": "true""#),
             task("b", r#", "run": "true", "depends_on": ["a"]"#),
-            task("c", r#", "run": "true", "depends_on": ["b"], "timeout_secs": 3"#),
+            task(
+                "c",
+                r#", "run": "true", "depends_on": ["b"], "timeout_secs": 3"#
+            ),
         );
         let plan = ShellPlan::load(&text).unwrap();
         let c = TaskId::new("c").unwrap();
-        let got: Vec<String> = plan.transitive_prerequisites(&c).iter().map(ToString::to_string).collect();
+        let got: Vec<String> = plan
+            .transitive_prerequisites(&c)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(got, ["a", "b"]);
         assert_eq!(plan.command(&c).unwrap().timeout, Duration::from_secs(3));
     }
@@ -204,16 +216,25 @@ mod tests {
     fn checks_are_refused_not_ignored() {
         let text = format!(
             r#"{{"tasks": [{}]}}"#,
-            task("a", r#", "run": "true", "checks": [{"id": "x", "command": "true"}]"#)
+            task(
+                "a",
+                r#", "run": "true", "checks": [{"id": "x", "command": "true"}]"#
+            )
         );
         let err = ShellPlan::load(&text).unwrap_err();
-        assert!(matches!(err, PlanError::Unsupported { key: "checks", .. }), "{err}");
+        assert!(
+            matches!(err, PlanError::Unsupported { key: "checks", .. }),
+            "{err}"
+        );
         assert!(err.to_string().contains("task a"));
     }
 
     #[test]
     fn a_task_without_a_command_is_refused() {
         let text = format!(r#"{{"tasks": [{}]}}"#, task("a", ""));
-        assert!(matches!(ShellPlan::load(&text), Err(PlanError::NoCommand { .. })));
+        assert!(matches!(
+            ShellPlan::load(&text),
+            Err(PlanError::NoCommand { .. })
+        ));
     }
 }

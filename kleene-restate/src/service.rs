@@ -40,8 +40,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kleene::batch::{
-    Batch, BatchError, BatchEvidence, BatchMachine, Dispatch, EvidenceEvent,
-    InfrastructureFailure, PendingTurnReplay, Settlement,
+    Batch, BatchError, BatchEvidence, BatchMachine, Dispatch, EvidenceEvent, InfrastructureFailure,
+    PendingTurnReplay, Settlement,
 };
 use kleene::error::Chain;
 use kleene::id::{AgentId, ChannelId, Digest, TaskId};
@@ -211,7 +211,10 @@ impl Channel {
 
     /// The channel's status, readable while a pass runs.
     #[handler]
-    async fn status(&self, ctx: SharedObjectContext<'_>) -> Result<Json<ChannelStatus>, HandlerError> {
+    async fn status(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<ChannelStatus>, HandlerError> {
         let key = ctx.key().to_owned();
         let stopped = ctx.get::<String>(STOPPED).await?;
         let Some(bytes) = ctx.get::<Vec<u8>>(EVIDENCE).await? else {
@@ -465,7 +468,11 @@ impl TaskWorker {
 impl TaskWorker {
     /// Makes one task call.
     #[handler]
-    async fn call(&self, ctx: Context<'_>, call: Json<TaskCall>) -> Result<Json<TaskReply>, HandlerError> {
+    async fn call(
+        &self,
+        ctx: Context<'_>,
+        call: Json<TaskCall>,
+    ) -> Result<Json<TaskReply>, HandlerError> {
         let Json(call) = call;
         let _slot = self.slots.acquire().await?;
         let mut inputs: Vec<(AdmittedPath, Vec<u8>)> = Vec::new();
@@ -550,6 +557,10 @@ pub fn endpoint(dir: &Path, jobs: usize) -> Result<Endpoint, RunnerError> {
     };
     Ok(Endpoint::builder()
         .bind(Channel.into_service_definition().options(quick()))
-        .bind(TaskWorker::new(dir, jobs)?.into_service_definition().options(quick()))
+        .bind(
+            TaskWorker::new(dir, jobs)?
+                .into_service_definition()
+                .options(quick()),
+        )
         .build())
 }

@@ -129,7 +129,10 @@ impl Runner {
                     let refusal = refusal_text(&changes);
                     let candidate = Candidate::new(changes.into_written());
                     let rejection = if !done.success() {
-                        Some(Rejection::contract(job.task, done.justification(job.command)))
+                        Some(Rejection::contract(
+                            job.task,
+                            done.justification(job.command),
+                        ))
                     } else {
                         refusal.map(|text| Rejection::contract(job.task, text))
                     };
@@ -246,7 +249,10 @@ mod tests {
             panic!("a failed command is a refused proposal");
         };
         let text = r.to_string();
-        assert!(text.contains("exit code 4") && text.contains("oops"), "{text}");
+        assert!(
+            text.contains("exit code 4") && text.contains("oops"),
+            "{text}"
+        );
     }
 
     #[test]

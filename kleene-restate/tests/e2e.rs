@@ -128,14 +128,23 @@ impl Cluster {
         for p in &backends {
             balance.args(["--backend", &format!("http://127.0.0.1:{p}")]);
         }
-        let balancer = Proc(balance.stderr(Stdio::null()).spawn().expect("start the balancer"));
+        let balancer = Proc(
+            balance
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start the balancer"),
+        );
         wait_for_port(port);
         let out = Command::new(BIN)
             .args(["register", "--admin", &admin()])
             .args(["--endpoint", &format!("http://127.0.0.1:{port}")])
             .output()
             .expect("run register");
-        assert!(out.status.success(), "register: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "register: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         Self {
             workers: procs,
             dirs,
@@ -155,15 +164,20 @@ impl Cluster {
         loop {
             for (i, d) in self.dirs.iter().enumerate() {
                 let found = std::fs::read_dir(d.join("stages")).is_ok_and(|entries| {
-                    entries
-                        .flatten()
-                        .any(|e| e.file_name().to_string_lossy().starts_with(&format!("{task}-")))
+                    entries.flatten().any(|e| {
+                        e.file_name()
+                            .to_string_lossy()
+                            .starts_with(&format!("{task}-"))
+                    })
                 });
                 if found {
                     return i;
                 }
             }
-            assert!(Instant::now() < deadline, "no worker started a call of {task}");
+            assert!(
+                Instant::now() < deadline,
+                "no worker started a call of {task}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -235,7 +249,11 @@ fn two_workers_give_the_local_run_s_results_and_a_second_submission_is_refused()
     );
     let chan = channel("results");
     let (out, _) = run(&plan, &chan, &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let remote = status_of(&out);
     let plan_arg = plan.to_string_lossy().into_owned();
     let local = status_of(&cli(&["local", "--json", "--channel", &chan, &plan_arg]));
@@ -247,7 +265,9 @@ fn two_workers_give_the_local_run_s_results_and_a_second_submission_is_refused()
     assert_eq!(again.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(
-        stderr.contains(&format!("batch on channel {chan}: the channel already has evidence; resume it")),
+        stderr.contains(&format!(
+            "batch on channel {chan}: the channel already has evidence; resume it"
+        )),
         "{stderr}"
     );
     // The channel object refuses it too, not only the client's check.
@@ -271,7 +291,13 @@ fn sleeps(dir: &Path) -> PathBuf {
     plan_file(
         dir,
         (0..8)
-            .map(|i| task(&format!("s{i}"), &format!("sleep 1; echo {i} > s{i}.txt"), &[]))
+            .map(|i| {
+                task(
+                    &format!("s{i}"),
+                    &format!("sleep 1; echo {i} > s{i}.txt"),
+                    &[],
+                )
+            })
             .collect(),
     )
 }
@@ -282,7 +308,11 @@ fn eight_sleeps_on_two_workers_of_four_take_one_round() {
     let _cluster = Cluster::start(2, 4);
     let dir = tempfile::tempdir().unwrap();
     let (out, took) = run(&sleeps(dir.path()), &channel("four"), &["--jobs", "8"]);
-    assert!(status_of(&out).is_complete(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        status_of(&out).is_complete(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     eprintln!("8 x sleep 1, two workers of four calls: {took:?}");
     assert!(took <= Duration::from_millis(1500), "took {took:?}");
 }
@@ -293,10 +323,17 @@ fn eight_sleeps_on_two_workers_of_one_take_four_rounds() {
     let _cluster = Cluster::start(2, 1);
     let dir = tempfile::tempdir().unwrap();
     let (out, took) = run(&sleeps(dir.path()), &channel("one"), &["--jobs", "8"]);
-    assert!(status_of(&out).is_complete(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        status_of(&out).is_complete(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     eprintln!("8 x sleep 1, two workers of one call: {took:?}");
     assert!(took <= Duration::from_secs(5), "took {took:?}");
-    assert!(took >= Duration::from_secs(4), "two one-call workers cannot do it in {took:?}");
+    assert!(
+        took >= Duration::from_secs(4),
+        "two one-call workers cannot do it in {took:?}"
+    );
 }
 
 /// Runs a plan whose first task sleeps, SIGKILLs the worker running it, and returns the
@@ -331,7 +368,11 @@ fn kill_mid_call(extra: &[&str]) -> (Output, String, Cluster) {
         .expect("start run");
     let victim = cluster.running("k-1");
     cluster.kill(victim);
-    (child.wait_with_output().expect("wait for run"), chan, cluster)
+    (
+        child.wait_with_output().expect("wait for run"),
+        chan,
+        cluster,
+    )
 }
 
 #[test]
@@ -339,8 +380,16 @@ fn a_killed_worker_s_call_is_made_again_for_an_allow_agent() {
     let Some(_serial) = server() else { return };
     let (out, _, _cluster) = kill_mid_call(&[]);
     let status = status_of(&out);
-    assert!(status.is_complete(), "{status}\n{}", String::from_utf8_lossy(&out.stderr));
-    let k = status.tasks.iter().find(|t| t.task.as_str() == "k").unwrap();
+    assert!(
+        status.is_complete(),
+        "{status}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let k = status
+        .tasks
+        .iter()
+        .find(|t| t.task.as_str() == "k")
+        .unwrap();
     assert_eq!(k.calls, 2, "the interrupted call counts: {status}");
 }
 
@@ -348,15 +397,26 @@ fn a_killed_worker_s_call_is_made_again_for_an_allow_agent() {
 fn a_killed_worker_s_call_stops_the_run_for_a_block_agent() {
     let Some(_serial) = server() else { return };
     let (out, chan, _cluster) = kill_mid_call(&["--block", "shell"]);
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let status = status_of(&out);
     let why = status.stopped.clone().unwrap_or_default();
     assert!(
         why.contains(&format!("channel {chan}"))
-            && why.contains("task k (agent shell, call 1) was interrupted in flight and its agent blocks replay"),
+            && why.contains(
+                "task k (agent shell, call 1) was interrupted in flight and its agent blocks replay"
+            ),
         "{why}"
     );
-    let k = status.tasks.iter().find(|t| t.task.as_str() == "k").unwrap();
+    let k = status
+        .tasks
+        .iter()
+        .find(|t| t.task.as_str() == "k")
+        .unwrap();
     assert_eq!(k.status, "in flight (call 1)");
     // A resume refuses the same way: the evidence still holds the call in flight.
     let again = cli(&["resume", "--json", "--channel", &chan]);
@@ -367,12 +427,17 @@ fn a_killed_worker_s_call_stops_the_run_for_a_block_agent() {
 /// The script that started the server, when it did (its pid file is in the data directory).
 fn server_script() -> Option<PathBuf> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/restate-server.sh");
-    let data = std::env::var("KLEENE_RESTATE_DATA").map(PathBuf::from).unwrap_or_else(|_| {
-        let cache = std::env::var("KLEENE_RESTATE_CACHE").map(PathBuf::from).unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/kleene-restate")
+    let data = std::env::var("KLEENE_RESTATE_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            let cache = std::env::var("KLEENE_RESTATE_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|_| {
+                    PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                        .join(".cache/kleene-restate")
+                });
+            cache.join("data")
         });
-        cache.join("data")
-    });
     (script.exists() && data.join("restate-server.pid").exists()).then_some(script)
 }
 
@@ -383,14 +448,19 @@ fn script(script: &Path, command: &str, kill: bool) {
         .env("SIGKILL_SERVER", if kill { "1" } else { "0" })
         .output()
         .expect("run the server script");
-    assert!(out.status.success(), "{command}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
 fn a_plan_survives_a_server_killed_and_restarted_on_its_data() {
     let Some(_serial) = server() else { return };
     let Some(script_path) = server_script() else {
-        let message = "the server was not started by scripts/restate-server.sh, which this test restarts";
+        let message =
+            "the server was not started by scripts/restate-server.sh, which this test restarts";
         assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
         eprintln!("skipped: {message}");
         return;
@@ -425,12 +495,22 @@ fn a_plan_survives_a_server_killed_and_restarted_on_its_data() {
         if out.status.code() != Some(2) {
             break status_of(&out);
         }
-        assert!(Instant::now() < deadline, "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::thread::sleep(Duration::from_millis(500));
     };
     eprintln!("after the restart:\n{status}");
     assert!(status.is_complete(), "{status}");
-    let calls = |id: &str| status.tasks.iter().find(|t| t.task.as_str() == id).map(|t| t.calls);
+    let calls = |id: &str| {
+        status
+            .tasks
+            .iter()
+            .find(|t| t.task.as_str() == id)
+            .map(|t| t.calls)
+    };
     // Accepted before the crash, never called again.
     assert_eq!(calls("first"), Some(1), "{status}");
     assert_eq!(calls("last"), Some(1), "{status}");
