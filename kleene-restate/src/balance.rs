@@ -59,9 +59,12 @@ const DOWN_FOR: Duration = Duration::from_secs(2);
 impl Balancer {
     /// A balancer over `backends` (`http://127.0.0.1:9081`, …).
     pub fn new(backends: Vec<String>) -> Self {
+        // No Nagle on either side: the protocol's small frames wait for their answers.
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new())
             .http2_only(true)
-            .build_http();
+            .build(connector);
         Self {
             backends: Arc::new(
                 backends
@@ -98,7 +101,7 @@ impl Balancer {
 
     async fn forward(&self, mut request: Request<Incoming>) -> Response<ProxyBody> {
         // Only task calls are spread by load: the channel's own long invocation and the
-        // short `output`/`status` reads would otherwise skew the counts.
+        // short `outputs`/`status` reads would otherwise skew the counts.
         let counted = request.uri().path().starts_with(TASK_CALLS);
         let Some(i) = self.pick() else {
             return status(
@@ -145,6 +148,7 @@ impl Balancer {
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         loop {
             let (stream, _) = listener.accept().await?;
+            stream.set_nodelay(true)?;
             let this = self.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req| {

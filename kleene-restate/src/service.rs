@@ -24,7 +24,7 @@
 //!   the submission's `jobs` calls at once, and they settle in whatever order they finish.
 //!   Any number of worker processes serve the service behind one deployment URL.
 //! - A prerequisite's accepted output is kept in the channel's state under its digest when
-//!   it is accepted; the worker fetches it by digest (`Channel/{channel}/output`, a shared
+//!   it is accepted; the worker fetches them by digest (`Channel/{channel}/outputs`, a shared
 //!   handler, so it is served while the pass runs) and checks the bytes against it.
 //! - The worker claims a call with a journaled nonce before running it. Restate retries an
 //!   invocation whose worker died; the retry finds the claim and no result and answers
@@ -195,18 +195,23 @@ impl Channel {
         drive(&ctx, &submission, Some(evidence)).await
     }
 
-    /// An accepted output of the channel's batch, by digest (what a worker's stage starts
-    /// from); `None` when the channel accepted nothing with that digest.
+    /// Accepted outputs of the channel's batch by digest, in the order asked (what a
+    /// worker's stage starts from); `None` for a digest the channel accepted nothing with.
     #[handler]
-    async fn output(
+    async fn outputs(
         &self,
         ctx: SharedObjectContext<'_>,
-        digest: String,
-    ) -> Result<Option<Json<Files>>, HandlerError> {
-        let Ok(digest) = digest.parse::<Digest>() else {
-            return Ok(None);
-        };
-        Ok(ctx.get::<Json<Files>>(&output_key(digest)).await?)
+        digests: Json<Vec<Digest>>,
+    ) -> Result<Json<Vec<Option<Files>>>, HandlerError> {
+        let mut found = Vec::with_capacity(digests.0.len().min(4096));
+        for digest in digests.0 {
+            found.push(
+                ctx.get::<Json<Files>>(&output_key(digest))
+                    .await?
+                    .map(|j| j.0),
+            );
+        }
+        Ok(Json(found))
     }
 
     /// The channel's status, readable while a pass runs.
@@ -347,7 +352,7 @@ async fn drive(
                     } = event
                     {
                         // In the channel's own state: no round trip, and visible to the
-                        // `output` handler before any call that names the digest is made.
+                        // `outputs` handler before any call that names the digest is made.
                         ctx.set(&output_key(*digest), Json(Files::of(candidate)));
                     }
                 }
@@ -475,16 +480,25 @@ impl TaskWorker {
     ) -> Result<Json<TaskReply>, HandlerError> {
         let Json(call) = call;
         let _slot = self.slots.acquire().await?;
-        let mut inputs: Vec<(AdmittedPath, Vec<u8>)> = Vec::new();
-        for (_, digest) in &call.inputs {
-            let fetched: Option<Json<Files>> = ctx
-                .object_client::<ChannelClient>(call.channel.to_string())
-                .output(digest.to_string())
+        // One call for every input, then each checked against the digest it was asked by.
+        let digests: Vec<Digest> = call.inputs.iter().map(|(_, d)| *d).collect();
+        let fetched = if digests.is_empty() {
+            Vec::new()
+        } else {
+            ctx.object_client::<ChannelClient>(call.channel.to_string())
+                .outputs(Json(digests.clone()))
                 .call()
-                .await?;
+                .await?
+                .0
+        };
+        let mut inputs: Vec<(AdmittedPath, Vec<u8>)> = Vec::new();
+        let mut fetched = fetched.into_iter();
+        for digest in digests {
             let verified = fetched
-                .ok_or(ContentError::Missing { digest: *digest })
-                .and_then(|Json(files)| verify(*digest, files));
+                .next()
+                .flatten()
+                .ok_or(ContentError::Missing { digest })
+                .and_then(|files| verify(digest, files));
             match verified {
                 Ok(candidate) => inputs.extend(
                     candidate
