@@ -74,3 +74,36 @@ impl TaskReply {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kleene::AppBuildPlan;
+    use kleene::batch::Batch;
+
+    /// A dispatch the machine reserved survives the trip to a worker and back unchanged.
+    #[test]
+    fn a_reserved_dispatch_travels_as_json() {
+        let plan = AppBuildPlan::from_json(
+            r#"{"tasks": [{"id": "a", "kind": {"lane": "config"}, "owner": "shell",
+                "spec": {"intent": "a"}, "owned_paths": ["a.txt"]}]}"#,
+        )
+        .unwrap()
+        .validate()
+        .unwrap();
+        let channel = ChannelId::new("chan").unwrap();
+        let batch = Batch::new(&plan, channel.clone());
+        let (mut machine, _) = batch.machine(None).unwrap();
+        let dispatch = machine.reserve(1).unwrap().dispatches.remove(0);
+        let call = TaskCall {
+            channel,
+            dispatch,
+            command: "true".into(),
+            timeout_ms: 1000,
+            plan_dir: None,
+            inputs: Vec::new(),
+        };
+        let back: TaskCall = serde_json::from_str(&serde_json::to_string(&call).unwrap()).unwrap();
+        assert_eq!(back, call);
+    }
+}

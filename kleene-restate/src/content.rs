@@ -96,6 +96,38 @@ pub fn verify(expected: Digest, files: Files) -> Result<Candidate, ContentError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn files() -> impl Strategy<Value = BTreeMap<AdmittedPath, Vec<u8>>> {
+        proptest::collection::btree_map(
+            "[a-z]{1,6}(/[a-z]{1,6}){0,2}\\.txt".prop_map(|p| AdmittedPath::admit(&p).unwrap()),
+            proptest::collection::vec(any::<u8>(), 0..64),
+            1..6,
+        )
+    }
+
+    proptest! {
+        /// For all outputs, the files as sent verify against the accepted digest in any
+        /// order, and changing any one byte (or appending one) makes them fail.
+        #[test]
+        fn only_the_accepted_bytes_verify(map in files(), pick in any::<usize>(), flip in 1u8..=255, rotate in any::<usize>()) {
+            let candidate = Candidate::new(map);
+            let digest = candidate.digest();
+            let mut sent = Files::of(&candidate);
+            let n = sent.0.len();
+            sent.0.rotate_left(rotate % n);
+            prop_assert_eq!(verify(digest, sent.clone()).unwrap(), candidate);
+            let file = &mut sent.0[pick % n].1;
+            if file.is_empty() {
+                file.push(flip);
+            } else {
+                let i = pick % file.len();
+                file[i] ^= flip;
+            }
+            let refused = matches!(verify(digest, sent), Err(ContentError::DigestMismatch { .. }));
+            prop_assert!(refused);
+        }
+    }
 
     fn candidate() -> Candidate {
         Candidate::new(BTreeMap::from([
