@@ -13,11 +13,13 @@
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::{Method, Request, StatusCode};
+use hyper::{Method, Request};
 use hyper_util::client::legacy::{Client, connect::HttpConnector};
 use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use kleene::batch::BatchEvidence;
 
 use crate::service::{RunReport, Submission};
 use crate::status::ChannelStatus;
@@ -98,6 +100,21 @@ impl Restate {
         url: String,
         body: Option<&(impl Serialize + ?Sized)>,
     ) -> Result<T, ClientError> {
+        let bytes = self.post_bytes(url.clone(), body).await?;
+        let bytes = if bytes.is_empty() {
+            Bytes::from_static(b"null")
+        } else {
+            bytes
+        };
+        serde_json::from_slice(&bytes).map_err(|source| ClientError::Json { url, source })
+    }
+
+    /// The answer's body as bytes, after refusing an error status.
+    async fn post_bytes(
+        &self,
+        url: String,
+        body: Option<&(impl Serialize + ?Sized)>,
+    ) -> Result<Bytes, ClientError> {
         let mut request = Request::builder().method(Method::POST).uri(&url);
         let json = match body {
             Some(b) => {
@@ -116,23 +133,22 @@ impl Restate {
                 url: url.clone(),
                 message: e.to_string(),
             })?;
+        let transport =
+            |url: &String, e: Box<dyn std::error::Error + Send + Sync>| ClientError::Transport {
+                url: url.clone(),
+                source: e,
+            };
         let response = self
             .http
             .request(request)
             .await
-            .map_err(|e| ClientError::Transport {
-                url: url.clone(),
-                source: Box::new(e),
-            })?;
+            .map_err(|e| transport(&url, Box::new(e)))?;
         let status = response.status();
         let bytes = response
             .into_body()
             .collect()
             .await
-            .map_err(|e| ClientError::Transport {
-                url: url.clone(),
-                source: Box::new(e),
-            })?
+            .map_err(|e| transport(&url, Box::new(e)))?
             .to_bytes();
         if !status.is_success() {
             return Err(ClientError::Status {
@@ -141,12 +157,7 @@ impl Restate {
                 message: error_message(&bytes),
             });
         }
-        let bytes = if bytes.is_empty() || status == StatusCode::NO_CONTENT {
-            Bytes::from_static(b"null")
-        } else {
-            bytes
-        };
-        serde_json::from_slice(&bytes).map_err(|source| ClientError::Json { url, source })
+        Ok(bytes)
     }
 
     /// Registers (or re-registers) the worker deployment at `endpoint` with the admin API.
@@ -190,6 +201,26 @@ impl Restate {
             None::<&()>,
         )
         .await
+    }
+
+    /// The channel's evidence, decoded from its checkpoint; `None` before a submission.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] when the server cannot be reached or the checkpoint does not decode.
+    pub async fn evidence(&self, channel: &str) -> Result<Option<BatchEvidence>, ClientError> {
+        let url = format!("{}/Channel/{channel}/evidence", self.ingress);
+        // Raw bytes, empty for none: the handler answers with the checkpoint itself.
+        let bytes = self.post_bytes(url.clone(), None::<&()>).await?;
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        kleene::checkpoint::decode(&bytes)
+            .map(Some)
+            .map_err(|e| ClientError::Transport {
+                url,
+                source: Box::new(e),
+            })
     }
 
     /// The channel's status.

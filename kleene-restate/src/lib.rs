@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod accept;
 pub mod balance;
 pub mod call;
 pub mod client;

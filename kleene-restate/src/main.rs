@@ -16,9 +16,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use kleene::batch::{Batch, MemoryJournal, PendingTurnReplay};
+use kleene::batch::{Batch, MemoryJournal};
 use kleene::error::Chain;
 use kleene::id::{AgentId, ChannelId};
+use kleene_restate::accept::acceptance;
 use kleene_restate::balance::Balancer;
 use kleene_restate::client::Restate;
 use kleene_restate::plan::ShellPlan;
@@ -133,6 +134,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Accept a channel's build: print its acceptance record (as `kleene accept` writes it).
+    Accept {
+        #[command(flatten)]
+        server: Server,
+        /// The plan file the channel ran.
+        plan: PathBuf,
+        /// The channel (default: derived from the plan).
+        #[arg(long)]
+        channel: Option<String>,
+        /// Also write the canonical archive (as `kleene export`; `kleene verify` checks it).
+        #[arg(long)]
+        export: Option<PathBuf>,
+    },
     /// Run a plan file locally with kleene's sequential driver (the reference run).
     Local {
         /// The plan file.
@@ -143,6 +157,9 @@ enum Command {
         /// Print the final status as JSON.
         #[arg(long)]
         json: bool,
+        /// Write the run's acceptance record here.
+        #[arg(long)]
+        record: Option<PathBuf>,
     },
 }
 
@@ -194,6 +211,12 @@ fn channel_of(shell: &ShellPlan, channel: Option<String>) -> Result<String, Fail
             .map(|c| c.to_string())
             .map_err(|e| fail(&e, 2)),
     }
+}
+
+/// Prints a line to stdout; a closed pipe (`| head`) is not an error worth a panic.
+fn out(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout(), "{text}");
 }
 
 fn report(status: &ChannelStatus, json: bool) -> ExitCode {
@@ -315,10 +338,44 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 .map_err(|e| fail(&e, 2))?;
             Ok(report(&status, json))
         }
+        Command::Accept {
+            server,
+            plan,
+            channel,
+            export,
+        } => {
+            let (_, shell, _) = load(&plan)?;
+            let channel = channel_of(&shell, channel)?;
+            let evidence = server
+                .client()
+                .evidence(&channel)
+                .await
+                .map_err(|e| fail(&e, 2))?
+                .ok_or_else(|| {
+                    Failure(
+                        format!("failed to accept channel {channel}: it has no evidence"),
+                        2,
+                    )
+                })?;
+            let (record, snapshot) = acceptance(&shell, &evidence).map_err(|e| fail(&e, 1))?;
+            if let Some(path) = export {
+                let archive =
+                    kleene::acceptance::export(&record, &snapshot).map_err(|e| fail(&e, 1))?;
+                std::fs::write(&path, archive.as_bytes())
+                    .map_err(|e| Failure(format!("failed to write {}: {e}", path.display()), 2))?;
+            }
+            out(&record.to_json());
+            eprintln!(
+                "kleene-restate: record digest {} (kleene verify ARCHIVE --record DIGEST)",
+                record.digest()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Local {
             plan,
             channel,
             json,
+            record,
         } => {
             let (_, shell, plan_dir) = load(&plan)?;
             let channel = channel_of(&shell, channel)?;
@@ -327,10 +384,14 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let mut worker =
                 LocalShellWorker::new(&shell, dir.path(), plan_dir).map_err(|e| fail(&e, 2))?;
             let batch = Batch::new(shell.plan(), id);
-            let _ = PendingTurnReplay::Allow;
             let outcome = batch
                 .run(&mut worker, &(), &mut MemoryJournal::default())
                 .map_err(|e| fail(&e, 1))?;
+            if let Some(path) = record {
+                let (record, _) = acceptance(&shell, &outcome.evidence).map_err(|e| fail(&e, 1))?;
+                std::fs::write(&path, record.to_json())
+                    .map_err(|e| Failure(format!("failed to write {}: {e}", path.display()), 2))?;
+            }
             Ok(report(&ChannelStatus::of(&outcome.evidence, None), json))
         }
     }

@@ -214,6 +214,16 @@ impl Channel {
         Ok(Json(found))
     }
 
+    /// The channel's evidence as kleene's versioned checkpoint, `None` before a submission:
+    /// what acceptance and export are built from.
+    #[handler]
+    async fn evidence(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Option<Vec<u8>>, HandlerError> {
+        Ok(ctx.get::<Vec<u8>>(EVIDENCE).await?)
+    }
+
     /// The channel's status, readable while a pass runs.
     #[handler]
     async fn status(

@@ -260,6 +260,54 @@ fn two_workers_give_the_local_run_s_results_and_a_second_submission_is_refused()
     assert!(remote.is_complete() && local.is_complete());
     assert_eq!(remote.tasks, local.tasks);
     assert_eq!(remote.evidence_digest, local.evidence_digest);
+    // The same acceptance record: file manifest, task results, evidence, binding.
+    let local_record = dir.path().join("local-record.json");
+    let record_arg = local_record.to_string_lossy().into_owned();
+    let out = cli(&[
+        "local",
+        "--json",
+        "--channel",
+        &chan,
+        "--record",
+        &record_arg,
+        &plan_arg,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let archive = dir.path().join("remote.tar");
+    let archive_arg = archive.to_string_lossy().into_owned();
+    let accepted = cli(&[
+        "accept",
+        "--channel",
+        &chan,
+        "--export",
+        &archive_arg,
+        &plan_arg,
+    ]);
+    assert!(
+        accepted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&accepted.stderr)
+    );
+    let remote_record: serde_json::Value = serde_json::from_slice(&accepted.stdout).unwrap();
+    let local_record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&local_record).unwrap()).unwrap();
+    assert_eq!(remote_record, local_record);
+    // The exported archive verifies against the record digest alone, as `kleene verify`
+    // checks it.
+    let stderr = String::from_utf8_lossy(&accepted.stderr);
+    let digest: kleene::id::Digest = stderr
+        .split_whitespace()
+        .skip_while(|w| *w != "digest")
+        .nth(1)
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| panic!("no record digest in {stderr}"));
+    let bytes = std::fs::read(&archive).unwrap();
+    let verified = kleene::acceptance::verify_archive(&bytes, digest).unwrap();
+    assert_eq!(verified.files().len(), 5);
 
     let again = cli(&["run", "--json", "--channel", &chan, &plan_arg]);
     assert_eq!(again.status.code(), Some(2));
