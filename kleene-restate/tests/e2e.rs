@@ -418,7 +418,11 @@ fn kill_mid_call(extra: &[&str]) -> (Output, String, Cluster) {
     // The shared status handler answers while the exclusive pass runs.
     let during = status_of(&cli(&["status", "--json", "--channel", &chan]));
     let k = during.tasks.iter().find(|t| t.task.as_str() == "k");
-    assert_eq!(k.map(|t| t.status.as_str()), Some("in flight (call 1)"), "{during}");
+    assert_eq!(
+        k.map(|t| t.status.as_str()),
+        Some("in flight (call 1)"),
+        "{during}"
+    );
     cluster.kill(victim);
     (
         child.wait_with_output().expect("wait for run"),
