@@ -23,7 +23,7 @@ use kleene_restate::accept::acceptance;
 use kleene_restate::balance::Balancer;
 use kleene_restate::client::Restate;
 use kleene_restate::plan::ShellPlan;
-use kleene_restate::service::{RunReport, Submission, endpoint};
+use kleene_restate::service::{RunReport, Submission, endpoint, serve};
 use kleene_restate::shell::LocalShellWorker;
 use kleene_restate::status::ChannelStatus;
 
@@ -251,9 +251,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 .await
                 .map_err(|e| Failure(format!("failed to listen on {listen}: {e}"), 2))?;
             eprintln!("kleene-restate: worker on http://{listen} ({jobs} calls at once)");
-            serve_worker(listener, endpoint)
-                .await
-                .map_err(|e| fail(&e, 2))?;
+            serve(listener, endpoint).await.map_err(|e| fail(&e, 2))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Balance { listen, backends } => {
@@ -413,27 +411,6 @@ fn finish(
             Some(message) => Err(Failure(message.to_owned(), 2)),
             None => Err(fail(&e, 2)),
         },
-    }
-}
-
-/// Serves the endpoint over HTTP/2 with `TCP_NODELAY`: the Restate protocol sends small
-/// frames and waits for answers, so Nagle's algorithm against delayed ACKs would add about
-/// 40 ms to every journal round trip (the SDK's own server leaves it on).
-async fn serve_worker(
-    listener: tokio::net::TcpListener,
-    endpoint: restate_sdk::endpoint::Endpoint,
-) -> std::io::Result<()> {
-    let endpoint = restate_sdk::hyper::HyperEndpoint::new(endpoint);
-    loop {
-        let (stream, _) = listener.accept().await?;
-        stream.set_nodelay(true)?;
-        let endpoint = endpoint.clone();
-        tokio::spawn(async move {
-            // A broken connection ends its invocations' attempts; the server retries them.
-            let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), endpoint)
-                .await;
-        });
     }
 }
 
