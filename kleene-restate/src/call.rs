@@ -32,6 +32,9 @@ pub struct TaskCall {
     pub plan_dir: Option<String>,
     /// Every transitive prerequisite and the digest of its accepted output, sorted by task.
     pub inputs: Vec<(TaskId, Digest)>,
+    /// The scratch globs: what the command leaves there is never part of its candidate.
+    #[serde(default)]
+    pub scratch: Vec<String>,
 }
 
 /// What a worker answers.
@@ -102,6 +105,7 @@ mod tests {
             timeout_ms: 1000,
             plan_dir: None,
             inputs: Vec::new(),
+            scratch: vec!["target/**".into()],
         };
         let back: TaskCall = serde_json::from_str(&serde_json::to_string(&call).unwrap()).unwrap();
         assert_eq!(back, call);

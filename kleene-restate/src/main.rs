@@ -97,7 +97,7 @@ enum Command {
     Run {
         #[command(flatten)]
         server: Server,
-        /// The plan file (the CLI's format; `run` and `timeout_secs` only).
+        /// The plan file (the CLI's format; `run`, `timeout_secs` and `scratch` only).
         plan: PathBuf,
         /// The channel (default: derived from the plan, as `kleene run` derives it).
         #[arg(long)]

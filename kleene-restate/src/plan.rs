@@ -1,5 +1,5 @@
 //! Shell-task plans for the Restate adapter: the CLI's plan-file format, limited to the keys
-//! a remote worker can honour today (`run` and `timeout_secs`).
+//! a remote worker can honour today (`run`, `timeout_secs` and `scratch`).
 //!
 //! ```
 //! use kleene_restate::plan::ShellPlan;
@@ -13,15 +13,15 @@
 //! ```
 //!
 //! The keys are read with the CLI's own extension list, so a plan file's digest (and the
-//! channel derived from it) is the same here as under `kleene run`. `checks`, `fix` and
-//! `scratch` need the closure worker, which does not run on Restate yet; a plan that uses
-//! them is refused, never run without them.
+//! channel derived from it) is the same here as under `kleene run`. `checks` and `fix` need
+//! the closure worker, which does not run on Restate yet; a plan that uses them is refused,
+//! never run without them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kleene::id::{ChannelId, TaskId};
-use kleene::plan::{Extensions, PlanLoadError, PlanValidationError};
+use kleene::plan::{ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError};
 use kleene::{AppBuildPlan, ValidatedPlan};
 
 /// The task keys of the CLI's plan-file format (kept in step with `kleene run`).
@@ -29,7 +29,7 @@ const TASK_KEYS: [&str; 5] = ["run", "checks", "fix", "timeout_secs", "scratch"]
 /// The plan keys of the CLI's plan-file format.
 const PLAN_KEYS: [&str; 1] = ["scratch"];
 /// The keys the adapter cannot honour yet.
-const UNSUPPORTED: [&str; 3] = ["checks", "fix", "scratch"];
+const UNSUPPORTED: [&str; 2] = ["checks", "fix"];
 
 /// The default per-command timeout, as under `kleene run`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -41,6 +41,9 @@ pub struct ShellCommand {
     pub run: String,
     /// The longest the command may run.
     pub timeout: Duration,
+    /// The plan's and the task's scratch globs: what the command leaves there is never part
+    /// of its candidate.
+    pub scratch: Vec<PathGlob>,
 }
 
 /// A validated plan and the shell command of every task.
@@ -76,13 +79,21 @@ pub enum PlanError {
         /// What is wrong with it.
         message: String,
     },
+    /// A `scratch` value is not a list of globs.
+    #[error("read `scratch` of {what}: {message}")]
+    BadScratch {
+        /// "task ID" or "the plan".
+        what: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The plan uses a key the adapter does not honour yet.
     #[error(
         "run {what} on Restate: `{key}` needs the closure worker, which the Restate adapter \
          does not run yet; run this plan locally with `kleene run`"
     )]
     Unsupported {
-        /// "task ID" or "the plan".
+        /// "task ID".
         what: String,
         /// The key.
         key: &'static str,
@@ -95,22 +106,20 @@ impl ShellPlan {
     /// # Errors
     ///
     /// [`PlanError`] when the text does not load or validate, a task has no `run` command,
-    /// or the plan uses `checks`, `fix` or `scratch`.
+    /// a `scratch` value is not a list of globs, or the plan uses `checks` or `fix`.
     pub fn load(text: &str) -> Result<Self, PlanError> {
         let extensions = Extensions {
             task_keys: &TASK_KEYS,
             plan_keys: &PLAN_KEYS,
         };
         let draft = AppBuildPlan::from_json_with(text, &extensions).map_err(PlanError::Load)?;
-        if let Some(key) = UNSUPPORTED
-            .iter()
-            .find(|k| draft.extensions.contains_key(**k))
-        {
-            return Err(PlanError::Unsupported {
+        let plan_scratch = match draft.extensions.get("scratch") {
+            Some(v) => globs(v).map_err(|message| PlanError::BadScratch {
                 what: "the plan".to_owned(),
-                key,
-            });
-        }
+                message,
+            })?,
+            None => Vec::new(),
+        };
         let plan = draft
             .validate()
             .map_err(|e| PlanError::Invalid(Box::new(e)))?;
@@ -140,7 +149,21 @@ impl ShellPlan {
                 }
                 None => DEFAULT_TIMEOUT,
             };
-            commands.insert(task.id.clone(), ShellCommand { run, timeout });
+            let mut scratch = plan_scratch.clone();
+            if let Some(v) = task.extension("scratch") {
+                scratch.extend(globs(v).map_err(|message| PlanError::BadScratch {
+                    what: format!("task {}", task.id),
+                    message,
+                })?);
+            }
+            commands.insert(
+                task.id.clone(),
+                ShellCommand {
+                    run,
+                    timeout,
+                    scratch,
+                },
+            );
         }
         Ok(Self { plan, commands })
     }
@@ -177,6 +200,16 @@ impl ShellPlan {
         }
         seen.into_iter().collect()
     }
+}
+
+/// The globs of a `scratch` value (a list of strings), or why it is not one.
+fn globs(value: &ExtensionValue) -> Result<Vec<PathGlob>, String> {
+    let patterns: Vec<String> = value.parse().map_err(|e| e.to_string())?;
+    patterns
+        .iter()
+        .enumerate()
+        .map(|(i, p)| PathGlob::parse(p).map_err(|e| format!("scratch[{i}]: {e}")))
+        .collect()
 }
 
 #[cfg(test)]
@@ -227,6 +260,32 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("task a"));
+    }
+
+    #[test]
+    fn scratch_globs_of_the_plan_and_the_task_both_apply() {
+        let text = format!(
+            r#"{{"scratch": ["target/**"], "tasks": [{}]}}"#,
+            task("a", r#", "run": "true", "scratch": ["**/*.tmp"]"#)
+        );
+        let plan = ShellPlan::load(&text).unwrap();
+        let a = TaskId::new("a").unwrap();
+        let globs: Vec<&str> = plan
+            .command(&a)
+            .unwrap()
+            .scratch
+            .iter()
+            .map(PathGlob::as_str)
+            .collect();
+        assert_eq!(globs, ["target/**", "**/*.tmp"]);
+        let bad = format!(
+            r#"{{"scratch": ["../x"], "tasks": [{}]}}"#,
+            task("a", r#", "run": "true""#)
+        );
+        assert!(matches!(
+            ShellPlan::load(&bad),
+            Err(PlanError::BadScratch { .. })
+        ));
     }
 
     #[test]

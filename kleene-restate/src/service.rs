@@ -45,7 +45,7 @@ use kleene::batch::{
 };
 use kleene::error::Chain;
 use kleene::id::{AgentId, ChannelId, Digest, TaskId};
-use kleene::plan::AdmittedPath;
+use kleene::plan::{AdmittedPath, PathGlob};
 use restate_sdk::prelude::*;
 use restate_sdk::service::IntoServiceDefinition;
 use serde::{Deserialize, Serialize};
@@ -444,9 +444,12 @@ fn task_call(
             Some((p, d))
         })
         .collect();
-    let (command, timeout) = shell
+    let (command, timeout, scratch) = shell
         .command(&task)
-        .map(|c| (c.run.clone(), c.timeout))
+        .map(|c| {
+            let globs = c.scratch.iter().map(|g| g.as_str().to_owned()).collect();
+            (c.run.clone(), c.timeout, globs)
+        })
         .unwrap_or_default();
     TaskCall {
         channel: channel.clone(),
@@ -455,6 +458,7 @@ fn task_call(
         timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         plan_dir: submission.plan_dir.clone(),
         inputs,
+        scratch,
     }
 }
 
@@ -523,6 +527,19 @@ impl TaskWorker {
                 }
             }
         }
+        let scratch = match call
+            .scratch
+            .iter()
+            .map(|g| PathGlob::parse(g))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(globs) => globs,
+            Err(e) => {
+                return Ok(Json(TaskReply::Failed(InfrastructureFailure::Transport {
+                    detail: format!("failed to read the call's scratch globs: {e}"),
+                })));
+            }
+        };
         // The claim: journaled before the work. Its closure runs only in the attempt that
         // first reaches it; a retry replays it.
         let fresh = Arc::new(AtomicBool::new(false));
@@ -555,6 +572,7 @@ impl TaskWorker {
                         command: &call.command,
                         timeout: Duration::from_millis(call.timeout_ms),
                         plan_dir: call.plan_dir.as_deref(),
+                        scratch: &scratch,
                     };
                     runner.run(&job, inputs)
                 })

@@ -12,7 +12,7 @@
 //! let runner = Runner::open(dir.path())?;
 //! let task = TaskId::new("a")?;
 //! let job = ShellJob { task: &task, label: "a-1", command: "echo hi > a.txt",
-//!                      timeout: Duration::from_secs(5), plan_dir: None };
+//!                      timeout: Duration::from_secs(5), plan_dir: None, scratch: &[] };
 //! let TaskReply::Proposal { candidate, rejection: None } = runner.run(&job, Vec::new()) else {
 //!     panic!("the command succeeds");
 //! };
@@ -29,9 +29,9 @@ use kleene::batch::{
 };
 use kleene::error::Chain;
 use kleene::id::TaskId;
-use kleene::plan::AdmittedPath;
+use kleene::plan::{AdmittedPath, PathGlob};
 use kleene::process::{self, Interrupt, Invocation};
-use kleene::stage::{ObjectStore, Stage, StageChanges, StageInput};
+use kleene::stage::{ObjectStore, ScratchRule, Stage, StageChanges, StageInput};
 
 use crate::call::TaskReply;
 use crate::plan::ShellPlan;
@@ -49,6 +49,8 @@ pub struct ShellJob<'a> {
     pub timeout: Duration,
     /// `KLEENE_PLAN_DIR`, if set.
     pub plan_dir: Option<&'a str>,
+    /// Scratch globs: what the command leaves there is never read into the candidate.
+    pub scratch: &'a [PathGlob],
 }
 
 /// Runs calls in stages under one directory, sharing one content-addressed object store.
@@ -123,7 +125,7 @@ impl Runner {
         };
         let reply = match process::run(&inv, &Interrupt::default()) {
             Err(e) => infra("run the command", &e),
-            Ok(done) => match stage.changes(&()) {
+            Ok(done) => match stage.changes(&Scratch::new(job.scratch)) {
                 Err(e) => infra("read the stage", &e),
                 Ok(changes) => {
                     let refusal = refusal_text(&changes);
@@ -146,6 +148,35 @@ impl Runner {
         // A stage left behind costs disk, never correctness: the next call gets a new one.
         let _ = stage.discard();
         reply
+    }
+}
+
+/// Scratch globs as the stage's rule, as `kleene run` applies them: a path is scratch when a
+/// glob matches it, and a directory is skipped whole when a glob `P/**` has a `P` that
+/// matches the directory itself.
+struct Scratch<'a> {
+    globs: &'a [PathGlob],
+    subtrees: Vec<PathGlob>,
+}
+
+impl<'a> Scratch<'a> {
+    fn new(globs: &'a [PathGlob]) -> Self {
+        let subtrees = globs
+            .iter()
+            .filter_map(|g| g.as_str().strip_suffix("/**"))
+            .filter_map(|prefix| PathGlob::parse(prefix).ok())
+            .collect();
+        Self { globs, subtrees }
+    }
+}
+
+impl ScratchRule for Scratch<'_> {
+    fn is_scratch(&self, path: &str) -> bool {
+        self.globs.iter().any(|g| g.matches(path))
+    }
+
+    fn covers_dir(&self, dir: &str) -> bool {
+        self.subtrees.iter().any(|g| g.matches(dir))
     }
 }
 
@@ -213,6 +244,7 @@ impl Worker for LocalShellWorker<'_> {
             command: &command.run,
             timeout: command.timeout,
             plan_dir: self.plan_dir.as_deref(),
+            scratch: &command.scratch,
         };
         match self.runner.run(&job, inputs).into_result() {
             Some(result) => result,
@@ -234,7 +266,31 @@ mod tests {
             command,
             timeout: Duration::from_secs(10),
             plan_dir: None,
+            scratch: &[],
         }
+    }
+
+    #[test]
+    fn what_a_call_leaves_in_scratch_is_not_its_candidate() {
+        let dir = tempfile::tempdir().unwrap();
+        let runner = Runner::open(dir.path()).unwrap();
+        let t = TaskId::new("t").unwrap();
+        let scratch = [PathGlob::parse("target/**").unwrap()];
+        let reply = runner.run(
+            &ShellJob {
+                scratch: &scratch,
+                ..job(
+                    &t,
+                    "mkdir -p target/x && echo o > target/x/o && echo k > kept.txt",
+                )
+            },
+            Vec::new(),
+        );
+        let TaskReply::Proposal { candidate, .. } = reply else {
+            panic!("the command succeeds: {reply:?}");
+        };
+        let paths: Vec<&str> = candidate.files().keys().map(AdmittedPath::as_str).collect();
+        assert_eq!(paths, ["kept.txt"]);
     }
 
     #[test]

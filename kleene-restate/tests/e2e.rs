@@ -243,10 +243,19 @@ fn two_workers_give_the_local_run_s_results_and_a_second_submission_is_refused()
             task("a", "echo alpha > a.txt", &[]),
             task("b", "tr a-z A-Z < a.txt > b.txt", &["a"]),
             task("c", "cat a.txt b.txt > c.txt", &["b"]),
-            task("d", "echo delta > d.txt", &[]),
+            // Scratch (the plan's `target/**`) never reaches a candidate, here or locally.
+            task(
+                "d",
+                "mkdir -p target && echo junk > target/j && echo delta > d.txt",
+                &[],
+            ),
             task("e", "cat c.txt d.txt > e.txt", &["c", "d"]),
         ],
     );
+    let mut with_scratch: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
+    with_scratch["scratch"] = serde_json::json!(["target/**"]);
+    std::fs::write(&plan, with_scratch.to_string()).unwrap();
     let chan = channel("results");
     let (out, _) = run(&plan, &chan, &[]);
     assert!(
