@@ -24,8 +24,8 @@ pub struct TaskCall {
     pub channel: ChannelId,
     /// The reserved call.
     pub dispatch: Dispatch,
-    /// The shell command (`sh -c`).
-    pub command: String,
+    /// The shell command (`sh -c`); `None` runs nothing (an empty candidate).
+    pub command: Option<String>,
     /// The command's timeout in milliseconds.
     pub timeout_ms: u64,
     /// `KLEENE_PLAN_DIR` for the command, when the plan was submitted from a directory.
@@ -101,7 +101,7 @@ mod tests {
         let call = TaskCall {
             channel,
             dispatch,
-            command: "true".into(),
+            command: Some("true".into()),
             timeout_ms: 1000,
             plan_dir: None,
             inputs: Vec::new(),

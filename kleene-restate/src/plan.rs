@@ -8,7 +8,7 @@
 //!   {"id": "a", "kind": {"lane": "config"}, "owner": "shell", "spec": {"intent": "a"},
 //!    "owned_paths": ["a.txt"], "run": "echo a > a.txt", "timeout_secs": 5}]}"#)?;
 //! let a = plan.plan().tasks().next().map(|t| t.id.clone()).unwrap();
-//! assert_eq!(plan.command(&a).map(|c| c.run.as_str()), Some("echo a > a.txt"));
+//! assert_eq!(plan.command(&a).and_then(|c| c.run.as_deref()), Some("echo a > a.txt"));
 //! # Ok::<(), kleene_restate::plan::PlanError>(())
 //! ```
 //!
@@ -37,8 +37,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// What a worker runs for one task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShellCommand {
-    /// The shell command (`sh -c`), run in the task's staged workspace.
-    pub run: String,
+    /// The shell command (`sh -c`), run in the task's staged workspace; `None` for a task
+    /// that declares none (a lane the plan only declares, or one validation synthesised),
+    /// which runs nothing and proposes an empty candidate, as under `kleene run`.
+    pub run: Option<String>,
     /// The longest the command may run.
     pub timeout: Duration,
     /// The plan's and the task's scratch globs: what the command leaves there is never part
@@ -63,12 +65,6 @@ pub enum PlanError {
     /// The plan did not validate.
     #[error("validate the plan")]
     Invalid(#[source] Box<PlanValidationError>),
-    /// A task has no `run` command.
-    #[error("run task {task}: it has no `run` command; give every task one")]
-    NoCommand {
-        /// The task.
-        task: TaskId,
-    },
     /// A key's value has the wrong type.
     #[error("read `{key}` of task {task}: {message}")]
     BadValue {
@@ -105,7 +101,7 @@ impl ShellPlan {
     ///
     /// # Errors
     ///
-    /// [`PlanError`] when the text does not load or validate, a task has no `run` command,
+    /// [`PlanError`] when the text does not load or validate, a value has the wrong type,
     /// a `scratch` value is not a list of globs, or the plan uses `checks` or `fix`.
     pub fn load(text: &str) -> Result<Self, PlanError> {
         let extensions = Extensions {
@@ -136,12 +132,10 @@ impl ShellPlan {
                 key,
                 message: e.to_string(),
             };
-            let run: String = task
+            let run: Option<String> = task
                 .extension("run")
-                .ok_or_else(|| PlanError::NoCommand {
-                    task: task.id.clone(),
-                })?
-                .parse()
+                .map(ExtensionValue::parse)
+                .transpose()
                 .map_err(|e| bad("run", e))?;
             let timeout = match task.extension("timeout_secs") {
                 Some(v) => {
@@ -289,11 +283,10 @@ mod tests {
     }
 
     #[test]
-    fn a_task_without_a_command_is_refused() {
+    fn a_task_without_a_command_runs_nothing() {
         let text = format!(r#"{{"tasks": [{}]}}"#, task("a", ""));
-        assert!(matches!(
-            ShellPlan::load(&text),
-            Err(PlanError::NoCommand { .. })
-        ));
+        let plan = ShellPlan::load(&text).unwrap();
+        let a = TaskId::new("a").unwrap();
+        assert_eq!(plan.command(&a).map(|c| c.run.clone()), Some(None));
     }
 }

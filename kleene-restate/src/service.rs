@@ -569,7 +569,7 @@ impl TaskWorker {
                     let job = ShellJob {
                         task,
                         label: &label,
-                        command: &call.command,
+                        command: call.command.as_deref(),
                         timeout: Duration::from_millis(call.timeout_ms),
                         plan_dir: call.plan_dir.as_deref(),
                         scratch: &scratch,

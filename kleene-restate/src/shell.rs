@@ -11,7 +11,7 @@
 //! let dir = tempfile::tempdir()?;
 //! let runner = Runner::open(dir.path())?;
 //! let task = TaskId::new("a")?;
-//! let job = ShellJob { task: &task, label: "a-1", command: "echo hi > a.txt",
+//! let job = ShellJob { task: &task, label: "a-1", command: Some("echo hi > a.txt"),
 //!                      timeout: Duration::from_secs(5), plan_dir: None, scratch: &[] };
 //! let TaskReply::Proposal { candidate, rejection: None } = runner.run(&job, Vec::new()) else {
 //!     panic!("the command succeeds");
@@ -43,8 +43,8 @@ pub struct ShellJob<'a> {
     pub task: &'a TaskId,
     /// A name for the call's stage directory (unique per call).
     pub label: &'a str,
-    /// The command (`sh -c`).
-    pub command: &'a str,
+    /// The command (`sh -c`); `None` runs nothing.
+    pub command: Option<&'a str>,
     /// Its timeout.
     pub timeout: Duration,
     /// `KLEENE_PLAN_DIR`, if set.
@@ -93,6 +93,13 @@ impl Runner {
 
     /// Runs `job` in a fresh stage holding `inputs`, and says what the call proposes.
     pub fn run(&self, job: &ShellJob<'_>, inputs: Vec<(AdmittedPath, Vec<u8>)>) -> TaskReply {
+        let Some(command) = job.command else {
+            // A task that declares no command runs nothing; its candidate is empty.
+            return TaskReply::Proposal {
+                candidate: Candidate::new(std::collections::BTreeMap::new()),
+                rejection: None,
+            };
+        };
         let infra = |what: &str, e: &(dyn std::error::Error + 'static)| {
             TaskReply::Failed(InfrastructureFailure::Agent {
                 detail: format!("{what} for task {}: {}", job.task, Chain(e)),
@@ -121,7 +128,7 @@ impl Runner {
         let inv = Invocation {
             timeout: job.timeout,
             env,
-            ..Invocation::new(job.command, &dir)
+            ..Invocation::new(command, &dir)
         };
         let reply = match process::run(&inv, &Interrupt::default()) {
             Err(e) => infra("run the command", &e),
@@ -131,10 +138,7 @@ impl Runner {
                     let refusal = refusal_text(&changes);
                     let candidate = Candidate::new(changes.into_written());
                     let rejection = if !done.success() {
-                        Some(Rejection::contract(
-                            job.task,
-                            done.justification(job.command),
-                        ))
+                        Some(Rejection::contract(job.task, done.justification(command)))
                     } else {
                         refusal.map(|text| Rejection::contract(job.task, text))
                     };
@@ -241,7 +245,7 @@ impl Worker for LocalShellWorker<'_> {
         let job = ShellJob {
             task,
             label: &label,
-            command: &command.run,
+            command: command.run.as_deref(),
             timeout: command.timeout,
             plan_dir: self.plan_dir.as_deref(),
             scratch: &command.scratch,
@@ -263,7 +267,7 @@ mod tests {
         ShellJob {
             task,
             label: "t",
-            command,
+            command: Some(command),
             timeout: Duration::from_secs(10),
             plan_dir: None,
             scratch: &[],
