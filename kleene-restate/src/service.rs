@@ -394,6 +394,8 @@ async fn drive(
     finish(ctx, Some(machine.evidence()), stop, resumed, &key).await
 }
 
+/// Ends a pass: records why it stopped, if it did, and reports the channel's status (from
+/// `evidence`, or from the state when the machine could not be built).
 async fn finish(
     ctx: &ObjectContext<'_>,
     evidence: Option<&BatchEvidence>,
