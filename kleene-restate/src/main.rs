@@ -171,6 +171,16 @@ fn fail(e: &(dyn std::error::Error + 'static), code: u8) -> Failure {
 }
 
 fn main() -> ExitCode {
+    if let Some(exit) = kleene::process::serve_host_if_asked() {
+        return exit;
+    }
+    // This binary is its commands' contained host, as `kleene` is: what a command leaves
+    // running dies with it, and with the worker when the worker is killed.
+    if std::env::var("KLEENE_CONTAINMENT").as_deref() != Ok("process-group")
+        && let Ok(me) = std::env::current_exe()
+    {
+        kleene::process::contain_commands_with(me);
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
