@@ -17,6 +17,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc -p kleene-restate --no-deps
 
 echo "== kleene-restate: a Restate server on loopback ($KLEENE_RESTATE_DATA)"
 scripts/restate-server.sh start
+# The tests talk to the URLs the script chose (its ports follow KLEENE_RESTATE_INGRESS/ADMIN).
+eval "$(scripts/restate-server.sh env)"
+export RESTATE_INGRESS_URL RESTATE_ADMIN_URL
 trap 'scripts/restate-server.sh stop; rm -rf "$KLEENE_RESTATE_DATA"' EXIT
 
 echo "== kleene-restate: unit and end-to-end tests"
