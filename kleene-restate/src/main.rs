@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use kleene::batch::{Batch, MemoryJournal};
+use kleene::batch::{Batch, FileJournal, MemoryJournal};
 use kleene::error::Chain;
 use kleene::id::{AgentId, ChannelId};
 use kleene_restate::accept::acceptance;
@@ -160,6 +160,9 @@ enum Command {
         /// Write the run's acceptance record here.
         #[arg(long)]
         record: Option<PathBuf>,
+        /// Journal to kleene's file journal in this directory (default: in memory).
+        #[arg(long)]
+        journal: Option<PathBuf>,
     },
 }
 
@@ -384,6 +387,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             channel,
             json,
             record,
+            journal,
         } => {
             let (_, shell, plan_dir) = load(&plan)?;
             let channel = channel_of(&shell, channel)?;
@@ -392,9 +396,14 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let mut worker =
                 LocalShellWorker::new(&shell, dir.path(), plan_dir).map_err(|e| fail(&e, 2))?;
             let batch = Batch::new(shell.plan(), id);
-            let outcome = batch
-                .run(&mut worker, &(), &mut MemoryJournal::default())
-                .map_err(|e| fail(&e, 1))?;
+            let outcome = match journal {
+                Some(dir) => {
+                    let mut journal = FileJournal::open(dir).map_err(|e| fail(&e, 2))?;
+                    batch.run(&mut worker, &(), &mut journal)
+                }
+                None => batch.run(&mut worker, &(), &mut MemoryJournal::default()),
+            }
+            .map_err(|e| fail(&e, 1))?;
             if let Some(path) = record {
                 let (record, _) = acceptance(&shell, &outcome.evidence).map_err(|e| fail(&e, 1))?;
                 std::fs::write(&path, record.to_json())
