@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use kleene::acceptance::{AcceptanceRecord, FileManifest, StoredRecord, accept};
+use kleene::acceptance::{AcceptanceRecord, BuildBinding, FileManifest, StoredRecord, accept};
 use kleene::audit::{AuditEvent, AuditLog, LoopPhase};
 use kleene::batch::{
     Batch, BatchEvidence, Candidate, ClosureSettlement, EVIDENCE_VERSION, EvidenceEvent,
@@ -27,6 +27,9 @@ use kleene::snapshot::{Diagnostic, RepairLedger, Snapshot};
 use kleene::testing::batch::{ScriptedOutcome, ScriptedWorker};
 use kleene::testing::closure::ScriptedAgent;
 use kleene::{AppBuildPlan, Task, ValidatedPlan};
+
+use proptest::prelude::*;
+use serde_json::Value;
 
 use crate::support::{chan, id, path};
 
@@ -536,6 +539,12 @@ fn digests() -> Vec<(&'static str, Digest)> {
     out.push(("acceptance task results", accepted.task_results_digest()));
     out.push(("acceptance files", accepted.files().digest()));
     out.push(("acceptance record", accepted.digest()));
+    let with_closures = accepted_with_closures();
+    out.push((
+        "closure-bound task results",
+        with_closures.task_results_digest(),
+    ));
+    out.push(("closure-bound record", with_closures.digest()));
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/acceptance");
     let stored =
         StoredRecord::from_json(&std::fs::read_to_string(dir.join("record-v1.json")).unwrap())
@@ -893,6 +902,14 @@ const PINNED: &[(&str, &str)] = &[
         "5f23b171d52a47faf206f46e7ceb2f008cc928318b1ec4674cd5ae9608497ab7",
     ),
     (
+        "closure-bound task results",
+        "db360c586cbd31e817c9e97abe03250aa9b03ff9999ffdd1631870b0a1197328",
+    ),
+    (
+        "closure-bound record",
+        "53dde4b7010eb233e686f38783b0e563fd818b7b1bfa3079818f7c2598f96255",
+    ),
+    (
         "stored record",
         "6a557f4ca75eead9c37c179cb3006abbf18f5d95cdeeddc4e533c8c56affda17",
     ),
@@ -929,4 +946,399 @@ fn every_digest_keeps_its_pinned_value() {
         .map(|(name, d)| (*name, (*d).to_owned()))
         .collect();
     assert_eq!(actual, pinned, "today's digests:\n{table}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Every field changes the digest.
+//
+// A value's JSON form names every field it has; changing any one leaf of it (a string, a
+// number, a flag) and reading it back gives a value that differs in exactly that field.
+// Whenever that value is a different value, its digest must be a different digest:
+// otherwise the field is not part of the canonical encoding.
+
+/// Every copy of `value` with exactly one leaf changed, with the leaf's JSON pointer.
+fn one_leaf_changed(value: &Value) -> Vec<(String, Value)> {
+    fn walk(at: &str, v: &Value, root: &Value, out: &mut Vec<(String, Value)>) {
+        let changed = match v {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    walk(&format!("{at}/{key}"), child, root, out);
+                }
+                return;
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    walk(&format!("{at}/{i}"), child, root, out);
+                }
+                return;
+            }
+            Value::Null => return,
+            Value::Bool(b) => Value::Bool(!b),
+            Value::Number(n) => match n.as_u64() {
+                Some(n) => Value::from(n + 1),
+                None => return,
+            },
+            // A digest's hex stays hex; any other text gets one more character.
+            Value::String(s) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                let last = if s.ends_with('0') { "1" } else { "0" };
+                Value::from(format!("{}{last}", &s[..63]))
+            }
+            Value::String(s) => Value::from(format!("{s}x")),
+        };
+        let mut copy = root.clone();
+        if let Some(slot) = copy.pointer_mut(at) {
+            *slot = changed;
+            out.push((at.to_owned(), copy));
+        }
+    }
+    let mut out = Vec::new();
+    walk("", value, value, &mut out);
+    out
+}
+
+/// Checks that every one-leaf change of `value` that reads back as a different value has a
+/// different digest, except under the JSON keys in `derived` (fields that no digest covers
+/// because they are derived from the ones it does). Returns how many changes were checked.
+fn every_field_changes_the_digest<T>(
+    value: &T,
+    digest: impl Fn(&T) -> Digest,
+    derived: &[&str],
+) -> Result<usize, TestCaseError>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let before = digest(value);
+    let json = serde_json::to_value(value).unwrap();
+    let mut checked = 0;
+    for (at, changed) in one_leaf_changed(&json) {
+        if at.split('/').any(|key| derived.contains(&key)) {
+            continue;
+        }
+        let Ok(other) = serde_json::from_value::<T>(changed) else {
+            continue;
+        };
+        if &other == value {
+            continue;
+        }
+        prop_assert_ne!(digest(&other), before, "changing {} kept the digest", at);
+        checked += 1;
+    }
+    Ok(checked)
+}
+
+fn digest_strategy() -> impl Strategy<Value = Digest> {
+    any::<[u8; 32]>().prop_map(Digest::from_bytes)
+}
+
+fn halt_reason() -> impl Strategy<Value = HaltReason> {
+    prop_oneof![
+        "[a-z ]{0,8}".prop_map(|reason| HaltReason::GovernanceDenied { reason }),
+        verdict_strategy().prop_map(|verdict| HaltReason::PreExecuteRejected { verdict }),
+        verdict_strategy().prop_map(|verdict| HaltReason::NonOverridableBlocker { verdict }),
+        verdict_strategy().prop_map(|verdict| HaltReason::WarningWithheld { verdict }),
+        (1u32..9).prop_map(|cap| HaltReason::IterationCap { cap }),
+        (bound(), verdict_strategy())
+            .prop_map(|(bound, verdict)| HaltReason::RecoveryExhausted { bound, verdict }),
+        verdict_strategy().prop_map(|verdict| HaltReason::RecoveryStalled { verdict }),
+    ]
+}
+
+fn verdict_strategy() -> impl Strategy<Value = Verdict> {
+    kleene::testing::foundation::verdict()
+}
+
+fn bound() -> impl Strategy<Value = ExhaustedBound> {
+    prop_oneof![
+        (0u32..9).prop_map(|max| ExhaustedBound::Depth { max }),
+        (0u32..9).prop_map(|max| ExhaustedBound::FixBudget { max }),
+    ]
+}
+
+fn closure_failure() -> impl Strategy<Value = ClosureFailure> {
+    let phase = prop_oneof![
+        Just(LoopPhase::Governance),
+        Just(LoopPhase::PreValidate),
+        Just(LoopPhase::Execute),
+        Just(LoopPhase::PostValidate),
+        Just(LoopPhase::MoveNext),
+    ];
+    prop_oneof![
+        (phase, "[a-z ]{0,8}")
+            .prop_map(|(phase, message)| ClosureFailure::Agent { phase, message }),
+        (0u32..9, "[a-z ]{0,8}")
+            .prop_map(|(depth, message)| ClosureFailure::FixId { depth, message }),
+    ]
+}
+
+/// Every kind of audit event, with values from the testing strategies.
+fn audit_event() -> impl Strategy<Value = AuditEvent> {
+    use kleene::testing::closure::governance_decision;
+    use kleene::testing::foundation::{task_id, validator_id};
+    let it = 1u32..9;
+    prop_oneof![
+        (task_id(), task_id(), task_id()).prop_map(|(root, mode, project)| {
+            AuditEvent::ClosureStarted {
+                root_task_ref: root,
+                session: Session::new(mode.as_str(), project.as_str()).unwrap(),
+            }
+        }),
+        (
+            task_id(),
+            it.clone(),
+            governance_decision(),
+            proptest::option::of(digest_strategy())
+        )
+            .prop_map(
+                |(task_ref, iteration, decision, token)| AuditEvent::Governed {
+                    task_ref,
+                    iteration,
+                    decision,
+                    token,
+                }
+            ),
+        (task_id(), it.clone(), verdict_strategy()).prop_map(|(task_ref, iteration, verdict)| {
+            AuditEvent::PreValidated {
+                task_ref,
+                iteration,
+                verdict,
+            }
+        }),
+        (task_id(), it.clone(), digest_strategy()).prop_map(|(task_ref, iteration, output)| {
+            AuditEvent::Executed {
+                task_ref,
+                iteration,
+                output,
+            }
+        }),
+        (task_id(), it.clone(), verdict_strategy()).prop_map(|(task_ref, iteration, verdict)| {
+            AuditEvent::PostValidated {
+                task_ref,
+                iteration,
+                verdict,
+            }
+        }),
+        (task_id(), it.clone(), any::<bool>()).prop_map(|(task_ref, iteration, done)| {
+            AuditEvent::MovedNext {
+                task_ref,
+                iteration,
+                next: if done { Next::Complete } else { Next::Continue },
+            }
+        }),
+        (
+            task_id(),
+            task_id(),
+            0u32..9,
+            proptest::collection::vec(validator_id(), 0..3)
+        )
+            .prop_map(|(parent_ref, task_ref, depth, triggering_validators)| {
+                AuditEvent::SubtaskSpawned {
+                    parent_ref,
+                    task_ref,
+                    depth,
+                    triggering_validators,
+                }
+            }),
+        (task_id(), task_id(), 0u32..9, 0u32..9).prop_map(
+            |(root_task_ref, task_ref, depth, fix_attempts)| AuditEvent::RecoveryResolved {
+                root_task_ref,
+                task_ref,
+                depth,
+                fix_attempts,
+            }
+        ),
+        (task_id(), task_id(), 0u32..9, bound()).prop_map(
+            |(root_task_ref, task_ref, depth, bound)| AuditEvent::RecoveryExhausted {
+                root_task_ref,
+                task_ref,
+                depth,
+                bound,
+            }
+        ),
+        (task_id(), task_id(), 0u32..9).prop_map(|(root_task_ref, task_ref, depth)| {
+            AuditEvent::RecoveryStalled {
+                root_task_ref,
+                task_ref,
+                depth,
+            }
+        }),
+        (task_id(), it.clone(), halt_reason()).prop_map(|(task_ref, iteration, reason)| {
+            AuditEvent::Halted {
+                task_ref,
+                iteration,
+                reason,
+            }
+        }),
+        (task_id(), it, closure_failure()).prop_map(|(task_ref, iteration, failure)| {
+            AuditEvent::Failed {
+                task_ref,
+                iteration,
+                failure,
+            }
+        }),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn every_field_of_an_audit_event_changes_its_digest(event in audit_event()) {
+        let checked = every_field_changes_the_digest(&event, AuditEvent::digest, &[])?;
+        prop_assert!(checked > 0, "no field of {event:?} was checked");
+    }
+
+    #[test]
+    fn every_field_of_an_audit_event_changes_its_entry_and_the_head(
+        events in proptest::collection::vec(audit_event(), 1..4),
+        at in any::<proptest::sample::Index>(),
+    ) {
+        let log = |events: &[AuditEvent]| {
+            let mut log = AuditLog::new();
+            for e in events {
+                log.append(e.clone());
+            }
+            log.head()
+        };
+        let i = at.index(events.len());
+        let head = log(&events);
+        let json = serde_json::to_value(&events[i]).unwrap();
+        for (where_, changed) in one_leaf_changed(&json) {
+            let Ok(other) = serde_json::from_value::<AuditEvent>(changed) else { continue };
+            if other == events[i] {
+                continue;
+            }
+            let mut edited = events.clone();
+            edited[i] = other;
+            prop_assert_ne!(log(&edited), head, "changing event {} at {} kept the head", i, where_);
+        }
+    }
+
+    #[test]
+    fn every_field_of_a_spec_changes_its_digest(spec in kleene::testing::foundation::spec()) {
+        every_field_changes_the_digest(&spec, Spec::digest, &[])?;
+    }
+
+    #[test]
+    fn every_field_of_a_plan_changes_its_digest(
+        plan in kleene::testing::plan::acyclic_plan(6),
+    ) {
+        let validate = |plan: &AppBuildPlan| {
+            kleene::plan::Plan::draft(plan.clone()).normalize().consolidate().ok()?.validate().ok()
+        };
+        let Some(validated) = validate(&plan) else { return Ok(()) };
+        let digest = |p: &AppBuildPlan| validate(p).map(|v| v.digest());
+        let json = serde_json::to_value(&plan).unwrap();
+        let mut checked = 0;
+        for (at, changed) in one_leaf_changed(&json) {
+            let Ok(other) = serde_json::from_value::<AppBuildPlan>(changed) else { continue };
+            let Some(other_validated) = validate(&other) else { continue };
+            if other_validated.to_app_build_plan() == validated.to_app_build_plan() {
+                continue;
+            }
+            prop_assert_ne!(digest(&other), Some(validated.digest()), "changing {} kept the digest", at);
+            checked += 1;
+        }
+        prop_assert!(checked > 0 || plan.tasks.is_empty());
+    }
+}
+
+/// The evidence's failure history and event count are derived from the events the digest
+/// covers (and shown, never compared), so they are the only fields it leaves out.
+#[test]
+fn every_field_of_the_evidence_changes_its_digest() {
+    let checked = every_field_changes_the_digest(
+        &evidence(),
+        BatchEvidence::digest,
+        &["failure_history", "events"],
+    )
+    .unwrap();
+    assert!(checked > 50, "only {checked} fields checked");
+}
+
+#[test]
+fn every_field_of_a_binding_and_a_closure_record_changes_its_digest() {
+    let binding = crate::acceptance::binding(&crate::acceptance::build());
+    assert!(every_field_changes_the_digest(&binding, BuildBinding::digest, &[]).unwrap() >= 4);
+    let record = closure_record();
+    assert!(every_field_changes_the_digest(&record, ClosureRecord::digest, &[]).unwrap() > 20);
+}
+
+/// The acceptance build again, with every accepted call's closure bound (record format 2
+/// binds them in its task results).
+fn accepted_with_closures() -> AcceptanceRecord {
+    let b = crate::acceptance::build();
+    let settled = ClosureSettlement::of(&closure_record());
+    let inventory = b
+        .plan
+        .tasks()
+        .map(|task| InventoryEntry {
+            task: task.id.clone(),
+            owner: task.owner.clone(),
+            budget: task.retry_limit + 1,
+        })
+        .collect();
+    let mut events = vec![EvidenceEvent::Started {
+        channel: b.evidence.channel().clone(),
+        plan_digest: b.plan.digest(),
+        evidence_version: EVIDENCE_VERSION,
+        inputs: BTreeMap::new(),
+        recovery: false,
+        inventory,
+    }];
+    for (task, accepted) in b.evidence.accepted_outputs() {
+        events.extend([
+            EvidenceEvent::Reserved {
+                task: task.clone(),
+                attempt: 1,
+                input_digest: d(7),
+            },
+            EvidenceEvent::ClosureSettled {
+                task: task.clone(),
+                attempt: 1,
+                closure: settled.clone(),
+            },
+            EvidenceEvent::Settled {
+                task: task.clone(),
+                attempt: 1,
+                settlement: Settlement::Accepted {
+                    candidate: accepted.candidate().clone(),
+                    digest: accepted.digest(),
+                },
+            },
+        ]);
+    }
+    let evidence = BatchEvidence::fold(events).unwrap();
+    let snapshot = Snapshot::from_evidence(&evidence).unwrap();
+    accept(
+        &b.plan,
+        &evidence,
+        &snapshot,
+        &crate::acceptance::binding(&b),
+    )
+    .unwrap()
+}
+
+/// Every field of a stored acceptance record is under one of its digests: a record with any
+/// one field changed does not load, and it is a digest (or the format) that refuses it.
+#[test]
+fn every_field_of_an_acceptance_record_is_under_a_digest() {
+    use kleene::acceptance::RecordError;
+    let record = accepted_with_closures();
+    assert!(record.task_results().iter().all(|r| r.closure().is_some()));
+    let json: Value = serde_json::from_str(&record.to_json()).unwrap();
+    // Reading checks every digest first and the canonical layout last, so a record written
+    // in another layout (serde_json sorts the keys) reads as far as the layout check: the
+    // digests of the untouched record hold.
+    let read = |v: &Value| StoredRecord::from_json(&serde_json::to_string_pretty(v).unwrap());
+    assert!(matches!(read(&json), Err(RecordError::NonCanonical)));
+    let mut refused_by_a_digest = 0;
+    for (at, changed) in one_leaf_changed(&json) {
+        match read(&changed) {
+            Ok(_) | Err(RecordError::NonCanonical) => {
+                panic!("a record with {at} changed passes every digest")
+            }
+            Err(RecordError::Digest { .. }) => refused_by_a_digest += 1,
+            // A changed format is refused as a format; a changed id or path may not parse.
+            Err(_) => {}
+        }
+    }
+    assert!(refused_by_a_digest > 40, "{refused_by_a_digest}");
 }
