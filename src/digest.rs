@@ -545,6 +545,28 @@ mod tests {
         assert_eq!(Digest::of("t", &rect), Digest::of("t", &(7u64, 2u32, 5u32)));
     }
 
+    /// A persisted closure state seals its policy: every setting must be in the encoding.
+    #[test]
+    fn every_setting_of_a_recovery_policy_is_encoded() {
+        use crate::closure::{RecoverOn, RecoveryPolicy, VerdictNormalizer};
+        let base = || RecoveryPolicy::builder();
+        let policies = [
+            base(),
+            base().max_recovery_depth(2),
+            base().max_total_fix_attempts(4),
+            base().max_inner_iterations(2),
+            base().recover_on(RecoverOn::BlockersAndWarnings),
+            base().normalizer(VerdictNormalizer::exact()),
+        ];
+        let digests: Vec<Digest> = policies
+            .into_iter()
+            .map(|p| Digest::of("t", &p.build().unwrap()))
+            .collect();
+        for (i, d) in digests.iter().enumerate() {
+            assert!(!digests[i + 1..].contains(d), "policy {i} digests like a later one");
+        }
+    }
+
     #[test]
     fn serde_forms() {
         let d = Digest::of("t", "");

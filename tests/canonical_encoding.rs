@@ -1342,3 +1342,21 @@ fn every_field_of_an_acceptance_record_is_under_a_digest() {
     }
     assert!(refused_by_a_digest > 40, "{refused_by_a_digest}");
 }
+
+/// A repair target's fingerprint covers every field of every diagnostic routed to it.
+#[test]
+fn every_field_of_a_diagnostic_changes_the_repair_fingerprint() {
+    let b = crate::acceptance::build();
+    let fingerprint = |path_: &str, validator: &str, message: &str| {
+        let finding = Diagnostic::new(path(path_), ValidatorId::new(validator).unwrap(), message);
+        let routes = RepairLedger::default()
+            .route(&b.plan, &b.evidence, &b.snapshot, &[finding])
+            .unwrap();
+        routes.requests()[0].fingerprint()
+    };
+    let base = fingerprint("backend/services.py", "wiring", "no create()");
+    assert_ne!(fingerprint("backend/schemas.py", "wiring", "no create()"), base);
+    assert_ne!(fingerprint("backend/services.py", "lint", "no create()"), base);
+    assert_ne!(fingerprint("backend/services.py", "wiring", "no list()"), base);
+    assert_eq!(fingerprint("backend/services.py", "wiring", "no create()"), base);
+}
