@@ -563,7 +563,10 @@ mod tests {
             .map(|p| Digest::of("t", &p.build().unwrap()))
             .collect();
         for (i, d) in digests.iter().enumerate() {
-            assert!(!digests[i + 1..].contains(d), "policy {i} digests like a later one");
+            assert!(
+                !digests[i + 1..].contains(d),
+                "policy {i} digests like a later one"
+            );
         }
     }
 

@@ -1355,8 +1355,20 @@ fn every_field_of_a_diagnostic_changes_the_repair_fingerprint() {
         routes.requests()[0].fingerprint()
     };
     let base = fingerprint("backend/services.py", "wiring", "no create()");
-    assert_ne!(fingerprint("backend/schemas.py", "wiring", "no create()"), base);
-    assert_ne!(fingerprint("backend/services.py", "lint", "no create()"), base);
-    assert_ne!(fingerprint("backend/services.py", "wiring", "no list()"), base);
-    assert_eq!(fingerprint("backend/services.py", "wiring", "no create()"), base);
+    assert_ne!(
+        fingerprint("backend/schemas.py", "wiring", "no create()"),
+        base
+    );
+    assert_ne!(
+        fingerprint("backend/services.py", "lint", "no create()"),
+        base
+    );
+    assert_ne!(
+        fingerprint("backend/services.py", "wiring", "no list()"),
+        base
+    );
+    assert_eq!(
+        fingerprint("backend/services.py", "wiring", "no create()"),
+        base
+    );
 }
