@@ -1,9 +1,11 @@
 //! Domain-separated blake3 digests over a canonical, length-prefixed encoding.
 //!
 //! Every digest in kleene is made by a [`CanonicalHasher`] created for one purpose
-//! (`"kleene <purpose> v1"` as blake3's derive-key context), fed with length-prefixed
-//! fields. Two different purposes never collide, and `("ab", "c")` never digests like
-//! `("a", "bc")`.
+//! (`"kleene <purpose> v1"` as blake3's derive-key context), fed with the one canonical
+//! encoding of a value: its [`Canonical`] implementation, written once per digested type.
+//! Two different purposes never collide, and `("ab", "c")` never digests like
+//! `("a", "bc")`. Encodings are a persisted format (journals, checkpoints and acceptance
+//! records carry the digests), so they never change without a new purpose version.
 //!
 //! ```
 //! use kleene::id::Digest;
