@@ -37,7 +37,7 @@ use std::num::NonZeroU32;
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::{CanonicalHasher, Digest};
+use crate::digest::{ByteTag, Digest, canonical_enum, canonical_struct};
 use crate::{
     id::IdError, id::ProjectId, id::SessionMode, id::TaskId, id::ValidatorId, task::Task,
     verdict::Verdict,
@@ -143,15 +143,47 @@ impl ValidationToken {
 }
 
 fn token_digest(session: &Session, task: &Task, iteration: u32) -> Digest {
-    CanonicalHasher::new("validation token")
-        .str(session.mode.as_str())
-        .str(session.project.as_str())
-        .str(task.id().as_str())
-        .digest(&task.spec().digest())
-        .u64(task.depth().into())
-        .u64(iteration.into())
-        .finish()
+    let spec = task.spec().digest();
+    Digest::of(
+        "validation token",
+        &(session, task.id(), spec, task.depth(), iteration),
+    )
 }
+
+canonical_struct!(Session { mode, project });
+
+// Approval and denial keep the one-byte tags of the optional reason they were first
+// encoded as.
+canonical_enum!(GovernanceDecision {
+    Approve => ByteTag(0),
+    Deny { reason } => ByteTag(1),
+});
+
+canonical_enum!(RecoverOn {
+    Blockers => 0u64,
+    BlockersAndWarnings => 1u64,
+});
+
+canonical_enum!(ExhaustedBound {
+    Depth { max } => "depth",
+    FixBudget { max } => "fix_budget",
+});
+
+// Tagged by `halt_type()`'s codes.
+canonical_enum!(HaltReason {
+    GovernanceDenied { reason } => "governance_denied",
+    PreExecuteRejected { verdict } => "pre_execute_rejected",
+    NonOverridableBlocker { verdict } => "non_overridable_blocker",
+    WarningWithheld { verdict } => "warning_withheld",
+    IterationCap { cap } => "iteration_cap",
+    RecoveryExhausted { bound, verdict } => "recovery_exhausted",
+    RecoveryStalled { verdict } => "recovery_stalled",
+});
+
+canonical_enum!(Next {
+    Complete => "complete",
+    Continue => "continue",
+});
 
 /// Why a token was refused at execution.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -13,6 +13,8 @@ mod batch_inputs;
 mod batch_machine;
 mod batch_simulation;
 mod batch_threaded;
+// Every digest pinned: the canonical encoding never moves by accident.
+mod canonical_encoding;
 // End-to-end tests of the `kleene` binary.
 #[cfg(feature = "cli")]
 mod cli;

@@ -251,7 +251,7 @@ impl<'p> Batch<'p> {
     /// Adds an immutable named input (its digest is recorded; a resume or recovery with
     /// different bytes is refused).
     pub fn with_input(mut self, name: impl Into<String>, bytes: &[u8]) -> Self {
-        let digest = CanonicalHasher::new("batch input").bytes(bytes).finish();
+        let digest = Digest::of("batch input", bytes);
         self.inputs.insert(name.into(), digest);
         self
     }
@@ -746,10 +746,7 @@ impl<'p> Batch<'p> {
     /// inputs.
     fn input_template(&self) -> CanonicalHasher {
         let mut h = CanonicalHasher::new("batch task input");
-        h.digest(&self.plan.digest()).u64(self.inputs.len() as u64);
-        for (name, d) in &self.inputs {
-            h.str(name).digest(d);
-        }
+        h.put(&(self.plan.digest(), &self.inputs));
         h
     }
 

@@ -8,6 +8,7 @@ use super::candidate::{AcceptedOutput, Candidate, Rejection};
 use super::event::ClosureSettlement;
 use super::journal::JournalError;
 use crate::closure::{AgentError, AgentErrorKind};
+use crate::digest::{Canonical, CanonicalHasher};
 use crate::plan::PlannedTask;
 use crate::{closure::FixBudget, id::ChannelId, id::TaskId};
 
@@ -42,6 +43,22 @@ pub enum InfrastructureFailure {
         /// The agent's error and its sources, as text.
         detail: String,
     },
+}
+
+// An infrastructure failure's digest form is the sentence the evidence digest first encoded
+// it as, frozen here so that the digests of stored evidence still verify; the error's
+// message may be reworded freely without moving any digest. (Each sentence starts
+// differently and the whole is length-prefixed, so the encoding is unambiguous.)
+impl Canonical for InfrastructureFailure {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        let frozen = match self {
+            Self::ProcessMissing { detail } => format!("worker process is missing: {detail}"),
+            Self::Timeout { after_ms } => format!("worker call timed out after {after_ms} ms"),
+            Self::Transport { detail } => format!("worker transport failed: {detail}"),
+            Self::Agent { detail } => format!("agent infrastructure failed: {detail}"),
+        };
+        h.put(&frozen);
+    }
 }
 
 /// What a resume does with a call that was reserved but never settled (a pending turn).

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
 use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt, render_recovery_spec};
 use crate::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
-use crate::digest::CanonicalHasher;
+use crate::digest::Canonical;
 use crate::digest::Digest;
 use crate::phase::{Execute, Governance, MoveNext, PostValidate, PreValidate};
 use crate::{
@@ -773,29 +773,20 @@ struct StateSeal {
 
 impl StateSeal {
     fn of(audit: &AuditLog, policy: &RecoveryPolicy, budget_max: u32, budget_used: u32) -> Self {
-        let field = |name: &str, feed: &dyn Fn(&mut CanonicalHasher)| {
-            let mut h = CanonicalHasher::new("closure state seal");
-            h.digest(&audit.head()).str(name);
-            feed(&mut h);
-            h.finish()
+        let field = |name: &str, value: &dyn Canonical| {
+            Digest::of("closure state seal", &(audit.head(), name, value))
         };
         Self {
-            policy: field("policy", &|h| policy.feed(h)),
-            budget_max: field("budget_max", &|h| {
-                h.u64(budget_max.into());
-            }),
-            budget_used: field("budget_used", &|h| {
-                h.u64(budget_used.into());
-            }),
+            policy: field("policy", policy),
+            budget_max: field("budget_max", &budget_max),
+            budget_used: field("budget_used", &budget_used),
         }
     }
 }
 
 /// The digest an `executed` audit event records of an execution output.
 fn output_digest(output: &ExecutionOutput) -> Digest {
-    CanonicalHasher::new("execution output")
-        .str(&output.text)
-        .finish()
+    Digest::of("execution output", &output.text)
 }
 
 /// Checks every recorded execution output against the digest the audit log holds for it,
