@@ -16,10 +16,10 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kleene::{
-    Agent, Task,
+    Agent, Closure, Task, checkpoint,
     audit::{AuditEvent, AuditLog},
     closure::{
-        ExecutionOutput, FailureEntry, GovernanceDecision, Moved, Next, PostValidation, RecoverOn,
+        ClosureRecord, ExecutionOutput, FailureEntry, GovernanceDecision, Moved, Next, PostValidation, RecoverOn,
         RecoveryPolicy, Session, Severity, Spec, Step, ValidationToken, ValidatorResult, Verdict,
         render_recovery_spec, run_to_closure,
     },
@@ -27,11 +27,12 @@ use kleene::{
 };
 
 /// Approves, passes pre-validation, "executes" nothing, and fails post-validation with a
-/// distinct one-line blocker until `failures` attempts have failed.
+/// distinct blocker (one line, or a 4 KiB tail) until `failures` attempts have failed.
 struct NoopAgent {
     failures: u32,
     post_calls: u32,
     tests: ValidatorId,
+    tails: bool,
 }
 
 impl NoopAgent {
@@ -40,6 +41,15 @@ impl NoopAgent {
             failures,
             post_calls: 0,
             tests: ValidatorId::new("tests").unwrap(),
+            tails: false,
+        }
+    }
+
+    /// Fails with a 4 KiB test-output tail instead of one line.
+    fn with_tails(failures: u32) -> Self {
+        Self {
+            tails: true,
+            ..Self::new(failures)
         }
     }
 }
@@ -63,11 +73,16 @@ impl Agent for NoopAgent {
         let n = self.post_calls;
         self.post_calls += 1;
         Ok(if n < self.failures {
+            let justification = if self.tails {
+                tail(n)
+            } else {
+                format!("test t{n} ... FAILED")
+            };
             Verdict::new([ValidatorResult::new(
                 self.tests.clone(),
                 Severity::Blocker,
                 true,
-                format!("test t{n} ... FAILED"),
+                justification,
             )])
         } else {
             Verdict::clean()
@@ -339,5 +354,86 @@ fn render(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, closure_3_fixes, render);
+/// Drives `closure` to its end, handing every state to `persist` (the start and each step's
+/// result), and returns the record.
+fn drive_persisting(
+    mut closure: Closure,
+    agent: &mut NoopAgent,
+    mut persist: impl FnMut(&Closure),
+) -> Box<ClosureRecord> {
+    persist(&closure);
+    loop {
+        closure = match closure {
+            Closure::Done(record) => return record,
+            due => due.step(agent),
+        };
+        persist(&closure);
+    }
+}
+
+/// The LangGraph peer workload: the 3-fix closure (root and two fixes fail, the third fix
+/// passes: 17 agent steps plus the start), trivial bodies, every state persisted into an
+/// in-memory store. `whole_state` encodes `Closure::state` each time, as an orchestrator
+/// persisting the sans-IO machine had to.
+fn persist_every_step(c: &mut Criterion) {
+    let session = Session::new("build", "bench").unwrap();
+    let root = Task::new(TaskId::new("x").unwrap(), Spec::new("add /login"));
+    let policy = RecoveryPolicy::default();
+    let mut group = c.benchmark_group("persist_every_step_3_fixes");
+    group.bench_function("whole_state", |b| {
+        b.iter(|| {
+            let mut agent = NoopAgent::new(3);
+            let mut store: Vec<Vec<u8>> = Vec::with_capacity(32);
+            let closure = Closure::start(black_box(root.clone()), session.clone(), policy.clone());
+            let record = drive_persisting(closure, &mut agent, |c| {
+                store.push(checkpoint::encode(&c.state()).unwrap())
+            });
+            assert_eq!(record.outcome().resolved_depth(), Some(3));
+            store
+        })
+    });
+    group.finish();
+}
+
+/// Persisting every step of a closure that resolves at depth `d` (1..=10), each failure a
+/// 4 KiB tail: the whole closure's persistence, so per step it is this over `5 + 4d` steps.
+fn persist_by_depth(c: &mut Criterion) {
+    let session = Session::new("build", "bench").unwrap();
+    let root = Task::new(TaskId::new("x").unwrap(), Spec::new("add /login"));
+    let policy = RecoveryPolicy::builder()
+        .max_recovery_depth(10)
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("persist_by_depth_4KiB_tails");
+    for depth in 1..=10u32 {
+        group.bench_with_input(BenchmarkId::new("closure_only", depth), &depth, |b, &d| {
+            b.iter(|| {
+                let mut agent = NoopAgent::with_tails(d);
+                let closure = Closure::start(root.clone(), session.clone(), policy.clone());
+                drive_persisting(closure, &mut agent, |_| {})
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("whole_state", depth), &depth, |b, &d| {
+            b.iter(|| {
+                let mut agent = NoopAgent::with_tails(d);
+                let mut store: Vec<Vec<u8>> = Vec::new();
+                let closure = Closure::start(root.clone(), session.clone(), policy.clone());
+                let record = drive_persisting(closure, &mut agent, |c| {
+                    store.push(checkpoint::encode(&c.state()).unwrap())
+                });
+                assert_eq!(record.outcome().resolved_depth(), Some(d));
+                store
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    closure_3_fixes,
+    render,
+    persist_every_step,
+    persist_by_depth
+);
 criterion_main!(benches);

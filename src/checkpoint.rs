@@ -9,7 +9,7 @@
 //! | 0 | 4 | magic `KLNE` (`4b 4c 4e 45`) |
 //! | 4 | 2 | format version of the payload type (`u16`) |
 //! | 6 | 1 | codec tag: `1` = bincode 2, serde mode, `bincode::config::standard()` (variable-length integers, little endian) |
-//! | 7 | 4 | payload kind, four ASCII bytes (`TASK`, `CLSR`, `CLST`, `BEVT`, `EVID`), so one type's bytes never decode as another's |
+//! | 7 | 4 | payload kind, four ASCII bytes (`TASK`, `CLSR`, `CLST`, `CLDT`, `BEVT`, `EVID`), so one type's bytes never decode as another's |
 //! | 11 | 8 | payload length `n` (`u64`), at most [`MAX_PAYLOAD_LEN`] |
 //! | 19 | 32 | checksum |
 //! | 51 | n | payload |
@@ -401,6 +401,15 @@ impl Checkpoint for crate::closure::ClosureState {
         let v1: crate::closure::ClosureStateV1 = decode_payload(payload)?;
         Ok(v1.into())
     }
+}
+
+impl sealed::Sealed for crate::closure::ClosureDelta {}
+
+/// One step of a closure's incremental form (see
+/// [`Closure::step_delta`](crate::closure::Closure::step_delta)), format version 1.
+impl Checkpoint for crate::closure::ClosureDelta {
+    const KIND: [u8; 4] = *b"CLDT";
+    const VERSION: u16 = 1;
 }
 
 const TEMP_SUFFIX: &str = ".tmp";

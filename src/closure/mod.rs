@@ -41,6 +41,7 @@
 
 mod agent_error;
 mod driver;
+mod history;
 mod machine;
 mod normalize;
 mod policy;
@@ -56,6 +57,7 @@ pub use crate::phase::{
 pub use crate::task::{FailureEntry, Spec, Task, TaskError};
 pub use crate::verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};
 pub use agent_error::{AgentError, AgentErrorKind};
+pub use history::{ClosureDelta, ClosureDeltaError};
 pub use driver::{Agent, ClosureRun, run_closure, run_to_closure, run_to_closure_with};
 pub(crate) use machine::ClosureStateV1;
 pub use machine::{
