@@ -235,7 +235,11 @@ pub(crate) fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, C
 }
 
 fn checksum(header: &[u8], payload: &[u8]) -> [u8; 32] {
-    let mut h = blake3::Hasher::new_derive_key("kleene checkpoint envelope v1");
+    // A closure appends one envelope per step: derive the key once.
+    static KEY: std::sync::OnceLock<blake3::Hasher> = std::sync::OnceLock::new();
+    let mut h = KEY
+        .get_or_init(|| blake3::Hasher::new_derive_key("kleene checkpoint envelope v1"))
+        .clone();
     h.update(header);
     h.update(payload);
     *h.finalize().as_bytes()

@@ -118,7 +118,7 @@ proptest! {
         }
         let cut = cut.index(store.len() + 1);
         let (whole, len) = ClosureDelta::decode_log(&store[..cut]).unwrap();
-        prop_assert_eq!(len, ends.iter().copied().filter(|e| *e <= cut).last().unwrap_or(0));
+        prop_assert_eq!(len, ends.iter().copied().rfind(|e| *e <= cut).unwrap_or(0));
         match whole.len() {
             0 => prop_assert_eq!(
                 Closure::restore_from_deltas(whole).err(),

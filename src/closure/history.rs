@@ -57,8 +57,8 @@ use crate::{id::TaskId, task::Task};
 /// [`Closure::history`] gives every delta so far. Encode one with [`ClosureDelta::encode`]
 /// (a checkpoint envelope of kind `CLDT`) and append it to a store; restore with
 /// [`Closure::restore_from_deltas`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(into = "ClosureDeltaV1", from = "ClosureDeltaV1")]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "ClosureDeltaV1")]
 pub struct ClosureDelta {
     pub(super) entries: Vec<AuditEntry>,
     pub(super) payload: Payload,
@@ -484,46 +484,51 @@ impl ClosureDeltaError {
 }
 
 /// A [`ClosureDelta`] as format version 1 persists it; kept apart from the domain type so
-/// that changing the machine is not a format change.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct ClosureDeltaV1 {
-    entries: Vec<AuditEntry>,
-    payload: PayloadV1,
+/// that changing the machine is not a format change. Written from borrowed parts (one
+/// delta per step is encoded on the hot path), read into owned ones.
+#[derive(Debug, Serialize, Deserialize)]
+struct ClosureDeltaWire<E, P> {
+    entries: E,
+    payload: P,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+type ClosureDeltaV1 = ClosureDeltaWire<Vec<AuditEntry>, PayloadV1<String, Box<StartV1>>>;
+
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum PayloadV1 {
+enum PayloadV1<T, S> {
     None,
-    Start {
-        task: Task,
-        policy: RecoveryPolicy,
-        budget_max: u32,
-        budget_used: u32,
-        seal: StateSeal,
-    },
-    Output {
-        text: String,
-    },
+    Start(S),
+    Output { text: T },
 }
 
-impl From<ClosureDelta> for ClosureDeltaV1 {
-    fn from(d: ClosureDelta) -> Self {
-        let payload = match d.payload {
+#[derive(Debug, Serialize, Deserialize)]
+struct StartV1<T = Task, R = RecoveryPolicy, L = StateSeal> {
+    task: T,
+    policy: R,
+    budget_max: u32,
+    budget_used: u32,
+    seal: L,
+}
+
+impl Serialize for ClosureDelta {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let payload = match &self.payload {
             Payload::None => PayloadV1::None,
-            Payload::Output(o) => PayloadV1::Output { text: o.text },
-            Payload::Start(s) => PayloadV1::Start {
-                task: s.task,
-                policy: s.policy,
-                budget_max: s.budget_max,
-                budget_used: s.budget_used,
-                seal: s.seal,
-            },
+            Payload::Output(o) => PayloadV1::Output { text: &o.text },
+            Payload::Start(start) => PayloadV1::Start(StartV1 {
+                task: &start.task,
+                policy: &start.policy,
+                budget_max: start.budget_max,
+                budget_used: start.budget_used,
+                seal: &start.seal,
+            }),
         };
-        Self {
-            entries: d.entries,
+        ClosureDeltaWire {
+            entries: &self.entries,
             payload,
         }
+        .serialize(s)
     }
 }
 
@@ -532,18 +537,12 @@ impl From<ClosureDeltaV1> for ClosureDelta {
         let payload = match w.payload {
             PayloadV1::None => Payload::None,
             PayloadV1::Output { text } => Payload::Output(ExecutionOutput { text }),
-            PayloadV1::Start {
-                task,
-                policy,
-                budget_max,
-                budget_used,
-                seal,
-            } => Payload::Start(Box::new(Start {
-                task,
-                policy,
-                budget_max,
-                budget_used,
-                seal,
+            PayloadV1::Start(s) => Payload::Start(Box::new(Start {
+                task: s.task,
+                policy: s.policy,
+                budget_max: s.budget_max,
+                budget_used: s.budget_used,
+                seal: s.seal,
             })),
         };
         Self {

@@ -9,7 +9,7 @@ use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt, render_recover
 use crate::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
 use crate::digest::CanonicalHasher;
 use crate::digest::Digest;
-use crate::phase::{Execute, Governance, MoveNext, PostValidate, PreValidate};
+use crate::phase::{Execute, Governance, MoveNext, Phase, PostValidate, PreValidate};
 use crate::{
     id::TaskId, phase::ExecutionOutput, phase::ExhaustedBound, phase::GovernanceDecision,
     phase::Halt, phase::HaltReason, phase::Moved, phase::Next, phase::PostValidation,
@@ -82,84 +82,60 @@ pub enum Closure {
     Done(Box<ClosureRecord>),
 }
 
-macro_rules! awaiting {
-    ($(#[$doc:meta])* $name:ident, $phase:ty, $loop_phase:expr $(, $token:ident)?) => {
-        $(#[$doc])*
-        #[derive(Debug)]
-        #[must_use]
-        pub struct $name {
-            // Boxed: the closure moves by value at every step.
-            core: Box<Core>,
-            step: Step<$phase>,
-            $($token: ValidationToken,)?
-        }
-
-        impl $name {
-            /// The task whose iteration is due.
-            pub fn task(&self) -> &Task {
-                self.step.task()
-            }
-
-            /// The iteration (from 1).
-            pub fn iteration(&self) -> u32 {
-                self.step.iteration()
-            }
-
-            /// The session of the closure tree.
-            pub fn session(&self) -> &Session {
-                &self.core.session
-            }
-
-            /// The audit log so far.
-            pub fn audit(&self) -> &AuditLog {
-                &self.core.audit
-            }
-
-            /// Records that the agent itself failed in this phase (its own I/O error): the
-            /// closure ends with [`ClosureFailure::Agent`].
-            pub fn fail(self, message: impl Into<String>) -> Closure {
-                let failure = ClosureFailure::Agent {
-                    phase: $loop_phase,
-                    message: message.into(),
-                };
-                self.core.failed(self.step.task(), self.step.iteration(), failure)
-            }
-        }
-    };
+/// A closure waiting for the answer of phase `P` (see the aliases below): the typed
+/// [`Step`] it is at, and the iteration's validation token while it is owed one.
+#[derive(Debug)]
+#[must_use]
+pub struct Awaiting<P: Phase> {
+    // Boxed: the closure moves by value at every step.
+    core: Box<Core>,
+    step: Step<P>,
+    token: P::Held,
 }
 
-awaiting!(
-    /// A closure waiting for governance's decision.
-    AwaitingGovernance,
-    Governance,
-    LoopPhase::Governance
-);
-awaiting!(
-    /// A closure waiting for the pre-execute verdict.
-    AwaitingPreValidation,
-    PreValidate,
-    LoopPhase::PreValidate,
-    token
-);
-awaiting!(
-    /// A closure waiting for the execution output.
-    AwaitingExecution,
-    Execute,
-    LoopPhase::Execute,
-    token
-);
-awaiting!(
-    /// A closure waiting for the post-execute verdict.
-    AwaitingPostValidation,
-    PostValidate,
-    LoopPhase::PostValidate
-);
-awaiting!(
-    /// A closure waiting to know whether the clean task is complete.
-    AwaitingMoveNext,
-    MoveNext,
-    LoopPhase::MoveNext
-);
+/// A closure waiting for governance's decision.
+pub type AwaitingGovernance = Awaiting<Governance>;
+/// A closure waiting for the pre-execute verdict.
+pub type AwaitingPreValidation = Awaiting<PreValidate>;
+/// A closure waiting for the execution output.
+pub type AwaitingExecution = Awaiting<Execute>;
+/// A closure waiting for the post-execute verdict.
+pub type AwaitingPostValidation = Awaiting<PostValidate>;
+/// A closure waiting to know whether the clean task is complete.
+pub type AwaitingMoveNext = Awaiting<MoveNext>;
+
+impl<P: Phase> Awaiting<P> {
+    /// The task whose iteration is due.
+    pub fn task(&self) -> &Task {
+        self.step.task()
+    }
+
+    /// The iteration (from 1).
+    pub fn iteration(&self) -> u32 {
+        self.step.iteration()
+    }
+
+    /// The session of the closure tree.
+    pub fn session(&self) -> &Session {
+        &self.core.session
+    }
+
+    /// The audit log so far.
+    pub fn audit(&self) -> &AuditLog {
+        &self.core.audit
+    }
+
+    /// Records that the agent itself failed in this phase (its own I/O error): the
+    /// closure ends with [`ClosureFailure::Agent`].
+    pub fn fail(self, message: impl Into<String>) -> Closure {
+        let failure = ClosureFailure::Agent {
+            phase: P::LOOP,
+            message: message.into(),
+        };
+        self.core
+            .failed(self.step.task(), self.step.iteration(), failure)
+    }
+}
 
 impl Closure {
     /// Starts a closure on `task` with its own fix budget of
@@ -195,6 +171,7 @@ impl Closure {
                 audit,
             }),
             step,
+            token: (),
         })
     }
 
@@ -446,7 +423,7 @@ impl AwaitingGovernance {
             .steps
             .push(StepRecord::governed(iteration, decision));
         match outcome {
-            Ok((step, token)) => Closure::PreValidate(AwaitingPreValidation {
+            Ok((step, token)) => Closure::PreValidate(Awaiting {
                 core: self.core,
                 step,
                 token,
@@ -467,7 +444,7 @@ impl AwaitingPreValidation {
         });
         self.core.record(|s| s.pre_verdict = Some(verdict.clone()));
         match self.step.pre_validate(verdict) {
-            Ok(step) => Closure::Execute(AwaitingExecution {
+            Ok(step) => Closure::Execute(Awaiting {
                 core: self.core,
                 step,
                 token: self.token,
@@ -493,9 +470,10 @@ impl AwaitingExecution {
         });
         self.core.record(|s| s.output = Some(output.clone()));
         match self.step.execute(self.token, output) {
-            Ok(step) => Closure::PostValidate(AwaitingPostValidation {
+            Ok(step) => Closure::PostValidate(Awaiting {
                 core: self.core,
                 step,
+                token: (),
             }),
             // The token was minted for exactly this step, so this arm is never taken; it
             // ends the closure with a typed failure rather than a panic all the same.
@@ -529,9 +507,10 @@ impl AwaitingPostValidation {
         self.core.record(|s| s.post_verdict = Some(verdict.clone()));
         let recover_on = self.core.policy.recover_on();
         match self.step.post_validate(verdict, recover_on) {
-            PostValidation::Clean(step) => Closure::MoveNext(AwaitingMoveNext {
+            PostValidation::Clean(step) => Closure::MoveNext(Awaiting {
                 core: self.core,
                 step,
+                token: (),
             }),
             PostValidation::Recoverable(r) => self.core.recover(r),
             PostValidation::Halted(halt) => self.core.halted(halt),
@@ -550,9 +529,10 @@ impl AwaitingMoveNext {
         self.core.record(|s| s.next = Some(next));
         match self.step.move_next(next) {
             Moved::Completed(done) => self.core.resolved(done.task()),
-            Moved::Continue(step) => Closure::Governance(AwaitingGovernance {
+            Moved::Continue(step) => Closure::Governance(Awaiting {
                 core: self.core,
                 step,
+                token: (),
             }),
             Moved::Halted(halt) => self.core.halted(halt),
         }
@@ -642,7 +622,11 @@ impl Core {
         self.done.push(parent);
         let step = Step::new(fix, self.session.clone())
             .with_iteration_cap(self.policy.max_inner_iterations());
-        Closure::Governance(AwaitingGovernance { core: self, step })
+        Closure::Governance(Awaiting {
+            core: self,
+            step,
+            token: (),
+        })
     }
 
     fn resolved(mut self: Box<Self>, task: &Task) -> Closure {
@@ -815,7 +799,11 @@ impl StateSeal {
 
 /// The digest an `executed` audit event records of an execution output.
 pub(super) fn output_digest(output: &ExecutionOutput) -> Digest {
-    CanonicalHasher::new("execution output")
+    // Every execution records one: derive the purpose key once.
+    static OUTPUT: std::sync::OnceLock<CanonicalHasher> = std::sync::OnceLock::new();
+    OUTPUT
+        .get_or_init(|| CanonicalHasher::new("execution output"))
+        .clone()
         .str(&output.text)
         .finish()
 }

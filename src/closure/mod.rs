@@ -61,7 +61,7 @@ pub use history::{ClosureDelta, ClosureDeltaError};
 pub use driver::{Agent, ClosureRun, run_closure, run_to_closure, run_to_closure_with};
 pub(crate) use machine::ClosureStateV1;
 pub use machine::{
-    AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
+    Awaiting, AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
     AwaitingPreValidation, Closure, ClosureProgress, ClosureState, ClosureStateError, StateField,
 };
 pub use normalize::{NormalizedResult, NormalizedVerdict, VerdictNormalizer};
