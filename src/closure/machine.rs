@@ -34,9 +34,12 @@ struct Core {
 /// A closure in progress or finished, driven step by step (sans-IO).
 ///
 /// Match on it to learn what is due; each variant's `feed` takes the result and returns the
-/// next `Closure`, and `fail` records that the agent itself failed. [`Closure::state`]
-/// gives a plain serialisable [`ClosureState`] to persist between any two steps, and
-/// [`Closure::restore`] brings it back, re-checking it through the typed transitions.
+/// next `Closure`, and `fail` records that the agent itself failed. To persist it, append
+/// [`Closure::step_delta`] to a store after every step (one small
+/// [`ClosureDelta`](super::ClosureDelta) each) and restore with
+/// [`Closure::restore_from_deltas`]; or persist the whole [`ClosureState`] of
+/// [`Closure::state`] and restore with [`Closure::restore`]. Either restore replays the
+/// audit log through the typed transitions before the machine takes over.
 /// [`run_to_closure`](crate::closure::run_to_closure) drives exactly this machine. To forward audit
 /// events live, hand `closure.audit().entries()[forwarded..]` to your
 /// [`AuditSink`](crate::audit::AuditSink) after each step.
@@ -177,13 +180,9 @@ impl Closure {
 
     /// The audit log so far (the record's, once done).
     pub fn audit(&self) -> &AuditLog {
-        match self {
-            Closure::Governance(d) => &d.core.audit,
-            Closure::PreValidate(d) => &d.core.audit,
-            Closure::Execute(d) => &d.core.audit,
-            Closure::PostValidate(d) => &d.core.audit,
-            Closure::MoveNext(d) => &d.core.audit,
-            Closure::Done(record) => &record.audit,
+        match self.core() {
+            Ok(core) => &core.audit,
+            Err(record) => &record.audit,
         }
     }
 
@@ -204,9 +203,12 @@ impl Closure {
     /// Brings a persisted state back into the typed machine, with a fix budget restored
     /// from the state's snapshot.
     ///
-    /// The audit chain is verified and the current iteration is replayed through the typed
-    /// transitions ([`Step::govern`], [`Step::pre_validate`], …), which re-mint the same
-    /// validation token; a state those transitions would not have produced is refused.
+    /// Verify, then fold: the audit chain, every output against the digest its entry holds
+    /// and the seal of policy and budget are checked; then the state's own history (its
+    /// audit log and outputs) is replayed through the typed transitions from its root task,
+    /// exactly as [`Closure::restore_from_deltas`] does, and everything else the state keeps
+    /// (tasks, iterations, counters, the verdict kept for stall detection, the phase) must
+    /// be what that replay produces.
     ///
     /// # Errors
     ///
@@ -288,6 +290,7 @@ impl Closure {
     }
 
     fn core_mut(&mut self) -> Option<&mut Core> {
+        // Only a running closure draws fixes.
         match self {
             Closure::Governance(d) => Some(&mut d.core),
             Closure::PreValidate(d) => Some(&mut d.core),
@@ -298,14 +301,15 @@ impl Closure {
         }
     }
 
-    fn core(&self) -> Option<&Core> {
+    /// What a running closure knows, or the record of a finished one.
+    fn core(&self) -> Result<&Core, &ClosureRecord> {
         match self {
-            Closure::Governance(d) => Some(&d.core),
-            Closure::PreValidate(d) => Some(&d.core),
-            Closure::Execute(d) => Some(&d.core),
-            Closure::PostValidate(d) => Some(&d.core),
-            Closure::MoveNext(d) => Some(&d.core),
-            Closure::Done(_) => None,
+            Closure::Governance(d) => Ok(&d.core),
+            Closure::PreValidate(d) => Ok(&d.core),
+            Closure::Execute(d) => Ok(&d.core),
+            Closure::PostValidate(d) => Ok(&d.core),
+            Closure::MoveNext(d) => Ok(&d.core),
+            Closure::Done(record) => Err(record),
         }
     }
 
@@ -364,40 +368,40 @@ impl Closure {
 
     /// Fix subtasks spawned so far.
     pub fn fix_attempts(&self) -> u32 {
-        match self {
-            Closure::Done(record) => record.fix_attempts,
-            due => due.core().map_or(0, Core::fix_attempts),
-        }
+        self.core().map_or_else(|r| r.fix_attempts, Core::fix_attempts)
     }
 
     /// The root task, the policy and the budget snapshot the closure started from (the
     /// budget's use before this closure's own fixes).
     pub(super) fn origin(&self) -> Option<(&Task, &RecoveryPolicy, (u32, u32))> {
-        if let Closure::Done(r) = self {
-            let budget = (r.policy.max_total_fix_attempts(), 0);
-            return Some((&r.attempts.first()?.task, &r.policy, budget));
+        match self.core() {
+            Ok(core) => {
+                let root = core.done.first().unwrap_or(&core.current);
+                let used = core.budget.used().saturating_sub(core.fix_attempts());
+                Some((&root.task, &core.policy, (core.budget.max(), used)))
+            }
+            Err(r) => {
+                let budget = (r.policy.max_total_fix_attempts(), 0);
+                Some((&r.attempts.first()?.task, &r.policy, budget))
+            }
         }
-        let core = self.core()?;
-        let root = core.done.first().unwrap_or(&core.current);
-        let used = core.budget.used().saturating_sub(core.fix_attempts());
-        Some((&root.task, &core.policy, (core.budget.max(), used)))
     }
 
     /// Every task attempt so far, root first.
     pub(super) fn attempts(&self) -> Vec<&TaskAttempt> {
-        match self {
-            Closure::Done(r) => r.attempts.iter().collect(),
-            due => due.core().map_or_else(Vec::new, |c| c.done.iter().chain([&c.current]).collect()),
+        match self.core() {
+            Ok(core) => core.done.iter().chain([&core.current]).collect(),
+            Err(r) => r.attempts.iter().collect(),
         }
     }
 
     /// The output of the last iteration so far, if it executed.
     pub(super) fn last_output(&self) -> Option<&ExecutionOutput> {
-        let last = match self {
-            Closure::Done(r) => r.attempts.last(),
-            due => due.core().map(|c| &c.current),
+        let last = match self.core() {
+            Ok(core) => &core.current,
+            Err(r) => r.attempts.last()?,
         };
-        last?.steps.last()?.output.as_ref()
+        last.steps.last()?.output.as_ref()
     }
 }
 
