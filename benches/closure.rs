@@ -24,12 +24,13 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kleene::{
-    Agent, Closure, Task, checkpoint,
+    Agent, Closure, Task,
     audit::{AuditEvent, AuditLog},
+    checkpoint,
     closure::{
-        ClosureDelta, ClosureRecord, ExecutionOutput, FailureEntry, GovernanceDecision, Moved, Next, PostValidation, RecoverOn,
-        RecoveryPolicy, Session, Severity, Spec, Step, ValidationToken, ValidatorResult, Verdict,
-        render_recovery_spec, run_to_closure,
+        ClosureDelta, ClosureRecord, ExecutionOutput, FailureEntry, GovernanceDecision, Moved,
+        Next, PostValidation, RecoverOn, RecoveryPolicy, Session, Severity, Spec, Step,
+        ValidationToken, ValidatorResult, Verdict, render_recovery_spec, run_to_closure,
     },
     id::{TaskId, ValidatorId},
 };

@@ -56,7 +56,10 @@ fn deltas(steps: &[(ClosureState, ClosureDelta)]) -> Vec<ClosureDelta> {
 /// A run with fixes, outputs and a resolution: root and first fix fail, the second passes.
 fn three_task_run() -> Vec<(ClosureState, ClosureDelta)> {
     let agent = ScriptedAgent::new()
-        .outputs([ExecutionOutput::new("wrote a"), ExecutionOutput::new("wrote b")])
+        .outputs([
+            ExecutionOutput::new("wrote a"),
+            ExecutionOutput::new("wrote b"),
+        ])
         .post_verdicts([failing("test a ... FAILED"), failing("test b ... FAILED")]);
     run(RecoveryPolicy::default(), agent)
 }
@@ -182,7 +185,10 @@ fn the_live_history_is_the_deltas_of_its_steps_and_round_trips_through_checkpoin
     for delta in &all {
         let bytes = delta.encode().unwrap();
         assert_eq!(&checkpoint::decode::<ClosureDelta>(&bytes).unwrap(), delta);
-        assert!(checkpoint::decode::<ClosureState>(&bytes).is_err(), "kinds differ");
+        assert!(
+            checkpoint::decode::<ClosureState>(&bytes).is_err(),
+            "kinds differ"
+        );
     }
     let Closure::Done(record) = restored else {
         panic!("done")
@@ -210,7 +216,10 @@ fn an_edited_output_or_verdict_is_refused_naming_its_delta() {
         matches!(&err, ClosureDeltaError::OutputMismatch { position, task } if *position == executed && task.as_str() == "x"),
         "{err:?}"
     );
-    assert!(err.to_string().contains(&format!("delta {executed}")), "{err}");
+    assert!(
+        err.to_string().contains(&format!("delta {executed}")),
+        "{err}"
+    );
 
     // A verdict edited in its event: its digest no longer matches.
     let post = executed + 1;
@@ -232,7 +241,13 @@ fn an_edited_output_or_verdict_is_refused_naming_its_delta() {
     let (q, err) = refused_at(forged);
     assert_eq!(q, post);
     assert!(
-        matches!(err, ClosureDeltaError::Diverged { found: "subtask_spawned", .. }),
+        matches!(
+            err,
+            ClosureDeltaError::Diverged {
+                found: "subtask_spawned",
+                ..
+            }
+        ),
         "{err:?}"
     );
 }

@@ -1,46 +1,7 @@
 //! A closure's incremental form: one small delta per step, appended to a store, and a
 //! restore that verifies the deltas and folds them back into the machine.
 //!
-//! Persisting [`ClosureState`](super::ClosureState) after every step re-encodes the whole
-//! history each time. A [`ClosureDelta`] holds only what one step added: the audit entries
-//! it appended and what those entries do not carry themselves (the root task, policy and
-//! fix-budget snapshot for the start; the output text for an execution, whose audit event
-//! holds only its digest). The audit log is the single history: every answer the closure
-//! was fed (a decision, a verdict, an output, "complete or continue", an agent failure) is
-//! in it, and every counter (fix attempts, the verdict kept for stall detection) is derived
-//! by replaying it.
-//!
-//! [`Closure::restore_from_deltas`] checks each delta before it trusts it: that it links to
-//! the entry before it, that it is a step the typed transitions would take from the state
-//! the deltas before it reached (they are replayed and must append exactly the recorded
-//! entries), and that an execution's output matches the digest its entry recorded.
-//!
-//! ```
-//! use kleene::{Closure, Task, id::TaskId};
-//! use kleene::closure::{ClosureDelta, ExecutionOutput, GovernanceDecision, Next, RecoveryPolicy,
-//!                       Session, Spec, Verdict};
-//!
-//! let task = Task::new(TaskId::new("x")?, Spec::new("add /login"));
-//! let mut closure = Closure::start(task, Session::new("build", "demo")?, RecoveryPolicy::default());
-//! // The store: an append-only byte log (a file, a database row per step, ...).
-//! let mut store = closure.step_delta().encode()?;
-//! let record = loop {
-//!     closure = match closure {
-//!         Closure::Governance(due) => due.feed(GovernanceDecision::Approve),
-//!         Closure::PreValidate(due) => due.feed(Verdict::clean()),
-//!         Closure::Execute(due) => due.feed(ExecutionOutput::new("wrote src/login.rs")),
-//!         Closure::PostValidate(due) => due.feed(Verdict::clean()),
-//!         Closure::MoveNext(due) => due.feed(Next::Complete),
-//!         Closure::Done(record) => break record,
-//!     };
-//!     store.extend(closure.step_delta().encode()?);
-//!     // After a crash: read the whole deltas back and continue from the last one.
-//!     let (deltas, _whole_len) = ClosureDelta::decode_log(&store)?;
-//!     closure = Closure::restore_from_deltas(deltas)?;
-//! };
-//! assert_eq!(record.outcome().resolved_depth(), Some(0));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! See [`ClosureDelta`].
 
 use serde::{Deserialize, Serialize};
 
@@ -51,12 +12,59 @@ use crate::checkpoint::{self, CheckpointError, HEADER_LEN};
 use crate::phase::ExecutionOutput;
 use crate::{id::TaskId, task::Task};
 
-/// What one step of a closure added to its history (see the [module docs](self)).
+/// What one step of a closure added to its history.
+///
+/// Persisting [`ClosureState`](super::ClosureState) after every step re-encodes the whole
+/// history each time. A [`ClosureDelta`] holds only what one step added: the audit entries
+/// it appended and what those entries do not carry themselves (the root task, policy and
+/// fix-budget snapshot for the start; the output text for an execution, whose audit event
+/// holds only its digest). The audit log is the single history: every answer the closure
+/// was fed (a decision, a verdict, an output, "complete or continue", an agent failure) is
+/// in it, and every counter (fix attempts, the verdict kept for stall detection) is derived
+/// by replaying it.
+///
+/// [`Closure::restore_from_deltas`] checks each delta before it trusts it: that it links to
+/// the entry before it, that it is a step the typed transitions would take from the state
+/// the deltas before it reached (they are replayed and must append exactly the recorded
+/// entries), and that an execution's output matches the digest its entry recorded.
+///
+/// ```
+/// use kleene::{Closure, Task, id::TaskId};
+/// use kleene::closure::{ClosureDelta, ExecutionOutput, GovernanceDecision, Next, RecoveryPolicy,
+///                       Session, Spec, Verdict};
+///
+/// let task = Task::new(TaskId::new("x")?, Spec::new("add /login"));
+/// let mut closure = Closure::start(task, Session::new("build", "demo")?, RecoveryPolicy::default());
+/// // The store: an append-only byte log (a file, a database row per step, ...).
+/// let mut store = closure.step_delta().encode()?;
+/// let record = loop {
+///     closure = match closure {
+///         Closure::Governance(due) => due.feed(GovernanceDecision::Approve),
+///         Closure::PreValidate(due) => due.feed(Verdict::clean()),
+///         Closure::Execute(due) => due.feed(ExecutionOutput::new("wrote src/login.rs")),
+///         Closure::PostValidate(due) => due.feed(Verdict::clean()),
+///         Closure::MoveNext(due) => due.feed(Next::Complete),
+///         Closure::Done(record) => break record,
+///     };
+///     store.extend(closure.step_delta().encode()?);
+///     // After a crash: read the whole deltas back and continue from the last one.
+///     let (deltas, _whole_len) = ClosureDelta::decode_log(&store)?;
+///     closure = Closure::restore_from_deltas(deltas)?;
+/// };
+/// assert_eq!(record.outcome().resolved_depth(), Some(0));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 ///
 /// [`Closure::step_delta`] gives the delta of the step that produced a closure;
 /// [`Closure::history`] gives every delta so far. Encode one with [`ClosureDelta::encode`]
 /// (a checkpoint envelope of kind `CLDT`) and append it to a store; restore with
 /// [`Closure::restore_from_deltas`].
+///
+/// # Format versions
+///
+/// | version | change |
+/// |---|---|
+/// | 1 | the first: the step's audit entries, then nothing, the start (root task, policy, fix-budget size and use, and a seal binding them to the `closure_started` entry) or an execution's output text |
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(from = "ClosureDeltaV1")]
 pub struct ClosureDelta {
@@ -125,13 +133,12 @@ impl ClosureDelta {
                 .and_then(|n| n.checked_add(HEADER_LEN))
                 .filter(|n| *n <= rest.len());
             let Some(len) = len else { break };
-            let delta = checkpoint::decode(&rest[..len]).map_err(|source| {
-                ClosureDeltaError::Decode {
+            let delta =
+                checkpoint::decode(&rest[..len]).map_err(|source| ClosureDeltaError::Decode {
                     position: deltas.len(),
                     offset,
                     source,
-                }
-            })?;
+                })?;
             deltas.push(delta);
             offset += len;
         }
@@ -159,7 +166,10 @@ impl Closure {
     /// closure persisted as a [`ClosureState`](super::ClosureState) into a delta store).
     pub fn history(&self) -> Vec<ClosureDelta> {
         let attempts = self.attempts();
-        let outputs = attempts.iter().flat_map(|a| &a.steps).filter_map(|s| s.output.as_ref());
+        let outputs = attempts
+            .iter()
+            .flat_map(|a| &a.steps)
+            .filter_map(|s| s.output.as_ref());
         let origin = self.origin();
         split(self.audit(), outputs)
             .map(|(first, entries, output)| delta(first, entries, output, origin))
@@ -296,7 +306,12 @@ pub(super) fn fold(
     let mut closure =
         Closure::start_with_budget(start.task.clone(), session, start.policy.clone(), &replay);
     compare(0, &closure, 0, &first.entries)?;
-    let expected = StateSeal::of(closure.audit().head(), &start.policy, start.budget_max, start.budget_used);
+    let expected = StateSeal::of(
+        closure.audit().head(),
+        &start.policy,
+        start.budget_max,
+        start.budget_used,
+    );
     if let Some(field) = expected.mismatch(&start.seal) {
         return Err(ClosureDeltaError::Tampered { position: 0, field });
     }
@@ -310,7 +325,10 @@ pub(super) fn fold(
             (opening.event(), &delta.payload)
             && *output != output_digest(text)
         {
-            return Err(ClosureDeltaError::OutputMismatch { position, task: opening.event().task_ref().clone() });
+            return Err(ClosureDeltaError::OutputMismatch {
+                position,
+                task: opening.event().task_ref().clone(),
+            });
         }
         let output = match &delta.payload {
             Payload::Output(text) => Some(text),
@@ -318,21 +336,29 @@ pub(super) fn fold(
         };
         // The budget a fix drew from was live: replay what the entries say it answered.
         let refused = delta.entries.iter().find_map(|e| match e.event() {
-            AuditEvent::RecoveryExhausted { bound: crate::phase::ExhaustedBound::FixBudget { max }, .. } => Some(*max),
+            AuditEvent::RecoveryExhausted {
+                bound: crate::phase::ExhaustedBound::FixBudget { max },
+                ..
+            } => Some(*max),
             _ => None,
         });
         let budget = match refused {
             Some(max) => FixBudget::restore(max, max)?,
             None => replay.clone(),
         };
-        closure = match closure.with_budget(budget).feed_recorded(opening.event(), output) {
+        closure = match closure
+            .with_budget(budget)
+            .feed_recorded(opening.event(), output)
+        {
             Ok(next) => next,
             Err(due) => {
                 return Err(ClosureDeltaError::IllegalStep {
                     position,
                     task: opening.event().task_ref().clone(),
                     found: opening.event().kind(),
-                    due: due.due().map_or("nothing (it had ended)", LoopPhase::as_str),
+                    due: due
+                        .due()
+                        .map_or("nothing (it had ended)", LoopPhase::as_str),
                 });
             }
         };
@@ -353,7 +379,10 @@ fn compare(
         return Ok(());
     }
     let same_events = appended.len() == recorded.len()
-        && appended.iter().zip(recorded).all(|(a, r)| a.event() == r.event());
+        && appended
+            .iter()
+            .zip(recorded)
+            .all(|(a, r)| a.event() == r.event());
     if same_events {
         return Err(ClosureDeltaError::Edited { position });
     }
@@ -361,10 +390,10 @@ fn compare(
     let produced = appended.iter().find(|a| !recorded.contains(a));
     Err(ClosureDeltaError::Diverged {
         position,
-        task: found
-            .or(produced)
-            .or(recorded.first())
-            .map_or_else(|| closure.audit().entries()[0].event().task_ref().clone(), |e| e.event().task_ref().clone()),
+        task: found.or(produced).or(recorded.first()).map_or_else(
+            || closure.audit().entries()[0].event().task_ref().clone(),
+            |e| e.event().task_ref().clone(),
+        ),
         found: found.map_or("nothing", |e| e.event().kind()),
         expected: produced.map_or("nothing", |e| e.event().kind()),
     })

@@ -259,7 +259,10 @@ impl Closure {
             None => None,
         };
         // Fold: replay the state's own history through the typed transitions.
-        let outputs = attempts.iter().flat_map(|a| &a.steps).filter_map(|s| s.output.as_ref());
+        let outputs = attempts
+            .iter()
+            .flat_map(|a| &a.steps)
+            .filter_map(|s| s.output.as_ref());
         let origin = Some((&root.task, policy, (policy.max_total_fix_attempts(), 0)));
         let deltas = history::split(audit, outputs)
             .map(|(first, entries, output)| history::delta(first, entries, output, origin));
@@ -271,7 +274,11 @@ impl Closure {
         // replays to.
         if let Some(reason) = state.first_difference(&folded.state()) {
             return Err(match state.progress() {
-                Some((phase, _)) => ClosureStateError::Inconsistent { task, phase, reason },
+                Some((phase, _)) => ClosureStateError::Inconsistent {
+                    task,
+                    phase,
+                    reason,
+                },
                 None => ClosureStateError::RecordInconsistent { task },
             });
         }
@@ -327,9 +334,7 @@ impl Closure {
             (Closure::Execute(d), E::Executed { .. }) if output.is_some() => {
                 d.feed(output.cloned().unwrap_or_default())
             }
-            (Closure::PostValidate(d), E::PostValidated { verdict, .. }) => {
-                d.feed(verdict.clone())
-            }
+            (Closure::PostValidate(d), E::PostValidated { verdict, .. }) => d.feed(verdict.clone()),
             (Closure::MoveNext(d), E::MovedNext { next, .. }) => d.feed(*next),
             (due, E::Failed { failure, .. }) => match (due, failure) {
                 (due, ClosureFailure::Agent { phase, message }) if due.due() == Some(*phase) => {
@@ -368,7 +373,8 @@ impl Closure {
 
     /// Fix subtasks spawned so far.
     pub fn fix_attempts(&self) -> u32 {
-        self.core().map_or_else(|r| r.fix_attempts, Core::fix_attempts)
+        self.core()
+            .map_or_else(|r| r.fix_attempts, Core::fix_attempts)
     }
 
     /// The root task, the policy and the budget snapshot the closure started from (the
@@ -769,7 +775,12 @@ pub(super) struct StateSeal {
 
 impl StateSeal {
     /// The seal binding `policy` and the budget snapshot to the audit `head`.
-    pub(super) fn of(head: Digest, policy: &RecoveryPolicy, budget_max: u32, budget_used: u32) -> Self {
+    pub(super) fn of(
+        head: Digest,
+        policy: &RecoveryPolicy,
+        budget_max: u32,
+        budget_used: u32,
+    ) -> Self {
         let field = |name: &str, feed: &dyn Fn(&mut CanonicalHasher)| {
             let mut h = CanonicalHasher::new("closure state seal");
             h.digest(&head).str(name);
@@ -908,7 +919,10 @@ impl ClosureState {
             return (self != replayed).then_some("the state is not what its audit log replays to");
         };
         [
-            (phase != found_phase, "the recorded iteration does not match the phase"),
+            (
+                phase != found_phase,
+                "the recorded iteration does not match the phase",
+            ),
             (
                 kept.previous != found.previous,
                 "the verdict kept for stall detection is not the previous attempt's",
@@ -917,7 +931,10 @@ impl ClosureState {
                 kept.fix_attempts != found.fix_attempts,
                 "the number of finished tasks differs from the fix attempts",
             ),
-            (kept.session != found.session, "the session is not the one its audit log names"),
+            (
+                kept.session != found.session,
+                "the session is not the one its audit log names",
+            ),
             (
                 kept.done != found.done || kept.current != found.current,
                 "its tasks and iterations are not what its audit log replays to",
@@ -963,7 +980,12 @@ impl From<&Core> for ClosureProgress {
             previous: core.previous.clone(),
             done: core.done.clone(),
             current: core.current.clone(),
-            seal: StateSeal::of(core.audit.head(), &core.policy, core.budget.max(), budget_used),
+            seal: StateSeal::of(
+                core.audit.head(),
+                &core.policy,
+                core.budget.max(),
+                budget_used,
+            ),
             audit: core.audit.clone(),
         }
     }

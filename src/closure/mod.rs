@@ -57,8 +57,8 @@ pub use crate::phase::{
 pub use crate::task::{FailureEntry, Spec, Task, TaskError};
 pub use crate::verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};
 pub use agent_error::{AgentError, AgentErrorKind};
-pub use history::{ClosureDelta, ClosureDeltaError};
 pub use driver::{Agent, ClosureRun, run_closure, run_to_closure, run_to_closure_with};
+pub use history::{ClosureDelta, ClosureDeltaError};
 pub(crate) use machine::ClosureStateV1;
 pub use machine::{
     Awaiting, AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
