@@ -165,10 +165,10 @@ proptest! {
         let all = deltas(&run(RecoveryPolicy::default(), agent));
         prop_assume!(all.len() >= 2);
         let p = 1 + at.index(all.len() - 1);
-        // A digest that is not this entry's: the previous delta's last one.
-        let other = serde_json::to_value(&all[p - 1]).unwrap()["entries"][0]["hash"].clone();
+        // A head that is not this delta's: the previous delta's.
+        let other = serde_json::to_value(&all[p - 1]).unwrap()["head"].clone();
         let mut forged = all.clone();
-        forged[p] = edited(&all[p], |d| d["entries"][0]["hash"] = other);
+        forged[p] = edited(&all[p], |d| d["head"] = other);
         let (q, err) = refused_at(forged);
         prop_assert!(q == p && matches!(err, ClosureDeltaError::Edited { .. }), "{:?}", err);
     }
@@ -204,7 +204,7 @@ fn an_edited_output_or_verdict_is_refused_naming_its_delta() {
     let all = deltas(&three_task_run());
     let executed = all
         .iter()
-        .position(|d| d.entries()[0].event().kind() == "executed")
+        .position(|d| d.events()[0].kind() == "executed")
         .unwrap();
     let mut forged = all.clone();
     forged[executed] = edited(&all[executed], |d| {
@@ -225,7 +225,7 @@ fn an_edited_output_or_verdict_is_refused_naming_its_delta() {
     let post = executed + 1;
     let mut forged = all.clone();
     forged[post] = edited(&all[post], |d| {
-        let event = &mut d["entries"][0]["event"]["post_validated"]["verdict"];
+        let event = &mut d["events"][0]["post_validated"]["verdict"];
         *event = serde_json::to_value(Verdict::clean()).unwrap();
     });
     assert!(matches!(
@@ -236,7 +236,7 @@ fn an_edited_output_or_verdict_is_refused_naming_its_delta() {
     // A consequence that the step does not produce (the fix spawned at another depth).
     let mut forged = all.clone();
     forged[post] = edited(&all[post], |d| {
-        d["entries"][1]["event"]["subtask_spawned"]["depth"] = 2.into();
+        d["events"][1]["subtask_spawned"]["depth"] = 2.into();
     });
     let (q, err) = refused_at(forged);
     assert_eq!(q, post);

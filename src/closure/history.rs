@@ -9,6 +9,7 @@ use super::machine::{StateSeal, output_digest};
 use super::{Closure, ClosureFailure, FixBudget, PolicyError, RecoveryPolicy, StateField};
 use crate::audit::{AuditEntry, AuditEvent, AuditLog, LoopPhase};
 use crate::checkpoint::{self, CheckpointError, HEADER_LEN};
+use crate::digest::Digest;
 use crate::phase::ExecutionOutput;
 use crate::{id::TaskId, task::Task};
 
@@ -64,12 +65,17 @@ use crate::{id::TaskId, task::Task};
 ///
 /// | version | change |
 /// |---|---|
-/// | 1 | the first: the step's audit entries, then nothing, the start (root task, policy, fix-budget size and use, and a seal binding them to the `closure_started` entry) or an execution's output text |
+/// | 1 | the first: the audit head before the step, the step's audit events, the head after it, then nothing, the start (root task, policy, fix-budget size and use, and a seal binding them to the `closure_started` entry) or an execution's output text |
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(from = "ClosureDeltaV1")]
 pub struct ClosureDelta {
-    pub(super) entries: Vec<AuditEntry>,
-    pub(super) payload: Payload,
+    /// The audit head before the step (the digest its first entry links to).
+    prev: Digest,
+    /// The events the step appended, oldest first.
+    events: Vec<AuditEvent>,
+    /// The audit head after the step (the digest of its last entry).
+    head: Digest,
+    payload: Payload,
 }
 
 /// What a step's audit entries do not carry.
@@ -94,9 +100,19 @@ pub(super) struct Start {
 }
 
 impl ClosureDelta {
-    /// The audit entries the step appended, oldest first.
-    pub fn entries(&self) -> &[AuditEntry] {
-        &self.entries
+    /// The audit events the step appended, oldest first.
+    pub fn events(&self) -> &[AuditEvent] {
+        &self.events
+    }
+
+    /// The audit log's head before the step: what the step's first entry links to.
+    pub fn prev(&self) -> Digest {
+        self.prev
+    }
+
+    /// The audit log's head after the step (anchor it to detect a rewritten store).
+    pub fn head(&self) -> Digest {
+        self.head
     }
 
     /// True for the first delta of a closure (its start).
@@ -237,7 +253,9 @@ pub(super) fn delta(
         _ => Payload::None,
     };
     ClosureDelta {
-        entries: entries.to_vec(),
+        prev: entries.first().map_or(AuditLog::GENESIS, AuditEntry::prev),
+        events: entries.iter().map(|e| e.event().clone()).collect(),
+        head: entries.last().map_or(AuditLog::GENESIS, AuditEntry::hash),
         payload,
     }
 }
@@ -298,14 +316,17 @@ pub(super) fn fold(
     let Payload::Start(start) = first.payload else {
         return Err(ClosureDeltaError::NotStart { position: 0 });
     };
-    let session = match first.entries.first().map(AuditEntry::event) {
+    let session = match first.events.first() {
         Some(AuditEvent::ClosureStarted { session, .. }) => session.clone(),
         _ => return Err(ClosureDeltaError::NotStart { position: 0 }),
     };
+    if first.prev != AuditLog::GENESIS {
+        return Err(ClosureDeltaError::BrokenLink { position: 0 });
+    }
     let replay = FixBudget::new(u32::MAX);
     let mut closure =
         Closure::start_with_budget(start.task.clone(), session, start.policy.clone(), &replay);
-    compare(0, &closure, 0, &first.entries)?;
+    compare(0, &closure, 0, &first.events, first.head)?;
     let expected = StateSeal::of(
         closure.audit().head(),
         &start.policy,
@@ -318,16 +339,16 @@ pub(super) fn fold(
     for (position, delta) in deltas {
         let before = closure.audit().len();
         let head = closure.audit().head();
-        let Some(opening) = delta.entries.first().filter(|e| e.prev() == head) else {
+        let Some(opening) = delta.events.first().filter(|_| delta.prev == head) else {
             return Err(ClosureDeltaError::BrokenLink { position });
         };
         if let (AuditEvent::Executed { output, .. }, Payload::Output(text)) =
-            (opening.event(), &delta.payload)
+            (opening, &delta.payload)
             && *output != output_digest(text)
         {
             return Err(ClosureDeltaError::OutputMismatch {
                 position,
-                task: opening.event().task_ref().clone(),
+                task: opening.task_ref().clone(),
             });
         }
         let output = match &delta.payload {
@@ -335,7 +356,7 @@ pub(super) fn fold(
             _ => None,
         };
         // The budget a fix drew from was live: replay what the entries say it answered.
-        let refused = delta.entries.iter().find_map(|e| match e.event() {
+        let refused = delta.events.iter().find_map(|e| match e {
             AuditEvent::RecoveryExhausted {
                 bound: crate::phase::ExhaustedBound::FixBudget { max },
                 ..
@@ -346,56 +367,55 @@ pub(super) fn fold(
             Some(max) => FixBudget::restore(max, max)?,
             None => replay.clone(),
         };
-        closure = match closure
-            .with_budget(budget)
-            .feed_recorded(opening.event(), output)
-        {
+        closure = match closure.with_budget(budget).feed_recorded(opening, output) {
             Ok(next) => next,
             Err(due) => {
                 return Err(ClosureDeltaError::IllegalStep {
                     position,
-                    task: opening.event().task_ref().clone(),
-                    found: opening.event().kind(),
+                    task: opening.task_ref().clone(),
+                    found: opening.kind(),
                     due: due
                         .due()
                         .map_or("nothing (it had ended)", LoopPhase::as_str),
                 });
             }
         };
-        compare(position, &closure, before, &delta.entries)?;
+        compare(position, &closure, before, &delta.events, delta.head)?;
     }
     Ok((closure, *start))
 }
 
-/// Checks that replaying a delta appended exactly its recorded entries.
+/// Checks that replaying a delta appended exactly its recorded events, ending at its head.
 fn compare(
     position: usize,
     closure: &Closure,
     before: usize,
-    recorded: &[AuditEntry],
+    events: &[AuditEvent],
+    head: Digest,
 ) -> Result<(), ClosureDeltaError> {
     let appended = &closure.audit().entries()[before..];
-    if appended == recorded {
-        return Ok(());
+    let same_events =
+        appended.len() == events.len() && appended.iter().zip(events).all(|(a, r)| a.event() == r);
+    match (same_events, closure.audit().head() == head) {
+        (true, true) => return Ok(()),
+        (true, false) => return Err(ClosureDeltaError::Edited { position }),
+        (false, _) => {}
     }
-    let same_events = appended.len() == recorded.len()
-        && appended
-            .iter()
-            .zip(recorded)
-            .all(|(a, r)| a.event() == r.event());
-    if same_events {
-        return Err(ClosureDeltaError::Edited { position });
-    }
-    let found = recorded.iter().find(|r| !appended.contains(r));
-    let produced = appended.iter().find(|a| !recorded.contains(a));
+    let found = events
+        .iter()
+        .find(|r| !appended.iter().any(|a| a.event() == *r));
+    let produced = appended
+        .iter()
+        .map(AuditEntry::event)
+        .find(|a| !events.contains(a));
     Err(ClosureDeltaError::Diverged {
         position,
-        task: found.or(produced).or(recorded.first()).map_or_else(
+        task: found.or(produced).or(events.first()).map_or_else(
             || closure.audit().entries()[0].event().task_ref().clone(),
-            |e| e.event().task_ref().clone(),
+            |e| e.task_ref().clone(),
         ),
-        found: found.map_or("nothing", |e| e.event().kind()),
-        expected: produced.map_or("nothing", |e| e.event().kind()),
+        found: found.map_or("nothing", AuditEvent::kind),
+        expected: produced.map_or("nothing", AuditEvent::kind),
     })
 }
 
@@ -517,11 +537,60 @@ impl ClosureDeltaError {
 /// delta per step is encoded on the hot path), read into owned ones.
 #[derive(Debug, Serialize, Deserialize)]
 struct ClosureDeltaWire<E, P> {
-    entries: E,
+    prev: DigestBytes,
+    events: E,
+    head: DigestBytes,
     payload: P,
 }
 
-type ClosureDeltaV1 = ClosureDeltaWire<Vec<AuditEntry>, PayloadV1<String, Box<StartV1>>>;
+type ClosureDeltaV1 = ClosureDeltaWire<Vec<AuditEvent>, PayloadV1<String, Box<StartV1>>>;
+
+/// A digest written as one run of 32 bytes (not 32 separate integers): a delta is encoded
+/// at every step.
+#[derive(Debug, Clone, Copy)]
+struct DigestBytes(Digest);
+
+impl Serialize for DigestBytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.0.as_bytes())
+    }
+}
+
+impl<'de> Deserialize<'de> for DigestBytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Bytes;
+        impl<'de> serde::de::Visitor<'de> for Bytes {
+            type Value = DigestBytes;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("32 bytes of a digest")
+            }
+
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<DigestBytes, E> {
+                <[u8; 32]>::try_from(v)
+                    .map(|b| DigestBytes(Digest::from_bytes(b)))
+                    .map_err(|_| E::invalid_length(v.len(), &self))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<DigestBytes, A::Error> {
+                let mut bytes = [0u8; 32];
+                for (i, b) in bytes.iter_mut().enumerate() {
+                    *b = seq
+                        .next_element()?
+                        .ok_or_else(|| serde::de::Error::invalid_length(i, &self))?;
+                }
+                if seq.next_element::<u8>()?.is_some() {
+                    return Err(serde::de::Error::invalid_length(33, &self));
+                }
+                Ok(DigestBytes(Digest::from_bytes(bytes)))
+            }
+        }
+        d.deserialize_bytes(Bytes)
+    }
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -554,7 +623,9 @@ impl Serialize for ClosureDelta {
             }),
         };
         ClosureDeltaWire {
-            entries: &self.entries,
+            prev: DigestBytes(self.prev),
+            events: &self.events,
+            head: DigestBytes(self.head),
             payload,
         }
         .serialize(s)
@@ -575,7 +646,9 @@ impl From<ClosureDeltaV1> for ClosureDelta {
             })),
         };
         Self {
-            entries: w.entries,
+            prev: w.prev.0,
+            events: w.events,
+            head: w.head.0,
             payload,
         }
     }
