@@ -9,7 +9,7 @@
 //! | 0 | 4 | magic `KLNE` (`4b 4c 4e 45`) |
 //! | 4 | 2 | format version of the payload type (`u16`) |
 //! | 6 | 1 | codec tag: `1` = bincode 2, serde mode, `bincode::config::standard()` (variable-length integers, little endian) |
-//! | 7 | 4 | payload kind, four ASCII bytes (`TASK`, `CLSR`, `CLST`, `BEVT`, `EVID`), so one type's bytes never decode as another's |
+//! | 7 | 4 | payload kind, four ASCII bytes (`TASK`, `CLSR`, `CLST`, `CLDT`, `BEVT`, `EVID`), so one type's bytes never decode as another's |
 //! | 11 | 8 | payload length `n` (`u64`), at most [`MAX_PAYLOAD_LEN`] |
 //! | 19 | 32 | checksum |
 //! | 51 | n | payload |
@@ -235,7 +235,11 @@ pub(crate) fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, C
 }
 
 fn checksum(header: &[u8], payload: &[u8]) -> [u8; 32] {
-    let mut h = blake3::Hasher::new_derive_key("kleene checkpoint envelope v1");
+    // A closure appends one envelope per step: derive the key once.
+    static KEY: std::sync::OnceLock<blake3::Hasher> = std::sync::OnceLock::new();
+    let mut h = KEY
+        .get_or_init(|| blake3::Hasher::new_derive_key("kleene checkpoint envelope v1"))
+        .clone();
     h.update(header);
     h.update(payload);
     *h.finalize().as_bytes()
@@ -401,6 +405,15 @@ impl Checkpoint for crate::closure::ClosureState {
         let v1: crate::closure::ClosureStateV1 = decode_payload(payload)?;
         Ok(v1.into())
     }
+}
+
+impl sealed::Sealed for crate::closure::ClosureDelta {}
+
+/// One step of a closure's incremental form (see
+/// [`Closure::step_delta`](crate::closure::Closure::step_delta)), format version 1.
+impl Checkpoint for crate::closure::ClosureDelta {
+    const KIND: [u8; 4] = *b"CLDT";
+    const VERSION: u16 = 1;
 }
 
 const TEMP_SUFFIX: &str = ".tmp";

@@ -37,7 +37,8 @@ use std::num::NonZeroU32;
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::{ByteTag, Digest, canonical_enum, canonical_struct};
+use crate::audit::LoopPhase;
+use crate::digest::{ByteTag, CanonicalHasher, Digest, canonical_enum, canonical_struct};
 use crate::{
     id::IdError, id::ProjectId, id::SessionMode, id::TaskId, id::ValidatorId, task::Task,
     verdict::Verdict,
@@ -143,11 +144,14 @@ impl ValidationToken {
 }
 
 fn token_digest(session: &Session, task: &Task, iteration: u32) -> Digest {
+    // Every governed iteration mints one: derive the purpose key once.
+    static TOKEN: std::sync::OnceLock<CanonicalHasher> = std::sync::OnceLock::new();
     let spec = task.spec().digest();
-    Digest::of(
-        "validation token",
-        &(session, task.id(), spec, task.depth(), iteration),
-    )
+    TOKEN
+        .get_or_init(|| CanonicalHasher::new("validation token"))
+        .clone()
+        .put(&(session, task.id(), spec, task.depth(), iteration))
+        .finish()
 }
 
 canonical_struct!(Session { mode, project });
@@ -331,6 +335,12 @@ mod sealed {
 pub trait Phase: sealed::Sealed {
     /// The phase's snake-case name, as used in audit events.
     const NAME: &'static str;
+    /// The phase as audit events and agent failures name it.
+    const LOOP: LoopPhase;
+    /// What a step in this phase is owed besides itself: the iteration's
+    /// [`ValidationToken`] from governance's approval until execution spends it, nothing
+    /// otherwise.
+    type Held: std::fmt::Debug;
 }
 
 /// Governance decides whether the step may run (type state).
@@ -366,18 +376,20 @@ pub struct MoveNext {
 }
 
 macro_rules! phase {
-    ($t:ty, $name:literal) => {
+    ($t:ty, $loop:ident, $name:literal, $held:ty) => {
         impl sealed::Sealed for $t {}
         impl Phase for $t {
             const NAME: &'static str = $name;
+            const LOOP: LoopPhase = LoopPhase::$loop;
+            type Held = $held;
         }
     };
 }
-phase!(Governance, "governance");
-phase!(PreValidate, "pre_validate");
-phase!(Execute, "execute");
-phase!(PostValidate, "post_validate");
-phase!(MoveNext, "move_next");
+phase!(Governance, Governance, "governance", ());
+phase!(PreValidate, PreValidate, "pre_validate", ValidationToken);
+phase!(Execute, Execute, "execute", ValidationToken);
+phase!(PostValidate, PostValidate, "post_validate", ());
+phase!(MoveNext, MoveNext, "move_next", ());
 
 /// One task in one phase of the inner loop.
 #[derive(Debug)]

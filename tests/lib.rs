@@ -36,6 +36,8 @@ mod cli_jobs;
 #[cfg(feature = "cli")]
 mod cli_staging;
 mod closure;
+// A closure's incremental form: deltas per step, verified and folded on restore.
+mod closure_incremental;
 mod closure_tamper;
 mod envelope_format;
 // Error messages and their source chains.

@@ -3,12 +3,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::history::{self, ClosureDeltaError};
 use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
 use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt, render_recovery_spec};
 use crate::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
-use crate::digest::Canonical;
+use crate::digest::{Canonical, CanonicalHasher};
 use crate::digest::Digest;
-use crate::phase::{Execute, Governance, MoveNext, PostValidate, PreValidate};
+use crate::phase::{Execute, Governance, MoveNext, Phase, PostValidate, PreValidate};
 use crate::{
     id::TaskId, phase::ExecutionOutput, phase::ExhaustedBound, phase::GovernanceDecision,
     phase::Halt, phase::HaltReason, phase::Moved, phase::Next, phase::PostValidation,
@@ -22,7 +23,8 @@ struct Core {
     policy: RecoveryPolicy,
     session: Session,
     budget: FixBudget,
-    fix_attempts: u32,
+    /// The normalised verdict of the last finished attempt, kept so that stall detection
+    /// normalises each verdict once.
     previous: Option<NormalizedVerdict>,
     done: Vec<TaskAttempt>,
     current: TaskAttempt,
@@ -32,9 +34,12 @@ struct Core {
 /// A closure in progress or finished, driven step by step (sans-IO).
 ///
 /// Match on it to learn what is due; each variant's `feed` takes the result and returns the
-/// next `Closure`, and `fail` records that the agent itself failed. [`Closure::state`]
-/// gives a plain serialisable [`ClosureState`] to persist between any two steps, and
-/// [`Closure::restore`] brings it back, re-checking it through the typed transitions.
+/// next `Closure`, and `fail` records that the agent itself failed. To persist it, append
+/// [`Closure::step_delta`] to a store after every step (one small
+/// [`ClosureDelta`](super::ClosureDelta) each) and restore with
+/// [`Closure::restore_from_deltas`]; or persist the whole [`ClosureState`] of
+/// [`Closure::state`] and restore with [`Closure::restore`]. Either restore replays the
+/// audit log through the typed transitions before the machine takes over.
 /// [`run_to_closure`](crate::closure::run_to_closure) drives exactly this machine. To forward audit
 /// events live, hand `closure.audit().entries()[forwarded..]` to your
 /// [`AuditSink`](crate::audit::AuditSink) after each step.
@@ -80,84 +85,60 @@ pub enum Closure {
     Done(Box<ClosureRecord>),
 }
 
-macro_rules! awaiting {
-    ($(#[$doc:meta])* $name:ident, $phase:ty, $loop_phase:expr $(, $token:ident)?) => {
-        $(#[$doc])*
-        #[derive(Debug)]
-        #[must_use]
-        pub struct $name {
-            // Boxed: the closure moves by value at every step.
-            core: Box<Core>,
-            step: Step<$phase>,
-            $($token: ValidationToken,)?
-        }
-
-        impl $name {
-            /// The task whose iteration is due.
-            pub fn task(&self) -> &Task {
-                self.step.task()
-            }
-
-            /// The iteration (from 1).
-            pub fn iteration(&self) -> u32 {
-                self.step.iteration()
-            }
-
-            /// The session of the closure tree.
-            pub fn session(&self) -> &Session {
-                &self.core.session
-            }
-
-            /// The audit log so far.
-            pub fn audit(&self) -> &AuditLog {
-                &self.core.audit
-            }
-
-            /// Records that the agent itself failed in this phase (its own I/O error): the
-            /// closure ends with [`ClosureFailure::Agent`].
-            pub fn fail(self, message: impl Into<String>) -> Closure {
-                let failure = ClosureFailure::Agent {
-                    phase: $loop_phase,
-                    message: message.into(),
-                };
-                self.core.failed(self.step.task(), self.step.iteration(), failure)
-            }
-        }
-    };
+/// A closure waiting for the answer of phase `P` (see the aliases below): the typed
+/// [`Step`] it is at, and the iteration's validation token while it is owed one.
+#[derive(Debug)]
+#[must_use]
+pub struct Awaiting<P: Phase> {
+    // Boxed: the closure moves by value at every step.
+    core: Box<Core>,
+    step: Step<P>,
+    token: P::Held,
 }
 
-awaiting!(
-    /// A closure waiting for governance's decision.
-    AwaitingGovernance,
-    Governance,
-    LoopPhase::Governance
-);
-awaiting!(
-    /// A closure waiting for the pre-execute verdict.
-    AwaitingPreValidation,
-    PreValidate,
-    LoopPhase::PreValidate,
-    token
-);
-awaiting!(
-    /// A closure waiting for the execution output.
-    AwaitingExecution,
-    Execute,
-    LoopPhase::Execute,
-    token
-);
-awaiting!(
-    /// A closure waiting for the post-execute verdict.
-    AwaitingPostValidation,
-    PostValidate,
-    LoopPhase::PostValidate
-);
-awaiting!(
-    /// A closure waiting to know whether the clean task is complete.
-    AwaitingMoveNext,
-    MoveNext,
-    LoopPhase::MoveNext
-);
+/// A closure waiting for governance's decision.
+pub type AwaitingGovernance = Awaiting<Governance>;
+/// A closure waiting for the pre-execute verdict.
+pub type AwaitingPreValidation = Awaiting<PreValidate>;
+/// A closure waiting for the execution output.
+pub type AwaitingExecution = Awaiting<Execute>;
+/// A closure waiting for the post-execute verdict.
+pub type AwaitingPostValidation = Awaiting<PostValidate>;
+/// A closure waiting to know whether the clean task is complete.
+pub type AwaitingMoveNext = Awaiting<MoveNext>;
+
+impl<P: Phase> Awaiting<P> {
+    /// The task whose iteration is due.
+    pub fn task(&self) -> &Task {
+        self.step.task()
+    }
+
+    /// The iteration (from 1).
+    pub fn iteration(&self) -> u32 {
+        self.step.iteration()
+    }
+
+    /// The session of the closure tree.
+    pub fn session(&self) -> &Session {
+        &self.core.session
+    }
+
+    /// The audit log so far.
+    pub fn audit(&self) -> &AuditLog {
+        &self.core.audit
+    }
+
+    /// Records that the agent itself failed in this phase (its own I/O error): the
+    /// closure ends with [`ClosureFailure::Agent`].
+    pub fn fail(self, message: impl Into<String>) -> Closure {
+        let failure = ClosureFailure::Agent {
+            phase: P::LOOP,
+            message: message.into(),
+        };
+        self.core
+            .failed(self.step.task(), self.step.iteration(), failure)
+    }
+}
 
 impl Closure {
     /// Starts a closure on `task` with its own fix budget of
@@ -187,25 +168,21 @@ impl Closure {
                 policy,
                 session,
                 budget: budget.clone(),
-                fix_attempts: 0,
                 previous: None,
                 done: Vec::new(),
                 current: TaskAttempt::new(task),
                 audit,
             }),
             step,
+            token: (),
         })
     }
 
     /// The audit log so far (the record's, once done).
     pub fn audit(&self) -> &AuditLog {
-        match self {
-            Closure::Governance(d) => &d.core.audit,
-            Closure::PreValidate(d) => &d.core.audit,
-            Closure::Execute(d) => &d.core.audit,
-            Closure::PostValidate(d) => &d.core.audit,
-            Closure::MoveNext(d) => &d.core.audit,
-            Closure::Done(record) => &record.audit,
+        match self.core() {
+            Ok(core) => &core.audit,
+            Err(record) => &record.audit,
         }
     }
 
@@ -226,9 +203,12 @@ impl Closure {
     /// Brings a persisted state back into the typed machine, with a fix budget restored
     /// from the state's snapshot.
     ///
-    /// The audit chain is verified and the current iteration is replayed through the typed
-    /// transitions ([`Step::govern`], [`Step::pre_validate`], …), which re-mint the same
-    /// validation token; a state those transitions would not have produced is refused.
+    /// Verify, then fold: the audit chain, every output against the digest its entry holds
+    /// and the seal of policy and budget are checked; then the state's own history (its
+    /// audit log and outputs) is replayed through the typed transitions from its root task,
+    /// exactly as [`Closure::restore_from_deltas`] does, and everything else the state keeps
+    /// (tasks, iterations, counters, the verdict kept for stall detection, the phase) must
+    /// be what that replay produces.
     ///
     /// # Errors
     ///
@@ -254,170 +234,180 @@ impl Closure {
         state: ClosureState,
         budget: Option<&FixBudget>,
     ) -> Result<Closure, ClosureStateError> {
-        let (phase, progress) = match state {
-            ClosureState::Done(record) => {
-                record.audit.verify()?;
-                check_outputs(&record.attempts, &record.audit)?;
-                return Ok(Closure::Done(record));
-            }
-            ClosureState::Governance(p) => (LoopPhase::Governance, p),
-            ClosureState::PreValidate(p) => (LoopPhase::PreValidate, p),
-            ClosureState::Execute(p) => (LoopPhase::Execute, p),
-            ClosureState::PostValidate(p) => (LoopPhase::PostValidate, p),
-            ClosureState::MoveNext(p) => (LoopPhase::MoveNext, p),
-        };
-        progress.audit.verify()?;
-        let attempts: Vec<TaskAttempt> = progress
-            .done
-            .iter()
-            .chain(std::iter::once(&progress.current))
-            .cloned()
-            .collect();
-        check_outputs(&attempts, &progress.audit)?;
-        let expected = StateSeal::of(
-            &progress.audit,
-            &progress.policy,
-            progress.budget_max,
-            progress.budget_used,
-        );
-        let tampered = |field| ClosureStateError::Tampered {
-            task: progress.current.task.id().clone(),
-            field,
-        };
-        if expected.policy != progress.seal.policy {
-            return Err(tampered(StateField::Policy));
-        }
-        if expected.budget_max != progress.seal.budget_max {
-            return Err(tampered(StateField::BudgetMax));
-        }
-        if expected.budget_used != progress.seal.budget_used {
-            return Err(tampered(StateField::BudgetUsed));
-        }
-        let budget = match budget {
-            Some(b) => b.clone(),
-            None => FixBudget::restore(progress.budget_max, progress.budget_used)?,
-        };
-        let core = Box::new(Core {
-            policy: progress.policy,
-            session: progress.session,
-            budget,
-            fix_attempts: progress.fix_attempts,
-            previous: progress.previous,
-            done: progress.done,
-            current: progress.current,
-            audit: progress.audit,
-        });
-        let bad = |reason: &'static str| ClosureStateError::Inconsistent {
-            task: core.current.task.id().clone(),
-            phase,
-            reason,
-        };
-        if core.done.len() != core.fix_attempts as usize {
-            return Err(bad(
-                "the number of finished tasks differs from the fix attempts",
-            ));
-        }
-        // Depths are persisted numbers: a root at the deepest depth has no fix below it.
-        let expected_depth = core
-            .done
-            .first()
-            .map_or(Some(core.current.task.depth()), |root| {
-                root.task.depth().checked_add(core.fix_attempts)
-            });
-        if expected_depth != Some(core.current.task.depth()) {
-            return Err(bad("the current task is not one level below its parent"));
-        }
-        let chain = core.done.iter().chain(std::iter::once(&core.current));
-        if chain
-            .clone()
-            .zip(chain.skip(1))
-            .any(|(parent, fix)| fix.task.parent_task_ref() != Some(parent.task.id()))
-        {
-            return Err(bad(
-                "a fix subtask does not name the task before it as parent",
-            ));
-        }
-        let expected_previous = core.done.last().and_then(|parent| {
-            parent
-                .last_post_verdict()
-                .map(|v| core.policy.normalizer().normalize(v))
-        });
-        if core.previous != expected_previous {
-            return Err(bad(
-                "the verdict kept for stall detection is not the previous attempt's",
-            ));
-        }
-        let cap = core.policy.max_inner_iterations();
-        let last = core.current.steps.last().cloned();
-        let iteration = match (phase, &last) {
-            (LoopPhase::Governance, None) => 1,
-            (LoopPhase::Governance, Some(s)) if s.next == Some(Next::Continue) => {
-                s.iteration.saturating_add(1)
-            }
-            (LoopPhase::Governance, Some(_)) => {
-                return Err(bad(
-                    "governance is due but the last iteration did not continue",
-                ));
-            }
-            (_, Some(s)) => s.iteration,
-            (_, None) => return Err(bad("no iteration was governed yet")),
-        };
-        if iteration == 0 || iteration > cap.get() {
-            return Err(bad("the iteration is outside 1..=max_inner_iterations"));
-        }
-        let step = Step::at_iteration(
-            core.current.task.clone(),
-            core.session.clone(),
-            iteration,
-            cap,
-        );
-        let Some(last) = last.filter(|_| phase != LoopPhase::Governance) else {
-            return Ok(Closure::Governance(AwaitingGovernance { core, step }));
-        };
-        let (step, token) = match (&last.governance, step.govern(GovernanceDecision::Approve)) {
-            (GovernanceDecision::Approve, Ok(minted)) => minted,
-            _ => return Err(bad("the iteration was not approved by governance")),
-        };
-        let stage = (
-            last.pre_verdict.clone(),
-            last.output.clone(),
-            last.post_verdict.clone(),
-            last.next,
-        );
-        match (phase, stage) {
-            (LoopPhase::PreValidate, (None, None, None, None)) => {
-                Ok(Closure::PreValidate(AwaitingPreValidation {
-                    core,
-                    step,
-                    token,
-                }))
-            }
-            (LoopPhase::Execute, (Some(pre), None, None, None)) => match step.pre_validate(pre) {
-                Ok(step) => Ok(Closure::Execute(AwaitingExecution { core, step, token })),
-                Err(_) => Err(bad("the recorded pre-execute verdict blocks execution")),
+        // Verify: the chain, every output against its digest, the seal of policy and budget.
+        let (attempts, audit, policy) = match &state {
+            ClosureState::Done(r) => (r.attempts.iter().collect(), &r.audit, &r.policy),
+            _ => match state.progress() {
+                Some((_, p)) => (p.attempts().collect::<Vec<_>>(), &p.audit, &p.policy),
+                None => return Err(ClosureStateError::Empty),
             },
-            (LoopPhase::PostValidate, (Some(pre), Some(output), None, None)) => {
-                match step.pre_validate(pre).map(|s| s.execute(token, output)) {
-                    Ok(Ok(step)) => {
-                        Ok(Closure::PostValidate(AwaitingPostValidation { core, step }))
-                    }
-                    _ => Err(bad("the recorded iteration does not reach post-validation")),
+        };
+        let (Some(root), Some(current)) = (attempts.first(), attempts.last()) else {
+            return Err(ClosureStateError::Empty);
+        };
+        let task = current.task.id().clone();
+        audit.verify()?;
+        check_outputs(&attempts, audit)?;
+        let own = match state.progress() {
+            Some((_, p)) => {
+                let expected = StateSeal::of(audit.head(), policy, p.budget_max, p.budget_used);
+                if let Some(field) = expected.mismatch(&p.seal) {
+                    return Err(ClosureStateError::Tampered { task, field });
                 }
+                Some(FixBudget::restore(p.budget_max, p.budget_used)?)
             }
-            (LoopPhase::MoveNext, (Some(pre), Some(output), Some(post), None)) => {
-                let recover_on = core.policy.recover_on();
-                match step.pre_validate(pre).map(|s| s.execute(token, output)) {
-                    Ok(Ok(step)) => match step.post_validate(post, recover_on) {
-                        PostValidation::Clean(step) => {
-                            Ok(Closure::MoveNext(AwaitingMoveNext { core, step }))
-                        }
-                        _ => Err(bad("the recorded post-execute verdict is not clean")),
-                    },
-                    _ => Err(bad("the recorded iteration does not reach post-validation")),
-                }
-            }
-            _ => Err(bad("the recorded iteration does not match the phase")),
+            None => None,
+        };
+        // Fold: replay the state's own history through the typed transitions.
+        let outputs = attempts
+            .iter()
+            .flat_map(|a| &a.steps)
+            .filter_map(|s| s.output.as_ref());
+        let origin = Some((&root.task, policy, (policy.max_total_fix_attempts(), 0)));
+        let deltas = history::split(audit, outputs)
+            .map(|(first, entries, output)| history::delta(first, entries, output, origin));
+        let folded = match history::fold(deltas) {
+            Ok((folded, _)) => folded,
+            Err(source) => return Err(ClosureStateError::History { task, source }),
+        };
+        // Cross-check: what the state keeps besides its history must be what the history
+        // replays to.
+        if let Some(reason) = state.first_difference(&folded.state()) {
+            return Err(match state.progress() {
+                Some((phase, _)) => ClosureStateError::Inconsistent {
+                    task,
+                    phase,
+                    reason,
+                },
+                None => ClosureStateError::RecordInconsistent { task },
+            });
         }
+        Ok(match budget.cloned().or(own) {
+            Some(budget) => folded.with_budget(budget),
+            None => folded,
+        })
+    }
+
+    /// The closure with `budget` to draw fixes from (a finished closure draws none).
+    pub(super) fn with_budget(mut self, budget: FixBudget) -> Closure {
+        if let Some(core) = self.core_mut() {
+            core.budget = budget;
+        }
+        self
+    }
+
+    fn core_mut(&mut self) -> Option<&mut Core> {
+        // Only a running closure draws fixes.
+        match self {
+            Closure::Governance(d) => Some(&mut d.core),
+            Closure::PreValidate(d) => Some(&mut d.core),
+            Closure::Execute(d) => Some(&mut d.core),
+            Closure::PostValidate(d) => Some(&mut d.core),
+            Closure::MoveNext(d) => Some(&mut d.core),
+            Closure::Done(_) => None,
+        }
+    }
+
+    /// What a running closure knows, or the record of a finished one.
+    fn core(&self) -> Result<&Core, &ClosureRecord> {
+        match self {
+            Closure::Governance(d) => Ok(&d.core),
+            Closure::PreValidate(d) => Ok(&d.core),
+            Closure::Execute(d) => Ok(&d.core),
+            Closure::PostValidate(d) => Ok(&d.core),
+            Closure::MoveNext(d) => Ok(&d.core),
+            Closure::Done(record) => Err(record),
+        }
+    }
+
+    /// Feeds the answer `event` records (with the execution's `output`), or gives the
+    /// closure back when that answer is not the one due.
+    pub(super) fn feed_recorded(
+        self,
+        event: &AuditEvent,
+        output: Option<&ExecutionOutput>,
+    ) -> Result<Closure, Closure> {
+        use AuditEvent as E;
+        Ok(match (self, event) {
+            (Closure::Governance(d), E::Governed { decision, .. }) => d.feed(decision.clone()),
+            (Closure::PreValidate(d), E::PreValidated { verdict, .. }) => d.feed(verdict.clone()),
+            (Closure::Execute(d), E::Executed { .. }) if output.is_some() => {
+                d.feed(output.cloned().unwrap_or_default())
+            }
+            (Closure::PostValidate(d), E::PostValidated { verdict, .. }) => d.feed(verdict.clone()),
+            (Closure::MoveNext(d), E::MovedNext { next, .. }) => d.feed(*next),
+            (due, E::Failed { failure, .. }) => match (due, failure) {
+                (due, ClosureFailure::Agent { phase, message }) if due.due() == Some(*phase) => {
+                    due.fail(message.clone())
+                }
+                (due, _) => return Err(due),
+            },
+            (due, _) => return Err(due),
+        })
+    }
+
+    /// The phase whose answer is due (none once done).
+    pub fn due(&self) -> Option<LoopPhase> {
+        Some(match self {
+            Closure::Governance(_) => LoopPhase::Governance,
+            Closure::PreValidate(_) => LoopPhase::PreValidate,
+            Closure::Execute(_) => LoopPhase::Execute,
+            Closure::PostValidate(_) => LoopPhase::PostValidate,
+            Closure::MoveNext(_) => LoopPhase::MoveNext,
+            Closure::Done(_) => return None,
+        })
+    }
+
+    /// Records that the agent itself failed in the phase that is due; a finished closure
+    /// is returned unchanged.
+    pub fn fail(self, message: impl Into<String>) -> Closure {
+        match self {
+            Closure::Governance(d) => d.fail(message),
+            Closure::PreValidate(d) => d.fail(message),
+            Closure::Execute(d) => d.fail(message),
+            Closure::PostValidate(d) => d.fail(message),
+            Closure::MoveNext(d) => d.fail(message),
+            done @ Closure::Done(_) => done,
+        }
+    }
+
+    /// Fix subtasks spawned so far.
+    pub fn fix_attempts(&self) -> u32 {
+        self.core()
+            .map_or_else(|r| r.fix_attempts, Core::fix_attempts)
+    }
+
+    /// The root task, the policy and the budget snapshot the closure started from (the
+    /// budget's use before this closure's own fixes).
+    pub(super) fn origin(&self) -> Option<(&Task, &RecoveryPolicy, (u32, u32))> {
+        match self.core() {
+            Ok(core) => {
+                let root = core.done.first().unwrap_or(&core.current);
+                let used = core.budget.used().saturating_sub(core.fix_attempts());
+                Some((&root.task, &core.policy, (core.budget.max(), used)))
+            }
+            Err(r) => {
+                let budget = (r.policy.max_total_fix_attempts(), 0);
+                Some((&r.attempts.first()?.task, &r.policy, budget))
+            }
+        }
+    }
+
+    /// Every task attempt so far, root first.
+    pub(super) fn attempts(&self) -> Vec<&TaskAttempt> {
+        match self.core() {
+            Ok(core) => core.done.iter().chain([&core.current]).collect(),
+            Err(r) => r.attempts.iter().collect(),
+        }
+    }
+
+    /// The output of the last iteration so far, if it executed.
+    pub(super) fn last_output(&self) -> Option<&ExecutionOutput> {
+        let last = match self.core() {
+            Ok(core) => &core.current,
+            Err(r) => r.attempts.last()?,
+        };
+        last.steps.last()?.output.as_ref()
     }
 }
 
@@ -443,7 +433,7 @@ impl AwaitingGovernance {
             .steps
             .push(StepRecord::governed(iteration, decision));
         match outcome {
-            Ok((step, token)) => Closure::PreValidate(AwaitingPreValidation {
+            Ok((step, token)) => Closure::PreValidate(Awaiting {
                 core: self.core,
                 step,
                 token,
@@ -464,7 +454,7 @@ impl AwaitingPreValidation {
         });
         self.core.record(|s| s.pre_verdict = Some(verdict.clone()));
         match self.step.pre_validate(verdict) {
-            Ok(step) => Closure::Execute(AwaitingExecution {
+            Ok(step) => Closure::Execute(Awaiting {
                 core: self.core,
                 step,
                 token: self.token,
@@ -490,9 +480,10 @@ impl AwaitingExecution {
         });
         self.core.record(|s| s.output = Some(output.clone()));
         match self.step.execute(self.token, output) {
-            Ok(step) => Closure::PostValidate(AwaitingPostValidation {
+            Ok(step) => Closure::PostValidate(Awaiting {
                 core: self.core,
                 step,
+                token: (),
             }),
             // The token was minted for exactly this step, so this arm is never taken; it
             // ends the closure with a typed failure rather than a panic all the same.
@@ -526,9 +517,10 @@ impl AwaitingPostValidation {
         self.core.record(|s| s.post_verdict = Some(verdict.clone()));
         let recover_on = self.core.policy.recover_on();
         match self.step.post_validate(verdict, recover_on) {
-            PostValidation::Clean(step) => Closure::MoveNext(AwaitingMoveNext {
+            PostValidation::Clean(step) => Closure::MoveNext(Awaiting {
                 core: self.core,
                 step,
+                token: (),
             }),
             PostValidation::Recoverable(r) => self.core.recover(r),
             PostValidation::Halted(halt) => self.core.halted(halt),
@@ -547,9 +539,10 @@ impl AwaitingMoveNext {
         self.core.record(|s| s.next = Some(next));
         match self.step.move_next(next) {
             Moved::Completed(done) => self.core.resolved(done.task()),
-            Moved::Continue(step) => Closure::Governance(AwaitingGovernance {
+            Moved::Continue(step) => Closure::Governance(Awaiting {
                 core: self.core,
                 step,
+                token: (),
             }),
             Moved::Halted(halt) => self.core.halted(halt),
         }
@@ -557,6 +550,11 @@ impl AwaitingMoveNext {
 }
 
 impl Core {
+    /// Fix subtasks spawned so far: every finished attempt but the root spawned one.
+    fn fix_attempts(&self) -> u32 {
+        u32::try_from(self.done.len()).unwrap_or(u32::MAX)
+    }
+
     /// Updates the current iteration's record (there always is one after governance).
     fn record(&mut self, update: impl FnOnce(&mut StepRecord)) {
         if let Some(step) = self.current.steps.last_mut() {
@@ -629,13 +627,16 @@ impl Core {
             depth: fix_depth,
             triggering_validators: r.triggering_validators(),
         });
-        self.fix_attempts += 1;
         self.previous = Some(normalized);
         let parent = std::mem::replace(&mut self.current, TaskAttempt::new(fix.clone()));
         self.done.push(parent);
         let step = Step::new(fix, self.session.clone())
             .with_iteration_cap(self.policy.max_inner_iterations());
-        Closure::Governance(AwaitingGovernance { core: self, step })
+        Closure::Governance(Awaiting {
+            core: self,
+            step,
+            token: (),
+        })
     }
 
     fn resolved(mut self: Box<Self>, task: &Task) -> Closure {
@@ -643,7 +644,7 @@ impl Core {
             root_task_ref: task.root_task_ref().clone(),
             task_ref: task.id().clone(),
             depth: task.depth(),
-            fix_attempts: self.fix_attempts,
+            fix_attempts: self.fix_attempts(),
         });
         let outcome = ClosureOutcome::Resolved {
             task_ref: task.id().clone(),
@@ -702,6 +703,7 @@ impl Core {
     }
 
     fn finish(self: Box<Self>, outcome: ClosureOutcome) -> Closure {
+        let fix_attempts = self.fix_attempts();
         let core = *self;
         let mut attempts = core.done;
         let root_task_ref = core.current.task.root_task_ref().clone();
@@ -712,7 +714,7 @@ impl Core {
             policy: core.policy,
             outcome,
             attempts,
-            fix_attempts: core.fix_attempts,
+            fix_attempts,
             audit: core.audit,
         }))
     }
@@ -765,16 +767,22 @@ pub struct ClosureProgress {
 /// Digests binding a state's policy and budget snapshot to its audit log's head, one per
 /// field so that a mismatch names the field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct StateSeal {
+pub(super) struct StateSeal {
     policy: Digest,
     budget_max: Digest,
     budget_used: Digest,
 }
 
 impl StateSeal {
-    fn of(audit: &AuditLog, policy: &RecoveryPolicy, budget_max: u32, budget_used: u32) -> Self {
+    /// The seal binding `policy` and the budget snapshot to the audit `head`.
+    pub(super) fn of(
+        head: Digest,
+        policy: &RecoveryPolicy,
+        budget_max: u32,
+        budget_used: u32,
+    ) -> Self {
         let field = |name: &str, value: &dyn Canonical| {
-            Digest::of("closure state seal", &(audit.head(), name, value))
+            Digest::of("closure state seal", &(head, name, value))
         };
         Self {
             policy: field("policy", policy),
@@ -784,14 +792,33 @@ impl StateSeal {
     }
 }
 
+impl StateSeal {
+    /// The first field whose digest differs from `kept`'s.
+    pub(super) fn mismatch(&self, kept: &StateSeal) -> Option<StateField> {
+        [
+            (self.policy != kept.policy, StateField::Policy),
+            (self.budget_max != kept.budget_max, StateField::BudgetMax),
+            (self.budget_used != kept.budget_used, StateField::BudgetUsed),
+        ]
+        .into_iter()
+        .find_map(|(differs, field)| differs.then_some(field))
+    }
+}
+
 /// The digest an `executed` audit event records of an execution output.
-fn output_digest(output: &ExecutionOutput) -> Digest {
-    Digest::of("execution output", &output.text)
+pub(super) fn output_digest(output: &ExecutionOutput) -> Digest {
+    // Every execution records one: derive the purpose key once.
+    static OUTPUT: std::sync::OnceLock<CanonicalHasher> = std::sync::OnceLock::new();
+    OUTPUT
+        .get_or_init(|| CanonicalHasher::new("execution output"))
+        .clone()
+        .put(&output.text)
+        .finish()
 }
 
 /// Checks every recorded execution output against the digest the audit log holds for it,
 /// in order: an output edited, added or dropped after the fact is refused.
-fn check_outputs(attempts: &[TaskAttempt], audit: &AuditLog) -> Result<(), ClosureStateError> {
+fn check_outputs(attempts: &[&TaskAttempt], audit: &AuditLog) -> Result<(), ClosureStateError> {
     let mut executed = audit.events().filter_map(|e| match e {
         AuditEvent::Executed {
             task_ref,
@@ -863,7 +890,60 @@ impl std::fmt::Display for StateField {
     }
 }
 
+impl ClosureState {
+    /// The phase that is due and what the closure knows, unless it is done.
+    fn progress(&self) -> Option<(LoopPhase, &ClosureProgress)> {
+        Some(match self {
+            ClosureState::Governance(p) => (LoopPhase::Governance, p),
+            ClosureState::PreValidate(p) => (LoopPhase::PreValidate, p),
+            ClosureState::Execute(p) => (LoopPhase::Execute, p),
+            ClosureState::PostValidate(p) => (LoopPhase::PostValidate, p),
+            ClosureState::MoveNext(p) => (LoopPhase::MoveNext, p),
+            ClosureState::Done(_) => return None,
+        })
+    }
+
+    /// Why this state (as persisted) is not `replayed` (what its history replays to),
+    /// apart from the fix-budget snapshot, which is checked by its seal.
+    fn first_difference(&self, replayed: &ClosureState) -> Option<&'static str> {
+        let (Some((phase, kept)), Some((found_phase, found))) =
+            (self.progress(), replayed.progress())
+        else {
+            return (self != replayed).then_some("the state is not what its audit log replays to");
+        };
+        [
+            (
+                phase != found_phase,
+                "the recorded iteration does not match the phase",
+            ),
+            (
+                kept.previous != found.previous,
+                "the verdict kept for stall detection is not the previous attempt's",
+            ),
+            (
+                kept.fix_attempts != found.fix_attempts,
+                "the number of finished tasks differs from the fix attempts",
+            ),
+            (
+                kept.session != found.session,
+                "the session is not the one its audit log names",
+            ),
+            (
+                kept.done != found.done || kept.current != found.current,
+                "its tasks and iterations are not what its audit log replays to",
+            ),
+        ]
+        .into_iter()
+        .find_map(|(differs, reason)| differs.then_some(reason))
+    }
+}
+
 impl ClosureProgress {
+    /// Every task attempt, root first.
+    fn attempts(&self) -> impl Iterator<Item = &TaskAttempt> {
+        self.done.iter().chain([&self.current])
+    }
+
     /// The task currently running.
     pub fn current_task(&self) -> &Task {
         &self.current.task
@@ -889,11 +969,16 @@ impl From<&Core> for ClosureProgress {
             session: core.session.clone(),
             budget_max: core.budget.max(),
             budget_used,
-            fix_attempts: core.fix_attempts,
+            fix_attempts: core.fix_attempts(),
             previous: core.previous.clone(),
             done: core.done.clone(),
             current: core.current.clone(),
-            seal: StateSeal::of(&core.audit, &core.policy, core.budget.max(), budget_used),
+            seal: StateSeal::of(
+                core.audit.head(),
+                &core.policy,
+                core.budget.max(),
+                budget_used,
+            ),
             audit: core.audit.clone(),
         }
     }
@@ -930,7 +1015,7 @@ impl From<ClosureProgressV1> for ClosureProgress {
     /// now; its outputs are still checked against the audit log on restore.
     fn from(v1: ClosureProgressV1) -> Self {
         Self {
-            seal: StateSeal::of(&v1.audit, &v1.policy, v1.budget_max, v1.budget_used),
+            seal: StateSeal::of(v1.audit.head(), &v1.policy, v1.budget_max, v1.budget_used),
             policy: v1.policy,
             session: v1.session,
             budget_max: v1.budget_max,
@@ -978,6 +1063,28 @@ pub enum ClosureStateError {
         /// The field that does not match.
         field: StateField,
     },
+    /// The state's audit log does not replay through the typed transitions.
+    #[error(
+        "restore closure state: task {task}: its audit log does not replay through the typed transitions; restore an untouched copy"
+    )]
+    History {
+        /// The current task.
+        task: TaskId,
+        /// Where the replay broke.
+        #[source]
+        source: ClosureDeltaError,
+    },
+    /// A finished state's record is not what its audit log replays to.
+    #[error(
+        "restore closure state: the record ending at task {task} is not what its audit log replays to; restore an untouched copy"
+    )]
+    RecordInconsistent {
+        /// The task the record ends at.
+        task: TaskId,
+    },
+    /// The state holds no task at all.
+    #[error("restore closure state: it holds no task; restore an untouched copy")]
+    Empty,
     /// The state is not one the typed transitions could have produced.
     #[error("restore closure state: task {task} in phase {phase}: {reason}")]
     Inconsistent {
@@ -995,7 +1102,9 @@ impl ClosureStateError {
     pub fn task(&self) -> Option<&TaskId> {
         match self {
             ClosureStateError::Inconsistent { task, .. }
-            | ClosureStateError::Tampered { task, .. } => Some(task),
+            | ClosureStateError::Tampered { task, .. }
+            | ClosureStateError::History { task, .. }
+            | ClosureStateError::RecordInconsistent { task } => Some(task),
             _ => None,
         }
     }

@@ -44,6 +44,7 @@ mod agent_error;
 #[cfg(feature = "async")]
 mod async_driver;
 mod driver;
+mod history;
 mod machine;
 mod normalize;
 mod policy;
@@ -62,9 +63,10 @@ pub use agent_error::{AgentError, AgentErrorKind};
 #[cfg(feature = "async")]
 pub use async_driver::{AsyncAgent, run_closure_async, run_to_closure_async};
 pub use driver::{Agent, ClosureRun, run_closure, run_to_closure, run_to_closure_with};
+pub use history::{ClosureDelta, ClosureDeltaError};
 pub(crate) use machine::ClosureStateV1;
 pub use machine::{
-    AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
+    Awaiting, AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
     AwaitingPreValidation, Closure, ClosureProgress, ClosureState, ClosureStateError, StateField,
 };
 pub use normalize::{NormalizedResult, NormalizedVerdict, VerdictNormalizer};
