@@ -7,8 +7,8 @@ use super::history::{self, ClosureDeltaError};
 use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
 use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt, render_recovery_spec};
 use crate::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
-use crate::digest::{Canonical, CanonicalHasher};
 use crate::digest::Digest;
+use crate::digest::{Canonical, CanonicalHasher};
 use crate::phase::{Execute, Governance, MoveNext, Phase, PostValidate, PreValidate};
 use crate::{
     id::TaskId, phase::ExecutionOutput, phase::ExhaustedBound, phase::GovernanceDecision,
