@@ -24,7 +24,7 @@ use kleene::{
     plan::AdmittedPath,
     snapshot::Snapshot,
 };
-use kleene_fuzz::{CheckpointMode, JournalMode, checkpoint_seed, journal_seed};
+use kleene_fuzz::{CheckpointMode, JournalMode, checkpoint_seed, delta_log_seed, journal_seed};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -141,6 +141,11 @@ fn closure_seeds(seeds: &mut Seeds) -> Result<()> {
     let record = drive(task, session, post, |step, closure| {
         // The root's governance, its failed post-validation, and the fix's move-next.
         if [0, 3, 9].contains(&step) {
+            seeds.write(
+                "closure_deltas",
+                &format!("history_{step}"),
+                &delta_log_seed(&closure.history())?,
+            )?;
             let name = format!("state_{step}");
             seeds.write(
                 "checkpoint_closure_state",
@@ -158,6 +163,13 @@ fn closure_seeds(seeds: &mut Seeds) -> Result<()> {
         "depth_1",
         &checkpoint_seed(&*record)?,
     )?;
+    // The CLI's state files as an earlier kleene left them (the committed fixture).
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/cli_state_v0");
+    seeds.write("cli_state_files", "run_v0", &fs::read(fixture.join("run.json"))?)?;
+    let log = fs::read_to_string(fixture.join("closures.jsonl"))?;
+    if let Some(line) = log.lines().nth(2) {
+        seeds.write("cli_state_files", "closure_line_v0", line.as_bytes())?;
+    }
     Ok(())
 }
 

@@ -151,6 +151,47 @@ pub fn decode_and_round_trip<T: Checkpoint>(bytes: &[u8]) -> Option<T> {
     Some(value)
 }
 
+/// The delta store a delta target reads: with a first byte of 0 the rest verbatim; otherwise
+/// a run of payloads, each a little-endian `u16` length and that many bytes, each sealed as
+/// a current-version `ClosureDelta` envelope, one after the other (a last payload shorter
+/// than its length is sealed as it is).
+pub fn delta_log_input(data: &[u8]) -> Vec<u8> {
+    use kleene::closure::ClosureDelta;
+    let Some((&mode, mut rest)) = data.split_first() else {
+        return Vec::new();
+    };
+    if mode == 0 {
+        return rest.to_vec();
+    }
+    let mut store = Vec::new();
+    while let [a, b, tail @ ..] = rest {
+        let len = usize::from(u16::from_le_bytes([*a, *b])).min(tail.len());
+        let (payload, next) = tail.split_at(len);
+        store.extend(seal(ClosureDelta::KIND, ClosureDelta::VERSION, payload));
+        rest = next;
+    }
+    store
+}
+
+/// A delta target's input for `deltas`, in [`delta_log_input`]'s framing.
+///
+/// # Errors
+///
+/// When a delta does not encode.
+pub fn delta_log_seed(deltas: &[kleene::closure::ClosureDelta]) -> Result<Vec<u8>, CheckpointError> {
+    let mut input = vec![1];
+    for delta in deltas {
+        let encoded = delta.encode()?;
+        let payload = &encoded[HEADER_LEN..];
+        let len = u16::try_from(payload.len()).map_err(|_| CheckpointError::Decode {
+            message: "a seed delta longer than 64 KiB".to_owned(),
+        })?;
+        input.extend_from_slice(&len.to_le_bytes());
+        input.extend_from_slice(payload);
+    }
+    Ok(input)
+}
+
 /// How one framed record of a journal target's input becomes journal bytes (the tag byte's
 /// low two bits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
