@@ -13,7 +13,7 @@
 //! let task = TaskId::new("a")?;
 //! let job = ShellJob { task: &task, label: "a-1", command: Some("echo hi > a.txt"),
 //!                      timeout: Duration::from_secs(5), plan_dir: None, scratch: &[] };
-//! let TaskReply::Proposal { candidate, rejection: None } = runner.run(&job, Vec::new()) else {
+//! let TaskReply::Proposal { candidate, rejection: None, .. } = runner.run(&job, Vec::new()) else {
 //!     panic!("the command succeeds");
 //! };
 //! assert_eq!(candidate.files().len(), 1);
@@ -91,6 +91,25 @@ impl Runner {
         })
     }
 
+    /// A fresh stage directory for a call named `label` (unique per process and call).
+    pub(crate) fn stage_root(&self, label: &str) -> PathBuf {
+        let serial = self.serial.fetch_add(1, Ordering::Relaxed);
+        self.stages
+            .join(format!("{label}-{}-{serial}", std::process::id()))
+    }
+
+    /// Where a recovery spec named `name` is written (beside the stages, never in one).
+    pub(crate) fn spec_path(&self, name: &str) -> PathBuf {
+        let serial = self.serial.fetch_add(1, Ordering::Relaxed);
+        self.stages
+            .join(format!("{name}-{}-{serial}.md", std::process::id()))
+    }
+
+    /// The object store the stages link their inputs from.
+    pub(crate) fn store(&self) -> &ObjectStore {
+        &self.store
+    }
+
     /// Runs `job` in a fresh stage holding `inputs`, and says what the call proposes.
     pub fn run(&self, job: &ShellJob<'_>, inputs: Vec<(AdmittedPath, Vec<u8>)>) -> TaskReply {
         let Some(command) = job.command else {
@@ -98,6 +117,8 @@ impl Runner {
             return TaskReply::Proposal {
                 candidate: Candidate::new(std::collections::BTreeMap::new()),
                 rejection: None,
+                closure: None,
+                drawn: Vec::new(),
             };
         };
         let infra = |what: &str, e: &(dyn std::error::Error + 'static)| {
@@ -145,6 +166,8 @@ impl Runner {
                     TaskReply::Proposal {
                         candidate,
                         rejection,
+                        closure: None,
+                        drawn: Vec::new(),
                     }
                 }
             },
@@ -158,13 +181,13 @@ impl Runner {
 /// Scratch globs as the stage's rule, as `kleene run` applies them: a path is scratch when a
 /// glob matches it, and a directory is skipped whole when a glob `P/**` has a `P` that
 /// matches the directory itself.
-struct Scratch<'a> {
+pub(crate) struct Scratch<'a> {
     globs: &'a [PathGlob],
     subtrees: Vec<PathGlob>,
 }
 
 impl<'a> Scratch<'a> {
-    fn new(globs: &'a [PathGlob]) -> Self {
+    pub(crate) fn new(globs: &'a [PathGlob]) -> Self {
         let subtrees = globs
             .iter()
             .filter_map(|g| g.as_str().strip_suffix("/**"))
@@ -185,7 +208,7 @@ impl ScratchRule for Scratch<'_> {
 }
 
 /// What the stage refuses, as one line, or `None`.
-fn refusal_text(changes: &StageChanges) -> Option<String> {
+pub(crate) fn refusal_text(changes: &StageChanges) -> Option<String> {
     let mut items: Vec<String> = changes
         .deleted()
         .iter()
@@ -328,6 +351,7 @@ mod tests {
         let TaskReply::Proposal {
             candidate,
             rejection: None,
+            ..
         } = reply
         else {
             panic!("the command succeeds: {reply:?}");
