@@ -32,8 +32,8 @@ use kleene::batch::{
 };
 use kleene::closure::{
     Agent, AgentError, AgentErrorKind, Closure, ClosureFailure, ClosureOutcome, ClosureRecord,
-    ExecutionOutput, ExhaustedBound, FixBudget, GovernanceDecision, HaltReason, RecoveryPolicy, Session,
-    Next, Severity, Spec, Task, ValidationToken, ValidatorResult, Verdict,
+    ExecutionOutput, ExhaustedBound, FixBudget, GovernanceDecision, HaltReason, Next,
+    RecoveryPolicy, Session, Severity, Spec, Task, ValidationToken, ValidatorResult, Verdict,
 };
 use kleene::error::Chain;
 use kleene::id::{ChannelId, IdError, TaskId, ValidatorId};
@@ -432,8 +432,7 @@ pub fn run_call(
         draw,
         drawn: Vec::new(),
     };
-    let mut closure =
-        Closure::start_with_budget(root, session.clone(), policy.clone(), &budget);
+    let mut closure = Closure::start_with_budget(root, session.clone(), policy.clone(), &budget);
     let mut error = None;
     let record = loop {
         closure = match closure {
@@ -565,7 +564,10 @@ fn proposal(
                 Some(other) => format!("{other}\n\n{halt}"),
                 None => halt,
             };
-            Proposal::refused(proposal.candidate().clone(), Rejection::contract(task, text))
+            Proposal::refused(
+                proposal.candidate().clone(),
+                Rejection::contract(task, text),
+            )
         }
         None => proposal,
     };

@@ -22,9 +22,9 @@ use kleene::id::{AgentId, ChannelId};
 use kleene_restate::accept::acceptance;
 use kleene_restate::balance::Balancer;
 use kleene_restate::client::Restate;
+use kleene_restate::closure::{ShellAgent, policy, session};
 use kleene_restate::plan::ShellPlan;
 use kleene_restate::service::{RunReport, Submission, endpoint, serve};
-use kleene_restate::closure::{ShellAgent, policy, session};
 use kleene_restate::shell::Runner;
 use kleene_restate::status::ChannelStatus;
 

@@ -290,7 +290,10 @@ mod tests {
         assert!(c.checks[0].overridable && c.checks[0].severity == Severity::Blocker);
         assert!(!c.checks[1].overridable && c.checks[1].severity == Severity::Warning);
         let bare = format!(r#"{{"tasks": [{}]}}"#, task("a", r#", "fix": "sh fix.sh""#));
-        assert!(matches!(ShellPlan::load(&bare), Err(PlanError::NoRun { .. })));
+        assert!(matches!(
+            ShellPlan::load(&bare),
+            Err(PlanError::NoRun { .. })
+        ));
     }
 
     #[test]

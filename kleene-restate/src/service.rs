@@ -363,9 +363,7 @@ async fn drive(
             other => other.drawn().to_vec(),
         };
         for fix in &drawn {
-            let event = machine
-                .draw_fix(&dispatch, fix)
-                .map_err(|e| terminal(&e))?;
+            let event = machine.draw_fix(&dispatch, fix).map_err(|e| terminal(&e))?;
             pending.push(event);
         }
         match reply.into_result() {
@@ -492,14 +490,19 @@ impl FixLedger {
     /// Grants `draw` (`true`) unless the channel's budget is spent; granting the same draw
     /// again answers `true` and counts it once.
     #[handler]
-    async fn draw(&self, ctx: ObjectContext<'_>, draw: Json<FixDraw>) -> Result<bool, HandlerError> {
+    async fn draw(
+        &self,
+        ctx: ObjectContext<'_>,
+        draw: Json<FixDraw>,
+    ) -> Result<bool, HandlerError> {
         let Json(draw) = draw;
         let mut granted: Vec<FixDraw> = ctx
             .get::<Json<Vec<FixDraw>>>(DRAWN)
             .await?
             .map(|j| j.0)
             .unwrap_or_default();
-        let same = |d: &FixDraw| d.task == draw.task && d.attempt == draw.attempt && d.fix == draw.fix;
+        let same =
+            |d: &FixDraw| d.task == draw.task && d.attempt == draw.attempt && d.fix == draw.fix;
         if granted.iter().any(same) {
             return Ok(true);
         }
@@ -631,15 +634,15 @@ impl TaskWorker {
                 let ledger = ledger.clone();
                 let handle = tokio::runtime::Handle::current();
                 let reply = tokio::task::spawn_blocking(move || {
-                    run_closure(&runner, &call, &inputs, &mut |draw| {
-                        match handle.block_on(ledger.draw_fix(call.channel.as_str(), draw)) {
-                            Ok(true) => Ok(()),
-                            Ok(false) => Err(format!(
-                                "the run's {} fix attempt(s) are drawn on channel {}",
-                                draw.max, call.channel
-                            )),
-                            Err(e) => Err(format!("failed to {}", Chain(&e))),
-                        }
+                    run_closure(&runner, &call, &inputs, &mut |draw| match handle
+                        .block_on(ledger.draw_fix(call.channel.as_str(), draw))
+                    {
+                        Ok(true) => Ok(()),
+                        Ok(false) => Err(format!(
+                            "the run's {} fix attempt(s) are drawn on channel {}",
+                            draw.max, call.channel
+                        )),
+                        Err(e) => Err(format!("failed to {}", Chain(&e))),
                     })
                 })
                 .await?;

@@ -600,7 +600,14 @@ fn copy_dir(from: &Path, to: &Path) {
 fn accepted_record(dir: &Path, chan: &str, plan_arg: &str) -> serde_json::Value {
     let archive = dir.join("remote.tar");
     let archive_arg = archive.to_string_lossy().into_owned();
-    let accepted = cli(&["accept", "--channel", chan, "--export", &archive_arg, plan_arg]);
+    let accepted = cli(&[
+        "accept",
+        "--channel",
+        chan,
+        "--export",
+        &archive_arg,
+        plan_arg,
+    ]);
     let stderr = String::from_utf8_lossy(&accepted.stderr);
     assert!(accepted.status.success(), "{stderr}");
     let digest: kleene::id::Digest = stderr
@@ -631,8 +638,20 @@ fn the_demo_with_its_checks_and_fix_on_two_workers_gives_the_local_run_s_record(
     let plan_arg = path.to_string_lossy().into_owned();
     let local_record = dir.path().join("local-record.json");
     let record_arg = local_record.to_string_lossy().into_owned();
-    let local = cli(&["local", "--json", "--channel", &chan, "--record", &record_arg, &plan_arg]);
-    assert!(local.status.success(), "{}", String::from_utf8_lossy(&local.stderr));
+    let local = cli(&[
+        "local",
+        "--json",
+        "--channel",
+        &chan,
+        "--record",
+        &record_arg,
+        &plan_arg,
+    ]);
+    assert!(
+        local.status.success(),
+        "{}",
+        String::from_utf8_lossy(&local.stderr)
+    );
     let local = status_of(&local);
     assert_eq!(remote.tasks, local.tasks);
     // The deliberate VAT bug was caught by the unit-tests check and repaired by one fix.
@@ -641,8 +660,26 @@ fn the_demo_with_its_checks_and_fix_on_two_workers_gives_the_local_run_s_record(
     let remote_record = accepted_record(dir.path(), &chan, &plan_arg);
     let local_record: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&local_record).unwrap()).unwrap();
-    assert_eq!(remote_record["files"], local_record["files"], "the file manifest");
-    assert_eq!(remote_record["tasks"], local_record["tasks"], "the task results");
+    assert_eq!(
+        remote_record["files"], local_record["files"],
+        "the file manifest"
+    );
+    assert_eq!(
+        remote_record["task_results"], local_record["task_results"],
+        "the task results"
+    );
+    // Each result binds its closure's settlement (audit head, record digest).
+    let results = remote_record["task_results"]
+        .as_array()
+        .expect("task results");
+    assert_eq!(results.len(), 4);
+    assert!(
+        results
+            .iter()
+            .all(|r| r["closure"]["record_digest"].is_string()),
+        "{remote_record}"
+    );
+    assert!(remote_record["files"].is_object(), "{remote_record}");
     assert_eq!(remote.evidence_digest, local.evidence_digest);
     assert_eq!(remote_record, local_record);
 }
