@@ -105,7 +105,7 @@ enum Command {
     Run {
         #[command(flatten)]
         server: Server,
-        /// The plan file (the CLI's format; `run`, `timeout_secs` and `scratch` only).
+        /// The plan file (the CLI's format: `run`, `checks`, `fix`, `timeout_secs`, `scratch`).
         plan: PathBuf,
         /// The channel (default: derived from the plan, as `kleene run` derives it).
         #[arg(long)]

@@ -5,7 +5,7 @@
 //! ```no_run
 //! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
 //! use kleene_restate::service::{endpoint, serve};
-//! let endpoint = endpoint(std::path::Path::new("/tmp/kleene-worker"), 4)?;
+//! let endpoint = endpoint(std::path::Path::new("/tmp/kleene-worker"), 4, "http://127.0.0.1:8080")?;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:9080").await?;
 //! serve(listener, endpoint).await?;
 //! # Ok(()) }
