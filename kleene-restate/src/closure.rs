@@ -669,3 +669,230 @@ fn correction_text(task: &PlannedTask, rejection: &Rejection, candidate: &Candid
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kleene::batch::{Batch, BatchEvidence, ClosureWorker, MemoryJournal};
+    use std::path::Path;
+
+    fn task(id: &str, extra: &str) -> String {
+        format!(
+            r#"{{"id": "{id}", "kind": {{"lane": "config"}}, "owner": "shell",
+                "spec": {{"intent": "make {id}", "acceptance_criteria": ["{id} is right"]}},
+                "owned_paths": ["{id}.txt"]{extra}}}"#
+        )
+    }
+
+    fn plan(tasks: &[String]) -> ShellPlan {
+        ShellPlan::load(&format!(r#"{{"tasks": [{}]}}"#, tasks.join(","))).unwrap()
+    }
+
+    /// Makes the first call of the plan's first task through [`run_call`].
+    fn first_call(
+        plan: &ShellPlan,
+        inputs: &[(AdmittedPath, Vec<u8>)],
+        draw: &mut dyn FnMut(&TaskId) -> Result<(), String>,
+    ) -> (Result<Proposal, WorkerFailure>, Vec<TaskId>) {
+        let dir = tempfile::tempdir().unwrap();
+        let runner = Runner::open(dir.path()).unwrap();
+        let channel = ChannelId::new("chan").unwrap();
+        let (mut machine, _) = Batch::new(plan.plan(), channel.clone())
+            .machine(None)
+            .unwrap();
+        let dispatch = machine.reserve(1).unwrap().dispatches.remove(0);
+        let task = plan
+            .plan()
+            .tasks()
+            .find(|t| &t.id == dispatch.task())
+            .unwrap();
+        let mut agent = ShellAgent::new(plan, &runner, None);
+        run_call(
+            &mut agent,
+            task,
+            &dispatch,
+            inputs,
+            &session(&channel).unwrap(),
+            &policy(),
+            draw,
+        )
+    }
+
+    fn no_draw(_: &TaskId) -> Result<(), String> {
+        Err("no draws here".into())
+    }
+
+    fn paths(p: &Proposal) -> Vec<&str> {
+        p.candidate()
+            .files()
+            .keys()
+            .map(AdmittedPath::as_str)
+            .collect()
+    }
+
+    #[test]
+    fn what_a_call_leaves_in_scratch_is_not_its_candidate() {
+        let plan = plan(&[task(
+            "a",
+            r#", "scratch": ["target/**"],
+               "run": "mkdir -p target/x && echo o > target/x/o && echo k > a.txt""#,
+        )]);
+        let (result, _) = first_call(&plan, &[], &mut no_draw);
+        let p = result.unwrap();
+        assert!(p.rejection().is_none(), "{:?}", p.rejection());
+        assert_eq!(paths(&p), ["a.txt"]);
+        assert!(p.closure().is_some());
+    }
+
+    #[test]
+    fn a_failing_command_is_refused_with_its_output() {
+        let plan = plan(&[task("a", r#", "run": "echo oops >&2; exit 4""#)]);
+        let (result, _) = first_call(&plan, &[], &mut no_draw);
+        let text = result.unwrap().rejection().unwrap().to_string();
+        assert!(
+            text.contains("exit code 4") && text.contains("oops"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn inputs_are_staged_and_not_part_of_the_candidate() {
+        let plan = plan(&[task("a", r#", "run": "tr a-z A-Z < in.txt > a.txt""#)]);
+        let input = AdmittedPath::admit("in.txt").unwrap();
+        let (result, _) = first_call(&plan, &[(input, b"abc\n".to_vec())], &mut no_draw);
+        let p = result.unwrap();
+        let files: Vec<(&str, &[u8])> = p
+            .candidate()
+            .files()
+            .iter()
+            .map(|(p, b)| (p.as_str(), b.as_slice()))
+            .collect();
+        assert_eq!(files, [("a.txt", &b"ABC\n"[..])]);
+    }
+
+    #[test]
+    fn deleting_an_input_is_refused() {
+        let plan = plan(&[task("a", r#", "run": "rm in.txt; echo a > a.txt""#)]);
+        let input = AdmittedPath::admit("in.txt").unwrap();
+        let (result, _) = first_call(&plan, &[(input, b"x".to_vec())], &mut no_draw);
+        let text = result.unwrap().rejection().unwrap().to_string();
+        assert!(text.contains("deletes in.txt"), "{text}");
+    }
+
+    /// A task whose `run` writes a wrong value, whose check refuses it, and whose fix reads
+    /// the recovery spec and writes the right one (and leaves `marker`).
+    fn fixable(marker: &Path) -> String {
+        task(
+            "a",
+            &format!(
+                r#", "run": "echo wrong > a.txt",
+                   "checks": [{{"id": "right", "command": "grep -q right a.txt"}}],
+                   "fix": "grep -q 'is right' && echo right > a.txt && touch {}""#,
+                marker.display()
+            ),
+        )
+    }
+
+    #[test]
+    fn a_refused_draw_withdraws_the_call_and_its_fix_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("fixed");
+        let plan = plan(&[fixable(&marker)]);
+        let (result, drawn) = first_call(&plan, &[], &mut no_draw);
+        assert!(
+            matches!(&result, Err(WorkerFailure::Unavailable { detail }) if detail.contains("no draws here")),
+            "{result:?}"
+        );
+        assert!(drawn.is_empty());
+        assert!(!marker.exists(), "the fix ran without a draw");
+    }
+
+    #[test]
+    fn a_granted_draw_runs_the_fix_with_the_recovery_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("fixed");
+        let plan = plan(&[fixable(&marker)]);
+        let mut draws = 0;
+        let (result, drawn) = first_call(&plan, &[], &mut |_| {
+            draws += 1;
+            Ok(())
+        });
+        let p = result.unwrap();
+        assert!(p.rejection().is_none(), "{:?}", p.rejection());
+        assert_eq!(p.candidate().files().values().next().unwrap(), b"right\n");
+        assert!(marker.exists());
+        assert_eq!((draws, drawn.len()), (1, 1));
+        assert_eq!(p.closure().map(|c| c.fix_attempts), Some(1));
+    }
+
+    /// The plan's evidence when every call is made by `run_call`, one at a time, its draws
+    /// folded before its settlement (what the channel object does).
+    fn remote_evidence(plan: &ShellPlan, runner: &Runner) -> BatchEvidence {
+        let channel = ChannelId::new("chan").unwrap();
+        let session = session(&channel).unwrap();
+        let (mut machine, _) = Batch::new(plan.plan(), channel).machine(None).unwrap();
+        loop {
+            let mut work = machine.reserve(1).unwrap();
+            let Some(dispatch) = work.dispatches.pop() else {
+                break;
+            };
+            let task = plan
+                .plan()
+                .tasks()
+                .find(|t| &t.id == dispatch.task())
+                .unwrap();
+            let inputs: Vec<(AdmittedPath, Vec<u8>)> = plan
+                .transitive_prerequisites(&task.id)
+                .iter()
+                .filter_map(|p| machine.evidence().accepted(p))
+                .flat_map(|out| out.files().clone())
+                .collect();
+            let mut agent = ShellAgent::new(plan, runner, None);
+            let (result, drawn) = run_call(
+                &mut agent,
+                task,
+                &dispatch,
+                &inputs,
+                &session,
+                &policy(),
+                &mut |_| Ok(()),
+            );
+            for fix in &drawn {
+                machine.draw_fix(&dispatch, fix).unwrap();
+            }
+            machine.settle(&dispatch, result, &()).unwrap();
+        }
+        machine.into_evidence()
+    }
+
+    #[test]
+    fn run_call_gives_the_evidence_of_the_library_s_closure_worker() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = plan(&[
+            fixable(&dir.path().join("fixed")),
+            task(
+                "b",
+                r#", "depends_on": ["a"], "run": "cat a.txt > b.txt",
+                   "checks": [{"id": "warn", "command": "false", "severity": "warning"}]"#,
+            ),
+            task("c", r#", "depends_on": ["b"], "run": "exit 3""#),
+        ]);
+        let runner = Runner::open(&dir.path().join("remote")).unwrap();
+        let remote = remote_evidence(&plan, &runner);
+
+        let runner = Runner::open(&dir.path().join("local")).unwrap();
+        let channel = ChannelId::new("chan").unwrap();
+        let agent = ShellAgent::new(&plan, &runner, None);
+        let mut worker = ClosureWorker::new(agent, session(&channel).unwrap(), policy());
+        let local = Batch::new(plan.plan(), channel)
+            .run(&mut worker, &(), &mut MemoryJournal::default())
+            .unwrap()
+            .evidence;
+        assert_eq!(local.fix_attempts_used(), 1);
+        assert_eq!(remote.summary(), local.summary());
+        assert_eq!(
+            remote.summary().evidence_digest,
+            local.summary().evidence_digest
+        );
+    }
+}
