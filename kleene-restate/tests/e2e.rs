@@ -692,3 +692,88 @@ fn kleene_restate_evidence(chan: &str) -> kleene::batch::BatchEvidence {
         .unwrap()
         .expect("the channel has evidence")
 }
+
+/// A task whose `run` writes a wrong value that its check refuses, and whose `fix` repairs it
+/// after running `before_fix`.
+fn fixable_task(id: &str, before_fix: &str) -> serde_json::Value {
+    serde_json::json!({
+        "id": id, "kind": {"lane": "config"}, "owner": "shell", "spec": {"intent": id},
+        "owned_paths": [format!("{id}.txt")], "run": format!("echo wrong > {id}.txt"),
+        "checks": [{"id": "right", "command": format!("grep -q right {id}.txt")}],
+        "fix": format!("{before_fix} echo right > {id}.txt"),
+    })
+}
+
+#[test]
+fn a_worker_killed_during_a_fix_leaves_its_draw_counted() {
+    let Some(_serial) = server() else { return };
+    let mut cluster = Cluster::start(2, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("fix-started");
+    let before = format!(
+        "if [ ! -e {m} ]; then touch {m}; sleep 30; fi;",
+        m = mark.display()
+    );
+    let plan = plan_file(dir.path(), vec![fixable_task("f", &before)]);
+    let chan = channel("killfix");
+    let plan_arg = plan.to_string_lossy().into_owned();
+    let child = Command::new(BIN)
+        .args(["run", "--json", "--channel", &chan, &plan_arg])
+        .env("RESTATE_INGRESS_URL", ingress())
+        .env("RESTATE_ADMIN_URL", admin())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start run");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !mark.exists() {
+        assert!(Instant::now() < deadline, "the fix never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let victim = cluster.running("f-1");
+    cluster.kill(victim);
+    let out = child.wait_with_output().expect("wait for run");
+    let status = status_of(&out);
+    assert!(
+        status.is_complete(),
+        "{status}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(status.tasks[0].calls, 2, "{status}");
+    // The interrupted call's draw, read from the ledger, and the second call's own.
+    assert_eq!(kleene_restate_evidence(&chan).fix_attempts_used(), 2);
+}
+
+#[test]
+fn calls_in_flight_together_never_draw_more_than_the_run_s_fix_budget() {
+    let Some(_serial) = server() else { return };
+    let _cluster = Cluster::start(2, 4);
+    let dir = tempfile::tempdir().unwrap();
+    // Twelve tasks that each need a fix; the run's budget is kleene run's default, ten.
+    let tasks = (0..12)
+        .map(|i| fixable_task(&format!("t{i:02}"), "sleep 0.2;"))
+        .collect();
+    let plan = plan_file(dir.path(), tasks);
+    let chan = channel("budget");
+    let (out, _) = run(&plan, &chan, &["-j", "8"]);
+    let first = kleene_restate_evidence(&chan).fix_attempts_used();
+    assert!(
+        first <= 10,
+        "{first} fixes drawn: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A draw refused for want of budget withdraws its call; a resume makes it again, and its
+    // closure then halts on the spent budget instead of drawing; the corrective call after
+    // it runs the fix at depth 0, as in a local run.
+    let mut passes = 0;
+    let mut status = status_of(&out);
+    while status.stopped.is_some() && passes < 5 {
+        status = status_of(&cli(&["resume", "--json", "--channel", &chan]));
+        passes += 1;
+    }
+    assert!(status.is_complete(), "{status}");
+    assert_eq!(kleene_restate_evidence(&chan).fix_attempts_used(), 10);
+    let plan_arg = plan.to_string_lossy().into_owned();
+    let local = status_of(&cli(&["local", "--json", "--channel", &chan, &plan_arg]));
+    assert_eq!(status.tasks, local.tasks);
+}
