@@ -2,15 +2,19 @@
 //! export that `kleene accept` and `kleene export` make, built from the channel's evidence.
 //!
 //! ```
-//! use kleene::batch::{Batch, MemoryJournal};
-//! use kleene_restate::{accept::acceptance, plan::ShellPlan, shell::LocalShellWorker};
+//! use kleene::batch::{Batch, ClosureWorker, MemoryJournal};
+//! use kleene_restate::closure::{ShellAgent, policy, session};
+//! use kleene_restate::{accept::acceptance, plan::ShellPlan, shell::Runner};
 //!
 //! let plan = ShellPlan::load(r#"{"tasks": [
 //!   {"id": "a", "kind": {"lane": "config"}, "owner": "shell", "spec": {"intent": "a"},
 //!    "owned_paths": ["a.txt"], "run": "echo a > a.txt"}]}"#)?;
 //! let dir = tempfile::tempdir()?;
-//! let mut worker = LocalShellWorker::new(&plan, dir.path(), None)?;
-//! let batch = Batch::new(plan.plan(), plan.default_channel()?);
+//! let runner = Runner::open(dir.path())?;
+//! let channel = plan.default_channel()?;
+//! let agent = ShellAgent::new(&plan, &runner, None);
+//! let mut worker = ClosureWorker::new(agent, session(&channel)?, policy());
+//! let batch = Batch::new(plan.plan(), channel);
 //! let evidence = batch.run(&mut worker, &(), &mut MemoryJournal::default())?.evidence;
 //! let (record, _snapshot) = acceptance(&plan, &evidence)?;
 //! assert_eq!(record.task_results().len(), 1);

@@ -10,7 +10,8 @@
 //! ```
 
 use kleene::batch::{
-    Candidate, Dispatch, InfrastructureFailure, Proposal, Rejection, WorkerFailure,
+    Candidate, ClosureSettlement, Dispatch, InfrastructureFailure, Proposal, Rejection,
+    WorkerFailure,
 };
 use kleene::id::Digest;
 use kleene::id::{ChannelId, TaskId};
@@ -24,17 +25,26 @@ pub struct TaskCall {
     pub channel: ChannelId,
     /// The reserved call.
     pub dispatch: Dispatch,
-    /// The shell command (`sh -c`); `None` runs nothing (an empty candidate).
-    pub command: Option<String>,
-    /// The command's timeout in milliseconds.
-    pub timeout_ms: u64,
+    /// The plan file's text: the task's spec, commands, checks and fix, and the policy's
+    /// inputs (the worker runs the call as one closure of the task).
+    pub plan: String,
     /// `KLEENE_PLAN_DIR` for the command, when the plan was submitted from a directory.
     pub plan_dir: Option<String>,
     /// Every transitive prerequisite and the digest of its accepted output, sorted by task.
     pub inputs: Vec<(TaskId, Digest)>,
-    /// The scratch globs: what the command leaves there is never part of its candidate.
-    #[serde(default)]
-    pub scratch: Vec<String>,
+}
+
+/// One fix attempt a call draws from its channel's run-wide budget.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FixDraw {
+    /// The call's task.
+    pub task: TaskId,
+    /// The call's number.
+    pub attempt: u32,
+    /// The fix subtask the attempt is for.
+    pub fix: TaskId,
+    /// The run's budget: the draw is refused when this many were drawn on the channel.
+    pub max: u32,
 }
 
 /// What a worker answers.
@@ -47,6 +57,19 @@ pub enum TaskReply {
         candidate: Candidate,
         /// The worker's own rejection (the command failed, or left what a stage refuses).
         rejection: Option<Rejection>,
+        /// The settled closure that produced the candidate.
+        #[serde(default)]
+        closure: Option<ClosureSettlement>,
+        /// The fix subtasks the call drew attempts for, in order (each durable in the
+        /// channel's fix ledger before the fix ran).
+        #[serde(default)]
+        drawn: Vec<TaskId>,
+    },
+    /// The call could not be made and is not counted (a fix draw failed, the stage could
+    /// not be made, the closure was cancelled).
+    Withdrawn {
+        /// Why.
+        detail: String,
     },
     /// The call could not run (its inputs did not arrive, the command could not start or
     /// timed out).
@@ -60,19 +83,55 @@ pub enum TaskReply {
 }
 
 impl TaskReply {
+    /// The reply of a call whose closure ended with `result`, having drawn `drawn`.
+    pub fn of(result: Result<Proposal, WorkerFailure>, drawn: Vec<TaskId>) -> Self {
+        match result {
+            Ok(p) => Self::Proposal {
+                candidate: p.candidate().clone(),
+                rejection: p.rejection().cloned(),
+                closure: p.closure().cloned(),
+                drawn,
+            },
+            Err(WorkerFailure::Infrastructure(f)) => Self::Failed(f),
+            Err(WorkerFailure::Agent(a)) => Self::Failed(InfrastructureFailure::Agent {
+                detail: a.chain_text(),
+            }),
+            Err(WorkerFailure::Unavailable { detail }) => Self::Withdrawn { detail },
+            Err(other) => Self::Withdrawn {
+                detail: other.to_string(),
+            },
+        }
+    }
+
+    /// The fix subtasks the call drew attempts for.
+    pub fn drawn(&self) -> &[TaskId] {
+        match self {
+            Self::Proposal { drawn, .. } => drawn,
+            _ => &[],
+        }
+    }
+
     /// The settlement the reply gives the batch machine, or `None` for an interrupted call
     /// (which is not settled: a resume judges it).
     pub fn into_result(self) -> Option<Result<Proposal, WorkerFailure>> {
         match self {
             Self::Proposal {
                 candidate,
-                rejection: None,
-            } => Some(Ok(Proposal::new(candidate))),
-            Self::Proposal {
-                candidate,
-                rejection: Some(r),
-            } => Some(Ok(Proposal::refused(candidate, r))),
+                rejection,
+                closure,
+                ..
+            } => {
+                let proposal = match rejection {
+                    None => Proposal::new(candidate),
+                    Some(r) => Proposal::refused(candidate, r),
+                };
+                Some(Ok(match closure {
+                    Some(c) => proposal.with_closure(c),
+                    None => proposal,
+                }))
+            }
             Self::Failed(f) => Some(Err(WorkerFailure::Infrastructure(f))),
+            Self::Withdrawn { detail } => Some(Err(WorkerFailure::Unavailable { detail })),
             Self::Interrupted { .. } => None,
         }
     }
@@ -101,11 +160,9 @@ mod tests {
         let call = TaskCall {
             channel,
             dispatch,
-            command: Some("true".into()),
-            timeout_ms: 1000,
+            plan: "{}".into(),
             plan_dir: None,
             inputs: Vec::new(),
-            scratch: vec!["target/**".into()],
         };
         let back: TaskCall = serde_json::from_str(&serde_json::to_string(&call).unwrap()).unwrap();
         assert_eq!(back, call);

@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 
 use kleene::batch::BatchEvidence;
 
+use crate::call::FixDraw;
 use crate::service::{RunReport, Submission};
 use crate::status::ChannelStatus;
 
@@ -100,7 +101,7 @@ impl Restate {
         url: String,
         body: Option<&(impl Serialize + ?Sized)>,
     ) -> Result<T, ClientError> {
-        let bytes = self.post_bytes(url.clone(), body).await?;
+        let bytes = self.post_bytes(url.clone(), body, None).await?;
         let bytes = if bytes.is_empty() {
             Bytes::from_static(b"null")
         } else {
@@ -114,8 +115,12 @@ impl Restate {
         &self,
         url: String,
         body: Option<&(impl Serialize + ?Sized)>,
+        idempotency_key: Option<&str>,
     ) -> Result<Bytes, ClientError> {
         let mut request = Request::builder().method(Method::POST).uri(&url);
+        if let Some(key) = idempotency_key {
+            request = request.header("idempotency-key", key);
+        }
         let json = match body {
             Some(b) => {
                 request = request.header("content-type", "application/json");
@@ -173,6 +178,20 @@ impl Restate {
         Ok(())
     }
 
+    /// Draws one fix attempt from `channel`'s run-wide budget in its fix ledger: `true` when
+    /// it was granted (durable once this returns), `false` when the budget is spent. Sent
+    /// with an idempotency key, so a retried request gets the first answer.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] when the ledger could not be reached or refused the request.
+    pub async fn draw_fix(&self, channel: &str, draw: &FixDraw) -> Result<bool, ClientError> {
+        let url = format!("{}/FixLedger/{channel}/draw", self.ingress);
+        let key = format!("{channel}/{}/{}/{}", draw.task, draw.attempt, draw.fix);
+        let bytes = self.post_bytes(url.clone(), Some(draw), Some(&key)).await?;
+        serde_json::from_slice(&bytes).map_err(|source| ClientError::Json { url, source })
+    }
+
     /// Submits `submission` to `channel` and waits for the pass to end.
     ///
     /// # Errors
@@ -211,7 +230,7 @@ impl Restate {
     pub async fn evidence(&self, channel: &str) -> Result<Option<BatchEvidence>, ClientError> {
         let url = format!("{}/Channel/{channel}/evidence", self.ingress);
         // Raw bytes, empty for none: the handler answers with the checkpoint itself.
-        let bytes = self.post_bytes(url.clone(), None::<&()>).await?;
+        let bytes = self.post_bytes(url.clone(), None::<&()>, None).await?;
         if bytes.is_empty() {
             return Ok(None);
         }

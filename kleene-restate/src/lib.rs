@@ -31,6 +31,7 @@ pub mod accept;
 pub mod balance;
 pub mod call;
 pub mod client;
+pub mod closure;
 pub mod content;
 pub mod plan;
 // The SDK's macros generate the handlers' clients without docs.

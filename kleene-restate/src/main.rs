@@ -16,15 +16,16 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use kleene::batch::{Batch, FileJournal, MemoryJournal};
+use kleene::batch::{Batch, ClosureWorker, FileJournal, MemoryJournal};
 use kleene::error::Chain;
 use kleene::id::{AgentId, ChannelId};
 use kleene_restate::accept::acceptance;
 use kleene_restate::balance::Balancer;
 use kleene_restate::client::Restate;
+use kleene_restate::closure::{ShellAgent, policy, session};
 use kleene_restate::plan::ShellPlan;
 use kleene_restate::service::{RunReport, Submission, endpoint, serve};
-use kleene_restate::shell::LocalShellWorker;
+use kleene_restate::shell::Runner;
 use kleene_restate::status::ChannelStatus;
 
 #[derive(Parser)]
@@ -75,6 +76,13 @@ enum Command {
         /// Where stages and objects live (default: a temporary directory).
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// Restate's ingress URL, where the calls draw fix attempts.
+        #[arg(
+            long = "restate",
+            default_value = "http://127.0.0.1:8080",
+            env = "RESTATE_INGRESS_URL"
+        )]
+        ingress: String,
     },
     /// Spread Restate's calls over several workers behind one deployment URL.
     Balance {
@@ -97,7 +105,7 @@ enum Command {
     Run {
         #[command(flatten)]
         server: Server,
-        /// The plan file (the CLI's format; `run`, `timeout_secs` and `scratch` only).
+        /// The plan file (the CLI's format: `run`, `checks`, `fix`, `timeout_secs`, `scratch`).
         plan: PathBuf,
         /// The channel (default: derived from the plan, as `kleene run` derives it).
         #[arg(long)]
@@ -250,7 +258,12 @@ fn report(status: &ChannelStatus, json: bool) -> ExitCode {
 
 async fn run(command: Command) -> Result<ExitCode, Failure> {
     match command {
-        Command::Worker { listen, jobs, dir } => {
+        Command::Worker {
+            listen,
+            jobs,
+            dir,
+            ingress,
+        } => {
             let temp;
             let dir = match dir {
                 Some(d) => d,
@@ -259,7 +272,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                     temp.path().to_owned()
                 }
             };
-            let endpoint = endpoint(&dir, jobs).map_err(|e| fail(&e, 2))?;
+            let endpoint = endpoint(&dir, jobs, &ingress).map_err(|e| fail(&e, 2))?;
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .map_err(|e| Failure(format!("failed to listen on {listen}: {e}"), 2))?;
@@ -393,8 +406,10 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let channel = channel_of(&shell, channel)?;
             let id = ChannelId::new(channel).map_err(|e| fail(&e, 2))?;
             let dir = tempfile::tempdir().map_err(|e| fail(&e, 2))?;
-            let mut worker =
-                LocalShellWorker::new(&shell, dir.path(), plan_dir).map_err(|e| fail(&e, 2))?;
+            let runner = Runner::open(dir.path()).map_err(|e| fail(&e, 2))?;
+            let session = session(&id).map_err(|e| fail(&e, 2))?;
+            let agent = ShellAgent::new(&shell, &runner, plan_dir);
+            let mut worker = ClosureWorker::new(agent, session, policy());
             let batch = Batch::new(shell.plan(), id);
             let outcome = match journal {
                 Some(dir) => {

@@ -1,5 +1,5 @@
-//! Shell-task plans for the Restate adapter: the CLI's plan-file format, limited to the keys
-//! a remote worker can honour today (`run`, `timeout_secs` and `scratch`).
+//! Shell-task plans for the Restate adapter: the CLI's plan-file format, with `run`, `checks`,
+//! `fix`, `timeout_secs` and `scratch`.
 //!
 //! ```
 //! use kleene_restate::plan::ShellPlan;
@@ -13,14 +13,14 @@
 //! ```
 //!
 //! The keys are read with the CLI's own extension list, so a plan file's digest (and the
-//! channel derived from it) is the same here as under `kleene run`. `checks` and `fix` need
-//! the closure worker, which does not run on Restate yet; a plan that uses them is refused,
-//! never run without them.
+//! channel derived from it) is the same here as under `kleene run`; `checks` and `fix` are
+//! run by the closure of each call (see [`crate::closure`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use kleene::id::{ChannelId, TaskId};
+use kleene::closure::Severity;
+use kleene::id::{ChannelId, TaskId, ValidatorId};
 use kleene::plan::{ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError};
 use kleene::{AppBuildPlan, ValidatedPlan};
 
@@ -28,8 +28,6 @@ use kleene::{AppBuildPlan, ValidatedPlan};
 const TASK_KEYS: [&str; 5] = ["run", "checks", "fix", "timeout_secs", "scratch"];
 /// The plan keys of the CLI's plan-file format.
 const PLAN_KEYS: [&str; 1] = ["scratch"];
-/// The keys the adapter cannot honour yet.
-const UNSUPPORTED: [&str; 2] = ["checks", "fix"];
 
 /// The default per-command timeout, as under `kleene run`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -46,6 +44,35 @@ pub struct ShellCommand {
     /// The plan's and the task's scratch globs: what the command leaves there is never part
     /// of its candidate.
     pub scratch: Vec<PathGlob>,
+    /// The checks run after `run` (and after each fix), in order.
+    pub checks: Vec<Check>,
+    /// The command a fix subtask runs, with its recovery spec on stdin; without it the
+    /// task's failures are not fixed.
+    pub fix: Option<String>,
+}
+
+/// One check of a task, as `kleene run` reads it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    /// The validator id its results carry.
+    pub id: ValidatorId,
+    /// The shell command; a non-zero exit withholds approval.
+    pub command: String,
+    /// How serious a failure is (default blocker).
+    #[serde(default = "blocker")]
+    pub severity: Severity,
+    /// Whether a failure may be fixed (default true).
+    #[serde(default = "yes")]
+    pub overridable: bool,
+}
+
+fn blocker() -> Severity {
+    Severity::Blocker
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A validated plan and the shell command of every task.
@@ -83,16 +110,11 @@ pub enum PlanError {
         /// What is wrong with it.
         message: String,
     },
-    /// The plan uses a key the adapter does not honour yet.
-    #[error(
-        "run {what} on Restate: `{key}` needs the closure worker, which the Restate adapter \
-         does not run yet; run this plan locally with `kleene run`"
-    )]
-    Unsupported {
-        /// "task ID".
-        what: String,
-        /// The key.
-        key: &'static str,
+    /// A task declares checks or a fix but no command to run.
+    #[error("read task {task}: `run` is missing (checks and fix need a run command)")]
+    NoRun {
+        /// The task.
+        task: TaskId,
     },
 }
 
@@ -102,7 +124,7 @@ impl ShellPlan {
     /// # Errors
     ///
     /// [`PlanError`] when the text does not load or validate, a value has the wrong type,
-    /// a `scratch` value is not a list of globs, or the plan uses `checks` or `fix`.
+    /// a `scratch` value is not a list of globs, or a task has checks or a fix but no `run`.
     pub fn load(text: &str) -> Result<Self, PlanError> {
         let extensions = Extensions {
             task_keys: &TASK_KEYS,
@@ -121,12 +143,6 @@ impl ShellPlan {
             .map_err(|e| PlanError::Invalid(Box::new(e)))?;
         let mut commands = BTreeMap::new();
         for task in plan.tasks() {
-            if let Some(key) = UNSUPPORTED.iter().find(|k| task.extension(k).is_some()) {
-                return Err(PlanError::Unsupported {
-                    what: format!("task {}", task.id),
-                    key,
-                });
-            }
             let bad = |key: &'static str, e: serde_json::Error| PlanError::BadValue {
                 task: task.id.clone(),
                 key,
@@ -150,12 +166,30 @@ impl ShellPlan {
                     message,
                 })?);
             }
+            let checks: Vec<Check> = task
+                .extension("checks")
+                .map(ExtensionValue::parse)
+                .transpose()
+                .map_err(|e| bad("checks", e))?
+                .unwrap_or_default();
+            let fix: Option<String> = task
+                .extension("fix")
+                .map(ExtensionValue::parse)
+                .transpose()
+                .map_err(|e| bad("fix", e))?;
+            if run.is_none() && (!checks.is_empty() || fix.is_some()) {
+                return Err(PlanError::NoRun {
+                    task: task.id.clone(),
+                });
+            }
             commands.insert(
                 task.id.clone(),
                 ShellCommand {
                     run,
                     timeout,
                     scratch,
+                    checks,
+                    fix,
                 },
             );
         }
@@ -240,20 +274,26 @@ mod tests {
     }
 
     #[test]
-    fn checks_are_refused_not_ignored() {
+    fn checks_and_fix_are_read_with_the_cli_s_defaults() {
         let text = format!(
             r#"{{"tasks": [{}]}}"#,
             task(
                 "a",
-                r#", "run": "true", "checks": [{"id": "x", "command": "true"}]"#
+                r#", "run": "true", "fix": "sh fix.sh", "checks": [{"id": "x", "command": "true"},
+                   {"id": "w", "command": "false", "severity": "warning", "overridable": false}]"#
             )
         );
-        let err = ShellPlan::load(&text).unwrap_err();
-        assert!(
-            matches!(err, PlanError::Unsupported { key: "checks", .. }),
-            "{err}"
-        );
-        assert!(err.to_string().contains("task a"));
+        let plan = ShellPlan::load(&text).unwrap();
+        let c = plan.command(&TaskId::new("a").unwrap()).unwrap();
+        assert_eq!(c.fix.as_deref(), Some("sh fix.sh"));
+        assert_eq!(c.checks.len(), 2);
+        assert!(c.checks[0].overridable && c.checks[0].severity == Severity::Blocker);
+        assert!(!c.checks[1].overridable && c.checks[1].severity == Severity::Warning);
+        let bare = format!(r#"{{"tasks": [{}]}}"#, task("a", r#", "fix": "sh fix.sh""#));
+        assert!(matches!(
+            ShellPlan::load(&bare),
+            Err(PlanError::NoRun { .. })
+        ));
     }
 
     #[test]

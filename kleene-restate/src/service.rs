@@ -5,7 +5,7 @@
 //! ```no_run
 //! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
 //! use kleene_restate::service::{endpoint, serve};
-//! let endpoint = endpoint(std::path::Path::new("/tmp/kleene-worker"), 4)?;
+//! let endpoint = endpoint(std::path::Path::new("/tmp/kleene-worker"), 4, "http://127.0.0.1:8080")?;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:9080").await?;
 //! serve(listener, endpoint).await?;
 //! # Ok(()) }
@@ -45,16 +45,18 @@ use kleene::batch::{
 };
 use kleene::error::Chain;
 use kleene::id::{AgentId, ChannelId, Digest, TaskId};
-use kleene::plan::{AdmittedPath, PathGlob};
+use kleene::plan::AdmittedPath;
 use restate_sdk::prelude::*;
 use restate_sdk::service::IntoServiceDefinition;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
-use crate::call::{TaskCall, TaskReply};
+use crate::call::{FixDraw, TaskCall, TaskReply};
+use crate::client::Restate;
+use crate::closure::{ShellAgent, policy, run_call, session};
 use crate::content::{ContentError, Files, verify};
 use crate::plan::ShellPlan;
-use crate::shell::{Runner, RunnerError, ShellJob};
+use crate::shell::{Runner, RunnerError};
 use crate::status::ChannelStatus;
 
 /// The state key of the channel's checkpointed evidence.
@@ -347,6 +349,23 @@ async fn drive(
                 detail: format!("task-worker call failed: {}", e.message()),
             }),
         };
+        // The fix attempts the call drew, each durable in the ledger before its fix ran,
+        // go into the evidence before the call's settlement, as a local run journals them.
+        let drawn: Vec<TaskId> = match &reply {
+            TaskReply::Interrupted { .. } => {
+                let call = (dispatch.task().clone(), dispatch.attempt());
+                ctx.object_client::<FixLedgerClient>(key.clone())
+                    .drawn(Json(call))
+                    .call()
+                    .await?
+                    .0
+            }
+            other => other.drawn().to_vec(),
+        };
+        for fix in &drawn {
+            let event = machine.draw_fix(&dispatch, fix).map_err(|e| terminal(&e))?;
+            pending.push(event);
+        }
         match reply.into_result() {
             // Left in flight: once the other calls settle, the machine is rebuilt from the
             // evidence and kleene's resume rules judge it.
@@ -446,21 +465,76 @@ fn task_call(
             Some((p, d))
         })
         .collect();
-    let (command, timeout, scratch) = shell
-        .command(&task)
-        .map(|c| {
-            let globs = c.scratch.iter().map(|g| g.as_str().to_owned()).collect();
-            (c.run.clone(), c.timeout, globs)
-        })
-        .unwrap_or_default();
     TaskCall {
         channel: channel.clone(),
         dispatch,
-        command,
-        timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        plan: submission.plan.clone(),
         plan_dir: submission.plan_dir.clone(),
         inputs,
-        scratch,
+    }
+}
+
+/// The state key of a channel's fix ledger: every draw granted, in order.
+const DRAWN: &str = "drawn";
+
+/// The run-wide fix budget of one channel: a virtual object keyed by the channel id, apart
+/// from the channel object because that one is locked by its pass while calls run. Each
+/// draw is granted only while fewer than the budget were granted on the channel, and it is
+/// in the object's state before the grant is answered, so a fix never runs on a draw that
+/// could be lost and no sequence of crashes hands out more than the budget.
+#[derive(Debug, Default)]
+pub struct FixLedger;
+
+#[restate_sdk::object]
+impl FixLedger {
+    /// Grants `draw` (`true`) unless the channel's budget is spent; granting the same draw
+    /// again answers `true` and counts it once.
+    #[handler]
+    async fn draw(
+        &self,
+        ctx: ObjectContext<'_>,
+        draw: Json<FixDraw>,
+    ) -> Result<bool, HandlerError> {
+        let Json(draw) = draw;
+        let mut granted: Vec<FixDraw> = ctx
+            .get::<Json<Vec<FixDraw>>>(DRAWN)
+            .await?
+            .map(|j| j.0)
+            .unwrap_or_default();
+        let same =
+            |d: &FixDraw| d.task == draw.task && d.attempt == draw.attempt && d.fix == draw.fix;
+        if granted.iter().any(same) {
+            return Ok(true);
+        }
+        if granted.len() >= usize::try_from(draw.max).unwrap_or(usize::MAX) {
+            return Ok(false);
+        }
+        granted.push(draw);
+        ctx.set(DRAWN, Json(granted));
+        Ok(true)
+    }
+
+    /// The fix subtasks call `attempt` of `task` drew for, in order (what a call that was
+    /// interrupted used of the budget).
+    #[handler]
+    async fn drawn(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        call: Json<(TaskId, u32)>,
+    ) -> Result<Json<Vec<TaskId>>, HandlerError> {
+        let Json((task, attempt)) = call;
+        let granted: Vec<FixDraw> = ctx
+            .get::<Json<Vec<FixDraw>>>(DRAWN)
+            .await?
+            .map(|j| j.0)
+            .unwrap_or_default();
+        Ok(Json(
+            granted
+                .into_iter()
+                .filter(|d| d.task == task && d.attempt == attempt)
+                .map(|d| d.fix)
+                .collect(),
+        ))
     }
 }
 
@@ -469,18 +543,22 @@ fn task_call(
 pub struct TaskWorker {
     runner: Arc<Runner>,
     slots: Arc<Semaphore>,
+    /// The server's ingress, where fix draws go (the channel's fix ledger).
+    ledger: Restate,
 }
 
 impl TaskWorker {
-    /// A worker keeping stages and objects under `dir`, running up to `jobs` calls at once.
+    /// A worker keeping stages and objects under `dir`, running up to `jobs` calls at once
+    /// and drawing fix attempts through the server's `ingress` URL.
     ///
     /// # Errors
     ///
     /// [`RunnerError`] when the directories cannot be made.
-    pub fn new(dir: &Path, jobs: usize) -> Result<Self, RunnerError> {
+    pub fn new(dir: &Path, jobs: usize, ingress: &str) -> Result<Self, RunnerError> {
         Ok(Self {
             runner: Arc::new(Runner::open(dir)?),
             slots: Arc::new(Semaphore::new(jobs.max(1))),
+            ledger: Restate::new(ingress, ""),
         })
     }
 }
@@ -529,19 +607,6 @@ impl TaskWorker {
                 }
             }
         }
-        let scratch = match call
-            .scratch
-            .iter()
-            .map(|g| PathGlob::parse(g))
-            .collect::<Result<Vec<_>, _>>()
-        {
-            Ok(globs) => globs,
-            Err(e) => {
-                return Ok(Json(TaskReply::Failed(InfrastructureFailure::Transport {
-                    detail: format!("failed to read the call's scratch globs: {e}"),
-                })));
-            }
-        };
         // The claim: journaled before the work. Its closure runs only in the attempt that
         // first reaches it; a retry replays it.
         let fresh = Arc::new(AtomicBool::new(false));
@@ -559,24 +624,26 @@ impl TaskWorker {
             .await?;
         let fresh = fresh.load(Ordering::SeqCst);
         let runner = Arc::clone(&self.runner);
+        let ledger = self.ledger.clone();
         let Json(reply) = ctx
             .run(|| async move {
                 if !fresh {
                     // An earlier attempt claimed the call and left no result.
                     return Ok(Json(TaskReply::Interrupted { nonce }));
                 }
+                let ledger = ledger.clone();
+                let handle = tokio::runtime::Handle::current();
                 let reply = tokio::task::spawn_blocking(move || {
-                    let task: &TaskId = call.dispatch.task();
-                    let label = format!("{task}-{}", call.dispatch.attempt());
-                    let job = ShellJob {
-                        task,
-                        label: &label,
-                        command: call.command.as_deref(),
-                        timeout: Duration::from_millis(call.timeout_ms),
-                        plan_dir: call.plan_dir.as_deref(),
-                        scratch: &scratch,
-                    };
-                    runner.run(&job, inputs)
+                    run_closure(&runner, &call, &inputs, &mut |draw| match handle
+                        .block_on(ledger.draw_fix(call.channel.as_str(), draw))
+                    {
+                        Ok(true) => Ok(()),
+                        Ok(false) => Err(format!(
+                            "the run's {} fix attempt(s) are drawn on channel {}",
+                            draw.max, call.channel
+                        )),
+                        Err(e) => Err(format!("failed to {}", Chain(&e))),
+                    })
                 })
                 .await?;
                 Ok(Json(reply))
@@ -587,13 +654,60 @@ impl TaskWorker {
     }
 }
 
-/// The endpoint a worker process serves: the channel object and the task-worker service
-/// (every process serves both; they keep nothing in-process between calls).
+/// Runs `call` as one closure of its task in a stage holding `inputs`, drawing fixes with
+/// `draw`.
+fn run_closure(
+    runner: &Runner,
+    call: &TaskCall,
+    inputs: &[(AdmittedPath, Vec<u8>)],
+    draw: &mut dyn FnMut(&FixDraw) -> Result<(), String>,
+) -> TaskReply {
+    let withdrawn = |what: &str, e: &(dyn std::error::Error + 'static)| TaskReply::Withdrawn {
+        detail: format!("{what} for task {}: {}", call.dispatch.task(), Chain(e)),
+    };
+    let shell = match ShellPlan::load(&call.plan) {
+        Ok(s) => s,
+        Err(e) => return withdrawn("load the plan", &e),
+    };
+    let Some(task) = shell.plan().tasks().find(|t| &t.id == call.dispatch.task()) else {
+        return TaskReply::Withdrawn {
+            detail: format!("find task {} in the plan", call.dispatch.task()),
+        };
+    };
+    let session = match session(&call.channel) {
+        Ok(s) => s,
+        Err(e) => return withdrawn("open the closure session", &e),
+    };
+    let policy = policy();
+    let max = policy.max_total_fix_attempts();
+    let mut agent = ShellAgent::new(&shell, runner, call.plan_dir.clone());
+    let (result, drawn) = run_call(
+        &mut agent,
+        task,
+        &call.dispatch,
+        inputs,
+        &session,
+        &policy,
+        &mut |fix| {
+            draw(&FixDraw {
+                task: task.id.clone(),
+                attempt: call.dispatch.attempt(),
+                fix: fix.clone(),
+                max,
+            })
+        },
+    );
+    TaskReply::of(result, drawn)
+}
+
+/// The endpoint a worker process serves: the channel object, its fix ledger and the
+/// task-worker service (every process serves all three; they keep nothing in-process
+/// between calls). `ingress` is the server's ingress URL, where fix draws go.
 ///
 /// # Errors
 ///
 /// [`RunnerError`] when the worker's directories cannot be made.
-pub fn endpoint(dir: &Path, jobs: usize) -> Result<Endpoint, RunnerError> {
+pub fn endpoint(dir: &Path, jobs: usize, ingress: &str) -> Result<Endpoint, RunnerError> {
     let quick = || {
         restate_sdk::endpoint::ServiceOptions::new()
             .retry_policy_initial_interval(Duration::from_millis(100))
@@ -601,8 +715,9 @@ pub fn endpoint(dir: &Path, jobs: usize) -> Result<Endpoint, RunnerError> {
     };
     Ok(Endpoint::builder()
         .bind(Channel.into_service_definition().options(quick()))
+        .bind(FixLedger.into_service_definition().options(quick()))
         .bind(
-            TaskWorker::new(dir, jobs)?
+            TaskWorker::new(dir, jobs, ingress)?
                 .into_service_definition()
                 .options(quick()),
         )

@@ -107,6 +107,7 @@ impl Cluster {
             let dir = temp.path().join(format!("w{i}"));
             let child = Command::new(BIN)
                 .args(["worker", "--listen", &format!("127.0.0.1:{port}")])
+                .env("RESTATE_INGRESS_URL", ingress())
                 .args(["--jobs", &jobs.to_string()])
                 .arg("--dir")
                 .arg(&dir)
@@ -594,29 +595,185 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// The acceptance record `accept` prints for `chan`, after checking that the archive it
+/// exports verifies against the record digest alone, as `kleene verify` checks it.
+fn accepted_record(dir: &Path, chan: &str, plan_arg: &str) -> serde_json::Value {
+    let archive = dir.join("remote.tar");
+    let archive_arg = archive.to_string_lossy().into_owned();
+    let accepted = cli(&[
+        "accept",
+        "--channel",
+        chan,
+        "--export",
+        &archive_arg,
+        plan_arg,
+    ]);
+    let stderr = String::from_utf8_lossy(&accepted.stderr);
+    assert!(accepted.status.success(), "{stderr}");
+    let digest: kleene::id::Digest = stderr
+        .split_whitespace()
+        .skip_while(|w| *w != "digest")
+        .nth(1)
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| panic!("no record digest in {stderr}"));
+    let bytes = std::fs::read(&archive).unwrap();
+    kleene::acceptance::verify_archive(&bytes, digest).unwrap();
+    serde_json::from_slice(&accepted.stdout).unwrap()
+}
+
 #[test]
-fn the_demo_without_its_checks_gives_the_local_run_s_outputs() {
+fn the_demo_with_its_checks_and_fix_on_two_workers_gives_the_local_run_s_record() {
     let Some(_serial) = server() else { return };
     let _cluster = Cluster::start(2, 4);
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo");
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&demo.join("tasks"), &dir.path().join("tasks"));
-    // Checks and the fix need the closure worker, which does not run on Restate yet.
-    let mut plan: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(demo.join("plan.json")).unwrap()).unwrap();
-    for task in plan["tasks"].as_array_mut().unwrap() {
-        let task = task.as_object_mut().unwrap();
-        task.remove("checks");
-        task.remove("fix");
-    }
+    std::fs::copy(demo.join("fix_vat.sh"), dir.path().join("fix_vat.sh")).unwrap();
     let path = dir.path().join("plan.json");
-    std::fs::write(&path, plan.to_string()).unwrap();
+    std::fs::copy(demo.join("plan.json"), &path).unwrap();
     let chan = channel("demo");
     let (out, _) = run(&path, &chan, &[]);
     let remote = status_of(&out);
-    let plan_arg = path.to_string_lossy().into_owned();
-    let local = status_of(&cli(&["local", "--json", "--channel", &chan, &plan_arg]));
     assert!(remote.is_complete(), "{remote}");
+    let plan_arg = path.to_string_lossy().into_owned();
+    let local_record = dir.path().join("local-record.json");
+    let record_arg = local_record.to_string_lossy().into_owned();
+    let local = cli(&[
+        "local",
+        "--json",
+        "--channel",
+        &chan,
+        "--record",
+        &record_arg,
+        &plan_arg,
+    ]);
+    assert!(
+        local.status.success(),
+        "{}",
+        String::from_utf8_lossy(&local.stderr)
+    );
+    let local = status_of(&local);
     assert_eq!(remote.tasks, local.tasks);
+    // The deliberate VAT bug was caught by the unit-tests check and repaired by one fix.
+    let evidence = kleene_restate_evidence(&chan);
+    assert_eq!(evidence.fix_attempts_used(), 1);
+    let remote_record = accepted_record(dir.path(), &chan, &plan_arg);
+    let local_record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&local_record).unwrap()).unwrap();
+    assert_eq!(
+        remote_record["files"], local_record["files"],
+        "the file manifest"
+    );
+    assert_eq!(
+        remote_record["task_results"], local_record["task_results"],
+        "the task results"
+    );
+    // Each result binds its closure's settlement (audit head, record digest).
+    let results = remote_record["task_results"]
+        .as_array()
+        .expect("task results");
+    assert_eq!(results.len(), 4);
+    assert!(
+        results
+            .iter()
+            .all(|r| r["closure"]["record_digest"].is_string()),
+        "{remote_record}"
+    );
+    assert!(remote_record["files"].is_object(), "{remote_record}");
     assert_eq!(remote.evidence_digest, local.evidence_digest);
+    assert_eq!(remote_record, local_record);
+}
+
+fn kleene_restate_evidence(chan: &str) -> kleene::batch::BatchEvidence {
+    let client = kleene_restate::client::Restate::new(&ingress(), &admin());
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(client.evidence(chan))
+        .unwrap()
+        .expect("the channel has evidence")
+}
+
+/// A task whose `run` writes a wrong value that its check refuses, and whose `fix` repairs it
+/// after running `before_fix`.
+fn fixable_task(id: &str, before_fix: &str) -> serde_json::Value {
+    serde_json::json!({
+        "id": id, "kind": {"lane": "config"}, "owner": "shell", "spec": {"intent": id},
+        "owned_paths": [format!("{id}.txt")], "run": format!("echo wrong > {id}.txt"),
+        "checks": [{"id": "right", "command": format!("grep -q right {id}.txt")}],
+        "fix": format!("{before_fix} echo right > {id}.txt"),
+    })
+}
+
+#[test]
+fn a_worker_killed_during_a_fix_leaves_its_draw_counted() {
+    let Some(_serial) = server() else { return };
+    let mut cluster = Cluster::start(2, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("fix-started");
+    let before = format!(
+        "if [ ! -e {m} ]; then touch {m}; sleep 30; fi;",
+        m = mark.display()
+    );
+    let plan = plan_file(dir.path(), vec![fixable_task("f", &before)]);
+    let chan = channel("killfix");
+    let plan_arg = plan.to_string_lossy().into_owned();
+    let child = Command::new(BIN)
+        .args(["run", "--json", "--channel", &chan, &plan_arg])
+        .env("RESTATE_INGRESS_URL", ingress())
+        .env("RESTATE_ADMIN_URL", admin())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start run");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !mark.exists() {
+        assert!(Instant::now() < deadline, "the fix never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let victim = cluster.running("f-1");
+    cluster.kill(victim);
+    let out = child.wait_with_output().expect("wait for run");
+    let status = status_of(&out);
+    assert!(
+        status.is_complete(),
+        "{status}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(status.tasks[0].calls, 2, "{status}");
+    // The interrupted call's draw, read from the ledger, and the second call's own.
+    assert_eq!(kleene_restate_evidence(&chan).fix_attempts_used(), 2);
+}
+
+#[test]
+fn calls_in_flight_together_never_draw_more_than_the_run_s_fix_budget() {
+    let Some(_serial) = server() else { return };
+    let _cluster = Cluster::start(2, 4);
+    let dir = tempfile::tempdir().unwrap();
+    // Twelve tasks that each need a fix; the run's budget is kleene run's default, ten.
+    let tasks = (0..12)
+        .map(|i| fixable_task(&format!("t{i:02}"), "sleep 0.2;"))
+        .collect();
+    let plan = plan_file(dir.path(), tasks);
+    let chan = channel("budget");
+    let (out, _) = run(&plan, &chan, &["-j", "8"]);
+    let first = kleene_restate_evidence(&chan).fix_attempts_used();
+    assert!(
+        first <= 10,
+        "{first} fixes drawn: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A draw refused for want of budget withdraws its call; a resume makes it again, and its
+    // closure then halts on the spent budget instead of drawing; the corrective call after
+    // it runs the fix at depth 0, as in a local run.
+    let mut passes = 0;
+    let mut status = status_of(&out);
+    while status.stopped.is_some() && passes < 5 {
+        status = status_of(&cli(&["resume", "--json", "--channel", &chan]));
+        passes += 1;
+    }
+    assert!(status.is_complete(), "{status}");
+    assert_eq!(kleene_restate_evidence(&chan).fix_attempts_used(), 10);
+    let plan_arg = plan.to_string_lossy().into_owned();
+    let local = status_of(&cli(&["local", "--json", "--channel", &chan, &plan_arg]));
+    assert_eq!(status.tasks, local.tasks);
 }
