@@ -32,6 +32,9 @@ mod cli_formats;
 mod cli_events;
 #[cfg(feature = "cli")]
 mod cli_jobs;
+// `kleene worker`, `kleene restate` and `run --restate`: handed to the Restate adapter.
+#[cfg(all(unix, feature = "cli"))]
+mod cli_restate;
 // Staged workspaces, state-directory integrity and process containment, end to end.
 #[cfg(feature = "cli")]
 mod cli_staging;

@@ -152,6 +152,31 @@ pub enum Command {
     /// Load and validate a plan file; print its tasks in execution order.
     #[command(after_help = "Example:\n  kleene validate examples/demo/plan.json")]
     Validate(PlanArgs),
+    /// Serve Restate's task calls: the Restate adapter's worker (`kleene-restate worker`).
+    #[command(
+        disable_help_flag = true,
+        after_help = "Example:\n  kleene worker --listen 127.0.0.1:9081 --jobs 4   (see kleene-restate/README.md)"
+    )]
+    Worker(AdapterArgs),
+    /// Any command of the Restate adapter (`kleene-restate`): register, run, resume, status,
+    /// accept, balance, local.
+    #[command(
+        disable_help_flag = true,
+        after_help = "Example:\n  kleene restate status --channel run-0123456789ab"
+    )]
+    Restate(AdapterArgs),
+}
+
+/// Arguments handed to the Restate adapter as they are.
+#[derive(Debug, Args)]
+pub struct AdapterArgs {
+    /// The adapter's arguments (`kleene worker --help` shows them).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 /// Where a run keeps its state.
@@ -203,6 +228,10 @@ pub struct RunArgs {
     /// them one by one in the plan's order [default: the machine's available parallelism].
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<NonZeroUsize>,
+    /// Run on Restate instead (its ingress URL): the plan is submitted to its channel there
+    /// through the Restate adapter, and workers started with `kleene worker` make the calls.
+    #[arg(long, value_name = "URL")]
+    pub restate: Option<String>,
     #[command(flatten)]
     pub signing: SigningArgs,
 }

@@ -62,7 +62,7 @@ impl Failure {
     }
 }
 
-type Outcome = Result<Exit, Failure>;
+pub type Outcome = Result<Exit, Failure>;
 
 fn absolute(path: &Path) -> Result<PathBuf, Failure> {
     std::path::absolute(path)
@@ -170,6 +170,9 @@ pub fn graph(args: &GraphArgs, rep: &mut Reporter) -> Outcome {
 
 /// `kleene run PLAN`.
 pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
+    if let Some(url) = &args.restate {
+        return crate::restate::run(args, url);
+    }
     let (loaded, text) = planfile::load(&args.plan).map_err(|e| Failure::bad_input(Chain(&e)))?;
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         return Err(Failure::bad_input(format!(

@@ -12,6 +12,7 @@ mod commands;
 mod formats;
 mod planfile;
 mod report;
+mod restate;
 mod state;
 mod worker;
 
@@ -47,6 +48,12 @@ fn main() -> ExitCode {
         Command::Graph(args) => commands::graph(args, &mut rep),
         Command::Audit(args) => commands::audit(args, &mut rep),
         Command::Validate(args) => commands::validate(args, &mut rep),
+        Command::Worker(args) => {
+            let mut forwarded = vec![std::ffi::OsString::from("worker")];
+            forwarded.extend(args.args.iter().cloned());
+            restate::adapter(forwarded)
+        }
+        Command::Restate(args) => restate::adapter(args.args.clone()),
     };
     match outcome {
         Ok(exit) => exit.into(),
