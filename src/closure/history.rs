@@ -408,14 +408,19 @@ fn compare(
         .iter()
         .map(AuditEntry::event)
         .find(|a| !events.contains(a));
-    Err(ClosureDeltaError::Diverged {
-        position,
-        task: found.or(produced).or(events.first()).map_or_else(
-            || closure.audit().entries()[0].event().task_ref().clone(),
-            |e| e.task_ref().clone(),
-        ),
-        found: found.map_or("nothing", AuditEvent::kind),
-        expected: produced.map_or("nothing", AuditEvent::kind),
+    let culprit = found
+        .or(produced)
+        .or(events.first())
+        .or(appended.first().map(AuditEntry::event));
+    Err(match culprit {
+        Some(event) => ClosureDeltaError::Diverged {
+            position,
+            task: event.task_ref().clone(),
+            found: found.map_or("nothing", AuditEvent::kind),
+            expected: produced.map_or("nothing", AuditEvent::kind),
+        },
+        // Neither side holds an event: only the head can differ.
+        None => ClosureDeltaError::Edited { position },
     })
 }
 
