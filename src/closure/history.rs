@@ -658,3 +658,86 @@ impl From<ClosureDeltaV1> for ClosureDelta {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::ValidatorId;
+    use crate::phase::{GovernanceDecision, Next, Session};
+    use crate::task::Spec;
+    use crate::verdict::{Severity, ValidatorResult, Verdict};
+
+    fn resolved_after_one_fix() -> Closure {
+        let task = Task::new(TaskId::new("x").unwrap(), Spec::new("intent"));
+        let session = Session::new("build", "p").unwrap();
+        let failing = Verdict::new([ValidatorResult::new(
+            ValidatorId::new("tests").unwrap(),
+            Severity::Blocker,
+            true,
+            "test a ... FAILED",
+        )]);
+        let mut posts = vec![Verdict::clean(), failing].into_iter().rev();
+        let mut closure = Closure::start(task, session, RecoveryPolicy::default());
+        loop {
+            closure = match closure {
+                Closure::Governance(due) => due.feed(GovernanceDecision::Approve),
+                Closure::PreValidate(due) => due.feed(Verdict::clean()),
+                Closure::Execute(due) => due.feed(ExecutionOutput::new("done")),
+                Closure::PostValidate(due) => due.feed(posts.next().unwrap_or_default()),
+                Closure::MoveNext(due) => due.feed(Next::Complete),
+                done @ Closure::Done(_) => return done,
+            };
+        }
+    }
+
+    #[test]
+    fn a_step_is_the_answer_it_was_fed_and_what_followed_from_it() {
+        let closure = resolved_after_one_fix();
+        let kinds: Vec<Vec<&str>> = closure
+            .history()
+            .iter()
+            .map(|d| d.events().iter().map(AuditEvent::kind).collect())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                vec!["closure_started"],
+                vec!["governed"],
+                vec!["pre_validated"],
+                vec!["executed"],
+                vec!["post_validated", "subtask_spawned"],
+                vec!["governed"],
+                vec!["pre_validated"],
+                vec!["executed"],
+                vec!["post_validated"],
+                vec!["moved_next", "recovery_resolved"],
+            ]
+        );
+        // The deltas chain: each links to the head the one before it ended at.
+        let history = closure.history();
+        assert!(history.windows(2).all(|w| w[1].prev() == w[0].head()));
+        assert_eq!(
+            history.last().map(ClosureDelta::head),
+            Some(closure.audit().head())
+        );
+        assert_eq!(closure.step_delta(), history[history.len() - 1]);
+    }
+
+    #[test]
+    fn only_the_start_and_executions_carry_a_payload() {
+        let history = resolved_after_one_fix().history();
+        for delta in &history {
+            let expected = match delta.events()[0] {
+                AuditEvent::ClosureStarted { .. } => "start",
+                AuditEvent::Executed { .. } => "output",
+                _ => "none",
+            };
+            let found = match delta.payload {
+                Payload::Start(_) => "start",
+                Payload::Output(_) => "output",
+                Payload::None => "none",
+            };
+            assert_eq!(found, expected);
+        }
+    }
+}
