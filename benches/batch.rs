@@ -1,6 +1,8 @@
 //! Batch executor benches: executor overhead per task against a bare loop, journal commit cost
 //! against journal size, durable commit against a bare append + fdatasync, and fold/resume
-//! against bare decode + checksum. Each compares against a baseline measured in the same run.
+//! against bare decode + checksum, and the threaded driver on 1,000 one-millisecond calls against
+//! eight bare threads sleeping the same naps. Each compares against a baseline measured in the
+//! same run.
 
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
@@ -337,11 +339,84 @@ fn fold_resume(c: &mut Criterion) {
     let _ = fs::remove_dir_all(&dir);
 }
 
+/// The worker of the threaded bench: each call sleeps `NAP`, as a task that waits on a tool.
+struct Nap;
+
+const NAP: Duration = Duration::from_millis(1);
+
+impl Worker for Nap {
+    fn call(&mut self, _call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+        std::thread::sleep(NAP);
+        Ok(Candidate::default().into())
+    }
+}
+
+/// `n` independent tasks: the critical path is one task, so `jobs` slots bound the wall time
+/// at `n / jobs` naps.
+fn independent_plan(n: usize) -> ValidatedPlan {
+    let tasks = (0..n)
+        .map(|i| {
+            PlannedTask::new(
+                TaskId::new(format!("t{i:06}")).unwrap(),
+                TaskKind::Config { module: None },
+                AgentId::new("ConfigAgent").unwrap(),
+                Spec::new("nap"),
+            )
+        })
+        .collect();
+    Plan::draft(AppBuildPlan::new(tasks))
+        .normalize()
+        .consolidate()
+        .unwrap()
+        .validate()
+        .unwrap()
+}
+
+/// 1,000 one-millisecond calls on 8 slots: the threaded driver against the bound, which is
+/// 8 bare threads each sleeping through its eighth of the naps (what sleeping alone costs on
+/// this machine; the ideal is 125 ms).
+fn threaded_naps(c: &mut Criterion) {
+    const TASKS: usize = 1_000;
+    const JOBS: usize = 8;
+    let mut group = c.benchmark_group("batch/threaded_naps");
+    group.sample_size(10);
+    let plan = independent_plan(TASKS);
+    group.bench_function(BenchmarkId::new("bound_8_threads", TASKS), |b| {
+        b.iter(|| {
+            std::thread::scope(|s| {
+                for _ in 0..JOBS {
+                    s.spawn(|| {
+                        for _ in 0..TASKS / JOBS {
+                            std::thread::sleep(NAP);
+                        }
+                    });
+                }
+            })
+        })
+    });
+    let batch = Batch::new(&plan, ChannelId::new("bench").unwrap()).with_group_commit(true);
+    let jobs = std::num::NonZeroUsize::new(JOBS).unwrap();
+    group.bench_function(BenchmarkId::new("run_threaded_jobs_8", TASKS), |b| {
+        b.iter_batched(
+            MemoryJournal::default,
+            |mut journal| {
+                let outcome = batch
+                    .run_threaded(jobs, |_| Nap, &(), &mut journal)
+                    .unwrap();
+                assert!(outcome.evidence.summary().is_complete());
+                black_box(outcome)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    targets = executor_overhead, journal_commit, fold_resume
+    targets = executor_overhead, journal_commit, fold_resume, threaded_naps
 }
 criterion_main!(benches);

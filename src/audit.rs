@@ -31,7 +31,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::{CanonicalHasher, Digest};
+use crate::digest::{CanonicalHasher, Digest, canonical_enum};
 use crate::{
     closure::ClosureFailure, id::TaskId, id::ValidatorId, phase::ExhaustedBound,
     phase::GovernanceDecision, phase::HaltReason, phase::Next, phase::Session, verdict::Verdict,
@@ -235,181 +235,26 @@ impl AuditEvent {
 
     /// The canonical digest of the event: its kind, then every field, length-prefixed.
     pub fn digest(&self) -> Digest {
-        let mut h = CanonicalHasher::new("audit event");
-        self.feed(&mut h);
-        h.finish()
-    }
-
-    /// Feeds the canonical encoding (kind, then every field, length-prefixed) to `h`.
-    fn feed(&self, h: &mut CanonicalHasher) {
-        h.str(self.kind());
-        match self {
-            AuditEvent::ClosureStarted {
-                root_task_ref,
-                session,
-            } => {
-                h.str(root_task_ref.as_str())
-                    .str(session.mode().as_str())
-                    .str(session.project().as_str());
-            }
-            AuditEvent::Governed {
-                task_ref,
-                iteration,
-                decision,
-                token,
-            } => {
-                h.str(task_ref.as_str()).u64((*iteration).into());
-                match decision {
-                    GovernanceDecision::Approve => h.opt_str(None),
-                    GovernanceDecision::Deny { reason } => h.opt_str(Some(reason)),
-                };
-                match token {
-                    None => h.u64(0),
-                    Some(d) => h.u64(1).digest(d),
-                };
-            }
-            AuditEvent::PreValidated {
-                task_ref,
-                iteration,
-                verdict,
-            }
-            | AuditEvent::PostValidated {
-                task_ref,
-                iteration,
-                verdict,
-            } => {
-                h.str(task_ref.as_str()).u64((*iteration).into());
-                hash_verdict(h, verdict);
-            }
-            AuditEvent::Executed {
-                task_ref,
-                iteration,
-                output,
-            } => {
-                h.str(task_ref.as_str())
-                    .u64((*iteration).into())
-                    .digest(output);
-            }
-            AuditEvent::MovedNext {
-                task_ref,
-                iteration,
-                next,
-            } => {
-                h.str(task_ref.as_str())
-                    .u64((*iteration).into())
-                    .str(match next {
-                        Next::Complete => "complete",
-                        Next::Continue => "continue",
-                    });
-            }
-            AuditEvent::SubtaskSpawned {
-                parent_ref,
-                task_ref,
-                depth,
-                triggering_validators,
-            } => {
-                h.str(parent_ref.as_str())
-                    .str(task_ref.as_str())
-                    .u64((*depth).into())
-                    .u64(triggering_validators.len() as u64);
-                for v in triggering_validators {
-                    h.str(v.as_str());
-                }
-            }
-            AuditEvent::RecoveryResolved {
-                root_task_ref,
-                task_ref,
-                depth,
-                fix_attempts,
-            } => {
-                h.str(root_task_ref.as_str())
-                    .str(task_ref.as_str())
-                    .u64((*depth).into())
-                    .u64((*fix_attempts).into());
-            }
-            AuditEvent::RecoveryExhausted {
-                root_task_ref,
-                task_ref,
-                depth,
-                bound,
-            } => {
-                h.str(root_task_ref.as_str())
-                    .str(task_ref.as_str())
-                    .u64((*depth).into());
-                hash_bound(h, bound);
-            }
-            AuditEvent::RecoveryStalled {
-                root_task_ref,
-                task_ref,
-                depth,
-            } => {
-                h.str(root_task_ref.as_str())
-                    .str(task_ref.as_str())
-                    .u64((*depth).into());
-            }
-            AuditEvent::Halted {
-                task_ref,
-                iteration,
-                reason,
-            } => {
-                h.str(task_ref.as_str()).u64((*iteration).into());
-                hash_halt_reason(h, reason);
-            }
-            AuditEvent::Failed {
-                task_ref,
-                iteration,
-                failure,
-            } => {
-                h.str(task_ref.as_str()).u64((*iteration).into());
-                match failure {
-                    ClosureFailure::Agent { phase, message } => {
-                        h.str("agent").str(phase.as_str()).str(message);
-                    }
-                    ClosureFailure::FixId { depth, message } => {
-                        h.str("fix_id").u64((*depth).into()).str(message);
-                    }
-                }
-            }
-        }
+        Digest::of("audit event", self)
     }
 }
 
-fn hash_verdict(h: &mut CanonicalHasher, verdict: &Verdict) {
-    h.u64(verdict.results().len() as u64);
-    for r in verdict.results() {
-        h.str(r.validator_id.as_str())
-            .str(r.severity.as_str())
-            .u64(r.overridable.into())
-            .str(&r.justification);
-    }
-}
-
-fn hash_bound(h: &mut CanonicalHasher, bound: &ExhaustedBound) {
-    match bound {
-        ExhaustedBound::Depth { max } => h.str("depth").u64((*max).into()),
-        ExhaustedBound::FixBudget { max } => h.str("fix_budget").u64((*max).into()),
-    };
-}
-
-fn hash_halt_reason(h: &mut CanonicalHasher, reason: &HaltReason) {
-    h.str(reason.halt_type());
-    match reason {
-        HaltReason::GovernanceDenied { reason } => {
-            h.str(reason);
-        }
-        HaltReason::PreExecuteRejected { verdict }
-        | HaltReason::NonOverridableBlocker { verdict }
-        | HaltReason::WarningWithheld { verdict }
-        | HaltReason::RecoveryStalled { verdict } => hash_verdict(h, verdict),
-        HaltReason::IterationCap { cap } => {
-            h.u64((*cap).into());
-        }
-        HaltReason::RecoveryExhausted { bound, verdict } => {
-            hash_bound(h, bound);
-            hash_verdict(h, verdict);
-        }
-    }
-}
+// Each event encodes its kind, then its fields; the enums it carries encode their snake-case
+// codes. Tokens and outputs enter by digest.
+canonical_enum!(AuditEvent {
+    ClosureStarted { root_task_ref, session } => "closure_started",
+    Governed { task_ref, iteration, decision, token } => "governed",
+    PreValidated { task_ref, iteration, verdict } => "pre_validated",
+    Executed { task_ref, iteration, output } => "executed",
+    PostValidated { task_ref, iteration, verdict } => "post_validated",
+    MovedNext { task_ref, iteration, next } => "moved_next",
+    SubtaskSpawned { parent_ref, task_ref, depth, triggering_validators } => "subtask_spawned",
+    RecoveryResolved { root_task_ref, task_ref, depth, fix_attempts } => "recovery_resolved",
+    RecoveryExhausted { root_task_ref, task_ref, depth, bound } => "recovery_exhausted",
+    RecoveryStalled { root_task_ref, task_ref, depth } => "recovery_stalled",
+    Halted { task_ref, iteration, reason } => "halted",
+    Failed { task_ref, iteration, failure } => "closure_failed",
+});
 
 /// One entry of an [`AuditLog`]: the event, the previous entry's digest and its own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -443,9 +288,7 @@ fn entry_hash(index: usize, prev: &Digest, event: &AuditEvent) -> Digest {
     let mut h = ENTRY
         .get_or_init(|| CanonicalHasher::new("audit entry"))
         .clone();
-    h.u64(index as u64).digest(prev);
-    event.feed(&mut h);
-    h.finish()
+    h.put(&(index as u64, prev, event)).finish()
 }
 
 /// Why an audit log failed verification. Each variant names the entry where the chain

@@ -1,9 +1,11 @@
 //! Domain-separated blake3 digests over a canonical, length-prefixed encoding.
 //!
 //! Every digest in kleene is made by a [`CanonicalHasher`] created for one purpose
-//! (`"kleene <purpose> v1"` as blake3's derive-key context), fed with length-prefixed
-//! fields. Two different purposes never collide, and `("ab", "c")` never digests like
-//! `("a", "bc")`.
+//! (`"kleene <purpose> v1"` as blake3's derive-key context), fed with the one canonical
+//! encoding of a value: its [`Canonical`] implementation, written once per digested type.
+//! Two different purposes never collide, and `("ab", "c")` never digests like
+//! `("a", "bc")`. Encodings are a persisted format (journals, checkpoints and acceptance
+//! records carry the digests), so they never change without a new purpose version.
 //!
 //! ```
 //! use kleene::id::Digest;
@@ -120,7 +122,7 @@ impl<'de> Deserialize<'de> for Digest {
     }
 }
 
-/// A blake3 hasher for one purpose, fed with length-prefixed fields so the encoding is
+/// A blake3 hasher for one purpose, fed with [`Canonical`] values so the encoding is
 /// canonical: the same logical value gives the same digest on every machine.
 ///
 /// Clone a prepared hasher to skip re-deriving the purpose key on hot paths.
@@ -135,55 +137,22 @@ impl CanonicalHasher {
         )))
     }
 
-    pub(crate) fn bytes(&mut self, b: &[u8]) -> &mut Self {
-        self.0.update(&(b.len() as u64).to_le_bytes());
-        self.0.update(b);
+    /// Feeds `value`'s canonical encoding.
+    pub(crate) fn put<T: Canonical + ?Sized>(&mut self, value: &T) -> &mut Self {
+        value.encode(self);
         self
     }
 
-    pub(crate) fn str(&mut self, s: &str) -> &mut Self {
-        self.bytes(s.as_bytes())
-    }
-
-    pub(crate) fn u64(&mut self, v: u64) -> &mut Self {
-        self.0.update(&v.to_le_bytes());
-        self
-    }
-
-    pub(crate) fn digest(&mut self, d: &Digest) -> &mut Self {
-        self.0.update(&d.0);
-        self
-    }
-
-    /// Feeds an optional string: a tag byte, then the string if present, so `None` and
-    /// `Some("")` differ.
-    #[allow(
-        dead_code,
-        reason = "part of the shared hasher API; the plan and batch digests feed optional fields"
-    )]
-    pub(crate) fn opt_str(&mut self, s: Option<&str>) -> &mut Self {
-        match s {
-            None => {
-                self.0.update(&[0]);
-            }
-            Some(s) => {
-                self.0.update(&[1]);
-                self.str(s);
-            }
-        }
-        self
-    }
-
-    /// Feeds a file set as its canonical list: the number of files, then each file's path,
-    /// length and plain blake3 hash, in the order given (callers give path order). Candidates
-    /// and manifests both digest file sets this way, each under its own purpose.
-    pub(crate) fn file_set<'a>(
-        &mut self,
-        files: impl ExactSizeIterator<Item = (&'a str, u64, Digest)>,
-    ) -> &mut Self {
-        self.u64(files.len() as u64);
-        for (path, len, blake3) in files {
-            self.str(path).u64(len).digest(&blake3);
+    /// Feeds a sequence as a list: its length, then each item, so a sequence encodes as a
+    /// `Vec` of the same items does, without collecting one.
+    pub(crate) fn seq<I>(&mut self, items: I) -> &mut Self
+    where
+        I: ExactSizeIterator,
+        I::Item: Canonical,
+    {
+        self.fixed(&(items.len() as u64).to_le_bytes());
+        for item in items {
+            item.encode(self);
         }
         self
     }
@@ -191,7 +160,291 @@ impl CanonicalHasher {
     pub(crate) fn finish(&self) -> Digest {
         Digest::from(self.0.finalize())
     }
+
+    /// Raw bytes of a fixed width (integers, digests, tags): no length prefix.
+    fn fixed(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// A variable-length field: its length, then its bytes.
+    fn field(&mut self, bytes: &[u8]) {
+        self.fixed(&(bytes.len() as u64).to_le_bytes());
+        self.0.update(bytes);
+    }
 }
+
+impl Digest {
+    /// The digest of `value`'s canonical encoding under `purpose`.
+    pub(crate) fn of<T: Canonical + ?Sized>(purpose: &str, value: &T) -> Self {
+        CanonicalHasher::new(purpose).put(value).finish()
+    }
+}
+
+/// A value with one canonical encoding: what every digest of it covers.
+///
+/// Implemented once per digested type, with [`canonical_struct!`] or [`canonical_enum!`]
+/// where the encoding is the fields in order; those macros destructure exhaustively, so a
+/// field added to a type and not to its encoding does not compile. Enums encode a stable
+/// tag (an `as_str()` code or a number) per variant, never their `Display` text. The
+/// building blocks:
+///
+/// - strings, byte strings and ids: length, then bytes;
+/// - `u32`, `u64` and `bool`: eight little-endian bytes; a digest: its 32 bytes; a
+///   [`ByteTag`]: one byte;
+/// - `Option<T>`: `0u64`, or `1u64` then the value; lists, sets and maps: their length, then
+///   each item (a map's in key order); tuples: each element in turn.
+pub(crate) trait Canonical {
+    /// Feeds the encoding to `h`.
+    fn encode(&self, h: &mut CanonicalHasher);
+}
+
+impl<T: Canonical + ?Sized> Canonical for &T {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        (**self).encode(h);
+    }
+}
+
+impl Canonical for str {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.field(self.as_bytes());
+    }
+}
+
+impl Canonical for String {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.field(self.as_bytes());
+    }
+}
+
+impl Canonical for [u8] {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.field(self);
+    }
+}
+
+impl Canonical for u64 {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.fixed(&self.to_le_bytes());
+    }
+}
+
+impl Canonical for u32 {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        u64::from(*self).encode(h);
+    }
+}
+
+impl Canonical for bool {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        u64::from(*self).encode(h);
+    }
+}
+
+/// A one-byte tag: what [`OptByte`] and a few two-way enums write before their value.
+pub(crate) struct ByteTag(pub(crate) u8);
+
+impl Canonical for ByteTag {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.fixed(&[self.0]);
+    }
+}
+
+impl Canonical for Digest {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.fixed(&self.0);
+    }
+}
+
+impl<T: Canonical> Canonical for Option<T> {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        match self {
+            None => h.put(&0u64),
+            Some(v) => h.put(&1u64).put(v),
+        };
+    }
+}
+
+/// An optional value with a one-byte tag (`0`, or `1` then the value), as the optional
+/// strings of the first digests (a plan task's module, a drained task's blocker) were
+/// encoded; kept so their digests stay what they were.
+pub(crate) struct OptByte<'a, T: ?Sized>(pub(crate) Option<&'a T>);
+
+impl<T: Canonical + ?Sized> Canonical for OptByte<'_, T> {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        match self.0 {
+            None => h.put(&ByteTag(0)),
+            Some(v) => h.put(&ByteTag(1)).put(v),
+        };
+    }
+}
+
+impl<T: Canonical> Canonical for [T] {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.seq(self.iter());
+    }
+}
+
+impl<T: Canonical> Canonical for Vec<T> {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        self.as_slice().encode(h);
+    }
+}
+
+impl<T: Canonical> Canonical for std::collections::BTreeSet<T> {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.seq(self.iter());
+    }
+}
+
+impl<K: Canonical, V: Canonical> Canonical for std::collections::BTreeMap<K, V> {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.seq(self.iter());
+    }
+}
+
+/// A list whose order carries no meaning: encoded sorted (and, for a set, without
+/// duplicates), so the same members in any order give the same digest.
+pub(crate) struct Unordered<'a, T> {
+    items: &'a [T],
+    dedup: bool,
+}
+
+impl<'a, T: Ord> Unordered<'a, T> {
+    /// The members of `items` as a set: sorted, each once.
+    pub(crate) fn set(items: &'a [T]) -> Self {
+        Self { items, dedup: true }
+    }
+
+    /// The members of `items` sorted, repeats kept.
+    pub(crate) fn sorted(items: &'a [T]) -> Self {
+        Self {
+            items,
+            dedup: false,
+        }
+    }
+}
+
+impl<T: Canonical + Ord> Canonical for Unordered<'_, T> {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        // Lists are usually in order already; only an unsorted one pays for a sorted copy.
+        let ordered = self.items.windows(2).all(|w| match self.dedup {
+            true => w[0] < w[1],
+            false => w[0] <= w[1],
+        });
+        if ordered {
+            h.seq(self.items.iter());
+            return;
+        }
+        let mut sorted: Vec<&T> = self.items.iter().collect();
+        sorted.sort_unstable();
+        if self.dedup {
+            sorted.dedup();
+        }
+        h.seq(sorted.into_iter());
+    }
+}
+
+macro_rules! canonical_tuple {
+    ($($name:ident),+) => {
+        impl<$($name: Canonical),+> Canonical for ($($name,)+) {
+            #[allow(non_snake_case, reason = "the bindings are named after their types")]
+            fn encode(&self, h: &mut CanonicalHasher) {
+                let ($($name,)+) = self;
+                $( $name.encode(h); )+
+            }
+        }
+    };
+}
+
+canonical_tuple!(A, B);
+canonical_tuple!(A, B, C);
+canonical_tuple!(A, B, C, D);
+canonical_tuple!(A, B, C, D, E);
+canonical_tuple!(A, B, C, D, E, F);
+
+/// Ids and admitted paths enter a digest as their text, and the enums that have a stable
+/// snake-case code (`as_str()`) as that code.
+macro_rules! canonical_text {
+    ($($ty:ty),+ $(,)?) => {
+        $(impl Canonical for $ty {
+            fn encode(&self, h: &mut CanonicalHasher) {
+                self.as_str().encode(h);
+            }
+        })+
+    };
+}
+
+canonical_text!(
+    crate::id::TaskId,
+    crate::id::ValidatorId,
+    crate::id::AgentId,
+    crate::id::ChannelId,
+    crate::id::SessionMode,
+    crate::id::ProjectId,
+    crate::plan::ModuleName,
+    crate::path::AdmittedPath,
+    crate::audit::LoopPhase,
+    crate::verdict::Severity,
+);
+
+/// Implements [`Canonical`] for a struct: the listed fields, in the order listed. A field
+/// may be given as `field => expression` to encode what the expression makes of it (a
+/// large value by its digest, say), and fields a digest deliberately leaves out are named
+/// after `skip`. The fields are destructured without `..`, so a field added to the struct
+/// and listed nowhere does not compile.
+macro_rules! canonical_struct {
+    (
+        $ty:ident { $($field:ident $(=> $value:expr)?),* $(,)? }
+        $(skip { $($skipped:ident),* $(,)? })?
+    ) => {
+        impl $crate::digest::Canonical for $ty {
+            fn encode(&self, h: &mut $crate::digest::CanonicalHasher) {
+                let $ty { $($field,)* $($($skipped: _,)*)? } = self;
+                $( $crate::digest::canonical_struct!(@field h, $field $(, $value)?); )*
+            }
+        }
+    };
+    (@field $h:ident, $field:ident) => {
+        $crate::digest::Canonical::encode($field, $h);
+    };
+    (@field $h:ident, $field:ident, $value:expr) => {
+        $crate::digest::Canonical::encode(&$value, $h);
+    };
+}
+
+/// Implements [`Canonical`] for an enum: each variant's tag (any canonical value: an
+/// `as_str()` code, a number), then its fields in the order listed, written
+/// `Variant { field, … } => tag`, `Variant(a, …) => tag` or `Variant => tag`. The match is
+/// exhaustive and destructures without `..`, so a new variant or field does not compile
+/// until it is encoded.
+macro_rules! canonical_enum {
+    (
+        $ty:ident {
+            $(
+                $variant:ident
+                $({ $($field:ident $(=> $value:expr)?),* $(,)? })?
+                $(( $($positional:ident),* $(,)? ))?
+                => $tag:expr
+            ),* $(,)?
+        }
+    ) => {
+        impl $crate::digest::Canonical for $ty {
+            fn encode(&self, h: &mut $crate::digest::CanonicalHasher) {
+                match self {
+                    $(
+                        $ty::$variant $({ $($field),* })? $(( $($positional),* ))? => {
+                            $crate::digest::Canonical::encode(&$tag, h);
+                            $($( $crate::digest::canonical_struct!(@field h, $field $(, $value)?); )*)?
+                            $($( $crate::digest::Canonical::encode($positional, h); )*)?
+                        }
+                    )*
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use {canonical_enum, canonical_struct};
 
 #[cfg(test)]
 mod tests {
@@ -199,7 +452,7 @@ mod tests {
 
     #[test]
     fn hex_round_trip_and_errors() {
-        let d = CanonicalHasher::new("test").str("x").finish();
+        let d = Digest::of("test", "x");
         let s = d.to_string();
         assert_eq!(s.parse::<Digest>(), Ok(d));
         assert_eq!(
@@ -215,19 +468,113 @@ mod tests {
 
     #[test]
     fn fields_are_length_prefixed_and_domain_separated() {
-        let ab_c = CanonicalHasher::new("t").str("ab").str("c").finish();
-        let a_bc = CanonicalHasher::new("t").str("a").str("bc").finish();
+        let ab_c = Digest::of("t", &("ab", "c"));
+        let a_bc = Digest::of("t", &("a", "bc"));
         assert_ne!(ab_c, a_bc);
-        let other = CanonicalHasher::new("u").str("ab").str("c").finish();
-        assert_ne!(ab_c, other);
-        let none = CanonicalHasher::new("t").opt_str(None).finish();
-        let empty = CanonicalHasher::new("t").opt_str(Some("")).finish();
+        assert_ne!(ab_c, Digest::of("u", &("ab", "c")));
+        let none = Digest::of("t", &OptByte::<str>(None));
+        let empty = Digest::of("t", &OptByte(Some("")));
         assert_ne!(none, empty);
+        assert_ne!(Digest::of("t", &None::<u32>), Digest::of("t", &Some(0u32)));
+    }
+
+    #[test]
+    fn a_tuple_is_its_elements_and_a_sequence_is_a_list() {
+        let tuple = Digest::of("t", &(1u32, "a", true));
+        let fed = CanonicalHasher::new("t")
+            .put(&1u64)
+            .put("a")
+            .put(&1u64)
+            .finish();
+        assert_eq!(tuple, fed);
+        let list = vec!["a".to_owned(), "b".to_owned()];
+        let seq = CanonicalHasher::new("t").seq(list.iter()).finish();
+        assert_eq!(seq, Digest::of("t", &list));
+        assert_ne!(seq, Digest::of("t", &(&list[0], &list[1])));
+    }
+
+    #[test]
+    fn an_unordered_list_ignores_order_and_a_set_repeats() {
+        let set = |items: &[u32]| Digest::of("t", &Unordered::set(items));
+        let sorted = |items: &[u32]| Digest::of("t", &Unordered::sorted(items));
+        assert_eq!(set(&[3, 1, 2]), set(&[1, 2, 3]));
+        assert_eq!(set(&[1, 2, 2, 3]), set(&[3, 2, 1]));
+        assert_eq!(set(&[1, 2, 3]), Digest::of("t", &vec![1u32, 2, 3]));
+        assert_eq!(sorted(&[2, 1, 2]), Digest::of("t", &vec![1u32, 2, 2]));
+        assert_ne!(sorted(&[2, 1, 2]), sorted(&[1, 2]));
+    }
+
+    struct Pair {
+        name: String,
+        count: u32,
+        cache: u64,
+    }
+
+    canonical_struct!(Pair {
+        name,
+        count => count + 1,
+    } skip {
+        cache,
+    });
+
+    enum Shape {
+        Dot,
+        Line { len: u32 },
+        Box(u32, u32),
+    }
+
+    canonical_enum!(Shape {
+        Dot => "dot",
+        Line { len } => "line",
+        Box(w, h) => 7u64,
+    });
+
+    #[test]
+    fn the_macros_encode_the_listed_fields_in_order_after_the_tag() {
+        let pair = Pair {
+            name: "a".to_owned(),
+            count: 1,
+            cache: 9,
+        };
+        assert_eq!(Digest::of("t", &pair), Digest::of("t", &("a", 2u32)));
+        let cached = Pair { cache: 10, ..pair };
+        assert_ne!(cached.cache, 9);
+        assert_eq!(Digest::of("t", &cached), Digest::of("t", &("a", 2u32)));
+        assert_eq!(Digest::of("t", &Shape::Dot), Digest::of("t", "dot"));
+        let line = Shape::Line { len: 3 };
+        assert_eq!(Digest::of("t", &line), Digest::of("t", &("line", 3u32)));
+        let rect = Shape::Box(2, 5);
+        assert_eq!(Digest::of("t", &rect), Digest::of("t", &(7u64, 2u32, 5u32)));
+    }
+
+    /// A persisted closure state seals its policy: every setting must be in the encoding.
+    #[test]
+    fn every_setting_of_a_recovery_policy_is_encoded() {
+        use crate::closure::{RecoverOn, RecoveryPolicy, VerdictNormalizer};
+        let base = || RecoveryPolicy::builder();
+        let policies = [
+            base(),
+            base().max_recovery_depth(2),
+            base().max_total_fix_attempts(4),
+            base().max_inner_iterations(2),
+            base().recover_on(RecoverOn::BlockersAndWarnings),
+            base().normalizer(VerdictNormalizer::exact()),
+        ];
+        let digests: Vec<Digest> = policies
+            .into_iter()
+            .map(|p| Digest::of("t", &p.build().unwrap()))
+            .collect();
+        for (i, d) in digests.iter().enumerate() {
+            assert!(
+                !digests[i + 1..].contains(d),
+                "policy {i} digests like a later one"
+            );
+        }
     }
 
     #[test]
     fn serde_forms() {
-        let d = CanonicalHasher::new("t").finish();
+        let d = Digest::of("t", "");
         let json = serde_json::to_string(&d).unwrap();
         assert_eq!(json.len(), 66);
         assert_eq!(serde_json::from_str::<Digest>(&json).unwrap(), d);

@@ -38,7 +38,7 @@ use std::num::NonZeroU32;
 use serde::{Deserialize, Serialize};
 
 use crate::audit::LoopPhase;
-use crate::digest::{CanonicalHasher, Digest};
+use crate::digest::{ByteTag, CanonicalHasher, Digest, canonical_enum, canonical_struct};
 use crate::{
     id::IdError, id::ProjectId, id::SessionMode, id::TaskId, id::ValidatorId, task::Task,
     verdict::Verdict,
@@ -146,17 +146,48 @@ impl ValidationToken {
 fn token_digest(session: &Session, task: &Task, iteration: u32) -> Digest {
     // Every governed iteration mints one: derive the purpose key once.
     static TOKEN: std::sync::OnceLock<CanonicalHasher> = std::sync::OnceLock::new();
+    let spec = task.spec().digest();
     TOKEN
         .get_or_init(|| CanonicalHasher::new("validation token"))
         .clone()
-        .str(session.mode.as_str())
-        .str(session.project.as_str())
-        .str(task.id().as_str())
-        .digest(&task.spec().digest())
-        .u64(task.depth().into())
-        .u64(iteration.into())
+        .put(&(session, task.id(), spec, task.depth(), iteration))
         .finish()
 }
+
+canonical_struct!(Session { mode, project });
+
+// Approval and denial keep the one-byte tags of the optional reason they were first
+// encoded as.
+canonical_enum!(GovernanceDecision {
+    Approve => ByteTag(0),
+    Deny { reason } => ByteTag(1),
+});
+
+canonical_enum!(RecoverOn {
+    Blockers => 0u64,
+    BlockersAndWarnings => 1u64,
+});
+
+canonical_enum!(ExhaustedBound {
+    Depth { max } => "depth",
+    FixBudget { max } => "fix_budget",
+});
+
+// Tagged by `halt_type()`'s codes.
+canonical_enum!(HaltReason {
+    GovernanceDenied { reason } => "governance_denied",
+    PreExecuteRejected { verdict } => "pre_execute_rejected",
+    NonOverridableBlocker { verdict } => "non_overridable_blocker",
+    WarningWithheld { verdict } => "warning_withheld",
+    IterationCap { cap } => "iteration_cap",
+    RecoveryExhausted { bound, verdict } => "recovery_exhausted",
+    RecoveryStalled { verdict } => "recovery_stalled",
+});
+
+canonical_enum!(Next {
+    Complete => "complete",
+    Continue => "continue",
+});
 
 /// Why a token was refused at execution.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

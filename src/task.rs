@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::{CanonicalHasher, Digest};
+use crate::digest::{Digest, canonical_struct};
 use crate::{id::TaskId, id::ValidatorId, verdict::Severity};
 
 /// What a task must achieve: its intent and the criteria that say it is done.
@@ -30,6 +30,11 @@ pub struct Spec {
     #[serde(default)]
     pub acceptance_criteria: Vec<String>,
 }
+
+canonical_struct!(Spec {
+    intent,
+    acceptance_criteria,
+});
 
 impl Spec {
     /// A spec with an intent and no acceptance criteria.
@@ -49,13 +54,7 @@ impl Spec {
 
     /// The canonical digest of this spec (bound into validation tokens).
     pub fn digest(&self) -> Digest {
-        let mut h = CanonicalHasher::new("spec");
-        h.str(&self.intent)
-            .u64(self.acceptance_criteria.len() as u64);
-        for c in &self.acceptance_criteria {
-            h.str(c);
-        }
-        h.finish()
+        Digest::of("spec", self)
     }
 }
 

@@ -3,12 +3,15 @@
 
 use std::collections::BTreeMap;
 
+use kleene::acceptance::{BuildBinding, accept, export};
+use kleene::batch::EVIDENCE_VERSION;
 use kleene::batch::InfrastructureFailure;
 use kleene::batch::{
     Batch, BatchEvidence, BatchMachine, Candidate, ClosureSettlement, EvidenceJournal,
     MemoryJournal, PendingTurnReplay, Proposal, Rejection, TaskStatus, Worker, WorkerCall,
     WorkerFailure,
 };
+use kleene::snapshot::Snapshot;
 use kleene::{
     Agent, Task, ValidatedPlan,
     closure::{
@@ -228,7 +231,19 @@ proptest! {
         prop_assert_eq!(evidence.closures(), oracle.closures());
         let folded = journal.load(&chan("seq")).unwrap().unwrap().into_evidence().unwrap();
         prop_assert_eq!(folded.digest(), oracle.digest());
+        // What users keep is the same to the byte: the acceptance record and its export.
+        prop_assert_eq!(exported(&plan, &evidence), exported(&plan, &oracle));
     }
+}
+
+/// The export archive's bytes when the evidence is accepted, or the reason it is not.
+fn exported(plan: &ValidatedPlan, evidence: &BatchEvidence) -> Result<Vec<u8>, String> {
+    let snapshot = Snapshot::from_evidence(evidence).map_err(|e| e.to_string())?;
+    let binding = BuildBinding::new(evidence.channel().clone(), plan.digest(), EVIDENCE_VERSION);
+    let record = accept(plan, evidence, &snapshot, &binding).map_err(|e| e.to_string())?;
+    Ok(export(&record, &snapshot)
+        .map_err(|e| e.to_string())?
+        .into_bytes())
 }
 
 fn independent(n: usize) -> Shape {

@@ -25,6 +25,23 @@ fn eight_one_second_tasks_with_eight_jobs_take_one_second() {
         })
         .collect();
     let plan = write_plan(tmp.path(), tasks);
+    // The floor on this machine right now: the same eight commands started at once by hand.
+    // A shared machine under load adds the same spawn latency to both.
+    let floor = {
+        let started = Instant::now();
+        let children: Vec<_> = (0..8)
+            .map(|_| {
+                std::process::Command::new("sh")
+                    .args(["-c", "sleep 1"])
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut child in children {
+            child.wait().unwrap();
+        }
+        started.elapsed()
+    };
     let started = Instant::now();
     let out = kleene(tmp.path())
         .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "8"])
@@ -36,7 +53,11 @@ fn eight_one_second_tasks_with_eight_jobs_take_one_second() {
         let file = tmp.path().join(format!("st/workspace/out/{i}.txt"));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), format!("{i}\n"));
     }
-    assert!(took <= Duration::from_millis(1150), "took {took:?}");
+    // 1.15 s on a quiet machine (the figure): at most 0.15 s over the floor.
+    assert!(
+        took <= floor + Duration::from_millis(150),
+        "took {took:?}, the same commands by hand {floor:?}"
+    );
 }
 
 #[test]

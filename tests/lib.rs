@@ -4,12 +4,17 @@
 mod acceptance;
 mod acceptance_integrity;
 mod batch;
+// The async driver (feature "async"): tokio's runtime and single-threaded executors.
+#[cfg(feature = "async")]
+mod batch_async;
 // Plans through the library's ClosureWorker: the fix budget across crashes.
 mod batch_closure;
 mod batch_inputs;
 mod batch_machine;
 mod batch_simulation;
 mod batch_threaded;
+// Every digest pinned: the canonical encoding never moves by accident.
+mod canonical_encoding;
 // End-to-end tests of the `kleene` binary.
 #[cfg(feature = "cli")]
 mod cli;
@@ -19,6 +24,13 @@ mod cli_closures;
 // Acceptance-record tampering and signatures through the CLI.
 #[cfg(feature = "cli")]
 mod cli_integrity;
+// State directories left by earlier versions, and the versions of the CLI's own files.
+#[cfg(feature = "cli")]
+mod cli_formats;
+// `--json` events: timestamps and durations with calls in flight.
+#[cfg(feature = "cli")]
+mod cli_events;
+#[cfg(feature = "cli")]
 mod cli_jobs;
 // Staged workspaces, state-directory integrity and process containment, end to end.
 #[cfg(feature = "cli")]

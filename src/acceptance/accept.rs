@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use super::record::{RECORD_FORMAT, RecordBody, task_results_digest};
 use super::{AcceptanceRecord, BuildBinding, TaskResult};
 use crate::batch::{BatchEvidence, TaskStatus};
-use crate::digest::CanonicalHasher;
-use crate::plan::ValidatedPlan;
+use crate::digest::{Canonical, CanonicalHasher, Unordered};
+use crate::plan::{PlannedTask, ValidatedPlan};
 use crate::snapshot::Snapshot;
 use crate::{digest::Digest, id::ChannelId, id::TaskId, path::AdmittedPath};
 
@@ -275,23 +275,21 @@ pub fn accept(
 
 /// The plan's task inventory, sorted by id: each task's id, lane, owner, retry limit and
 /// owned paths.
-fn task_inventory_digest(tasks: &[&crate::plan::PlannedTask]) -> Digest {
-    let mut h = CanonicalHasher::new("task inventory");
-    h.u64(tasks.len() as u64);
-    for t in tasks {
-        let mut owned: Vec<_> = t.owned_paths.iter().collect();
-        owned.sort();
-        h.str(t.id.as_str())
-            .str(t.kind.lane())
-            .opt_str(t.kind.module().map(|m| m.as_str()))
-            .str(t.owner.as_str())
-            .u64(u64::from(t.retry_limit))
-            .u64(owned.len() as u64);
-        for p in owned {
-            h.str(p.as_str());
-        }
+fn task_inventory_digest(tasks: &[&PlannedTask]) -> Digest {
+    CanonicalHasher::new("task inventory")
+        .seq(tasks.iter().map(|t| InventoryTask(t)))
+        .finish()
+}
+
+/// A planned task as the inventory binds it: who does what and where, not how.
+struct InventoryTask<'a>(&'a PlannedTask);
+
+impl Canonical for InventoryTask<'_> {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        let t = self.0;
+        let owned = Unordered::sorted(&t.owned_paths);
+        h.put(&(&t.id, &t.kind, &t.owner, t.retry_limit, owned));
     }
-    h.finish()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::CanonicalHasher;
+use crate::digest::{Canonical, CanonicalHasher, canonical_struct};
 use crate::{digest::Digest, path::AdmittedPath};
 
 /// One file of a [`FileManifest`]: its path, its length in bytes and the plain blake3 hash of
@@ -14,6 +14,15 @@ pub struct FileEntry {
     path: AdmittedPath,
     len: u64,
     blake3: Digest,
+}
+
+canonical_struct!(FileEntry { path, len, blake3 });
+
+// A file set enters other digests by its own digest.
+impl Canonical for FileManifest {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.put(&self.digest);
+    }
 }
 
 impl FileEntry {
@@ -229,9 +238,7 @@ impl FileManifest {
     }
 
     fn from_sorted(entries: Vec<FileEntry>) -> Self {
-        let digest = CanonicalHasher::new("file manifest")
-            .file_set(entries.iter().map(|e| (e.path.as_str(), e.len, e.blake3)))
-            .finish();
+        let digest = Digest::of("file manifest", &entries);
         Self { entries, digest }
     }
 

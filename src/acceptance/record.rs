@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::closures::ClosuresError;
 use super::manifest::ManifestWire;
 use super::{FileManifest, FileMismatch, ManifestError};
-use crate::digest::CanonicalHasher;
+use crate::digest::{Canonical, CanonicalHasher, canonical_struct};
 use crate::{digest::Digest, id::ChannelId, id::TaskId};
 
 /// The version of the record format written by this build. Format 2 added each task's
@@ -34,6 +34,13 @@ pub struct BuildBinding {
     evidence_version: u32,
     crate_version: String,
 }
+
+canonical_struct!(BuildBinding {
+    channel,
+    plan_digest,
+    evidence_version,
+    crate_version,
+});
 
 impl BuildBinding {
     /// The binding of a build on `channel` of the plan with `plan_digest`, whose evidence has
@@ -69,12 +76,7 @@ impl BuildBinding {
 
     /// The canonical digest of the binding.
     pub fn digest(&self) -> Digest {
-        CanonicalHasher::new("build binding")
-            .str(self.channel.as_str())
-            .digest(&self.plan_digest)
-            .u64(u64::from(self.evidence_version))
-            .str(&self.crate_version)
-            .finish()
+        Digest::of("build binding", self)
     }
 }
 
@@ -154,24 +156,37 @@ impl TaskResult {
 }
 
 pub(crate) fn task_results_digest(format: u32, results: &[TaskResult]) -> Digest {
-    let mut h = CanonicalHasher::new("task results");
-    h.u64(results.len() as u64);
-    for r in results {
-        h.str(r.task.as_str()).digest(&r.output_digest);
+    CanonicalHasher::new("task results")
+        .seq(results.iter().map(|r| ResultOfFormat(format, r)))
+        .finish()
+}
+
+/// A task result as a record of the given format binds it.
+struct ResultOfFormat<'a>(u32, &'a TaskResult);
+
+impl Canonical for ResultOfFormat<'_> {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        let ResultOfFormat(
+            format,
+            TaskResult {
+                task,
+                output_digest,
+                closure,
+            },
+        ) = self;
+        h.put(&(task, output_digest));
         // Format 1 bound no closures; its digests stay what they were.
-        if format >= 2 {
-            match &r.closure {
-                Some(c) => h
-                    .u64(1)
-                    .u64(c.call.into())
-                    .digest(&c.audit_head)
-                    .digest(&c.record_digest),
-                None => h.u64(0),
-            };
+        if *format >= 2 {
+            h.put(closure);
         }
     }
-    h.finish()
 }
+
+canonical_struct!(ClosureBinding {
+    call,
+    audit_head,
+    record_digest,
+});
 
 /// Everything a record states; its digest is the record digest. Shared by records made by
 /// acceptance and records read back from an archive, so both digest the same way.
@@ -187,6 +202,21 @@ pub(crate) struct RecordBody {
     pub(crate) task_results_digest: Digest,
     pub(crate) files: FileManifest,
 }
+
+// The binding and the task results are bound through their own digests, which a load
+// recomputes and checks.
+canonical_struct!(RecordBody {
+    format,
+    binding_digest,
+    plan_digest,
+    task_inventory_digest,
+    evidence_digest,
+    task_results_digest,
+    files,
+} skip {
+    binding,
+    task_results,
+});
 
 /// Why a record read back from its JSON form was refused. Each variant names what does not
 /// hold: the field, the task or the file path.
@@ -271,15 +301,7 @@ impl RecordError {
 
 impl RecordBody {
     pub(crate) fn digest(&self) -> Digest {
-        CanonicalHasher::new("acceptance record")
-            .u64(u64::from(self.format))
-            .digest(&self.binding_digest)
-            .digest(&self.plan_digest)
-            .digest(&self.task_inventory_digest)
-            .digest(&self.evidence_digest)
-            .digest(&self.task_results_digest)
-            .digest(&self.files.digest())
-            .finish()
+        Digest::of("acceptance record", self)
     }
 
     /// Recomputes every digest the body can recompute from its own contents (the file

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::CanonicalHasher;
+use crate::digest::{Canonical, CanonicalHasher, canonical_enum};
 use crate::path::AdmittedPath;
 use crate::{digest::Digest, id::TaskId};
 
@@ -52,9 +52,10 @@ impl Candidate {
         TEMPLATE
             .get_or_init(|| CanonicalHasher::new("batch candidate"))
             .clone()
-            .file_set(self.files.iter().map(|(path, content)| {
+            .seq(self.files.iter().map(|(path, content)| {
+                // Encoded as a file manifest's entries are: path, length, content hash.
                 (
-                    path.as_str(),
+                    path,
                     content.len() as u64,
                     Digest::from(blake3::hash(content)),
                 )
@@ -172,14 +173,24 @@ impl Rejection {
     pub fn is_not_owned(&self) -> bool {
         matches!(self, Self::NotOwned { .. })
     }
+}
 
-    pub(crate) fn feed(&self, h: &mut CanonicalHasher) {
-        match self {
-            Self::NotOwned { task, path } => {
-                h.str("not_owned").str(task.as_str()).str(path.as_str())
-            }
-            Self::Contract { task, message } => h.str("contract").str(task.as_str()).str(message),
-        };
+canonical_enum!(Rejection {
+    NotOwned { task, path } => "not_owned",
+    Contract { task, message } => "contract",
+});
+
+// Candidates and accepted outputs enter other digests by their own digest, so an
+// evidence digest does not re-read every file.
+impl Canonical for Candidate {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.put(&self.digest());
+    }
+}
+
+impl Canonical for AcceptedOutput {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.put(&self.digest());
     }
 }
 

@@ -140,21 +140,11 @@ impl<A: BatchAgent> ClosureWorker<A> {
     /// A worker running `agent`'s closures in `session` under `policy`; the policy's
     /// `max_total_fix_attempts` bounds the fixes of the whole run.
     pub fn new(agent: A, session: Session, policy: RecoveryPolicy) -> Self {
-        let no_fix = RecoveryPolicy::builder()
-            .max_recovery_depth(0)
-            .max_total_fix_attempts(policy.max_total_fix_attempts())
-            .max_inner_iterations(policy.max_inner_iterations().get())
-            .recover_on(policy.recover_on())
-            .normalizer(policy.normalizer().clone())
-            .build()
-            // Every field comes from a valid policy and depth 0 accepts any fix budget, so
-            // this cannot fail; were it to, no task would be fixed rather than every one.
-            .unwrap_or_else(|_| never_fix());
         Self {
             agent,
             session,
+            no_fix: without_fixes(&policy),
             policy,
-            no_fix,
         }
     }
 
@@ -220,34 +210,61 @@ impl<A: BatchAgent> Worker for ClosureWorker<A> {
             };
         };
         let finished = self.agent.finish_call(call, &record);
-        let mut agent_error = None;
-        match error {
-            Some(GuardError::Ledger(err)) => {
-                return Err(WorkerFailure::Unavailable {
-                    detail: format!("record a fix attempt in the journal: {err}"),
-                });
-            }
-            Some(GuardError::Agent(err)) => {
-                let failure = AgentFailure::new(err);
-                if failure.kind() != AgentErrorKind::Other {
-                    return Err(WorkerFailure::Agent(failure));
-                }
-                agent_error = Some(failure);
-            }
-            None => {}
-        }
-        let mut proposal = finished?;
-        if let Some(halt) = halt_text(&record) {
-            let text = match proposal.rejection.take() {
-                Some(Rejection::Contract { message, .. }) => format!("{message}\n\n{halt}"),
-                Some(other) => format!("{other}\n\n{halt}"),
-                None => halt,
-            };
-            proposal.rejection = Some(Rejection::contract(&task.id, text));
-        }
-        proposal.error = agent_error;
-        Ok(proposal.with_closure(ClosureSettlement::of(&record)))
+        closure_proposal(&task.id, &record, finished, error)
     }
+}
+
+/// `policy` with recovery depth 0: the policy of a task whose failures are not fixed.
+pub(crate) fn without_fixes(policy: &RecoveryPolicy) -> RecoveryPolicy {
+    RecoveryPolicy::builder()
+        .max_recovery_depth(0)
+        .max_total_fix_attempts(policy.max_total_fix_attempts())
+        .max_inner_iterations(policy.max_inner_iterations().get())
+        .recover_on(policy.recover_on())
+        .normalizer(policy.normalizer().clone())
+        .build()
+        // Every field comes from a valid policy and depth 0 accepts any fix budget, so
+        // this cannot fail; were it to, no task would be fixed rather than every one.
+        .unwrap_or_else(|_| never_fix())
+}
+
+/// What a call whose closure ended with `record` proposes: the agent's `finished` proposal,
+/// refused with the halt when the closure halted, carrying the settled closure; a failed
+/// fix draw withdraws the call, and an agent error of kind infrastructure or cancelled
+/// fails it.
+pub(crate) fn closure_proposal<E: AgentError>(
+    task: &TaskId,
+    record: &ClosureRecord,
+    finished: Result<Proposal, WorkerFailure>,
+    error: Option<GuardError<E>>,
+) -> Result<Proposal, WorkerFailure> {
+    let mut agent_error = None;
+    match error {
+        Some(GuardError::Ledger(err)) => {
+            return Err(WorkerFailure::Unavailable {
+                detail: format!("record a fix attempt in the journal: {err}"),
+            });
+        }
+        Some(GuardError::Agent(err)) => {
+            let failure = AgentFailure::new(err);
+            if failure.kind() != AgentErrorKind::Other {
+                return Err(WorkerFailure::Agent(failure));
+            }
+            agent_error = Some(failure);
+        }
+        None => {}
+    }
+    let mut proposal = finished?;
+    if let Some(halt) = halt_text(record) {
+        let text = match proposal.rejection.take() {
+            Some(Rejection::Contract { message, .. }) => format!("{message}\n\n{halt}"),
+            Some(other) => format!("{other}\n\n{halt}"),
+            None => halt,
+        };
+        proposal.rejection = Some(Rejection::contract(task, text));
+    }
+    proposal.error = agent_error;
+    Ok(proposal.with_closure(ClosureSettlement::of(record)))
 }
 
 /// A policy that never spawns a fix.
@@ -269,7 +286,7 @@ struct Guarded<'w, 'c, A> {
 
 /// The agent's own error, or the journal's refusal to record a fix attempt.
 #[derive(Debug, thiserror::Error)]
-enum GuardError<E: AgentError> {
+pub(crate) enum GuardError<E: AgentError> {
     #[error(transparent)]
     Agent(E),
     #[error("failed to journal the fix attempt")]

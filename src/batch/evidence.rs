@@ -8,7 +8,7 @@ use super::candidate::{AcceptedOutput, Candidate, Rejection};
 use super::event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
-use crate::digest::CanonicalHasher;
+use crate::digest::{Canonical, CanonicalHasher, OptByte, canonical_enum, canonical_struct};
 use crate::{digest::Digest, id::AgentId, id::ChannelId, id::TaskId};
 
 /// The evidence format version this build writes and reads.
@@ -269,42 +269,28 @@ impl TaskEvidence {
             TaskStatus::Failed
         }
     }
-
-    fn feed(&self, h: &mut CanonicalHasher) {
-        h.str(self.owner.as_str())
-            .u64(self.budget.into())
-            .u64(self.calls.into());
-        match self.in_flight {
-            Some((a, d)) => h.u64(1).u64(a.into()).digest(&d),
-            None => h.u64(0),
-        };
-        match self.last_input_digest {
-            Some(d) => h.u64(1).digest(&d),
-            None => h.u64(0),
-        };
-        h.u64(self.rejections.len() as u64);
-        for r in &self.rejections {
-            h.u64(r.attempt.into())
-                .digest(&r.input_digest)
-                .digest(&r.candidate.digest());
-            r.rejection.feed(h);
-        }
-        match &self.accepted {
-            Some(a) => h.u64(1).digest(&a.digest()),
-            None => h.u64(0),
-        };
-        match &self.infrastructure {
-            Some((a, f)) => h.u64(1).u64((*a).into()).str(&f.to_string()),
-            None => h.u64(0),
-        };
-        h.u64(self.interrupted.len() as u64);
-        for a in &self.interrupted {
-            h.u64((*a).into());
-        }
-        h.opt_str(self.blocked_by.as_ref().map(TaskId::as_str))
-            .u64(self.correction_granted.into());
-    }
 }
+
+canonical_struct!(TaskEvidence {
+    owner,
+    budget,
+    calls,
+    in_flight,
+    last_input_digest,
+    rejections,
+    accepted,
+    infrastructure,
+    interrupted,
+    blocked_by => OptByte(blocked_by.as_ref()),
+    correction_granted,
+});
+
+canonical_struct!(RejectedAttempt {
+    attempt,
+    input_digest,
+    candidate,
+    rejection,
+});
 
 /// One entry of the bounded failure history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -440,6 +426,68 @@ impl PartialEq for BatchEvidence {
 }
 
 impl Eq for BatchEvidence {}
+
+impl Canonical for BatchEvidence {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        // The failure history, the event count and the fixes used are derived from what is
+        // encoded (or, for the history, kept only to show), and the index is `order`'s.
+        let Self {
+            channel,
+            plan_digest,
+            evidence_version,
+            inputs,
+            recovery,
+            order,
+            tasks,
+            recoveries,
+            closures,
+            failure_history: _,
+            events: _,
+            fixes_used: _,
+            index,
+        } = self;
+        h.put(&(channel, plan_digest, evidence_version, recovery, inputs))
+            .seq(order.iter().zip(tasks))
+            .put(recoveries);
+        // Evidence without closures digests as it did before closures were evidence.
+        if !closures.is_empty() {
+            // In plan order, then call order (a withdrawn call before the one reusing its
+            // number): the digest does not depend on the order concurrent calls ended in,
+            // nor on the order an older build kept them in.
+            let mut closures: Vec<&ClosureCall> = closures.iter().collect();
+            closures.sort_by_key(|c| (index.get(&c.task).copied(), c.attempt));
+            h.put("closures").seq(closures.into_iter());
+        }
+    }
+}
+
+canonical_struct!(RecoveryRecord {
+    request,
+    granted,
+    released,
+    refused,
+});
+
+canonical_struct!(ClosureCall {
+    task,
+    attempt,
+    fixes_drawn,
+    withdrawn,
+    settled,
+});
+
+canonical_struct!(ClosureSettlement {
+    fix_attempts,
+    end,
+    audit_head,
+    record_digest,
+});
+
+canonical_enum!(ClosureEnd {
+    Resolved { depth } => 0u64,
+    Halted { depth, halt } => 1u64,
+    Failed { depth } => 2u64,
+});
 
 /// The persisted shape of [`BatchEvidence`] (a journal snapshot), checked on the way in.
 #[derive(Deserialize)]
@@ -1005,65 +1053,7 @@ impl BatchEvidence {
 
     /// The canonical digest of the whole evidence.
     pub fn digest(&self) -> Digest {
-        let mut h = CanonicalHasher::new("batch evidence");
-        h.str(self.channel.as_str())
-            .digest(&self.plan_digest)
-            .u64(self.evidence_version.into())
-            .u64(self.recovery.into())
-            .u64(self.inputs.len() as u64);
-        for (name, d) in &self.inputs {
-            h.str(name).digest(d);
-        }
-        h.u64(self.order.len() as u64);
-        for (id, t) in self.inventory() {
-            h.str(id.as_str());
-            t.feed(&mut h);
-        }
-        h.u64(self.recoveries.len() as u64);
-        for r in &self.recoveries {
-            h.digest(&r.request).u64(r.granted.len() as u64);
-            for id in &r.granted {
-                h.str(id.as_str());
-            }
-            h.u64(r.released.len() as u64);
-            for id in &r.released {
-                h.str(id.as_str());
-            }
-            h.u64(r.refused.len() as u64);
-            for (id, why) in &r.refused {
-                h.str(id.as_str()).str(&why.to_string());
-            }
-        }
-        // Evidence without closures digests as it did before closures were evidence.
-        if !self.closures.is_empty() {
-            h.str("closures").u64(self.closures.len() as u64);
-            // In plan order, then call order (a withdrawn call before the one reusing its
-            // number): the digest does not depend on the order concurrent calls ended in,
-            // nor on the order an older build kept them in.
-            let mut closures: Vec<&ClosureCall> = self.closures.iter().collect();
-            closures.sort_by_key(|c| (self.index.get(&c.task).copied(), c.attempt));
-            for c in closures {
-                h.str(c.task.as_str())
-                    .u64(c.attempt.into())
-                    .u64(c.fixes_drawn.into())
-                    .u64(c.withdrawn.into());
-                match &c.settled {
-                    Some(s) => {
-                        h.u64(1).u64(s.fix_attempts.into());
-                        match &s.end {
-                            ClosureEnd::Resolved { depth } => h.u64(0).u64((*depth).into()),
-                            ClosureEnd::Halted { depth, halt } => {
-                                h.u64(1).u64((*depth).into()).str(halt)
-                            }
-                            ClosureEnd::Failed { depth } => h.u64(2).u64((*depth).into()),
-                        };
-                        h.digest(&s.audit_head).digest(&s.record_digest)
-                    }
-                    None => h.u64(0),
-                };
-            }
-        }
-        h.finish()
+        Digest::of("batch evidence", self)
     }
 
     /// A derived summary; it never replaces the evidence.

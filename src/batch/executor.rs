@@ -251,7 +251,7 @@ impl<'p> Batch<'p> {
     /// Adds an immutable named input (its digest is recorded; a resume or recovery with
     /// different bytes is refused).
     pub fn with_input(mut self, name: impl Into<String>, bytes: &[u8]) -> Self {
-        let digest = CanonicalHasher::new("batch input").bytes(bytes).finish();
+        let digest = Digest::of("batch input", bytes);
         self.inputs.insert(name.into(), digest);
         self
     }
@@ -324,6 +324,18 @@ impl<'p> Batch<'p> {
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
     ) -> Result<(BatchEvidence, AgentFailures), BatchError> {
+        let mut run = self.begin_dispatch(journal, observer)?;
+        driver.drive(&mut run, contract)?;
+        run.finish()
+    }
+
+    /// The start of a fresh batch's first pass: refuses a channel that has evidence and
+    /// journals the start; every driver then drives the returned pass.
+    pub(super) fn begin_dispatch<'j, J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
+        &'j self,
+        journal: &'j mut J,
+        mut observer: O,
+    ) -> Result<Run<'j, 'p, J, O>, BatchError> {
         // An interrupted first append leaves only a torn tail: cut it before writing.
         journal
             .repair_torn_tail(&self.channel)
@@ -342,13 +354,9 @@ impl<'p> Batch<'p> {
         journal
             .append(&self.channel, std::slice::from_ref(&started))
             .map_err(|e| BatchError::new(self.channel.clone(), e))?;
-        let mut observer = observer;
         observer(&started);
         let evidence = BatchEvidence::start(started).map_err(|source| self.fold_error(source))?;
-        let mut run = Run::new(self, journal, evidence, 1, 0);
-        run.observer = observer;
-        driver.drive(&mut run, contract)?;
-        run.finish()
+        Ok(Run::new(self, journal, evidence, 1, 0, observer))
     }
 
     /// Continues the batch from its journal: the restored evidence replaces any local state.
@@ -379,12 +387,22 @@ impl<'p> Batch<'p> {
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
     ) -> Result<(BatchEvidence, AgentFailures), BatchError> {
-        let mut run = self.restore(journal)?;
-        run.observer = observer;
-        let interruptions = self.interruptions(run.evidence())?;
-        run.record_all(interruptions)?;
+        let mut run = self.begin_resume(journal, observer)?;
         driver.drive(&mut run, contract)?;
         run.finish()
+    }
+
+    /// The start of a resumed pass: the restored evidence, checked, with the calls left in
+    /// flight interrupted (or the resume refused for a `block` agent's).
+    pub(super) fn begin_resume<'j, J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
+        &'j self,
+        journal: &'j mut J,
+        observer: O,
+    ) -> Result<Run<'j, 'p, J, O>, BatchError> {
+        let mut run = self.restore(journal, observer)?;
+        let interruptions = self.interruptions(run.evidence())?;
+        run.record_all(interruptions)?;
+        Ok(run)
     }
 
     /// Consumes a recovery request: re-checks the restored evidence against the plan, grants
@@ -422,8 +440,30 @@ impl<'p> Batch<'p> {
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
     ) -> Result<(RecoveryOutcome, AgentFailures), BatchError> {
-        let mut run = self.restore(journal)?;
-        run.observer = observer;
+        match self.begin_recover(request, journal, observer)? {
+            RecoveryPass::Consumed(outcome) => Ok((*outcome, Vec::new())),
+            RecoveryPass::Granted {
+                mut run,
+                granted,
+                refused,
+            } => {
+                if !granted.is_empty() {
+                    driver.drive(&mut run, contract)?;
+                }
+                RecoveryPass::finish(*run, granted, refused)
+            }
+        }
+    }
+
+    /// The start of a recovery pass: the request checked against the restored evidence and
+    /// consumed, each root granted or refused. Drive the pass when a root was granted.
+    pub(super) fn begin_recover<'j, J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
+        &'j self,
+        request: &RecoveryRequest,
+        journal: &'j mut J,
+        observer: O,
+    ) -> Result<RecoveryPass<'j, 'p, J, O>, BatchError> {
+        let mut run = self.restore(journal, observer)?;
         let evidence = run.evidence();
         if !evidence.recovery_enabled() {
             return Err(BatchError::new(
@@ -471,14 +511,11 @@ impl<'p> Batch<'p> {
                 .iter()
                 .map(|r| (r.clone(), IneligibleReason::RequestAlreadyConsumed))
                 .collect();
-            return Ok((
-                RecoveryOutcome {
-                    granted: Vec::new(),
-                    refused,
-                    evidence: run.machine.into_evidence(),
-                },
-                Vec::new(),
-            ));
+            return Ok(RecoveryPass::Consumed(Box::new(RecoveryOutcome {
+                granted: Vec::new(),
+                refused,
+                evidence: run.machine.into_evidence(),
+            })));
         }
         let inputs_changed = self.changed_inputs(evidence).is_some();
         let mut granted = Vec::new();
@@ -508,18 +545,11 @@ impl<'p> Batch<'p> {
             released,
             refused: refused.clone(),
         })?;
-        if !granted.is_empty() {
-            driver.drive(&mut run, contract)?;
-        }
-        let (evidence, failures) = run.finish()?;
-        Ok((
-            RecoveryOutcome {
-                granted,
-                refused,
-                evidence,
-            },
-            failures,
-        ))
+        Ok(RecoveryPass::Granted {
+            run: Box::new(run),
+            granted,
+            refused,
+        })
     }
 
     /// Runs the plan to its end in one call: a fresh dispatch when the channel has no
@@ -590,21 +620,13 @@ impl<'p> Batch<'p> {
         journal: &mut impl EvidenceJournal,
         observer: &mut dyn FnMut(&EvidenceEvent),
     ) -> Result<RunOutcome, BatchError> {
-        journal
-            .repair_torn_tail(&self.channel)
-            .map_err(|e| BatchError::new(self.channel.clone(), e))?;
-        // A run killed before its first record has nothing to resume: it starts.
-        let resumed = journal
-            .load(&self.channel)
-            .map_err(|e| BatchError::new(self.channel.clone(), e))?
-            .is_some_and(|load| load.snapshot.is_some() || !load.events.is_empty());
+        let resumed = self.has_evidence(journal)?;
         let (evidence, mut agent_failures) = if resumed {
             self.resume_observed(driver, contract, journal, Box::new(&mut *observer))?
         } else {
             self.dispatch_observed(driver, contract, journal, Box::new(&mut *observer))?
         };
-        let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
-        if !evidence.recovery_enabled() || !evidence.recoveries().is_empty() || roots.is_empty() {
+        let Some(request) = self.pending_recovery(&evidence) else {
             return Ok(RunOutcome {
                 evidence,
                 resumed,
@@ -612,8 +634,7 @@ impl<'p> Batch<'p> {
                 refused: Vec::new(),
                 agent_failures,
             });
-        }
-        let request = RecoveryRequest::for_roots(&evidence, roots);
+        };
         let (outcome, more) =
             self.recover_observed(&request, driver, contract, journal, Box::new(observer))?;
         agent_failures.extend(more);
@@ -624,6 +645,31 @@ impl<'p> Batch<'p> {
             refused: outcome.refused,
             agent_failures,
         })
+    }
+
+    /// Whether the channel has evidence to resume (an interrupted last append is cut
+    /// first). A run killed before its first record has nothing to resume: it starts.
+    pub(super) fn has_evidence(
+        &self,
+        journal: &mut impl EvidenceJournal,
+    ) -> Result<bool, BatchError> {
+        journal
+            .repair_torn_tail(&self.channel)
+            .map_err(|e| BatchError::new(self.channel.clone(), e))?;
+        Ok(journal
+            .load(&self.channel)
+            .map_err(|e| BatchError::new(self.channel.clone(), e))?
+            .is_some_and(|load| load.snapshot.is_some() || !load.events.is_empty()))
+    }
+
+    /// The one recovery a run makes after its first pass: every root, when the batch opted
+    /// in and consumed no request yet.
+    pub(super) fn pending_recovery(&self, evidence: &BatchEvidence) -> Option<RecoveryRequest> {
+        let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
+        if !evidence.recovery_enabled() || !evidence.recoveries().is_empty() || roots.is_empty() {
+            return None;
+        }
+        Some(RecoveryRequest::for_roots(evidence, roots))
     }
 
     fn eligibility(
@@ -700,20 +746,18 @@ impl<'p> Batch<'p> {
     /// inputs.
     fn input_template(&self) -> CanonicalHasher {
         let mut h = CanonicalHasher::new("batch task input");
-        h.digest(&self.plan.digest()).u64(self.inputs.len() as u64);
-        for (name, d) in &self.inputs {
-            h.str(name).digest(d);
-        }
+        h.put(&(self.plan.digest(), &self.inputs));
         h
     }
 
     /// Loads the channel's evidence and checks it against this batch: channel, plan,
     /// inventory, owners, budgets, recovery mode and the ownership of every accepted output.
     /// (Accepted-output digests were verified by the fold.)
-    fn restore<'j, J: EvidenceJournal>(
+    fn restore<'j, J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
         &'j self,
         journal: &'j mut J,
-    ) -> Result<Run<'j, 'p, J>, BatchError> {
+        observer: O,
+    ) -> Result<Run<'j, 'p, J, O>, BatchError> {
         // The run appends from here on, so an interrupted last append is cut first (the
         // journal reports what it cut); damage anywhere else is refused, never cut.
         journal
@@ -733,7 +777,14 @@ impl<'p> Batch<'p> {
             })
             .map_err(|e| BatchError::new(self.channel.clone(), e))?;
         self.check_evidence(&evidence)?;
-        Ok(Run::new(self, journal, evidence, tail, snapshot_events))
+        Ok(Run::new(
+            self,
+            journal,
+            evidence,
+            tail,
+            snapshot_events,
+            observer,
+        ))
     }
 
     /// Checks restored evidence against this batch: channel, plan, inventory, owners,
@@ -908,15 +959,48 @@ impl<W: Worker> Driver for Sequential<'_, W> {
     }
 }
 
-/// One pass of the executor over the journal and the machine whose evidence it journals.
-pub(crate) struct Run<'b, 'p, J> {
+/// One pass of the executor over the journal and the machine whose evidence it journals,
+/// showing `observer` every event it records (generic, so a pass can be `Send` when its
+/// observer is).
+pub(crate) struct Run<'b, 'p, J, O = Observer<'b>> {
     pub(super) batch: &'b Batch<'p>,
     journal: &'b mut J,
     pub(super) machine: BatchMachine<'p>,
     buffer: Vec<EvidenceEvent>,
     since_snapshot: u64,
     snapshot_events: u64,
-    observer: Observer<'b>,
+    observer: O,
+}
+
+/// A recovery pass once its request is checked: already consumed (nothing to drive), or
+/// consumed now with the roots it granted and refused.
+/// (Both boxed: a pass and an outcome are large, and the two differ in size.)
+pub(super) enum RecoveryPass<'b, 'p, J, O> {
+    Consumed(Box<RecoveryOutcome>),
+    Granted {
+        run: Box<Run<'b, 'p, J, O>>,
+        granted: Vec<TaskId>,
+        refused: Vec<(TaskId, IneligibleReason)>,
+    },
+}
+
+impl<J: EvidenceJournal, O: FnMut(&EvidenceEvent)> RecoveryPass<'_, '_, J, O> {
+    /// Ends a granted pass once it was driven (or needed no driving).
+    pub(super) fn finish(
+        run: Run<'_, '_, J, O>,
+        granted: Vec<TaskId>,
+        refused: Vec<(TaskId, IneligibleReason)>,
+    ) -> Result<(RecoveryOutcome, AgentFailures), BatchError> {
+        let (evidence, failures) = run.finish()?;
+        Ok((
+            RecoveryOutcome {
+                granted,
+                refused,
+                evidence,
+            },
+            failures,
+        ))
+    }
 }
 
 /// The run's fix ledger during one call: draws go to the journal at once (the reservation
@@ -949,13 +1033,14 @@ impl<J: EvidenceJournal> FixLedger for Ledger<'_, J> {
     }
 }
 
-impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
+impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
     fn new(
         batch: &'b Batch<'p>,
         journal: &'b mut J,
         evidence: BatchEvidence,
         since_snapshot: u64,
         snapshot_events: u64,
+        observer: O,
     ) -> Self {
         Self {
             batch,
@@ -964,7 +1049,7 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
             buffer: Vec::new(),
             since_snapshot,
             snapshot_events,
-            observer: Box::new(|_| {}),
+            observer,
         }
     }
 
@@ -1060,7 +1145,7 @@ impl<'b, 'p, J: EvidenceJournal> Run<'b, 'p, J> {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<(BatchEvidence, AgentFailures), BatchError> {
+    pub(super) fn finish(mut self) -> Result<(BatchEvidence, AgentFailures), BatchError> {
         self.flush()?;
         self.checkpoint()?;
         let failures = self.machine.take_agent_failures();

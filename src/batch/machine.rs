@@ -262,6 +262,12 @@ impl<'p> BatchMachine<'p> {
         &self.graph
     }
 
+    /// Whether some task depends on the task at `position`: only then does a call ever read
+    /// its accepted output.
+    pub(crate) fn has_dependents(&self, position: usize) -> bool {
+        !self.dependents.of(position).is_empty()
+    }
+
     /// The direct prerequisites of the task at `position`, sorted by task id.
     pub(crate) fn prerequisites_by_id(&self) -> &Prerequisites {
         &self.by_id
@@ -631,19 +637,13 @@ pub(crate) fn input_digest(
     evidence: &BatchEvidence,
     position: usize,
 ) -> Digest {
-    let mut h = template.clone();
     let order = plan.topological_order();
-    h.str(order[position].as_str());
-    let prerequisites = graph.of(position);
-    h.u64(prerequisites.len() as u64);
-    for &p in prerequisites {
-        h.str(order[p].as_str());
-        match evidence.task_at(p).and_then(|t| t.accepted()) {
-            Some(a) => h.u64(1).digest(&a.digest()),
-            None => h.u64(0),
-        };
-    }
-    h.finish()
+    let accepted = |p: usize| evidence.task_at(p).and_then(|t| t.accepted());
+    template
+        .clone()
+        .put(&order[position])
+        .seq(graph.of(position).iter().map(|&p| (&order[p], accepted(p))))
+        .finish()
 }
 
 /// Every task's direct prerequisites (or, reversed, dependents) as positions in topological

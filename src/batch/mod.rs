@@ -50,7 +50,16 @@
 //! tasks up to a limit in one commit, hands out owned [`Dispatch`]es and takes settlements
 //! in any order; the evidence does not depend on that order. [`Batch::run_threaded`] makes
 //! up to `jobs` calls at once on scoped threads, one worker per slot, with group commit.
+//! With the `async` feature, `Batch::run_async` does the same with one future per call of an
+//! `AsyncWorker`, under any executor (tokio, a single-threaded `block_on`); its journal I/O
+//! is synchronous, and dropping its future keeps every reservation for a resume.
+//! `AsyncClosureWorker` is the closure-running worker for it, as [`ClosureWorker`] is for
+//! the other two.
 
+#[cfg(feature = "async")]
+mod async_closure_worker;
+#[cfg(feature = "async")]
+mod asynchronous;
 pub(crate) mod backend;
 mod candidate;
 mod closure_worker;
@@ -63,6 +72,10 @@ mod recovery;
 mod threaded;
 mod worker;
 
+#[cfg(feature = "async")]
+pub use async_closure_worker::{AsyncBatchAgent, AsyncClosureWorker};
+#[cfg(feature = "async")]
+pub use asynchronous::{AsyncWorker, AsyncWorkerCall};
 pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBackend};
 pub use candidate::{AcceptedOutput, Candidate, Rejection};
 pub use closure_worker::{BatchAgent, ClosureWorker};

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::evidence::BatchEvidence;
-use crate::digest::CanonicalHasher;
+use crate::digest::{CanonicalHasher, canonical_enum};
 use crate::{digest::Digest, id::TaskId};
 
 /// Why a named root was refused a corrective call. The root stays blocked.
@@ -42,6 +42,20 @@ pub enum IneligibleReason {
     #[error("it was accepted")]
     AlreadyAccepted,
 }
+
+// Each reason's digest tag is the sentence the evidence digest first encoded it as, frozen
+// here so that the digests of stored evidence still verify; the message above may be
+// reworded freely without moving any digest.
+canonical_enum!(IneligibleReason {
+    InputsChanged => "its inputs changed since the rejected call",
+    DiagnosticsMissing => "no retained rejection exists for it",
+    BudgetExhausted => "its call budget is exhausted",
+    RootAlreadyConsumed => "its corrective call was already consumed",
+    RequestAlreadyConsumed => "the request was already consumed",
+    UncertainInterruptedExecution => "its last call was interrupted and is uncertain",
+    InfrastructureFailure => "it failed on worker infrastructure",
+    AlreadyAccepted => "it was accepted",
+});
 
 /// A request to give named failed roots one corrective call each.
 ///
@@ -90,17 +104,12 @@ impl RecoveryRequest {
 
 pub(crate) fn fingerprint(evidence: &BatchEvidence, roots: &BTreeSet<TaskId>) -> Digest {
     let mut h = CanonicalHasher::new("batch recovery request");
-    h.str(evidence.channel().as_str())
-        .digest(&evidence.plan_digest())
-        .u64(roots.len() as u64);
-    for root in roots {
-        h.str(root.as_str());
-        match evidence.task(root).and_then(|t| t.last_input_digest()) {
-            Some(d) => h.u64(1).digest(&d),
-            None => h.u64(0),
-        };
-    }
-    h.finish()
+    h.put(&(evidence.channel(), evidence.plan_digest()))
+        .seq(roots.iter().map(|root| {
+            let last = evidence.task(root).and_then(|t| t.last_input_digest());
+            (root, last)
+        }))
+        .finish()
 }
 
 /// Why a recovery request was refused as a whole (nothing was dispatched or recorded).

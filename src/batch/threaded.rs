@@ -8,6 +8,7 @@
 //!
 //! The example is on [`Batch::run_threaded`].
 
+use std::collections::BTreeSet;
 use std::num::NonZeroUsize;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -16,7 +17,7 @@ use super::candidate::AcceptedOutput;
 use super::event::EvidenceEvent;
 use super::executor::{Batch, BatchError, Driver, Run, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
-use super::machine::{Dispatch, Prerequisites, Reservation, Settled};
+use super::machine::{Dispatch, Prerequisites, Settled};
 use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
 };
@@ -151,11 +152,39 @@ struct Shared<'a> {
     by_id: &'a Prerequisites,
     /// Every accepted output by position, set once when its task is accepted.
     accepted: &'a [OnceLock<AcceptedOutput>],
+    budget: &'a SharedBudget,
+}
+
+/// The one fix budget every call of a pass spends from, made by the first call that asks:
+/// calls in flight together never spend more than the run has.
+pub(super) struct SharedBudget {
     /// The fix attempts the evidence had used when the pass started.
     fixes_used: u32,
-    /// The one fix budget every call of the pass spends from, made by the first call that
-    /// asks: calls in flight together never spend more than the run has.
-    budget: &'a Mutex<Option<FixBudget>>,
+    budget: Mutex<Option<FixBudget>>,
+}
+
+impl SharedBudget {
+    pub(super) fn new(fixes_used: u32) -> Self {
+        Self {
+            fixes_used,
+            budget: Mutex::new(None),
+        }
+    }
+
+    /// The pass's budget of size `max`, as a call may spend it.
+    pub(super) fn of_size(&self, max: u32) -> FixBudget {
+        let mut shared = self.budget.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*shared {
+            Some(budget) if budget.max() == max => budget.clone(),
+            // A worker with another limit than the first call's keeps its own count.
+            Some(budget) => restored(max, budget.used()),
+            None => {
+                let budget = restored(max, self.fixes_used);
+                *shared = Some(budget.clone());
+                budget
+            }
+        }
+    }
 }
 
 /// A call's fix ledger on a worker thread: each draw is made durable by the calling thread
@@ -173,21 +202,7 @@ impl FixLedger for ThreadLedger<'_> {
     }
 
     fn fix_budget(&self, max: u32) -> FixBudget {
-        let mut shared = self
-            .shared
-            .budget
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match &*shared {
-            Some(budget) if budget.max() == max => budget.clone(),
-            // A worker with another limit than the first call's keeps its own count.
-            Some(budget) => restored(max, budget.used()),
-            None => {
-                let budget = restored(max, self.shared.fixes_used);
-                *shared = Some(budget.clone());
-                budget
-            }
-        }
+        self.shared.budget.of_size(max)
     }
 
     fn draw(&self, fix: &TaskId) -> Result<(), JournalError> {
@@ -289,17 +304,9 @@ impl<W: Worker + Send> Driver for Threaded<W> {
         let plan = run.batch.plan();
         let graph = run.machine.graph().clone();
         let by_id = run.machine.prerequisites_by_id().clone();
-        let accepted: Vec<OnceLock<AcceptedOutput>> = (0..plan.len())
-            .map(|p| {
-                let cell = OnceLock::new();
-                if let Some(a) = run.machine.evidence().task_at(p).and_then(|t| t.accepted()) {
-                    let _ = cell.set(a.clone());
-                }
-                cell
-            })
-            .collect();
+        let accepted = accepted_cells(run);
         let channel = run.batch.channel().clone();
-        let budget = Mutex::new(None);
+        let budget = SharedBudget::new(run.machine.evidence().fix_attempts_used());
         let tasks = run.machine.tasks().to_vec();
         let shared = Shared {
             plan,
@@ -308,7 +315,6 @@ impl<W: Worker + Send> Driver for Threaded<W> {
             graph: &graph,
             by_id: &by_id,
             accepted: &accepted,
-            fixes_used: run.machine.evidence().fix_attempts_used(),
             budget: &budget,
         };
         let jobs = self.workers.len();
@@ -323,11 +329,8 @@ impl<W: Worker + Send> Driver for Threaded<W> {
             }
             drop(to_driver);
             let mut coordinator = Coordinator {
-                slots: vec![None; jobs],
+                group: GroupCommit::new(jobs, &accepted),
                 to_slots,
-                accepted: &accepted,
-                stop: None,
-                replies: Vec::new(),
             };
             let result = coordinator.run(run, &from_workers, contract);
             // Closing the slots' channels ends every thread once its call returns; the
@@ -338,16 +341,182 @@ impl<W: Worker + Send> Driver for Threaded<W> {
     }
 }
 
-/// The calling thread's side of a threaded pass.
-struct Coordinator<'a> {
+/// Every task's accepted output by position, as far as the pass's evidence has it: the cells
+/// the calls in flight read their prerequisites' outputs from, set once as tasks are accepted
+/// (only for tasks with dependents: no call reads the others).
+pub(super) fn accepted_cells<J, O>(run: &Run<'_, '_, J, O>) -> Vec<OnceLock<AcceptedOutput>> {
+    (0..run.batch.plan().len())
+        .map(|p| {
+            let cell = OnceLock::new();
+            let accepted = run.machine.evidence().task_at(p).and_then(|t| t.accepted());
+            if let (Some(a), true) = (accepted, run.machine.has_dependents(p)) {
+                let _ = cell.set(a.clone());
+            }
+            cell
+        })
+        .collect()
+}
+
+/// Answers a call waiting for its fix draw to be durable.
+pub(super) trait DrawReply {
+    /// Sends the answer; a call that no longer waits is not an error.
+    fn answer(self, result: Result<(), String>);
+}
+
+impl DrawReply for Sender<Result<(), String>> {
+    fn answer(self, result: Result<(), String>) {
+        let _ = self.send(result);
+    }
+}
+
+/// The journaling side of a pass with several calls in flight, whatever carries the calls
+/// (threads or futures): settlements and fix draws are folded as they arrive and journaled
+/// in one append with the reservations they make possible (group commit); nothing is
+/// acknowledged or handed out before the append that holds it returns.
+pub(super) struct GroupCommit<'a, R> {
     /// The call each slot is making, if any.
     slots: Vec<Option<Dispatch>>,
-    to_slots: Vec<Sender<Dispatch>>,
+    /// The slots making none, lowest handed out first (a set, not a scan of `slots`: a
+    /// driver may have thousands of slots).
+    free: BTreeSet<usize>,
     accepted: &'a [OnceLock<AcceptedOutput>],
     /// Why the pass stops once the calls in flight have settled.
     stop: Option<BatchError>,
     /// Fix draws to answer once the append that holds them returns.
-    replies: Vec<Sender<Result<(), String>>>,
+    replies: Vec<R>,
+}
+
+impl<'a, R: DrawReply> GroupCommit<'a, R> {
+    pub(super) fn new(slots: usize, accepted: &'a [OnceLock<AcceptedOutput>]) -> Self {
+        Self {
+            slots: vec![None; slots],
+            free: (0..slots).collect(),
+            accepted,
+            stop: None,
+            replies: Vec::new(),
+        }
+    }
+
+    /// Reserves what the machine allows (unless the pass stops), journals everything since
+    /// the last commit in one append and answers the draws it held: the calls to start now,
+    /// each with the free slot it takes.
+    pub(super) fn commit<J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
+        &mut self,
+        run: &mut Run<'_, '_, J, O>,
+    ) -> Result<Vec<(usize, Dispatch)>, BatchError> {
+        let mut starts = Vec::new();
+        if self.stop.is_none() {
+            // The calls read their prerequisites' outputs themselves (the accepted cells), so
+            // the dispatches carry no digests of them.
+            let (mut events, mut dispatches) = (Vec::new(), Vec::new());
+            run.machine
+                .reserve_into(self.slots.len(), &mut events, &mut dispatches, false)?;
+            for event in events {
+                run.commit_buffered(event);
+            }
+            // One append for everything since the last: settlements, draws, drains and
+            // reservations.
+            self.flush(run)?;
+            for dispatch in dispatches {
+                let Some(slot) = self.free.pop_first() else {
+                    break;
+                };
+                self.slots[slot] = Some(dispatch.clone());
+                starts.push((slot, dispatch));
+            }
+        } else {
+            self.flush(run)?;
+        }
+        Ok(starts)
+    }
+
+    fn flush<J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
+        &mut self,
+        run: &mut Run<'_, '_, J, O>,
+    ) -> Result<(), BatchError> {
+        if let Err(err) = run.flush() {
+            for reply in self.replies.drain(..) {
+                reply.answer(Err(format!("journal the batch's events: {err}")));
+            }
+            return Err(err);
+        }
+        for reply in self.replies.drain(..) {
+            reply.answer(Ok(()));
+        }
+        run.checkpoint()
+    }
+
+    /// Whether no call is in flight: the pass ends with [`end`](Self::end).
+    pub(super) fn is_idle(&self) -> bool {
+        self.free.len() == self.slots.len()
+    }
+
+    /// How the pass ends once idle: why it stopped, if it did.
+    pub(super) fn end(&mut self) -> Result<(), BatchError> {
+        match self.stop.take() {
+            Some(stop) => Err(stop),
+            None => Ok(()),
+        }
+    }
+
+    /// Folds the call of `slot` drawing a fix; `reply` is answered after the next commit.
+    pub(super) fn draw<J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
+        &mut self,
+        run: &mut Run<'_, '_, J, O>,
+        slot: usize,
+        fix: &TaskId,
+        reply: R,
+    ) -> Result<(), BatchError> {
+        let Some(dispatch) = self.slots.get(slot).and_then(Option::as_ref) else {
+            reply.answer(Err(format!("slot {slot} has no call in flight")));
+            return Ok(());
+        };
+        let event = run.machine.draw_fix(dispatch, fix)?;
+        run.commit_buffered(event);
+        self.replies.push(reply);
+        Ok(())
+    }
+
+    /// Folds what the call of `slot` returned; it is journaled at the next commit.
+    pub(super) fn returned<J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
+        &mut self,
+        run: &mut Run<'_, '_, J, O>,
+        slot: usize,
+        result: Result<Proposal, WorkerFailure>,
+        contract: &impl OutputContract,
+    ) -> Result<(), BatchError> {
+        let Some(dispatch) = self.slots.get_mut(slot).and_then(Option::take) else {
+            return Ok(());
+        };
+        self.free.insert(slot);
+        let Settled { events, stop } = run.machine.settle(&dispatch, result, contract)?;
+        for event in events {
+            run.commit_buffered(event);
+        }
+        if let Some(stop) = stop {
+            self.stop.get_or_insert(stop);
+        }
+        // Only a task with dependents has its output read by a later call.
+        let position = dispatch.position();
+        if !run.machine.has_dependents(position) {
+            return Ok(());
+        }
+        let accepted = run
+            .machine
+            .evidence()
+            .task_at(position)
+            .and_then(|t| t.accepted());
+        if let (Some(a), Some(cell)) = (accepted, self.accepted.get(position)) {
+            let _ = cell.set(a.clone());
+        }
+        Ok(())
+    }
+}
+
+/// The calling thread's side of a threaded pass.
+struct Coordinator<'a> {
+    group: GroupCommit<'a, Sender<Result<(), String>>>,
+    to_slots: Vec<Sender<Dispatch>>,
 }
 
 impl Coordinator<'_> {
@@ -358,107 +527,31 @@ impl Coordinator<'_> {
         contract: &impl OutputContract,
     ) -> Result<(), BatchError> {
         loop {
-            if self.stop.is_none() {
-                let Reservation { events, dispatches } = run.machine.reserve(self.slots.len())?;
-                for event in events {
-                    run.commit_buffered(event);
+            for (slot, dispatch) in self.group.commit(run)? {
+                if self.to_slots[slot].send(dispatch).is_err() {
+                    // The thread is gone (it panicked); the scope passes the panic on.
+                    return Ok(());
                 }
-                // One append for everything since the last: settlements, draws, drains and
-                // reservations (group commit).
-                if let Err(err) = run.flush() {
-                    self.refuse_draws(&err);
-                    return Err(err);
-                }
-                self.answer_draws();
-                run.checkpoint()?;
-                for dispatch in dispatches {
-                    let Some(slot) = self.slots.iter().position(Option::is_none) else {
-                        break;
-                    };
-                    self.slots[slot] = Some(dispatch.clone());
-                    if self.to_slots[slot].send(dispatch).is_err() {
-                        // The thread is gone (it panicked); the scope passes the panic on.
-                        return Ok(());
-                    }
-                }
-            } else {
-                if let Err(err) = run.flush() {
-                    self.refuse_draws(&err);
-                    return Err(err);
-                }
-                self.answer_draws();
-                run.checkpoint()?;
             }
-            if self.slots.iter().all(Option::is_none) {
-                return match self.stop.take() {
-                    Some(stop) => Err(stop),
-                    None => Ok(()),
-                };
+            if self.group.is_idle() {
+                return self.group.end();
             }
             let Ok(first) = from_workers.recv() else {
                 return Ok(());
             };
             let mut next = Some(first);
             while let Some(message) = next {
-                if !self.receive(run, message, contract)? {
-                    return Ok(());
+                match message {
+                    Message::Panicked => return Ok(()),
+                    Message::Draw { slot, fix, reply } => {
+                        self.group.draw(run, slot, &fix, reply)?;
+                    }
+                    Message::Returned { slot, result } => {
+                        self.group.returned(run, slot, result, contract)?;
+                    }
                 }
                 next = from_workers.try_recv().ok();
             }
-        }
-    }
-
-    /// Folds one message; false when a worker panicked.
-    fn receive<J: EvidenceJournal>(
-        &mut self,
-        run: &mut Run<'_, '_, J>,
-        message: Message,
-        contract: &impl OutputContract,
-    ) -> Result<bool, BatchError> {
-        match message {
-            Message::Panicked => return Ok(false),
-            Message::Draw { slot, fix, reply } => {
-                let Some(dispatch) = self.slots.get(slot).and_then(Option::as_ref) else {
-                    let _ = reply.send(Err(format!("slot {slot} has no call in flight")));
-                    return Ok(true);
-                };
-                let event = run.machine.draw_fix(dispatch, &fix)?;
-                run.commit_buffered(event);
-                self.replies.push(reply);
-            }
-            Message::Returned { slot, result } => {
-                let Some(dispatch) = self.slots.get_mut(slot).and_then(Option::take) else {
-                    return Ok(true);
-                };
-                let Settled { events, stop } = run.machine.settle(&dispatch, result, contract)?;
-                for event in events {
-                    run.commit_buffered(event);
-                }
-                if let Some(stop) = stop {
-                    self.stop.get_or_insert(stop);
-                }
-                let accepted = run
-                    .machine
-                    .evidence()
-                    .task_at(dispatch.position())
-                    .and_then(|t| t.accepted());
-                if let (Some(a), Some(cell)) = (accepted, self.accepted.get(dispatch.position())) {
-                    let _ = cell.set(a.clone());
-                }
-            }
-        }
-        Ok(true)
-    }
-
-    fn answer_draws(&mut self) {
-        for reply in self.replies.drain(..) {
-            let _ = reply.send(Ok(()));
-        }
-    }
-
-    fn refuse_draws(&mut self, err: &BatchError) {
-        for reply in self.replies.drain(..) {
-            let _ = reply.send(Err(format!("journal the batch's events: {err}")));
         }
     }
 }

@@ -8,6 +8,7 @@ use super::candidate::{AcceptedOutput, Candidate, Rejection};
 use super::event::ClosureSettlement;
 use super::journal::JournalError;
 use crate::closure::{AgentError, AgentErrorKind};
+use crate::digest::{Canonical, CanonicalHasher};
 use crate::plan::PlannedTask;
 use crate::{closure::FixBudget, id::ChannelId, id::TaskId};
 
@@ -42,6 +43,22 @@ pub enum InfrastructureFailure {
         /// The agent's error and its sources, as text.
         detail: String,
     },
+}
+
+// An infrastructure failure's digest form is the sentence the evidence digest first encoded
+// it as, frozen here so that the digests of stored evidence still verify; the error's
+// message may be reworded freely without moving any digest. (Each sentence starts
+// differently and the whole is length-prefixed, so the encoding is unambiguous.)
+impl Canonical for InfrastructureFailure {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        let frozen = match self {
+            Self::ProcessMissing { detail } => format!("worker process is missing: {detail}"),
+            Self::Timeout { after_ms } => format!("worker call timed out after {after_ms} ms"),
+            Self::Transport { detail } => format!("worker transport failed: {detail}"),
+            Self::Agent { detail } => format!("agent infrastructure failed: {detail}"),
+        };
+        h.put(&frozen);
+    }
 }
 
 /// What a resume does with a call that was reserved but never settled (a pending turn).
@@ -323,18 +340,7 @@ impl<'a> WorkerCall<'a> {
     /// each call of this method.
     pub fn inputs(&self) -> Vec<(&'a TaskId, &'a AcceptedOutput)> {
         let a = self.ancestry;
-        let mut seen = std::collections::BTreeSet::new();
-        let mut todo = vec![a.position];
-        while let Some(p) = todo.pop() {
-            for &q in (a.prerequisites_of)(p) {
-                if seen.insert(q) {
-                    todo.push(q);
-                }
-            }
-        }
-        seen.into_iter()
-            .filter_map(|p| (a.accepted_at)(p))
-            .collect()
+        transitive_inputs(a.position, a.prerequisites_of, a.accepted_at)
     }
 
     /// The call number for this task, from 1 (interrupted calls count).
@@ -368,6 +374,25 @@ impl<'a> WorkerCall<'a> {
     pub(crate) fn fix_budget(&self, max: u32) -> FixBudget {
         self.ledger.fix_budget(max)
     }
+}
+
+/// The accepted outputs of every transitive prerequisite of the task at `position`, in
+/// topological order (positions are topological, so sorting them sorts the outputs).
+pub(crate) fn transitive_inputs<'a>(
+    position: usize,
+    prerequisites_of: impl Fn(usize) -> &'a [usize],
+    accepted_at: impl Fn(usize) -> Option<(&'a TaskId, &'a AcceptedOutput)>,
+) -> Vec<(&'a TaskId, &'a AcceptedOutput)> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec![position];
+    while let Some(p) = todo.pop() {
+        for &q in prerequisites_of(p) {
+            if seen.insert(q) {
+                todo.push(q);
+            }
+        }
+    }
+    seen.into_iter().filter_map(accepted_at).collect()
 }
 
 impl std::fmt::Debug for dyn FixLedger + '_ {

@@ -7,8 +7,8 @@ use super::history::{self, ClosureDeltaError};
 use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
 use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt, render_recovery_spec};
 use crate::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
-use crate::digest::CanonicalHasher;
 use crate::digest::Digest;
+use crate::digest::{Canonical, CanonicalHasher};
 use crate::phase::{Execute, Governance, MoveNext, Phase, PostValidate, PreValidate};
 use crate::{
     id::TaskId, phase::ExecutionOutput, phase::ExhaustedBound, phase::GovernanceDecision,
@@ -781,20 +781,13 @@ impl StateSeal {
         budget_max: u32,
         budget_used: u32,
     ) -> Self {
-        let field = |name: &str, feed: &dyn Fn(&mut CanonicalHasher)| {
-            let mut h = CanonicalHasher::new("closure state seal");
-            h.digest(&head).str(name);
-            feed(&mut h);
-            h.finish()
+        let field = |name: &str, value: &dyn Canonical| {
+            Digest::of("closure state seal", &(head, name, value))
         };
         Self {
-            policy: field("policy", &|h| policy.feed(h)),
-            budget_max: field("budget_max", &|h| {
-                h.u64(budget_max.into());
-            }),
-            budget_used: field("budget_used", &|h| {
-                h.u64(budget_used.into());
-            }),
+            policy: field("policy", policy),
+            budget_max: field("budget_max", &budget_max),
+            budget_used: field("budget_used", &budget_used),
         }
     }
 }
@@ -819,7 +812,7 @@ pub(super) fn output_digest(output: &ExecutionOutput) -> Digest {
     OUTPUT
         .get_or_init(|| CanonicalHasher::new("execution output"))
         .clone()
-        .str(&output.text)
+        .put(&output.text)
         .finish()
 }
 

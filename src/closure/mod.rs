@@ -13,7 +13,8 @@
 //!
 //! Drive it with [`run_to_closure`] over your [`Agent`], or step by step with the sans-IO
 //! [`Closure`] machine, persisting its [`ClosureState`] between steps. Both produce the same
-//! immutable [`ClosureRecord`].
+//! immutable [`ClosureRecord`]; so does `run_closure_async` over an `AsyncAgent` (feature
+//! `async`).
 //!
 //! ```
 //! use kleene::{Closure, closure::ExecutionOutput, closure::GovernanceDecision, closure::Next, closure::RecoveryPolicy, closure::Session,
@@ -40,6 +41,8 @@
 //! ```
 
 mod agent_error;
+#[cfg(feature = "async")]
+mod async_driver;
 mod driver;
 mod history;
 mod machine;
@@ -57,6 +60,8 @@ pub use crate::phase::{
 pub use crate::task::{FailureEntry, Spec, Task, TaskError};
 pub use crate::verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};
 pub use agent_error::{AgentError, AgentErrorKind};
+#[cfg(feature = "async")]
+pub use async_driver::{AsyncAgent, run_closure_async, run_to_closure_async};
 pub use driver::{Agent, ClosureRun, run_closure, run_to_closure, run_to_closure_with};
 pub use history::{ClosureDelta, ClosureDeltaError};
 pub(crate) use machine::ClosureStateV1;

@@ -82,6 +82,15 @@ pub struct RecoveryPolicy {
     normalizer: VerdictNormalizer,
 }
 
+// Every setting, as a persisted closure state seals it.
+crate::digest::canonical_struct!(RecoveryPolicy {
+    max_recovery_depth,
+    max_total_fix_attempts,
+    max_inner_iterations => max_inner_iterations.get(),
+    recover_on,
+    normalizer => normalizer.is_exact(),
+});
+
 impl Default for RecoveryPolicy {
     fn default() -> Self {
         Self {
@@ -125,18 +134,6 @@ impl RecoveryPolicy {
     /// How consecutive verdicts are compared for stall detection.
     pub fn normalizer(&self) -> &VerdictNormalizer {
         &self.normalizer
-    }
-
-    /// Feeds every setting, canonically, into `h` (what a persisted closure state seals).
-    pub(crate) fn feed(&self, h: &mut crate::digest::CanonicalHasher) {
-        h.u64(self.max_recovery_depth.into())
-            .u64(self.max_total_fix_attempts.into())
-            .u64(self.max_inner_iterations.get().into())
-            .u64(match self.recover_on {
-                RecoverOn::Blockers => 0,
-                RecoverOn::BlockersAndWarnings => 1,
-            })
-            .u64(u64::from(self.normalizer.is_exact()));
     }
 
     /// A fresh budget of `max_total_fix_attempts`. Clone it to share it across several

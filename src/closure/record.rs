@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::CanonicalHasher;
+use crate::digest::canonical_enum;
 use crate::{
     audit::AuditLog, audit::LoopPhase, closure::RecoveryPolicy, digest::Digest, id::TaskId,
     phase::ExecutionOutput, phase::GovernanceDecision, phase::HaltReason, phase::Next,
@@ -66,6 +66,11 @@ pub enum ClosureFailure {
         message: String,
     },
 }
+
+canonical_enum!(ClosureFailure {
+    Agent { phase, message } => "agent",
+    FixId { depth, message } => "fix_id",
+});
 
 impl ClosureOutcome {
     /// The task the closure ended at.
@@ -325,6 +330,6 @@ impl ClosureRecord {
         // The record holds plain structs, sequences and strings (no map with non-string
         // keys), for which the JSON encoding cannot fail and is one fixed text per value.
         let json = serde_json::to_vec(self).unwrap_or_default();
-        CanonicalHasher::new("closure record").bytes(&json).finish()
+        Digest::of("closure record", json.as_slice())
     }
 }

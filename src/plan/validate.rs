@@ -10,9 +10,9 @@ use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use super::extension::ExtensionValue;
-use super::model::{ModuleName, PlannedTask};
+use super::model::{ContractKind, InputContract, ModuleName, PlannedTask, TaskKind, TaskOrigin};
 use super::normalize::index;
-use crate::digest::{CanonicalHasher, Digest};
+use crate::digest::{Canonical, CanonicalHasher, Digest, OptByte, Unordered, canonical_struct};
 use crate::{id::TaskId, path::AdmittedPath};
 
 /// One problem found in a plan. Every variant names the tasks involved.
@@ -900,80 +900,56 @@ impl ValidatedPlan {
 /// digested together. Neither the order of tasks nor the order inside a task's lists changes
 /// it; any change to any field of any task does.
 fn plan_digest(tasks: &[PlannedTask], extensions: &BTreeMap<String, ExtensionValue>) -> Digest {
-    let mut buffers = DigestBuffers::default();
-    let mut digests: Vec<Digest> = tasks.iter().map(|t| buffers.task_digest(t)).collect();
+    let task = CanonicalHasher::new("plan task");
+    let mut digests: Vec<Digest> = tasks.iter().map(|t| task.clone().put(t).finish()).collect();
     digests.sort_unstable();
-    let mut h = CanonicalHasher::new("plan");
-    h.u64(digests.len() as u64);
-    for d in &digests {
-        h.digest(d);
+    Digest::of("plan", &(digests, Extensions(extensions)))
+}
+
+// A task's lists are sets: their order is not part of the plan.
+canonical_struct!(PlannedTask {
+    id,
+    kind,
+    owner,
+    spec,
+    retry_limit,
+    origin => *origin == TaskOrigin::Synthesized,
+    owned_paths => Unordered::set(owned_paths),
+    depends_on => Unordered::set(depends_on),
+    consolidated_from => Unordered::set(consolidated_from),
+    input_contracts => Unordered::set(input_contracts),
+    extensions => Extensions(extensions),
+});
+
+impl Canonical for TaskKind {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.put(self.lane()).put(&OptByte(self.module()));
     }
-    extension_fields(&mut h, extensions);
-    h.finish()
+}
+
+canonical_struct!(InputContract { from, contract });
+
+impl Canonical for ContractKind {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.put(&self.tag());
+    }
 }
 
 /// Extension values, by key (the map is sorted), in canonical form. Written only when there
 /// are some, so plans without extensions keep the digests they had before extensions
 /// existed; the tag and the count keep the encoding unambiguous.
-fn extension_fields(h: &mut CanonicalHasher, extensions: &BTreeMap<String, ExtensionValue>) {
-    if extensions.is_empty() {
-        return;
-    }
-    h.str("extensions").u64(extensions.len() as u64);
-    for (key, value) in extensions {
-        h.str(key).str(value.canonical());
+struct Extensions<'a>(&'a BTreeMap<String, ExtensionValue>);
+
+impl Canonical for Extensions<'_> {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        if !self.0.is_empty() {
+            h.put("extensions").put(self.0);
+        }
     }
 }
 
-/// Scratch space reused across tasks, so digesting a task allocates nothing.
-#[derive(Default)]
-struct DigestBuffers<'a> {
-    paths: Vec<&'a AdmittedPath>,
-    ids: Vec<&'a TaskId>,
-    contracts: Vec<&'a super::model::InputContract>,
-}
-
-impl<'a> DigestBuffers<'a> {
-    fn task_digest(&mut self, t: &'a PlannedTask) -> Digest {
-        let mut h = CanonicalHasher::new("plan task");
-        h.str(t.id.as_str())
-            .str(t.kind.lane())
-            .opt_str(t.kind.module().map(ModuleName::as_str))
-            .str(t.owner.as_str())
-            .str(&t.spec.intent)
-            .u64(t.spec.acceptance_criteria.len() as u64);
-        for c in &t.spec.acceptance_criteria {
-            h.str(c);
-        }
-        h.u64(u64::from(t.retry_limit))
-            .u64(u64::from(t.is_synthesized()));
-        self.paths.clear();
-        self.paths.extend(&t.owned_paths);
-        self.paths.sort_unstable();
-        self.paths.dedup();
-        h.u64(self.paths.len() as u64);
-        for p in &self.paths {
-            h.str(p.as_str());
-        }
-        for list in [&t.depends_on, &t.consolidated_from] {
-            self.ids.clear();
-            self.ids.extend(list);
-            self.ids.sort_unstable();
-            self.ids.dedup();
-            h.u64(self.ids.len() as u64);
-            for id in &self.ids {
-                h.str(id.as_str());
-            }
-        }
-        self.contracts.clear();
-        self.contracts.extend(&t.input_contracts);
-        self.contracts.sort_unstable();
-        self.contracts.dedup();
-        h.u64(self.contracts.len() as u64);
-        for c in &self.contracts {
-            h.str(c.from.as_str()).u64(c.contract.tag());
-        }
-        extension_fields(&mut h, &t.extensions);
-        h.finish()
+impl Canonical for ExtensionValue {
+    fn encode(&self, h: &mut CanonicalHasher) {
+        h.put(self.canonical());
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::Snapshot;
 use crate::batch::{BatchEvidence, TaskStatus};
-use crate::digest::CanonicalHasher;
+use crate::digest::canonical_struct;
 use crate::plan::ValidatedPlan;
 use crate::{digest::Digest, id::TaskId, id::ValidatorId, path::AdmittedPath};
 
@@ -20,6 +20,12 @@ pub struct Diagnostic {
     validator: ValidatorId,
     message: String,
 }
+
+canonical_struct!(Diagnostic {
+    path,
+    validator,
+    message,
+});
 
 impl Diagnostic {
     /// `validator` found `message` about `path`.
@@ -503,19 +509,13 @@ fn fingerprint(
     task: &TaskId,
     diagnostics: &[Diagnostic],
 ) -> Digest {
-    let mut h = CanonicalHasher::new("repair target fingerprint");
-    h.str(evidence.channel().as_str())
-        .str(task.as_str())
-        .u64(diagnostics.len() as u64);
-    for d in diagnostics {
-        h.str(d.path.as_str())
-            .str(d.validator.as_str())
-            .str(&d.message);
-    }
     let files = crate::acceptance::FileManifest::of_sorted(
         snapshot.files_of(task).map(|(p, f)| (p, f.content())),
     );
-    h.digest(&files.digest()).finish()
+    Digest::of(
+        "repair target fingerprint",
+        &(evidence.channel(), task, diagnostics, files),
+    )
 }
 
 /// Every reason to refuse `proposal` for `task`, found before anything changes.

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 pub use tail::{OutputTail, TailLimits};
 
+use crate::digest::canonical_struct;
 use crate::id::ValidatorId;
 
 /// How serious a validator result is. Ordered: `Info < Warning < Blocker`.
@@ -107,6 +108,15 @@ impl ValidatorResult {
 pub struct Verdict {
     results: Vec<ValidatorResult>,
 }
+
+canonical_struct!(ValidatorResult {
+    validator_id,
+    severity,
+    overridable,
+    justification,
+});
+
+canonical_struct!(Verdict { results });
 
 impl Verdict {
     /// The verdict made of `results`, in canonical order.

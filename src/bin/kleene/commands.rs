@@ -28,9 +28,10 @@ use crate::cli::{
     AcceptArgs, Exit, ExportArgs, GraphArgs, KeygenArgs, PlanArgs, ResumeArgs, RunArgs,
     SigningArgs, StateArgs, VerifyArgs, jobs,
 };
+use crate::formats::{RunInfo, encode_closure_line_as};
 use crate::planfile::{self, LoadedPlan};
 use crate::report::{Event, Reporter, detail, failure_reason, report_event, status_word};
-use crate::state::{ClosureEntry, RunInfo, StateDir, write_atomic};
+use crate::state::{ClosureEntry, StateDir, write_atomic};
 use crate::worker::{Context, ShellAgent};
 use kleene::batch::JournalKey;
 use kleene::error::Chain;
@@ -1210,13 +1211,9 @@ fn closure_problems(
         };
         // One value has one written form: a byte changed to an equivalent spelling (an
         // upper-case hex digit, an escape) is an edit too.
-        let again = serde_json::to_string(&ClosureLine {
-            task: &task,
-            call: entry.call,
-            record,
-        });
+        let again = encode_closure_line_as(entry.format, &task, entry.call, record);
         let written = lines.get(entry.line.saturating_sub(1)).copied();
-        if !again.is_ok_and(|again| Some(again.as_str()) == written) {
+        if !again.is_ok_and(|again| Some(again.as_slice()) == written.map(str::as_bytes)) {
             problems.push(format!(
                 "{place} (task {task} call {}): not in the form kleene writes; it was edited",
                 entry.call
@@ -1240,14 +1237,6 @@ fn closure_problems(
         }
     }
     problems
-}
-
-/// A line of the closure log, as kleene writes it.
-#[derive(serde::Serialize)]
-struct ClosureLine<'a> {
-    task: &'a TaskId,
-    call: u32,
-    record: &'a kleene::closure::ClosureRecord,
 }
 
 /// `kleene audit`.

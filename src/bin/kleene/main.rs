@@ -9,6 +9,7 @@
 
 mod cli;
 mod commands;
+mod formats;
 mod planfile;
 mod report;
 mod state;
@@ -51,11 +52,7 @@ fn main() -> ExitCode {
         Ok(exit) => exit.into(),
         Err(failure) => {
             if mode == Mode::Json {
-                rep.say_json(&serde_json::json!({
-                    "event": "error",
-                    "exit": failure.exit.code(),
-                    "message": failure.message,
-                }));
+                rep.say_error(failure.exit.code(), &failure.message);
             }
             eprintln!("kleene: {}", failure.message);
             failure.exit.into()

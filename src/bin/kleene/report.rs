@@ -6,19 +6,20 @@
 //! overall bar and one line per running task, fix attempts shown); otherwise each event is
 //! one plain line; with `--json` each event is one JSON object per line on stdout.
 
+use std::collections::{BTreeMap, HashMap};
 use std::io::{IsTerminal, Write};
-use std::time::Duration;
-
-use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kleene::batch::{BatchEvidence, EvidenceEvent, Settlement, TaskStatus};
 use kleene::{
     audit::AuditEvent,
-    closure::{ClosureFailure, GovernanceDecision},
+    closure::{ClosureFailure, ExhaustedBound, GovernanceDecision},
     id::TaskId,
 };
 use serde::Serialize;
+
+use crate::formats::EVENTS_FORMAT;
 
 /// One thing that happened during a run.
 #[derive(Debug, Clone, Serialize)]
@@ -44,15 +45,31 @@ pub enum Event {
     CommandStarted {
         /// The task (or fix subtask) it runs for.
         task: String,
-        /// `run`, `fix` or `check:<id>`.
+        /// The plan task whose call this is (`task` itself, or the root of a fix subtask).
+        root_task: String,
+        /// `run`, `fix` or `check <id>`.
         role: String,
         /// The command line.
         command: String,
+    },
+    /// A command of a task ended with an exit status (one that could not finish ends the
+    /// call instead, which the task's outcome reports).
+    CommandFinished {
+        /// The task (or fix subtask) it ran for.
+        task: String,
+        /// The plan task whose call this is.
+        root_task: String,
+        /// `run`, `fix` or `check <id>`.
+        role: String,
+        /// How it ended: `exit code 0`, `killed by signal 9`.
+        status: String,
     },
     /// A check withheld approval.
     CheckFailed {
         /// The task (or fix subtask).
         task: String,
+        /// The plan task whose call this is.
+        root_task: String,
         /// The check's id.
         check: String,
         /// Its severity.
@@ -134,21 +151,167 @@ impl Mode {
 pub struct Reporter {
     mode: Mode,
     live: Option<Live>,
+    clock: Clock,
 }
 
+/// When the run and each running task and command began, for the durations the live display
+/// and the JSON events carry. Keyed by task id: one task has at most one call in flight.
+#[derive(Debug)]
+struct Clock {
+    run: Instant,
+    tasks: HashMap<String, Instant>,
+    commands: HashMap<(String, String), Instant>,
+}
+
+impl Clock {
+    fn new() -> Self {
+        Self {
+            run: Instant::now(),
+            tasks: HashMap::new(),
+            commands: HashMap::new(),
+        }
+    }
+
+    /// Notes what `event` starts and returns how long what it ends took.
+    fn observe(&mut self, event: &Event) -> Option<Duration> {
+        let now = Instant::now();
+        match event {
+            Event::RunStarted { .. } => {
+                self.run = now;
+                None
+            }
+            Event::TaskStarted { task, .. } => {
+                self.tasks.insert(task.clone(), now);
+                None
+            }
+            Event::CommandStarted { task, role, .. } => {
+                self.commands.insert((task.clone(), role.clone()), now);
+                None
+            }
+            Event::CommandFinished { task, role, .. } => self
+                .commands
+                .remove(&(task.clone(), role.clone()))
+                .map(|t| now - t),
+            Event::TaskAccepted { task, .. } | Event::TaskFailed { task, .. } => {
+                self.tasks.remove(task).map(|t| now - t)
+            }
+            Event::RunFinished { .. } => Some(now - self.run),
+            Event::CheckFailed { .. } | Event::FixSpawned { .. } | Event::TaskDrained { .. } => {
+                None
+            }
+        }
+    }
+}
+
+/// The live display: an overall bar and one line per running task with its elapsed time.
 #[derive(Debug)]
 struct Live {
     multi: MultiProgress,
     overall: ProgressBar,
-    current: Option<(String, ProgressBar)>,
+    /// One line per task with a call in flight, by task id.
+    running: BTreeMap<String, ProgressBar>,
     /// Tasks with an outcome: a retried task counts once.
     settled: std::collections::BTreeSet<String>,
+}
+
+impl Live {
+    fn new(target: ProgressDrawTarget, tasks: usize) -> Self {
+        let multi = MultiProgress::with_draw_target(target);
+        let overall = multi.add(ProgressBar::new(tasks as u64));
+        overall.set_style(
+            ProgressStyle::with_template("{bar:30.cyan/blue} {pos}/{len} tasks {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Self {
+            multi,
+            overall,
+            running: BTreeMap::new(),
+            settled: std::collections::BTreeSet::new(),
+        }
+    }
+
+    fn show_running(&self) {
+        match self.running.len() {
+            0 => self.overall.set_message(""),
+            n => self.overall.set_message(format!("({n} running)")),
+        }
+    }
+
+    /// A line printed above the bars, attached to `task`'s line when it is running.
+    fn note(&self, task: &str, line: &str) {
+        match self.running.get(task) {
+            Some(bar) => bar.println(format!("    {line}")),
+            None => self.multi.suspend(|| println_flush(line)),
+        }
+    }
+
+    fn show(&mut self, event: &Event) {
+        match event {
+            Event::RunStarted { .. } => {}
+            Event::TaskStarted { task, .. } => {
+                let bar = self.multi.add(ProgressBar::new_spinner());
+                bar.set_style(
+                    ProgressStyle::with_template("  {spinner} {prefix:.bold} [{elapsed}] {msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                bar.set_prefix(task.clone());
+                bar.enable_steady_tick(Duration::from_millis(100));
+                if let Some(old) = self.running.insert(task.clone(), bar) {
+                    old.finish_and_clear();
+                    self.multi.remove(&old);
+                }
+                self.show_running();
+            }
+            Event::CommandStarted {
+                root_task,
+                role,
+                command,
+                ..
+            } => {
+                if let Some(bar) = self.running.get(root_task) {
+                    bar.set_message(format!("{role}: {command}"));
+                }
+            }
+            Event::CommandFinished { .. } => {}
+            Event::CheckFailed { root_task, .. } => self.note(root_task, &plain(event)),
+            Event::FixSpawned { task, .. } => self.note(task, &plain(event)),
+            Event::TaskAccepted { task, .. }
+            | Event::TaskFailed { task, .. }
+            | Event::TaskDrained { task, .. } => {
+                if let Some(bar) = self.running.remove(task) {
+                    bar.finish_and_clear();
+                    self.multi.remove(&bar);
+                }
+                self.settled.insert(task.clone());
+                self.overall.set_position(self.settled.len() as u64);
+                self.show_running();
+                self.multi.suspend(|| println_flush(&plain(event)));
+            }
+            Event::RunFinished { outcome, .. } => {
+                for (_, bar) in std::mem::take(&mut self.running) {
+                    bar.finish_and_clear();
+                    self.multi.remove(&bar);
+                }
+                if outcome == "accepted" {
+                    self.overall.finish_with_message(outcome.clone());
+                } else {
+                    // Keep the bar where the run stopped.
+                    self.overall.abandon_with_message(outcome.clone());
+                }
+                self.multi.suspend(|| println_flush(&plain(event)));
+            }
+        }
+    }
 }
 
 impl Reporter {
     /// A reporter in `mode`.
     pub fn new(mode: Mode) -> Self {
-        Self { mode, live: None }
+        Self {
+            mode,
+            live: None,
+            clock: Clock::new(),
+        }
     }
 
     /// The mode.
@@ -158,15 +321,28 @@ impl Reporter {
 
     /// Shows one event.
     pub fn emit(&mut self, event: &Event) {
+        let took = self.clock.observe(event);
         match self.mode {
-            Mode::Json => {
-                if let Ok(line) = serde_json::to_string(event) {
-                    println_flush(&line);
-                }
-            }
+            Mode::Json => println_flush(&self.json_line(event, took)),
             Mode::Plain => println_flush(&plain(event)),
             Mode::Live => self.live(event),
         }
+    }
+
+    /// The JSON object for `event`: its fields, when it happened (`ts`, UTC, and
+    /// `elapsed_ms` since the run began) and, for what ends, how long it took
+    /// (`duration_ms`).
+    fn json_line(&self, event: &Event, took: Option<Duration>) -> String {
+        let mut value = serde_json::to_value(event).unwrap_or_default();
+        if let Some(fields) = value.as_object_mut() {
+            fields.insert("format".into(), EVENTS_FORMAT.into());
+            fields.insert("ts".into(), rfc3339(SystemTime::now()).into());
+            fields.insert("elapsed_ms".into(), millis(self.clock.run.elapsed()).into());
+            if let Some(took) = took {
+                fields.insert("duration_ms".into(), millis(took).into());
+            }
+        }
+        value.to_string()
     }
 
     /// A final human-readable message (the reason a run stopped, a path written); JSON
@@ -174,7 +350,12 @@ impl Reporter {
     pub fn say(&mut self, text: &str) {
         match self.mode {
             Mode::Json => {
-                let line = serde_json::json!({ "event": "message", "text": text });
+                let line = serde_json::json!({
+                    "format": EVENTS_FORMAT,
+                    "event": "message",
+                    "text": text,
+                    "ts": rfc3339(SystemTime::now()),
+                });
                 println_flush(&line.to_string());
             }
             Mode::Plain => println_flush(text),
@@ -185,6 +366,18 @@ impl Reporter {
         }
     }
 
+    /// The `error` event a failed command ends with in JSON mode: its exit code and why.
+    pub fn say_error(&mut self, exit: u8, message: &str) {
+        let line = serde_json::json!({
+            "format": EVENTS_FORMAT,
+            "event": "error",
+            "exit": exit,
+            "message": message,
+            "ts": rfc3339(SystemTime::now()),
+        });
+        println_flush(&line.to_string());
+    }
+
     /// A result object for machines (JSON mode only prints it; the others never call it).
     pub fn say_json(&mut self, value: &serde_json::Value) {
         println_flush(&value.to_string());
@@ -192,76 +385,43 @@ impl Reporter {
 
     fn live(&mut self, event: &Event) {
         if let Event::RunStarted { tasks, .. } = event {
-            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
-            let overall = multi.add(ProgressBar::new(*tasks as u64));
-            overall.set_style(
-                ProgressStyle::with_template("{bar:30.cyan/blue} {pos}/{len} tasks {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            self.live = Some(Live {
-                multi,
-                overall,
-                current: None,
-                settled: std::collections::BTreeSet::new(),
-            });
+            self.live = Some(Live::new(ProgressDrawTarget::stderr(), *tasks));
         }
-        let Some(live) = self.live.as_mut() else {
-            println_flush(&plain(event));
-            return;
-        };
-        match event {
-            Event::RunStarted { .. } => {}
-            Event::TaskStarted { task, .. } => {
-                let bar = live.multi.add(ProgressBar::new_spinner());
-                bar.set_style(
-                    ProgressStyle::with_template("  {spinner} {prefix:.bold} {msg}")
-                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                );
-                bar.set_prefix(task.clone());
-                bar.enable_steady_tick(Duration::from_millis(100));
-                live.current = Some((task.clone(), bar));
-            }
-            Event::CommandStarted { role, command, .. } => {
-                if let Some((_, bar)) = &live.current {
-                    bar.set_message(format!("{role}: {command}"));
-                }
-            }
-            Event::CheckFailed { .. } | Event::FixSpawned { .. } => {
-                let line = plain(event);
-                match &live.current {
-                    Some((_, bar)) => bar.println(format!("    {line}")),
-                    None => live.multi.suspend(|| println_flush(&line)),
-                }
-            }
-            Event::TaskAccepted { task, .. }
-            | Event::TaskFailed { task, .. }
-            | Event::TaskDrained { task, .. } => {
-                let line = plain(event);
-                match live.current.take() {
-                    Some((running, bar)) if &running == task => {
-                        bar.finish_and_clear();
-                        live.multi.remove(&bar);
-                    }
-                    other => live.current = other,
-                }
-                live.settled.insert(task.clone());
-                live.overall.set_position(live.settled.len() as u64);
-                live.multi.suspend(|| println_flush(&line));
-            }
-            Event::RunFinished { outcome, .. } => {
-                if let Some((_, bar)) = live.current.take() {
-                    bar.finish_and_clear();
-                }
-                if outcome == "accepted" {
-                    live.overall.finish_with_message(outcome.clone());
-                } else {
-                    // Keep the bar where the run stopped.
-                    live.overall.abandon_with_message(outcome.clone());
-                }
-                live.multi.suspend(|| println_flush(&plain(event)));
-            }
+        match self.live.as_mut() {
+            Some(live) => live.show(event),
+            None => println_flush(&plain(event)),
         }
     }
+}
+
+/// Whole milliseconds, saturating (a run does not last 584 million years).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `t` as an RFC 3339 UTC timestamp with milliseconds: `2026-12-01T16:20:01.123Z`.
+fn rfc3339(t: SystemTime) -> String {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm), in u64 since
+    // the clock cannot be before the epoch here.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        since.subsec_millis()
+    )
 }
 
 fn println_flush(line: &str) {
@@ -288,12 +448,17 @@ pub fn plain(event: &Event) -> String {
             task,
             role,
             command,
+            ..
         } => format!("{task}: {role}: {command}"),
+        Event::CommandFinished {
+            task, role, status, ..
+        } => format!("{task}: {role}: {status}"),
         Event::CheckFailed {
             task,
             check,
             severity,
             status,
+            ..
         } => format!("{task}: check {check} failed ({severity}, {status})"),
         Event::FixSpawned {
             task,
@@ -452,7 +617,7 @@ pub fn detail(event: &AuditEvent) -> String {
             ..
         } => format!("depth {depth}, {fix_attempts} fix attempt(s)"),
         AuditEvent::RecoveryExhausted { depth, bound, .. } => {
-            format!("depth {depth}, bound {bound:?}")
+            format!("depth {depth}, {}", bound_text(*bound))
         }
         AuditEvent::RecoveryStalled { depth, .. } => format!("depth {depth}, verdict repeated"),
         AuditEvent::Halted { reason, .. } => reason.halt_type().to_owned(),
@@ -460,9 +625,20 @@ pub fn detail(event: &AuditEvent) -> String {
             ClosureFailure::Agent { phase, message } => {
                 format!("{} failed: {message}", phase.as_str())
             }
-            other => format!("{other:?}"),
+            ClosureFailure::FixId { depth, message } => {
+                format!("the fix at depth {depth} could not be named: {message}")
+            }
+            _ => "stopped by a failure this kleene does not know".to_owned(),
         },
         _ => String::new(),
+    }
+}
+
+/// Which bound ran out, in words.
+fn bound_text(bound: ExhaustedBound) -> String {
+    match bound {
+        ExhaustedBound::Depth { max } => format!("the depth bound ({max}) was reached"),
+        ExhaustedBound::FixBudget { max } => format!("the fix budget ({max}) was spent"),
     }
 }
 
@@ -495,5 +671,80 @@ mod tests {
         assert_eq!(line(0), "t: accepted");
         assert_eq!(line(1), "t: accepted after 1 fix");
         assert_eq!(line(3), "t: accepted after 3 fixes");
+    }
+
+    fn started(task: &str) -> Event {
+        Event::TaskStarted {
+            task: task.into(),
+            call: 1,
+        }
+    }
+
+    #[test]
+    fn the_live_display_keeps_a_line_for_every_running_task() {
+        let mut live = Live::new(ProgressDrawTarget::hidden(), 3);
+        for task in ["a", "b", "c"] {
+            live.show(&started(task));
+        }
+        assert_eq!(live.running.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
+        live.show(&Event::CommandStarted {
+            task: "b_fix_1".into(),
+            root_task: "b".into(),
+            role: "fix".into(),
+            command: "make fix".into(),
+        });
+        assert_eq!(live.running["b"].message(), "fix: make fix");
+        live.show(&Event::TaskAccepted {
+            task: "b".into(),
+            fixes: 1,
+        });
+        assert_eq!(live.running.keys().collect::<Vec<_>>(), ["a", "c"]);
+        assert_eq!(live.overall.position(), 1);
+        assert_eq!(live.overall.message(), "(2 running)");
+        live.show(&Event::RunFinished {
+            outcome: "interrupted".into(),
+            accepted: 1,
+            failed: 0,
+            drained: 0,
+        });
+        assert!(live.running.is_empty());
+    }
+
+    #[test]
+    fn json_events_carry_when_and_how_long() {
+        let rep = Reporter::new(Mode::Json);
+        let mut clock = Clock::new();
+        assert_eq!(clock.observe(&started("a")), None);
+        std::thread::sleep(Duration::from_millis(20));
+        let ended = Event::TaskFailed {
+            task: "a".into(),
+            reason: "r".into(),
+        };
+        let took = clock.observe(&ended);
+        assert!(
+            took.is_some_and(|d| d >= Duration::from_millis(20)),
+            "{took:?}"
+        );
+        // A task that ends twice (a retried call's rejection, then acceptance) times from
+        // its latest start only.
+        assert_eq!(clock.observe(&ended), None);
+        let line: serde_json::Value = serde_json::from_str(&rep.json_line(&ended, took)).unwrap();
+        assert_eq!(line["event"], "task_failed");
+        assert!(line["duration_ms"].as_u64().unwrap() >= 20);
+        assert!(line["elapsed_ms"].is_u64());
+        let ts = line["ts"].as_str().unwrap();
+        assert_eq!(ts.len(), "2026-12-01T16:20:01.123Z".len(), "{ts}");
+        assert!(ts.ends_with('Z'));
+    }
+
+    #[test]
+    fn timestamps_are_utc_civil_dates() {
+        let at = |secs: u64, millis: u64| {
+            rfc3339(UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(millis))
+        };
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(at(1_796_141_429, 139), "2026-12-01T16:10:29.139Z");
+        assert_eq!(at(4_107_542_399, 999), "2100-02-28T23:59:59.999Z");
     }
 }

@@ -27,31 +27,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use kleene::{closure::ClosureRecord, id::TaskId};
-use serde::{Deserialize, Serialize};
 
-/// Settings of a run, fixed when it starts so a resume behaves the same.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunInfo {
-    /// The channel the evidence is bound to.
-    pub channel: String,
-    /// Where commands run (absolute).
-    pub workspace: PathBuf,
-    /// The plan file as given (for messages).
-    pub plan_file: PathBuf,
-    /// The plan file's directory (absolute), exported to commands as `KLEENE_PLAN_DIR`.
-    pub plan_dir: PathBuf,
-    /// Deepest fix subtask.
-    pub max_depth: u32,
-    /// Most fix subtasks in the whole run.
-    pub max_fixes: u32,
-    /// Whether warnings are auto-fixed.
-    pub recover_warnings: bool,
-    /// Whether failed roots get one corrective call.
-    pub batch_recovery: bool,
-    /// Timeout of each command for tasks that set none, in seconds.
-    pub timeout_secs: f64,
-}
+use crate::formats::{
+    RunInfo, decode_closure_line, decode_run_file, encode_closure_line, encode_run_file,
+};
 
 /// Why the state directory could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +89,8 @@ pub enum StateError {
 pub struct ClosureEntry {
     /// Its line number, from 1.
     pub line: usize,
+    /// The format the line declared (`None`: the first layout, or unreadable).
+    pub format: Option<u32>,
     /// The task, as written.
     pub task: String,
     /// The call number.
@@ -120,18 +101,13 @@ pub struct ClosureEntry {
 
 impl ClosureEntry {
     fn parse(line_no: usize, line: &str) -> Self {
-        #[derive(Deserialize)]
-        struct Line {
-            task: String,
-            call: u32,
-            record: ClosureRecord,
-        }
-        match serde_json::from_str::<Line>(line) {
-            Ok(l) => Self {
+        match decode_closure_line(line) {
+            Ok(decoded) => Self {
                 line: line_no,
-                task: l.task,
-                call: l.call,
-                record: Ok(l.record),
+                format: decoded.format,
+                task: decoded.task,
+                call: decoded.call,
+                record: Ok(decoded.record),
             },
             Err(e) => {
                 // Name what can still be read of a damaged line.
@@ -139,6 +115,7 @@ impl ClosureEntry {
                 let field = |k: &str| value.as_ref().and_then(|v| v.get(k).cloned());
                 Self {
                     line: line_no,
+                    format: None,
                     task: field("task")
                         .and_then(|v| v.as_str().map(str::to_owned))
                         .unwrap_or_else(|| "?".to_owned()),
@@ -296,10 +273,7 @@ impl StateDir {
         }
         let plan = self.plan_path();
         write_atomic(&plan, plan_text.as_bytes())?;
-        let json = serde_json::to_string_pretty(info).map_err(|e| StateError::Corrupt {
-            path: self.run_path(),
-            message: e.to_string(),
-        })?;
+        let json = encode_run_file(info);
         // run.json last: its presence means the layout is complete.
         write_atomic(&self.run_path(), json.as_bytes())
     }
@@ -321,7 +295,7 @@ impl StateDir {
             }
             Err(e) => return Err(io(&run)(e)),
         };
-        let info: RunInfo = serde_json::from_str(&text).map_err(|e| StateError::Corrupt {
+        let info = decode_run_file(&text).map_err(|e| StateError::Corrupt {
             path: run.clone(),
             message: e.to_string(),
         })?;
@@ -369,15 +343,9 @@ impl StateDir {
         call: u32,
         record: &ClosureRecord,
     ) -> Result<(), StateError> {
-        #[derive(Serialize)]
-        struct Line<'a> {
-            task: &'a TaskId,
-            call: u32,
-            record: &'a ClosureRecord,
-        }
         let path = self.closure_log_path();
         let mut text =
-            serde_json::to_vec(&Line { task, call, record }).map_err(|e| StateError::Corrupt {
+            encode_closure_line(task, call, record).map_err(|e| StateError::Corrupt {
                 path: path.clone(),
                 message: e.to_string(),
             })?;

@@ -444,13 +444,16 @@ impl ShellAgent<'_> {
         command: &str,
         stdin: Option<(&str, PathBuf)>,
     ) -> Result<Finished, Stopped> {
+        let timeout = self.timeout();
+        let ctx = self.ctx;
+        let state = self.state()?;
+        let root_task = state.task.to_string();
         self.emit(Event::CommandStarted {
             task: task.id().to_string(),
+            root_task: root_task.clone(),
             role: role.to_owned(),
             command: command.to_owned(),
         });
-        let timeout = self.timeout();
-        let ctx = self.ctx;
         let state = self.state()?;
         let dir = state.stage.root().to_owned();
         let mut env = vec![
@@ -477,10 +480,17 @@ impl ShellAgent<'_> {
                 format!("task {} call {}", state.task, state.call),
             )),
         };
-        process::run(&inv, &ctx.interrupt).map_err(|source| Stopped::Run {
+        let done = process::run(&inv, &ctx.interrupt).map_err(|source| Stopped::Run {
             role: role.to_owned(),
             source: Box::new(source),
-        })
+        })?;
+        self.emit(Event::CommandFinished {
+            task: task.id().to_string(),
+            root_task,
+            role: role.to_owned(),
+            status: done.status_text(),
+        });
+        Ok(done)
     }
 
     fn spec_file(&mut self, task: &Task, text: &str) -> Result<PathBuf, Stopped> {
@@ -596,8 +606,10 @@ impl Agent for ShellAgent<'_> {
             if done.success() {
                 results.push(ValidatorResult::pass(check.id.clone()));
             } else {
+                let root_task = self.state()?.task.to_string();
                 self.emit(Event::CheckFailed {
                     task: task.id().to_string(),
+                    root_task,
                     check: check.id.to_string(),
                     severity: check.severity.to_string(),
                     status: done.status_text(),

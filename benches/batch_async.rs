@@ -1,0 +1,124 @@
+//! The async driver's overhead: 10k tasks of an async worker that yields once, driven by
+//! `Batch::run_async` over a memory journal, against the same futures under a bare
+//! `join_all` with no kleene, on the same single-threaded executor in the same run; and the
+//! sequential driver with a sync worker doing the same (what the machine itself costs).
+
+use std::hint::black_box;
+use std::num::NonZeroUsize;
+use std::task::Poll;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use futures_executor::block_on;
+use futures_util::future::join_all;
+use kleene::ValidatedPlan;
+use kleene::batch::{
+    AsyncWorker, AsyncWorkerCall, Batch, Candidate, MemoryJournal, Proposal, Worker, WorkerCall,
+    WorkerFailure,
+};
+use kleene::{
+    AppBuildPlan,
+    closure::Spec,
+    id::{AgentId, ChannelId, TaskId},
+    plan::{Plan, PlannedTask, TaskKind},
+};
+
+const TASKS: usize = 10_000;
+
+/// Pending once (waking itself at once), as `tokio::task::yield_now` without the runtime.
+async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await;
+}
+
+/// The work both sides await: yield once, then propose an empty candidate.
+async fn work(task: &PlannedTask) -> Proposal {
+    yield_now().await;
+    black_box(task);
+    Candidate::default().into()
+}
+
+/// The worker kleene calls.
+struct YieldsOnce;
+
+impl AsyncWorker for YieldsOnce {
+    async fn call(&mut self, call: &AsyncWorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+        Ok(work(call.task()).await)
+    }
+}
+
+/// The sequential driver's worker: the same candidate, without the yield.
+struct Noop;
+
+impl Worker for Noop {
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+        black_box(call.task());
+        Ok(Candidate::default().into())
+    }
+}
+
+/// `n` independent tasks.
+fn plan(n: usize) -> ValidatedPlan {
+    let tasks = (0..n)
+        .map(|i| {
+            PlannedTask::new(
+                TaskId::new(format!("t{i:06}")).unwrap(),
+                TaskKind::Config { module: None },
+                AgentId::new("ConfigAgent").unwrap(),
+                Spec::new("noop"),
+            )
+        })
+        .collect();
+    Plan::draft(AppBuildPlan::new(tasks))
+        .normalize()
+        .consolidate()
+        .unwrap()
+        .validate()
+        .unwrap()
+}
+
+fn async_driver(c: &mut Criterion) {
+    let plan = plan(TASKS);
+    let tasks: Vec<&PlannedTask> = plan.tasks().collect();
+    let channel = ChannelId::new("bench").unwrap();
+    let mut group = c.benchmark_group("async_driver");
+    group.throughput(Throughput::Elements(TASKS as u64));
+    group.sample_size(20);
+    group.bench_function("join_all", |b| {
+        b.iter(|| black_box(block_on(join_all(tasks.iter().map(|t| work(t))))))
+    });
+    for jobs in [TASKS, 64] {
+        let slots = NonZeroUsize::new(jobs).unwrap();
+        group.bench_with_input(BenchmarkId::new("run_async", jobs), &slots, |b, &slots| {
+            b.iter(|| {
+                let batch = Batch::new(&plan, channel.clone());
+                let mut journal = MemoryJournal::default();
+                let run = batch.run_async(slots, |_| YieldsOnce, &(), &mut journal);
+                let outcome = block_on(run).unwrap();
+                assert_eq!(outcome.evidence.accepted_outputs().count(), TASKS);
+                black_box(outcome)
+            })
+        });
+    }
+    group.bench_function("sequential_run", |b| {
+        b.iter(|| {
+            let batch = Batch::new(&plan, channel.clone());
+            let outcome = batch
+                .run(&mut Noop, &(), &mut MemoryJournal::default())
+                .unwrap();
+            black_box(outcome)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, async_driver);
+criterion_main!(benches);

@@ -1,0 +1,454 @@
+//! `kleene-restate`: serve kleene's task workers on Restate, submit plans to channels, and
+//! read their status.
+//!
+//! ```text
+//! kleene-restate worker --listen 127.0.0.1:9081 --jobs 4
+//! kleene-restate balance --listen 127.0.0.1:9080 --backend http://127.0.0.1:9081 --backend http://127.0.0.1:9082
+//! kleene-restate register --endpoint http://127.0.0.1:9080
+//! kleene-restate run plan.json
+//! kleene-restate status --channel run-0123456789ab
+//! ```
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use kleene::batch::{Batch, FileJournal, MemoryJournal};
+use kleene::error::Chain;
+use kleene::id::{AgentId, ChannelId};
+use kleene_restate::accept::acceptance;
+use kleene_restate::balance::Balancer;
+use kleene_restate::client::Restate;
+use kleene_restate::plan::ShellPlan;
+use kleene_restate::service::{RunReport, Submission, endpoint, serve};
+use kleene_restate::shell::LocalShellWorker;
+use kleene_restate::status::ChannelStatus;
+
+#[derive(Parser)]
+#[command(
+    name = "kleene-restate",
+    version,
+    about = "Run kleene plans on Restate"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args)]
+struct Server {
+    /// Restate's ingress URL.
+    #[arg(
+        long = "restate",
+        default_value = "http://127.0.0.1:8080",
+        env = "RESTATE_INGRESS_URL"
+    )]
+    ingress: String,
+    /// Restate's admin URL.
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:9070",
+        env = "RESTATE_ADMIN_URL"
+    )]
+    admin: String,
+}
+
+impl Server {
+    fn client(&self) -> Restate {
+        Restate::new(&self.ingress, &self.admin)
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the channel object, the content store and the task-worker service.
+    Worker {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:9080")]
+        listen: SocketAddr,
+        /// Calls this process runs at once.
+        #[arg(long, short = 'j', default_value_t = 4)]
+        jobs: usize,
+        /// Where stages and objects live (default: a temporary directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Spread Restate's calls over several workers behind one deployment URL.
+    Balance {
+        /// Address to listen on (the URL to register).
+        #[arg(long)]
+        listen: SocketAddr,
+        /// A worker's URL; repeat for each.
+        #[arg(long = "backend", required = true)]
+        backends: Vec<String>,
+    },
+    /// Register a worker deployment (a worker's or a balancer's URL) with Restate.
+    Register {
+        #[command(flatten)]
+        server: Server,
+        /// The deployment's URL.
+        #[arg(long)]
+        endpoint: String,
+    },
+    /// Submit a plan file to its channel and wait for the pass to end.
+    Run {
+        #[command(flatten)]
+        server: Server,
+        /// The plan file (the CLI's format; `run`, `timeout_secs` and `scratch` only).
+        plan: PathBuf,
+        /// The channel (default: derived from the plan, as `kleene run` derives it).
+        #[arg(long)]
+        channel: Option<String>,
+        /// Calls in flight at once.
+        #[arg(long, short = 'j', default_value_t = 8)]
+        jobs: usize,
+        /// An agent whose interrupted calls must not be replayed; repeat for each.
+        #[arg(long = "block")]
+        block: Vec<String>,
+        /// Print the final status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue a channel's batch from its evidence.
+    Resume {
+        #[command(flatten)]
+        server: Server,
+        /// The channel.
+        #[arg(long)]
+        channel: String,
+        /// Print the final status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a channel's status.
+    Status {
+        #[command(flatten)]
+        server: Server,
+        /// The channel.
+        #[arg(long)]
+        channel: String,
+        /// Print it as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept a channel's build: print its acceptance record (as `kleene accept` writes it).
+    Accept {
+        #[command(flatten)]
+        server: Server,
+        /// The plan file the channel ran.
+        plan: PathBuf,
+        /// The channel (default: derived from the plan).
+        #[arg(long)]
+        channel: Option<String>,
+        /// Also write the canonical archive (as `kleene export`; `kleene verify` checks it).
+        #[arg(long)]
+        export: Option<PathBuf>,
+    },
+    /// Run a plan file locally with kleene's sequential driver (the reference run).
+    Local {
+        /// The plan file.
+        plan: PathBuf,
+        /// The channel (default: derived from the plan).
+        #[arg(long)]
+        channel: Option<String>,
+        /// Print the final status as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Write the run's acceptance record here.
+        #[arg(long)]
+        record: Option<PathBuf>,
+        /// Journal to kleene's file journal in this directory (default: in memory).
+        #[arg(long)]
+        journal: Option<PathBuf>,
+    },
+}
+
+/// A failure to report: the message and the exit code.
+struct Failure(String, u8);
+
+fn fail(e: &(dyn std::error::Error + 'static), code: u8) -> Failure {
+    Failure(format!("failed to {}", Chain(e)), code)
+}
+
+fn main() -> ExitCode {
+    if let Some(exit) = kleene::process::serve_host_if_asked() {
+        return exit;
+    }
+    // This binary is its commands' contained host, as `kleene` is: what a command leaves
+    // running dies with it, and with the worker when the worker is killed.
+    if std::env::var("KLEENE_CONTAINMENT").as_deref() != Ok("process-group")
+        && let Ok(me) = std::env::current_exe()
+    {
+        kleene::process::contain_commands_with(me);
+    }
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kleene-restate: failed to start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(Failure(message, code)) => {
+            eprintln!("kleene-restate: {message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn load(plan: &PathBuf) -> Result<(String, ShellPlan, Option<String>), Failure> {
+    let text = std::fs::read_to_string(plan)
+        .map_err(|e| Failure(format!("failed to read {}: {e}", plan.display()), 2))?;
+    let shell = ShellPlan::load(&text).map_err(|e| fail(&e, 2))?;
+    let dir = std::path::absolute(plan)
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.display().to_string()));
+    Ok((text, shell, dir))
+}
+
+fn channel_of(shell: &ShellPlan, channel: Option<String>) -> Result<String, Failure> {
+    match channel {
+        Some(c) => ChannelId::new(c.clone())
+            .map(|c| c.to_string())
+            .map_err(|e| Failure(format!("failed to use --channel {c:?}: {e}"), 2)),
+        None => shell
+            .default_channel()
+            .map(|c| c.to_string())
+            .map_err(|e| fail(&e, 2)),
+    }
+}
+
+/// Prints a line to stdout; a closed pipe (`| head`) is not an error worth a panic.
+fn out(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout(), "{text}");
+}
+
+fn report(status: &ChannelStatus, json: bool) -> ExitCode {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(status).unwrap_or_default()
+        );
+    } else {
+        print!("{status}");
+    }
+    if status.is_complete() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+async fn run(command: Command) -> Result<ExitCode, Failure> {
+    match command {
+        Command::Worker { listen, jobs, dir } => {
+            let temp;
+            let dir = match dir {
+                Some(d) => d,
+                None => {
+                    temp = tempfile::tempdir().map_err(|e| fail(&e, 2))?;
+                    temp.path().to_owned()
+                }
+            };
+            let endpoint = endpoint(&dir, jobs).map_err(|e| fail(&e, 2))?;
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .map_err(|e| Failure(format!("failed to listen on {listen}: {e}"), 2))?;
+            eprintln!("kleene-restate: worker on http://{listen} ({jobs} calls at once)");
+            serve(listener, endpoint).await.map_err(|e| fail(&e, 2))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Balance { listen, backends } => {
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .map_err(|e| Failure(format!("failed to listen on {listen}: {e}"), 2))?;
+            eprintln!(
+                "kleene-restate: balancer on http://{listen} over {}",
+                backends.join(", ")
+            );
+            Balancer::new(backends)
+                .serve(listener)
+                .await
+                .map_err(|e| fail(&e, 2))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Register { server, endpoint } => {
+            server
+                .client()
+                .register(&endpoint)
+                .await
+                .map_err(|e| fail(&e, 2))?;
+            eprintln!("kleene-restate: registered {endpoint}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run {
+            server,
+            plan,
+            channel,
+            jobs,
+            block,
+            json,
+        } => {
+            let (text, shell, plan_dir) = load(&plan)?;
+            let channel = channel_of(&shell, channel)?;
+            let block = block
+                .into_iter()
+                .map(|a| {
+                    AgentId::new(a.clone())
+                        .map_err(|e| Failure(format!("failed to use --block {a:?}: {e}"), 2))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let client = server.client();
+            // Refuse at once what the channel would refuse after the pass it is running.
+            let before = client.status(&channel).await.map_err(|e| fail(&e, 2))?;
+            if before.has_evidence() {
+                return Err(Failure(
+                    format!(
+                        "failed to batch on channel {channel}: the channel already has \
+                         evidence; resume it"
+                    ),
+                    2,
+                ));
+            }
+            let submission = Submission {
+                plan: text,
+                plan_dir,
+                jobs,
+                block,
+            };
+            let follow = (!json).then(|| tokio::spawn(follow(client.clone(), channel.clone())));
+            let result = client.submit(&channel, &submission).await;
+            if let Some(f) = follow {
+                f.abort();
+            }
+            finish(result, json)
+        }
+        Command::Resume {
+            server,
+            channel,
+            json,
+        } => finish(server.client().resume(&channel).await, json),
+        Command::Status {
+            server,
+            channel,
+            json,
+        } => {
+            let status = server
+                .client()
+                .status(&channel)
+                .await
+                .map_err(|e| fail(&e, 2))?;
+            Ok(report(&status, json))
+        }
+        Command::Accept {
+            server,
+            plan,
+            channel,
+            export,
+        } => {
+            let (_, shell, _) = load(&plan)?;
+            let channel = channel_of(&shell, channel)?;
+            let evidence = server
+                .client()
+                .evidence(&channel)
+                .await
+                .map_err(|e| fail(&e, 2))?
+                .ok_or_else(|| {
+                    Failure(
+                        format!("failed to accept channel {channel}: it has no evidence"),
+                        2,
+                    )
+                })?;
+            let (record, snapshot) = acceptance(&shell, &evidence).map_err(|e| fail(&e, 1))?;
+            if let Some(path) = export {
+                let archive =
+                    kleene::acceptance::export(&record, &snapshot).map_err(|e| fail(&e, 1))?;
+                std::fs::write(&path, archive.as_bytes())
+                    .map_err(|e| Failure(format!("failed to write {}: {e}", path.display()), 2))?;
+            }
+            out(&record.to_json());
+            eprintln!(
+                "kleene-restate: record digest {} (kleene verify ARCHIVE --record DIGEST)",
+                record.digest()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Local {
+            plan,
+            channel,
+            json,
+            record,
+            journal,
+        } => {
+            let (_, shell, plan_dir) = load(&plan)?;
+            let channel = channel_of(&shell, channel)?;
+            let id = ChannelId::new(channel).map_err(|e| fail(&e, 2))?;
+            let dir = tempfile::tempdir().map_err(|e| fail(&e, 2))?;
+            let mut worker =
+                LocalShellWorker::new(&shell, dir.path(), plan_dir).map_err(|e| fail(&e, 2))?;
+            let batch = Batch::new(shell.plan(), id);
+            let outcome = match journal {
+                Some(dir) => {
+                    let mut journal = FileJournal::open(dir).map_err(|e| fail(&e, 2))?;
+                    batch.run(&mut worker, &(), &mut journal)
+                }
+                None => batch.run(&mut worker, &(), &mut MemoryJournal::default()),
+            }
+            .map_err(|e| fail(&e, 1))?;
+            if let Some(path) = record {
+                let (record, _) = acceptance(&shell, &outcome.evidence).map_err(|e| fail(&e, 1))?;
+                std::fs::write(&path, record.to_json())
+                    .map_err(|e| Failure(format!("failed to write {}: {e}", path.display()), 2))?;
+            }
+            Ok(report(&ChannelStatus::of(&outcome.evidence, None), json))
+        }
+    }
+}
+
+fn finish(
+    result: Result<RunReport, kleene_restate::client::ClientError>,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    match result {
+        Ok(run) => {
+            let code = report(&run.status, json);
+            if let Some(why) = &run.status.stopped {
+                eprintln!("kleene-restate: {why}");
+            }
+            Ok(code)
+        }
+        Err(e) => match e.handler_message() {
+            Some(message) => Err(Failure(message.to_owned(), 2)),
+            None => Err(fail(&e, 2)),
+        },
+    }
+}
+
+/// Prints each task's change of state while a pass runs.
+async fn follow(client: Restate, channel: String) {
+    let mut last: Option<ChannelStatus> = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let Ok(now) = client.status(&channel).await else {
+            continue;
+        };
+        for t in &now.tasks {
+            let before = last
+                .as_ref()
+                .and_then(|l| l.tasks.iter().find(|b| b.task == t.task));
+            if before.is_none_or(|b| b.status != t.status) {
+                eprintln!("  {} {}", t.task, t.status);
+            }
+        }
+        last = Some(now);
+    }
+}

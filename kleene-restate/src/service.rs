@@ -1,0 +1,633 @@
+//! The Restate services: the channel object that drives kleene's batch machine and serves
+//! its accepted outputs by digest, and the stateless task-worker service that makes the
+//! calls.
+//!
+//! ```no_run
+//! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+//! use kleene_restate::service::{endpoint, serve};
+//! let endpoint = endpoint(std::path::Path::new("/tmp/kleene-worker"), 4)?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:9080").await?;
+//! serve(listener, endpoint).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # How a run maps onto Restate
+//!
+//! - `Channel/{channel}/submit` (exclusive: one writer per channel) refuses a channel that
+//!   has evidence, then runs the batch machine. Each commit is one journal entry (`ctx.run`
+//!   named `commit`), made before any call it reserves; a settlement is committed with the
+//!   next reservation (group commit). After every commit and settlement the folded
+//!   evidence, checkpointed, is written to the object's state: Restate keeps an
+//!   invocation's journal for a day, the evidence in state outlives it. `resume` continues from that evidence with kleene's
+//!   resume rules; `status` (shared) reads it while a pass runs.
+//! - Each reserved call is a service call `TaskWorker/call`; the machine reserves up to
+//!   the submission's `jobs` calls at once, and they settle in whatever order they finish.
+//!   Any number of worker processes serve the service behind one deployment URL.
+//! - A prerequisite's accepted output is kept in the channel's state under its digest when
+//!   it is accepted; the worker fetches them by digest (`Channel/{channel}/outputs`, a shared
+//!   handler, so it is served while the pass runs) and checks the bytes against it.
+//! - The worker claims a call with a journaled nonce before running it. Restate retries an
+//!   invocation whose worker died; the retry finds the claim and no result and answers
+//!   `Interrupted` instead of running the command again. The channel then lets the other
+//!   calls settle and rebuilds its machine from the evidence, which applies kleene's resume
+//!   rules to the interrupted call: `allow` makes a new call within the task's budget,
+//!   `block` stops the pass naming agent, channel and task.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use kleene::batch::{
+    Batch, BatchError, BatchEvidence, BatchMachine, Dispatch, EvidenceEvent, InfrastructureFailure,
+    PendingTurnReplay, Settlement,
+};
+use kleene::error::Chain;
+use kleene::id::{AgentId, ChannelId, Digest, TaskId};
+use kleene::plan::{AdmittedPath, PathGlob};
+use restate_sdk::prelude::*;
+use restate_sdk::service::IntoServiceDefinition;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+use crate::call::{TaskCall, TaskReply};
+use crate::content::{ContentError, Files, verify};
+use crate::plan::ShellPlan;
+use crate::shell::{Runner, RunnerError, ShellJob};
+use crate::status::ChannelStatus;
+
+/// The state key of the channel's checkpointed evidence.
+const EVIDENCE: &str = "evidence";
+/// The state key of the submission the evidence belongs to.
+const SUBMISSION: &str = "submission";
+/// The state key of the reason the last pass stopped.
+const STOPPED: &str = "stopped";
+/// The state key of the accepted output with `digest`.
+fn output_key(digest: Digest) -> String {
+    format!("output/{digest}")
+}
+
+/// A plan submitted to a channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submission {
+    /// The plan file's text.
+    pub plan: String,
+    /// `KLEENE_PLAN_DIR` for the commands (the plan file's directory, as the submitter saw
+    /// it; a worker on another machine needs it at the same path).
+    pub plan_dir: Option<String>,
+    /// How many calls may be in flight at once.
+    pub jobs: usize,
+    /// Agents whose interrupted calls must not be replayed (`pending_turn_replay: block`).
+    pub block: Vec<AgentId>,
+}
+
+/// What a pass on a channel ended with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// The channel's status at the end of the pass.
+    pub status: ChannelStatus,
+    /// Whether the pass continued evidence already on the channel.
+    pub resumed: bool,
+}
+
+/// Why a channel handler refused or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChannelError {
+    /// A submission found evidence on the channel.
+    #[error("batch on channel {channel}: the channel already has evidence; resume it")]
+    EvidenceExists {
+        /// The channel.
+        channel: String,
+    },
+    /// A resume found no evidence on the channel.
+    #[error("batch on channel {channel}: the channel has no evidence; submit a plan to it")]
+    NoEvidence {
+        /// The channel.
+        channel: String,
+    },
+    /// The channel's key is not a channel id.
+    #[error("use the object key \"{key}\" as a channel id")]
+    BadChannel {
+        /// The object key.
+        key: String,
+        /// Why.
+        #[source]
+        source: kleene::id::IdError,
+    },
+    /// The plan was refused.
+    #[error("load the plan submitted to channel {channel}")]
+    Plan {
+        /// The channel.
+        channel: String,
+        /// Why.
+        #[source]
+        source: crate::plan::PlanError,
+    },
+    /// The batch machine refused or stopped.
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+    /// The evidence in the object's state did not decode or encode.
+    #[error("checkpoint the evidence of channel {channel}")]
+    Checkpoint {
+        /// The channel.
+        channel: String,
+        /// Why.
+        #[source]
+        source: kleene::checkpoint::CheckpointError,
+    },
+    /// A replayed commit differs from the one the machine made (nondeterminism).
+    #[error(
+        "replay the commit of channel {channel}: the journal recorded other events than the \
+         machine makes now; the plan or kleene changed under a running invocation"
+    )]
+    ReplayDiverged {
+        /// The channel.
+        channel: String,
+    },
+}
+
+fn terminal(e: &(dyn std::error::Error + 'static)) -> HandlerError {
+    TerminalError::new(format!("failed to {}", Chain(e))).into()
+}
+
+/// The channel: one virtual object per channel id.
+#[derive(Debug, Default)]
+pub struct Channel;
+
+#[restate_sdk::object]
+impl Channel {
+    /// Runs a plan on a channel without evidence.
+    #[handler]
+    async fn submit(
+        &self,
+        ctx: ObjectContext<'_>,
+        submission: Json<Submission>,
+    ) -> Result<Json<RunReport>, HandlerError> {
+        let Json(submission) = submission;
+        let key = ctx.key().to_owned();
+        if ctx.get::<Vec<u8>>(EVIDENCE).await?.is_some() {
+            return Err(terminal(&ChannelError::EvidenceExists { channel: key }));
+        }
+        ctx.set(SUBMISSION, Json(submission.clone()));
+        ctx.clear(STOPPED);
+        drive(&ctx, &submission, None).await
+    }
+
+    /// Continues the channel's batch from its evidence (kleene's resume rules).
+    #[handler]
+    async fn resume(&self, ctx: ObjectContext<'_>) -> Result<Json<RunReport>, HandlerError> {
+        let key = ctx.key().to_owned();
+        let (Some(Json(submission)), Some(bytes)) = (
+            ctx.get::<Json<Submission>>(SUBMISSION).await?,
+            ctx.get::<Vec<u8>>(EVIDENCE).await?,
+        ) else {
+            return Err(terminal(&ChannelError::NoEvidence { channel: key }));
+        };
+        let evidence: BatchEvidence = kleene::checkpoint::decode(&bytes).map_err(|source| {
+            terminal(&ChannelError::Checkpoint {
+                channel: key.clone(),
+                source,
+            })
+        })?;
+        ctx.clear(STOPPED);
+        drive(&ctx, &submission, Some(evidence)).await
+    }
+
+    /// Accepted outputs of the channel's batch by digest, in the order asked (what a
+    /// worker's stage starts from); `None` for a digest the channel accepted nothing with.
+    #[handler]
+    async fn outputs(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        digests: Json<Vec<Digest>>,
+    ) -> Result<Json<Vec<Option<Files>>>, HandlerError> {
+        let mut found = Vec::with_capacity(digests.0.len().min(4096));
+        for digest in digests.0 {
+            found.push(
+                ctx.get::<Json<Files>>(&output_key(digest))
+                    .await?
+                    .map(|j| j.0),
+            );
+        }
+        Ok(Json(found))
+    }
+
+    /// The channel's evidence as kleene's versioned checkpoint, `None` before a submission:
+    /// what acceptance and export are built from.
+    #[handler]
+    async fn evidence(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Option<Vec<u8>>, HandlerError> {
+        Ok(ctx.get::<Vec<u8>>(EVIDENCE).await?)
+    }
+
+    /// The channel's status, readable while a pass runs.
+    #[handler]
+    async fn status(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<ChannelStatus>, HandlerError> {
+        let key = ctx.key().to_owned();
+        let stopped = ctx.get::<String>(STOPPED).await?;
+        let Some(bytes) = ctx.get::<Vec<u8>>(EVIDENCE).await? else {
+            return Ok(Json(ChannelStatus::empty(&key)));
+        };
+        let evidence: BatchEvidence = kleene::checkpoint::decode(&bytes).map_err(|source| {
+            terminal(&ChannelError::Checkpoint {
+                channel: key.clone(),
+                source,
+            })
+        })?;
+        Ok(Json(ChannelStatus::of(&evidence, stopped)))
+    }
+}
+
+/// Journals the events made since the last commit as one journal entry (`ctx.run` named
+/// `commit`), then checkpoints the evidence they folded into.
+async fn commit(
+    ctx: &ObjectContext<'_>,
+    machine: &BatchMachine<'_>,
+    pending: &mut Vec<EvidenceEvent>,
+) -> Result<(), HandlerError> {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let events = std::mem::take(pending);
+    let made = events.clone();
+    let Json(recorded) = ctx
+        .run(|| async move { Ok(Json(events)) })
+        .name("commit")
+        .await?;
+    if recorded != made {
+        let channel = machine.evidence().channel().to_string();
+        return Err(terminal(&ChannelError::ReplayDiverged { channel }));
+    }
+    checkpoint(ctx, machine)
+}
+
+/// Keeps the machine's evidence, encoded as a versioned checkpoint, in the object's state:
+/// what `status`, `resume` and a retried invocation read, long after Restate dropped the
+/// invocation's journal. A state write is itself journaled in order, so it is durable
+/// before any call made after it.
+fn checkpoint(ctx: &ObjectContext<'_>, machine: &BatchMachine<'_>) -> Result<(), HandlerError> {
+    let snapshot = kleene::checkpoint::encode(machine.evidence()).map_err(|source| {
+        terminal(&ChannelError::Checkpoint {
+            channel: machine.evidence().channel().to_string(),
+            source,
+        })
+    })?;
+    ctx.set(EVIDENCE, snapshot);
+    Ok(())
+}
+
+/// Runs one pass of the channel's batch machine until it settles or stops.
+async fn drive(
+    ctx: &ObjectContext<'_>,
+    submission: &Submission,
+    evidence: Option<BatchEvidence>,
+) -> Result<Json<RunReport>, HandlerError> {
+    let key = ctx.key().to_owned();
+    let channel = ChannelId::new(key.clone()).map_err(|source| {
+        terminal(&ChannelError::BadChannel {
+            key: key.clone(),
+            source,
+        })
+    })?;
+    let shell = ShellPlan::load(&submission.plan).map_err(|source| {
+        terminal(&ChannelError::Plan {
+            channel: key.clone(),
+            source,
+        })
+    })?;
+    let resumed = evidence.is_some();
+    let mut batch = Batch::new(shell.plan(), channel.clone());
+    for agent in &submission.block {
+        batch = batch.with_pending_turn_replay(agent.clone(), PendingTurnReplay::Block);
+    }
+    let jobs = submission.jobs.max(1);
+    let (mut machine, mut pending) = match batch.machine(evidence) {
+        Ok(m) => m,
+        Err(e) => return finish(ctx, None, Some(e), resumed, &key).await,
+    };
+
+    let mut calls = DurableFuturesUnordered::new();
+    let mut out: BTreeMap<usize, Dispatch> = BTreeMap::new();
+    let mut stop: Option<BatchError> = None;
+    let mut interrupted = false;
+    loop {
+        if stop.is_none() && !interrupted {
+            let work = machine.reserve(jobs).map_err(|e| terminal(&e))?;
+            // Group commit: the settlements since the last commit go in one journal entry
+            // with this reservation, before any of its calls is made.
+            pending.extend(work.events);
+            if !work.dispatches.is_empty() {
+                commit(ctx, &machine, &mut pending).await?;
+            }
+            for dispatch in work.dispatches {
+                let call = task_call(&shell, &machine, &channel, submission, dispatch.clone());
+                let future = ctx
+                    .service_client::<TaskWorkerClient>()
+                    .call(Json(call))
+                    .call();
+                out.insert(calls.push(future), dispatch);
+            }
+        }
+        let Some((index, reply)) = calls.next().await? else {
+            break;
+        };
+        let Some(dispatch) = out.remove(&index) else {
+            continue;
+        };
+        let reply = match reply {
+            Ok(Json(reply)) => reply,
+            Err(e) => TaskReply::Failed(InfrastructureFailure::Transport {
+                detail: format!("task-worker call failed: {}", e.message()),
+            }),
+        };
+        match reply.into_result() {
+            // Left in flight: once the other calls settle, the machine is rebuilt from the
+            // evidence and kleene's resume rules judge it.
+            None => interrupted = true,
+            Some(result) => {
+                let settled = machine
+                    .settle(&dispatch, result, &())
+                    .map_err(|e| terminal(&e))?;
+                for event in &settled.events {
+                    if let EvidenceEvent::Settled {
+                        settlement: Settlement::Accepted { digest, candidate },
+                        ..
+                    } = event
+                    {
+                        // In the channel's own state: no round trip, and visible to the
+                        // `outputs` handler before any call that names the digest is made.
+                        ctx.set(&output_key(*digest), Json(Files::of(candidate)));
+                    }
+                }
+                pending.extend(settled.events);
+                checkpoint(ctx, &machine)?;
+                if let Some(e) = settled.stop {
+                    stop.get_or_insert(e);
+                }
+            }
+        }
+        if interrupted && calls.is_empty() && stop.is_none() {
+            interrupted = false;
+            commit(ctx, &machine, &mut pending).await?;
+            let evidence = machine.into_evidence();
+            match batch.machine(Some(evidence)) {
+                Ok((m, events)) => {
+                    machine = m;
+                    pending.extend(events);
+                }
+                Err(e) => {
+                    // The interruptions are not recorded: the evidence still holds the call
+                    // in flight, so a resume refuses it the same way.
+                    return finish(ctx, None, Some(e), resumed, &key).await;
+                }
+            }
+        }
+    }
+    commit(ctx, &machine, &mut pending).await?;
+    finish(ctx, Some(machine.evidence()), stop, resumed, &key).await
+}
+
+/// Ends a pass: records why it stopped, if it did, and reports the channel's status (from
+/// `evidence`, or from the state when the machine could not be built).
+async fn finish(
+    ctx: &ObjectContext<'_>,
+    evidence: Option<&BatchEvidence>,
+    stop: Option<BatchError>,
+    resumed: bool,
+    key: &str,
+) -> Result<Json<RunReport>, HandlerError> {
+    let why = stop.map(|e| format!("failed to {}", Chain(&ChannelError::Batch(e))));
+    if let Some(w) = &why {
+        ctx.set(STOPPED, w.clone());
+    }
+    let status = match evidence {
+        Some(e) => ChannelStatus::of(e, why),
+        None => match ctx.get::<Vec<u8>>(EVIDENCE).await? {
+            Some(bytes) => {
+                let e: BatchEvidence = kleene::checkpoint::decode(&bytes).map_err(|source| {
+                    terminal(&ChannelError::Checkpoint {
+                        channel: key.to_owned(),
+                        source,
+                    })
+                })?;
+                ChannelStatus::of(&e, why)
+            }
+            None => ChannelStatus {
+                stopped: why,
+                ..ChannelStatus::empty(key)
+            },
+        },
+    };
+    Ok(Json(RunReport { status, resumed }))
+}
+
+/// The task-worker call for `dispatch`: its command, and the accepted outputs of the task's
+/// transitive prerequisites by digest.
+fn task_call(
+    shell: &ShellPlan,
+    machine: &BatchMachine<'_>,
+    channel: &ChannelId,
+    submission: &Submission,
+    dispatch: Dispatch,
+) -> TaskCall {
+    let task = dispatch.task().clone();
+    let inputs = shell
+        .transitive_prerequisites(&task)
+        .into_iter()
+        .filter_map(|p| {
+            let d = machine.evidence().accepted(&p)?.digest();
+            Some((p, d))
+        })
+        .collect();
+    let (command, timeout, scratch) = shell
+        .command(&task)
+        .map(|c| {
+            let globs = c.scratch.iter().map(|g| g.as_str().to_owned()).collect();
+            (c.run.clone(), c.timeout, globs)
+        })
+        .unwrap_or_default();
+    TaskCall {
+        channel: channel.clone(),
+        dispatch,
+        command,
+        timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        plan_dir: submission.plan_dir.clone(),
+        inputs,
+        scratch,
+    }
+}
+
+/// The stateless task-worker service: runs calls, at most `jobs` at once per process.
+#[derive(Debug)]
+pub struct TaskWorker {
+    runner: Arc<Runner>,
+    slots: Arc<Semaphore>,
+}
+
+impl TaskWorker {
+    /// A worker keeping stages and objects under `dir`, running up to `jobs` calls at once.
+    ///
+    /// # Errors
+    ///
+    /// [`RunnerError`] when the directories cannot be made.
+    pub fn new(dir: &Path, jobs: usize) -> Result<Self, RunnerError> {
+        Ok(Self {
+            runner: Arc::new(Runner::open(dir)?),
+            slots: Arc::new(Semaphore::new(jobs.max(1))),
+        })
+    }
+}
+
+#[restate_sdk::service]
+impl TaskWorker {
+    /// Makes one task call.
+    #[handler]
+    async fn call(
+        &self,
+        ctx: Context<'_>,
+        call: Json<TaskCall>,
+    ) -> Result<Json<TaskReply>, HandlerError> {
+        let Json(call) = call;
+        let _slot = self.slots.acquire().await?;
+        // One call for every input, then each checked against the digest it was asked by.
+        let digests: Vec<Digest> = call.inputs.iter().map(|(_, d)| *d).collect();
+        let fetched = if digests.is_empty() {
+            Vec::new()
+        } else {
+            ctx.object_client::<ChannelClient>(call.channel.to_string())
+                .outputs(Json(digests.clone()))
+                .call()
+                .await?
+                .0
+        };
+        let mut inputs: Vec<(AdmittedPath, Vec<u8>)> = Vec::new();
+        let mut fetched = fetched.into_iter();
+        for digest in digests {
+            let verified = fetched
+                .next()
+                .flatten()
+                .ok_or(ContentError::Missing { digest })
+                .and_then(|files| verify(digest, files));
+            match verified {
+                Ok(candidate) => inputs.extend(
+                    candidate
+                        .files()
+                        .iter()
+                        .map(|(p, b)| (p.clone(), b.clone())),
+                ),
+                Err(e) => {
+                    return Ok(Json(TaskReply::Failed(InfrastructureFailure::Transport {
+                        detail: format!("failed to {}", Chain(&e)),
+                    })));
+                }
+            }
+        }
+        let scratch = match call
+            .scratch
+            .iter()
+            .map(|g| PathGlob::parse(g))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(globs) => globs,
+            Err(e) => {
+                return Ok(Json(TaskReply::Failed(InfrastructureFailure::Transport {
+                    detail: format!("failed to read the call's scratch globs: {e}"),
+                })));
+            }
+        };
+        // The claim: journaled before the work. Its closure runs only in the attempt that
+        // first reaches it; a retry replays it.
+        let fresh = Arc::new(AtomicBool::new(false));
+        let claimed = Arc::clone(&fresh);
+        let invocation = ctx.invocation_id().to_owned();
+        let nonce: String = ctx
+            .run(|| async move {
+                claimed.store(true, Ordering::SeqCst);
+                let nanos = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos());
+                Ok(format!("{invocation}/{}/{nanos}", std::process::id()))
+            })
+            .name("claim")
+            .await?;
+        let fresh = fresh.load(Ordering::SeqCst);
+        let runner = Arc::clone(&self.runner);
+        let Json(reply) = ctx
+            .run(|| async move {
+                if !fresh {
+                    // An earlier attempt claimed the call and left no result.
+                    return Ok(Json(TaskReply::Interrupted { nonce }));
+                }
+                let reply = tokio::task::spawn_blocking(move || {
+                    let task: &TaskId = call.dispatch.task();
+                    let label = format!("{task}-{}", call.dispatch.attempt());
+                    let job = ShellJob {
+                        task,
+                        label: &label,
+                        command: call.command.as_deref(),
+                        timeout: Duration::from_millis(call.timeout_ms),
+                        plan_dir: call.plan_dir.as_deref(),
+                        scratch: &scratch,
+                    };
+                    runner.run(&job, inputs)
+                })
+                .await?;
+                Ok(Json(reply))
+            })
+            .name("work")
+            .await?;
+        Ok(Json(reply))
+    }
+}
+
+/// The endpoint a worker process serves: the channel object and the task-worker service
+/// (every process serves both; they keep nothing in-process between calls).
+///
+/// # Errors
+///
+/// [`RunnerError`] when the worker's directories cannot be made.
+pub fn endpoint(dir: &Path, jobs: usize) -> Result<Endpoint, RunnerError> {
+    let quick = || {
+        restate_sdk::endpoint::ServiceOptions::new()
+            .retry_policy_initial_interval(Duration::from_millis(100))
+            .retry_policy_max_interval(Duration::from_secs(2))
+    };
+    Ok(Endpoint::builder()
+        .bind(Channel.into_service_definition().options(quick()))
+        .bind(
+            TaskWorker::new(dir, jobs)?
+                .into_service_definition()
+                .options(quick()),
+        )
+        .build())
+}
+
+/// Serves `endpoint` on `listener` over HTTP/2 with `TCP_NODELAY` on every connection: the
+/// Restate protocol sends small frames and waits for their answers, so Nagle's algorithm
+/// against delayed ACKs would add about 40 ms to every journal round trip (the SDK's own
+/// `HttpServer` leaves it on).
+///
+/// # Errors
+///
+/// When accepting a connection or setting its option fails.
+pub async fn serve(listener: tokio::net::TcpListener, endpoint: Endpoint) -> std::io::Result<()> {
+    let endpoint = restate_sdk::hyper::HyperEndpoint::new(endpoint);
+    loop {
+        let (stream, _) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        let endpoint = endpoint.clone();
+        tokio::spawn(async move {
+            // A broken connection ends its invocations' attempts; the server retries them.
+            let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), endpoint)
+                .await;
+        });
+    }
+}

@@ -1,0 +1,106 @@
+//! A channel's progress as its status handler reports it: every task's state and calls, and
+//! why the last pass stopped, if it did.
+//!
+//! ```
+//! use kleene_restate::status::ChannelStatus;
+//!
+//! let empty = ChannelStatus::empty("chan-1");
+//! assert!(!empty.has_evidence() && !empty.is_complete());
+//! ```
+
+use kleene::batch::{BatchEvidence, TaskStatus};
+use kleene::id::Digest;
+use kleene::id::TaskId;
+use serde::{Deserialize, Serialize};
+
+/// One task's line of a status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskLine {
+    /// The task.
+    pub task: TaskId,
+    /// Its state in words (`accepted`, `failed`, `in flight (call 2)`, …).
+    pub status: String,
+    /// How many calls were made (interrupted ones count).
+    pub calls: u32,
+    /// Its accepted output's digest.
+    pub accepted: Option<Digest>,
+}
+
+/// A channel's status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelStatus {
+    /// The channel.
+    pub channel: String,
+    /// Every task, in the plan's topological order (empty before a submission).
+    pub tasks: Vec<TaskLine>,
+    /// Events folded into the evidence.
+    pub events: u64,
+    /// The evidence digest (the same fold gives the same digest, locally or on Restate).
+    pub evidence_digest: Option<Digest>,
+    /// Why the last pass stopped, when it stopped before the batch settled.
+    pub stopped: Option<String>,
+}
+
+impl ChannelStatus {
+    /// The status of a channel without evidence.
+    pub fn empty(channel: &str) -> Self {
+        Self {
+            channel: channel.to_owned(),
+            tasks: Vec::new(),
+            events: 0,
+            evidence_digest: None,
+            stopped: None,
+        }
+    }
+
+    /// The status `evidence` gives, with the last stop's reason.
+    pub fn of(evidence: &BatchEvidence, stopped: Option<String>) -> Self {
+        let tasks = evidence
+            .inventory()
+            .map(|(id, t)| TaskLine {
+                task: id.clone(),
+                status: evidence
+                    .status(id)
+                    .unwrap_or(TaskStatus::Pending)
+                    .to_string(),
+                calls: t.calls(),
+                accepted: t.accepted().map(|a| a.digest()),
+            })
+            .collect();
+        Self {
+            channel: evidence.channel().to_string(),
+            tasks,
+            events: evidence.event_count(),
+            evidence_digest: Some(evidence.summary().evidence_digest),
+            stopped,
+        }
+    }
+
+    /// Whether the channel has evidence.
+    pub fn has_evidence(&self) -> bool {
+        !self.tasks.is_empty()
+    }
+
+    /// Whether every task is accepted.
+    pub fn is_complete(&self) -> bool {
+        self.has_evidence() && self.tasks.iter().all(|t| t.accepted.is_some())
+    }
+}
+
+impl std::fmt::Display for ChannelStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "channel {}: {} events", self.channel, self.events)?;
+        for t in &self.tasks {
+            write!(f, "  {:<24} {} ({} call", t.task, t.status, t.calls)?;
+            f.write_str(if t.calls == 1 { ")" } else { "s)" })?;
+            if let Some(d) = t.accepted {
+                write!(f, " {d}")?;
+            }
+            writeln!(f)?;
+        }
+        if let Some(why) = &self.stopped {
+            writeln!(f, "stopped: {why}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,284 @@
+//! The async batch worker whose every call is one closure of its task: [`ClosureWorker`]
+//! for the async driver, over the same sans-IO closure machine (feature `async`).
+//!
+//! An [`AsyncClosureWorker`] turns each [`AsyncWorkerCall`] into a closure of the call's
+//! task run by your [`AsyncBatchAgent`], exactly as [`ClosureWorker`] does with a
+//! [`BatchAgent`](super::BatchAgent): every fix subtask first draws one attempt from the
+//! run's budget and awaits the journal's commit of that draw before the fix runs; a closure
+//! that halts proposes what the agent left, refused with the halt; the settled closure is
+//! journaled with the call's settlement. The same answers give the same evidence as
+//! [`ClosureWorker`] under [`Batch::run`](super::Batch::run).
+//!
+//! The example is on [`AsyncClosureWorker`].
+//!
+//! [`ClosureWorker`]: super::ClosureWorker
+
+use std::future::Future;
+
+use super::asynchronous::{AsyncWorker, AsyncWorkerCall};
+use super::closure_worker::{GuardError, closure_proposal, without_fixes};
+use super::worker::{Proposal, WorkerFailure};
+use crate::closure::{AsyncAgent, Closure, ClosureRecord, RecoveryPolicy};
+use crate::plan::PlannedTask;
+use crate::{
+    audit::AuditEntry, id::TaskId, phase::ExecutionOutput, phase::GovernanceDecision, phase::Next,
+    phase::Session, phase::ValidationToken, task::Task, verdict::Verdict,
+};
+
+/// An [`AsyncAgent`] that an [`AsyncClosureWorker`] can run batch calls with: the async
+/// counterpart of [`BatchAgent`](super::BatchAgent).
+pub trait AsyncBatchAgent: AsyncAgent {
+    /// Prepares for `call` before its closure starts (a workspace for it, the correction to
+    /// make). Defaults to nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`WorkerFailure`] when the call cannot be made (the closure does not start).
+    fn begin_call(
+        &mut self,
+        call: &AsyncWorkerCall<'_>,
+    ) -> impl Future<Output = Result<(), WorkerFailure>> + Send {
+        let _ = call;
+        std::future::ready(Ok(()))
+    }
+
+    /// Whether a failure of `task` may be fixed by fix subtasks; when false its closure runs
+    /// with recovery depth 0. Defaults to true.
+    fn fixes(&self, task: &PlannedTask) -> bool {
+        let _ = task;
+        true
+    }
+
+    /// Sees every audit entry of the call's closure as it is appended (for live progress).
+    fn audited(&mut self, call: &AsyncWorkerCall<'_>, entry: &AuditEntry) {
+        let _ = (call, entry);
+    }
+
+    /// What `call` proposes once its closure ended with `record` (called whatever the
+    /// outcome, so the agent can clean up). Refuse the candidate yourself when the agent
+    /// knows why it must not be accepted; a halted closure's refusal is added to yours.
+    ///
+    /// # Errors
+    ///
+    /// [`WorkerFailure`] when the call's result cannot be read.
+    fn finish_call(
+        &mut self,
+        call: &AsyncWorkerCall<'_>,
+        record: &ClosureRecord,
+    ) -> impl Future<Output = Result<Proposal, WorkerFailure>> + Send;
+}
+
+/// An [`AsyncWorker`] whose every call is one closure of the call's task, run by an
+/// [`AsyncBatchAgent`] under one recovery policy and one run-wide fix budget: the async
+/// counterpart of [`ClosureWorker`](super::ClosureWorker), with the same evidence for the
+/// same answers.
+///
+/// # Examples
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use std::num::NonZeroUsize;
+/// use kleene::batch::{AsyncBatchAgent, AsyncClosureWorker, AsyncWorkerCall, Batch, Candidate,
+///                     MemoryJournal, Proposal, WorkerFailure};
+/// use kleene::closure::{AsyncAgent, ClosureRecord, ExecutionOutput, GovernanceDecision,
+///                       RecoveryPolicy, Session, Severity, ValidationToken, ValidatorResult,
+///                       Verdict};
+/// use kleene::{plan::AdmittedPath, AppBuildPlan, Task, id::ChannelId, id::ValidatorId, plan::Plan};
+///
+/// /// Its first build fails the tests; the fix passes them.
+/// struct Flaky { files: BTreeMap<AdmittedPath, Vec<u8>> }
+/// impl AsyncAgent for Flaky {
+///     type Error = std::io::Error;
+///     async fn govern(&mut self, _: &Task, _: &Session, _: u32) -> std::io::Result<GovernanceDecision> {
+///         Ok(GovernanceDecision::Approve)
+///     }
+///     async fn pre_validate(&mut self, _: &Task, _: u32) -> std::io::Result<Verdict> { Ok(Verdict::clean()) }
+///     async fn execute(&mut self, task: &Task, _: &ValidationToken) -> std::io::Result<ExecutionOutput> {
+///         let body = if task.depth() == 0 { "broken" } else { "fixed" };
+///         self.files.insert(AdmittedPath::admit("config/app.toml").unwrap(), body.into());
+///         Ok(ExecutionOutput::new(body))
+///     }
+///     async fn post_validate(&mut self, task: &Task, _: &ExecutionOutput) -> std::io::Result<Verdict> {
+///         Ok(if task.depth() == 0 {
+///             Verdict::new([ValidatorResult::new(ValidatorId::new("tests").unwrap(),
+///                                                Severity::Blocker, true, "1 failed")])
+///         } else {
+///             Verdict::clean()
+///         })
+///     }
+/// }
+/// impl AsyncBatchAgent for Flaky {
+///     async fn finish_call(&mut self, _: &AsyncWorkerCall<'_>, _: &ClosureRecord)
+///         -> Result<Proposal, WorkerFailure> {
+///         Ok(Candidate::new(std::mem::take(&mut self.files)).into())
+///     }
+/// }
+///
+/// let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
+///   {"id": "svc", "kind": {"lane": "config"}, "owner": "ServiceAgent",
+///    "spec": {"intent": "settings"}, "owned_paths": ["config/app.toml"]}]}"#)?)
+///     .normalize().consolidate()?.validate()?;
+/// let session = Session::new("build", "demo")?;
+/// let (batch, mut journal) = (Batch::new(&plan, ChannelId::new("chan-1")?), MemoryJournal::default());
+/// let run = batch.run_async(
+///     NonZeroUsize::MIN,
+///     |_slot| AsyncClosureWorker::new(Flaky { files: BTreeMap::new() }, session.clone(),
+///                                     RecoveryPolicy::default()),
+///     &(),
+///     &mut journal,
+/// );
+/// let outcome = futures_executor::block_on(run)?;
+/// assert!(outcome.evidence.summary().is_complete());
+/// assert_eq!(outcome.evidence.fix_attempts_used(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct AsyncClosureWorker<A> {
+    agent: A,
+    session: Session,
+    policy: RecoveryPolicy,
+    no_fix: RecoveryPolicy,
+}
+
+impl<A: AsyncBatchAgent> AsyncClosureWorker<A> {
+    /// A worker running `agent`'s closures in `session` under `policy`; the policy's
+    /// `max_total_fix_attempts` bounds the fixes of the whole run.
+    pub fn new(agent: A, session: Session, policy: RecoveryPolicy) -> Self {
+        Self {
+            agent,
+            session,
+            no_fix: without_fixes(&policy),
+            policy,
+        }
+    }
+
+    /// The agent.
+    pub fn agent(&self) -> &A {
+        &self.agent
+    }
+
+    /// The agent, to change between runs.
+    pub fn agent_mut(&mut self) -> &mut A {
+        &mut self.agent
+    }
+
+    /// The agent back.
+    pub fn into_agent(self) -> A {
+        self.agent
+    }
+
+    /// The recovery policy.
+    pub fn policy(&self) -> &RecoveryPolicy {
+        &self.policy
+    }
+}
+
+impl<A: AsyncBatchAgent + Send> AsyncWorker for AsyncClosureWorker<A> {
+    async fn call(&mut self, call: &AsyncWorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+        let task = call.task();
+        self.agent.begin_call(call).await?;
+        let policy = if self.agent.fixes(task) {
+            &self.policy
+        } else {
+            &self.no_fix
+        };
+        // The run's budget is the evidence's, shared by the calls in flight together.
+        let budget = call.fix_budget(policy.max_total_fix_attempts());
+        let root = Task::new(task.id.clone(), task.spec.clone());
+        let mut guarded = Guarded {
+            agent: &mut self.agent,
+            call,
+            drawn: None,
+        };
+        let mut closure =
+            Closure::start_with_budget(root, self.session.clone(), policy.clone(), &budget);
+        let mut forwarded = 0;
+        let mut error = None;
+        let record = loop {
+            let entries = closure.audit().entries();
+            for entry in entries.iter().skip(forwarded) {
+                guarded.agent.audited(call, entry);
+            }
+            forwarded = entries.len();
+            closure = match closure {
+                Closure::Done(record) => break *record,
+                due => {
+                    let (next, failed) = due.step_async_keeping_error(&mut guarded).await;
+                    if failed.is_some() {
+                        error = failed;
+                    }
+                    next
+                }
+            };
+        };
+        let finished = self.agent.finish_call(call, &record).await;
+        closure_proposal(&task.id, &record, finished, error)
+    }
+}
+
+/// The agent, with every fix subtask's first phase preceded by its durable draw.
+struct Guarded<'w, 'c, A> {
+    agent: &'w mut A,
+    call: &'w AsyncWorkerCall<'c>,
+    /// The last fix drawn for, so each fix draws once however many iterations it runs.
+    drawn: Option<TaskId>,
+}
+
+impl<A: AsyncAgent + Send> AsyncAgent for Guarded<'_, '_, A> {
+    type Error = GuardError<A::Error>;
+
+    async fn govern(
+        &mut self,
+        task: &Task,
+        session: &Session,
+        iteration: u32,
+    ) -> Result<GovernanceDecision, Self::Error> {
+        if task.depth() > 0 && self.drawn.as_ref() != Some(task.id()) {
+            self.call
+                .draw_fix(task.id())
+                .await
+                .map_err(GuardError::Ledger)?;
+            self.drawn = Some(task.id().clone());
+        }
+        self.agent
+            .govern(task, session, iteration)
+            .await
+            .map_err(GuardError::Agent)
+    }
+
+    async fn pre_validate(&mut self, task: &Task, iteration: u32) -> Result<Verdict, Self::Error> {
+        self.agent
+            .pre_validate(task, iteration)
+            .await
+            .map_err(GuardError::Agent)
+    }
+
+    async fn execute(
+        &mut self,
+        task: &Task,
+        token: &ValidationToken,
+    ) -> Result<ExecutionOutput, Self::Error> {
+        self.agent
+            .execute(task, token)
+            .await
+            .map_err(GuardError::Agent)
+    }
+
+    async fn post_validate(
+        &mut self,
+        task: &Task,
+        output: &ExecutionOutput,
+    ) -> Result<Verdict, Self::Error> {
+        self.agent
+            .post_validate(task, output)
+            .await
+            .map_err(GuardError::Agent)
+    }
+
+    async fn move_next(&mut self, task: &Task, iteration: u32) -> Result<Next, Self::Error> {
+        self.agent
+            .move_next(task, iteration)
+            .await
+            .map_err(GuardError::Agent)
+    }
+}

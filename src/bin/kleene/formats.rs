@@ -1,0 +1,379 @@
+//! The versioned wire types of the state directory's own files (`run.json`, one line of
+//! `closures.jsonl`) and of the `--json` event stream, kept apart from the types the CLI
+//! works with so that changing those never silently changes a file.
+//!
+//! ```text
+//! {"format": 1, "channel": "run-dc30a673498d", "workspace": "/tmp/st/workspace", …}
+//! ```
+//!
+//! Every file and every event line carries `format`. A reader takes its own version and
+//! every earlier one (migrating the earlier ones), and refuses a later one by name rather
+//! than guessing at fields it does not know.
+//!
+//! # Versions
+//!
+//! | what | format | change |
+//! | --- | --- | --- |
+//! | `run.json` | (none) | the first layout: channel, workspace, plan file and dir, policy, timeout |
+//! | `run.json` | 1 | the same fields and `format` |
+//! | `closures.jsonl` line | (none) | `task`, `call`, `record` (the library's closure record) |
+//! | `closures.jsonl` line | 1 | the same fields and `format` |
+//! | `--json` events | (none) | `event` and its fields |
+//! | `--json` events | 1 | every line also has `format`, `ts` (RFC 3339, UTC, ms) and `elapsed_ms` since the run began; what ends has `duration_ms`; `command_finished` added; `command_started` and `check_failed` name their `root_task` |
+
+use std::path::PathBuf;
+
+use kleene::{closure::ClosureRecord, id::TaskId};
+use serde::{Deserialize, Serialize};
+
+/// The `run.json` format this kleene writes (it reads this one and every earlier one).
+pub const RUN_FILE_FORMAT: u32 = 1;
+/// The `closures.jsonl` line format this kleene writes.
+pub const CLOSURE_LINE_FORMAT: u32 = 1;
+/// The format of the `--json` event lines this kleene prints.
+pub const EVENTS_FORMAT: u32 = 1;
+
+/// Settings of a run, fixed when it starts so a resume behaves the same.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunInfo {
+    /// The channel the evidence is bound to.
+    pub channel: String,
+    /// Where commands run (absolute).
+    pub workspace: PathBuf,
+    /// The plan file as given (for messages).
+    pub plan_file: PathBuf,
+    /// The plan file's directory (absolute), exported to commands as `KLEENE_PLAN_DIR`.
+    pub plan_dir: PathBuf,
+    /// Deepest fix subtask.
+    pub max_depth: u32,
+    /// Most fix subtasks in the whole run.
+    pub max_fixes: u32,
+    /// Whether warnings are auto-fixed.
+    pub recover_warnings: bool,
+    /// Whether failed roots get one corrective call.
+    pub batch_recovery: bool,
+    /// Timeout of each command for tasks that set none, in seconds.
+    pub timeout_secs: f64,
+}
+
+/// Why a stored file could not be read as any format this kleene knows.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// The file is of a later format than this kleene reads.
+    #[error(
+        "it is {what} format {found}, written by a newer kleene; this kleene reads formats up \
+         to {supported}: use the kleene that wrote it, or a newer one"
+    )]
+    Newer {
+        /// Which file.
+        what: &'static str,
+        /// The format it declares.
+        found: u64,
+        /// The newest format this kleene reads.
+        supported: u32,
+    },
+    /// The text is not a file of the format it declares.
+    #[error("it is not a {what} kleene wrote: {message}")]
+    Malformed {
+        /// Which file.
+        what: &'static str,
+        /// What the JSON decoder said, with line and column.
+        message: String,
+    },
+}
+
+/// `run.json` as first written: no `format` field.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunFileV0 {
+    channel: String,
+    workspace: PathBuf,
+    plan_file: PathBuf,
+    plan_dir: PathBuf,
+    max_depth: u32,
+    max_fixes: u32,
+    recover_warnings: bool,
+    batch_recovery: bool,
+    timeout_secs: f64,
+}
+
+/// `run.json`, format 1.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunFileV1 {
+    format: u32,
+    channel: String,
+    workspace: PathBuf,
+    plan_file: PathBuf,
+    plan_dir: PathBuf,
+    max_depth: u32,
+    max_fixes: u32,
+    recover_warnings: bool,
+    batch_recovery: bool,
+    timeout_secs: f64,
+}
+
+impl From<RunFileV0> for RunInfo {
+    fn from(v: RunFileV0) -> Self {
+        Self {
+            channel: v.channel,
+            workspace: v.workspace,
+            plan_file: v.plan_file,
+            plan_dir: v.plan_dir,
+            max_depth: v.max_depth,
+            max_fixes: v.max_fixes,
+            recover_warnings: v.recover_warnings,
+            batch_recovery: v.batch_recovery,
+            timeout_secs: v.timeout_secs,
+        }
+    }
+}
+
+impl From<RunFileV1> for RunInfo {
+    fn from(v: RunFileV1) -> Self {
+        Self {
+            channel: v.channel,
+            workspace: v.workspace,
+            plan_file: v.plan_file,
+            plan_dir: v.plan_dir,
+            max_depth: v.max_depth,
+            max_fixes: v.max_fixes,
+            recover_warnings: v.recover_warnings,
+            batch_recovery: v.batch_recovery,
+            timeout_secs: v.timeout_secs,
+        }
+    }
+}
+
+/// The `format` a stored JSON object declares (`None`: the first layout, which had none).
+fn declared_format(text: &str, what: &'static str) -> Result<Option<u64>, FormatError> {
+    #[derive(Deserialize)]
+    struct Declared {
+        format: Option<serde_json::Value>,
+    }
+    let declared: Declared = serde_json::from_str(text).map_err(|e| FormatError::Malformed {
+        what,
+        message: e.to_string(),
+    })?;
+    match declared.format {
+        None => Ok(None),
+        Some(value) => value.as_u64().map(Some).ok_or(FormatError::Malformed {
+            what,
+            message: format!("its format is {value}, not a version number"),
+        }),
+    }
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(text: &str, what: &'static str) -> Result<T, FormatError> {
+    serde_json::from_str(text).map_err(|e| FormatError::Malformed {
+        what,
+        message: e.to_string(),
+    })
+}
+
+/// `info` as the `run.json` text this kleene writes.
+pub fn encode_run_file(info: &RunInfo) -> String {
+    let wire = RunFileV1 {
+        format: RUN_FILE_FORMAT,
+        channel: info.channel.clone(),
+        workspace: info.workspace.clone(),
+        plan_file: info.plan_file.clone(),
+        plan_dir: info.plan_dir.clone(),
+        max_depth: info.max_depth,
+        max_fixes: info.max_fixes,
+        recover_warnings: info.recover_warnings,
+        batch_recovery: info.batch_recovery,
+        timeout_secs: info.timeout_secs,
+    };
+    // Plain data with string keys: serialising it cannot fail.
+    serde_json::to_string_pretty(&wire).unwrap_or_default()
+}
+
+/// The run settings in a `run.json` of any format up to [`RUN_FILE_FORMAT`].
+///
+/// # Errors
+///
+/// [`FormatError::Newer`] for a later format; [`FormatError::Malformed`] for anything else
+/// that is not a run file.
+pub fn decode_run_file(text: &str) -> Result<RunInfo, FormatError> {
+    const WHAT: &str = "run.json";
+    match declared_format(text, WHAT)? {
+        None => decode::<RunFileV0>(text, WHAT).map(RunInfo::from),
+        Some(1) => decode::<RunFileV1>(text, WHAT).map(RunInfo::from),
+        Some(found) => Err(FormatError::Newer {
+            what: WHAT,
+            found,
+            supported: RUN_FILE_FORMAT,
+        }),
+    }
+}
+
+/// One line of `closures.jsonl`, format 1 (the first layout is the same without `format`).
+#[derive(Serialize)]
+struct ClosureLineOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<u32>,
+    task: &'a TaskId,
+    call: u32,
+    record: &'a ClosureRecord,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClosureLineIn {
+    /// Checked before the line is decoded (see `decode_closure_line`).
+    #[serde(default, rename = "format")]
+    _format: Option<u64>,
+    task: String,
+    call: u32,
+    record: ClosureRecord,
+}
+
+/// The `closures.jsonl` line (no newline) for `record` of `call` of `task`.
+///
+/// # Errors
+///
+/// When the record cannot be encoded as JSON.
+pub fn encode_closure_line(
+    task: &TaskId,
+    call: u32,
+    record: &ClosureRecord,
+) -> Result<Vec<u8>, serde_json::Error> {
+    encode_closure_line_as(Some(CLOSURE_LINE_FORMAT), task, call, record)
+}
+
+/// The line in `format` (`None`: the first layout) exactly as kleene writes it: one value has
+/// one written form, so `kleene audit` re-encodes a line in the format it declared and names
+/// a line whose bytes differ as edited.
+///
+/// # Errors
+///
+/// When the record cannot be encoded as JSON.
+pub fn encode_closure_line_as(
+    format: Option<u32>,
+    task: &TaskId,
+    call: u32,
+    record: &ClosureRecord,
+) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(&ClosureLineOut {
+        format,
+        task,
+        call,
+        record,
+    })
+}
+
+/// One decoded line of `closures.jsonl`.
+#[derive(Debug)]
+pub struct ClosureLine {
+    /// The format it declared (`None`: the first layout).
+    pub format: Option<u32>,
+    /// The task, as written.
+    pub task: String,
+    /// The call number.
+    pub call: u32,
+    /// The closure record.
+    pub record: ClosureRecord,
+}
+
+/// One `closures.jsonl` line of any format up to [`CLOSURE_LINE_FORMAT`].
+///
+/// # Errors
+///
+/// [`FormatError::Newer`] for a later format; [`FormatError::Malformed`] otherwise.
+pub fn decode_closure_line(line: &str) -> Result<ClosureLine, FormatError> {
+    const WHAT: &str = "closures.jsonl line";
+    let format = match declared_format(line, WHAT)? {
+        None => None,
+        Some(1) => Some(CLOSURE_LINE_FORMAT),
+        Some(found) => {
+            return Err(FormatError::Newer {
+                what: WHAT,
+                found,
+                supported: CLOSURE_LINE_FORMAT,
+            });
+        }
+    };
+    let line: ClosureLineIn = decode(line, WHAT)?;
+    Ok(ClosureLine {
+        format,
+        task: line.task,
+        call: line.call,
+        record: line.record,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V0_RUN_FILE: &str = include_str!("../../../tests/fixtures/cli_state_v0/run.json");
+    const V0_CLOSURES: &str = include_str!("../../../tests/fixtures/cli_state_v0/closures.jsonl");
+
+    #[test]
+    fn a_first_layout_run_file_migrates_and_round_trips_as_format_1() {
+        let info = decode_run_file(V0_RUN_FILE).unwrap();
+        assert_eq!(info.channel, "run-dc30a673498d");
+        assert_eq!(info.max_depth, 3);
+        let text = encode_run_file(&info);
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["format"], 1);
+        assert_eq!(decode_run_file(&text).unwrap(), info);
+    }
+
+    #[test]
+    fn a_newer_run_file_is_refused_by_its_format() {
+        let info = decode_run_file(V0_RUN_FILE).unwrap();
+        let text = encode_run_file(&info).replacen("\"format\": 1", "\"format\": 2", 1);
+        let err = decode_run_file(&text).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FormatError::Newer {
+                    found: 2,
+                    supported: 1,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("newer kleene"), "{err}");
+        let odd = encode_run_file(&info).replacen("\"format\": 1", "\"format\": \"one\"", 1);
+        assert!(matches!(
+            decode_run_file(&odd),
+            Err(FormatError::Malformed { .. })
+        ));
+        // A field this version does not know is refused, not dropped.
+        let extra = encode_run_file(&info).replacen('{', "{\"jobs\": 4,", 1);
+        assert!(matches!(
+            decode_run_file(&extra),
+            Err(FormatError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn closure_lines_of_both_layouts_read_and_newer_ones_are_refused() {
+        let first = V0_CLOSURES.lines().next().unwrap();
+        let old = decode_closure_line(first).unwrap();
+        assert_eq!(old.format, None);
+        let id = TaskId::new(old.task.clone()).unwrap();
+        // The first layout re-encodes to its own bytes: audit's edit check holds for old logs.
+        let again = encode_closure_line_as(None, &id, old.call, &old.record).unwrap();
+        assert_eq!(again, first.as_bytes());
+        let line = encode_closure_line(&id, old.call, &old.record).unwrap();
+        let line = String::from_utf8(line).unwrap();
+        assert!(line.starts_with("{\"format\":1,"), "{line}");
+        let new = decode_closure_line(&line).unwrap();
+        assert_eq!(
+            (new.format, &new.task, new.call),
+            (Some(1), &old.task, old.call)
+        );
+        assert_eq!(new.record.digest(), old.record.digest());
+        let newer = line.replacen("\"format\":1", "\"format\":7", 1);
+        assert!(matches!(
+            decode_closure_line(&newer),
+            Err(FormatError::Newer { found: 7, .. })
+        ));
+    }
+}
