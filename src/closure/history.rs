@@ -408,14 +408,19 @@ fn compare(
         .iter()
         .map(AuditEntry::event)
         .find(|a| !events.contains(a));
-    Err(ClosureDeltaError::Diverged {
-        position,
-        task: found.or(produced).or(events.first()).map_or_else(
-            || closure.audit().entries()[0].event().task_ref().clone(),
-            |e| e.task_ref().clone(),
-        ),
-        found: found.map_or("nothing", AuditEvent::kind),
-        expected: produced.map_or("nothing", AuditEvent::kind),
+    let culprit = found
+        .or(produced)
+        .or(events.first())
+        .or(appended.first().map(AuditEntry::event));
+    Err(match culprit {
+        Some(event) => ClosureDeltaError::Diverged {
+            position,
+            task: event.task_ref().clone(),
+            found: found.map_or("nothing", AuditEvent::kind),
+            expected: produced.map_or("nothing", AuditEvent::kind),
+        },
+        // Neither side holds an event: only the head can differ.
+        None => ClosureDeltaError::Edited { position },
     })
 }
 
@@ -650,6 +655,89 @@ impl From<ClosureDeltaV1> for ClosureDelta {
             events: w.events,
             head: w.head.0,
             payload,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::ValidatorId;
+    use crate::phase::{GovernanceDecision, Next, Session};
+    use crate::task::Spec;
+    use crate::verdict::{Severity, ValidatorResult, Verdict};
+
+    fn resolved_after_one_fix() -> Closure {
+        let task = Task::new(TaskId::new("x").unwrap(), Spec::new("intent"));
+        let session = Session::new("build", "p").unwrap();
+        let failing = Verdict::new([ValidatorResult::new(
+            ValidatorId::new("tests").unwrap(),
+            Severity::Blocker,
+            true,
+            "test a ... FAILED",
+        )]);
+        let mut posts = vec![Verdict::clean(), failing].into_iter().rev();
+        let mut closure = Closure::start(task, session, RecoveryPolicy::default());
+        loop {
+            closure = match closure {
+                Closure::Governance(due) => due.feed(GovernanceDecision::Approve),
+                Closure::PreValidate(due) => due.feed(Verdict::clean()),
+                Closure::Execute(due) => due.feed(ExecutionOutput::new("done")),
+                Closure::PostValidate(due) => due.feed(posts.next().unwrap_or_default()),
+                Closure::MoveNext(due) => due.feed(Next::Complete),
+                done @ Closure::Done(_) => return done,
+            };
+        }
+    }
+
+    #[test]
+    fn a_step_is_the_answer_it_was_fed_and_what_followed_from_it() {
+        let closure = resolved_after_one_fix();
+        let kinds: Vec<Vec<&str>> = closure
+            .history()
+            .iter()
+            .map(|d| d.events().iter().map(AuditEvent::kind).collect())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                vec!["closure_started"],
+                vec!["governed"],
+                vec!["pre_validated"],
+                vec!["executed"],
+                vec!["post_validated", "subtask_spawned"],
+                vec!["governed"],
+                vec!["pre_validated"],
+                vec!["executed"],
+                vec!["post_validated"],
+                vec!["moved_next", "recovery_resolved"],
+            ]
+        );
+        // The deltas chain: each links to the head the one before it ended at.
+        let history = closure.history();
+        assert!(history.windows(2).all(|w| w[1].prev() == w[0].head()));
+        assert_eq!(
+            history.last().map(ClosureDelta::head),
+            Some(closure.audit().head())
+        );
+        assert_eq!(closure.step_delta(), history[history.len() - 1]);
+    }
+
+    #[test]
+    fn only_the_start_and_executions_carry_a_payload() {
+        let history = resolved_after_one_fix().history();
+        for delta in &history {
+            let expected = match delta.events()[0] {
+                AuditEvent::ClosureStarted { .. } => "start",
+                AuditEvent::Executed { .. } => "output",
+                _ => "none",
+            };
+            let found = match delta.payload {
+                Payload::Start(_) => "start",
+                Payload::Output(_) => "output",
+                Payload::None => "none",
+            };
+            assert_eq!(found, expected);
         }
     }
 }
