@@ -27,13 +27,12 @@
 use std::path::PathBuf;
 
 use kleene::batch::{
-    AgentFailure, BatchAgent, Candidate, ClosureSettlement, Dispatch, Proposal, Rejection,
-    WorkerCall, WorkerFailure,
+    AgentFailure, BatchAgent, Candidate, Dispatch, Proposal, Rejection, WorkerCall, WorkerFailure,
 };
 use kleene::closure::{
-    Agent, AgentError, AgentErrorKind, Closure, ClosureFailure, ClosureOutcome, ClosureRecord,
-    ExecutionOutput, ExhaustedBound, FixBudget, GovernanceDecision, HaltReason, Next,
-    RecoveryPolicy, Session, Severity, Spec, Task, ValidationToken, ValidatorResult, Verdict,
+    Agent, AgentError, AgentErrorKind, Closure, ClosureRecord, ExecutionOutput, FixBudget,
+    GovernanceDecision, Next, RecoveryPolicy, Session, Severity, Spec, Task, ValidationToken,
+    ValidatorResult, Verdict,
 };
 use kleene::error::Chain;
 use kleene::id::{ChannelId, IdError, TaskId, ValidatorId};
@@ -556,86 +555,7 @@ fn proposal(
         }
         _ => {}
     }
-    let proposal = finished?;
-    let proposal = match halt_text(record) {
-        Some(halt) => {
-            let text = match proposal.rejection() {
-                Some(Rejection::Contract { message, .. }) => format!("{message}\n\n{halt}"),
-                Some(other) => format!("{other}\n\n{halt}"),
-                None => halt,
-            };
-            Proposal::refused(
-                proposal.candidate().clone(),
-                Rejection::contract(task, text),
-            )
-        }
-        None => proposal,
-    };
-    Ok(proposal.with_closure(ClosureSettlement::of(record)))
-}
-
-/// The halt of a closure as rejection text, worded as the library's closure worker words it.
-fn halt_text(record: &ClosureRecord) -> Option<String> {
-    match record.outcome() {
-        ClosureOutcome::Resolved { .. } => None,
-        ClosureOutcome::Halted {
-            task_ref, reason, ..
-        } => {
-            let mut text = format!("closure halted at {task_ref}: {}", describe_halt(reason));
-            if let Some(verdict) = verdict_of(reason) {
-                for r in verdict.failures() {
-                    text.push_str(&format!(
-                        "\n\n{} ({}{}):\n{}",
-                        r.validator_id,
-                        r.severity,
-                        if r.overridable {
-                            ""
-                        } else {
-                            ", not overridable"
-                        },
-                        r.justification
-                    ));
-                }
-            }
-            Some(text)
-        }
-        ClosureOutcome::Failed {
-            task_ref, failure, ..
-        } => Some(match failure {
-            ClosureFailure::Agent { phase, message } => format!(
-                "closure stopped at {task_ref}: {} failed: {message}",
-                phase.as_str()
-            ),
-            ClosureFailure::FixId { depth, message } => format!(
-                "closure stopped at {task_ref}: the fix at depth {depth} cannot be named: {message}"
-            ),
-            _ => format!("closure stopped at {task_ref}"),
-        }),
-        _ => Some("closure ended in an outcome this adapter does not know".to_owned()),
-    }
-}
-
-fn verdict_of(reason: &HaltReason) -> Option<&Verdict> {
-    match reason {
-        HaltReason::PreExecuteRejected { verdict }
-        | HaltReason::NonOverridableBlocker { verdict }
-        | HaltReason::WarningWithheld { verdict }
-        | HaltReason::RecoveryExhausted { verdict, .. }
-        | HaltReason::RecoveryStalled { verdict } => Some(verdict),
-        _ => None,
-    }
-}
-
-fn describe_halt(reason: &HaltReason) -> String {
-    match reason {
-        HaltReason::RecoveryExhausted { bound, .. } => match bound {
-            ExhaustedBound::Depth { max } => format!("recovery_exhausted (depth {max} reached)"),
-            ExhaustedBound::FixBudget { max } => {
-                format!("recovery_exhausted (the run's {max} fix attempt(s) are used)")
-            }
-        },
-        other => other.halt_type().to_owned(),
-    }
+    Ok(finished?.closed_by(task, record))
 }
 
 /// The text a fixer receives: the spec's intent and its acceptance criteria.

@@ -14,8 +14,6 @@
 //!
 //! The example is on [`ClosureWorker`].
 
-use super::candidate::Rejection;
-use super::event::ClosureSettlement;
 use super::journal::JournalError;
 use super::worker::{AgentFailure, Proposal, Worker, WorkerCall, WorkerFailure};
 use crate::closure::{AgentError, AgentErrorKind};
@@ -254,17 +252,9 @@ pub(crate) fn closure_proposal<E: AgentError>(
         }
         None => {}
     }
-    let mut proposal = finished?;
-    if let Some(halt) = halt_text(record) {
-        let text = match proposal.rejection.take() {
-            Some(Rejection::Contract { message, .. }) => format!("{message}\n\n{halt}"),
-            Some(other) => format!("{other}\n\n{halt}"),
-            None => halt,
-        };
-        proposal.rejection = Some(Rejection::contract(task, text));
-    }
+    let mut proposal = finished?.closed_by(task, record);
     proposal.error = agent_error;
-    Ok(proposal.with_closure(ClosureSettlement::of(record)))
+    Ok(proposal)
 }
 
 /// A policy that never spawns a fix.

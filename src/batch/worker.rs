@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::candidate::{AcceptedOutput, Candidate, Rejection};
 use super::event::ClosureSettlement;
 use super::journal::JournalError;
-use crate::closure::{AgentError, AgentErrorKind};
+use crate::closure::{AgentError, AgentErrorKind, ClosureRecord};
 use crate::digest::{Canonical, CanonicalHasher};
 use crate::plan::PlannedTask;
 use crate::{closure::FixBudget, id::ChannelId, id::TaskId};
@@ -228,6 +228,61 @@ impl Proposal {
     pub fn with_closure(mut self, closure: ClosureSettlement) -> Self {
         self.closure = Some(closure);
         self
+    }
+
+    /// The proposal of a call of `task` whose closure ended with `record`, as
+    /// [`ClosureWorker`](super::ClosureWorker) makes it: refused when the closure halted or
+    /// stopped, with the reason and every failure that caused it (justifications verbatim)
+    /// after any rejection it already had, and carrying the settled closure. For a worker
+    /// that runs the closure itself (on another machine, say) and must settle as the
+    /// library's closure worker does.
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use kleene::batch::{Candidate, Proposal};
+    /// use kleene::closure::{run_to_closure, ExecutionOutput, GovernanceDecision, RecoveryPolicy,
+    ///                       Session, Severity, Spec, ValidationToken, ValidatorResult, Verdict};
+    /// use kleene::{Agent, Task, id::TaskId, id::ValidatorId};
+    ///
+    /// /// Its tests always fail, and it never fixes anything.
+    /// struct Failing;
+    /// impl Agent for Failing {
+    ///     type Error = Infallible;
+    ///     fn govern(&mut self, _: &Task, _: &Session, _: u32) -> Result<GovernanceDecision, Infallible> {
+    ///         Ok(GovernanceDecision::Approve)
+    ///     }
+    ///     fn pre_validate(&mut self, _: &Task, _: u32) -> Result<Verdict, Infallible> {
+    ///         Ok(Verdict::clean())
+    ///     }
+    ///     fn execute(&mut self, _: &Task, _: &ValidationToken) -> Result<ExecutionOutput, Infallible> {
+    ///         Ok(ExecutionOutput::new("built"))
+    ///     }
+    ///     fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> Result<Verdict, Infallible> {
+    ///         let tests = ValidatorId::new("tests").unwrap();
+    ///         Ok(Verdict::new([ValidatorResult::new(tests, Severity::Blocker, false, "1 failed")]))
+    ///     }
+    /// }
+    ///
+    /// let id = TaskId::new("svc")?;
+    /// let task = Task::new(id.clone(), Spec::new("the service"));
+    /// let record = run_to_closure(task, Session::new("build", "p")?, &mut Failing,
+    ///                             &RecoveryPolicy::default());
+    /// let proposal = Proposal::new(Candidate::default()).closed_by(&id, &record);
+    /// let refusal = proposal.rejection().unwrap().to_string();
+    /// assert!(refusal.contains("closure halted at svc") && refusal.contains("1 failed"));
+    /// assert!(proposal.closure().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn closed_by(mut self, task: &TaskId, record: &ClosureRecord) -> Self {
+        if let Some(halt) = super::closure_worker::halt_text(record) {
+            let text = match self.rejection.take() {
+                Some(Rejection::Contract { message, .. }) => format!("{message}\n\n{halt}"),
+                Some(other) => format!("{other}\n\n{halt}"),
+                None => halt,
+            };
+            self.rejection = Some(Rejection::contract(task, text));
+        }
+        self.with_closure(ClosureSettlement::of(record))
     }
 
     /// The candidate.
