@@ -45,8 +45,10 @@ Run plan files of shell commands with bounded, auditable auto-fix recovery.
 A plan file is an AppBuildPlan (tasks, owned paths, dependencies) whose tasks also say what
 to run: `run` does the work, `checks` validate it, and `fix` gets the recovery spec of a
 failed check (on stdin and in the file named by KLEENE_RECOVERY_SPEC_FILE). Tasks run in
-dependency order; a failed task drains its dependents. Everything a run learns is journaled
-evidence, so it can be resumed, accepted, exported and verified.
+dependency order, up to -j of them at once (default: one per core); a failed task drains
+its dependents. Everything a run learns is journaled evidence, so it can be resumed,
+accepted, exported and verified. `kleene worker` and `kleene run --restate URL` run plans
+across many machines on Restate (see kleene-restate/README.md).
 
 Plan keys (per task unless marked):
   \"kind\": {\"lane\": \"general\"}         optional; the web-app lanes (module, model, ...)
