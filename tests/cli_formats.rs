@@ -123,4 +123,10 @@ fn a_new_run_writes_the_current_formats() {
     for line in log.lines() {
         assert!(line.starts_with("{\"format\":1,"), "{line}");
     }
+    let status = kleene(tmp.path())
+        .args(["--json", "status", "--state", "st"])
+        .output()
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(result["format"], 1, "{result}");
 }

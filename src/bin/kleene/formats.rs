@@ -19,7 +19,7 @@
 //! | `closures.jsonl` line | (none) | `task`, `call`, `record` (the library's closure record) |
 //! | `closures.jsonl` line | 1 | the same fields and `format` |
 //! | `--json` events | (none) | `event` and its fields |
-//! | `--json` events | 1 | every line also has `format`, `ts` (RFC 3339, UTC, ms) and `elapsed_ms` since the run began; what ends has `duration_ms`; `command_finished` added; `command_started` and `check_failed` name their `root_task` |
+//! | `--json` events | 1 | every line (and every command's JSON result) has `format`; events also have `ts` (RFC 3339, UTC, ms) and `elapsed_ms` since the run began; what ends has `duration_ms`; `command_finished` added; `command_started` and `check_failed` name their `root_task` |
 
 use std::path::PathBuf;
 

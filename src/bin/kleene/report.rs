@@ -378,8 +378,13 @@ impl Reporter {
         println_flush(&line.to_string());
     }
 
-    /// A result object for machines (JSON mode only prints it; the others never call it).
+    /// A result object for machines (JSON mode only prints it; the others never call it),
+    /// with the events' `format`.
     pub fn say_json(&mut self, value: &serde_json::Value) {
+        let mut value = value.clone();
+        if let Some(fields) = value.as_object_mut() {
+            fields.insert("format".into(), EVENTS_FORMAT.into());
+        }
         println_flush(&value.to_string());
     }
 
