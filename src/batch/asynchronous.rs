@@ -55,7 +55,7 @@
 
 use std::future::Future;
 use std::num::NonZeroUsize;
-use std::sync::OnceLock;
+
 use std::task::Poll;
 
 use futures_channel::{mpsc, oneshot};
@@ -66,11 +66,11 @@ use super::candidate::AcceptedOutput;
 use super::event::EvidenceEvent;
 use super::executor::{Batch, BatchError, RecoveryPass, Run, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
-use super::machine::{Dispatch, Prerequisites};
-use super::threaded::{DrawReply, GroupCommit, SharedBudget, accepted_cells};
+use super::machine::Dispatch;
+use super::threaded::{DrawReply, GroupCommit, Shared as Pass};
 use super::worker::{Correction, OutputContract, Proposal, WorkerFailure, transitive_inputs};
 use crate::closure::FixBudget;
-use crate::plan::{PlannedTask, ValidatedPlan};
+use crate::plan::PlannedTask;
 use crate::{id::ChannelId, id::TaskId};
 
 /// The async counterpart of [`Worker`](super::Worker): performs a task's call as a future,
@@ -132,7 +132,7 @@ pub struct AsyncWorkerCall<'a> {
 impl std::fmt::Debug for AsyncWorkerCall<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AsyncWorkerCall")
-            .field("channel", self.shared.channel)
+            .field("channel", &self.shared.pass.channel)
             .field("task", &self.task.id)
             .field("attempt", &self.dispatch.attempt())
             .finish_non_exhaustive()
@@ -142,7 +142,7 @@ impl std::fmt::Debug for AsyncWorkerCall<'_> {
 impl<'a> AsyncWorkerCall<'a> {
     /// The channel the batch runs on.
     pub fn channel(&self) -> &'a ChannelId {
-        self.shared.channel
+        &self.shared.pass.channel
     }
     /// The planned task.
     pub fn task(&self) -> &'a PlannedTask {
@@ -163,8 +163,8 @@ impl<'a> AsyncWorkerCall<'a> {
         let shared = self.shared;
         transitive_inputs(
             self.dispatch.position(),
-            |p| shared.graph.of(p),
-            |p| shared.accepted_at(p),
+            |p| shared.pass.graph.of(p),
+            |p| shared.pass.accepted_at(p),
         )
     }
     /// The call number for this task, from 1 (interrupted calls count).
@@ -201,7 +201,7 @@ impl<'a> AsyncWorkerCall<'a> {
             Err(_) => Err(stopped()),
         };
         answer.map_err(|detail| JournalError::Store {
-            channel: self.shared.channel.clone(),
+            channel: self.shared.pass.channel.clone(),
             detail,
             source: None,
         })
@@ -210,7 +210,7 @@ impl<'a> AsyncWorkerCall<'a> {
     /// The run's fix budget of size `max` for this call's closure: one budget shared by the
     /// calls in flight together.
     pub(crate) fn fix_budget(&self, max: u32) -> FixBudget {
-        self.shared.budget.of_size(max)
+        self.shared.pass.budget.of_size(max)
     }
 }
 
@@ -365,27 +365,11 @@ impl<'p> Batch<'p> {
     }
 }
 
-/// What the calls of a pass share: read-only, or written once.
+/// What the calls of a pass share: the pass (as the threaded driver shares it) and where
+/// calls send their fix draws.
 struct Shared<'a> {
-    plan: &'a ValidatedPlan,
-    /// The plan's tasks by position.
-    tasks: &'a [&'a PlannedTask],
-    channel: &'a ChannelId,
-    graph: &'a Prerequisites,
-    /// The same, each task's sorted by id.
-    by_id: &'a Prerequisites,
-    /// Every accepted output by position, set once when its task is accepted.
-    accepted: &'a [OnceLock<AcceptedOutput>],
-    budget: &'a SharedBudget,
-    /// Where calls send their fix draws.
+    pass: Pass<'a>,
     draws: mpsc::UnboundedSender<Draw>,
-}
-
-impl<'a> Shared<'a> {
-    fn accepted_at(&self, position: usize) -> Option<(&'a TaskId, &'a AcceptedOutput)> {
-        let accepted = self.accepted.get(position)?.get()?;
-        Some((self.plan.topological_order().get(position)?, accepted))
-    }
 }
 
 /// A call's fix draw, answered once it is durable.
@@ -422,22 +406,9 @@ async fn call<'s, W: AsyncWorker>(
     mut worker: W,
     dispatch: Dispatch,
 ) -> Returned<W> {
-    let task = shared
-        .tasks
-        .get(dispatch.position())
-        .copied()
-        .filter(|t| &t.id == dispatch.task());
-    let result = match task {
-        None => Err(WorkerFailure::Unavailable {
-            detail: format!("find task {} in the plan", dispatch.task()),
-        }),
-        Some(task) => {
-            let prerequisites = shared
-                .by_id
-                .of(dispatch.position())
-                .iter()
-                .filter_map(|&p| shared.accepted_at(p))
-                .collect();
+    let result = match shared.pass.call_of(&dispatch) {
+        Err(failure) => Err(failure),
+        Ok((task, prerequisites)) => {
             let call = AsyncWorkerCall {
                 shared,
                 slot,
@@ -477,24 +448,12 @@ async fn drive<W: AsyncWorker, J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
     workers: &mut [Option<W>],
     contract: &impl OutputContract,
 ) -> Result<(), BatchError> {
-    let graph = run.machine.graph().clone();
-    let by_id = run.machine.prerequisites_by_id().clone();
-    let accepted = accepted_cells(run);
-    let channel = run.batch.channel().clone();
-    let budget = SharedBudget::new(run.machine.evidence().fix_attempts_used());
-    let tasks = run.machine.tasks().to_vec();
     let (draws, mut drawn) = mpsc::unbounded();
     let shared = Shared {
-        plan: run.batch.plan(),
-        tasks: &tasks,
-        channel: &channel,
-        graph: &graph,
-        by_id: &by_id,
-        accepted: &accepted,
-        budget: &budget,
+        pass: Pass::of(run),
         draws,
     };
-    let mut group = GroupCommit::new(workers.len(), &accepted);
+    let mut group = GroupCommit::new(workers.len(), &shared.pass.accepted);
     let mut in_flight = FuturesUnordered::new();
     loop {
         for (slot, dispatch) in group.commit(run)? {

@@ -141,18 +141,66 @@ impl Drop for PanicGuard<'_> {
     }
 }
 
-/// What a worker thread shares with the others: read-only, or written once.
-struct Shared<'a> {
-    plan: &'a ValidatedPlan,
+/// A prerequisite's accepted output, with the task that produced it.
+pub(super) type AcceptedInput<'a> = (&'a TaskId, &'a AcceptedOutput);
+
+/// What the calls of one pass share, whichever driver makes them (threads or futures):
+/// read-only, or written once. The driver owns it for the pass and lends it to every call.
+pub(super) struct Shared<'p> {
+    plan: &'p ValidatedPlan,
     /// The plan's tasks by position.
-    tasks: &'a [&'a PlannedTask],
-    channel: &'a ChannelId,
-    graph: &'a Prerequisites,
+    tasks: Vec<&'p PlannedTask>,
+    pub(super) channel: ChannelId,
+    pub(super) graph: Prerequisites,
     /// The same, each task's sorted by id.
-    by_id: &'a Prerequisites,
+    by_id: Prerequisites,
     /// Every accepted output by position, set once when its task is accepted.
-    accepted: &'a [OnceLock<AcceptedOutput>],
-    budget: &'a SharedBudget,
+    pub(super) accepted: Vec<OnceLock<AcceptedOutput>>,
+    pub(super) budget: SharedBudget,
+}
+
+impl<'p> Shared<'p> {
+    /// What a pass of `run` shares, as far as its evidence goes.
+    pub(super) fn of<J, O>(run: &Run<'_, 'p, J, O>) -> Self {
+        Self {
+            plan: run.batch.plan(),
+            tasks: run.machine.tasks().to_vec(),
+            channel: run.batch.channel().clone(),
+            graph: run.machine.graph().clone(),
+            by_id: run.machine.prerequisites_by_id().clone(),
+            accepted: accepted_cells(run),
+            budget: SharedBudget::new(run.machine.evidence().fix_attempts_used()),
+        }
+    }
+
+    /// The task at `position` and its accepted output, once it has one.
+    pub(super) fn accepted_at(&self, position: usize) -> Option<(&TaskId, &AcceptedOutput)> {
+        let accepted = self.accepted.get(position)?.get()?;
+        Some((self.plan.topological_order().get(position)?, accepted))
+    }
+
+    /// The planned task `dispatch` names, and the accepted outputs of its direct
+    /// prerequisites sorted by task id: what every driver hands a call.
+    pub(super) fn call_of(
+        &self,
+        dispatch: &Dispatch,
+    ) -> Result<(&'p PlannedTask, Vec<AcceptedInput<'_>>), WorkerFailure> {
+        let task = self
+            .tasks
+            .get(dispatch.position())
+            .copied()
+            .filter(|t| &t.id == dispatch.task())
+            .ok_or_else(|| WorkerFailure::Unavailable {
+                detail: format!("find task {} in the plan", dispatch.task()),
+            })?;
+        let prerequisites = self
+            .by_id
+            .of(dispatch.position())
+            .iter()
+            .filter_map(|&p| self.accepted_at(p))
+            .collect();
+        Ok((task, prerequisites))
+    }
 }
 
 /// The one fix budget every call of a pass spends from, made by the first call that asks:
@@ -244,30 +292,13 @@ fn serve<W: Worker>(
     to_driver: Sender<Message>,
 ) {
     let _guard = PanicGuard(&to_driver);
-    let order = shared.plan.topological_order();
     while let Ok(dispatch) = jobs.recv() {
         // Declared per call: a call's view lives no longer than its dispatch.
-        let accepted_at = |p: usize| {
-            let a = shared.accepted.get(p)?.get()?;
-            Some((&order[p], a))
-        };
+        let accepted_at = |p: usize| shared.accepted_at(p);
         let prerequisites_of = |p: usize| shared.graph.of(p);
-        let task = shared
-            .tasks
-            .get(dispatch.position())
-            .copied()
-            .filter(|t| &t.id == dispatch.task());
-        let result = match task {
-            None => Err(WorkerFailure::Unavailable {
-                detail: format!("find task {} in the plan", dispatch.task()),
-            }),
-            Some(task) => {
-                let prerequisites: Vec<_> = shared
-                    .by_id
-                    .of(dispatch.position())
-                    .iter()
-                    .filter_map(|&p| accepted_at(p))
-                    .collect();
+        let result = match shared.call_of(&dispatch) {
+            Err(failure) => Err(failure),
+            Ok((task, prerequisites)) => {
                 let ledger = ThreadLedger {
                     slot,
                     used: dispatch.fix_attempts_used(),
@@ -275,7 +306,7 @@ fn serve<W: Worker>(
                     to_driver: &to_driver,
                 };
                 worker.call(&WorkerCall {
-                    channel: shared.channel,
+                    channel: &shared.channel,
                     task,
                     prerequisites,
                     attempt: dispatch.attempt(),
@@ -301,22 +332,7 @@ impl<W: Worker + Send> Driver for Threaded<W> {
         run: &mut Run<'_, '_, J>,
         contract: &impl OutputContract,
     ) -> Result<(), BatchError> {
-        let plan = run.batch.plan();
-        let graph = run.machine.graph().clone();
-        let by_id = run.machine.prerequisites_by_id().clone();
-        let accepted = accepted_cells(run);
-        let channel = run.batch.channel().clone();
-        let budget = SharedBudget::new(run.machine.evidence().fix_attempts_used());
-        let tasks = run.machine.tasks().to_vec();
-        let shared = Shared {
-            plan,
-            tasks: &tasks,
-            channel: &channel,
-            graph: &graph,
-            by_id: &by_id,
-            accepted: &accepted,
-            budget: &budget,
-        };
+        let shared = Shared::of(run);
         let jobs = self.workers.len();
         std::thread::scope(|scope| {
             let (to_driver, from_workers) = mpsc::channel();
@@ -329,7 +345,7 @@ impl<W: Worker + Send> Driver for Threaded<W> {
             }
             drop(to_driver);
             let mut coordinator = Coordinator {
-                group: GroupCommit::new(jobs, &accepted),
+                group: GroupCommit::new(jobs, &shared.accepted),
                 to_slots,
             };
             let result = coordinator.run(run, &from_workers, contract);
@@ -344,7 +360,7 @@ impl<W: Worker + Send> Driver for Threaded<W> {
 /// Every task's accepted output by position, as far as the pass's evidence has it: the cells
 /// the calls in flight read their prerequisites' outputs from, set once as tasks are accepted
 /// (only for tasks with dependents: no call reads the others).
-pub(super) fn accepted_cells<J, O>(run: &Run<'_, '_, J, O>) -> Vec<OnceLock<AcceptedOutput>> {
+fn accepted_cells<J, O>(run: &Run<'_, '_, J, O>) -> Vec<OnceLock<AcceptedOutput>> {
     (0..run.batch.plan().len())
         .map(|p| {
             let cell = OnceLock::new();
