@@ -25,6 +25,10 @@ use kleene::{
     plan::{Plan, PlannedTask, TaskKind},
 };
 
+#[path = "common/independent.rs"]
+mod independent;
+use independent::independent_plan;
+
 /// The worker both the executor and the bare loop call: it proposes an empty candidate.
 struct Noop;
 
@@ -349,27 +353,6 @@ impl Worker for Nap {
         std::thread::sleep(NAP);
         Ok(Candidate::default().into())
     }
-}
-
-/// `n` independent tasks: the critical path is one task, so `jobs` slots bound the wall time
-/// at `n / jobs` naps.
-fn independent_plan(n: usize) -> ValidatedPlan {
-    let tasks = (0..n)
-        .map(|i| {
-            PlannedTask::new(
-                TaskId::new(format!("t{i:06}")).unwrap(),
-                TaskKind::Config { module: None },
-                AgentId::new("ConfigAgent").unwrap(),
-                Spec::new("nap"),
-            )
-        })
-        .collect();
-    Plan::draft(AppBuildPlan::new(tasks))
-        .normalize()
-        .consolidate()
-        .unwrap()
-        .validate()
-        .unwrap()
 }
 
 /// 1,000 one-millisecond calls on 8 slots: the threaded driver against the bound, which is

@@ -10,17 +10,15 @@ use std::task::Poll;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures_executor::block_on;
 use futures_util::future::join_all;
-use kleene::ValidatedPlan;
 use kleene::batch::{
     AsyncWorker, AsyncWorkerCall, Batch, Candidate, MemoryJournal, Proposal, Worker, WorkerCall,
     WorkerFailure,
 };
-use kleene::{
-    AppBuildPlan,
-    closure::Spec,
-    id::{AgentId, ChannelId, TaskId},
-    plan::{Plan, PlannedTask, TaskKind},
-};
+use kleene::{id::ChannelId, plan::PlannedTask};
+
+#[path = "common/independent.rs"]
+mod independent;
+use independent::independent_plan;
 
 const TASKS: usize = 10_000;
 
@@ -65,28 +63,8 @@ impl Worker for Noop {
     }
 }
 
-/// `n` independent tasks.
-fn plan(n: usize) -> ValidatedPlan {
-    let tasks = (0..n)
-        .map(|i| {
-            PlannedTask::new(
-                TaskId::new(format!("t{i:06}")).unwrap(),
-                TaskKind::Config { module: None },
-                AgentId::new("ConfigAgent").unwrap(),
-                Spec::new("noop"),
-            )
-        })
-        .collect();
-    Plan::draft(AppBuildPlan::new(tasks))
-        .normalize()
-        .consolidate()
-        .unwrap()
-        .validate()
-        .unwrap()
-}
-
 fn async_driver(c: &mut Criterion) {
-    let plan = plan(TASKS);
+    let plan = independent_plan(TASKS);
     let tasks: Vec<&PlannedTask> = plan.tasks().collect();
     let channel = ChannelId::new("bench").unwrap();
     let mut group = c.benchmark_group("async_driver");
