@@ -70,6 +70,22 @@ pub(crate) fn module() -> Value {
     )
 }
 
+/// A model task after the app module whose `run` (given) leaves `bad` in `file`, whose check
+/// wants `good` there, and whose fix writes it.
+pub(crate) fn repairable(id: &str, file: &str, run: &str) -> Value {
+    task(
+        id,
+        "model",
+        &[file],
+        &["app_module"],
+        json!({
+            "run": run,
+            "checks": [{"id": "good", "command": format!("grep -q good {file} || {{ echo 'expected good in {file}'; exit 1; }}")}],
+            "fix": format!("echo good > {file}"),
+        }),
+    )
+}
+
 pub(crate) fn write_plan(dir: &Path, tasks: Vec<Value>) -> PathBuf {
     let path = dir.join("plan.json");
     let plan = json!({ "tasks": tasks });
@@ -832,19 +848,7 @@ fn graph_renders_svg_when_dot_is_on_path() {
 #[test]
 fn the_fix_budget_is_shared_by_the_whole_run() {
     let tmp = TempDir::new().unwrap();
-    let repairable = |id: &str, file: &str| {
-        task(
-            id,
-            "model",
-            &[file],
-            &["app_module"],
-            json!({
-                "run": format!("echo bad > {file}"),
-                "checks": [{"id": "good", "command": format!("grep -q good {file} || {{ echo 'expected good in {file}'; exit 1; }}")}],
-                "fix": format!("echo good > {file}"),
-            }),
-        )
-    };
+    let repairable = |id: &str, file: &str| repairable(id, file, &format!("echo bad > {file}"));
     let plan = write_plan(
         tmp.path(),
         vec![

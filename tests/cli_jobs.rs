@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::cli::{kleene, module, task, text, write_plan};
+use crate::cli::{kleene, module, repairable, task, text, write_plan};
 
 /// `count` commands `sh -c CMD` started at once by hand, waited for: what the same work costs
 /// this machine right now, without kleene (a loaded machine slows both alike).
@@ -83,20 +83,9 @@ fn eight_one_second_tasks_with_eight_jobs_take_one_second() {
 #[test]
 fn calls_in_flight_together_never_spend_more_fixes_than_the_run_has() {
     let tmp = TempDir::new().unwrap();
-    let repairable = |id: &str, file: &str| {
-        task(
-            id,
-            "model",
-            &[file],
-            &["app_module"],
-            json!({
-                // Both calls are in flight before either spawns its fix.
-                "run": format!("sleep 0.3; echo bad > {file}"),
-                "checks": [{"id": "good", "command": format!("grep -q good {file} || {{ echo 'expected good in {file}'; exit 1; }}")}],
-                "fix": format!("echo good > {file}"),
-            }),
-        )
-    };
+    // Both calls are in flight before either spawns its fix.
+    let repairable =
+        |id: &str, file: &str| repairable(id, file, &format!("sleep 0.3; echo bad > {file}"));
     let plan = write_plan(
         tmp.path(),
         vec![
