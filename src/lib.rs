@@ -123,6 +123,7 @@ mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod verdict;
+mod wire;
 
 pub use batch::{Batch, ClosureWorker};
 pub use closure::{Agent, Closure, Task};
