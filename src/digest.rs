@@ -17,6 +17,7 @@
 
 use std::fmt;
 
+use blake3::hazmat::HasherExt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A 32-byte blake3 digest, shown and serialised as 64 lowercase hex characters.
@@ -126,15 +127,44 @@ impl<'de> Deserialize<'de> for Digest {
 /// canonical: the same logical value gives the same digest on every machine.
 ///
 /// Clone a prepared hasher to skip re-deriving the purpose key on hot paths.
+///
+/// Most encodings are a few hundred bytes, so they are gathered (inline, without a heap
+/// allocation, up to [`INLINE`] bytes) and hashed in one pass at [`finish`](Self::finish):
+/// feeding blake3 eight bytes at a time, and cloning or moving its two-kilobyte state, cost
+/// more than the hashing itself. An encoding that outgrows [`SPILL_AT`] moves into a
+/// streaming hasher, so a large value is never held twice. Either way the digest is
+/// blake3's derive-key mode over the same bytes.
 #[derive(Clone)]
-pub(crate) struct CanonicalHasher(blake3::Hasher);
+pub(crate) struct CanonicalHasher {
+    /// The purpose's derive-key context key, hashed once from its context string.
+    context_key: [u8; 32],
+    feed: Feed,
+}
+
+#[derive(Clone)]
+enum Feed {
+    Inline { len: usize, bytes: [u8; INLINE] },
+    Buffered(Vec<u8>),
+    Streaming(Box<blake3::Hasher>),
+}
+
+/// The encoded length a hasher holds without allocating: a task's input with a few
+/// prerequisites, an audit entry, an empty or one-file candidate.
+const INLINE: usize = 256;
+
+/// The encoded length past which a hasher stops buffering and streams.
+const SPILL_AT: usize = 16 * 1024;
 
 impl CanonicalHasher {
     /// A hasher whose derive-key context is `"kleene {purpose} v1"`.
     pub(crate) fn new(purpose: &str) -> Self {
-        Self(blake3::Hasher::new_derive_key(&format!(
-            "kleene {purpose} v1"
-        )))
+        Self {
+            context_key: blake3::hazmat::hash_derive_key_context(&format!("kleene {purpose} v1")),
+            feed: Feed::Inline {
+                len: 0,
+                bytes: [0; INLINE],
+            },
+        }
     }
 
     /// Feeds `value`'s canonical encoding.
@@ -158,18 +188,59 @@ impl CanonicalHasher {
     }
 
     pub(crate) fn finish(&self) -> Digest {
-        Digest::from(self.0.finalize())
+        let bytes = match &self.feed {
+            Feed::Inline { len, bytes } => &bytes[..*len],
+            Feed::Buffered(bytes) => bytes.as_slice(),
+            Feed::Streaming(h) => return Digest::from(h.finalize()),
+        };
+        let mut h = blake3::Hasher::new_from_context_key(&self.context_key);
+        h.update(bytes);
+        Digest::from(h.finalize())
     }
 
     /// Raw bytes of a fixed width (integers, digests, tags): no length prefix.
-    fn fixed(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
+    fn fixed(&mut self, more: &[u8]) {
+        match &mut self.feed {
+            Feed::Inline { len, bytes } if *len + more.len() <= INLINE => {
+                bytes[*len..*len + more.len()].copy_from_slice(more);
+                *len += more.len();
+            }
+            Feed::Buffered(buffer) if buffer.len() + more.len() <= SPILL_AT => {
+                buffer.extend_from_slice(more);
+            }
+            Feed::Streaming(h) => {
+                h.update(more);
+            }
+            Feed::Inline { len, bytes } => {
+                let held = &bytes[..*len];
+                self.feed = Self::outgrown(&self.context_key, held, more);
+            }
+            Feed::Buffered(buffer) => {
+                let held = std::mem::take(buffer);
+                self.feed = Self::outgrown(&self.context_key, &held, more);
+            }
+        }
+    }
+
+    /// Where `held` bytes go when `more` does not fit beside them.
+    fn outgrown(context_key: &[u8; 32], held: &[u8], more: &[u8]) -> Feed {
+        if held.len() + more.len() <= SPILL_AT {
+            let mut buffer = Vec::with_capacity((2 * (held.len() + more.len())).min(SPILL_AT));
+            buffer.extend_from_slice(held);
+            buffer.extend_from_slice(more);
+            Feed::Buffered(buffer)
+        } else {
+            let mut h = blake3::Hasher::new_from_context_key(context_key);
+            h.update(held);
+            h.update(more);
+            Feed::Streaming(Box::new(h))
+        }
     }
 
     /// A variable-length field: its length, then its bytes.
     fn field(&mut self, bytes: &[u8]) {
         self.fixed(&(bytes.len() as u64).to_le_bytes());
-        self.0.update(bytes);
+        self.fixed(bytes);
     }
 }
 
@@ -449,6 +520,44 @@ pub(crate) use {canonical_enum, canonical_struct};
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Inline, buffered, streamed, spilled mid-field or at a field boundary, or cloned from a
+    /// template:
+    /// every way a value reaches the hasher gives blake3's derive-key digest of its bytes.
+    #[test]
+    fn buffering_and_streaming_digest_the_same_bytes() {
+        let context = "kleene t v1";
+        let edges = [
+            INLINE - 17,
+            INLINE - 16,
+            INLINE - 8,
+            INLINE,
+            SPILL_AT - 16,
+            SPILL_AT - 8,
+        ];
+        for len in [0, 1, SPILL_AT, SPILL_AT + 1, 3 * SPILL_AT]
+            .into_iter()
+            .chain(edges)
+        {
+            let body = vec![7u8; len];
+            let mut encoding = (len as u64).to_le_bytes().to_vec();
+            encoding.extend_from_slice(&body);
+            encoding.extend_from_slice(&5u64.to_le_bytes());
+            let expected = Digest::from_bytes(blake3::derive_key(context, &encoding));
+            let fed = CanonicalHasher::new("t")
+                .put(body.as_slice())
+                .put(&5u64)
+                .finish();
+            assert_eq!(fed, expected, "{len} bytes");
+            let mut template = CanonicalHasher::new("t");
+            template.put(body.as_slice());
+            assert_eq!(
+                template.clone().put(&5u64).finish(),
+                expected,
+                "{len} bytes, cloned"
+            );
+        }
+    }
 
     #[test]
     fn hex_round_trip_and_errors() {

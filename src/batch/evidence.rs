@@ -679,6 +679,18 @@ impl BatchEvidence {
         event: EvidenceEvent,
         verify: bool,
     ) -> Result<(), FoldError> {
+        self.apply_at(None, event, verify)
+    }
+
+    /// [`apply_checked`](Self::apply_checked) with where the event's task sits, when the
+    /// caller knows it: the task is then found without a lookup by id (the hint is checked,
+    /// and a wrong one falls back to the lookup).
+    pub(crate) fn apply_at(
+        &mut self,
+        hint: Option<usize>,
+        event: EvidenceEvent,
+        verify: bool,
+    ) -> Result<(), FoldError> {
         let index = self.events;
         let out_of_order =
             |task: &TaskId, event: &'static str, t: &TaskEvidence| FoldError::OutOfOrder {
@@ -695,7 +707,7 @@ impl BatchEvidence {
                 input_digest,
             } => {
                 let recovery = self.recovery;
-                let t = self.task_mut(index, &task)?;
+                let t = self.task_hinted(index, &task, hint)?;
                 if !t.may_call(recovery) || attempt != t.calls + 1 {
                     return Err(out_of_order(&task, "reserved", t));
                 }
@@ -707,7 +719,7 @@ impl BatchEvidence {
                 attempt,
                 settlement,
             } => {
-                let t = self.task_mut(index, &task)?;
+                let t = self.task_hinted(index, &task, hint)?;
                 let Some((reserved, input_digest)) = t.in_flight else {
                     return Err(out_of_order(&task, "settled", t));
                 };
@@ -753,7 +765,7 @@ impl BatchEvidence {
                 }
             }
             EvidenceEvent::Interrupted { task, attempt } => {
-                let t = self.task_mut(index, &task)?;
+                let t = self.task_hinted(index, &task, hint)?;
                 if t.in_flight.map(|(a, _)| a) != Some(attempt) {
                     return Err(out_of_order(&task, "interrupted", t));
                 }
@@ -762,7 +774,7 @@ impl BatchEvidence {
                 self.note(&task, attempt, FailureKind::Interrupted);
             }
             EvidenceEvent::Withdrawn { task, attempt, .. } => {
-                let t = self.task_mut(index, &task)?;
+                let t = self.task_hinted(index, &task, hint)?;
                 if t.in_flight.map(|(a, _)| a) != Some(attempt) {
                     return Err(out_of_order(&task, "withdrawn", t));
                 }
@@ -784,7 +796,7 @@ impl BatchEvidence {
                         task: blocked_by,
                     });
                 }
-                let t = self.task_mut(index, &task)?;
+                let t = self.task_hinted(index, &task, hint)?;
                 if t.accepted.is_some() || t.in_flight.is_some() || t.blocked_by.is_some() {
                     return Err(out_of_order(&task, "drained", t));
                 }
@@ -820,13 +832,13 @@ impl BatchEvidence {
                 });
             }
             EvidenceEvent::FixDrawn { task, attempt, .. } => {
-                let t = self.task_mut(index, &task)?;
+                let t = self.task_hinted(index, &task, hint)?;
                 if t.in_flight.map(|(a, _)| a) != Some(attempt) {
                     return Err(out_of_order(&task, "fix drawn", t));
                 }
                 let call = self.closure_call(&task, attempt);
                 if call.settled.is_some() {
-                    let t = self.task_mut(index, &task)?;
+                    let t = self.task_hinted(index, &task, hint)?;
                     return Err(out_of_order(&task, "fix drawn", t));
                 }
                 let before = call.fix_attempts_used();
@@ -839,14 +851,14 @@ impl BatchEvidence {
                 attempt,
                 closure,
             } => {
-                let t = self.task_mut(index, &task)?;
+                let t = self.task_hinted(index, &task, hint)?;
                 if t.in_flight.map(|(a, _)| a) != Some(attempt) {
                     return Err(out_of_order(&task, "closure settled", t));
                 }
                 let call = self.closure_call(&task, attempt);
                 // A closure spawns every fix it draws, so it cannot settle with fewer.
                 if call.settled.is_some() || closure.fix_attempts < call.fixes_drawn {
-                    let t = self.task_mut(index, &task)?;
+                    let t = self.task_hinted(index, &task, hint)?;
                     return Err(out_of_order(&task, "closure settled", t));
                 }
                 let before = call.fix_attempts_used();
@@ -890,6 +902,25 @@ impl BatchEvidence {
             }
         };
         &mut self.closures[at]
+    }
+
+    fn task_hinted(
+        &mut self,
+        index: u64,
+        task: &TaskId,
+        hint: Option<usize>,
+    ) -> Result<&mut TaskEvidence, FoldError> {
+        match hint {
+            Some(i)
+                if self
+                    .order
+                    .get(i)
+                    .is_some_and(|id| id.shares_allocation_with(task) || id == task) =>
+            {
+                Ok(&mut self.tasks[i])
+            }
+            _ => self.task_mut(index, task),
+        }
     }
 
     fn task_mut(&mut self, index: u64, task: &TaskId) -> Result<&mut TaskEvidence, FoldError> {

@@ -1093,7 +1093,11 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
 
     /// Journals a settlement's event (committed at once, or with the next reservation),
     /// then folds it: committed at once, the candidate it carries is never copied.
-    fn commit_then_fold(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+    fn commit_then_fold(
+        &mut self,
+        dispatch: &Dispatch,
+        event: EvidenceEvent,
+    ) -> Result<(), BatchError> {
         if self.batch.group_commit {
             self.buffer.push(event.clone());
         } else {
@@ -1103,7 +1107,7 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
             self.since_snapshot += 1;
         }
         (self.observer)(&event);
-        self.machine.fold_settled(event)
+        self.machine.fold_settled(dispatch, event)
     }
 
     /// Buffers an event the machine already folded for the next [`flush`](Self::flush),
@@ -1189,7 +1193,7 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
             self.checkpoint()?;
             let Settled { events, stop } = self.machine.judge(&dispatch, result, contract)?;
             for event in events {
-                self.commit_then_fold(event)?;
+                self.commit_then_fold(&dispatch, event)?;
             }
             self.machine.close(&dispatch, stop.is_some());
             if let Some(stop) = stop {

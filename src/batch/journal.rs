@@ -448,11 +448,14 @@ impl EvidenceJournal for MemoryJournal {
         channel: &ChannelId,
         events: &[EvidenceEvent],
     ) -> Result<(), JournalError> {
-        self.channels
-            .entry(channel.clone())
-            .or_default()
-            .1
-            .extend_from_slice(events);
+        // Looked up before it is cloned: a run appends to one channel thousands of times.
+        match self.channels.get_mut(channel) {
+            Some((_, tail)) => tail.extend_from_slice(events),
+            None => {
+                self.channels
+                    .insert(channel.clone(), (None, events.to_vec()));
+            }
+        }
         Ok(())
     }
 

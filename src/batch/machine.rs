@@ -293,9 +293,19 @@ impl<'p> BatchMachine<'p> {
     }
 
     fn apply(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
+        self.apply_at(None, event)
+    }
+
+    /// Folds an event of the task at `position` (a hint: checked, so a wrong one only
+    /// costs a lookup).
+    fn apply_at(
+        &mut self,
+        position: Option<usize>,
+        event: EvidenceEvent,
+    ) -> Result<(), BatchError> {
         // Every accepted digest the machine folds it computed from its candidate just before.
         self.evidence
-            .apply_checked(event, false)
+            .apply_at(position, event, false)
             .map_err(|source| self.fold_error(source))
     }
 
@@ -380,7 +390,7 @@ impl<'p> BatchMachine<'p> {
                     task: id,
                     blocked_by,
                 };
-                self.apply(event.clone())?;
+                self.apply_at(Some(position), event.clone())?;
                 events.push(event);
                 self.finished(position);
                 continue;
@@ -391,7 +401,7 @@ impl<'p> BatchMachine<'p> {
                 attempt: dispatch.attempt,
                 input_digest: dispatch.input_digest,
             };
-            self.apply(event.clone())?;
+            self.apply_at(Some(position), event.clone())?;
             events.push(event);
             self.dispatched += 1;
             dispatches.push(dispatch);
@@ -472,7 +482,7 @@ impl<'p> BatchMachine<'p> {
     ) -> Result<Settled, BatchError> {
         let settled = self.judge(dispatch, result, contract)?;
         for event in &settled.events {
-            self.fold_settled(event.clone())?;
+            self.fold_settled(dispatch, event.clone())?;
         }
         self.close(dispatch, settled.stop.is_some());
         Ok(settled)
@@ -593,8 +603,12 @@ impl<'p> BatchMachine<'p> {
     }
 
     /// Folds one event of a [`judge`](Self::judge)d settlement, once it is journaled.
-    pub(crate) fn fold_settled(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
-        self.apply(event)
+    pub(crate) fn fold_settled(
+        &mut self,
+        dispatch: &Dispatch,
+        event: EvidenceEvent,
+    ) -> Result<(), BatchError> {
+        self.apply_at(Some(dispatch.position), event)
     }
 
     /// Ends `dispatch`'s call once its settlement is folded: the task is ready again (a
