@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use kleene::batch::{Batch, Candidate, EvidenceEvent};
 use kleene::checkpoint::{self, HEADER_LEN};
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
+use kleene::testing::process::decode_host_frames;
 use kleene::{
     AppBuildPlan, Closure, Task,
     acceptance::{BuildBinding, accept, export},
@@ -65,6 +66,7 @@ fn main() -> Result<()> {
     batch_seeds(&mut seeds)?;
     plan_seeds(&mut seeds)?;
     tail_seeds(&mut seeds)?;
+    host_seeds(&mut seeds)?;
     println!("wrote {} seeds, {} bytes", seeds.count, seeds.bytes);
     Ok(())
 }
@@ -352,6 +354,48 @@ fn tail_seeds(seeds: &mut Seeds) -> Result<()> {
         // The seed must be one the target accepts as is.
         let _ = OutputTail::capture(log.as_bytes(), b"", TailLimits::both(usize::from(bound)));
         seeds.write("output_tail", name, &input)?;
+    }
+    Ok(())
+}
+
+/// One socket frame: a little-endian `u32` length, then the bytes.
+fn frame(bytes: &[u8]) -> Result<Vec<u8>> {
+    let mut out = u32::try_from(bytes.len())?.to_le_bytes().to_vec();
+    out.extend_from_slice(bytes);
+    Ok(out)
+}
+
+/// What each end of the contained host's socket reads: kleene's end a hello and answers,
+/// the host's end requests (one with a stdin frame); and a frame cut short.
+fn host_seeds(seeds: &mut Seeds) -> Result<()> {
+    let tail = OutputTail::capture(TEST_LOG.as_bytes(), b"", TailLimits::both(256));
+    let hello = serde_json::json!({"protocol": "kleene-host 1", "pid": 1});
+    let answers = [
+        serde_json::json!({"Finished": {"code": 101, "signal": null, "tail": tail}}),
+        serde_json::json!({"TimedOut": {"tail": tail}}),
+        serde_json::json!({"Spawn": {"errno": 2, "message": "no such file"}}),
+    ];
+    let mut kleene_end = frame(&serde_json::to_vec(&hello)?)?;
+    for answer in &answers {
+        kleene_end.extend(frame(&serde_json::to_vec(answer)?)?);
+    }
+    let request = |stdin: bool| {
+        serde_json::json!({"command": "cargo test", "dir": b"/tmp/stage".to_vec(),
+            "timeout_ms": 60000, "stdin": stdin, "env": [["CARGO_TERM_COLOR", "never"]],
+            "limits": {"stdout": 4096, "stderr": 4096}})
+    };
+    let mut host_end = frame(&serde_json::to_vec(&request(false))?)?;
+    host_end.extend(frame(&serde_json::to_vec(&request(true))?)?);
+    host_end.extend(frame(b"input for the command")?);
+    let cut = kleene_end[..kleene_end.len() - 3].to_vec();
+    for (name, bytes, expected) in [
+        ("kleene_end", &kleene_end, (4, 0)),
+        ("host_end", &host_end, (0, 2)),
+        ("cut_answer", &cut, (3, 0)),
+    ] {
+        // A seed must decode as far as it was written to, or it seeds nothing.
+        assert_eq!(decode_host_frames(bytes), expected, "seed {name}");
+        seeds.write("host_frames", name, bytes)?;
     }
     Ok(())
 }

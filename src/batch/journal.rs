@@ -439,7 +439,13 @@ pub trait EvidenceJournal {
 /// that keep the journal alive themselves.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryJournal {
-    channels: HashMap<ChannelId, (Option<BatchEvidence>, Vec<EvidenceEvent>)>,
+    /// foldhash (seeded per process) rather than SipHash: a run looks its channel up on
+    /// every append.
+    channels: HashMap<
+        ChannelId,
+        (Option<BatchEvidence>, Vec<EvidenceEvent>),
+        foldhash::fast::RandomState,
+    >,
 }
 
 impl EvidenceJournal for MemoryJournal {

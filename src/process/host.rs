@@ -459,6 +459,30 @@ fn read_json<T: for<'de> Deserialize<'de>>(from: &mut impl Read) -> io::Result<T
     Ok(serde_json::from_slice(&read_frame(from, MAX_FRAME)?)?)
 }
 
+/// Reads `bytes` as both ends of the socket read what arrives: kleene's end (a hello, then
+/// answers) and the host's end (requests, each maybe followed by its stdin frame). Returns
+/// how many frames each end decoded before the bytes ran out or a frame was refused.
+#[cfg(feature = "testing")]
+pub(crate) fn decode_both_ends(bytes: &[u8]) -> (usize, usize) {
+    let mut kleene_end = bytes;
+    let mut answers = 0;
+    if read_json::<Hello>(&mut kleene_end).is_ok() {
+        answers += 1;
+        while read_json::<Answer>(&mut kleene_end).is_ok() {
+            answers += 1;
+        }
+    }
+    let mut host_end = bytes;
+    let mut requests = 0;
+    while let Ok(request) = read_json::<Request>(&mut host_end) {
+        requests += 1;
+        if request.stdin && read_frame(&mut host_end, MAX_STDIN).is_err() {
+            break;
+        }
+    }
+    (answers, requests)
+}
+
 /// The host's main: hello, then one answer per request until kleene closes the socket.
 fn serve() -> ExitCode {
     match serve_requests() {

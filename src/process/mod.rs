@@ -159,6 +159,8 @@ impl Containment {
     }
 }
 
+#[cfg(feature = "testing")]
+pub(crate) use host::decode_both_ends;
 pub use host::{contain_commands_with, serve_host_if_asked};
 
 mod host;

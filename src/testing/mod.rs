@@ -28,3 +28,5 @@ pub mod batch;
 pub mod closure;
 pub mod foundation;
 pub mod plan;
+#[cfg(all(unix, feature = "process"))]
+pub mod process;
