@@ -7,4 +7,5 @@
 //! forward, and validates it into the domain type with a typed error. `FORMATS.md` lists
 //! every format and what each version changed.
 
+pub(crate) mod acceptance;
 pub(crate) mod evidence;
