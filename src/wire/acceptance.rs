@@ -6,7 +6,7 @@
 //! be re-rendered byte for byte. Format 1 is the same record without any task's `closure`
 //! key; reading checks the format the record declares.
 //!
-//! ```ignore
+//! ```text
 //! let json = AcceptanceRecordV2::of(&body, record_digest).to_json();
 //! let stored = AcceptanceRecordV2::parse(json.as_bytes())?.into_stored()?;
 //! ```

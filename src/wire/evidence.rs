@@ -6,7 +6,7 @@
 //! `crate::batch` can change without moving a byte. Encoding borrows: an event is encoded
 //! for every journal append, so no candidate, output or closure settlement is cloned.
 //!
-//! ```ignore
+//! ```text
 //! let bytes = checkpoint::encode_payload(&EvidenceEventV2::from(&event))?;
 //! let back: EvidenceEvent = checkpoint::decode_payload::<EvidenceEventV2>(&bytes)?.into();
 //! ```
