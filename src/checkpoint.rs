@@ -149,8 +149,9 @@ pub enum CheckpointError {
     Invalid {
         /// The payload kind.
         kind: String,
-        /// What does not hold.
-        reason: InvalidPayload,
+        /// What does not hold (boxed: it names a task and a digest, and every journal and
+        /// batch error carries a checkpoint error).
+        reason: Box<InvalidPayload>,
     },
 }
 
@@ -255,7 +256,7 @@ pub trait Checkpoint: Serialize + DeserializeOwned + sealed::Sealed {
 pub(crate) fn invalid<T: Checkpoint>(reason: InvalidPayload) -> CheckpointError {
     CheckpointError::Invalid {
         kind: kind_name(T::KIND),
-        reason,
+        reason: Box::new(reason),
     }
 }
 

@@ -558,8 +558,8 @@ fn a_version_one_event_cannot_be_a_closure_event() {
         assert!(
             matches!(
                 &err,
-                CheckpointError::Invalid { kind, reason: InvalidPayload::NewerEvent { version: 1, event } }
-                    if kind == "BEVT" && event == name
+                CheckpointError::Invalid { kind, reason } if kind == "BEVT"
+                    && matches!(**reason, InvalidPayload::NewerEvent { version: 1, event } if event == *name)
             ),
             "{err}"
         );
@@ -589,8 +589,8 @@ fn a_snapshot_with_a_changed_accepted_output_is_refused_naming_the_task() {
     assert!(
         matches!(
             &err,
-            CheckpointError::Invalid { kind, reason: InvalidPayload::AcceptedDigest { task, .. } }
-                if kind == "EVID" && *task == id("a")
+            CheckpointError::Invalid { kind, reason } if kind == "EVID"
+                && matches!(&**reason, InvalidPayload::AcceptedDigest { task, .. } if *task == id("a"))
         ),
         "{err}"
     );
