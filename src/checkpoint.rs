@@ -194,6 +194,16 @@ pub enum InvalidPayload {
         /// The task listed twice.
         task: crate::id::TaskId,
     },
+    /// A part of the snapshot names a task that is not in its inventory.
+    #[error(
+        "the snapshot's {part} name task {task}, which is not in its inventory; the bytes were edited"
+    )]
+    UnknownTask {
+        /// Which part (`closures`, `failure_history`).
+        part: &'static str,
+        /// The task.
+        task: crate::id::TaskId,
+    },
     /// The snapshot keeps a longer failure history than a batch ever keeps.
     #[error(
         "the snapshot keeps {kept} failures, more than the {max} a batch keeps; the bytes were edited"

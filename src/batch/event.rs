@@ -162,7 +162,7 @@ impl EvidenceEvent {
 }
 
 /// How a settled closure ended, in brief (the full record is the agent's to keep).
-// kleene-restate sends a settled closure to its service as JSON.
+// Part of a settled closure, which kleene-restate sends to its service as JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum ClosureEnd {

@@ -864,6 +864,27 @@ impl TryFrom<BatchEvidenceV2<'_>> for BatchEvidence {
             });
         }
         let order: Vec<TaskId> = r.order.into_iter().map(Cow::into_owned).collect();
+        // Every call and failure note is of a task of the inventory (folding refuses an
+        // event of any other), so one that is not was written by hand.
+        let known: std::collections::HashSet<&TaskId> = order.iter().collect();
+        let unknown = |part, task: &TaskId| {
+            (!known.contains(task)).then(|| InvalidPayload::UnknownTask {
+                part,
+                task: task.clone(),
+            })
+        };
+        let stray = r
+            .closures
+            .iter()
+            .find_map(|c| unknown("closures", &c.task))
+            .or_else(|| {
+                r.failure_history
+                    .iter()
+                    .find_map(|n| unknown("failure_history", &n.task))
+            });
+        if let Some(stray) = stray {
+            return Err(stray);
+        }
         let tasks = order
             .iter()
             .zip(r.tasks)
@@ -980,6 +1001,32 @@ mod tests {
             .unwrap_err(),
             InvalidPayload::AcceptedDigest { task, .. } if task == id("a")
         ));
+        assert_eq!(
+            read(&|w| w.failure_history.push(FailureNoteV1 {
+                task: Cow::Owned(id("z")),
+                attempt: 1,
+                kind: FailureKindV1::Rejected,
+            }))
+            .unwrap_err(),
+            InvalidPayload::UnknownTask {
+                part: "failure_history",
+                task: id("z")
+            }
+        );
+        assert_eq!(
+            read(&|w| w.closures.push(ClosureCallV2 {
+                task: Cow::Owned(id("z")),
+                attempt: 1,
+                fixes_drawn: 0,
+                settled: None,
+                withdrawn: false,
+            }))
+            .unwrap_err(),
+            InvalidPayload::UnknownTask {
+                part: "closures",
+                task: id("z")
+            }
+        );
         assert_eq!(
             read(&|w| w.evidence_version = 9).unwrap_err(),
             InvalidPayload::EvidenceVersion { found: 9 }
