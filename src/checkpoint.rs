@@ -143,6 +143,87 @@ pub enum CheckpointError {
         /// The codec's message.
         message: String,
     },
+    /// The payload decoded as its record but states something that cannot hold, so it is
+    /// not trusted as a value.
+    #[error("decode {kind} checkpoint payload: {reason}")]
+    Invalid {
+        /// The payload kind.
+        kind: String,
+        /// What does not hold (boxed: it names a task and a digest, and every journal and
+        /// batch error carries a checkpoint error).
+        reason: Box<InvalidPayload>,
+    },
+}
+
+/// What a decoded payload states that cannot hold (see [`CheckpointError::Invalid`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidPayload {
+    /// A payload of an older format version holds a record only a later version has.
+    #[error(
+        "a format-{version} payload cannot hold a `{event}` event, which later versions added; the bytes were edited or mislabelled"
+    )]
+    NewerEvent {
+        /// The payload's format version.
+        version: u16,
+        /// The event it holds.
+        event: &'static str,
+    },
+    /// The snapshot's evidence is of an evidence format this build does not read.
+    #[error(
+        "the snapshot holds evidence of format {found}, and this build reads {}; read it with the kleene version that wrote it",
+        crate::batch::EVIDENCE_VERSION
+    )]
+    EvidenceVersion {
+        /// The evidence format found.
+        found: u32,
+    },
+    /// The snapshot lists a different number of tasks than it holds evidence of.
+    #[error(
+        "the snapshot lists {listed} tasks but holds the evidence of {held}; the bytes were edited"
+    )]
+    TaskCount {
+        /// Tasks listed in its inventory order.
+        listed: u64,
+        /// Task evidence sets it holds.
+        held: u64,
+    },
+    /// The snapshot lists a task twice.
+    #[error("the snapshot lists task {task} twice; the bytes were edited")]
+    DuplicateTask {
+        /// The task listed twice.
+        task: crate::id::TaskId,
+    },
+    /// A part of the snapshot names a task that is not in its inventory.
+    #[error(
+        "the snapshot's {part} name task {task}, which is not in its inventory; the bytes were edited"
+    )]
+    UnknownTask {
+        /// Which part (`closures`, `failure_history`).
+        part: &'static str,
+        /// The task.
+        task: crate::id::TaskId,
+    },
+    /// The snapshot keeps a longer failure history than a batch ever keeps.
+    #[error(
+        "the snapshot keeps {kept} failures, more than the {max} a batch keeps; the bytes were edited"
+    )]
+    FailureHistory {
+        /// Failure notes kept.
+        kept: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// An accepted output's files do not match the digest it was accepted under.
+    #[error(
+        "the accepted output of task {task} does not match its digest {digest}, so it was changed after it was accepted"
+    )]
+    AcceptedDigest {
+        /// The task.
+        task: crate::id::TaskId,
+        /// The digest it was accepted under.
+        digest: crate::digest::Digest,
+    },
 }
 
 mod sealed {
@@ -164,6 +245,28 @@ pub trait Checkpoint: Serialize + DeserializeOwned + sealed::Sealed {
     fn migrate(version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
         let _ = payload;
         Err(unsupported::<Self>(version))
+    }
+
+    /// Encodes the value as a payload of the current format version. A type with its own
+    /// wire record encodes that record instead of its own serde form.
+    #[doc(hidden)]
+    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
+        encode_payload(self)
+    }
+
+    /// Decodes a payload of the current format version. A type with its own wire record
+    /// decodes that record and validates it with [`CheckpointError::Invalid`].
+    #[doc(hidden)]
+    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
+        decode_payload(payload)
+    }
+}
+
+/// The error of a payload of kind `T` that decoded but states something that cannot hold.
+pub(crate) fn invalid<T: Checkpoint>(reason: InvalidPayload) -> CheckpointError {
+    CheckpointError::Invalid {
+        kind: kind_name(T::KIND),
+        reason: Box::new(reason),
     }
 }
 
@@ -322,7 +425,7 @@ pub(crate) fn open(bytes: &[u8]) -> Result<Opened<'_>, CheckpointError> {
 ///
 /// [`CheckpointError::Encode`] when the codec refuses the value.
 pub fn encode<T: Checkpoint>(value: &T) -> Result<Vec<u8>, CheckpointError> {
-    Ok(seal(T::KIND, T::VERSION, &encode_payload(value)?))
+    Ok(seal(T::KIND, T::VERSION, &value.to_payload()?))
 }
 
 /// Decodes a checkpoint of type `T`, migrating older format versions.
@@ -340,7 +443,7 @@ pub fn decode<T: Checkpoint>(bytes: &[u8]) -> Result<T, CheckpointError> {
         });
     }
     match opened.version {
-        v if v == T::VERSION => decode_payload(opened.payload),
+        v if v == T::VERSION => T::from_payload(opened.payload),
         v if (T::MIN_VERSION..T::VERSION).contains(&v) => T::migrate(v, opened.payload),
         v => Err(unsupported::<T>(v)),
     }
@@ -532,31 +635,53 @@ pub(crate) fn whole_but_for_its_length(bytes: &[u8]) -> bool {
 
 impl sealed::Sealed for crate::batch::EvidenceEvent {}
 
-/// One journal record: a batch evidence event. Version 2 added the closure events (fix
-/// drawn, closure settled) as new variants after the old ones, so a version-1 payload
-/// decodes as it is; a build that reads only version 1 refuses version-2 events by number.
+/// One journal record: a batch evidence event, encoded as its own record
+/// (`wire::evidence::EvidenceEventV2`). Version 2 added the closure events (fix drawn,
+/// closure settled) as new variants after the old ones, so a version-1 payload decodes as
+/// the same record and is refused if it holds one of them; a build that reads only
+/// version 1 refuses version-2 events by number.
 impl Checkpoint for crate::batch::EvidenceEvent {
     const KIND: [u8; 4] = *b"BEVT";
     const VERSION: u16 = 2;
     const MIN_VERSION: u16 = 1;
 
+    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
+        encode_payload(&crate::wire::evidence::EvidenceEventV2::from(self))
+    }
+
+    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
+        let record: crate::wire::evidence::EvidenceEventV2<'_> = decode_payload(payload)?;
+        Ok(record.into())
+    }
+
     fn migrate(_version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
-        decode_payload(payload)
+        let record: crate::wire::evidence::EvidenceEventV2<'_> = decode_payload(payload)?;
+        Ok(record.of_version_one().map_err(invalid::<Self>)?.into())
     }
 }
 
 impl sealed::Sealed for crate::batch::BatchEvidence {}
 
-/// A journal snapshot: folded batch evidence. Version 2 added the closures of the calls;
-/// a version-1 snapshot is migrated with none.
+/// A journal snapshot: folded batch evidence, encoded as its own record
+/// (`wire::evidence::BatchEvidenceV2`) and checked before it is trusted. Version 2 added
+/// the closures of the calls; a version-1 snapshot is migrated with none.
 impl Checkpoint for crate::batch::BatchEvidence {
     const KIND: [u8; 4] = *b"EVID";
     const VERSION: u16 = 2;
     const MIN_VERSION: u16 = 1;
 
+    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
+        encode_payload(&crate::wire::evidence::BatchEvidenceV2::from(self))
+    }
+
+    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
+        let record: crate::wire::evidence::BatchEvidenceV2<'_> = decode_payload(payload)?;
+        Self::try_from(record).map_err(invalid::<Self>)
+    }
+
     fn migrate(_version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
-        let v1: crate::batch::EvidenceRecordV1 = decode_payload(payload)?;
-        Self::try_from(v1).map_err(|message| CheckpointError::Decode { message })
+        let v1: crate::wire::evidence::BatchEvidenceV1<'_> = decode_payload(payload)?;
+        Self::try_from(crate::wire::evidence::BatchEvidenceV2::from(v1)).map_err(invalid::<Self>)
     }
 }
 

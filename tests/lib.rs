@@ -57,3 +57,5 @@ mod process;
 mod public_api;
 mod signing;
 mod support;
+// The evidence payloads and the acceptance record, pinned byte for byte.
+mod wire_evidence;

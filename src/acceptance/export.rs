@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 
-use super::record::{RecordError, StoredRecord, canonical_json};
+use super::record::{RecordError, StoredRecord};
 use super::{AcceptanceRecord, FileManifest, FileMismatch};
 use crate::error::quoted;
 use crate::snapshot::Snapshot;
@@ -497,7 +497,7 @@ pub fn verify_archive(
             found: record.record_digest,
         });
     }
-    if canonical_json(&record).as_bytes() != record_json.as_slice() {
+    if record.to_json().as_bytes() != record_json.as_slice() {
         return Err(VerifyError::NonCanonical {
             name: RECORD_ENTRY.to_owned(),
             field: "json",

@@ -2,14 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::digest::{Canonical, CanonicalHasher, canonical_struct};
 use crate::{digest::Digest, path::AdmittedPath};
 
 /// One file of a [`FileManifest`]: its path, its length in bytes and the plain blake3 hash of
 /// its content (what `b3sum` prints, so anyone can check it without kleene).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileEntry {
     path: AdmittedPath,
     len: u64,
@@ -44,6 +42,11 @@ impl FileEntry {
     /// The plain blake3 hash of the file's content.
     pub fn blake3(&self) -> Digest {
         self.blake3
+    }
+
+    /// An entry read back from a record, as written.
+    pub(crate) fn of_parts(path: AdmittedPath, len: u64, blake3: Digest) -> Self {
+        Self { path, len, blake3 }
     }
 
     fn of(path: &AdmittedPath, content: &[u8]) -> Self {
@@ -91,49 +94,10 @@ fn content_hash(content: &[u8]) -> Digest {
 /// assert_eq!(manifest.compare(&grown)[0].path().as_str(), "app/extra.py");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "ManifestWire")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileManifest {
     entries: Vec<FileEntry>,
     digest: Digest,
-}
-
-/// The serialised shape, checked on the way in: sorted, unique, and the digest recomputes.
-#[derive(Deserialize)]
-pub(crate) struct ManifestWire {
-    entries: Vec<FileEntry>,
-    pub(crate) digest: Digest,
-}
-
-impl ManifestWire {
-    /// The entries as written, sorted and deduplicated but not checked against the recorded
-    /// digest: for naming what differs in a manifest that was refused.
-    pub(crate) fn unchecked(&self) -> FileManifest {
-        let mut entries = self.entries.clone();
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
-        entries.dedup_by(|a, b| a.path == b.path);
-        FileManifest::from_sorted(entries)
-    }
-}
-
-impl TryFrom<ManifestWire> for FileManifest {
-    type Error = ManifestError;
-
-    fn try_from(wire: ManifestWire) -> Result<Self, ManifestError> {
-        if let Some(pair) = wire.entries.windows(2).find(|w| w[0].path >= w[1].path) {
-            return Err(ManifestError::Unsorted {
-                path: pair[1].path.to_string(),
-            });
-        }
-        let manifest = Self::from_sorted(wire.entries);
-        if manifest.digest != wire.digest {
-            return Err(ManifestError::DigestMismatch {
-                recorded: wire.digest,
-                computed: manifest.digest,
-            });
-        }
-        Ok(manifest)
-    }
 }
 
 /// Why a serialised manifest was refused.
@@ -237,7 +201,7 @@ impl FileManifest {
         Self::from_sorted(entries)
     }
 
-    fn from_sorted(entries: Vec<FileEntry>) -> Self {
+    pub(crate) fn from_sorted(entries: Vec<FileEntry>) -> Self {
         let digest = Digest::of("file manifest", &entries);
         Self { entries, digest }
     }
@@ -369,17 +333,5 @@ mod tests {
             set(&[("a.py", b"x"), ("b/c.py", b"")]).digest().to_string(),
             "e63e4988dbfab93f474bd282a4d7a34de897cdb3f0a46ba2daa157147a89ae06"
         );
-    }
-
-    #[test]
-    fn json_round_trip_checks_the_digest() {
-        let m = set(&[("a", b"1"), ("b", b"2")]);
-        let json = serde_json::to_string(&m).unwrap();
-        assert_eq!(serde_json::from_str::<FileManifest>(&json).unwrap(), m);
-        let tampered = json.replacen("\"len\":1", "\"len\":2", 1);
-        assert!(serde_json::from_str::<FileManifest>(&tampered).is_err());
-        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
-        v["entries"].as_array_mut().unwrap().reverse();
-        assert!(serde_json::from_value::<FileManifest>(v).is_err());
     }
 }

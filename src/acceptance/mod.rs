@@ -61,8 +61,8 @@ mod accept;
 pub(crate) mod closures;
 mod export;
 mod intoto;
-mod manifest;
-mod record;
+pub(crate) mod manifest;
+pub(crate) mod record;
 mod signed;
 
 pub use accept::{AcceptanceError, AcceptanceProblem, accept};

@@ -1,12 +1,12 @@
 //! The acceptance record: digests that bind a plan, its execution evidence, the build and the
 //! exact final files together.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::closures::ClosuresError;
-use super::manifest::ManifestWire;
-use super::{FileManifest, FileMismatch, ManifestError};
+use super::{FileManifest, FileMismatch};
 use crate::digest::{Canonical, CanonicalHasher, canonical_struct};
+use crate::wire::acceptance::AcceptanceRecordV2;
 use crate::{digest::Digest, id::ChannelId, id::TaskId};
 
 /// The version of the record format written by this build. Format 2 added each task's
@@ -27,7 +27,7 @@ pub(crate) const RECORD_FORMAT: u32 = 2;
 /// assert_ne!(binding.digest(), BuildBinding::new(ChannelId::new("chan-2")?, plan, 1).digest());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildBinding {
     channel: ChannelId,
     plan_digest: Digest,
@@ -51,6 +51,21 @@ impl BuildBinding {
             plan_digest,
             evidence_version,
             crate_version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+
+    /// A binding read back from a record, naming the kleene version that wrote it.
+    pub(crate) fn of_parts(
+        channel: ChannelId,
+        plan_digest: Digest,
+        evidence_version: u32,
+        crate_version: String,
+    ) -> Self {
+        Self {
+            channel,
+            plan_digest,
+            evidence_version,
+            crate_version,
         }
     }
 
@@ -82,7 +97,7 @@ impl BuildBinding {
 
 /// The closure of a task's accepted call, as an acceptance record binds it: the call, the
 /// head of the closure's audit log and the digest of its whole record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ClosureBinding {
     call: u32,
     audit_head: Digest,
@@ -107,11 +122,10 @@ impl ClosureBinding {
 
 /// One accepted task as the record lists it: its id, the digest of its accepted output and,
 /// when its accepted call ran a closure, that closure's binding.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct TaskResult {
     task: TaskId,
     output_digest: Digest,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     closure: Option<ClosureBinding>,
 }
 
@@ -190,7 +204,7 @@ canonical_struct!(ClosureBinding {
 
 /// Everything a record states; its digest is the record digest. Shared by records made by
 /// acceptance and records read back from an archive, so both digest the same way.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RecordBody {
     pub(crate) format: u32,
     pub(crate) binding: BuildBinding,
@@ -360,9 +374,8 @@ impl RecordBody {
 /// // A status read from somewhere cannot become an AcceptanceRecord.
 /// let record: kleene::acceptance::AcceptanceRecord = serde_json::from_str(r#"{"status":"accepted"}"#).unwrap();
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AcceptanceRecord {
-    #[serde(flatten)]
     body: RecordBody,
     record_digest: Digest,
 }
@@ -418,7 +431,12 @@ impl AcceptanceRecord {
 
     /// The record as canonical JSON (the form stored in an exported archive).
     pub fn to_json(&self) -> String {
-        canonical_json(self)
+        self.wire().to_json()
+    }
+
+    /// The record as it is written.
+    pub(crate) fn wire(&self) -> AcceptanceRecordV2<'_> {
+        AcceptanceRecordV2::of(&self.body, self.record_digest)
     }
 
     /// Checks stored closure records (task, call, record) against the closure each
@@ -488,46 +506,10 @@ impl AcceptanceRecord {
 ///     if path.as_str() == "config/app.yaml"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRecord {
-    #[serde(flatten)]
     pub(crate) body: RecordBody,
     pub(crate) record_digest: Digest,
-}
-
-/// The serialised shape of a record, before any digest is trusted: the file list is read
-/// unchecked so that its refusal can be a typed error naming the field.
-#[derive(Deserialize)]
-struct RecordWire {
-    format: u32,
-    binding: BuildBinding,
-    binding_digest: Digest,
-    plan_digest: Digest,
-    task_inventory_digest: Digest,
-    evidence_digest: Digest,
-    task_results: Vec<TaskResult>,
-    task_results_digest: Digest,
-    files: ManifestWire,
-    record_digest: Digest,
-}
-
-impl RecordWire {
-    fn parse(json: &[u8]) -> Result<Self, RecordError> {
-        serde_json::from_slice(json).map_err(|e| RecordError::Unreadable {
-            message: strip_position(&e),
-            line: e.line(),
-            column: e.column(),
-        })
-    }
-}
-
-/// serde_json appends " at line L column C" to its messages; the error carries them apart.
-fn strip_position(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    match text.rfind(" at line ") {
-        Some(at) => text[..at].to_owned(),
-        None => text,
-    }
 }
 
 impl StoredRecord {
@@ -539,7 +521,7 @@ impl StoredRecord {
     /// [`RecordError`] naming the field, task or path that does not hold.
     pub fn from_json(json: &str) -> Result<Self, RecordError> {
         let record = Self::parse(json.as_bytes())?;
-        if canonical_json(&record) != json {
+        if record.to_json() != json {
             return Err(RecordError::NonCanonical);
         }
         Ok(record)
@@ -548,28 +530,14 @@ impl StoredRecord {
     /// Reads and checks a record, accepting any JSON layout of it (the archive verifier
     /// checks the canonical form itself, to name the entry).
     pub(crate) fn parse(json: &[u8]) -> Result<Self, RecordError> {
-        let wire = RecordWire::parse(json)?;
-        let files = FileManifest::try_from(wire.files).map_err(|e| match e {
-            ManifestError::Unsorted { path } => RecordError::UnsortedFile { path },
-            ManifestError::DigestMismatch { recorded, computed } => RecordError::Digest {
-                field: "files.digest",
-                recorded,
-                computed,
-            },
-        })?;
+        AcceptanceRecordV2::parse(json)?.into_stored()
+    }
+
+    /// The record of `body` sealed with `record_digest`, once every digest recomputes.
+    pub(crate) fn checked(body: RecordBody, record_digest: Digest) -> Result<Self, RecordError> {
         let record = Self {
-            body: RecordBody {
-                format: wire.format,
-                binding: wire.binding,
-                binding_digest: wire.binding_digest,
-                plan_digest: wire.plan_digest,
-                task_inventory_digest: wire.task_inventory_digest,
-                evidence_digest: wire.evidence_digest,
-                task_results: wire.task_results,
-                task_results_digest: wire.task_results_digest,
-                files,
-            },
-            record_digest: wire.record_digest,
+            body,
+            record_digest,
         };
         record.check()?;
         Ok(record)
@@ -616,7 +584,7 @@ impl StoredRecord {
     /// The record as canonical JSON (byte for byte what it was read from, when read with
     /// [`from_json`](Self::from_json)).
     pub fn to_json(&self) -> String {
-        canonical_json(self)
+        AcceptanceRecordV2::of(&self.body, self.record_digest).to_json()
     }
 
     /// Checks stored closure records (task, call, record) against the closure each
@@ -726,7 +694,7 @@ impl AcceptanceRecord {
     ///
     /// [`RecordError::Unreadable`] when `json` is not shaped like a record at all.
     pub fn differences(&self, json: &str) -> Result<Vec<RecordDifference>, RecordError> {
-        let wire = RecordWire::parse(json.as_bytes())?;
+        let wire = AcceptanceRecordV2::parse(json.as_bytes())?;
         let mut out = Vec::new();
         let mut field = |field: &'static str, stored: String, expected: String| {
             if stored != expected {
@@ -756,7 +724,7 @@ impl AcceptanceRecord {
         );
         field(
             "binding.crate_version",
-            wire.binding.crate_version.clone(),
+            wire.binding.crate_version.to_string(),
             b.binding.crate_version.clone(),
         );
         field(
@@ -779,7 +747,7 @@ impl AcceptanceRecord {
             wire.evidence_digest.to_string(),
             b.evidence_digest.to_string(),
         );
-        let tasks_named = task_differences(&wire.task_results, &b.task_results);
+        let tasks_named = task_differences(&wire.task_results(), &b.task_results);
         if tasks_named.is_empty() {
             field(
                 "task_results_digest",
@@ -842,9 +810,10 @@ fn task_differences(stored: &[TaskResult], expected: &[TaskResult]) -> Vec<Recor
     out
 }
 
-/// The one JSON form of a record, so a record read back can be re-rendered byte for byte.
+/// The one JSON form of what embeds a record (its in-toto statement), so it can be
+/// re-rendered byte for byte.
 pub(crate) fn canonical_json<T: Serialize>(value: &T) -> String {
-    // The record is plain structs, strings, numbers and sequences (no maps with non-string
-    // keys, no floats), which serde_json always serialises.
+    // Plain structs, strings, numbers and sequences (no maps with non-string keys, no
+    // floats), which serde_json always serialises.
     serde_json::to_string_pretty(value).expect("acceptance records always serialise to JSON")
 }

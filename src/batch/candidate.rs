@@ -78,28 +78,10 @@ impl fmt::Debug for Candidate {
 ///
 /// The digest is verified whenever evidence is folded, so an accepted output whose bytes no
 /// longer match is an error, never silently re-run or replaced.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "AcceptedRecord")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AcceptedOutput {
     candidate: Candidate,
     digest: Digest,
-}
-
-/// The persisted shape of an [`AcceptedOutput`], verified on the way back in.
-#[derive(Deserialize)]
-struct AcceptedRecord {
-    candidate: Candidate,
-    digest: Digest,
-}
-
-impl TryFrom<AcceptedRecord> for AcceptedOutput {
-    type Error = String;
-
-    fn try_from(r: AcceptedRecord) -> Result<Self, String> {
-        let digest = r.digest;
-        Self::verified(r.candidate, digest)
-            .ok_or_else(|| format!("accepted output does not match its digest {digest}"))
-    }
 }
 
 impl AcceptedOutput {

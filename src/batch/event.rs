@@ -17,7 +17,7 @@ use crate::{
 };
 
 /// One planned task as the batch inventory records it when the batch starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InventoryEntry {
     /// The task.
     pub task: TaskId,
@@ -28,7 +28,7 @@ pub struct InventoryEntry {
 }
 
 /// One fact about a batch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum EvidenceEvent {
     /// The batch started on `channel` for the plan with `plan_digest`.
@@ -124,7 +124,7 @@ pub enum EvidenceEvent {
 }
 
 /// How a reserved call settled.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Settlement {
     /// The candidate passed the ownership check and the output contract.
@@ -162,6 +162,7 @@ impl EvidenceEvent {
 }
 
 /// How a settled closure ended, in brief (the full record is the agent's to keep).
+// Part of a settled closure, which kleene-restate sends to its service as JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum ClosureEnd {
@@ -210,6 +211,7 @@ pub enum ClosureEnd {
 /// assert_eq!(settled.fix_attempts, 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+// kleene-restate sends a settled closure to its service as JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ClosureSettlement {

@@ -2,12 +2,11 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use serde::{Deserialize, Serialize};
-
 use super::candidate::{AcceptedOutput, Candidate, Rejection};
 use super::event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
+use crate::checkpoint::InvalidPayload;
 use crate::digest::{Canonical, CanonicalHasher, OptByte, canonical_enum, canonical_struct};
 use crate::{digest::Digest, id::AgentId, id::ChannelId, id::TaskId};
 
@@ -82,12 +81,12 @@ pub enum FoldError {
 }
 
 /// A refused candidate, kept verbatim with its exact rejection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RejectedAttempt {
-    attempt: u32,
-    input_digest: Digest,
-    candidate: Candidate,
-    rejection: Rejection,
+    pub(crate) attempt: u32,
+    pub(crate) input_digest: Digest,
+    pub(crate) candidate: Candidate,
+    pub(crate) rejection: Rejection,
 }
 
 impl RejectedAttempt {
@@ -144,19 +143,19 @@ impl std::fmt::Display for TaskStatus {
 }
 
 /// Everything the batch knows about one task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskEvidence {
-    owner: AgentId,
-    budget: u32,
-    calls: u32,
-    in_flight: Option<(u32, Digest)>,
-    last_input_digest: Option<Digest>,
-    rejections: Vec<RejectedAttempt>,
-    accepted: Option<AcceptedOutput>,
-    infrastructure: Option<(u32, InfrastructureFailure)>,
-    interrupted: Vec<u32>,
-    blocked_by: Option<TaskId>,
-    correction_granted: bool,
+    pub(crate) owner: AgentId,
+    pub(crate) budget: u32,
+    pub(crate) calls: u32,
+    pub(crate) in_flight: Option<(u32, Digest)>,
+    pub(crate) last_input_digest: Option<Digest>,
+    pub(crate) rejections: Vec<RejectedAttempt>,
+    pub(crate) accepted: Option<AcceptedOutput>,
+    pub(crate) infrastructure: Option<(u32, InfrastructureFailure)>,
+    pub(crate) interrupted: Vec<u32>,
+    pub(crate) blocked_by: Option<TaskId>,
+    pub(crate) correction_granted: bool,
 }
 
 impl TaskEvidence {
@@ -293,7 +292,7 @@ canonical_struct!(RejectedAttempt {
 });
 
 /// One entry of the bounded failure history.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailureNote {
     /// The task.
     pub task: TaskId,
@@ -304,7 +303,7 @@ pub struct FailureNote {
 }
 
 /// What kind of failure a [`FailureNote`] records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FailureKind {
     /// The candidate was refused.
@@ -316,7 +315,7 @@ pub enum FailureKind {
 }
 
 /// What one consumed recovery request decided.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoveryRecord {
     /// The request's fingerprint.
     pub request: Digest,
@@ -330,15 +329,15 @@ pub struct RecoveryRecord {
 
 /// The closure of one call as the evidence holds it: the fix attempts it drew (committed
 /// before each fix ran) and, once it settled, its settlement.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClosureCall {
-    task: TaskId,
-    attempt: u32,
-    fixes_drawn: u32,
-    settled: Option<ClosureSettlement>,
+    pub(crate) task: TaskId,
+    pub(crate) attempt: u32,
+    pub(crate) fixes_drawn: u32,
+    pub(crate) settled: Option<ClosureSettlement>,
     /// The call was withdrawn: its number is reused by the next call, which gets its own
     /// entry; the fixes it drew stay counted.
-    withdrawn: bool,
+    pub(crate) withdrawn: bool,
 }
 
 impl ClosureCall {
@@ -384,8 +383,7 @@ impl ClosureCall {
 /// println!("{:?}", evidence.summary());
 /// # }
 /// ```
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(try_from = "EvidenceRecord")]
+#[derive(Debug, Clone)]
 pub struct BatchEvidence {
     channel: ChannelId,
     plan_digest: Digest,
@@ -401,10 +399,8 @@ pub struct BatchEvidence {
     /// Every call that ran a closure, in plan order and, for one task, in call order.
     closures: Vec<ClosureCall>,
     /// The run-wide fix attempts used (derived from `closures`), so a call need not sum them.
-    #[serde(skip)]
     fixes_used: u32,
     /// Where each task sits in `order`; rebuilt on load, never persisted.
-    #[serde(skip)]
     index: HashMap<TaskId, usize, foldhash::fast::RandomState>,
 }
 
@@ -489,83 +485,45 @@ canonical_enum!(ClosureEnd {
     Failed { depth } => 2u64,
 });
 
-/// The persisted shape of [`BatchEvidence`] (a journal snapshot), checked on the way in.
-#[derive(Deserialize)]
-struct EvidenceRecord {
-    channel: ChannelId,
-    plan_digest: Digest,
-    evidence_version: u32,
-    inputs: BTreeMap<String, Digest>,
-    recovery: bool,
-    order: Vec<TaskId>,
-    tasks: Vec<TaskEvidence>,
-    recoveries: Vec<RecoveryRecord>,
-    failure_history: VecDeque<FailureNote>,
-    events: u64,
-    closures: Vec<ClosureCall>,
-}
-
-/// A journal snapshot of format version 1, written before closures were evidence.
-#[derive(Deserialize)]
-pub(crate) struct EvidenceRecordV1 {
-    channel: ChannelId,
-    plan_digest: Digest,
-    evidence_version: u32,
-    inputs: BTreeMap<String, Digest>,
-    recovery: bool,
-    order: Vec<TaskId>,
-    tasks: Vec<TaskEvidence>,
-    recoveries: Vec<RecoveryRecord>,
-    failure_history: VecDeque<FailureNote>,
-    events: u64,
-}
-
-impl TryFrom<EvidenceRecordV1> for BatchEvidence {
-    type Error = String;
-
-    fn try_from(r: EvidenceRecordV1) -> Result<Self, String> {
-        Self::try_from(EvidenceRecord {
-            channel: r.channel,
-            plan_digest: r.plan_digest,
-            evidence_version: r.evidence_version,
-            inputs: r.inputs,
-            recovery: r.recovery,
-            order: r.order,
-            tasks: r.tasks,
-            recoveries: r.recoveries,
-            failure_history: r.failure_history,
-            events: r.events,
-            closures: Vec::new(),
-        })
-    }
+/// The parts of a [`BatchEvidence`] that a journal snapshot persists (its record type is
+/// `wire::evidence::BatchEvidenceV2`), checked on the way in.
+pub(crate) struct EvidenceRecord {
+    pub(crate) channel: ChannelId,
+    pub(crate) plan_digest: Digest,
+    pub(crate) evidence_version: u32,
+    pub(crate) inputs: BTreeMap<String, Digest>,
+    pub(crate) recovery: bool,
+    pub(crate) order: Vec<TaskId>,
+    pub(crate) tasks: Vec<TaskEvidence>,
+    pub(crate) recoveries: Vec<RecoveryRecord>,
+    pub(crate) failure_history: VecDeque<FailureNote>,
+    pub(crate) events: u64,
+    pub(crate) closures: Vec<ClosureCall>,
 }
 
 impl TryFrom<EvidenceRecord> for BatchEvidence {
-    type Error = String;
+    type Error = InvalidPayload;
 
-    fn try_from(r: EvidenceRecord) -> Result<Self, String> {
+    fn try_from(r: EvidenceRecord) -> Result<Self, InvalidPayload> {
         if r.evidence_version != EVIDENCE_VERSION {
-            return Err(format!(
-                "unsupported evidence_version {}",
-                r.evidence_version
-            ));
+            return Err(InvalidPayload::EvidenceVersion {
+                found: r.evidence_version,
+            });
         }
         if r.order.len() != r.tasks.len() {
-            return Err(format!(
-                "snapshot lists {} tasks but holds evidence of {}",
-                r.order.len(),
-                r.tasks.len()
-            ));
+            return Err(InvalidPayload::TaskCount {
+                listed: r.order.len() as u64,
+                held: r.tasks.len() as u64,
+            });
         }
         // `note` keeps the history at the limit; a longer one would never shrink back.
         if r.failure_history.len() > FAILURE_HISTORY_LIMIT {
-            return Err(format!(
-                "snapshot keeps {} failures, more than the {FAILURE_HISTORY_LIMIT} allowed",
-                r.failure_history.len()
-            ));
+            return Err(InvalidPayload::FailureHistory {
+                kept: r.failure_history.len() as u64,
+                max: FAILURE_HISTORY_LIMIT as u64,
+            });
         }
-        let index =
-            index_of(&r.order).map_err(|task| format!("snapshot lists task {task} twice"))?;
+        let index = index_of(&r.order).map_err(|task| InvalidPayload::DuplicateTask { task })?;
         Ok(Self {
             channel: r.channel,
             plan_digest: r.plan_digest,

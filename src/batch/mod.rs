@@ -61,16 +61,16 @@ mod async_closure_worker;
 #[cfg(feature = "async")]
 mod asynchronous;
 pub(crate) mod backend;
-mod candidate;
+pub(crate) mod candidate;
 mod closure_worker;
-mod event;
-mod evidence;
+pub(crate) mod event;
+pub(crate) mod evidence;
 mod executor;
 pub(crate) mod journal;
 mod machine;
-mod recovery;
+pub(crate) mod recovery;
 mod threaded;
-mod worker;
+pub(crate) mod worker;
 
 #[cfg(feature = "async")]
 pub use async_closure_worker::{AsyncBatchAgent, AsyncClosureWorker};
@@ -80,7 +80,6 @@ pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBac
 pub use candidate::{AcceptedOutput, Candidate, Rejection};
 pub use closure_worker::{BatchAgent, ClosureWorker};
 pub use event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
-pub(crate) use evidence::EvidenceRecordV1;
 pub use evidence::{
     BatchEvidence, BatchSummary, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT, FailureKind,
     FailureNote, FoldError, RecoveryRecord, RejectedAttempt, TaskEvidence, TaskStatus,

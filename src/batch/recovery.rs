@@ -14,7 +14,7 @@ use crate::digest::{CanonicalHasher, canonical_enum};
 use crate::{digest::Digest, id::TaskId};
 
 /// Why a named root was refused a corrective call. The root stays blocked.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum IneligibleReason {
     /// The root's inputs differ from those its rejected call saw.

@@ -6,3 +6,6 @@
 //! decoding reads the record of the version the bytes declare, migrates an older one
 //! forward, and validates it into the domain type with a typed error. `FORMATS.md` lists
 //! every format and what each version changed.
+
+pub(crate) mod acceptance;
+pub(crate) mod evidence;
