@@ -1,11 +1,15 @@
 //! The async driver's overhead: 10k tasks of an async worker that yields once, driven by
 //! `Batch::run_async` over a memory journal, against the same futures under a bare
-//! `join_all` with no kleene, on the same single-threaded executor in the same run; and the
-//! sequential driver with a sync worker doing the same (what the machine itself costs).
+//! `join_all` with no kleene, on the same single-threaded executor in the same run; the
+//! sequential driver with a sync worker doing the same (what the machine itself costs); and
+//! `join_all` plus the two blake3 digests kleene must make per task (the call's input, the
+//! candidate it settles with), the floor no driver of this design goes under.
 
 use std::hint::black_box;
 use std::num::NonZeroUsize;
 use std::task::Poll;
+
+use blake3::hazmat::HasherExt;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures_executor::block_on;
@@ -72,6 +76,33 @@ fn async_driver(c: &mut Criterion) {
     group.sample_size(20);
     group.bench_function("join_all", |b| {
         b.iter(|| black_box(block_on(join_all(tasks.iter().map(|t| work(t))))))
+    });
+    group.bench_function("join_all_and_digests", |b| {
+        let input_key = blake3::hazmat::hash_derive_key_context("kleene batch task input v1");
+        let candidate_key = blake3::hazmat::hash_derive_key_context("kleene batch candidate v1");
+        b.iter(|| {
+            // A task's input is about 64 bytes (plan digest, inputs, id, prerequisites); an
+            // empty candidate is its file count.
+            let inputs: Vec<blake3::Hash> = (0..tasks.len() as u64)
+                .map(|i| {
+                    let mut input = [7u8; 64];
+                    input[..8].copy_from_slice(&i.to_le_bytes());
+                    blake3::Hasher::new_from_context_key(&input_key)
+                        .update(&input)
+                        .finalize()
+                })
+                .collect();
+            let proposals = block_on(join_all(tasks.iter().map(|t| work(t))));
+            let candidates: Vec<blake3::Hash> = proposals
+                .iter()
+                .map(|_| {
+                    blake3::Hasher::new_from_context_key(&candidate_key)
+                        .update(&0u64.to_le_bytes())
+                        .finalize()
+                })
+                .collect();
+            black_box((inputs, proposals, candidates))
+        })
     });
     for jobs in [TASKS, 64] {
         let slots = NonZeroUsize::new(jobs).unwrap();
