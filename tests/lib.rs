@@ -57,3 +57,5 @@ mod process;
 mod public_api;
 mod signing;
 mod support;
+// The pinned bytes of the task and closure payloads, through their wire types.
+mod wire_closure;
