@@ -68,9 +68,12 @@ fn run(root: Task, policy: RecoveryPolicy, mut script: Script) -> (Closure, Vec<
     let mut executions = 0;
     loop {
         closure = match closure {
-            Closure::Governance(due) => {
-                due.feed(script.governance.pop_front().unwrap_or(GovernanceDecision::Approve))
-            }
+            Closure::Governance(due) => due.feed(
+                script
+                    .governance
+                    .pop_front()
+                    .unwrap_or(GovernanceDecision::Approve),
+            ),
             Closure::PreValidate(due) => due.feed(script.pre.pop_front().unwrap_or_default()),
             Closure::Execute(due) => {
                 executions += 1;
@@ -125,12 +128,7 @@ fn scenarios() -> Vec<(&'static str, Closure, Vec<ClosureState>)> {
             true,
             "test login::post ... FAILED",
         ),
-        ValidatorResult::new(
-            ValidatorId::new("types").unwrap(),
-            Severity::Info,
-            true,
-            "",
-        ),
+        ValidatorResult::new(ValidatorId::new("types").unwrap(), Severity::Info, true, ""),
     ]);
     let scripted = |post: Vec<Verdict>| Script {
         post: post.into(),
@@ -165,7 +163,11 @@ fn scenarios() -> Vec<(&'static str, Closure, Vec<ClosureState>)> {
         run(
             root(),
             warn_policy.clone(),
-            scripted(vec![lint_warning.clone(), failing_tests(), two_failures.clone()]),
+            scripted(vec![
+                lint_warning.clone(),
+                failing_tests(),
+                two_failures.clone(),
+            ]),
         ),
     );
     let one_fix = RecoveryPolicy::builder()
@@ -214,12 +216,21 @@ fn scenarios() -> Vec<(&'static str, Closure, Vec<ClosureState>)> {
         run(
             root(),
             RecoveryPolicy::default(),
-            scripted(vec![verdict("secrets", Severity::Blocker, false, "a key in git")]),
+            scripted(vec![verdict(
+                "secrets",
+                Severity::Blocker,
+                false,
+                "a key in git",
+            )]),
         ),
     );
     add(
         "warning_withheld",
-        run(root(), RecoveryPolicy::default(), scripted(vec![lint_warning])),
+        run(
+            root(),
+            RecoveryPolicy::default(),
+            scripted(vec![lint_warning]),
+        ),
     );
     add(
         "iteration_cap",
@@ -304,7 +315,11 @@ fn records_decode_to_what_they_were_and_re_encode_to_the_same_bytes() {
         let record = record(&closure);
         let file = format!("record_{name}.ckpt");
         let bytes = pinned(&file, &checkpoint::encode(record).unwrap());
-        assert_eq!(&checkpoint::decode::<ClosureRecord>(&bytes).unwrap(), record, "{file}");
+        assert_eq!(
+            &checkpoint::decode::<ClosureRecord>(&bytes).unwrap(),
+            record,
+            "{file}"
+        );
         assert_eq!(checkpoint::encode(record).unwrap(), bytes, "{file}");
     }
 }
@@ -349,10 +364,7 @@ fn states_decode_to_what_they_were_and_re_encode_to_the_same_bytes() {
 fn deltas_decode_to_what_they_were_and_re_encode_to_the_same_bytes() {
     for (name, closure, _) in scenarios() {
         let history = closure.history();
-        let log: Vec<u8> = history
-            .iter()
-            .flat_map(|d| d.encode().unwrap())
-            .collect();
+        let log: Vec<u8> = history.iter().flat_map(|d| d.encode().unwrap()).collect();
         let file = format!("deltas_{name}.ckpt");
         let bytes = pinned(&file, &log);
         let (back, len) = ClosureDelta::decode_log(&bytes).unwrap();
