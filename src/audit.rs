@@ -71,7 +71,7 @@ impl std::fmt::Display for LoopPhase {
 
 /// One thing that happened in a closure.
 ///
-/// Its serde form is the audit event of closure format version 1 (`crate::wire::closure`).
+/// Its serde form is the one closure payloads write it in (format version 1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AuditEvent {

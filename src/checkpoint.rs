@@ -23,9 +23,13 @@
 //!
 //! Decoding never panics: truncated, corrupted or foreign bytes give a [`CheckpointError`].
 //! bincode is confined to this module, behind the codec tag, so the format can change in one
-//! place. bincode is not self-describing, so older format versions are decoded by their own
-//! types and migrated (a [`Task`](crate::task::Task) written before fix subtasks carried their root loads with
-//! `root_task_ref = None`, `root_spec = None`, `prior_failures = []`).
+//! place. A task or closure payload is the encoding of a record of its own, one per format
+//! version, not of the domain type, so refactoring a domain type never changes the bytes;
+//! a payload that decodes but does not hold together (a task whose parent does not fit its
+//! depth, a record whose audit chain breaks) is refused as [`CheckpointError::Invalid`].
+//! bincode is not self-describing, so older format versions are decoded by their own
+//! records and migrated (a [`Task`](crate::task::Task) written before fix subtasks carried
+//! their root loads with `root_task_ref = None`, `root_spec = None`, `prior_failures = []`).
 //!
 //! Where the bytes are kept is the caller's choice (a file, a database row): an envelope is
 //! self-contained, and decoding checks everything before it trusts anything.

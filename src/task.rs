@@ -106,7 +106,7 @@ pub enum TaskError {
 /// Fields are private so the recovery invariants hold: depth 0 has no parent and every
 /// deeper task has one; failures never come from a later attempt than the task itself.
 ///
-/// Its serde form is the task record of format version 2 (`crate::wire::task`).
+/// Its serde form is exactly its checkpoint payload's, format version 2 (see `FORMATS.md`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Task {
     pub(crate) id: TaskId,

@@ -722,7 +722,7 @@ impl Core {
 ///
 /// Deserialise it (or [`checkpoint::decode`](crate::checkpoint::decode) it) and hand it to
 /// [`Closure::restore`], which checks it before the typed machine takes over. Its serde form
-/// is the closure state of format version 2 (`crate::wire::closure`).
+/// is exactly its checkpoint payload's, format version 2 (see `FORMATS.md`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClosureState {
     /// Waiting for governance.

@@ -207,7 +207,7 @@ impl TaskAttempt {
 ///
 /// Reading one back (JSON or checkpoint) re-verifies its audit chain and that it holds one
 /// task per spawned fix plus the root, so a damaged record is an error, not a value. Its
-/// serde form is the closure record of format version 1 (`crate::wire::closure`).
+/// serde form is exactly its checkpoint payload's, format version 1 (see `FORMATS.md`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClosureRecord {
     pub(crate) root_task_ref: TaskId,

@@ -1427,6 +1427,50 @@ mod tests {
         assert_eq!(v.results()[0].validator_id.as_str(), "a");
     }
 
+    fn resolved_record() -> ClosureRecord {
+        use crate::closure::Closure;
+        let task = Task::new(TaskId::new("x").unwrap(), crate::task::Spec::new("intent"));
+        let session = Session::new("build", "p").unwrap();
+        let mut closure = Closure::start(task, session, RecoveryPolicy::default());
+        loop {
+            closure = match closure {
+                Closure::Governance(due) => due.feed(GovernanceDecision::Approve),
+                Closure::PreValidate(due) => due.feed(Verdict::clean()),
+                Closure::Execute(due) => due.feed(ExecutionOutput::new("done")),
+                Closure::PostValidate(due) => due.feed(Verdict::clean()),
+                Closure::MoveNext(due) => due.feed(Next::Complete),
+                Closure::Done(record) => return *record,
+            };
+        }
+    }
+
+    /// A record that decodes but does not hold together is refused as invalid, naming
+    /// what is wrong, whether read from a checkpoint or from JSON.
+    #[test]
+    fn a_record_that_does_not_hold_together_is_refused_as_invalid() {
+        use crate::checkpoint::{self, CheckpointError, decode_payload, encode_payload, seal};
+        let record = resolved_record();
+        let mut wire = ClosureRecordV1::of(&record);
+        wire.fix_attempts = 1;
+        let bytes = seal(*b"CLSR", 1, &encode_payload(&wire).unwrap());
+        let err = checkpoint::decode::<ClosureRecord>(&bytes).unwrap_err();
+        assert!(
+            matches!(&err, CheckpointError::Invalid { kind, reason }
+                if kind == "CLSR" && reason == "closure record of x holds 1 tasks for 1 fix attempts"),
+            "{err}"
+        );
+        let err = ClosureRecord::from_json(&serde_json::to_string(&wire).unwrap()).unwrap_err();
+        assert!(
+            err.to_string().contains("holds 1 tasks for 1 fix attempts"),
+            "{err}"
+        );
+        // The same record with its count intact reads back as itself.
+        wire.fix_attempts = 0;
+        let payload = encode_payload(&wire).unwrap();
+        let back = decode_payload::<ClosureRecordV1<'static>>(&payload).unwrap();
+        assert_eq!(ClosureRecord::try_from(back), Ok(record));
+    }
+
     /// A policy record is checked by the builder: one out of bounds is refused, naming the
     /// setting.
     #[test]
