@@ -29,8 +29,6 @@
 
 use std::sync::OnceLock;
 
-use serde::{Deserialize, Serialize};
-
 use crate::digest::{CanonicalHasher, Digest, canonical_enum};
 use crate::{
     closure::ClosureFailure, id::TaskId, id::ValidatorId, phase::ExhaustedBound,
@@ -38,8 +36,7 @@ use crate::{
 };
 
 /// A phase of the inner loop, as named in audit events and agent failures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LoopPhase {
     /// Governance decides whether the step may run.
     Governance,
@@ -73,8 +70,9 @@ impl std::fmt::Display for LoopPhase {
 }
 
 /// One thing that happened in a closure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+///
+/// Its serde form is the one closure payloads write it in (format version 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AuditEvent {
     /// A closure started on its root task, in a session (every subtask shares it).
@@ -257,11 +255,11 @@ canonical_enum!(AuditEvent {
 });
 
 /// One entry of an [`AuditLog`]: the event, the previous entry's digest and its own.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEntry {
-    event: AuditEvent,
-    prev: Digest,
-    hash: Digest,
+    pub(crate) event: AuditEvent,
+    pub(crate) prev: Digest,
+    pub(crate) hash: Digest,
 }
 
 impl AuditEntry {
@@ -336,10 +334,10 @@ impl AuditError {
 /// An append-only, hash-chained log of [`AuditEvent`]s.
 ///
 /// Deserialising does not verify: call [`AuditLog::verify`] on a log read from outside.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditLog {
-    entries: Vec<AuditEntry>,
-    head: Digest,
+    pub(crate) entries: Vec<AuditEntry>,
+    pub(crate) head: Digest,
 }
 
 impl Default for AuditLog {

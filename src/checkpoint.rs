@@ -23,9 +23,13 @@
 //!
 //! Decoding never panics: truncated, corrupted or foreign bytes give a [`CheckpointError`].
 //! bincode is confined to this module, behind the codec tag, so the format can change in one
-//! place. bincode is not self-describing, so older format versions are decoded by their own
-//! types and migrated (a [`Task`](crate::task::Task) written before fix subtasks carried their root loads with
-//! `root_task_ref = None`, `root_spec = None`, `prior_failures = []`).
+//! place. A task or closure payload is the encoding of a record of its own, one per format
+//! version, not of the domain type, so refactoring a domain type never changes the bytes;
+//! a payload that decodes but does not hold together (a task whose parent does not fit its
+//! depth, a record whose audit chain breaks) is refused as [`CheckpointError::Invalid`].
+//! bincode is not self-describing, so older format versions are decoded by their own
+//! records and migrated (a [`Task`](crate::task::Task) written before fix subtasks carried
+//! their root loads with `root_task_ref = None`, `root_spec = None`, `prior_failures = []`).
 //!
 //! Where the bytes are kept is the caller's choice (a file, a database row): an envelope is
 //! self-contained, and decoding checks everything before it trusts anything.
@@ -53,6 +57,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::id::ChannelId;
+use crate::wire::closure::{ClosureDeltaV1, ClosureRecordV1, ClosureStateV1, ClosureStateV2};
+use crate::wire::task::{TaskV1, TaskV2};
+use crate::wire::{Invalid, Record};
 
 /// The first four bytes of every checkpoint.
 pub const MAGIC: [u8; 4] = *b"KLNE";
@@ -159,6 +166,13 @@ pub enum CheckpointError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum InvalidPayload {
+    /// The record's fields contradict each other (a task whose parent does not fit its
+    /// depth, a policy out of bounds, a closure record whose audit chain breaks).
+    #[error("{reason}; restore the bytes kleene wrote")]
+    Inconsistent {
+        /// What does not hold, naming the field.
+        reason: String,
+    },
     /// A payload of an older format version holds a record only a later version has.
     #[error(
         "a format-{version} payload cannot hold a `{event}` event, which later versions added; the bytes were edited or mislabelled"
@@ -231,7 +245,10 @@ mod sealed {
 }
 
 /// A type that kleene checkpoints. Sealed: implemented for kleene's own persisted types.
-pub trait Checkpoint: Serialize + DeserializeOwned + sealed::Sealed {
+///
+/// Each payload is written as a record of its own (its wire type), not as the domain type
+/// itself, so refactoring the domain type never changes the bytes.
+pub trait Checkpoint: Sized + sealed::Sealed {
     /// Four bytes naming the payload kind.
     const KIND: [u8; 4];
     /// The current format version of this payload kind.
@@ -239,26 +256,20 @@ pub trait Checkpoint: Serialize + DeserializeOwned + sealed::Sealed {
     /// The oldest format version that can still be read (and migrated).
     const MIN_VERSION: u16 = Self::VERSION;
 
+    /// Encodes the value as the payload of the current format version.
+    #[doc(hidden)]
+    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError>;
+
+    /// Decodes, and checks, a payload of the current format version.
+    #[doc(hidden)]
+    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError>;
+
     /// Decodes a payload of an older format version. Only called for versions in
     /// `MIN_VERSION..VERSION`.
     #[doc(hidden)]
     fn migrate(version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
         let _ = payload;
         Err(unsupported::<Self>(version))
-    }
-
-    /// Encodes the value as a payload of the current format version. A type with its own
-    /// wire record encodes that record instead of its own serde form.
-    #[doc(hidden)]
-    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
-        encode_payload(self)
-    }
-
-    /// Decodes a payload of the current format version. A type with its own wire record
-    /// decodes that record and validates it with [`CheckpointError::Invalid`].
-    #[doc(hidden)]
-    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
-        decode_payload(payload)
     }
 }
 
@@ -449,74 +460,100 @@ pub fn decode<T: Checkpoint>(bytes: &[u8]) -> Result<T, CheckpointError> {
     }
 }
 
+/// Encodes the wire record `W` of `value`.
+fn write_record<'a, D, W: Record<'a, D>>(value: &'a D) -> Result<Vec<u8>, CheckpointError> {
+    encode_payload(&W::of(value))
+}
+
+/// Decodes the wire record `W` and checks it into the domain value of payload kind `T`.
+fn read_record<T, W>(payload: &[u8]) -> Result<T, CheckpointError>
+where
+    T: Checkpoint + TryFrom<W, Error = Invalid>,
+    W: DeserializeOwned,
+{
+    T::try_from(decode_payload::<W>(payload)?)
+        .map_err(|reason| invalid::<T>(InvalidPayload::Inconsistent { reason }))
+}
+
 impl sealed::Sealed for crate::task::Task {}
 
-/// Tasks are at format version 2 (which added `root_task_ref`, `root_spec`,
-/// `prior_failures`); version 1 is the shape before them and is migrated on read.
+/// Tasks are at format version 2 (`TaskV2`, which added `root_task_ref`, `root_spec`,
+/// `prior_failures`); version 1 (`TaskV1`) is the shape before them and is migrated on read.
 impl Checkpoint for crate::task::Task {
     const KIND: [u8; 4] = *b"TASK";
     const VERSION: u16 = 2;
     const MIN_VERSION: u16 = 1;
 
+    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
+        write_record::<_, TaskV2<'_>>(self)
+    }
+
+    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
+        read_record::<_, TaskV2<'static>>(payload)
+    }
+
     fn migrate(version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
         debug_assert_eq!(version, 1);
-        let v1: TaskV1 = decode_payload(payload)?;
-        crate::task::Task::try_from(crate::task::TaskRecord {
-            id: v1.id,
-            spec: v1.spec,
-            depth: v1.depth,
-            parent_task_ref: v1.parent_task_ref,
-            root_task_ref: None,
-            root_spec: None,
-            prior_failures: Vec::new(),
-        })
-        .map_err(|e| CheckpointError::Decode {
-            message: e.to_string(),
-        })
+        read_record::<_, TaskV1<'static>>(payload)
     }
-}
-
-/// The task shape before fix subtasks carried their root (format version 1).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub(crate) struct TaskV1 {
-    pub(crate) id: crate::id::TaskId,
-    pub(crate) spec: crate::task::Spec,
-    pub(crate) depth: u32,
-    pub(crate) parent_task_ref: Option<crate::id::TaskId>,
 }
 
 impl sealed::Sealed for crate::closure::ClosureRecord {}
 
-/// Closure records, format version 1.
+/// Closure records, format version 1 (`ClosureRecordV1`).
 impl Checkpoint for crate::closure::ClosureRecord {
     const KIND: [u8; 4] = *b"CLSR";
     const VERSION: u16 = 1;
+
+    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
+        write_record::<_, ClosureRecordV1<'_>>(self)
+    }
+
+    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
+        read_record::<_, ClosureRecordV1<'static>>(payload)
+    }
 }
 
 impl sealed::Sealed for crate::closure::ClosureState {}
 
 /// Persisted closure machines (see [`Closure::state`](crate::closure::Closure::state)) are at format
-/// version 2, which seals the policy and budget snapshot; version 1 (no seal) is migrated
-/// on read, its policy and budget taken as written.
+/// version 2 (`ClosureStateV2`), which seals the policy and budget snapshot; version 1
+/// (`ClosureStateV1`, no seal) is migrated on read, its policy and budget taken as written.
 impl Checkpoint for crate::closure::ClosureState {
     const KIND: [u8; 4] = *b"CLST";
     const VERSION: u16 = 2;
     const MIN_VERSION: u16 = 1;
 
+    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
+        write_record::<_, ClosureStateV2<'_>>(self)
+    }
+
+    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
+        read_record::<_, ClosureStateV2<'static>>(payload)
+    }
+
     fn migrate(version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
         debug_assert_eq!(version, 1);
-        let v1: crate::closure::ClosureStateV1 = decode_payload(payload)?;
-        Ok(v1.into())
+        read_record::<_, ClosureStateV1<'static>>(payload)
     }
 }
 
 impl sealed::Sealed for crate::closure::ClosureDelta {}
 
 /// One step of a closure's incremental form (see
-/// [`Closure::step_delta`](crate::closure::Closure::step_delta)), format version 1.
+/// [`Closure::step_delta`](crate::closure::Closure::step_delta)), format version 1
+/// (`ClosureDeltaV1`), written from borrowed parts: one is encoded at every step.
 impl Checkpoint for crate::closure::ClosureDelta {
     const KIND: [u8; 4] = *b"CLDT";
     const VERSION: u16 = 1;
+
+    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
+        write_record::<_, ClosureDeltaV1<'_>>(self)
+    }
+
+    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
+        read_record::<_, ClosureDeltaV1<'static>>(payload)
+    }
 }
 
 const TEMP_SUFFIX: &str = ".tmp";
@@ -687,7 +724,10 @@ impl Checkpoint for crate::batch::BatchEvidence {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
     use super::*;
+    use crate::wire::task::SpecV1;
     use crate::{id::TaskId, task::Spec, task::Task};
 
     fn task() -> Task {
@@ -747,17 +787,45 @@ mod tests {
         ));
     }
 
+    fn task_v1<'a>(id: &'a TaskId, spec: &'a Spec, parent: Option<&'a TaskId>) -> TaskV1<'a> {
+        TaskV1 {
+            id: Cow::Borrowed(id),
+            spec: SpecV1::of(spec),
+            depth: u32::from(parent.is_some()),
+            parent_task_ref: parent.map(Cow::Borrowed),
+        }
+    }
+
     #[test]
     fn version_one_migrates() {
-        let v1 = TaskV1 {
-            id: TaskId::new("t").unwrap(),
-            spec: Spec::new("x"),
-            depth: 0,
-            parent_task_ref: None,
-        };
-        let bytes = seal(*b"TASK", 1, &encode_payload(&v1).unwrap());
+        let (id, spec) = (TaskId::new("t").unwrap(), Spec::new("x"));
+        let bytes = seal(
+            *b"TASK",
+            1,
+            &encode_payload(&task_v1(&id, &spec, None)).unwrap(),
+        );
         let t = decode::<Task>(&bytes).unwrap();
         assert_eq!(t, Task::new(TaskId::new("t").unwrap(), Spec::new("x")));
+    }
+
+    /// A record that decodes but breaks the task's invariants is refused by name, at either
+    /// version, instead of being trusted.
+    #[test]
+    fn an_inconsistent_task_record_is_refused_as_invalid() {
+        let (id, spec) = (TaskId::new("t").unwrap(), Spec::new("x"));
+        let mut orphan = task_v1(&id, &spec, None);
+        orphan.depth = 1;
+        let payload = encode_payload(&orphan).unwrap();
+        // Version 2 appends three fields; with none of them set they encode as 0, 0, 0.
+        let v2 = [payload.as_slice(), &[0, 0, 0]].concat();
+        for bytes in [seal(*b"TASK", 1, &payload), seal(*b"TASK", 2, &v2)] {
+            let err = decode::<Task>(&bytes).unwrap_err();
+            assert!(
+                matches!(&err, CheckpointError::Invalid { kind, reason }
+                    if kind == "TASK" && reason.to_string().contains("inconsistent parent_task_ref")),
+                "{err}"
+            );
+        }
     }
 
     proptest::proptest! {
@@ -776,12 +844,10 @@ mod tests {
     /// `KLEENE_WRITE_FIXTURES=1` to (re)write it; it should never need to change.
     #[test]
     fn version_one_fixture_is_what_the_v1_shape_writes() {
-        let v1 = TaskV1 {
-            id: TaskId::new("task_X_fix_1").unwrap(),
-            spec: Spec::new("fix the failing login test").with_criterion("GET /login is 200"),
-            depth: 1,
-            parent_task_ref: Some(TaskId::new("task_X").unwrap()),
-        };
+        let id = TaskId::new("task_X_fix_1").unwrap();
+        let spec = Spec::new("fix the failing login test").with_criterion("GET /login is 200");
+        let parent = TaskId::new("task_X").unwrap();
+        let v1 = task_v1(&id, &spec, Some(&parent));
         let bytes = seal(*b"TASK", 1, &encode_payload(&v1).unwrap());
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/task_v1.ckpt");
         if std::env::var_os("KLEENE_WRITE_FIXTURES").is_some() {

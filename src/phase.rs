@@ -35,8 +35,6 @@
 
 use std::num::NonZeroU32;
 
-use serde::{Deserialize, Serialize};
-
 use crate::audit::LoopPhase;
 use crate::digest::{ByteTag, CanonicalHasher, Digest, canonical_enum, canonical_struct};
 use crate::{
@@ -51,10 +49,10 @@ pub const DEFAULT_ITERATION_CAP: NonZeroU32 = match NonZeroU32::new(50) {
 };
 
 /// The governance scope a task and all its fix subtasks run in.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Session {
-    mode: SessionMode,
-    project: ProjectId,
+    pub(crate) mode: SessionMode,
+    pub(crate) project: ProjectId,
 }
 
 impl Session {
@@ -82,7 +80,7 @@ impl Session {
 }
 
 /// What governance decided about one step of one task.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum GovernanceDecision {
     /// The step may proceed; a fresh [`ValidationToken`] is minted for it.
     Approve,
@@ -94,8 +92,7 @@ pub enum GovernanceDecision {
 }
 
 /// Which post-execute failures the closure may auto-fix.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum RecoverOn {
     /// Only overridable blockers; a warning withholds approval and halts.
     #[default]
@@ -227,7 +224,7 @@ pub struct TokenRejected {
 }
 
 /// What execution produced, as reported by the executor.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ExecutionOutput {
     /// The executor's report, verbatim.
     pub text: String,
@@ -241,8 +238,7 @@ impl ExecutionOutput {
 }
 
 /// Which budget ran out when recovery is exhausted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ExhaustedBound {
     /// The next fix would be deeper than `max_recovery_depth`.
     Depth {
@@ -257,8 +253,7 @@ pub enum ExhaustedBound {
 }
 
 /// Why a task stopped without completing. Every halt is terminal for its task.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum HaltReason {
     /// Governance denied the step.
@@ -316,7 +311,7 @@ impl HaltReason {
 }
 
 /// A task that stopped, with the reason and the iteration it stopped in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("task {} halted: {}", .task.id(), .reason.halt_type())]
 pub struct Halt {
     /// The task that halted.
@@ -653,8 +648,7 @@ impl Step<PostValidate> {
 }
 
 /// What the task does after a clean iteration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Next {
     /// The task is done.
     Complete,

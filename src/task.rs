@@ -59,7 +59,7 @@ impl Spec {
 }
 
 /// One failure of one attempt, attributed to the attempt that produced it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FailureEntry {
     /// The attempt that produced it: 0 for the root task, `d` for the fix at depth `d`.
     pub attempt: u32,
@@ -105,16 +105,17 @@ pub enum TaskError {
 ///
 /// Fields are private so the recovery invariants hold: depth 0 has no parent and every
 /// deeper task has one; failures never come from a later attempt than the task itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "TaskRecord", into = "TaskRecord")]
+///
+/// Its serde form is exactly its checkpoint payload's, format version 2 (see `FORMATS.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Task {
-    id: TaskId,
-    spec: Spec,
-    depth: u32,
-    parent_task_ref: Option<TaskId>,
-    root_task_ref: Option<TaskId>,
-    root_spec: Option<Spec>,
-    prior_failures: Vec<FailureEntry>,
+    pub(crate) id: TaskId,
+    pub(crate) spec: Spec,
+    pub(crate) depth: u32,
+    pub(crate) parent_task_ref: Option<TaskId>,
+    pub(crate) root_task_ref: Option<TaskId>,
+    pub(crate) root_spec: Option<Spec>,
+    pub(crate) prior_failures: Vec<FailureEntry>,
 }
 
 impl Task {
@@ -195,19 +196,15 @@ impl Task {
     }
 }
 
-/// The persisted shape of a [`Task`] (format version 2). The fields version 2 added default,
-/// so JSON written before them still loads.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Every field of a [`Task`], not yet checked: what a persisted record holds once read.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TaskRecord {
     pub(crate) id: TaskId,
     pub(crate) spec: Spec,
     pub(crate) depth: u32,
     pub(crate) parent_task_ref: Option<TaskId>,
-    #[serde(default)]
     pub(crate) root_task_ref: Option<TaskId>,
-    #[serde(default)]
     pub(crate) root_spec: Option<Spec>,
-    #[serde(default)]
     pub(crate) prior_failures: Vec<FailureEntry>,
 }
 
@@ -244,20 +241,6 @@ impl TryFrom<TaskRecord> for Task {
             root_spec: r.root_spec,
             prior_failures: r.prior_failures,
         })
-    }
-}
-
-impl From<Task> for TaskRecord {
-    fn from(t: Task) -> Self {
-        TaskRecord {
-            id: t.id,
-            spec: t.spec,
-            depth: t.depth,
-            parent_task_ref: t.parent_task_ref,
-            root_task_ref: t.root_task_ref,
-            root_spec: t.root_spec,
-            prior_failures: t.prior_failures,
-        }
     }
 }
 

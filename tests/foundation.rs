@@ -168,10 +168,20 @@ mod verdict_props {
             prop_assert_ne!(&base, &Verdict::new(fewer));
         }
 
+        /// A verdict persisted inside a closure state reads back equal.
         #[test]
         fn equality_survives_serialisation(v in verdict()) {
-            let json = serde_json::to_string(&v).unwrap();
-            prop_assert_eq!(serde_json::from_str::<Verdict>(&json).unwrap(), v);
+            use kleene::{Closure, Task, checkpoint, id::TaskId};
+            use kleene::closure::{ClosureState, RecoveryPolicy, Session, Spec};
+            let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));
+            let session = Session::new("build", "p").unwrap();
+            let Closure::Governance(due) = Closure::start(task, session, RecoveryPolicy::default())
+            else { unreachable!("a closure starts at governance") };
+            let Closure::PreValidate(due) = due.feed(kleene::closure::GovernanceDecision::Approve)
+            else { unreachable!("approval leads to pre-validation") };
+            let state = due.feed(v.clone()).state();
+            let back = checkpoint::decode::<ClosureState>(&checkpoint::encode(&state).unwrap());
+            prop_assert_eq!(back.unwrap(), state);
         }
     }
 }

@@ -3,8 +3,6 @@
 //!
 //! See [`ClosureDelta`].
 
-use serde::{Deserialize, Serialize};
-
 use super::machine::{StateSeal, output_digest};
 use super::{Closure, ClosureFailure, FixBudget, PolicyError, RecoveryPolicy, StateField};
 use crate::audit::{AuditEntry, AuditEvent, AuditLog, LoopPhase};
@@ -66,21 +64,20 @@ use crate::{id::TaskId, task::Task};
 /// | version | change |
 /// |---|---|
 /// | 1 | the first: the audit head before the step, the step's audit events, the head after it, then nothing, the start (root task, policy, fix-budget size and use, and a seal binding them to the `closure_started` entry) or an execution's output text |
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(from = "ClosureDeltaV1")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClosureDelta {
     /// The audit head before the step (the digest its first entry links to).
-    prev: Digest,
+    pub(crate) prev: Digest,
     /// The events the step appended, oldest first.
-    events: Vec<AuditEvent>,
+    pub(crate) events: Vec<AuditEvent>,
     /// The audit head after the step (the digest of its last entry).
-    head: Digest,
-    payload: Payload,
+    pub(crate) head: Digest,
+    pub(crate) payload: Payload,
 }
 
 /// What a step's audit entries do not carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Payload {
+pub(crate) enum Payload {
     /// Nothing: the entries hold the whole answer.
     None,
     /// The start of the closure.
@@ -91,12 +88,12 @@ pub(super) enum Payload {
 
 /// The start of a closure: what its `closure_started` entry does not name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Start {
-    pub(super) task: Task,
-    pub(super) policy: RecoveryPolicy,
-    pub(super) budget_max: u32,
-    pub(super) budget_used: u32,
-    pub(super) seal: StateSeal,
+pub(crate) struct Start {
+    pub(crate) task: Task,
+    pub(crate) policy: RecoveryPolicy,
+    pub(crate) budget_max: u32,
+    pub(crate) budget_used: u32,
+    pub(crate) seal: StateSeal,
 }
 
 impl ClosureDelta {
@@ -533,128 +530,6 @@ impl ClosureDeltaError {
             | ClosureDeltaError::Tampered { position, .. }
             | ClosureDeltaError::Decode { position, .. } => Some(*position),
             ClosureDeltaError::Empty | ClosureDeltaError::Budget(_) => None,
-        }
-    }
-}
-
-/// A [`ClosureDelta`] as format version 1 persists it; kept apart from the domain type so
-/// that changing the machine is not a format change. Written from borrowed parts (one
-/// delta per step is encoded on the hot path), read into owned ones.
-#[derive(Debug, Serialize, Deserialize)]
-struct ClosureDeltaWire<E, P> {
-    prev: DigestBytes,
-    events: E,
-    head: DigestBytes,
-    payload: P,
-}
-
-type ClosureDeltaV1 = ClosureDeltaWire<Vec<AuditEvent>, PayloadV1<String, Box<StartV1>>>;
-
-/// A digest written as one run of 32 bytes (not 32 separate integers): a delta is encoded
-/// at every step.
-#[derive(Debug, Clone, Copy)]
-struct DigestBytes(Digest);
-
-impl Serialize for DigestBytes {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(self.0.as_bytes())
-    }
-}
-
-impl<'de> Deserialize<'de> for DigestBytes {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Bytes;
-        impl<'de> serde::de::Visitor<'de> for Bytes {
-            type Value = DigestBytes;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("32 bytes of a digest")
-            }
-
-            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<DigestBytes, E> {
-                <[u8; 32]>::try_from(v)
-                    .map(|b| DigestBytes(Digest::from_bytes(b)))
-                    .map_err(|_| E::invalid_length(v.len(), &self))
-            }
-
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<DigestBytes, A::Error> {
-                let mut bytes = [0u8; 32];
-                for (i, b) in bytes.iter_mut().enumerate() {
-                    *b = seq
-                        .next_element()?
-                        .ok_or_else(|| serde::de::Error::invalid_length(i, &self))?;
-                }
-                if seq.next_element::<u8>()?.is_some() {
-                    return Err(serde::de::Error::invalid_length(33, &self));
-                }
-                Ok(DigestBytes(Digest::from_bytes(bytes)))
-            }
-        }
-        d.deserialize_bytes(Bytes)
-    }
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum PayloadV1<T, S> {
-    None,
-    Start(S),
-    Output { text: T },
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct StartV1<T = Task, R = RecoveryPolicy, L = StateSeal> {
-    task: T,
-    policy: R,
-    budget_max: u32,
-    budget_used: u32,
-    seal: L,
-}
-
-impl Serialize for ClosureDelta {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let payload = match &self.payload {
-            Payload::None => PayloadV1::None,
-            Payload::Output(o) => PayloadV1::Output { text: &o.text },
-            Payload::Start(start) => PayloadV1::Start(StartV1 {
-                task: &start.task,
-                policy: &start.policy,
-                budget_max: start.budget_max,
-                budget_used: start.budget_used,
-                seal: &start.seal,
-            }),
-        };
-        ClosureDeltaWire {
-            prev: DigestBytes(self.prev),
-            events: &self.events,
-            head: DigestBytes(self.head),
-            payload,
-        }
-        .serialize(s)
-    }
-}
-
-impl From<ClosureDeltaV1> for ClosureDelta {
-    fn from(w: ClosureDeltaV1) -> Self {
-        let payload = match w.payload {
-            PayloadV1::None => Payload::None,
-            PayloadV1::Output { text } => Payload::Output(ExecutionOutput { text }),
-            PayloadV1::Start(s) => Payload::Start(Box::new(Start {
-                task: s.task,
-                policy: s.policy,
-                budget_max: s.budget_max,
-                budget_used: s.budget_used,
-                seal: s.seal,
-            })),
-        };
-        Self {
-            prev: w.prev.0,
-            events: w.events,
-            head: w.head.0,
-            payload,
         }
     }
 }

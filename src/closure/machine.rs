@@ -1,8 +1,6 @@
 //! The sans-IO closure machine: ask what is due, feed back the result, persist between
 //! steps.
 
-use serde::{Deserialize, Serialize};
-
 use super::history::{self, ClosureDeltaError};
 use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
 use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt, render_recovery_spec};
@@ -723,9 +721,9 @@ impl Core {
 /// A persisted closure: a plain enum of the phase it is at (see [`Closure::state`]).
 ///
 /// Deserialise it (or [`checkpoint::decode`](crate::checkpoint::decode) it) and hand it to
-/// [`Closure::restore`], which checks it before the typed machine takes over.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// [`Closure::restore`], which checks it before the typed machine takes over. Its serde form
+/// is exactly its checkpoint payload's, format version 2 (see `FORMATS.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClosureState {
     /// Waiting for governance.
     Governance(ClosureProgress),
@@ -750,32 +748,32 @@ pub enum ClosureState {
 /// state, not a forger who recomputes them. Anchor [`AuditLog::head`] where the writer of
 /// the state cannot reach, and restore with [`Closure::restore_with_budget`] to take the
 /// budget from a trusted source instead of the snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClosureProgress {
-    policy: RecoveryPolicy,
-    session: Session,
-    budget_max: u32,
-    budget_used: u32,
-    fix_attempts: u32,
-    previous: Option<NormalizedVerdict>,
-    done: Vec<TaskAttempt>,
-    current: TaskAttempt,
-    audit: AuditLog,
-    seal: StateSeal,
+    pub(crate) policy: RecoveryPolicy,
+    pub(crate) session: Session,
+    pub(crate) budget_max: u32,
+    pub(crate) budget_used: u32,
+    pub(crate) fix_attempts: u32,
+    pub(crate) previous: Option<NormalizedVerdict>,
+    pub(crate) done: Vec<TaskAttempt>,
+    pub(crate) current: TaskAttempt,
+    pub(crate) audit: AuditLog,
+    pub(crate) seal: StateSeal,
 }
 
 /// Digests binding a state's policy and budget snapshot to its audit log's head, one per
 /// field so that a mismatch names the field.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct StateSeal {
-    policy: Digest,
-    budget_max: Digest,
-    budget_used: Digest,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StateSeal {
+    pub(crate) policy: Digest,
+    pub(crate) budget_max: Digest,
+    pub(crate) budget_used: Digest,
 }
 
 impl StateSeal {
     /// The seal binding `policy` and the budget snapshot to the audit `head`.
-    pub(super) fn of(
+    pub(crate) fn of(
         head: Digest,
         policy: &RecoveryPolicy,
         budget_max: u32,
@@ -980,64 +978,6 @@ impl From<&Core> for ClosureProgress {
                 budget_used,
             ),
             audit: core.audit.clone(),
-        }
-    }
-}
-
-/// A [`ClosureProgress`] as format version 1 wrote it, before the seal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ClosureProgressV1 {
-    policy: RecoveryPolicy,
-    session: Session,
-    budget_max: u32,
-    budget_used: u32,
-    fix_attempts: u32,
-    previous: Option<NormalizedVerdict>,
-    done: Vec<TaskAttempt>,
-    current: TaskAttempt,
-    audit: AuditLog,
-}
-
-/// A [`ClosureState`] as format version 1 wrote it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum ClosureStateV1 {
-    Governance(ClosureProgressV1),
-    PreValidate(ClosureProgressV1),
-    Execute(ClosureProgressV1),
-    PostValidate(ClosureProgressV1),
-    MoveNext(ClosureProgressV1),
-    Done(Box<ClosureRecord>),
-}
-
-impl From<ClosureProgressV1> for ClosureProgress {
-    /// Version 1 carried no seal, so its policy and budget are taken as written and sealed
-    /// now; its outputs are still checked against the audit log on restore.
-    fn from(v1: ClosureProgressV1) -> Self {
-        Self {
-            seal: StateSeal::of(v1.audit.head(), &v1.policy, v1.budget_max, v1.budget_used),
-            policy: v1.policy,
-            session: v1.session,
-            budget_max: v1.budget_max,
-            budget_used: v1.budget_used,
-            fix_attempts: v1.fix_attempts,
-            previous: v1.previous,
-            done: v1.done,
-            current: v1.current,
-            audit: v1.audit,
-        }
-    }
-}
-
-impl From<ClosureStateV1> for ClosureState {
-    fn from(v1: ClosureStateV1) -> Self {
-        match v1 {
-            ClosureStateV1::Governance(p) => ClosureState::Governance(p.into()),
-            ClosureStateV1::PreValidate(p) => ClosureState::PreValidate(p.into()),
-            ClosureStateV1::Execute(p) => ClosureState::Execute(p.into()),
-            ClosureStateV1::PostValidate(p) => ClosureState::PostValidate(p.into()),
-            ClosureStateV1::MoveNext(p) => ClosureState::MoveNext(p.into()),
-            ClosureStateV1::Done(record) => ClosureState::Done(record),
         }
     }
 }

@@ -64,7 +64,8 @@ pub use agent_error::{AgentError, AgentErrorKind};
 pub use async_driver::{AsyncAgent, run_closure_async, run_to_closure_async};
 pub use driver::{Agent, ClosureRun, run_closure, run_to_closure, run_to_closure_with};
 pub use history::{ClosureDelta, ClosureDeltaError};
-pub(crate) use machine::ClosureStateV1;
+pub(crate) use history::{Payload, Start};
+pub(crate) use machine::StateSeal;
 pub use machine::{
     Awaiting, AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
     AwaitingPreValidation, Closure, ClosureProgress, ClosureState, ClosureStateError, StateField,

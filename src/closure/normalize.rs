@@ -1,8 +1,6 @@
 //! Comparing verdicts for stall detection without the noise two runs of one failure differ
 //! by (R21 §5).
 
-use serde::{Deserialize, Serialize};
-
 use crate::{id::ValidatorId, verdict::Severity, verdict::Verdict};
 
 /// Turns a [`Verdict`] into the form stall detection compares.
@@ -43,13 +41,12 @@ use crate::{id::ValidatorId, verdict::Severity, verdict::Verdict};
 /// let exact = VerdictNormalizer::exact();
 /// assert_ne!(exact.normalize_text("in 0.06s"), exact.normalize_text("in 0.04s"));
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct VerdictNormalizer {
     masking: Masking,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 enum Masking {
     #[default]
     Noise,
@@ -99,7 +96,7 @@ impl VerdictNormalizer {
 }
 
 /// One result of a [`NormalizedVerdict`].
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NormalizedResult {
     /// The validator.
     pub validator_id: ValidatorId,
@@ -110,8 +107,7 @@ pub struct NormalizedResult {
 }
 
 /// A verdict as stall detection compares it: a sorted multiset of normalised results.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(from = "Vec<NormalizedResult>", into = "Vec<NormalizedResult>")]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NormalizedVerdict {
     results: Vec<NormalizedResult>,
 }

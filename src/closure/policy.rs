@@ -5,8 +5,6 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use serde::{Deserialize, Serialize};
-
 use super::VerdictNormalizer;
 use crate::{phase::DEFAULT_ITERATION_CAP, phase::RecoverOn};
 
@@ -72,8 +70,7 @@ pub enum PolicyError {
 /// assert!(RecoveryPolicy::builder().max_inner_iterations(0).build().is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "PolicyRecord", into = "PolicyRecord")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoveryPolicy {
     max_recovery_depth: u32,
     max_total_fix_attempts: u32,
@@ -196,8 +193,8 @@ impl RecoveryPolicyBuilder {
     }
 }
 
-/// The persisted shape of a [`RecoveryPolicy`], checked on the way back in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Every setting of a [`RecoveryPolicy`], not yet checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct PolicyRecord {
     max_recovery_depth: u32,
     max_total_fix_attempts: u32,
@@ -355,16 +352,6 @@ mod tests {
             RecoveryPolicy::builder().build(),
             Ok(RecoveryPolicy::default())
         );
-    }
-
-    #[test]
-    fn serde_rechecks() {
-        let json = serde_json::to_string(&RecoveryPolicy::default()).unwrap();
-        let back: RecoveryPolicy = serde_json::from_str(&json).unwrap();
-        assert_eq!(back, RecoveryPolicy::default());
-        let bad = json.replace("\"max_inner_iterations\":50", "\"max_inner_iterations\":0");
-        let err = serde_json::from_str::<RecoveryPolicy>(&bad).unwrap_err();
-        assert!(err.to_string().contains("max_inner_iterations"), "{err}");
     }
 
     #[test]

@@ -1,7 +1,5 @@
 //! The immutable result of a closure: outcome, every task of the tree, the audit log.
 
-use serde::{Deserialize, Serialize};
-
 use crate::digest::canonical_enum;
 use crate::{
     audit::AuditLog, audit::LoopPhase, closure::RecoveryPolicy, digest::Digest, id::TaskId,
@@ -10,8 +8,7 @@ use crate::{
 };
 
 /// How a closure ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ClosureOutcome {
     /// A task completed with a clean post-validation: the fixpoint (`recovery_resolved`).
@@ -46,8 +43,7 @@ pub enum ClosureOutcome {
 }
 
 /// A closure stopped by something other than a verdict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ClosureFailure {
     /// The agent reported its own error (an I/O failure, a crashed tool).
@@ -145,7 +141,7 @@ pub enum ClosureRecordError {
 }
 
 /// One iteration of one task, as far as it got.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepRecord {
     /// The iteration, from 1.
     pub iteration: u32,
@@ -175,7 +171,7 @@ impl StepRecord {
 }
 
 /// One task of the closure tree (the root or a fix subtask) and every iteration it ran.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskAttempt {
     /// The task, exactly as it ran (for a fix, its rendered recovery spec and
     /// `prior_failures`).
@@ -210,9 +206,9 @@ impl TaskAttempt {
 /// ([`checkpoint::encode`](crate::checkpoint::encode)).
 ///
 /// Reading one back (JSON or checkpoint) re-verifies its audit chain and that it holds one
-/// task per spawned fix plus the root, so a damaged record is an error, not a value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "ClosureRecordWire")]
+/// task per spawned fix plus the root, so a damaged record is an error, not a value. Its
+/// serde form is exactly its checkpoint payload's, format version 1 (see `FORMATS.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClosureRecord {
     pub(crate) root_task_ref: TaskId,
     pub(crate) session: Session,
@@ -221,45 +217,6 @@ pub struct ClosureRecord {
     pub(crate) attempts: Vec<TaskAttempt>,
     pub(crate) fix_attempts: u32,
     pub(crate) audit: AuditLog,
-}
-
-/// The persisted shape of a [`ClosureRecord`], checked on the way back in.
-#[derive(Deserialize)]
-struct ClosureRecordWire {
-    root_task_ref: TaskId,
-    session: Session,
-    policy: RecoveryPolicy,
-    outcome: ClosureOutcome,
-    attempts: Vec<TaskAttempt>,
-    fix_attempts: u32,
-    audit: AuditLog,
-}
-
-impl TryFrom<ClosureRecordWire> for ClosureRecord {
-    type Error = String;
-
-    fn try_from(w: ClosureRecordWire) -> Result<Self, String> {
-        let root = &w.root_task_ref;
-        w.audit
-            .verify()
-            .map_err(|e| format!("closure record of {root}: {e}"))?;
-        if u64::try_from(w.attempts.len()).ok() != Some(u64::from(w.fix_attempts) + 1) {
-            return Err(format!(
-                "closure record of {root} holds {} tasks for {} fix attempts",
-                w.attempts.len(),
-                w.fix_attempts
-            ));
-        }
-        Ok(Self {
-            root_task_ref: w.root_task_ref,
-            session: w.session,
-            policy: w.policy,
-            outcome: w.outcome,
-            attempts: w.attempts,
-            fix_attempts: w.fix_attempts,
-            audit: w.audit,
-        })
-    }
 }
 
 impl ClosureRecord {

@@ -26,6 +26,9 @@ use crate::digest::canonical_struct;
 use crate::id::ValidatorId;
 
 /// How serious a validator result is. Ordered: `Info < Warning < Blocker`.
+///
+/// Plan files name a validator's severity by its lowercase name, so it keeps a serde form of
+/// its own; persisted payloads write their own record of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
@@ -59,7 +62,7 @@ impl std::fmt::Display for Severity {
 /// The `justification` is kept verbatim: for a failing test run it carries the bounded
 /// [`OutputTail`] (test names, assertions, file:line), which is what later reaches the fix
 /// task in its rendered spec.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ValidatorResult {
     /// Which validator produced it.
     pub validator_id: ValidatorId,
@@ -103,8 +106,7 @@ impl ValidatorResult {
 /// The results are kept sorted, so equality ignores the order they arrived in and keeps
 /// their multiplicity. Construct with [`Verdict::new`]; the order is restored on
 /// deserialisation too, so a hand-edited record cannot break equality.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(from = "Vec<ValidatorResult>", into = "Vec<ValidatorResult>")]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Verdict {
     results: Vec<ValidatorResult>,
 }
@@ -219,13 +221,5 @@ mod tests {
         assert_eq!(v.worst(), Some(Severity::Blocker));
         assert_eq!(v.failing_validators(), vec![ValidatorId::new("t").unwrap()]);
         assert!(Verdict::new([r("i", Severity::Info, true, "")]).is_clean());
-    }
-
-    #[test]
-    fn deserialisation_restores_canonical_order() {
-        let json = r#"[{"validator_id":"z","severity":"info","overridable":true,"justification":""},
-                      {"validator_id":"a","severity":"info","overridable":true,"justification":""}]"#;
-        let v: Verdict = serde_json::from_str(json).unwrap();
-        assert_eq!(v.results()[0].validator_id.as_str(), "a");
     }
 }

@@ -7,5 +7,85 @@
 //! forward, and validates it into the domain type with a typed error. `FORMATS.md` lists
 //! every format and what each version changed.
 
+use serde::{Deserialize, Serialize};
+
 pub(crate) mod acceptance;
+pub(crate) mod closure;
 pub(crate) mod evidence;
+pub(crate) mod task;
+
+/// A wire record written from a borrowed domain value: encoding never clones what it
+/// writes.
+pub(crate) trait Record<'a, D: ?Sized + 'a>: Serialize {
+    /// The record of `value`.
+    fn of(value: &'a D) -> Self;
+}
+
+/// Ids and digests have their own hand-written stable encoding and are written as they are.
+impl<'a, T: Clone + Serialize + 'a> Record<'a, T> for std::borrow::Cow<'a, T> {
+    fn of(value: &'a T) -> Self {
+        std::borrow::Cow::Borrowed(value)
+    }
+}
+
+impl<'a> Record<'a, String> for std::borrow::Cow<'a, str> {
+    fn of(value: &'a String) -> Self {
+        std::borrow::Cow::Borrowed(value)
+    }
+}
+
+/// A sequence of records: written straight from a borrowed slice of domain values (each
+/// turned into its record as it is written, so nothing is collected), read into owned
+/// records.
+#[derive(Debug)]
+pub(crate) enum Seq<'a, D, W> {
+    /// The domain values being written.
+    Borrowed(&'a [D]),
+    /// The records read.
+    Owned(Vec<W>),
+}
+
+impl<D, W> Default for Seq<'_, D, W> {
+    fn default() -> Self {
+        Seq::Owned(Vec::new())
+    }
+}
+
+impl<'a, D, W: Record<'a, D>> Serialize for Seq<'a, D, W> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Seq::Borrowed(values) => s.collect_seq(values.iter().map(W::of)),
+            Seq::Owned(records) => s.collect_seq(records),
+        }
+    }
+}
+
+impl<'de, D, W: Deserialize<'de>> Deserialize<'de> for Seq<'_, D, W> {
+    fn deserialize<De: serde::Deserializer<'de>>(d: De) -> Result<Self, De::Error> {
+        Vec::deserialize(d).map(Seq::Owned)
+    }
+}
+
+impl<'a, D: Clone, W> Seq<'a, D, W> {
+    /// The domain values, each record checked by `check`.
+    pub(crate) fn try_into_values<E>(
+        self,
+        check: impl FnMut(W) -> Result<D, E>,
+    ) -> Result<Vec<D>, E> {
+        match self {
+            Seq::Borrowed(values) => Ok(values.to_vec()),
+            Seq::Owned(records) => records.into_iter().map(check).collect(),
+        }
+    }
+
+    /// The domain values of records that need no check.
+    pub(crate) fn into_values(self, convert: impl FnMut(W) -> D) -> Vec<D> {
+        match self {
+            Seq::Borrowed(values) => values.to_vec(),
+            Seq::Owned(records) => records.into_iter().map(convert).collect(),
+        }
+    }
+}
+
+/// A record read from bytes or text was refused: why, in words that name the field.
+pub(crate) type Invalid = String;

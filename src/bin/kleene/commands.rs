@@ -1281,6 +1281,10 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
         let log = record.audit();
         let verified = log.verify();
         if rep.mode() == crate::report::Mode::Json {
+            // The outcome as the record's own JSON writes it (the record's wire form).
+            let outcome = serde_json::to_value(record)
+                .map(|mut r| r["outcome"].take())
+                .unwrap_or_default();
             rep.say_json(&serde_json::json!({
                 "event": "audit",
                 "task": entry.task,
@@ -1288,7 +1292,7 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
                 "line": entry.line,
                 "verified": verified.is_ok(),
                 "error": verified.as_ref().err().map(ToString::to_string),
-                "outcome": record.outcome(),
+                "outcome": outcome,
                 "entries": log.entries().iter().map(|e| serde_json::json!({
                     "kind": e.event().kind(),
                     "task_ref": e.event().task_ref(),
