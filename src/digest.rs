@@ -17,6 +17,7 @@
 
 use std::fmt;
 
+use blake3::hazmat::HasherExt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A 32-byte blake3 digest, shown and serialised as 64 lowercase hex characters.
@@ -125,16 +126,32 @@ impl<'de> Deserialize<'de> for Digest {
 /// A blake3 hasher for one purpose, fed with [`Canonical`] values so the encoding is
 /// canonical: the same logical value gives the same digest on every machine.
 ///
-/// Clone a prepared hasher to skip re-deriving the purpose key on hot paths.
+/// The encoding arrives in many small pieces (an eight-byte length, a short id), and each
+/// `blake3::Hasher::update` call has a fixed cost larger than hashing a few bytes, so the
+/// pieces are gathered in a small buffer and handed to blake3 together. The digest is that
+/// of the bytes in order, however they were split.
 #[derive(Clone)]
-pub(crate) struct CanonicalHasher(blake3::Hasher);
+pub(crate) struct CanonicalHasher {
+    hasher: blake3::Hasher,
+    pending: usize,
+    buffer: [u8; BUFFER_LEN],
+}
+
+/// Bytes gathered before they are handed to blake3: most digested values (an audit entry,
+/// a token) fit whole, and a larger piece (a 4 KiB test output) bypasses the buffer.
+const BUFFER_LEN: usize = 256;
 
 impl CanonicalHasher {
     /// A hasher whose derive-key context is `"kleene {purpose} v1"`.
-    pub(crate) fn new(purpose: &str) -> Self {
-        Self(blake3::Hasher::new_derive_key(&format!(
-            "kleene {purpose} v1"
-        )))
+    ///
+    /// Deriving a purpose's key costs a blake3 compression and a formatted string; each
+    /// thread derives it once per purpose and keeps it (see [`context_key`]).
+    pub(crate) fn new(purpose: &'static str) -> Self {
+        Self {
+            hasher: blake3::Hasher::new_from_context_key(&context_key(purpose)),
+            pending: 0,
+            buffer: [0; BUFFER_LEN],
+        }
     }
 
     /// Feeds `value`'s canonical encoding.
@@ -157,25 +174,68 @@ impl CanonicalHasher {
         self
     }
 
-    pub(crate) fn finish(&self) -> Digest {
-        Digest::from(self.0.finalize())
+    pub(crate) fn finish(&mut self) -> Digest {
+        self.flush();
+        Digest::from(self.hasher.finalize())
     }
 
     /// Raw bytes of a fixed width (integers, digests, tags): no length prefix.
     fn fixed(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
+        if let Some(room) = self.buffer.get_mut(self.pending..self.pending + bytes.len()) {
+            room.copy_from_slice(bytes);
+            self.pending += bytes.len();
+            return;
+        }
+        self.flush();
+        match self.buffer.get_mut(..bytes.len()) {
+            Some(room) => {
+                room.copy_from_slice(bytes);
+                self.pending = bytes.len();
+            }
+            None => {
+                self.hasher.update(bytes);
+            }
+        }
     }
 
     /// A variable-length field: its length, then its bytes.
     fn field(&mut self, bytes: &[u8]) {
         self.fixed(&(bytes.len() as u64).to_le_bytes());
-        self.0.update(bytes);
+        self.fixed(bytes);
     }
+
+    /// Hands the gathered bytes to blake3.
+    fn flush(&mut self) {
+        self.hasher.update(&self.buffer[..self.pending]);
+        self.pending = 0;
+    }
+}
+
+/// The blake3 context key of `purpose` (the hash of `"kleene {purpose} v1"` in derive-key
+/// mode), derived once per thread and purpose.
+///
+/// The cache is keyed by the purpose string's address and length: a `&'static str` is never
+/// freed, so an address names one text for the life of the process (the same text at two
+/// addresses is merely derived twice). Purposes are string literals, a few dozen at most.
+fn context_key(purpose: &'static str) -> [u8; 32] {
+    thread_local! {
+        static KEYS: std::cell::RefCell<Vec<(usize, usize, [u8; 32])>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let at = (purpose.as_ptr() as usize, purpose.len());
+    KEYS.with_borrow_mut(|keys| {
+        if let Some((_, _, key)) = keys.iter().find(|(p, n, _)| (*p, *n) == at) {
+            return *key;
+        }
+        let key = blake3::hazmat::hash_derive_key_context(&format!("kleene {purpose} v1"));
+        keys.push((at.0, at.1, key));
+        key
+    })
 }
 
 impl Digest {
     /// The digest of `value`'s canonical encoding under `purpose`.
-    pub(crate) fn of<T: Canonical + ?Sized>(purpose: &str, value: &T) -> Self {
+    pub(crate) fn of<T: Canonical + ?Sized>(purpose: &'static str, value: &T) -> Self {
         CanonicalHasher::new(purpose).put(value).finish()
     }
 }

@@ -807,11 +807,7 @@ impl StateSeal {
 
 /// The digest an `executed` audit event records of an execution output.
 pub(super) fn output_digest(output: &ExecutionOutput) -> Digest {
-    // Every execution records one: derive the purpose key once.
-    static OUTPUT: std::sync::OnceLock<CanonicalHasher> = std::sync::OnceLock::new();
-    OUTPUT
-        .get_or_init(|| CanonicalHasher::new("execution output"))
-        .clone()
+    CanonicalHasher::new("execution output")
         .put(&output.text)
         .finish()
 }
