@@ -129,6 +129,16 @@ impl ClosureDelta {
         checkpoint::encode(self)
     }
 
+    /// Appends the delta's envelope (the bytes of [`ClosureDelta::encode`]) to `store`, a
+    /// store kept in memory, and returns its length: no buffer of its own is allocated.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckpointError`] if the payload cannot be encoded; `store` is then unchanged.
+    pub fn encode_into(&self, store: &mut Vec<u8>) -> Result<usize, CheckpointError> {
+        checkpoint::encode_into(self, store)
+    }
+
     /// Reads a store of deltas appended one after the other with [`ClosureDelta::encode`],
     /// and returns the whole deltas and how many bytes they span. A torn last delta (an
     /// append cut short by a crash) is left out, so the closure restores to its last whole
