@@ -372,9 +372,19 @@ pub fn encode<T: Checkpoint>(value: &T) -> Result<Vec<u8>, CheckpointError> {
 /// [`CheckpointError::Encode`] when the codec refuses the value; `out` is then left as it
 /// was.
 pub fn encode_into<T: Checkpoint>(value: &T, out: &mut Vec<u8>) -> Result<usize, CheckpointError> {
+    encode_as_into::<T, T>(value, out)
+}
+
+/// Appends an envelope of kind and version `T`'s holding `wire`, a borrowed form that
+/// serialises exactly as a `T` does (so that a value can be persisted without first being
+/// built), and returns its length.
+pub(crate) fn encode_as_into<T: Checkpoint, W: Serialize + ?Sized>(
+    wire: &W,
+    out: &mut Vec<u8>,
+) -> Result<usize, CheckpointError> {
     let start = out.len();
     out.extend_from_slice(&[0; HEADER_LEN]);
-    if let Err(e) = encode_payload_into(value, out) {
+    if let Err(e) = encode_payload_into(wire, out) {
         out.truncate(start);
         return Err(e);
     }

@@ -187,6 +187,46 @@ impl Closure {
         delta(first, &entries[first..], self.last_output(), self.origin())
     }
 
+    /// Appends the envelope of [`step_delta`](Closure::step_delta) (the bytes of
+    /// `self.step_delta().encode()`) to `store` and returns its length, encoding straight
+    /// from the closure's audit log: no delta is built and nothing is cloned, so persisting
+    /// every step costs the encoding and the checksum alone.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckpointError`] if the payload cannot be encoded; `store` is then unchanged.
+    pub fn encode_step_delta_into(&self, store: &mut Vec<u8>) -> Result<usize, CheckpointError> {
+        let entries = self.audit().entries();
+        let first = entries.iter().rposition(opens_step).unwrap_or(0);
+        let step = &entries[first..];
+        let start;
+        let payload = match (step.first(), self.origin()) {
+            (Some(e), _) if matches!(e.event(), AuditEvent::Executed { .. }) => {
+                PayloadV1::Output {
+                    text: self.last_output().map_or("", |o| o.text.as_str()),
+                }
+            }
+            (Some(e), Some((task, policy, (budget_max, budget_used)))) if first == 0 => {
+                start = StateSeal::of(e.hash(), policy, budget_max, budget_used);
+                PayloadV1::Start(StartV1 {
+                    task,
+                    policy,
+                    budget_max,
+                    budget_used,
+                    seal: &start,
+                })
+            }
+            _ => PayloadV1::None,
+        };
+        let wire = ClosureDeltaWire {
+            prev: DigestBytes(step.first().map_or(AuditLog::GENESIS, AuditEntry::prev)),
+            events: Events(step),
+            head: DigestBytes(step.last().map_or(AuditLog::GENESIS, AuditEntry::hash)),
+            payload,
+        };
+        checkpoint::encode_as_into::<ClosureDelta, _>(&wire, store)
+    }
+
     /// Every delta of the closure so far, oldest first: what a store holds after
     /// [`step_delta`](Closure::step_delta) was appended at every step (for example to move a
     /// closure persisted as a [`ClosureState`](super::ClosureState) into a delta store).
@@ -559,6 +599,15 @@ struct ClosureDeltaWire<E, P> {
 }
 
 type ClosureDeltaV1 = ClosureDeltaWire<Vec<AuditEvent>, PayloadV1<String, Box<StartV1>>>;
+
+/// The events of a run of audit entries, written as the list of them a delta holds.
+struct Events<'a>(&'a [AuditEntry]);
+
+impl Serialize for Events<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(AuditEntry::event))
+    }
+}
 
 /// A digest written as one run of 32 bytes (not 32 separate integers): a delta is encoded
 /// at every step.
