@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::history::{self, ClosureDeltaError};
 use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
-use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt, render_recovery_spec};
+use super::spec::render_recovery_spec_of;
+use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt};
 use crate::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
 use crate::digest::Digest;
 use crate::digest::{Canonical, CanonicalHasher};
@@ -612,14 +613,12 @@ impl Core {
                 justification: f.justification.clone(),
             })
             .collect();
-        let all: Vec<FailureEntry> = r
-            .task
-            .prior_failures()
-            .iter()
-            .chain(&new_failures)
-            .cloned()
-            .collect();
-        let spec = render_recovery_spec(r.task.root_spec(), &fix_id, fix_depth, &all);
+        let spec = render_recovery_spec_of(
+            r.task.root_spec(),
+            &fix_id,
+            fix_depth,
+            [r.task.prior_failures(), &new_failures],
+        );
         let fix = Task::fix_subtask(&r.task, fix_id, spec, new_failures);
         self.audit.append(AuditEvent::SubtaskSpawned {
             parent_ref: r.task.id().clone(),

@@ -42,9 +42,20 @@ pub fn render_recovery_spec(
     depth: u32,
     failures: &[FailureEntry],
 ) -> Spec {
+    render_recovery_spec_of(root_spec, fix_task_ref, depth, [failures, &[]])
+}
+
+/// [`render_recovery_spec`] of the failures of `parts` in order (a task's prior failures,
+/// then its own), without collecting them into one list first.
+pub(crate) fn render_recovery_spec_of(
+    root_spec: &Spec,
+    fix_task_ref: &TaskId,
+    depth: u32,
+    parts: [&[FailureEntry]; 2],
+) -> Spec {
+    let failures = || parts.into_iter().flatten();
     let capacity = root_spec.intent.len()
-        + failures
-            .iter()
+        + failures()
             .map(|f| f.justification.len() + 96)
             .sum::<usize>()
         + 256;
@@ -60,9 +71,9 @@ pub fn render_recovery_spec(
     );
     intent.push_str(&root_spec.intent);
     intent.push_str("\n\n## Failures so far (");
-    push_number(&mut intent, failures.len() as u64);
+    push_number(&mut intent, (parts[0].len() + parts[1].len()) as u64);
     intent.push_str(")\n");
-    for (i, f) in failures.iter().enumerate() {
+    for (i, f) in failures().enumerate() {
         intent.push_str("\n### Failure ");
         push_number(&mut intent, i as u64 + 1);
         intent.push_str(": attempt ");
