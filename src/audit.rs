@@ -29,7 +29,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::{CanonicalHasher, Digest, canonical_enum};
+use crate::digest::{Digest, Purpose, canonical_enum};
 use crate::{
     closure::ClosureFailure, id::TaskId, id::ValidatorId, phase::ExhaustedBound,
     phase::GovernanceDecision, phase::HaltReason, phase::Next, phase::Session, verdict::Verdict,
@@ -282,7 +282,9 @@ impl AuditEntry {
 /// The digest of the entry at `index`: its position, the previous entry's digest, and the
 /// event's canonical encoding, in one pass.
 fn entry_hash(index: usize, prev: &Digest, event: &AuditEvent) -> Digest {
-    CanonicalHasher::new("audit entry")
+    static ENTRY: Purpose = Purpose::new("audit entry");
+    ENTRY
+        .hasher()
         .put(&(index as u64, prev, event))
         .finish()
 }

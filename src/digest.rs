@@ -211,6 +211,36 @@ impl CanonicalHasher {
     }
 }
 
+/// A purpose whose context key is derived once per process and kept in place: for the
+/// hottest digests (an audit entry per closure step), where even the per-thread lookup of
+/// [`CanonicalHasher::new`] shows. Declare it as a `static`.
+pub(crate) struct Purpose {
+    name: &'static str,
+    key: std::sync::OnceLock<[u8; 32]>,
+}
+
+impl Purpose {
+    /// The purpose `name` (the digests are those of [`CanonicalHasher::new`]`(name)`).
+    pub(crate) const fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            key: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// A hasher for this purpose.
+    pub(crate) fn hasher(&self) -> CanonicalHasher {
+        let key = self.key.get_or_init(|| {
+            blake3::hazmat::hash_derive_key_context(&format!("kleene {} v1", self.name))
+        });
+        CanonicalHasher {
+            hasher: blake3::Hasher::new_from_context_key(key),
+            pending: 0,
+            buffer: [0; BUFFER_LEN],
+        }
+    }
+}
+
 /// The blake3 context key of `purpose` (the hash of `"kleene {purpose} v1"` in derive-key
 /// mode), derived once per thread and purpose.
 ///
@@ -551,6 +581,16 @@ mod tests {
         let seq = CanonicalHasher::new("t").seq(list.iter()).finish();
         assert_eq!(seq, Digest::of("t", &list));
         assert_ne!(seq, Digest::of("t", &(&list[0], &list[1])));
+    }
+
+    #[test]
+    fn a_kept_purpose_digests_as_its_name_does() {
+        static KEPT: Purpose = Purpose::new("t");
+        for _ in 0..2 {
+            let kept = KEPT.hasher().put(&(1u32, "a")).finish();
+            assert_eq!(kept, Digest::of("t", &(1u32, "a")));
+        }
+        assert_ne!(KEPT.hasher().finish(), CanonicalHasher::new("u").finish());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::spec::render_recovery_spec_of;
 use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt};
 use crate::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
 use crate::digest::Digest;
-use crate::digest::{Canonical, CanonicalHasher};
+use crate::digest::{Canonical, Purpose};
 use crate::phase::{Execute, Governance, MoveNext, Phase, PostValidate, PreValidate};
 use crate::{
     id::TaskId, phase::ExecutionOutput, phase::ExhaustedBound, phase::GovernanceDecision,
@@ -806,9 +806,8 @@ impl StateSeal {
 
 /// The digest an `executed` audit event records of an execution output.
 pub(super) fn output_digest(output: &ExecutionOutput) -> Digest {
-    CanonicalHasher::new("execution output")
-        .put(&output.text)
-        .finish()
+    static OUTPUT: Purpose = Purpose::new("execution output");
+    OUTPUT.hasher().put(&output.text).finish()
 }
 
 /// Checks every recorded execution output against the digest the audit log holds for it,
