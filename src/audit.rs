@@ -283,10 +283,7 @@ impl AuditEntry {
 /// event's canonical encoding, in one pass.
 fn entry_hash(index: usize, prev: &Digest, event: &AuditEvent) -> Digest {
     static ENTRY: Purpose = Purpose::new("audit entry");
-    ENTRY
-        .hasher()
-        .put(&(index as u64, prev, event))
-        .finish()
+    ENTRY.hasher().put(&(index as u64, prev, event)).finish()
 }
 
 /// Why an audit log failed verification. Each variant names the entry where the chain

@@ -269,7 +269,8 @@ fn checksum(header: &[u8], payload: &[u8]) -> [u8; 32] {
     use blake3::hazmat::HasherExt;
     // A closure appends one envelope per step: derive the key once.
     static KEY: std::sync::OnceLock<blake3::hazmat::ContextKey> = std::sync::OnceLock::new();
-    let key = KEY.get_or_init(|| blake3::hazmat::hash_derive_key_context("kleene checkpoint envelope v1"));
+    let key = KEY
+        .get_or_init(|| blake3::hazmat::hash_derive_key_context("kleene checkpoint envelope v1"));
     let mut h = blake3::Hasher::new_from_context_key(key);
     h.update(header);
     h.update(payload);

@@ -181,7 +181,10 @@ impl CanonicalHasher {
 
     /// Raw bytes of a fixed width (integers, digests, tags): no length prefix.
     fn fixed(&mut self, bytes: &[u8]) {
-        if let Some(room) = self.buffer.get_mut(self.pending..self.pending + bytes.len()) {
+        if let Some(room) = self
+            .buffer
+            .get_mut(self.pending..self.pending + bytes.len())
+        {
             room.copy_from_slice(bytes);
             self.pending += bytes.len();
             return;

@@ -201,11 +201,9 @@ impl Closure {
         let step = &entries[first..];
         let start;
         let payload = match (step.first(), self.origin()) {
-            (Some(e), _) if matches!(e.event(), AuditEvent::Executed { .. }) => {
-                PayloadV1::Output {
-                    text: self.last_output().map_or("", |o| o.text.as_str()),
-                }
-            }
+            (Some(e), _) if matches!(e.event(), AuditEvent::Executed { .. }) => PayloadV1::Output {
+                text: self.last_output().map_or("", |o| o.text.as_str()),
+            },
             (Some(e), Some((task, policy, (budget_max, budget_used)))) if first == 0 => {
                 start = StateSeal::of(e.hash(), policy, budget_max, budget_used);
                 PayloadV1::Start(StartV1 {

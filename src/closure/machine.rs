@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::history::{self, ClosureDeltaError};
-use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
 use super::spec::render_recovery_spec_of;
+use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
 use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt};
 use crate::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
 use crate::digest::Digest;

@@ -128,12 +128,18 @@ mod tests {
     fn the_text_is_the_formatted_one() {
         let root = Spec::new("add /login").with_criterion("c");
         let id = TaskId::new("x_fix_12").unwrap();
-        let fs = [failure(0, "boom"), failure(10, ""), failure(4_294_967_295, "z\n")];
+        let fs = [
+            failure(0, "boom"),
+            failure(10, ""),
+            failure(4_294_967_295, "z\n"),
+        ];
         let mut expected = format!(
             "Recovery task {id} (fix attempt {}). Achieve the original task below; \
              earlier attempts failed validation with the failures listed after it.\n\n\
              ## Original task\n\n{}\n\n## Failures so far ({})\n",
-            120, root.intent, fs.len()
+            120,
+            root.intent,
+            fs.len()
         );
         for (i, f) in fs.iter().enumerate() {
             expected.push_str(&format!(
