@@ -37,7 +37,8 @@ struct Core {
 /// Match on it to learn what is due; each variant's `feed` takes the result and returns the
 /// next `Closure`, and `fail` records that the agent itself failed. To persist it, append
 /// [`Closure::step_delta`] to a store after every step (one small
-/// [`ClosureDelta`](super::ClosureDelta) each) and restore with
+/// [`ClosureDelta`](super::ClosureDelta) each; [`Closure::encode_step_delta_into`] writes its
+/// envelope straight into an in-memory store) and restore with
 /// [`Closure::restore_from_deltas`]; or persist the whole [`ClosureState`] of
 /// [`Closure::state`] and restore with [`Closure::restore`]. Either restore replays the
 /// audit log through the typed transitions before the machine takes over.
