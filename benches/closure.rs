@@ -12,7 +12,9 @@
 //!   per attempt) to show linear growth.
 //! - `persist_every_step_3_fixes`: the LangGraph peer workload (the same 3-fix closure, every
 //!   state persisted into an in-memory store): `whole_state` encodes `Closure::state` each
-//!   step, `incremental` appends each step's `ClosureDelta`; `restore_from_store` reads the
+//!   step, `incremental` appends each step's `ClosureDelta` (built, encoded, copied into the
+//!   store), `incremental_in_place` encodes each step's delta straight from the audit log
+//!   into the store (`Closure::encode_step_delta_into`); `restore_from_store` reads the
 //!   store back and folds it. LangGraph 1.2.24 with `InMemorySaver` takes 10.6–13.0 ms.
 //! - `persist_by_depth_4KiB_tails`: closures resolving at depth 1..=10 whose failures carry
 //!   4 KiB tails, persisted every step: `closure_only` (no persistence), `whole_state`
@@ -408,6 +410,18 @@ fn persist_every_step(c: &mut Criterion) {
             let closure = Closure::start(black_box(root.clone()), session.clone(), policy.clone());
             let record = drive_persisting(closure, &mut agent, |c| {
                 store.extend(c.step_delta().encode().unwrap())
+            });
+            assert_eq!(record.outcome().resolved_depth(), Some(3));
+            store
+        })
+    });
+    group.bench_function("incremental_in_place", |b| {
+        b.iter(|| {
+            let mut agent = NoopAgent::new(3);
+            let mut store: Vec<u8> = Vec::with_capacity(8192);
+            let closure = Closure::start(black_box(root.clone()), session.clone(), policy.clone());
+            let record = drive_persisting(closure, &mut agent, |c| {
+                c.encode_step_delta_into(&mut store).unwrap();
             });
             assert_eq!(record.outcome().resolved_depth(), Some(3));
             store

@@ -27,9 +27,7 @@
 //! rewrite the whole log can recompute it: anchor [`AuditLog::head`] somewhere the writer
 //! cannot reach (an acceptance record, a code-host commit) to detect a wholesale rewrite.
 
-use std::sync::OnceLock;
-
-use crate::digest::{CanonicalHasher, Digest, canonical_enum};
+use crate::digest::{Digest, Purpose, canonical_enum};
 use crate::{
     closure::ClosureFailure, id::TaskId, id::ValidatorId, phase::ExhaustedBound,
     phase::GovernanceDecision, phase::HaltReason, phase::Next, phase::Session, verdict::Verdict,
@@ -282,11 +280,8 @@ impl AuditEntry {
 /// The digest of the entry at `index`: its position, the previous entry's digest, and the
 /// event's canonical encoding, in one pass.
 fn entry_hash(index: usize, prev: &Digest, event: &AuditEvent) -> Digest {
-    static ENTRY: OnceLock<CanonicalHasher> = OnceLock::new();
-    let mut h = ENTRY
-        .get_or_init(|| CanonicalHasher::new("audit entry"))
-        .clone();
-    h.put(&(index as u64, prev, event)).finish()
+    static ENTRY: Purpose = Purpose::new("audit entry");
+    ENTRY.hasher().put(&(index as u64, prev, event)).finish()
 }
 
 /// Why an audit log failed verification. Each variant names the entry where the chain

@@ -256,9 +256,9 @@ pub trait Checkpoint: Sized + sealed::Sealed {
     /// The oldest format version that can still be read (and migrated).
     const MIN_VERSION: u16 = Self::VERSION;
 
-    /// Encodes the value as the payload of the current format version.
+    /// Appends the value's payload, of the current format version, to `out`.
     #[doc(hidden)]
-    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError>;
+    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError>;
 
     /// Decodes, and checks, a payload of the current format version.
     #[doc(hidden)]
@@ -298,11 +298,42 @@ fn bincode_config() -> impl bincode::config::Config {
     bincode::config::standard().with_limit::<{ MAX_PAYLOAD_LEN as usize }>()
 }
 
-/// Encodes `value` as bincode payload bytes (no envelope).
+/// Encodes `value` as bincode payload bytes (no envelope): the tests' way to build an
+/// envelope of another version or kind.
+#[cfg(test)]
 pub(crate) fn encode_payload<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CheckpointError> {
-    bincode::serde::encode_to_vec(value, bincode_config()).map_err(|e| CheckpointError::Encode {
-        message: e.to_string(),
+    let mut out = Vec::with_capacity(PAYLOAD_CAPACITY);
+    encode_payload_into(value, &mut out)?;
+    Ok(out)
+}
+
+/// What a fresh envelope reserves for its payload: a closure's step delta or a batch event
+/// fits, so the common envelope is encoded without growing its buffer.
+const PAYLOAD_CAPACITY: usize = 256;
+
+/// Appends `value`'s bincode bytes to `out`.
+fn encode_payload_into<T: Serialize + ?Sized>(
+    value: &T,
+    out: &mut Vec<u8>,
+) -> Result<(), CheckpointError> {
+    bincode::serde::encode_into_writer(value, Append(out), bincode_config()).map_err(|e| {
+        CheckpointError::Encode {
+            message: e.to_string(),
+        }
     })
+}
+
+/// bincode's writer over the end of a byte vector (bincode's own is not public).
+struct Append<'a>(&'a mut Vec<u8>);
+
+impl bincode::enc::write::Writer for Append<'_> {
+    // Inlined, as bincode's own writer is: a digest is written one byte at a time, and a
+    // call (and a `memcpy`) per byte tripled the cost of encoding one.
+    #[inline(always)]
+    fn write(&mut self, bytes: &[u8]) -> Result<(), bincode::error::EncodeError> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
 }
 
 /// How many bytes of memory bincode may claim per payload byte. bincode counts a decoded
@@ -349,28 +380,37 @@ pub(crate) fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, C
 }
 
 fn checksum(header: &[u8], payload: &[u8]) -> [u8; 32] {
+    use blake3::hazmat::HasherExt;
     // A closure appends one envelope per step: derive the key once.
-    static KEY: std::sync::OnceLock<blake3::Hasher> = std::sync::OnceLock::new();
-    let mut h = KEY
-        .get_or_init(|| blake3::Hasher::new_derive_key("kleene checkpoint envelope v1"))
-        .clone();
+    static KEY: std::sync::OnceLock<blake3::hazmat::ContextKey> = std::sync::OnceLock::new();
+    let key = KEY
+        .get_or_init(|| blake3::hazmat::hash_derive_key_context("kleene checkpoint envelope v1"));
+    let mut h = blake3::Hasher::new_from_context_key(key);
     h.update(header);
     h.update(payload);
     *h.finalize().as_bytes()
 }
 
 /// Wraps an already encoded payload in an envelope.
+#[cfg(test)]
 pub(crate) fn seal(kind: [u8; 4], version: u16, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&version.to_le_bytes());
-    out.push(CODEC_BINCODE2);
-    out.extend_from_slice(&kind);
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    let sum = checksum(&out, payload);
-    out.extend_from_slice(&sum);
+    out.extend_from_slice(&[0; HEADER_LEN]);
     out.extend_from_slice(payload);
+    seal_in_place(kind, version, &mut out);
     out
+}
+
+/// Fills in the header of `envelope`: [`HEADER_LEN`] bytes reserved, then the payload.
+fn seal_in_place(kind: [u8; 4], version: u16, envelope: &mut [u8]) {
+    let (header, payload) = envelope.split_at_mut(HEADER_LEN);
+    let (fixed, sum) = header.split_at_mut(19);
+    fixed[..4].copy_from_slice(&MAGIC);
+    fixed[4..6].copy_from_slice(&version.to_le_bytes());
+    fixed[6] = CODEC_BINCODE2;
+    fixed[7..11].copy_from_slice(&kind);
+    fixed[11..19].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    sum.copy_from_slice(&checksum(fixed, payload));
 }
 
 /// An envelope whose structure and checksum were verified.
@@ -436,7 +476,45 @@ pub(crate) fn open(bytes: &[u8]) -> Result<Opened<'_>, CheckpointError> {
 ///
 /// [`CheckpointError::Encode`] when the codec refuses the value.
 pub fn encode<T: Checkpoint>(value: &T) -> Result<Vec<u8>, CheckpointError> {
-    Ok(seal(T::KIND, T::VERSION, &value.to_payload()?))
+    let mut out = Vec::with_capacity(HEADER_LEN + PAYLOAD_CAPACITY);
+    encode_into(value, &mut out)?;
+    Ok(out)
+}
+
+/// Appends `value`'s checkpoint envelope to `out` (an append-only store held in memory,
+/// say) and returns its length: the same bytes as [`encode`], encoded in place, so
+/// appending one envelope per step allocates nothing once `out` has room.
+///
+/// # Errors
+///
+/// [`CheckpointError::Encode`] when the codec refuses the value; `out` is then left as it
+/// was.
+pub fn encode_into<T: Checkpoint>(value: &T, out: &mut Vec<u8>) -> Result<usize, CheckpointError> {
+    let start = out.len();
+    out.extend_from_slice(&[0; HEADER_LEN]);
+    if let Err(e) = value.write_payload(out) {
+        out.truncate(start);
+        return Err(e);
+    }
+    seal_in_place(T::KIND, T::VERSION, &mut out[start..]);
+    Ok(out.len() - start)
+}
+
+/// Appends an envelope of kind and version `T`'s holding `wire`, a borrowed form that
+/// serialises exactly as a `T` does (so that a value can be persisted without first being
+/// built), and returns its length.
+pub(crate) fn encode_as_into<T: Checkpoint, W: Serialize + ?Sized>(
+    wire: &W,
+    out: &mut Vec<u8>,
+) -> Result<usize, CheckpointError> {
+    let start = out.len();
+    out.extend_from_slice(&[0; HEADER_LEN]);
+    if let Err(e) = encode_payload_into(wire, out) {
+        out.truncate(start);
+        return Err(e);
+    }
+    seal_in_place(T::KIND, T::VERSION, &mut out[start..]);
+    Ok(out.len() - start)
 }
 
 /// Decodes a checkpoint of type `T`, migrating older format versions.
@@ -460,9 +538,12 @@ pub fn decode<T: Checkpoint>(bytes: &[u8]) -> Result<T, CheckpointError> {
     }
 }
 
-/// Encodes the wire record `W` of `value`.
-fn write_record<'a, D, W: Record<'a, D>>(value: &'a D) -> Result<Vec<u8>, CheckpointError> {
-    encode_payload(&W::of(value))
+/// Appends the wire record `W` of `value` to `out`.
+fn write_record<'a, D, W: Record<'a, D>>(
+    value: &'a D,
+    out: &mut Vec<u8>,
+) -> Result<(), CheckpointError> {
+    encode_payload_into(&W::of(value), out)
 }
 
 /// Decodes the wire record `W` and checks it into the domain value of payload kind `T`.
@@ -484,8 +565,8 @@ impl Checkpoint for crate::task::Task {
     const VERSION: u16 = 2;
     const MIN_VERSION: u16 = 1;
 
-    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
-        write_record::<_, TaskV2<'_>>(self)
+    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
+        write_record::<_, TaskV2<'_>>(self, out)
     }
 
     fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
@@ -505,8 +586,8 @@ impl Checkpoint for crate::closure::ClosureRecord {
     const KIND: [u8; 4] = *b"CLSR";
     const VERSION: u16 = 1;
 
-    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
-        write_record::<_, ClosureRecordV1<'_>>(self)
+    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
+        write_record::<_, ClosureRecordV1<'_>>(self, out)
     }
 
     fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
@@ -524,8 +605,8 @@ impl Checkpoint for crate::closure::ClosureState {
     const VERSION: u16 = 2;
     const MIN_VERSION: u16 = 1;
 
-    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
-        write_record::<_, ClosureStateV2<'_>>(self)
+    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
+        write_record::<_, ClosureStateV2<'_>>(self, out)
     }
 
     fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
@@ -547,8 +628,8 @@ impl Checkpoint for crate::closure::ClosureDelta {
     const KIND: [u8; 4] = *b"CLDT";
     const VERSION: u16 = 1;
 
-    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
-        write_record::<_, ClosureDeltaV1<'_>>(self)
+    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
+        write_record::<_, ClosureDeltaV1<'_>>(self, out)
     }
 
     fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
@@ -682,8 +763,8 @@ impl Checkpoint for crate::batch::EvidenceEvent {
     const VERSION: u16 = 2;
     const MIN_VERSION: u16 = 1;
 
-    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
-        encode_payload(&crate::wire::evidence::EvidenceEventV2::from(self))
+    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
+        encode_payload_into(&crate::wire::evidence::EvidenceEventV2::from(self), out)
     }
 
     fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
@@ -707,8 +788,8 @@ impl Checkpoint for crate::batch::BatchEvidence {
     const VERSION: u16 = 2;
     const MIN_VERSION: u16 = 1;
 
-    fn to_payload(&self) -> Result<Vec<u8>, CheckpointError> {
-        encode_payload(&crate::wire::evidence::BatchEvidenceV2::from(self))
+    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
+        encode_payload_into(&crate::wire::evidence::BatchEvidenceV2::from(self), out)
     }
 
     fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
@@ -794,6 +875,19 @@ mod tests {
             depth: u32::from(parent.is_some()),
             parent_task_ref: parent.map(Cow::Borrowed),
         }
+    }
+
+    #[test]
+    fn an_envelope_encoded_in_place_is_the_envelope_of_its_payload() {
+        let mut store = b"earlier envelopes".to_vec();
+        let len = encode_into(&task(), &mut store).unwrap();
+        let whole = encode(&task()).unwrap();
+        assert_eq!(len, whole.len());
+        assert_eq!(&store[17..], whole.as_slice());
+        assert_eq!(store[..17], *b"earlier envelopes");
+        let payload = encode_payload(&task()).unwrap();
+        assert_eq!(whole, seal(Task::KIND, Task::VERSION, &payload));
+        assert_eq!(decode::<Task>(&store[17..]).unwrap(), task());
     }
 
     #[test]

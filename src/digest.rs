@@ -126,8 +126,6 @@ impl<'de> Deserialize<'de> for Digest {
 /// A blake3 hasher for one purpose, fed with [`Canonical`] values so the encoding is
 /// canonical: the same logical value gives the same digest on every machine.
 ///
-/// Clone a prepared hasher to skip re-deriving the purpose key on hot paths.
-///
 /// Most encodings are a few hundred bytes, so they are gathered (inline, without a heap
 /// allocation, up to [`INLINE`] bytes) and hashed in one pass at [`finish`](Self::finish):
 /// feeding blake3 eight bytes at a time, and cloning or moving its two-kilobyte state, cost
@@ -157,9 +155,16 @@ const SPILL_AT: usize = 16 * 1024;
 
 impl CanonicalHasher {
     /// A hasher whose derive-key context is `"kleene {purpose} v1"`.
-    pub(crate) fn new(purpose: &str) -> Self {
+    ///
+    /// Deriving a purpose's key costs a blake3 compression and a formatted string; each
+    /// thread derives it once per purpose and keeps it (see [`context_key`]).
+    pub(crate) fn new(purpose: &'static str) -> Self {
+        Self::with_context_key(context_key(purpose))
+    }
+
+    fn with_context_key(context_key: [u8; 32]) -> Self {
         Self {
-            context_key: blake3::hazmat::hash_derive_key_context(&format!("kleene {purpose} v1")),
+            context_key,
             feed: Feed::Inline {
                 len: 0,
                 bytes: [0; INLINE],
@@ -244,9 +249,57 @@ impl CanonicalHasher {
     }
 }
 
+/// A purpose whose context key is derived once per process and kept in place: for the
+/// hottest digests (an audit entry per closure step), where even the per-thread lookup of
+/// [`CanonicalHasher::new`] shows. Declare it as a `static`.
+pub(crate) struct Purpose {
+    name: &'static str,
+    key: std::sync::OnceLock<[u8; 32]>,
+}
+
+impl Purpose {
+    /// The purpose `name` (the digests are those of [`CanonicalHasher::new`]`(name)`).
+    pub(crate) const fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            key: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// A hasher for this purpose.
+    pub(crate) fn hasher(&self) -> CanonicalHasher {
+        let key = self.key.get_or_init(|| {
+            blake3::hazmat::hash_derive_key_context(&format!("kleene {} v1", self.name))
+        });
+        CanonicalHasher::with_context_key(*key)
+    }
+}
+
+/// The blake3 context key of `purpose` (the hash of `"kleene {purpose} v1"` in derive-key
+/// mode), derived once per thread and purpose.
+///
+/// The cache is keyed by the purpose string's address and length: a `&'static str` is never
+/// freed, so an address names one text for the life of the process (the same text at two
+/// addresses is merely derived twice). Purposes are string literals, a few dozen at most.
+fn context_key(purpose: &'static str) -> [u8; 32] {
+    thread_local! {
+        static KEYS: std::cell::RefCell<Vec<(usize, usize, [u8; 32])>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let at = (purpose.as_ptr() as usize, purpose.len());
+    KEYS.with_borrow_mut(|keys| {
+        if let Some((_, _, key)) = keys.iter().find(|(p, n, _)| (*p, *n) == at) {
+            return *key;
+        }
+        let key = blake3::hazmat::hash_derive_key_context(&format!("kleene {purpose} v1"));
+        keys.push((at.0, at.1, key));
+        key
+    })
+}
+
 impl Digest {
     /// The digest of `value`'s canonical encoding under `purpose`.
-    pub(crate) fn of<T: Canonical + ?Sized>(purpose: &str, value: &T) -> Self {
+    pub(crate) fn of<T: Canonical + ?Sized>(purpose: &'static str, value: &T) -> Self {
         CanonicalHasher::new(purpose).put(value).finish()
     }
 }
@@ -600,6 +653,16 @@ mod tests {
         let seq = CanonicalHasher::new("t").seq(list.iter()).finish();
         assert_eq!(seq, Digest::of("t", &list));
         assert_ne!(seq, Digest::of("t", &(&list[0], &list[1])));
+    }
+
+    #[test]
+    fn a_kept_purpose_digests_as_its_name_does() {
+        static KEPT: Purpose = Purpose::new("t");
+        for _ in 0..2 {
+            let kept = KEPT.hasher().put(&(1u32, "a")).finish();
+            assert_eq!(kept, Digest::of("t", &(1u32, "a")));
+        }
+        assert_ne!(KEPT.hasher().finish(), CanonicalHasher::new("u").finish());
     }
 
     #[test]

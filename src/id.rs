@@ -85,8 +85,8 @@ fn check(kind: &'static str, s: &str) -> Result<(), IdError> {
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $kind:literal) => {
         $(#[$doc])*
-        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+        #[serde(try_from = "String")]
         // `Arc<str>`: an id is copied into many places (edges, contracts, orders, audit
         // records); sharing one allocation makes each copy a reference count instead of a
         // heap string. `Arc`'s Eq, Ord and Hash are the string's, so ids compare, sort and
@@ -109,6 +109,14 @@ macro_rules! id_type {
             /// The id as a string slice.
             pub fn as_str(&self) -> &str {
                 &self.0
+            }
+        }
+
+        /// Written as its text, without copying it into a `String` first (ids are written
+        /// in every persisted record).
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
             }
         }
 

@@ -141,12 +141,8 @@ impl ValidationToken {
 }
 
 fn token_digest(session: &Session, task: &Task, iteration: u32) -> Digest {
-    // Every governed iteration mints one: derive the purpose key once.
-    static TOKEN: std::sync::OnceLock<CanonicalHasher> = std::sync::OnceLock::new();
     let spec = task.spec().digest();
-    TOKEN
-        .get_or_init(|| CanonicalHasher::new("validation token"))
-        .clone()
+    CanonicalHasher::new("validation token")
         .put(&(session, task.id(), spec, task.depth(), iteration))
         .finish()
 }

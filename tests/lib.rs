@@ -41,6 +41,8 @@ mod cli_staging;
 mod closure;
 // A closure's incremental form: deltas per step, verified and folded on restore.
 mod closure_incremental;
+// Steps persisted straight from the audit log: the same bytes as their deltas.
+mod closure_step_envelopes;
 mod closure_tamper;
 mod envelope_format;
 // Error messages and their source chains.

@@ -102,7 +102,7 @@ impl Closure {
     /// Performs the one step that is due by asking `agent`, and returns the next state
     /// (a `Done` closure is returned unchanged).
     pub fn step<A: Agent + ?Sized>(self, agent: &mut A) -> Closure {
-        self.step_keeping_error(agent).0
+        self.advance(agent, &mut None)
     }
 
     /// [`step`](Self::step), also handing back the agent's error when the step failed with
@@ -111,30 +111,44 @@ impl Closure {
         self,
         agent: &mut A,
     ) -> (Closure, Option<A::Error>) {
+        let mut error = None;
+        let next = self.advance(agent, &mut error);
+        (next, error)
+    }
+
+    /// [`step`](Self::step), putting the agent's error in `error` when the step failed with
+    /// one. The closure is returned alone: a closure is a few hundred bytes, and a pair
+    /// with the error would be copied once more at every step.
+    fn advance<A: Agent + ?Sized>(self, agent: &mut A, error: &mut Option<A::Error>) -> Closure {
+        let mut failed = |e: A::Error| {
+            let message = e.to_string();
+            *error = Some(e);
+            message
+        };
         match self {
             Closure::Governance(due) => {
                 match agent.govern(due.task(), due.session(), due.iteration()) {
-                    Ok(decision) => (due.feed(decision), None),
-                    Err(e) => (due.fail(e.to_string()), Some(e)),
+                    Ok(decision) => due.feed(decision),
+                    Err(e) => due.fail(failed(e)),
                 }
             }
             Closure::PreValidate(due) => match agent.pre_validate(due.task(), due.iteration()) {
-                Ok(verdict) => (due.feed(verdict), None),
-                Err(e) => (due.fail(e.to_string()), Some(e)),
+                Ok(verdict) => due.feed(verdict),
+                Err(e) => due.fail(failed(e)),
             },
             Closure::Execute(due) => match agent.execute(due.task(), due.token()) {
-                Ok(output) => (due.feed(output), None),
-                Err(e) => (due.fail(e.to_string()), Some(e)),
+                Ok(output) => due.feed(output),
+                Err(e) => due.fail(failed(e)),
             },
             Closure::PostValidate(due) => match agent.post_validate(due.task(), due.output()) {
-                Ok(verdict) => (due.feed(verdict), None),
-                Err(e) => (due.fail(e.to_string()), Some(e)),
+                Ok(verdict) => due.feed(verdict),
+                Err(e) => due.fail(failed(e)),
             },
             Closure::MoveNext(due) => match agent.move_next(due.task(), due.iteration()) {
-                Ok(next) => (due.feed(next), None),
-                Err(e) => (due.fail(e.to_string()), Some(e)),
+                Ok(next) => due.feed(next),
+                Err(e) => due.fail(failed(e)),
             },
-            done @ Closure::Done(_) => (done, None),
+            done @ Closure::Done(_) => done,
         }
     }
 }
@@ -252,13 +266,7 @@ pub fn run_closure<A: Agent + ?Sized, S: AuditSink + ?Sized>(
                     error,
                 };
             }
-            due => {
-                let (next, failed) = due.step_keeping_error(agent);
-                if failed.is_some() {
-                    error = failed;
-                }
-                next
-            }
+            due => due.advance(agent, &mut error),
         };
     }
 }

@@ -9,6 +9,7 @@ use crate::audit::{AuditEntry, AuditEvent, AuditLog, LoopPhase};
 use crate::checkpoint::{self, CheckpointError, HEADER_LEN};
 use crate::digest::Digest;
 use crate::phase::ExecutionOutput;
+use crate::wire::closure::{StepDeltaV1, StepPayload};
 use crate::{id::TaskId, task::Task};
 
 /// What one step of a closure added to its history.
@@ -126,6 +127,16 @@ impl ClosureDelta {
         checkpoint::encode(self)
     }
 
+    /// Appends the delta's envelope (the bytes of [`ClosureDelta::encode`]) to `store`, a
+    /// store kept in memory, and returns its length: no buffer of its own is allocated.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckpointError`] if the payload cannot be encoded; `store` is then unchanged.
+    pub fn encode_into(&self, store: &mut Vec<u8>) -> Result<usize, CheckpointError> {
+        checkpoint::encode_into(self, store)
+    }
+
     /// Reads a store of deltas appended one after the other with [`ClosureDelta::encode`],
     /// and returns the whole deltas and how many bytes they span. A torn last delta (an
     /// append cut short by a crash) is left out, so the closure restores to its last whole
@@ -172,6 +183,38 @@ impl Closure {
         let entries = self.audit().entries();
         let first = entries.iter().rposition(opens_step).unwrap_or(0);
         delta(first, &entries[first..], self.last_output(), self.origin())
+    }
+
+    /// Appends the envelope of [`step_delta`](Closure::step_delta) (the bytes of
+    /// `self.step_delta().encode()`) to `store` and returns its length, encoding straight
+    /// from the closure's audit log: no delta is built and nothing is cloned, so persisting
+    /// every step costs the encoding and the checksum alone.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckpointError`] if the payload cannot be encoded; `store` is then unchanged.
+    pub fn encode_step_delta_into(&self, store: &mut Vec<u8>) -> Result<usize, CheckpointError> {
+        let entries = self.audit().entries();
+        let first = entries.iter().rposition(opens_step).unwrap_or(0);
+        let step = &entries[first..];
+        let start;
+        let payload = match (step.first(), self.origin()) {
+            (Some(e), _) if matches!(e.event(), AuditEvent::Executed { .. }) => {
+                StepPayload::Output(self.last_output().map_or("", |o| o.text.as_str()))
+            }
+            (Some(e), Some((task, policy, (budget_max, budget_used)))) if first == 0 => {
+                start = StateSeal::of(e.hash(), policy, budget_max, budget_used);
+                StepPayload::Start {
+                    task,
+                    policy,
+                    budget: (budget_max, budget_used),
+                    seal: &start,
+                }
+            }
+            _ => StepPayload::None,
+        };
+        let wire = StepDeltaV1::new(step, payload);
+        checkpoint::encode_as_into::<ClosureDelta, _>(&wire, store)
     }
 
     /// Every delta of the closure so far, oldest first: what a store holds after

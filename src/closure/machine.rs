@@ -2,11 +2,12 @@
 //! steps.
 
 use super::history::{self, ClosureDeltaError};
+use super::spec::render_recovery_spec_of;
 use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
-use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt, render_recovery_spec};
+use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt};
 use crate::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
 use crate::digest::Digest;
-use crate::digest::{Canonical, CanonicalHasher};
+use crate::digest::{Canonical, Purpose};
 use crate::phase::{Execute, Governance, MoveNext, Phase, PostValidate, PreValidate};
 use crate::{
     id::TaskId, phase::ExecutionOutput, phase::ExhaustedBound, phase::GovernanceDecision,
@@ -34,7 +35,8 @@ struct Core {
 /// Match on it to learn what is due; each variant's `feed` takes the result and returns the
 /// next `Closure`, and `fail` records that the agent itself failed. To persist it, append
 /// [`Closure::step_delta`] to a store after every step (one small
-/// [`ClosureDelta`](super::ClosureDelta) each) and restore with
+/// [`ClosureDelta`](super::ClosureDelta) each; [`Closure::encode_step_delta_into`] writes its
+/// envelope straight into an in-memory store) and restore with
 /// [`Closure::restore_from_deltas`]; or persist the whole [`ClosureState`] of
 /// [`Closure::state`] and restore with [`Closure::restore`]. Either restore replays the
 /// audit log through the typed transitions before the machine takes over.
@@ -610,14 +612,12 @@ impl Core {
                 justification: f.justification.clone(),
             })
             .collect();
-        let all: Vec<FailureEntry> = r
-            .task
-            .prior_failures()
-            .iter()
-            .chain(&new_failures)
-            .cloned()
-            .collect();
-        let spec = render_recovery_spec(r.task.root_spec(), &fix_id, fix_depth, &all);
+        let spec = render_recovery_spec_of(
+            r.task.root_spec(),
+            &fix_id,
+            fix_depth,
+            [r.task.prior_failures(), &new_failures],
+        );
         let fix = Task::fix_subtask(&r.task, fix_id, spec, new_failures);
         self.audit.append(AuditEvent::SubtaskSpawned {
             parent_ref: r.task.id().clone(),
@@ -805,13 +805,8 @@ impl StateSeal {
 
 /// The digest an `executed` audit event records of an execution output.
 pub(super) fn output_digest(output: &ExecutionOutput) -> Digest {
-    // Every execution records one: derive the purpose key once.
-    static OUTPUT: std::sync::OnceLock<CanonicalHasher> = std::sync::OnceLock::new();
-    OUTPUT
-        .get_or_init(|| CanonicalHasher::new("execution output"))
-        .clone()
-        .put(&output.text)
-        .finish()
+    static OUTPUT: Purpose = Purpose::new("execution output");
+    OUTPUT.hasher().put(&output.text).finish()
 }
 
 /// Checks every recorded execution output against the digest the audit log holds for it,

@@ -87,7 +87,16 @@ impl VerdictNormalizer {
         match self.masking {
             Masking::Exact => text.to_owned(),
             Masking::Noise => {
-                let mut lines: Vec<String> = text.lines().map(mask_line).collect();
+                let mut masked = text.lines().map(mask_line);
+                // A one-line justification (the common case) is its masked line: no list
+                // to sort and join.
+                let Some(first) = masked.next() else {
+                    return String::new();
+                };
+                let Some(second) = masked.next() else {
+                    return first;
+                };
+                let mut lines: Vec<String> = [first, second].into_iter().chain(masked).collect();
                 lines.sort_unstable();
                 lines.join("\n")
             }

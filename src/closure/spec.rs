@@ -1,8 +1,6 @@
 //! Rendering a fix subtask's spec from the root's spec and the whole attributed failure
 //! list (R21 §1–3).
 
-use std::fmt::Write as _;
-
 use crate::{id::TaskId, task::FailureEntry, task::Spec};
 
 /// The spec of the fix subtask `fix_task_ref` at `depth`, rendered from the root task's
@@ -44,38 +42,71 @@ pub fn render_recovery_spec(
     depth: u32,
     failures: &[FailureEntry],
 ) -> Spec {
+    render_recovery_spec_of(root_spec, fix_task_ref, depth, [failures, &[]])
+}
+
+/// [`render_recovery_spec`] of the failures of `parts` in order (a task's prior failures,
+/// then its own), without collecting them into one list first.
+pub(crate) fn render_recovery_spec_of(
+    root_spec: &Spec,
+    fix_task_ref: &TaskId,
+    depth: u32,
+    parts: [&[FailureEntry]; 2],
+) -> Spec {
+    let failures = || parts.into_iter().flatten();
     let capacity = root_spec.intent.len()
-        + failures
-            .iter()
+        + failures()
             .map(|f| f.justification.len() + 96)
             .sum::<usize>()
         + 256;
+    // Pieces pushed one by one: the formatting machinery cost more than the text it wrote.
     let mut intent = String::with_capacity(capacity);
-    // `write!` into a String cannot fail; the results are ignored for that reason only.
-    let _ = write!(
-        intent,
-        "Recovery task {fix_task_ref} (fix attempt {depth}). Achieve the original task below; \
-         earlier attempts failed validation with the failures listed after it.\n\n\
-         ## Original task\n\n{}\n\n## Failures so far ({})\n",
-        root_spec.intent,
-        failures.len()
+    intent.push_str("Recovery task ");
+    intent.push_str(fix_task_ref.as_str());
+    intent.push_str(" (fix attempt ");
+    push_number(&mut intent, depth.into());
+    intent.push_str(
+        "). Achieve the original task below; earlier attempts failed validation with the \
+         failures listed after it.\n\n## Original task\n\n",
     );
-    for (i, f) in failures.iter().enumerate() {
-        let _ = write!(
-            intent,
-            "\n### Failure {}: attempt {} · validator {} · {} ({} bytes)\n\n{}\n",
-            i + 1,
-            f.attempt,
-            f.validator_id,
-            f.severity,
-            f.justification.len(),
-            f.justification
-        );
+    intent.push_str(&root_spec.intent);
+    intent.push_str("\n\n## Failures so far (");
+    push_number(&mut intent, (parts[0].len() + parts[1].len()) as u64);
+    intent.push_str(")\n");
+    for (i, f) in failures().enumerate() {
+        intent.push_str("\n### Failure ");
+        push_number(&mut intent, i as u64 + 1);
+        intent.push_str(": attempt ");
+        push_number(&mut intent, f.attempt.into());
+        intent.push_str(" · validator ");
+        intent.push_str(f.validator_id.as_str());
+        intent.push_str(" · ");
+        intent.push_str(f.severity.as_str());
+        intent.push_str(" (");
+        push_number(&mut intent, f.justification.len() as u64);
+        intent.push_str(" bytes)\n\n");
+        intent.push_str(&f.justification);
+        intent.push('\n');
     }
     Spec {
         intent,
         acceptance_criteria: root_spec.acceptance_criteria.clone(),
     }
+}
+
+/// Appends `n` in decimal.
+fn push_number(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 
 #[cfg(test)]
@@ -90,6 +121,44 @@ mod tests {
             severity: Severity::Blocker,
             justification: text.into(),
         }
+    }
+
+    /// The text is part of every fix task's spec digest: it must stay what `format!` wrote.
+    #[test]
+    fn the_text_is_the_formatted_one() {
+        let root = Spec::new("add /login").with_criterion("c");
+        let id = TaskId::new("x_fix_12").unwrap();
+        let fs = [
+            failure(0, "boom"),
+            failure(10, ""),
+            failure(4_294_967_295, "z\n"),
+        ];
+        let mut expected = format!(
+            "Recovery task {id} (fix attempt {}). Achieve the original task below; \
+             earlier attempts failed validation with the failures listed after it.\n\n\
+             ## Original task\n\n{}\n\n## Failures so far ({})\n",
+            120,
+            root.intent,
+            fs.len()
+        );
+        for (i, f) in fs.iter().enumerate() {
+            expected.push_str(&format!(
+                "\n### Failure {}: attempt {} · validator {} · {} ({} bytes)\n\n{}\n",
+                i + 1,
+                f.attempt,
+                f.validator_id,
+                f.severity,
+                f.justification.len(),
+                f.justification
+            ));
+        }
+        assert_eq!(render_recovery_spec(&root, &id, 120, &fs).intent, expected);
+        let mut n = String::new();
+        for v in [0u64, 9, 10, 99, 100, u64::MAX] {
+            push_number(&mut n, v);
+            n.push(',');
+        }
+        assert_eq!(n, format!("0,9,10,99,100,{},", u64::MAX));
     }
 
     #[test]

@@ -1329,6 +1329,71 @@ impl TryFrom<ClosureDeltaV1<'_>> for ClosureDelta {
     }
 }
 
+/// A closure step's delta (`CLDT` version 1) written straight from the closure's audit log:
+/// the bytes of the [`ClosureDeltaV1`] of the delta the step would build, without building
+/// it (nothing is cloned on the path that persists every step).
+#[derive(Serialize)]
+pub(crate) struct StepDeltaV1<'a> {
+    prev: DigestBytes,
+    events: StepEvents<'a>,
+    head: DigestBytes,
+    payload: PayloadV1<'a>,
+}
+
+/// What a step's delta carries besides its entries.
+pub(crate) enum StepPayload<'a> {
+    /// Nothing: the entries say it all.
+    None,
+    /// The closure's start: its root task, policy, fix-budget snapshot and their seal.
+    Start {
+        task: &'a Task,
+        policy: &'a RecoveryPolicy,
+        budget: (u32, u32),
+        seal: &'a StateSeal,
+    },
+    /// An execution's output text.
+    Output(&'a str),
+}
+
+/// The events of a run of audit entries, written as the list of them a delta holds.
+struct StepEvents<'a>(&'a [AuditEntry]);
+
+impl Serialize for StepEvents<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|e| AuditEventV1::of(e.event())))
+    }
+}
+
+impl<'a> StepDeltaV1<'a> {
+    /// The delta of the audit entries of one `step` and what it carries besides them.
+    pub(crate) fn new(step: &'a [AuditEntry], payload: StepPayload<'a>) -> Self {
+        let payload = match payload {
+            StepPayload::None => PayloadV1::None,
+            StepPayload::Output(text) => PayloadV1::Output {
+                text: Cow::Borrowed(text),
+            },
+            StepPayload::Start {
+                task,
+                policy,
+                budget: (budget_max, budget_used),
+                seal,
+            } => PayloadV1::Start(Box::new(StartV1 {
+                task: TaskV2::of(task),
+                policy: RecoveryPolicyV1::of(policy),
+                budget_max,
+                budget_used,
+                seal: StateSealV1::of(seal),
+            })),
+        };
+        Self {
+            prev: DigestBytes(step.first().map_or(AuditLog::GENESIS, AuditEntry::prev)),
+            events: StepEvents(step),
+            head: DigestBytes(step.last().map_or(AuditLog::GENESIS, AuditEntry::hash)),
+            payload,
+        }
+    }
+}
+
 /// A digest written as one run of 32 bytes (not 32 separate integers): a delta is encoded
 /// at every step.
 #[derive(Debug, Clone, Copy)]
