@@ -140,6 +140,10 @@ pub(crate) struct CanonicalHasher {
 }
 
 #[derive(Clone)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "the inline variant is the point: most encodings never allocate"
+)]
 enum Feed {
     Inline { len: usize, bytes: [u8; INLINE] },
     Buffered(Vec<u8>),
