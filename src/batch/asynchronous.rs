@@ -59,7 +59,6 @@ use std::num::NonZeroUsize;
 use std::task::Poll;
 
 use futures_channel::{mpsc, oneshot};
-use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::candidate::AcceptedOutput;
@@ -426,18 +425,32 @@ async fn call<'s, W: AsyncWorker>(
     }
 }
 
-/// The next call that returned or draw that arrived; `None` when nothing is in flight.
-fn next_event<'f, W, F: Future<Output = Returned<W>>>(
+/// Every draw that arrived and call that returned by now, polled with the driver's own
+/// waker (draining with a second, no-op waker would swap the calls' registered waker at
+/// every completion); waits for the first. `false` when nothing is in flight or arriving.
+fn ready_events<'f, W, F: Future<Output = Returned<W>>>(
     in_flight: &'f mut FuturesUnordered<F>,
     draws: &'f mut mpsc::UnboundedReceiver<Draw>,
-) -> impl Future<Output = Option<Event<W>>> + 'f {
+    ready: &'f mut Vec<Event<W>>,
+) -> impl Future<Output = bool> + 'f {
     std::future::poll_fn(move |cx| {
-        if let Poll::Ready(Some(draw)) = draws.poll_next_unpin(cx) {
-            return Poll::Ready(Some(Event::Draw(draw)));
+        while let Poll::Ready(Some(draw)) = draws.poll_next_unpin(cx) {
+            ready.push(Event::Draw(draw));
         }
-        in_flight
-            .poll_next_unpin(cx)
-            .map(|returned| returned.map(Event::Returned))
+        let drained = loop {
+            match in_flight.poll_next_unpin(cx) {
+                Poll::Ready(Some(returned)) => ready.push(Event::Returned(returned)),
+                Poll::Ready(None) => break true,
+                Poll::Pending => break false,
+            }
+        };
+        if !ready.is_empty() {
+            Poll::Ready(true)
+        } else if drained {
+            Poll::Ready(false)
+        } else {
+            Poll::Pending
+        }
     })
 }
 
@@ -455,6 +468,7 @@ async fn drive<W: AsyncWorker, J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
     };
     let mut group = GroupCommit::new(workers.len(), &shared.pass.accepted);
     let mut in_flight = FuturesUnordered::new();
+    let mut ready = Vec::new();
     loop {
         for (slot, dispatch) in group.commit(run)? {
             match workers.get_mut(slot).and_then(Option::take) {
@@ -472,12 +486,11 @@ async fn drive<W: AsyncWorker, J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
         if group.is_idle() {
             return group.end();
         }
-        let Some(first) = next_event(&mut in_flight, &mut drawn).await else {
+        // Everything already complete joins the same commit.
+        if !ready_events(&mut in_flight, &mut drawn, &mut ready).await {
             return group.end();
-        };
-        // Everything else that is already complete joins the same commit.
-        let mut next = Some(first);
-        while let Some(event) = next {
+        }
+        for event in ready.drain(..) {
             match event {
                 Event::Returned(Returned {
                     slot,
@@ -491,9 +504,6 @@ async fn drive<W: AsyncWorker, J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
                 }
                 Event::Draw(Draw { slot, fix, reply }) => group.draw(run, slot, &fix, reply)?,
             }
-            next = next_event(&mut in_flight, &mut drawn)
-                .now_or_never()
-                .flatten();
         }
     }
 }
