@@ -126,36 +126,20 @@ impl<'de> Deserialize<'de> for Digest {
 /// A blake3 hasher for one purpose, fed with [`Canonical`] values so the encoding is
 /// canonical: the same logical value gives the same digest on every machine.
 ///
-/// Most encodings are a few hundred bytes, so they are gathered (inline, without a heap
-/// allocation, up to [`INLINE`] bytes) and hashed in one pass at [`finish`](Self::finish):
-/// feeding blake3 eight bytes at a time, and cloning or moving its two-kilobyte state, cost
-/// more than the hashing itself. An encoding that outgrows [`SPILL_AT`] moves into a
-/// streaming hasher, so a large value is never held twice. Either way the digest is
-/// blake3's derive-key mode over the same bytes.
+/// The encoding arrives in many small pieces (an eight-byte length, a short id), and each
+/// `blake3::Hasher::update` call has a fixed cost larger than hashing a few bytes, so the
+/// pieces are gathered in a small buffer and handed to blake3 together. The digest is that
+/// of the bytes in order, however they were split.
 #[derive(Clone)]
 pub(crate) struct CanonicalHasher {
-    /// The purpose's derive-key context key, hashed once from its context string.
-    context_key: [u8; 32],
-    feed: Feed,
+    hasher: blake3::Hasher,
+    pending: usize,
+    buffer: [u8; BUFFER_LEN],
 }
 
-#[derive(Clone)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "the inline variant is the point: most encodings never allocate"
-)]
-enum Feed {
-    Inline { len: usize, bytes: [u8; INLINE] },
-    Buffered(Vec<u8>),
-    Streaming(Box<blake3::Hasher>),
-}
-
-/// The encoded length a hasher holds without allocating: a task's input with a few
-/// prerequisites, an audit entry, an empty or one-file candidate.
-const INLINE: usize = 256;
-
-/// The encoded length past which a hasher stops buffering and streams.
-const SPILL_AT: usize = 16 * 1024;
+/// Bytes gathered before they are handed to blake3: most digested values (an audit entry,
+/// a token) fit whole, and a larger piece (a 4 KiB test output) bypasses the buffer.
+const BUFFER_LEN: usize = 256;
 
 impl CanonicalHasher {
     /// A hasher whose derive-key context is `"kleene {purpose} v1"`.
@@ -163,16 +147,10 @@ impl CanonicalHasher {
     /// Deriving a purpose's key costs a blake3 compression and a formatted string; each
     /// thread derives it once per purpose and keeps it (see [`context_key`]).
     pub(crate) fn new(purpose: &'static str) -> Self {
-        Self::with_context_key(context_key(purpose))
-    }
-
-    fn with_context_key(context_key: [u8; 32]) -> Self {
         Self {
-            context_key,
-            feed: Feed::Inline {
-                len: 0,
-                bytes: [0; INLINE],
-            },
+            hasher: blake3::Hasher::new_from_context_key(&context_key(purpose)),
+            pending: 0,
+            buffer: [0; BUFFER_LEN],
         }
     }
 
@@ -196,53 +174,30 @@ impl CanonicalHasher {
         self
     }
 
-    pub(crate) fn finish(&self) -> Digest {
-        let bytes = match &self.feed {
-            Feed::Inline { len, bytes } => &bytes[..*len],
-            Feed::Buffered(bytes) => bytes.as_slice(),
-            Feed::Streaming(h) => return Digest::from(h.finalize()),
-        };
-        let mut h = blake3::Hasher::new_from_context_key(&self.context_key);
-        h.update(bytes);
-        Digest::from(h.finalize())
+    pub(crate) fn finish(&mut self) -> Digest {
+        self.flush();
+        Digest::from(self.hasher.finalize())
     }
 
     /// Raw bytes of a fixed width (integers, digests, tags): no length prefix.
-    fn fixed(&mut self, more: &[u8]) {
-        match &mut self.feed {
-            Feed::Inline { len, bytes } if *len + more.len() <= INLINE => {
-                bytes[*len..*len + more.len()].copy_from_slice(more);
-                *len += more.len();
-            }
-            Feed::Buffered(buffer) if buffer.len() + more.len() <= SPILL_AT => {
-                buffer.extend_from_slice(more);
-            }
-            Feed::Streaming(h) => {
-                h.update(more);
-            }
-            Feed::Inline { len, bytes } => {
-                let held = &bytes[..*len];
-                self.feed = Self::outgrown(&self.context_key, held, more);
-            }
-            Feed::Buffered(buffer) => {
-                let held = std::mem::take(buffer);
-                self.feed = Self::outgrown(&self.context_key, &held, more);
-            }
+    fn fixed(&mut self, bytes: &[u8]) {
+        if let Some(room) = self
+            .buffer
+            .get_mut(self.pending..self.pending + bytes.len())
+        {
+            room.copy_from_slice(bytes);
+            self.pending += bytes.len();
+            return;
         }
-    }
-
-    /// Where `held` bytes go when `more` does not fit beside them.
-    fn outgrown(context_key: &[u8; 32], held: &[u8], more: &[u8]) -> Feed {
-        if held.len() + more.len() <= SPILL_AT {
-            let mut buffer = Vec::with_capacity((2 * (held.len() + more.len())).min(SPILL_AT));
-            buffer.extend_from_slice(held);
-            buffer.extend_from_slice(more);
-            Feed::Buffered(buffer)
-        } else {
-            let mut h = blake3::Hasher::new_from_context_key(context_key);
-            h.update(held);
-            h.update(more);
-            Feed::Streaming(Box::new(h))
+        self.flush();
+        match self.buffer.get_mut(..bytes.len()) {
+            Some(room) => {
+                room.copy_from_slice(bytes);
+                self.pending = bytes.len();
+            }
+            None => {
+                self.hasher.update(bytes);
+            }
         }
     }
 
@@ -250,6 +205,12 @@ impl CanonicalHasher {
     fn field(&mut self, bytes: &[u8]) {
         self.fixed(&(bytes.len() as u64).to_le_bytes());
         self.fixed(bytes);
+    }
+
+    /// Hands the gathered bytes to blake3.
+    fn flush(&mut self) {
+        self.hasher.update(&self.buffer[..self.pending]);
+        self.pending = 0;
     }
 }
 
@@ -275,7 +236,11 @@ impl Purpose {
         let key = self.key.get_or_init(|| {
             blake3::hazmat::hash_derive_key_context(&format!("kleene {} v1", self.name))
         });
-        CanonicalHasher::with_context_key(*key)
+        CanonicalHasher {
+            hasher: blake3::Hasher::new_from_context_key(key),
+            pending: 0,
+            buffer: [0; BUFFER_LEN],
+        }
     }
 }
 
@@ -578,21 +543,13 @@ pub(crate) use {canonical_enum, canonical_struct};
 mod tests {
     use super::*;
 
-    /// Inline, buffered, streamed, spilled mid-field or at a field boundary, or cloned from a
-    /// template:
+    /// Gathered in the buffer, split across it, larger than it, or cloned from a template:
     /// every way a value reaches the hasher gives blake3's derive-key digest of its bytes.
     #[test]
-    fn buffering_and_streaming_digest_the_same_bytes() {
+    fn buffered_and_direct_pieces_digest_the_same_bytes() {
         let context = "kleene t v1";
-        let edges = [
-            INLINE - 17,
-            INLINE - 16,
-            INLINE - 8,
-            INLINE,
-            SPILL_AT - 16,
-            SPILL_AT - 8,
-        ];
-        for len in [0, 1, SPILL_AT, SPILL_AT + 1, 3 * SPILL_AT]
+        let edges = [BUFFER_LEN - 17, BUFFER_LEN - 16, BUFFER_LEN - 8, BUFFER_LEN];
+        for len in [0, 1, BUFFER_LEN + 1, 3 * BUFFER_LEN, 64 * 1024]
             .into_iter()
             .chain(edges)
         {
