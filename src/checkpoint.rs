@@ -490,14 +490,7 @@ pub fn encode<T: Checkpoint>(value: &T) -> Result<Vec<u8>, CheckpointError> {
 /// [`CheckpointError::Encode`] when the codec refuses the value; `out` is then left as it
 /// was.
 pub fn encode_into<T: Checkpoint>(value: &T, out: &mut Vec<u8>) -> Result<usize, CheckpointError> {
-    let start = out.len();
-    out.extend_from_slice(&[0; HEADER_LEN]);
-    if let Err(e) = value.write_payload(out) {
-        out.truncate(start);
-        return Err(e);
-    }
-    seal_in_place(T::KIND, T::VERSION, &mut out[start..]);
-    Ok(out.len() - start)
+    envelope_into::<T>(out, |out| value.write_payload(out))
 }
 
 /// Appends an envelope of kind and version `T`'s holding `wire`, a borrowed form that
@@ -507,9 +500,18 @@ pub(crate) fn encode_as_into<T: Checkpoint, W: Serialize + ?Sized>(
     wire: &W,
     out: &mut Vec<u8>,
 ) -> Result<usize, CheckpointError> {
+    envelope_into::<T>(out, |out| encode_payload_into(wire, out))
+}
+
+/// Reserves a header at the end of `out`, lets `payload` append the payload after it, then
+/// fills the header and checksum in; on an error `out` is left as it was.
+fn envelope_into<T: Checkpoint>(
+    out: &mut Vec<u8>,
+    payload: impl FnOnce(&mut Vec<u8>) -> Result<(), CheckpointError>,
+) -> Result<usize, CheckpointError> {
     let start = out.len();
     out.extend_from_slice(&[0; HEADER_LEN]);
-    if let Err(e) = encode_payload_into(wire, out) {
+    if let Err(e) = payload(out) {
         out.truncate(start);
         return Err(e);
     }

@@ -1282,23 +1282,20 @@ struct StartV1<'a> {
 impl<'a> Record<'a, ClosureDelta> for ClosureDeltaV1<'a> {
     fn of(d: &'a ClosureDelta) -> Self {
         let payload = match &d.payload {
-            Payload::None => PayloadV1::None,
-            Payload::Output(o) => PayloadV1::Output {
-                text: Cow::Borrowed(&o.text),
+            Payload::None => StepPayload::None,
+            Payload::Output(o) => StepPayload::Output(&o.text),
+            Payload::Start(start) => StepPayload::Start {
+                task: &start.task,
+                policy: &start.policy,
+                budget: (start.budget_max, start.budget_used),
+                seal: &start.seal,
             },
-            Payload::Start(start) => PayloadV1::Start(Box::new(StartV1 {
-                task: TaskV2::of(&start.task),
-                policy: RecoveryPolicyV1::of(&start.policy),
-                budget_max: start.budget_max,
-                budget_used: start.budget_used,
-                seal: StateSealV1::of(&start.seal),
-            })),
         };
         Self {
             prev: DigestBytes(d.prev),
             events: Seq::Borrowed(&d.events),
             head: DigestBytes(d.head),
-            payload,
+            payload: payload.into(),
         }
     }
 }
@@ -1367,7 +1364,18 @@ impl Serialize for StepEvents<'_> {
 impl<'a> StepDeltaV1<'a> {
     /// The delta of the audit entries of one `step` and what it carries besides them.
     pub(crate) fn new(step: &'a [AuditEntry], payload: StepPayload<'a>) -> Self {
-        let payload = match payload {
+        Self {
+            prev: DigestBytes(step.first().map_or(AuditLog::GENESIS, AuditEntry::prev)),
+            events: StepEvents(step),
+            head: DigestBytes(step.last().map_or(AuditLog::GENESIS, AuditEntry::hash)),
+            payload: payload.into(),
+        }
+    }
+}
+
+impl<'a> From<StepPayload<'a>> for PayloadV1<'a> {
+    fn from(payload: StepPayload<'a>) -> Self {
+        match payload {
             StepPayload::None => PayloadV1::None,
             StepPayload::Output(text) => PayloadV1::Output {
                 text: Cow::Borrowed(text),
@@ -1384,12 +1392,6 @@ impl<'a> StepDeltaV1<'a> {
                 budget_used,
                 seal: StateSealV1::of(seal),
             })),
-        };
-        Self {
-            prev: DigestBytes(step.first().map_or(AuditLog::GENESIS, AuditEntry::prev)),
-            events: StepEvents(step),
-            head: DigestBytes(step.last().map_or(AuditLog::GENESIS, AuditEntry::hash)),
-            payload,
         }
     }
 }
