@@ -17,6 +17,7 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 use crate::digest::{Digest, canonical_struct};
 use crate::{id::TaskId, id::ValidatorId, verdict::Severity};
@@ -107,21 +108,15 @@ pub enum TaskError {
 /// deeper task has one; failures never come from a later attempt than the task itself.
 ///
 /// Its serde form is exactly its checkpoint payload's, format version 2 (see `FORMATS.md`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Task {
-    pub(crate) id: TaskId,
-    pub(crate) spec: Spec,
-    pub(crate) depth: u32,
-    pub(crate) parent_task_ref: Option<TaskId>,
-    pub(crate) root_task_ref: Option<TaskId>,
-    pub(crate) root_spec: Option<Spec>,
-    pub(crate) prior_failures: Vec<FailureEntry>,
-}
+#[derive(Clone, PartialEq, Eq)]
+// Shared: a closure keeps each task in its attempt and in the step that runs it, and a fix
+// carries its root's spec and every earlier failure, so a copy must not copy those.
+pub struct Task(Arc<TaskRecord>);
 
 impl Task {
     /// A root task.
     pub fn new(id: TaskId, spec: Spec) -> Self {
-        Self {
+        Self(Arc::new(TaskRecord {
             id,
             spec,
             depth: 0,
@@ -129,7 +124,7 @@ impl Task {
             root_task_ref: None,
             root_spec: None,
             prior_failures: Vec::new(),
-        }
+        }))
     }
 
     /// A fix subtask of `parent`: one level deeper, the parent as
@@ -141,62 +136,92 @@ impl Task {
         spec: Spec,
         new_failures: impl IntoIterator<Item = FailureEntry>,
     ) -> Self {
-        let mut prior_failures = parent.prior_failures.clone();
+        let mut prior_failures = parent.0.prior_failures.clone();
         prior_failures.extend(new_failures);
-        Self {
+        Self(Arc::new(TaskRecord {
             id,
             spec,
-            depth: parent.depth + 1,
-            parent_task_ref: Some(parent.id.clone()),
+            depth: parent.0.depth + 1,
+            parent_task_ref: Some(parent.0.id.clone()),
             root_task_ref: Some(parent.root_task_ref().clone()),
             root_spec: Some(parent.root_spec().clone()),
             prior_failures,
-        }
+        }))
+    }
+
+    /// Every field as stored (an absent root is the task's own), for the wire records.
+    pub(crate) fn record(&self) -> &TaskRecord {
+        &self.0
     }
 
     /// This task's id.
     pub fn id(&self) -> &TaskId {
-        &self.id
+        &self.0.id
     }
 
     /// This task's own spec (for a fix subtask, the rendered recovery spec).
     pub fn spec(&self) -> &Spec {
-        &self.spec
+        &self.0.spec
     }
 
     /// 0 for a root task, `parent.depth + 1` for a fix subtask.
     pub fn depth(&self) -> u32 {
-        self.depth
+        self.0.depth
     }
 
     /// The task this one fixes, if it is a fix subtask.
     pub fn parent_task_ref(&self) -> Option<&TaskId> {
-        self.parent_task_ref.as_ref()
+        self.0.parent_task_ref.as_ref()
     }
 
     /// The root of this task's closure: the stored ref, or this task's own id.
     pub fn root_task_ref(&self) -> &TaskId {
-        self.root_task_ref.as_ref().unwrap_or(&self.id)
+        self.0.root_task_ref.as_ref().unwrap_or(&self.0.id)
     }
 
     /// The root's original spec: the stored one, or this task's own spec.
     pub fn root_spec(&self) -> &Spec {
-        self.root_spec.as_ref().unwrap_or(&self.spec)
+        self.0.root_spec.as_ref().unwrap_or(&self.0.spec)
     }
 
     /// Every failure of earlier attempts, each attributed to its attempt.
     pub fn prior_failures(&self) -> &[FailureEntry] {
-        &self.prior_failures
+        &self.0.prior_failures
     }
 
     /// Whether `root_task_ref` was stored explicitly (false for roots and for data written
     /// before format version 2).
     pub fn has_explicit_root(&self) -> bool {
-        self.root_task_ref.is_some()
+        self.0.root_task_ref.is_some()
     }
 }
 
-/// Every field of a [`Task`], not yet checked: what a persisted record holds once read.
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured, so a field added to the record is not left out.
+        let TaskRecord {
+            id,
+            spec,
+            depth,
+            parent_task_ref,
+            root_task_ref,
+            root_spec,
+            prior_failures,
+        } = &*self.0;
+        f.debug_struct("Task")
+            .field("id", id)
+            .field("spec", spec)
+            .field("depth", depth)
+            .field("parent_task_ref", parent_task_ref)
+            .field("root_task_ref", root_task_ref)
+            .field("root_spec", root_spec)
+            .field("prior_failures", prior_failures)
+            .finish()
+    }
+}
+
+/// Every field of a [`Task`]: what a persisted record holds once read, not yet checked,
+/// and what a task holds once [`Task::try_from`] checked it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TaskRecord {
     pub(crate) id: TaskId,
@@ -232,15 +257,7 @@ impl TryFrom<TaskRecord> for Task {
                 depth: r.depth,
             });
         }
-        Ok(Task {
-            id: r.id,
-            spec: r.spec,
-            depth: r.depth,
-            parent_task_ref: r.parent_task_ref,
-            root_task_ref: r.root_task_ref,
-            root_spec: r.root_spec,
-            prior_failures: r.prior_failures,
-        })
+        Ok(Task(Arc::new(r)))
     }
 }
 

@@ -339,11 +339,15 @@ fn keyword_id(b: &[u8], at: usize) -> Option<(usize, usize, &'static str)> {
     if b[at..].starts_with(b"ThreadId(") {
         return digits_then(b, at + 9, b')').map(|n| (n + 9, 0, "ThreadId(<id>)"));
     }
+    // Every keyword starts with one of these: most words are rejected on their first byte.
+    if !matches!(b[at].to_ascii_lowercase(), b'p' | b't' | b'w') {
+        return None;
+    }
     let k = ID_KEYWORDS.iter().map(|kw| kw.len()).find(|&k| {
         b.get(at..at + k).is_some_and(|word| {
             ID_KEYWORDS
                 .iter()
-                .any(|kw| word.eq_ignore_ascii_case(kw.as_bytes()))
+                .any(|kw| kw.len() == k && word.eq_ignore_ascii_case(kw.as_bytes()))
         }) && !is_word_byte(b.get(at + k))
     })?;
     let mut sep = 0;

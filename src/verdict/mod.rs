@@ -24,6 +24,7 @@ pub use tail::{OutputTail, TailLimits};
 
 use crate::digest::canonical_struct;
 use crate::id::ValidatorId;
+use std::sync::Arc;
 
 /// How serious a validator result is. Ordered: `Info < Warning < Blocker`.
 ///
@@ -108,7 +109,8 @@ impl ValidatorResult {
 /// deserialisation too, so a hand-edited record cannot break equality.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Verdict {
-    results: Vec<ValidatorResult>,
+    // Shared: a closure keeps each verdict in its audit log and in its attempt's record.
+    results: Arc<[ValidatorResult]>,
 }
 
 canonical_struct!(ValidatorResult {
@@ -118,14 +120,19 @@ canonical_struct!(ValidatorResult {
     justification,
 });
 
-canonical_struct!(Verdict { results });
+canonical_struct!(Verdict { results => results[..] });
 
 impl Verdict {
     /// The verdict made of `results`, in canonical order.
     pub fn new(results: impl IntoIterator<Item = ValidatorResult>) -> Self {
         let mut results: Vec<_> = results.into_iter().collect();
+        if results.is_empty() {
+            return Self::clean();
+        }
         results.sort();
-        Self { results }
+        Self {
+            results: results.into(),
+        }
     }
 
     /// A verdict with no results: clean.
@@ -176,7 +183,7 @@ impl From<Vec<ValidatorResult>> for Verdict {
 
 impl From<Verdict> for Vec<ValidatorResult> {
     fn from(v: Verdict) -> Self {
-        v.results
+        v.results.to_vec()
     }
 }
 

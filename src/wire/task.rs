@@ -119,6 +119,7 @@ pub(crate) struct TaskV2<'a> {
 
 impl<'a> Record<'a, Task> for TaskV2<'a> {
     fn of(t: &'a Task) -> Self {
+        let t = t.record();
         Self {
             id: Cow::Borrowed(&t.id),
             spec: SpecV1::of(&t.spec),
