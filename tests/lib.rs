@@ -61,5 +61,6 @@ mod signing;
 mod support;
 // The evidence payloads and the acceptance record, pinned byte for byte.
 mod wire_evidence;
+mod wire_messages;
 // The pinned bytes of the task and closure payloads, through their wire types.
 mod wire_closure;

@@ -4,8 +4,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::OnceLock;
 
-use serde::{Deserialize, Serialize};
-
 use crate::digest::{Canonical, CanonicalHasher, canonical_enum};
 use crate::path::AdmittedPath;
 use crate::{digest::Digest, id::TaskId};
@@ -28,7 +26,7 @@ use crate::{digest::Digest, id::TaskId};
 /// assert_eq!(candidate.digest(), candidate.clone().digest());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct Candidate {
     files: BTreeMap<AdmittedPath, Vec<u8>>,
 }
@@ -114,7 +112,7 @@ impl AcceptedOutput {
 }
 
 /// Why a candidate was refused: the exact rejection a corrective call receives.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Rejection {
     /// The candidate touches a path the task does not own (the built-in ownership check).

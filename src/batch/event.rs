@@ -6,8 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use super::candidate::{Candidate, Rejection};
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
@@ -162,8 +160,7 @@ impl EvidenceEvent {
 }
 
 /// How a settled closure ended, in brief (the full record is the agent's to keep).
-// Part of a settled closure, which kleene-restate sends to its service as JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ClosureEnd {
     /// A task of the tree completed cleanly at `depth`.
@@ -211,8 +208,7 @@ pub enum ClosureEnd {
 /// assert_eq!(settled.fix_attempts, 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-// kleene-restate sends a settled closure to its service as JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ClosureSettlement {
     /// Fix subtasks the closure spawned (each drew one attempt from the run's budget).

@@ -16,7 +16,6 @@ use std::collections::BTreeSet;
 
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
-use serde::{Deserialize, Serialize};
 
 use super::candidate::{Candidate, Rejection};
 use super::event::{EvidenceEvent, Settlement};
@@ -35,7 +34,10 @@ pub(crate) type AgentFailures = Vec<(TaskId, u32, AgentFailure)>;
 
 /// One reserved call, owned and serialisable: everything a worker anywhere needs to know
 /// about it except the prerequisites' outputs themselves (named here by their digests).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Its serde form is a versioned record of its own (pinned by `tests/fixtures/json/`), so
+/// a call journaled by a durable-execution engine still reads after kleene changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dispatch {
     task: TaskId,
     position: usize,
@@ -48,13 +50,39 @@ pub struct Dispatch {
 }
 
 /// The refused candidate a corrective call must fix, and the exact rejection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct DispatchCorrection {
     rejection: Rejection,
     candidate: Candidate,
 }
 
 impl Dispatch {
+    /// A dispatch read back from its record.
+    pub(crate) fn from_parts(
+        task: TaskId,
+        position: usize,
+        attempt: u32,
+        input_digest: Digest,
+        fix_attempts_used: u32,
+        prerequisites: Vec<(TaskId, Digest)>,
+        correction: Option<(Rejection, Candidate)>,
+    ) -> Self {
+        Self {
+            task,
+            position,
+            attempt,
+            input_digest,
+            fix_attempts_used,
+            prerequisites,
+            correction: correction.map(|(rejection, candidate)| {
+                Box::new(DispatchCorrection {
+                    rejection,
+                    candidate,
+                })
+            }),
+        }
+    }
+
     /// The task to call.
     pub fn task(&self) -> &TaskId {
         &self.task

@@ -67,7 +67,7 @@ pub(crate) mod event;
 pub(crate) mod evidence;
 mod executor;
 pub(crate) mod journal;
-mod machine;
+pub(crate) mod machine;
 pub(crate) mod recovery;
 mod threaded;
 pub(crate) mod worker;

@@ -15,8 +15,7 @@ use crate::{closure::FixBudget, id::ChannelId, id::TaskId};
 /// A failure of the worker's infrastructure, not of its output. It fails the task for this
 /// batch and is never reclassified as a repairable output error (no corrective call is
 /// granted for it).
-// kleene-restate sends a failed call to its service as JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum InfrastructureFailure {
     /// The worker process (or service) was not there.

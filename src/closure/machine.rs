@@ -637,6 +637,10 @@ impl Core {
         })
     }
 
+    #[allow(
+        clippy::boxed_local,
+        reason = "the core arrives boxed from the state that ends; it is unboxed once, at the end"
+    )]
     fn resolved(mut self: Box<Self>, task: &Task) -> Closure {
         self.audit.append(AuditEvent::RecoveryResolved {
             root_task_ref: task.root_task_ref().clone(),
@@ -651,6 +655,10 @@ impl Core {
         self.finish(outcome)
     }
 
+    #[allow(
+        clippy::boxed_local,
+        reason = "the core arrives boxed from the state that ends; it is unboxed once, at the end"
+    )]
     fn halted(mut self: Box<Self>, halt: Halt) -> Closure {
         let root_task_ref = halt.task.root_task_ref().clone();
         let task_ref = halt.task.id().clone();
@@ -681,6 +689,10 @@ impl Core {
         })
     }
 
+    #[allow(
+        clippy::boxed_local,
+        reason = "the core arrives boxed from the state that ends; it is unboxed once, at the end"
+    )]
     fn failed(
         mut self: Box<Self>,
         task: &Task,
@@ -700,6 +712,10 @@ impl Core {
         })
     }
 
+    #[allow(
+        clippy::boxed_local,
+        reason = "the core arrives boxed from the state that ends; it is unboxed once, at the end"
+    )]
     fn finish(self: Box<Self>, outcome: ClosureOutcome) -> Closure {
         let fix_attempts = self.fix_attempts();
         let core = *self;
