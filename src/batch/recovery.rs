@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
 
 use super::evidence::BatchEvidence;
 use crate::digest::{CanonicalHasher, canonical_enum};
@@ -70,7 +69,7 @@ canonical_enum!(IneligibleReason {
 /// assert_eq!(request.fingerprint(), RecoveryRequest::for_roots(evidence, request.roots().iter().cloned()).fingerprint());
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RecoveryRequest {
     roots: BTreeSet<TaskId>,
     fingerprint: Digest,
