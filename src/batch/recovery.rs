@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 
-
 use super::evidence::BatchEvidence;
 use crate::digest::{CanonicalHasher, canonical_enum};
 use crate::{digest::Digest, id::TaskId};
