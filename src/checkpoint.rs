@@ -53,6 +53,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+#[cfg(test)]
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -298,25 +299,28 @@ fn bincode_config() -> impl bincode::config::Config {
     bincode::config::standard().with_limit::<{ MAX_PAYLOAD_LEN as usize }>()
 }
 
-/// Encodes `value` as bincode payload bytes (no envelope): the tests' way to build an
-/// envelope of another version or kind.
+/// Encodes `value` through its serde form as bincode payload bytes (no envelope): the tests'
+/// way to build an envelope of another version or kind, and their reference for the bytes
+/// the native encoder must write.
 #[cfg(test)]
 pub(crate) fn encode_payload<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CheckpointError> {
-    let mut out = Vec::with_capacity(PAYLOAD_CAPACITY);
-    encode_payload_into(value, &mut out)?;
-    Ok(out)
+    bincode::serde::encode_to_vec(value, bincode_config()).map_err(|e| CheckpointError::Encode {
+        message: e.to_string(),
+    })
 }
 
 /// What a fresh envelope reserves for its payload: a closure's step delta or a batch event
 /// fits, so the common envelope is encoded without growing its buffer.
 const PAYLOAD_CAPACITY: usize = 256;
 
-/// Appends `value`'s bincode bytes to `out`.
-fn encode_payload_into<T: Serialize + ?Sized>(
+/// Appends `value`'s bincode bytes to `out`, written by bincode's native encoder: the same
+/// bytes as its serde mode (every record's serde form and `Encode` agree, see `crate::wire`),
+/// without serde's layers (a digest through serde is 32 calls, one per byte).
+fn encode_payload_into<T: bincode::Encode + ?Sized>(
     value: &T,
     out: &mut Vec<u8>,
 ) -> Result<(), CheckpointError> {
-    bincode::serde::encode_into_writer(value, Append(out), bincode_config()).map_err(|e| {
+    bincode::encode_into_writer(value, Append(out), bincode_config()).map_err(|e| {
         CheckpointError::Encode {
             message: e.to_string(),
         }
@@ -327,8 +331,8 @@ fn encode_payload_into<T: Serialize + ?Sized>(
 struct Append<'a>(&'a mut Vec<u8>);
 
 impl bincode::enc::write::Writer for Append<'_> {
-    // Inlined, as bincode's own writer is: a digest is written one byte at a time, and a
-    // call (and a `memcpy`) per byte tripled the cost of encoding one.
+    // Inlined, as bincode's own writer is: most writes are a byte or a few (a varint, a
+    // tag), and a call (and a `memcpy`) per write would cost more than the bytes.
     #[inline(always)]
     fn write(&mut self, bytes: &[u8]) -> Result<(), bincode::error::EncodeError> {
         self.0.extend_from_slice(bytes);
@@ -494,9 +498,9 @@ pub fn encode_into<T: Checkpoint>(value: &T, out: &mut Vec<u8>) -> Result<usize,
 }
 
 /// Appends an envelope of kind and version `T`'s holding `wire`, a borrowed form that
-/// serialises exactly as a `T` does (so that a value can be persisted without first being
+/// encodes exactly as a `T` does (so that a value can be persisted without first being
 /// built), and returns its length.
-pub(crate) fn encode_as_into<T: Checkpoint, W: Serialize + ?Sized>(
+pub(crate) fn encode_as_into<T: Checkpoint, W: bincode::Encode + ?Sized>(
     wire: &W,
     out: &mut Vec<u8>,
 ) -> Result<usize, CheckpointError> {
