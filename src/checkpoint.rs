@@ -1,14 +1,14 @@
 //! Checkpoint envelopes: how tasks, closures and batch evidence become bytes that can be
 //! kept anywhere and read back safely, and the one codec behind them.
 //!
-//! A checkpoint is a 51-byte header followed by a bincode (serde) payload. Every integer is
-//! little endian:
+//! A checkpoint is a 51-byte header followed by a bincode payload. Every integer is little
+//! endian:
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
 //! | 0 | 4 | magic `KLNE` (`4b 4c 4e 45`) |
 //! | 4 | 2 | format version of the payload type (`u16`) |
-//! | 6 | 1 | codec tag: `1` = bincode 2, serde mode, `bincode::config::standard()` (variable-length integers, little endian) |
+//! | 6 | 1 | codec tag: `1` = bincode 2, `bincode::config::standard()` (variable-length integers, little endian), the bytes its serde mode writes for the payload's record |
 //! | 7 | 4 | payload kind, four ASCII bytes (`TASK`, `CLSR`, `CLST`, `CLDT`, `BEVT`, `EVID`), so one type's bytes never decode as another's |
 //! | 11 | 8 | payload length `n` (`u64`), at most [`MAX_PAYLOAD_LEN`] |
 //! | 19 | 32 | checksum |
@@ -22,8 +22,10 @@
 //! garbage, and both are refused.
 //!
 //! Decoding never panics: truncated, corrupted or foreign bytes give a [`CheckpointError`].
-//! bincode is confined to this module, behind the codec tag, so the format can change in one
-//! place. A task or closure payload is the encoding of a record of its own, one per format
+//! bincode is called only from this module, behind the codec tag, so the format can change in
+//! one place. Payloads are read through serde and written by bincode's native encoder (the
+//! records derive its `Encode`), which writes the same bytes as its serde mode at a fraction
+//! of the cost. A task or closure payload is the encoding of a record of its own, one per format
 //! version, not of the domain type, so refactoring a domain type never changes the bytes;
 //! a payload that decodes but does not hold together (a task whose parent does not fit its
 //! depth, a record whose audit chain breaks) is refused as [`CheckpointError::Invalid`].
@@ -64,7 +66,7 @@ use crate::wire::{Invalid, Record};
 
 /// The first four bytes of every checkpoint.
 pub const MAGIC: [u8; 4] = *b"KLNE";
-/// The codec tag of bincode 2 (serde mode, standard configuration).
+/// The codec tag of bincode 2 (the bytes of its serde mode, standard configuration).
 pub const CODEC_BINCODE2: u8 = 1;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 4 + 2 + 1 + 4 + 8 + 32;
