@@ -4,7 +4,7 @@
 //! and for every evidence event and snapshot of random batches.
 
 use bincode::config::standard;
-use kleene::batch::{Batch, EvidenceJournal, MemoryJournal};
+use kleene::batch::{Batch, EvidenceJournal, MemoryJournal, RecoveryRequest};
 use kleene::checkpoint::{self, Checkpoint, HEADER_LEN};
 use kleene::testing::closure::{policy, scripted_agent};
 use kleene::{
@@ -88,11 +88,17 @@ proptest! {
         let plan = shape.plan();
         let channel = chan("native");
         let mut journal = MemoryJournal::default();
-        let evidence = Batch::new(&plan, channel.clone())
-            .with_recovery(true)
-            .dispatch(&mut Scripted(&shape), &(), &mut journal)
-            .unwrap();
+        let batch = Batch::new(&plan, channel.clone()).with_recovery(true);
+        let mut worker = Scripted(&shape);
+        let evidence = batch.dispatch(&mut worker, &(), &mut journal).unwrap();
         encodes_as_serde(&evidence)?;
+        // A recovery round adds the events and snapshot parts of granted corrections.
+        let roots: Vec<_> = evidence.recovery_roots().cloned().collect();
+        if !roots.is_empty() {
+            let request = RecoveryRequest::for_roots(&evidence, roots);
+            let outcome = batch.recover(&request, &mut worker, &(), &mut journal).unwrap();
+            encodes_as_serde(&outcome.evidence)?;
+        }
         let events = journal.load(&channel).unwrap().unwrap().events;
         prop_assert!(!events.is_empty());
         for event in &events {
