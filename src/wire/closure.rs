@@ -1147,7 +1147,7 @@ impl TryFrom<ClosureProgressV2<'_>> for ClosureProgress {
 }
 
 /// A [`ClosureProgress`] as `CLST` version 1 wrote it, before the seal.
-#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct ClosureProgressV1<'a> {
     policy: RecoveryPolicyV1,
     session: SessionV1<'a>,
@@ -1225,7 +1225,7 @@ impl TryFrom<ClosureStateV2<'_>> for ClosureState {
 }
 
 /// A [`ClosureState`] as `CLST` format version 1 wrote it.
-#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum ClosureStateV1<'a> {
     Governance(ClosureProgressV1<'a>),
@@ -1328,8 +1328,10 @@ impl TryFrom<ClosureDeltaV1<'_>> for ClosureDelta {
 
 /// A closure step's delta (`CLDT` version 1) written straight from the closure's audit log:
 /// the bytes of the [`ClosureDeltaV1`] of the delta the step would build, without building
-/// it (nothing is cloned on the path that persists every step).
-#[derive(Serialize, bincode::Encode)]
+/// it (nothing is cloned on the path that persists every step). It is only ever written, so
+/// it has no serde form; `tests/wire_native_encode.rs` compares its bytes with the serde form
+/// of the delta.
+#[derive(bincode::Encode)]
 pub(crate) struct StepDeltaV1<'a> {
     prev: DigestBytes,
     events: StepEvents<'a>,
@@ -1354,12 +1356,6 @@ pub(crate) enum StepPayload<'a> {
 
 /// The events of a run of audit entries, written as the list of them a delta holds.
 struct StepEvents<'a>(&'a [AuditEntry]);
-
-impl Serialize for StepEvents<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|e| AuditEventV1::of(e.event())))
-    }
-}
 
 impl bincode::Encode for StepEvents<'_> {
     fn encode<E: bincode::enc::Encoder>(

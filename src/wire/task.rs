@@ -150,7 +150,7 @@ impl TryFrom<TaskV2<'_>> for Task {
 }
 
 /// A [`Task`] as format version 1 wrote it, before fix subtasks carried their root.
-#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct TaskV1<'a> {
     pub(crate) id: Cow<'a, TaskId>,
     pub(crate) spec: SpecV1<'a>,
