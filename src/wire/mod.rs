@@ -14,7 +14,7 @@
 //! sequence or string by its length) and none uses a serde attribute that changes what is
 //! written (`skip`, `flatten`, `tag`, `untagged`); the hand-written impls below and in the
 //! record modules mirror their serde twins. `tests/wire_native_encode.rs` checks the
-//! agreement on random closures.
+//! agreement on random closures and batches.
 
 use bincode::Encode as _;
 use serde::{Deserialize, Serialize};
