@@ -112,6 +112,18 @@ impl Serialize for Digest {
     }
 }
 
+/// The 32 raw bytes, exactly as the serde form above writes them to bincode (a tuple of 32
+/// `u8`), in one write: checkpoints are encoded with bincode's own encoder.
+#[doc(hidden)]
+impl bincode::Encode for Digest {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        encoder: &mut E,
+    ) -> Result<(), bincode::error::EncodeError> {
+        bincode::enc::write::Writer::write(encoder.writer(), &self.0)
+    }
+}
+
 impl<'de> Deserialize<'de> for Digest {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         if d.is_human_readable() {

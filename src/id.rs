@@ -120,6 +120,18 @@ macro_rules! id_type {
             }
         }
 
+        /// Its text, as the serde form writes it (checkpoints are encoded with bincode's
+        /// own encoder).
+        #[doc(hidden)]
+        impl bincode::Encode for $name {
+            fn encode<E: bincode::enc::Encoder>(
+                &self,
+                encoder: &mut E,
+            ) -> Result<(), bincode::error::EncodeError> {
+                bincode::Encode::encode(self.as_str(), encoder)
+            }
+        }
+
         impl TryFrom<String> for $name {
             type Error = IdError;
             fn try_from(s: String) -> Result<Self, IdError> {

@@ -64,3 +64,5 @@ mod wire_evidence;
 mod wire_messages;
 // The pinned bytes of the task and closure payloads, through their wire types.
 mod wire_closure;
+// Payloads written by bincode's native encoder: the bytes of the records' serde forms.
+mod wire_native_encode;

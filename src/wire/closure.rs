@@ -34,7 +34,7 @@ use crate::task::Task;
 use crate::verdict::{ValidatorResult, Verdict};
 
 /// A [`Session`]: mode and project.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct SessionV1<'a> {
     mode: Cow<'a, SessionMode>,
     project: Cow<'a, ProjectId>,
@@ -59,7 +59,7 @@ impl From<SessionV1<'_>> for Session {
 }
 
 /// A [`GovernanceDecision`]; its variants keep their Rust names.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) enum GovernanceDecisionV1<'a> {
     Approve,
     Deny { reason: Cow<'a, str> },
@@ -88,7 +88,7 @@ impl From<GovernanceDecisionV1<'_>> for GovernanceDecision {
 }
 
 /// A [`ValidatorResult`].
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct ValidatorResultV1<'a> {
     validator_id: Cow<'a, ValidatorId>,
     severity: SeverityV1,
@@ -119,7 +119,7 @@ impl From<ValidatorResultV1<'_>> for ValidatorResult {
 }
 
 /// A [`Verdict`]: the sequence of its results.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 #[serde(transparent)]
 pub(crate) struct VerdictV1<'a>(Seq<'a, ValidatorResult, ValidatorResultV1<'a>>);
 
@@ -137,7 +137,7 @@ impl From<VerdictV1<'_>> for Verdict {
 }
 
 /// An [`ExecutionOutput`].
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct ExecutionOutputV1<'a> {
     text: Cow<'a, str>,
 }
@@ -159,7 +159,7 @@ impl From<ExecutionOutputV1<'_>> for ExecutionOutput {
 }
 
 /// A [`Next`].
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum NextV1 {
     Complete,
@@ -185,7 +185,7 @@ impl From<NextV1> for Next {
 }
 
 /// An [`ExhaustedBound`].
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum ExhaustedBoundV1 {
     Depth { max: u32 },
@@ -211,7 +211,7 @@ impl From<ExhaustedBoundV1> for ExhaustedBound {
 }
 
 /// A [`HaltReason`].
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum HaltReasonV1<'a> {
     GovernanceDenied {
@@ -295,7 +295,7 @@ impl From<HaltReasonV1<'_>> for HaltReason {
 }
 
 /// A [`LoopPhase`], by its snake-case name.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum LoopPhaseV1 {
     Governance,
@@ -330,7 +330,7 @@ impl From<LoopPhaseV1> for LoopPhase {
 }
 
 /// A [`ClosureFailure`].
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum ClosureFailureV1<'a> {
     Agent {
@@ -374,7 +374,7 @@ impl From<ClosureFailureV1<'_>> for ClosureFailure {
 }
 
 /// A [`ClosureOutcome`].
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum ClosureOutcomeV1<'a> {
     Resolved {
@@ -462,7 +462,7 @@ impl From<ClosureOutcomeV1<'_>> for ClosureOutcome {
 }
 
 /// A [`StepRecord`]: one iteration as far as it got.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct StepRecordV1<'a> {
     iteration: u32,
     governance: GovernanceDecisionV1<'a>,
@@ -499,7 +499,7 @@ impl From<StepRecordV1<'_>> for StepRecord {
 }
 
 /// A [`TaskAttempt`]: one task of the tree (at task format version 2) and its iterations.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct TaskAttemptV1<'a> {
     task: TaskV2<'a>,
     steps: Seq<'a, StepRecord, StepRecordV1<'a>>,
@@ -526,7 +526,7 @@ impl TryFrom<TaskAttemptV1<'_>> for TaskAttempt {
 }
 
 /// A [`RecoverOn`].
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum RecoverOnV1 {
     Blockers,
@@ -534,12 +534,12 @@ pub(crate) enum RecoverOnV1 {
 }
 
 /// A [`VerdictNormalizer`]: what it masks.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct VerdictNormalizerV1 {
     masking: MaskingV1,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "snake_case")]
 enum MaskingV1 {
     Noise,
@@ -547,7 +547,7 @@ enum MaskingV1 {
 }
 
 /// A [`RecoveryPolicy`]: its bounds, what is recovered and the normaliser.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct RecoveryPolicyV1 {
     max_recovery_depth: u32,
     max_total_fix_attempts: u32,
@@ -599,7 +599,7 @@ impl TryFrom<RecoveryPolicyV1> for RecoveryPolicy {
 }
 
 /// An [`AuditEvent`], by its snake-case variant name (`failed` for a closure failure).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum AuditEventV1<'a> {
     ClosureStarted {
@@ -913,7 +913,7 @@ impl From<AuditEventV1<'_>> for AuditEvent {
 }
 
 /// An [`AuditEntry`]: the event, the digest it links to and its own.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct AuditEntryV1<'a> {
     event: AuditEventV1<'a>,
     prev: Digest,
@@ -942,7 +942,7 @@ impl From<AuditEntryV1<'_>> for AuditEntry {
 
 /// An [`AuditLog`]: its entries and head, as written (reading does not verify the chain;
 /// whoever restores from it does).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct AuditLogV1<'a> {
     entries: Seq<'a, AuditEntry, AuditEntryV1<'a>>,
     head: Digest,
@@ -967,7 +967,7 @@ impl From<AuditLogV1<'_>> for AuditLog {
 }
 
 /// A [`ClosureRecord`] (`CLSR` format version 1, and the JSON of a closure log line).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct ClosureRecordV1<'a> {
     root_task_ref: Cow<'a, TaskId>,
     session: SessionV1<'a>,
@@ -1023,7 +1023,7 @@ impl TryFrom<ClosureRecordV1<'_>> for ClosureRecord {
 }
 
 /// A [`NormalizedResult`].
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct NormalizedResultV1<'a> {
     validator_id: Cow<'a, ValidatorId>,
     severity: SeverityV1,
@@ -1051,7 +1051,7 @@ impl From<NormalizedResultV1<'_>> for NormalizedResult {
 }
 
 /// A [`NormalizedVerdict`]: the sequence of its results.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 #[serde(transparent)]
 pub(crate) struct NormalizedVerdictV1<'a>(Seq<'a, NormalizedResult, NormalizedResultV1<'a>>);
 
@@ -1068,7 +1068,7 @@ impl From<NormalizedVerdictV1<'_>> for NormalizedVerdict {
 }
 
 /// A [`StateSeal`]: one digest per sealed field.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct StateSealV1 {
     policy: Digest,
     budget_max: Digest,
@@ -1096,7 +1096,7 @@ impl From<StateSealV1> for StateSeal {
 }
 
 /// A [`ClosureProgress`] as `CLST` version 2 writes it (with the seal).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct ClosureProgressV2<'a> {
     policy: RecoveryPolicyV1,
     session: SessionV1<'a>,
@@ -1184,7 +1184,7 @@ impl TryFrom<ClosureProgressV1<'_>> for ClosureProgress {
 }
 
 /// A [`ClosureState`] (`CLST` format version 2): the phase due, by its snake-case name.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum ClosureStateV2<'a> {
     Governance(ClosureProgressV2<'a>),
@@ -1252,7 +1252,7 @@ impl TryFrom<ClosureStateV1<'_>> for ClosureState {
 }
 
 /// A [`ClosureDelta`] (`CLDT` format version 1).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct ClosureDeltaV1<'a> {
     prev: DigestBytes,
     events: Seq<'a, AuditEvent, AuditEventV1<'a>>,
@@ -1261,7 +1261,7 @@ pub(crate) struct ClosureDeltaV1<'a> {
 }
 
 /// What a delta's entries do not carry.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "snake_case")]
 enum PayloadV1<'a> {
     None,
@@ -1270,7 +1270,7 @@ enum PayloadV1<'a> {
 }
 
 /// The start of a closure: its root task, policy, fix-budget snapshot and their seal.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 struct StartV1<'a> {
     task: TaskV2<'a>,
     policy: RecoveryPolicyV1,
@@ -1328,8 +1328,10 @@ impl TryFrom<ClosureDeltaV1<'_>> for ClosureDelta {
 
 /// A closure step's delta (`CLDT` version 1) written straight from the closure's audit log:
 /// the bytes of the [`ClosureDeltaV1`] of the delta the step would build, without building
-/// it (nothing is cloned on the path that persists every step).
-#[derive(Serialize)]
+/// it (nothing is cloned on the path that persists every step). It is only ever written, so
+/// it has no serde form; `tests/wire_native_encode.rs` compares its bytes with the serde form
+/// of the delta.
+#[derive(bincode::Encode)]
 pub(crate) struct StepDeltaV1<'a> {
     prev: DigestBytes,
     events: StepEvents<'a>,
@@ -1355,9 +1357,12 @@ pub(crate) enum StepPayload<'a> {
 /// The events of a run of audit entries, written as the list of them a delta holds.
 struct StepEvents<'a>(&'a [AuditEntry]);
 
-impl Serialize for StepEvents<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|e| AuditEventV1::of(e.event())))
+impl bincode::Encode for StepEvents<'_> {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        encoder: &mut E,
+    ) -> Result<(), bincode::error::EncodeError> {
+        super::encode_seq(encoder, self.0.iter().map(|e| AuditEventV1::of(e.event())))
     }
 }
 
@@ -1404,6 +1409,16 @@ struct DigestBytes(Digest);
 impl Serialize for DigestBytes {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_bytes(self.0.as_bytes())
+    }
+}
+
+/// Its length (32, a `u64`) and the bytes, as `serialize_bytes` writes them to bincode.
+impl bincode::Encode for DigestBytes {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        encoder: &mut E,
+    ) -> Result<(), bincode::error::EncodeError> {
+        bincode::Encode::encode(self.0.as_bytes().as_slice(), encoder)
     }
 }
 

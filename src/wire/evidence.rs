@@ -39,6 +39,22 @@ pub(crate) struct CandidateV1<'a> {
     files: Cow<'a, BTreeMap<AdmittedPath, Vec<u8>>>,
 }
 
+/// What the serde form writes to bincode: the number of files (a `u64`), then each path's
+/// text and contents (each its length, then its bytes).
+impl bincode::Encode for CandidateV1<'_> {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        encoder: &mut E,
+    ) -> Result<(), bincode::error::EncodeError> {
+        bincode::Encode::encode(&(self.files.len() as u64), encoder)?;
+        for (path, contents) in self.files.iter() {
+            bincode::Encode::encode(path.as_str(), encoder)?;
+            bincode::Encode::encode(contents.as_slice(), encoder)?;
+        }
+        Ok(())
+    }
+}
+
 impl<'a> From<&'a Candidate> for CandidateV1<'a> {
     fn from(c: &'a Candidate) -> Self {
         Self {
@@ -54,10 +70,12 @@ impl From<CandidateV1<'_>> for Candidate {
 }
 
 /// Why a candidate was refused.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) enum RejectionV1<'a> {
     NotOwned {
         task: Text<'a, TaskId>,
+        // Through its serde form (its text): a path has no `Encode` of its own.
+        #[bincode(with_serde)]
         path: Text<'a, AdmittedPath>,
     },
     Contract {
@@ -97,7 +115,7 @@ impl From<RejectionV1<'_>> for Rejection {
 }
 
 /// A failure of the worker's infrastructure.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) enum InfrastructureFailureV1<'a> {
     ProcessMissing { detail: Text<'a, str> },
     Timeout { after_ms: u64 },
@@ -142,7 +160,7 @@ impl From<InfrastructureFailureV1<'_>> for InfrastructureFailure {
 }
 
 /// Why a root was refused a corrective call (variant numbers are the wire form).
-#[derive(Clone, Copy, Serialize, Deserialize)]
+#[derive(Clone, Copy, Serialize, Deserialize, bincode::Encode)]
 pub(crate) enum IneligibleReasonV1 {
     InputsChanged,
     DiagnosticsMissing,
@@ -204,7 +222,7 @@ fn refused_from(refused: Refused<'_>) -> Vec<(TaskId, IneligibleReason)> {
 }
 
 /// How a settled closure ended.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) enum ClosureEndV1<'a> {
     Resolved { depth: u32 },
     Halted { depth: u32, halt: Text<'a, str> },
@@ -212,7 +230,7 @@ pub(crate) enum ClosureEndV1<'a> {
 }
 
 /// A settled closure as batch evidence.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct ClosureSettlementV1<'a> {
     fix_attempts: u32,
     end: ClosureEndV1<'a>,
@@ -257,7 +275,7 @@ impl From<ClosureSettlementV1<'_>> for ClosureSettlement {
 }
 
 /// One planned task of the batch inventory.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct InventoryEntryV1<'a> {
     task: Text<'a, TaskId>,
     owner: Text<'a, AgentId>,
@@ -265,7 +283,7 @@ pub(crate) struct InventoryEntryV1<'a> {
 }
 
 /// How a reserved call settled.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) enum SettlementV1<'a> {
     Accepted {
         candidate: CandidateV1<'a>,
@@ -318,7 +336,7 @@ impl From<SettlementV1<'_>> for Settlement {
 
 /// One evidence event, format version 2 (version 1 is the same shape without the last two
 /// variants, so its bytes decode as this record).
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) enum EvidenceEventV2<'a> {
     Started {
         channel: Text<'a, ChannelId>,
@@ -567,14 +585,14 @@ impl EvidenceEventV2<'_> {
 }
 
 /// An accepted output: the candidate and the digest it was accepted under.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct AcceptedOutputV1<'a> {
     candidate: CandidateV1<'a>,
     digest: Digest,
 }
 
 /// A refused candidate with its exact rejection.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct RejectedAttemptV1<'a> {
     attempt: u32,
     input_digest: Digest,
@@ -583,7 +601,7 @@ pub(crate) struct RejectedAttemptV1<'a> {
 }
 
 /// Everything a snapshot knows about one task.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct TaskEvidenceV1<'a> {
     owner: Text<'a, AgentId>,
     budget: u32,
@@ -671,7 +689,7 @@ impl TaskEvidenceV1<'_> {
 }
 
 /// What kind of failure a failure note records (variant numbers are the wire form).
-#[derive(Clone, Copy, Serialize, Deserialize)]
+#[derive(Clone, Copy, Serialize, Deserialize, bincode::Encode)]
 pub(crate) enum FailureKindV1 {
     Rejected,
     Infrastructure,
@@ -679,7 +697,7 @@ pub(crate) enum FailureKindV1 {
 }
 
 /// One entry of the bounded failure history.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct FailureNoteV1<'a> {
     task: Text<'a, TaskId>,
     attempt: u32,
@@ -715,7 +733,7 @@ impl From<FailureNoteV1<'_>> for FailureNote {
 }
 
 /// What one consumed recovery request decided.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct RecoveryRecordV1<'a> {
     request: Digest,
     granted: Cow<'a, [TaskId]>,
@@ -746,7 +764,7 @@ impl From<RecoveryRecordV1<'_>> for RecoveryRecord {
 }
 
 /// The closure of one call as a snapshot holds it.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct ClosureCallV2<'a> {
     task: Text<'a, TaskId>,
     attempt: u32,
@@ -780,7 +798,7 @@ impl From<ClosureCallV2<'_>> for ClosureCall {
 }
 
 /// A folded evidence snapshot, format version 2 (the closures of the calls).
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct BatchEvidenceV2<'a> {
     channel: Text<'a, ChannelId>,
     plan_digest: Digest,

@@ -16,7 +16,7 @@ use crate::task::{FailureEntry, Spec, Task, TaskRecord};
 use crate::verdict::Severity;
 
 /// A [`Spec`]: its intent and acceptance criteria.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct SpecV1<'a> {
     intent: Cow<'a, str>,
     #[serde(default)]
@@ -42,7 +42,7 @@ impl From<SpecV1<'_>> for Spec {
 }
 
 /// A [`Severity`], by its lowercase name.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum SeverityV1 {
     Info,
@@ -71,7 +71,7 @@ impl From<SeverityV1> for Severity {
 }
 
 /// A [`FailureEntry`]: one failure of one attempt.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct FailureEntryV1<'a> {
     attempt: u32,
     validator_id: Cow<'a, ValidatorId>,
@@ -103,7 +103,7 @@ impl From<FailureEntryV1<'_>> for FailureEntry {
 
 /// A [`Task`] as format version 2 writes it. The fields version 2 added default, so JSON
 /// written before them still reads.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, bincode::Encode)]
 pub(crate) struct TaskV2<'a> {
     id: Cow<'a, TaskId>,
     spec: SpecV1<'a>,
