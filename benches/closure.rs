@@ -16,6 +16,9 @@
 //!   store), `incremental_in_place` encodes each step's delta straight from the audit log
 //!   into the store (`Closure::encode_step_delta_into`); `restore_from_store` reads the
 //!   store back and folds it. LangGraph 1.2.24 with `InMemorySaver` takes 10.6–13.0 ms.
+//! - `interleaved_3_fixes` (printed after criterion's groups, or alone with the filter
+//!   `interleaved`): the bare loop, `run_to_closure` and persisting every step timed in turn
+//!   over 40 rounds, so the ratios compare runs made under the same load.
 //! - `persist_by_depth_4KiB_tails`: closures resolving at depth 1..=10 whose failures carry
 //!   4 KiB tails, persisted every step: `closure_only` (no persistence), `whole_state`
 //!   (quadratic: each step re-encodes everything before it) and `incremental` (each step
@@ -24,7 +27,7 @@
 use std::convert::Infallible;
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use kleene::{
     Agent, Closure, Task,
     audit::{AuditEvent, AuditLog},
@@ -495,4 +498,79 @@ criterion_group!(
     persist_every_step,
     persist_by_depth
 );
-criterion_main!(benches);
+/// The three 3-fix workloads timed in turn, `ROUNDS` rounds of `PER_ROUND` runs each, so a
+/// burst of load on this shared machine slows every workload of a round alike: prints each
+/// one's per-run time (minimum and quartiles over the rounds) and the ratios within a round.
+/// `cargo bench --bench closure -- interleaved` runs only this; `--test` runs one short round.
+fn interleaved(smoke: bool) {
+    let (rounds, per_round) = if smoke { (1, 10) } else { (40, 2000) };
+    let session = Session::new("build", "bench").unwrap();
+    let root = Task::new(TaskId::new("x").unwrap(), Spec::new("add /login"));
+    let policy = RecoveryPolicy::default();
+    let names = ["hand_written_loop", "run_to_closure", "persist_every_step"];
+    let mut times: [Vec<f64>; 3] = Default::default();
+    for _ in 0..rounds {
+        for (k, slot) in times.iter_mut().enumerate() {
+            let start = std::time::Instant::now();
+            for _ in 0..per_round {
+                let mut agent = NoopAgent::new(3);
+                let root = black_box(root.clone());
+                let depth = match k {
+                    0 => hand_written_loop(root, &session, &mut agent, None),
+                    1 => run_to_closure(root, session.clone(), &mut agent, &policy)
+                        .outcome()
+                        .resolved_depth(),
+                    _ => {
+                        let mut store: Vec<u8> = Vec::with_capacity(8192);
+                        let closure = Closure::start(root, session.clone(), policy.clone());
+                        let record = drive_persisting(closure, &mut agent, |c| {
+                            c.encode_step_delta_into(&mut store).unwrap();
+                        });
+                        black_box(store);
+                        record.outcome().resolved_depth()
+                    }
+                };
+                assert_eq!(depth, Some(3));
+            }
+            slot.push(start.elapsed().as_secs_f64() * 1e6 / per_round as f64);
+        }
+    }
+    let quartiles = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        let at = |q: usize| v[(v.len() - 1) * q / 4];
+        (at(0), at(1), at(2), at(3))
+    };
+    println!("interleaved_3_fixes ({rounds} rounds of {per_round} runs each):");
+    for (name, t) in names.iter().zip(&times) {
+        let (min, q1, median, q3) = quartiles(t);
+        println!("  {name:20} min {min:6.2} µs   quartiles {q1:6.2} {median:6.2} {q3:6.2} µs");
+    }
+    let ratio = |a: usize, b: usize| -> Vec<f64> {
+        times[a].iter().zip(&times[b]).map(|(x, y)| x / y).collect()
+    };
+    for (label, r) in [
+        ("run_to_closure / hand_written_loop", ratio(1, 0)),
+        ("persist_every_step / run_to_closure", ratio(2, 1)),
+    ] {
+        let (min, q1, median, q3) = quartiles(&r);
+        println!("  {label:38} min {min:.2}  quartiles {q1:.2} {median:.2} {q3:.2}");
+    }
+}
+
+fn main() {
+    // Criterion's own options take values; a positional argument is a filter.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let smoke = args.iter().any(|a| a == "--test");
+    let filter = args
+        .iter()
+        .rev()
+        .find(|a| !a.starts_with('-') && a.parse::<f64>().is_err());
+    if filter.is_none_or(|f| f.as_str() != "interleaved") {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
+    }
+    if filter.is_none_or(|f| "interleaved".contains(f.as_str())) {
+        interleaved(smoke);
+    }
+}
