@@ -15,7 +15,8 @@
 //!   step, `incremental` appends each step's `ClosureDelta` (built, encoded, copied into the
 //!   store), `incremental_in_place` encodes each step's delta straight from the audit log
 //!   into the store (`Closure::encode_step_delta_into`); `restore_from_store` reads the
-//!   store back and folds it. LangGraph 1.2.24 with `InMemorySaver` takes 10.6–13.0 ms.
+//!   store back and folds it. LangGraph 1.2.24 with `InMemorySaver` takes 10.6–19.5 ms on
+//!   this machine (`benches/peer/langgraph_closure.py` is that workload).
 //! - `interleaved_3_fixes` (printed after criterion's groups, or alone with the filter
 //!   `interleaved`): the bare loop, `run_to_closure` and persisting every step timed in turn
 //!   over 40 rounds, so the ratios compare runs made under the same load.
