@@ -18,8 +18,9 @@
 //!   store back and folds it. LangGraph 1.2.24 with `InMemorySaver` takes 10.6–19.5 ms on
 //!   this machine (`benches/peer/langgraph_closure.py` is that workload).
 //! - `interleaved_3_fixes` (printed after criterion's groups, or alone with the filter
-//!   `interleaved`): the bare loop, `run_to_closure` and persisting every step timed in turn
-//!   over 40 rounds, so the ratios compare runs made under the same load.
+//!   `interleaved`): the bare loop, `run_to_closure`, persisting every step and the
+//!   hand-written equivalent timed in turn over 40 rounds, so the ratios compare runs made
+//!   under the same load.
 //! - `persist_by_depth_4KiB_tails`: closures resolving at depth 1..=10 whose failures carry
 //!   4 KiB tails, persisted every step: `closure_only` (no persistence), `whole_state`
 //!   (quadratic: each step re-encodes everything before it) and `incremental` (each step
@@ -499,7 +500,7 @@ criterion_group!(
     persist_every_step,
     persist_by_depth
 );
-/// The three 3-fix workloads timed in turn, `ROUNDS` rounds of `PER_ROUND` runs each, so a
+/// The 3-fix workloads timed in turn, `ROUNDS` rounds of `PER_ROUND` runs each, so a
 /// burst of load on this shared machine slows every workload of a round alike: prints each
 /// one's per-run time (minimum and quartiles over the rounds) and the ratios within a round.
 /// `cargo bench --bench closure -- interleaved` runs only this; `--test` runs one short round.
@@ -508,8 +509,13 @@ fn interleaved(smoke: bool) {
     let session = Session::new("build", "bench").unwrap();
     let root = Task::new(TaskId::new("x").unwrap(), Spec::new("add /login"));
     let policy = RecoveryPolicy::default();
-    let names = ["hand_written_loop", "run_to_closure", "persist_every_step"];
-    let mut times: [Vec<f64>; 3] = Default::default();
+    let names = [
+        "hand_written_loop",
+        "run_to_closure",
+        "persist_every_step",
+        "hand_written_equivalent",
+    ];
+    let mut times: [Vec<f64>; 4] = Default::default();
     for _ in 0..rounds {
         for (k, slot) in times.iter_mut().enumerate() {
             let start = std::time::Instant::now();
@@ -521,6 +527,7 @@ fn interleaved(smoke: bool) {
                     1 => run_to_closure(root, session.clone(), &mut agent, &policy)
                         .outcome()
                         .resolved_depth(),
+                    3 => hand_written_equivalent(root, &session, &mut agent, &policy).0,
                     _ => {
                         let mut store: Vec<u8> = Vec::with_capacity(8192);
                         let closure = Closure::start(root, session.clone(), policy.clone());
@@ -553,9 +560,10 @@ fn interleaved(smoke: bool) {
     for (label, r) in [
         ("run_to_closure / hand_written_loop", ratio(1, 0)),
         ("persist_every_step / run_to_closure", ratio(2, 1)),
+        ("run_to_closure / hand_written_equivalent", ratio(1, 3)),
     ] {
         let (min, q1, median, q3) = quartiles(&r);
-        println!("  {label:38} min {min:.2}  quartiles {q1:.2} {median:.2} {q3:.2}");
+        println!("  {label:42} min {min:.2}  quartiles {q1:.2} {median:.2} {q3:.2}");
     }
 }
 
