@@ -1,0 +1,137 @@
+//! The adapter's own messages, as Restate journals them, pinned: a task call, every kind of
+//! reply, a fix draw, a submission, a run report and a channel's status. Restate replays a
+//! journal after the adapter is upgraded, so each committed fixture must still read, and the
+//! same value must write exactly the same JSON. The kleene values inside them (a dispatch, a
+//! candidate, a settled closure) are read from kleene's own pinned fixtures.
+//!
+//! Run with `KLEENE_WRITE_FIXTURES=1` to (re)write the fixtures; a change to one is a format
+//! change that in-flight calls would not survive.
+
+use std::path::{Path, PathBuf};
+
+use kleene::batch::{Candidate, ClosureSettlement, Dispatch, InfrastructureFailure, Rejection};
+use kleene::id::{AgentId, ChannelId, Digest, TaskId};
+use kleene_restate::call::{FixDraw, TaskCall, TaskReply};
+use kleene_restate::content::Files;
+use kleene_restate::service::{RunReport, Submission};
+use kleene_restate::status::{ChannelStatus, TaskLine};
+use serde::{Serialize, de::DeserializeOwned};
+
+fn kleene_fixture<T: DeserializeOwned>(name: &str) -> T {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/json")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// `value`'s JSON must be the committed fixture's, and the fixture must read back as `value`.
+fn pinned<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(name: &str, value: &T) {
+    let json = serde_json::to_string(value).unwrap() + "\n";
+    let path = fixture(name);
+    if std::env::var_os("KLEENE_WRITE_FIXTURES").is_some() {
+        std::fs::write(&path, &json).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("read fixture {}: {e}", path.display()));
+    assert_eq!(json, committed, "{name}: the JSON moved");
+    let back: T = serde_json::from_str(&committed).unwrap();
+    assert_eq!(&back, value, "{name}: reads back as another value");
+}
+
+fn id(s: &str) -> TaskId {
+    TaskId::new(s).unwrap()
+}
+
+fn d(byte: u8) -> Digest {
+    Digest::from_bytes([byte; 32])
+}
+
+#[test]
+fn a_task_call_and_a_fix_draw_keep_their_json() {
+    let dispatch: Dispatch = kleene_fixture("dispatch_v1_not_owned.json");
+    let call = TaskCall {
+        channel: ChannelId::new("chan").unwrap(),
+        dispatch,
+        plan: r#"{"tasks": []}"#.into(),
+        plan_dir: Some("/srv/plans".into()),
+        inputs: vec![(id("a"), d(1)), (id("a2"), d(2))],
+    };
+    pinned("task_call_v1.json", &call);
+    let draw = FixDraw {
+        task: id("b"),
+        attempt: 2,
+        fix: id("b_fix_1"),
+        max: 10,
+    };
+    pinned("fix_draw_v1.json", &draw);
+}
+
+#[test]
+fn every_reply_keeps_its_json() {
+    let candidate: Candidate = kleene_fixture("candidate_v1.json");
+    let settled: Vec<ClosureSettlement> = kleene_fixture("closure_settlement_v1.json");
+    let replies = vec![
+        TaskReply::Proposal {
+            candidate: candidate.clone(),
+            rejection: None,
+            closure: Some(settled[0].clone()),
+            drawn: vec![id("b_fix_1")],
+        },
+        TaskReply::Proposal {
+            candidate,
+            rejection: Some(Rejection::Contract {
+                task: id("b"),
+                message: "missing out.txt".into(),
+            }),
+            closure: None,
+            drawn: Vec::new(),
+        },
+        TaskReply::Withdrawn {
+            detail: "the fix budget is spent".into(),
+        },
+        TaskReply::Failed(InfrastructureFailure::Timeout { after_ms: 30_000 }),
+        TaskReply::Interrupted {
+            nonce: "6b1e0c".into(),
+        },
+    ];
+    pinned("task_replies_v1.json", &replies);
+}
+
+#[test]
+fn a_submission_a_report_and_files_keep_their_json() {
+    let submission = Submission {
+        plan: r#"{"tasks": []}"#.into(),
+        plan_dir: None,
+        jobs: 4,
+        block: vec![AgentId::new("coder").unwrap()],
+    };
+    pinned("submission_v1.json", &submission);
+    let status = ChannelStatus {
+        channel: "chan".into(),
+        tasks: vec![TaskLine {
+            task: id("a"),
+            status: "accepted".into(),
+            calls: 1,
+            accepted: Some(d(3)),
+        }],
+        events: 7,
+        evidence_digest: Some(d(4)),
+        stopped: None,
+    };
+    pinned(
+        "run_report_v1.json",
+        &RunReport {
+            status,
+            resumed: true,
+        },
+    );
+    let candidate: Candidate = kleene_fixture("candidate_v1.json");
+    pinned("files_v1.json", &Files::of(&candidate));
+}
