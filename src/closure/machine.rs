@@ -549,6 +549,9 @@ impl AwaitingMoveNext {
     }
 }
 
+// The ending states take the core as it arrives, boxed from the state that ends, and unbox
+// it once, in `finish`.
+#[allow(clippy::boxed_local, reason = "the core is unboxed once, at the end")]
 impl Core {
     /// Fix subtasks spawned so far: every finished attempt but the root spawned one.
     fn fix_attempts(&self) -> u32 {
@@ -637,10 +640,6 @@ impl Core {
         })
     }
 
-    #[allow(
-        clippy::boxed_local,
-        reason = "the core arrives boxed from the state that ends; it is unboxed once, at the end"
-    )]
     fn resolved(mut self: Box<Self>, task: &Task) -> Closure {
         self.audit.append(AuditEvent::RecoveryResolved {
             root_task_ref: task.root_task_ref().clone(),
@@ -655,10 +654,6 @@ impl Core {
         self.finish(outcome)
     }
 
-    #[allow(
-        clippy::boxed_local,
-        reason = "the core arrives boxed from the state that ends; it is unboxed once, at the end"
-    )]
     fn halted(mut self: Box<Self>, halt: Halt) -> Closure {
         let root_task_ref = halt.task.root_task_ref().clone();
         let task_ref = halt.task.id().clone();
@@ -689,10 +684,6 @@ impl Core {
         })
     }
 
-    #[allow(
-        clippy::boxed_local,
-        reason = "the core arrives boxed from the state that ends; it is unboxed once, at the end"
-    )]
     fn failed(
         mut self: Box<Self>,
         task: &Task,
@@ -712,10 +703,6 @@ impl Core {
         })
     }
 
-    #[allow(
-        clippy::boxed_local,
-        reason = "the core arrives boxed from the state that ends; it is unboxed once, at the end"
-    )]
     fn finish(self: Box<Self>, outcome: ClosureOutcome) -> Closure {
         let fix_attempts = self.fix_attempts();
         let core = *self;
