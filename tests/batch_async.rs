@@ -491,6 +491,102 @@ fn the_closure_running_worker_gives_the_same_evidence_in_all_three_drivers() {
     );
 }
 
+/// [`FixesEvenTasks`] on a host with no room to prepare a fix: every fix subtask's
+/// preparation fails with the host unavailable.
+#[derive(Debug, Clone, Copy)]
+struct NoRoomForFixes;
+
+impl AsyncAgent for NoRoomForFixes {
+    type Error = std::io::Error;
+    async fn govern(
+        &mut self,
+        task: &Task,
+        session: &Session,
+        iteration: u32,
+    ) -> std::io::Result<GovernanceDecision> {
+        AsyncAgent::govern(&mut FixesEvenTasks, task, session, iteration).await
+    }
+    async fn pre_validate(&mut self, task: &Task, iteration: u32) -> std::io::Result<Verdict> {
+        AsyncAgent::pre_validate(&mut FixesEvenTasks, task, iteration).await
+    }
+    async fn execute(
+        &mut self,
+        task: &Task,
+        token: &ValidationToken,
+    ) -> std::io::Result<ExecutionOutput> {
+        assert_eq!(task.depth(), 0, "a fix ran that could not be prepared");
+        AsyncAgent::execute(&mut FixesEvenTasks, task, token).await
+    }
+    async fn post_validate(
+        &mut self,
+        task: &Task,
+        output: &ExecutionOutput,
+    ) -> std::io::Result<Verdict> {
+        AsyncAgent::post_validate(&mut FixesEvenTasks, task, output).await
+    }
+}
+
+impl AsyncBatchAgent for NoRoomForFixes {
+    async fn prepare_fix(
+        &mut self,
+        _: &AsyncWorkerCall<'_>,
+        _: &Task,
+    ) -> Result<(), WorkerFailure> {
+        Err(WorkerFailure::Unavailable {
+            detail: "no space left for the fix's spec".to_owned(),
+        })
+    }
+    async fn finish_call(
+        &mut self,
+        call: &AsyncWorkerCall<'_>,
+        record: &ClosureRecord,
+    ) -> Result<Proposal, WorkerFailure> {
+        Ok(own_file(&call.task().id, record))
+    }
+}
+
+/// In the async driver too, a fix that cannot be prepared withdraws its call before the
+/// attempt is drawn: the journal holds no draw, and a resume on a working host fixes the
+/// task with the run's one attempt.
+#[test]
+fn an_async_fix_that_cannot_be_prepared_is_withdrawn_without_spending_its_attempt() {
+    let plan = validated(
+        r#"{"tasks": [{"id": "t0", "kind": {"lane": "config"}, "owner": "A",
+            "spec": {"intent": "0"}, "owned_paths": ["out/t0.txt"], "retry_limit": 0}]}"#,
+    );
+    let session = Session::new("build", "room").unwrap();
+    let policy = RecoveryPolicy::builder()
+        .max_total_fix_attempts(1)
+        .build()
+        .unwrap();
+    let batch = Batch::new(&plan, chan("room"));
+    let mut journal = MemoryJournal::default();
+    let make = |_| AsyncClosureWorker::new(NoRoomForFixes, session.clone(), policy.clone());
+    let err = futures_executor::block_on(batch.run_async(jobs(2), make, &(), &mut journal))
+        .expect_err("the host had no room");
+    assert!(
+        matches!(
+            err.kind(),
+            BatchErrorKind::WorkerUnavailable { fixes_drawn: 0, .. }
+        ),
+        "{err:?}"
+    );
+    let load = journal.load(&chan("room")).unwrap().unwrap();
+    assert!(
+        !load
+            .events
+            .iter()
+            .any(|e| matches!(e, EvidenceEvent::FixDrawn { .. })),
+        "{:?}",
+        load.events
+    );
+    let make = |_| AsyncClosureWorker::new(FixesEvenTasks, session.clone(), policy.clone());
+    let outcome =
+        futures_executor::block_on(batch.run_async(jobs(2), make, &(), &mut journal)).unwrap();
+    assert!(outcome.evidence.summary().is_complete());
+    assert_eq!(outcome.evidence.fix_attempts_used(), 1);
+}
+
 /// Keeps the events of every append, in order.
 #[derive(Default)]
 struct Counting {

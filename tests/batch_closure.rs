@@ -449,3 +449,151 @@ fn agent_errors_keep_their_type_and_are_treated_by_their_kind() {
     assert_eq!(outcome.agent_failures.len(), 1);
     assert_eq!(outcome.agent_failures[0].2.kind(), Other);
 }
+
+/// Where [`HostFails`]'s own host fails during a call.
+#[derive(Clone, Copy, PartialEq)]
+enum HostFailure {
+    /// Nowhere: the call runs to its end.
+    Nowhere,
+    /// While preparing the fix subtask (writing what its fixer reads), before its draw.
+    PreparingTheFix,
+    /// After the fix ran, while reading what the call proposes.
+    AfterTheFix,
+}
+
+/// Fails its root's first post-validation, so the closure spawns one fix, which passes; its
+/// host fails where `fails` says. Counts the fixes that executed.
+struct HostFails {
+    fails: HostFailure,
+    fixes_run: Rc<Cell<u32>>,
+}
+
+impl Agent for HostFails {
+    type Error = std::io::Error;
+    fn govern(&mut self, _: &Task, _: &Session, _: u32) -> std::io::Result<GovernanceDecision> {
+        Ok(GovernanceDecision::Approve)
+    }
+    fn pre_validate(&mut self, _: &Task, _: u32) -> std::io::Result<Verdict> {
+        Ok(Verdict::clean())
+    }
+    fn execute(&mut self, task: &Task, _: &ValidationToken) -> std::io::Result<ExecutionOutput> {
+        if task.depth() > 0 {
+            self.fixes_run.set(self.fixes_run.get() + 1);
+        }
+        Ok(ExecutionOutput::new("ran"))
+    }
+    fn post_validate(&mut self, task: &Task, _: &ExecutionOutput) -> std::io::Result<Verdict> {
+        Ok(if task.depth() == 0 {
+            Verdict::new([ValidatorResult::new(
+                ValidatorId::new("tests").unwrap(),
+                Severity::Blocker,
+                true,
+                "the root's first draft fails".to_owned(),
+            )])
+        } else {
+            Verdict::clean()
+        })
+    }
+}
+
+impl BatchAgent for HostFails {
+    fn prepare_fix(&mut self, _: &WorkerCall<'_>, _: &Task) -> Result<(), WorkerFailure> {
+        if self.fails == HostFailure::PreparingTheFix {
+            return Err(WorkerFailure::Unavailable {
+                detail: "no space left for the fix's spec".to_owned(),
+            });
+        }
+        Ok(())
+    }
+    fn finish_call(
+        &mut self,
+        call: &WorkerCall<'_>,
+        _: &ClosureRecord,
+    ) -> Result<Proposal, WorkerFailure> {
+        if self.fails == HostFailure::AfterTheFix {
+            return Err(WorkerFailure::Unavailable {
+                detail: "no space left to read the stage".to_owned(),
+            });
+        }
+        let file = path(&format!("out/{}.txt", call.task().id));
+        Ok(Candidate::new(BTreeMap::from([(file, b"x".to_vec())])).into())
+    }
+}
+
+/// Runs the one-task plan with a budget of one fix and no retries, with the host failing
+/// where `fails` says, on `journal`.
+fn run_with_one_fix(
+    fails: HostFailure,
+    journal: &mut kleene::batch::MemoryJournal,
+    fixes_run: &Rc<Cell<u32>>,
+) -> Result<kleene::batch::RunOutcome, kleene::batch::BatchError> {
+    let plan = validated(&plan_json(1, &[0]));
+    let policy = RecoveryPolicy::builder()
+        .max_recovery_depth(1)
+        .max_total_fix_attempts(1)
+        .build()
+        .unwrap();
+    let agent = HostFails {
+        fails,
+        fixes_run: Rc::clone(fixes_run),
+    };
+    let mut worker = ClosureWorker::new(agent, Session::new("build", "host").unwrap(), policy);
+    Batch::new(&plan, chan("host")).run(&mut worker, &(), journal)
+}
+
+/// A host that fails while preparing a fix stops the call before the fix could run: the
+/// call is withdrawn, the attempt is not drawn, and once the host works again the task is
+/// fixed with the run's one attempt. (Drawn before the preparation, the attempt was spent
+/// and the resumed task failed with its fix never having run.)
+#[test]
+fn a_fix_that_cannot_be_prepared_is_withdrawn_without_spending_its_attempt() {
+    let mut journal = kleene::batch::MemoryJournal::default();
+    let fixes_run = Rc::new(Cell::new(0));
+    let err = run_with_one_fix(HostFailure::PreparingTheFix, &mut journal, &fixes_run)
+        .expect_err("the host failed");
+    assert!(err.is_worker_unavailable(), "{err}");
+    assert!(
+        matches!(
+            err.kind(),
+            kleene::batch::BatchErrorKind::WorkerUnavailable { fixes_drawn: 0, .. }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.kind().to_string().contains("nothing was counted"),
+        "{err:?}"
+    );
+    assert_eq!(fixes_run.get(), 0);
+    let load = journal.load(&chan("host")).unwrap().unwrap();
+    assert_eq!(load.into_evidence().unwrap().fix_attempts_used(), 0);
+
+    let outcome = run_with_one_fix(HostFailure::Nowhere, &mut journal, &fixes_run).unwrap();
+    assert!(outcome.evidence.summary().is_complete());
+    assert_eq!(outcome.evidence.fix_attempts_used(), 1);
+    assert_eq!(fixes_run.get(), 1);
+}
+
+/// A host that fails after a fix ran withdraws the call, but the attempt it drew stays
+/// spent (the fix ran), and the error says so instead of "nothing was counted".
+#[test]
+fn a_call_withdrawn_after_its_fix_ran_says_the_attempt_stays_spent() {
+    let mut journal = kleene::batch::MemoryJournal::default();
+    let fixes_run = Rc::new(Cell::new(0));
+    let err = run_with_one_fix(HostFailure::AfterTheFix, &mut journal, &fixes_run)
+        .expect_err("the host failed");
+    assert!(
+        matches!(
+            err.kind(),
+            kleene::batch::BatchErrorKind::WorkerUnavailable { fixes_drawn: 1, .. }
+        ),
+        "{err:?}"
+    );
+    let text = err.kind().to_string();
+    assert!(
+        text.contains("the fix attempt it drew stays spent") && !text.contains("nothing was"),
+        "{text}"
+    );
+    assert_eq!(fixes_run.get(), 1);
+    let load = journal.load(&chan("host")).unwrap().unwrap();
+    assert_eq!(load.into_evidence().unwrap().fix_attempts_used(), 1);
+}

@@ -105,6 +105,9 @@ struct CallState {
     /// A non-zero exit of `run`/`fix`, judged with the checks.
     exec_failure: Option<ValidatorResult>,
     own_io: Option<String>,
+    /// The fix subtask whose recovery spec was written before its attempt was drawn, and
+    /// where.
+    prepared_fix: Option<(TaskId, PathBuf)>,
 }
 
 /// The agent of a shell plan's calls: runs a call's commands in its stage and proposes what
@@ -164,7 +167,16 @@ impl<'p> ShellAgent<'p> {
             correction,
             exec_failure: None,
             own_io: None,
+            prepared_fix: None,
         });
+        Ok(())
+    }
+
+    /// Writes the recovery spec of the fix subtask `fix` before its attempt is drawn, so a
+    /// disk too full for it withdraws the call without spending the attempt.
+    fn prepare(&mut self, fix: &Task) -> Result<(), Stopped> {
+        let path = self.spec_file(fix, &spec_text(fix.spec()))?;
+        self.state()?.prepared_fix = Some((fix.id().clone(), path));
         Ok(())
     }
 
@@ -280,6 +292,12 @@ impl BatchAgent for ShellAgent<'_> {
         self.plan.command(&task.id).is_some_and(|c| c.fix.is_some())
     }
 
+    fn prepare_fix(&mut self, _call: &WorkerCall<'_>, fix: &Task) -> Result<(), WorkerFailure> {
+        self.prepare(fix).map_err(|e| WorkerFailure::Unavailable {
+            detail: format!("kleene could not write its own files: {e}"),
+        })
+    }
+
     fn finish_call(
         &mut self,
         call: &WorkerCall<'_>,
@@ -336,12 +354,19 @@ impl Agent for ShellAgent<'_> {
                 task.id()
             )));
         };
-        let stdin = match spec {
-            Some(text) => {
+        let prepared = self
+            .state()?
+            .prepared_fix
+            .as_ref()
+            .filter(|(fix, _)| fix == task.id())
+            .map(|(_, path)| path.clone());
+        let stdin = match (spec, prepared) {
+            (Some(text), Some(path)) if task.depth() > 0 => Some((text, path)),
+            (Some(text), _) => {
                 let path = self.spec_file(task, &text)?;
                 Some((text, path))
             }
-            None => None,
+            (None, _) => None,
         };
         let done = self.run(
             task,
@@ -497,6 +522,8 @@ impl Agent for Drawing<'_, '_> {
         iteration: u32,
     ) -> Result<GovernanceDecision, DrawError> {
         if task.depth() > 0 && self.drawn.last() != Some(task.id()) {
+            // Prepared first: what fails before the fix can run must not spend its attempt.
+            self.agent.prepare(task).map_err(DrawError::Agent)?;
             (self.draw)(task.id()).map_err(DrawError::Draw)?;
             self.drawn.push(task.id().clone());
         }
@@ -615,7 +642,17 @@ mod tests {
         draw: &mut dyn FnMut(&TaskId) -> Result<(), String>,
     ) -> (Result<Proposal, WorkerFailure>, Vec<TaskId>) {
         let dir = tempfile::tempdir().unwrap();
-        let runner = Runner::open(dir.path()).unwrap();
+        first_call_in(dir.path(), plan, inputs, draw)
+    }
+
+    /// [`first_call`] with the runner's files in `dir`.
+    fn first_call_in(
+        dir: &Path,
+        plan: &ShellPlan,
+        inputs: &[(AdmittedPath, Vec<u8>)],
+        draw: &mut dyn FnMut(&TaskId) -> Result<(), String>,
+    ) -> (Result<Proposal, WorkerFailure>, Vec<TaskId>) {
+        let runner = Runner::open(dir).unwrap();
         let channel = ChannelId::new("chan").unwrap();
         let (mut machine, _) = Batch::new(plan.plan(), channel.clone())
             .machine(None)
@@ -743,6 +780,34 @@ mod tests {
         assert!(marker.exists());
         assert_eq!((draws, drawn.len()), (1, 1));
         assert_eq!(p.closure().map(|c| c.fix_attempts), Some(1));
+    }
+
+    /// The fix's recovery spec is written before its attempt is drawn, so a disk too full
+    /// for the spec withdraws the call without spending the attempt.
+    #[test]
+    fn the_recovery_spec_is_written_before_the_attempt_is_drawn() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("fixed");
+        let plan = plan(&[fixable(&marker)]);
+        let runner_dir = dir.path().join("runner");
+        let stages = runner_dir.join("stages");
+        let mut specs_at_draw = Vec::new();
+        let (result, _) = first_call_in(&runner_dir, &plan, &[], &mut |fix| {
+            let specs = std::fs::read_dir(&stages)
+                .unwrap()
+                .filter_map(|e| e.unwrap().file_name().into_string().ok())
+                .filter(|name| name.starts_with(&format!("{fix}.call1-")) && name.ends_with(".md"))
+                .count();
+            specs_at_draw.push(specs);
+            Ok(())
+        });
+        assert!(result.unwrap().rejection().is_none());
+        assert_eq!(
+            specs_at_draw,
+            [1],
+            "the spec was not there when the attempt was drawn"
+        );
+        assert!(marker.exists());
     }
 
     /// The plan's evidence when every call is made by `run_call`, one at a time, its draws

@@ -49,6 +49,22 @@ pub trait AsyncBatchAgent: AsyncAgent {
         true
     }
 
+    /// Prepares the fix subtask `fix` of `call` before its attempt is drawn from the run's
+    /// budget, as [`BatchAgent::prepare_fix`](super::BatchAgent::prepare_fix): a failure
+    /// here withdraws the call without spending the attempt. Defaults to nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`WorkerFailure`] when the fix cannot be prepared.
+    fn prepare_fix(
+        &mut self,
+        call: &AsyncWorkerCall<'_>,
+        fix: &Task,
+    ) -> impl Future<Output = Result<(), WorkerFailure>> + Send {
+        let _ = (call, fix);
+        std::future::ready(Ok(()))
+    }
+
     /// Sees every audit entry of the call's closure as it is appended (for live progress).
     fn audited(&mut self, call: &AsyncWorkerCall<'_>, entry: &AuditEntry) {
         let _ = (call, entry);
@@ -216,7 +232,8 @@ impl<A: AsyncBatchAgent + Send> AsyncWorker for AsyncClosureWorker<A> {
     }
 }
 
-/// The agent, with every fix subtask's first phase preceded by its durable draw.
+/// The agent, with every fix subtask's first phase preceded by its preparation and then its
+/// durable draw.
 struct Guarded<'w, 'c, A> {
     agent: &'w mut A,
     call: &'w AsyncWorkerCall<'c>,
@@ -224,7 +241,7 @@ struct Guarded<'w, 'c, A> {
     drawn: Option<TaskId>,
 }
 
-impl<A: AsyncAgent + Send> AsyncAgent for Guarded<'_, '_, A> {
+impl<A: AsyncBatchAgent + Send> AsyncAgent for Guarded<'_, '_, A> {
     type Error = GuardError<A::Error>;
 
     async fn govern(
@@ -234,6 +251,11 @@ impl<A: AsyncAgent + Send> AsyncAgent for Guarded<'_, '_, A> {
         iteration: u32,
     ) -> Result<GovernanceDecision, Self::Error> {
         if task.depth() > 0 && self.drawn.as_ref() != Some(task.id()) {
+            // Prepared first: what fails before the fix can run must not spend its attempt.
+            self.agent
+                .prepare_fix(self.call, task)
+                .await
+                .map_err(GuardError::Prepare)?;
             self.call
                 .draw_fix(task.id())
                 .await

@@ -46,6 +46,20 @@ pub trait BatchAgent: Agent {
         true
     }
 
+    /// Prepares the fix subtask `fix` of `call` before its attempt is drawn from the run's
+    /// budget: write what its fixer reads (its recovery spec, say). Called once per fix
+    /// subtask. A failure here withdraws the call without spending the attempt, since
+    /// nothing of the fix has run yet. Defaults to nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`WorkerFailure`] when the fix cannot be prepared; return
+    /// [`WorkerFailure::Unavailable`] for the agent's own host failing (a full disk).
+    fn prepare_fix(&mut self, call: &WorkerCall<'_>, fix: &Task) -> Result<(), WorkerFailure> {
+        let _ = (call, fix);
+        Ok(())
+    }
+
     /// Sees every audit entry of the call's closure as it is appended (for live progress).
     fn audited(&mut self, call: &WorkerCall<'_>, entry: &AuditEntry) {
         let _ = (call, entry);
@@ -243,6 +257,7 @@ pub(crate) fn closure_proposal<E: AgentError>(
                 detail: format!("record a fix attempt in the journal: {err}"),
             });
         }
+        Some(GuardError::Prepare(failure)) => return Err(failure),
         Some(GuardError::Agent(err)) => {
             let failure = AgentFailure::new(err);
             if failure.kind() != AgentErrorKind::Other {
@@ -266,7 +281,8 @@ fn never_fix() -> RecoveryPolicy {
         .unwrap_or_default()
 }
 
-/// The agent, with every fix subtask's first phase preceded by its draw in the journal.
+/// The agent, with every fix subtask's first phase preceded by its preparation and then its
+/// draw in the journal.
 struct Guarded<'w, 'c, A> {
     agent: &'w mut A,
     call: &'w WorkerCall<'c>,
@@ -274,11 +290,14 @@ struct Guarded<'w, 'c, A> {
     drawn: Option<TaskId>,
 }
 
-/// The agent's own error, or the journal's refusal to record a fix attempt.
+/// The agent's own error, its failure to prepare a fix, or the journal's refusal to record a
+/// fix attempt.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum GuardError<E: AgentError> {
     #[error(transparent)]
     Agent(E),
+    #[error("failed to prepare the fix")]
+    Prepare(#[source] WorkerFailure),
     #[error("failed to journal the fix attempt")]
     Ledger(#[source] JournalError),
 }
@@ -287,12 +306,12 @@ impl<E: AgentError> AgentError for GuardError<E> {
     fn kind(&self) -> AgentErrorKind {
         match self {
             Self::Agent(e) => e.kind(),
-            Self::Ledger(_) => AgentErrorKind::Infrastructure,
+            Self::Prepare(_) | Self::Ledger(_) => AgentErrorKind::Infrastructure,
         }
     }
 }
 
-impl<A: Agent> Agent for Guarded<'_, '_, A> {
+impl<A: BatchAgent> Agent for Guarded<'_, '_, A> {
     type Error = GuardError<A::Error>;
 
     fn govern(
@@ -302,6 +321,10 @@ impl<A: Agent> Agent for Guarded<'_, '_, A> {
         iteration: u32,
     ) -> Result<GovernanceDecision, Self::Error> {
         if task.depth() > 0 && self.drawn.as_ref() != Some(task.id()) {
+            // Prepared first: what fails before the fix can run must not spend its attempt.
+            self.agent
+                .prepare_fix(self.call, task)
+                .map_err(GuardError::Prepare)?;
             self.call.draw_fix(task.id()).map_err(GuardError::Ledger)?;
             self.drawn = Some(task.id().clone());
         }

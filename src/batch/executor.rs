@@ -101,11 +101,13 @@ pub enum BatchErrorKind {
         #[source]
         cause: Option<AgentFailure>,
     },
-    /// The worker's host failed before the call could do anything (a full disk, say). The
-    /// reservation was withdrawn, the call does not count, and a resume makes it again.
+    /// The worker's host failed during the call (a full disk, say). The reservation was
+    /// withdrawn, the call does not count against the task's retries, and a resume makes it
+    /// again. Fix attempts it drew stay spent: a fix may have run before the host failed.
     #[error(
-        "run task {task}: call {attempt} could not be made ({detail}); \
-         nothing was counted, resume once the cause is fixed"
+        "run task {task}: call {attempt} could not be made ({detail}); {}, \
+         resume once the cause is fixed",
+        withdrawn_counts(*fixes_drawn)
     )]
     WorkerUnavailable {
         /// The task.
@@ -114,6 +116,8 @@ pub enum BatchErrorKind {
         attempt: u32,
         /// What failed.
         detail: String,
+        /// Fix attempts the call drew from the run's budget before it was withdrawn.
+        fixes_drawn: u32,
     },
     /// A recovery request was refused as a whole.
     #[error(transparent)]
@@ -146,6 +150,20 @@ pub struct BatchError {
     channel: ChannelId,
     #[source]
     kind: BatchErrorKind,
+}
+
+/// What a withdrawn call that drew `fixes_drawn` fix attempts leaves counted, in words.
+fn withdrawn_counts(fixes_drawn: u32) -> String {
+    match fixes_drawn {
+        0 => "nothing was counted".to_owned(),
+        1 => "the call does not count, but the fix attempt it drew stays spent (the fix \
+              may have run)"
+            .to_owned(),
+        n => format!(
+            "the call does not count, but the {n} fix attempts it drew stay spent (they \
+             may have run)"
+        ),
+    }
 }
 
 impl BatchError {

@@ -608,12 +608,18 @@ impl<'p> BatchMachine<'p> {
                     attempt,
                     detail: detail.clone(),
                 };
+                let fixes_drawn = self
+                    .evidence
+                    .closures_of(id)
+                    .find(|c| c.attempt() == attempt)
+                    .map_or(0, |c| c.fixes_drawn());
                 let stop = BatchError::new(
                     self.channel.clone(),
                     BatchErrorKind::WorkerUnavailable {
                         task: id.clone(),
                         attempt,
                         detail,
+                        fixes_drawn,
                     },
                 );
                 return Ok(Settled {

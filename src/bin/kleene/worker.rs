@@ -128,8 +128,11 @@ struct CallState {
     correction: Option<String>,
     /// A non-zero exit of `run`/`fix`, judged with the checks.
     exec_failure: Option<ValidatorResult>,
-    /// kleene's own I/O failure (a spec file it could not write) that stopped the closure.
+    /// Why kleene's own host stopped the closure (a spec file it could not write, a full
+    /// disk before a fix), in words: the call is withdrawn.
     own_io: Option<String>,
+    /// The fix subtask whose spec file was written before its attempt was drawn, and where.
+    prepared_fix: Option<(TaskId, PathBuf)>,
 }
 
 /// Why a command of the closure stopped it, classified for the batch.
@@ -320,6 +323,7 @@ impl BatchAgent for ShellAgent<'_> {
                 .map(|c| correction_text(task, c.rejection(), c.candidate())),
             exec_failure: None,
             own_io: None,
+            prepared_fix: None,
         });
         Ok(())
     }
@@ -329,6 +333,37 @@ impl BatchAgent for ShellAgent<'_> {
             .commands
             .get(&task.id)
             .is_some_and(|c| c.fix.is_some())
+    }
+
+    fn prepare_fix(&mut self, _call: &WorkerCall<'_>, fix: &Task) -> Result<(), WorkerFailure> {
+        let ctx = self.ctx;
+        let state = self
+            .state()
+            .map_err(|e| unavailable("prepare the fix", e))?;
+        // A failure on a disk this full most likely came from it (a command's output cut
+        // short), and no fix can mend that: the call is withdrawn before the attempt is
+        // spent, as a failed call is when it ends on a full disk.
+        if let Some(free) = nearly_full(state.stage.root()) {
+            let detail = format!(
+                "the file system holding {} has only {free} bytes free; free some space",
+                ctx.state.stages_dir().display()
+            );
+            state.own_io = Some(detail.clone());
+            return Err(WorkerFailure::Unavailable { detail });
+        }
+        // The spec file is written before the attempt is drawn too: a disk too full for it
+        // stops the call before the fix could run.
+        let path = self.spec_file(fix, &spec_text(fix.spec())).map_err(|_| {
+            let detail = self.current.as_ref().and_then(|s| s.own_io.clone());
+            WorkerFailure::Unavailable {
+                detail: detail.unwrap_or_else(|| "write the fix's spec file".to_owned()),
+            }
+        })?;
+        let state = self
+            .state()
+            .map_err(|e| unavailable("prepare the fix", e))?;
+        state.prepared_fix = Some((fix.id().clone(), path));
+        Ok(())
     }
 
     fn audited(&mut self, call: &WorkerCall<'_>, entry: &AuditEntry) {
@@ -381,12 +416,10 @@ impl BatchAgent for ShellAgent<'_> {
                 Chain(&err)
             ));
         }
-        if let Some(err) = state.own_io {
+        if let Some(detail) = state.own_io {
             // The closure stopped before the fix it spawned could run: the call is withdrawn,
             // and so is its record (a resume makes the call again).
-            return Err(WorkerFailure::Unavailable {
-                detail: format!("kleene could not write its own files: {err}"),
-            });
+            return Err(WorkerFailure::Unavailable { detail });
         }
         // The record is evidence for people (`kleene audit`), bound by the journal's digest;
         // failing to write it must not change the batch's outcome, but it is reported.
@@ -503,7 +536,10 @@ impl ShellAgent<'_> {
         // A spec kleene cannot write (a full disk) is kleene's failure, not the task's: the
         // call is withdrawn and never counted.
         if let Err(e) = write_replace(&path, text.as_bytes()) {
-            state.own_io = Some(Chain(&e).to_string());
+            state.own_io = Some(format!(
+                "kleene could not write its own files: {}",
+                Chain(&e)
+            ));
             return Err(Stopped::Other(Chain(&e).to_string()));
         }
         // Commands run in the stage: a relative --state must not leak into the variable.
@@ -564,12 +600,19 @@ impl Agent for ShellAgent<'_> {
                 task.id()
             )));
         };
-        let stdin = match spec {
-            Some(text) => {
+        let prepared = self
+            .state()?
+            .prepared_fix
+            .as_ref()
+            .filter(|(fix, _)| fix == task.id())
+            .map(|(_, path)| path.clone());
+        let stdin = match (spec, prepared) {
+            (Some(text), Some(path)) if task.depth() > 0 => Some((text, path)),
+            (Some(text), _) => {
                 let path = self.spec_file(task, &text)?;
                 Some((text, path))
             }
-            None => None,
+            (None, _) => None,
         };
         let done = self.run(
             task,
