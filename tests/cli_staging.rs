@@ -398,6 +398,27 @@ fn kleenes_own_write_failure_stops_the_run_without_spending_a_call_or_a_fix() {
     assert!(s.contains("1 call, 1 fix"), "{s}");
 }
 
+/// A closure log whose last line was torn (a crash mid-write) is cut back before the next
+/// record is appended, so the torn line does not swallow it and the audit passes.
+#[test]
+fn a_torn_last_line_of_the_closure_log_is_cut_before_the_next_record() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(tmp.path(), vec![module()]);
+    std::fs::create_dir(tmp.path().join("st")).unwrap();
+    let log = tmp.path().join("st/closures.jsonl");
+    std::fs::write(&log, r#"{"format":2,"task":"app_mod"#).unwrap();
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(!text.contains("app_mod\""), "{text}");
+    let out = kleene(tmp.path())
+        .args(["audit", "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+}
+
 /// The file manifest and task results of the acceptance record in `dir/st`.
 fn accepted_manifest(dir: &Path) -> (serde_json::Value, serde_json::Value) {
     let out = accept(dir);
@@ -1020,6 +1041,17 @@ fn a_full_disk_stops_the_run_and_resume_finishes_it_once_space_is_freed() {
             record_digest(tmp.path(), st),
             uninterrupted,
             "fill {fill_kib} KiB: the resumed run's record differs from an uninterrupted one's"
+        );
+        // The audit trail is whole too: no torn line, no record of a withdrawn call.
+        let out = kleene(tmp.path())
+            .args(["audit", "--state", st])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "fill {fill_kib} KiB: {}",
+            both(&out)
         );
     }
     assert!(

@@ -332,11 +332,13 @@ impl StateDir {
     ///
     /// Appending to one file (no file created per call) keeps a run's cost per task flat; it
     /// is not synced: the journal is the authority, and `kleene audit` reports a record
-    /// missing or torn after a power cut.
+    /// missing or torn after a power cut. A line cut short by a failed write (a full disk)
+    /// is cut off again, and so is a torn last line left by a crash before the next line
+    /// is written, so one torn line never swallows the record after it.
     ///
     /// # Errors
     ///
-    /// [`StateError::Io`] when the log cannot be written.
+    /// [`StateError::Io`] when the log cannot be written; the log is left as it was.
     pub fn append_closure(
         &self,
         task: &TaskId,
@@ -352,12 +354,21 @@ impl StateDir {
         text.push(b'\n');
         let mut file = fs::OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(&path)
             .map_err(io(&path))?;
-        // One write of the whole line: concurrent readers never see half of it in practice,
-        // and a torn line after a crash is reported by line number.
-        file.write_all(&text).map_err(io(&path))
+        let whole = whole_lines_len(&mut file).map_err(io(&path))?;
+        if whole != file.metadata().map_err(io(&path))?.len() {
+            file.set_len(whole).map_err(io(&path))?;
+        }
+        // One write of the whole line: concurrent readers never see half of it in practice.
+        if let Err(e) = file.write_all(&text) {
+            // Best effort: a log that cannot even be cut back is reported by `kleene audit`.
+            let _ = file.set_len(whole);
+            return Err(io(&path)(e));
+        }
+        Ok(())
     }
 
     /// Every entry of the closure log, in the order written.
@@ -408,9 +419,61 @@ impl StateDir {
     }
 }
 
+/// The length of `file` up to and including its last newline: what is left of it once a
+/// torn last line is cut off.
+fn whole_lines_len(file: &mut fs::File) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    const CHUNK: u64 = 4096;
+    let mut end = file.seek(SeekFrom::End(0))?;
+    let mut last = [0u8; 1];
+    if end > 0 {
+        // The usual case: the log ends with a whole line.
+        file.seek(SeekFrom::Start(end - 1))?;
+        file.read_exact(&mut last)?;
+        if last[0] == b'\n' {
+            return Ok(end);
+        }
+    }
+    let mut buf = vec![0; CHUNK as usize];
+    while end > 0 {
+        let start = end.saturating_sub(CHUNK);
+        let len = usize::try_from(end - start).unwrap_or(buf.len());
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut buf[..len])?;
+        if let Some(at) = buf[..len].iter().rposition(|&b| b == b'\n') {
+            return Ok(start + at as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        /// Whatever a closure log holds, what is kept is everything up to its last newline
+        /// (however far back, across the chunks it is read in), and nothing when it has none.
+        #[test]
+        fn the_whole_lines_are_everything_up_to_the_last_newline(
+            lines in proptest::collection::vec(proptest::num::u8::ANY, 0..3_000),
+            torn in proptest::collection::vec(
+                proptest::num::u8::ANY.prop_filter("no newline", |&b| b != b'\n'),
+                0..10_000,
+            ),
+        ) {
+            let bytes = [lines.as_slice(), torn.as_slice()].concat();
+            let tmp = tempfile::tempdir().unwrap();
+            let path = tmp.path().join("log");
+            fs::write(&path, &bytes).unwrap();
+            let mut file = fs::File::open(&path).unwrap();
+            let expected = lines.iter().rposition(|&b| b == b'\n').map_or(0, |at| at as u64 + 1);
+            proptest::prop_assert_eq!(whole_lines_len(&mut file).unwrap(), expected);
+        }
+    }
 
     fn info(dir: &Path) -> RunInfo {
         RunInfo {

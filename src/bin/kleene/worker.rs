@@ -421,20 +421,9 @@ impl BatchAgent for ShellAgent<'_> {
             // and so is its record (a resume makes the call again).
             return Err(WorkerFailure::Unavailable { detail });
         }
-        // The record is evidence for people (`kleene audit`), bound by the journal's digest;
-        // failing to write it must not change the batch's outcome, but it is reported.
-        if let Err(err) = self
-            .ctx
-            .state
-            .append_closure(&task.id, call.attempt(), record)
-        {
-            self.say(&format!(
-                "warning: failed to save closure record: {}",
-                Chain(&err)
-            ));
-        }
         // A call that failed while the disk holding its stage was full most likely failed
-        // because of it: the host failed, not the task, so the call is withdrawn.
+        // because of it: the host failed, not the task, so the call is withdrawn, before its
+        // record is saved (the call is made again under the same number).
         if let Some(free) = full {
             let root = self.ctx.state.stages_dir();
             return Err(WorkerFailure::Unavailable {
@@ -444,6 +433,13 @@ impl BatchAgent for ShellAgent<'_> {
                 ),
             });
         }
+        // The record is the call's audit trail for people (`kleene audit`), bound by the
+        // journal's digest: a call whose record cannot be saved is withdrawn too, so no
+        // settled call lacks it.
+        self.ctx
+            .state
+            .append_closure(&task.id, call.attempt(), record)
+            .map_err(|e| unavailable("kleene could not write its own files", Chain(&e)))?;
         let changes = changes.map_err(|e| unavailable("read the call's stage", Chain(&e)))?;
         let refusal = refusal_text(&changes);
         let candidate = Candidate::new(changes.into_written());
