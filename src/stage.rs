@@ -32,7 +32,10 @@
 //!   admit as a project path (not UTF-8, a control character, a secret-like name), is
 //!   *refused*, named as well as it can be (lossy and escaped);
 //! - anything the caller's [`ScratchRule`] calls scratch (`target/**`, `**/__pycache__/**`)
-//!   is ignored: never read, never part of a candidate.
+//!   is ignored: never read, never part of a candidate;
+//! - with [`Stage::changes_within`], a file that would take what the call wrote past a
+//!   number of bytes is *refused* unread, so a call that leaves gigabytes of build output
+//!   outside its scratch costs a refusal, not the memory to hold it.
 //!
 //! A symlink in a task's output therefore never carries a file into a candidate: a task that
 //! wants a file at a path writes the file there.
@@ -452,6 +455,22 @@ impl Stage {
     ///
     /// [`StageError::Io`] when a directory or file of the stage cannot be read.
     pub fn changes(&self, scratch: &impl ScratchRule) -> Result<StageChanges, StageError> {
+        self.changes_within(scratch, u64::MAX)
+    }
+
+    /// [`changes`](Self::changes), refusing ([`StageRefusal::TooLarge`]) every file that
+    /// would take the bytes the call wrote past `max_written_bytes`, without reading it.
+    /// Files are taken in the walk's order (by name, depth first); an input rewritten with
+    /// its own bytes costs nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`StageError::Io`] when a directory or file of the stage cannot be read.
+    pub fn changes_within(
+        &self,
+        scratch: &impl ScratchRule,
+        max_written_bytes: u64,
+    ) -> Result<StageChanges, StageError> {
         let root_fd = rustix::fs::open(
             &self.root,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -471,6 +490,8 @@ impl Stage {
             refused: Vec::new(),
             leftovers: Vec::new(),
             inside_leftover: 0,
+            room: max_written_bytes,
+            max_written_bytes,
         };
         walk.dir(&root_fd, "", b"")?;
         let Walk {
@@ -697,6 +718,16 @@ pub enum StageRefusal {
         /// Why the name is refused.
         reason: String,
     },
+    /// A file that would take what the call wrote past the bytes the caller allows
+    /// ([`Stage::changes_within`]); it was not read.
+    TooLarge {
+        /// Its path in the stage.
+        path: String,
+        /// Its size when kleene looked (at least this many bytes).
+        bytes: u64,
+        /// The bytes a call may write in all.
+        limit: u64,
+    },
 }
 
 impl std::fmt::Display for StageRefusal {
@@ -712,6 +743,11 @@ impl std::fmt::Display for StageRefusal {
             StageRefusal::Unnameable { path, reason } => {
                 write!(f, "{path} cannot be a project path: {reason}")
             }
+            StageRefusal::TooLarge { path, bytes, limit } => write!(
+                f,
+                "{path} ({bytes} bytes) takes what the call wrote past the {limit} bytes it \
+                 may write (mark build output as scratch)"
+            ),
         }
     }
 }
@@ -758,6 +794,9 @@ struct Walk<'s, S> {
     leftovers: Vec<Vec<u8>>,
     /// How many enclosing directories are leftovers already (their entries are not listed).
     inside_leftover: usize,
+    /// The bytes the call may still write.
+    room: u64,
+    max_written_bytes: u64,
 }
 
 /// How deep the walk descends: far below what an admitted path can reach, so a deeper tree
@@ -946,6 +985,7 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
     }
 
     /// An input whose identity changed: unchanged when its bytes still hash to its digest.
+    /// It is hashed as it is read, so an unchanged input costs no memory and no room.
     fn file(
         &mut self,
         dir: &OwnedFd,
@@ -953,16 +993,24 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         path: &'s AdmittedPath,
         digest: Digest,
     ) -> Result<(), StageError> {
+        let Some(file) = self.open(dir, name, path)? else {
+            return Ok(());
+        };
+        let mut hasher = blake3::Hasher::new();
+        hasher
+            .update_reader(&file)
+            .map_err(StageError::io(&self.place(path.as_str())))?;
+        if Digest::from(hasher.finalize()) == digest {
+            self.seen.insert(path);
+            return Ok(());
+        }
         let Some(content) = self.read(dir, name, path)? else {
             return Ok(());
         };
         self.seen.insert(path);
-        if Digest::from(blake3::hash(&content)) != digest {
-            self.written.insert(path.clone(), content);
-        }
+        self.written.insert(path.clone(), content);
         Ok(())
     }
-
     /// A file that is not an input: written by the call.
     fn read_new(
         &mut self,
@@ -976,34 +1024,65 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         Ok(())
     }
 
-    /// The bytes of the regular file `name` in `dir`; `None` (and a refusal) when it turned
-    /// into a link between the look and the open.
+    /// The regular file `name` in `dir`, opened; `None` (and a refusal) when it turned into
+    /// a link between the look and the open.
+    fn open(
+        &mut self,
+        dir: &OwnedFd,
+        name: &CStr,
+        path: &AdmittedPath,
+    ) -> Result<Option<fs::File>, StageError> {
+        match rustix::fs::openat(
+            dir,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+            Mode::empty(),
+        ) {
+            Ok(fd) => Ok(Some(fs::File::from(fd))),
+            Err(rustix::io::Errno::LOOP) => {
+                self.refused.push(StageRefusal::Symlink {
+                    path: path.as_str().to_owned(),
+                    target: "(changed while kleene read it)".to_owned(),
+                });
+                Ok(None)
+            }
+            Err(e) => Err(StageError::io(&self.place(path.as_str()))(e.into())),
+        }
+    }
+
+    /// The bytes of the regular file `name` in `dir`, when they fit the room left; `None`
+    /// (and a refusal) when they do not, or when it turned into a link.
     fn read(
         &mut self,
         dir: &OwnedFd,
         name: &CStr,
         path: &AdmittedPath,
     ) -> Result<Option<Vec<u8>>, StageError> {
-        let fd = match rustix::fs::openat(
-            dir,
-            name,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
-            Mode::empty(),
-        ) {
-            Ok(fd) => fd,
-            Err(rustix::io::Errno::LOOP) => {
-                self.refused.push(StageRefusal::Symlink {
-                    path: path.as_str().to_owned(),
-                    target: "(changed while kleene read it)".to_owned(),
-                });
-                return Ok(None);
-            }
-            Err(e) => return Err(StageError::io(&self.place(path.as_str()))(e.into())),
+        let Some(file) = self.open(dir, name, path)? else {
+            return Ok(None);
         };
+        let place = self.place(path.as_str());
+        let size = file.metadata().map_err(StageError::io(&place))?.len();
+        let too_large = |bytes| StageRefusal::TooLarge {
+            path: path.as_str().to_owned(),
+            bytes,
+            limit: self.max_written_bytes,
+        };
+        if size > self.room {
+            self.refused.push(too_large(size));
+            return Ok(None);
+        }
         let mut content = Vec::new();
-        fs::File::from(fd)
+        // Read no more than the room left (and one byte to tell), should the file grow.
+        file.take(self.room.saturating_add(1))
             .read_to_end(&mut content)
-            .map_err(StageError::io(&self.place(path.as_str())))?;
+            .map_err(StageError::io(&place))?;
+        let read = content.len() as u64;
+        if read > self.room {
+            self.refused.push(too_large(read));
+            return Ok(None);
+        }
+        self.room -= read;
         Ok(Some(content))
     }
 }
@@ -1225,6 +1304,56 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let store = ObjectStore::open(tmp.path().join("objects")).unwrap();
         (tmp, store)
+    }
+
+    /// Within a limit, files are taken in the walk's order until the next would pass it;
+    /// that one and every later one that does not fit is refused unread (a sparse file of a
+    /// terabyte costs nothing), and an input rewritten with its own bytes is free.
+    #[test]
+    fn files_past_the_written_bytes_limit_are_refused_unread() {
+        let (tmp, store) = setup();
+        let input = p("in.txt");
+        let stage = Stage::prepare(
+            tmp.path().join("s"),
+            &store,
+            [StageInput::new(&input, &[b'i'; 40])],
+        )
+        .unwrap();
+        let root = stage.root().to_owned();
+        fs::remove_file(root.join("in.txt")).unwrap();
+        fs::write(root.join("in.txt"), [b'i'; 40]).unwrap();
+        fs::write(root.join("a.txt"), [b'a'; 30]).unwrap();
+        fs::write(root.join("b.txt"), [b'b'; 30]).unwrap();
+        fs::write(root.join("c.txt"), [b'c'; 20]).unwrap();
+        fs::File::create(root.join("huge.bin"))
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let changes = stage.changes_within(&(), 50).unwrap();
+        let written: Vec<&str> = changes.written().keys().map(AdmittedPath::as_str).collect();
+        assert_eq!(written, ["a.txt", "c.txt"]);
+        let refused: Vec<(&str, u64)> = changes
+            .refused()
+            .iter()
+            .map(|r| match r {
+                StageRefusal::TooLarge {
+                    path,
+                    bytes,
+                    limit: 50,
+                } => (path.as_str(), *bytes),
+                other => panic!("{other}"),
+            })
+            .collect();
+        assert_eq!(refused, [("b.txt", 30), ("huge.bin", 1 << 40)]);
+        assert!(changes.deleted().is_empty());
+        assert!(
+            changes.refused()[0]
+                .to_string()
+                .contains("mark build output as scratch")
+        );
+        // Without a limit, the same walk reads them all.
+        fs::remove_file(root.join("huge.bin")).unwrap();
+        assert_eq!(stage.changes(&()).unwrap().written().len(), 3);
     }
 
     #[test]

@@ -398,6 +398,37 @@ fn kleenes_own_write_failure_stops_the_run_without_spending_a_call_or_a_fix() {
     assert!(s.contains("1 call, 1 fix"), "{s}");
 }
 
+/// A task that leaves gigabytes in its owned paths is refused with the file named, without
+/// kleene reading it (a 300 MB output took 1.2 GB of memory, so a large enough one would
+/// exhaust it); marked as scratch, the same output is ignored and the task is accepted.
+#[test]
+fn a_call_that_writes_more_than_a_gigabyte_is_refused_naming_the_file() {
+    let tmp = TempDir::new().unwrap();
+    let run_cmd = "mkdir -p app/out && truncate -s 2G app/out/blob.bin && echo ok > app/MODULE";
+    let plan = one_task(
+        tmp.path(),
+        &["app"],
+        json!({"run": run_cmd, "retry_limit": 0}),
+    );
+    let out = run(tmp.path(), &plan);
+    let all = both(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("app/out/blob.bin (2147483648 bytes)") && all.contains("scratch"),
+        "{all}"
+    );
+    let plan = one_task(
+        tmp.path(),
+        &["app"],
+        json!({"run": run_cmd, "retry_limit": 0, "scratch": ["app/out/**"]}),
+    );
+    let out = kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+}
+
 /// A closure log whose last line was torn (a crash mid-write) is cut back before the next
 /// record is appended, so the torn line does not swallow it and the audit passes.
 #[test]

@@ -400,10 +400,11 @@ impl BatchAgent for ShellAgent<'_> {
             .then(|| nearly_full(stage.root()))
             .flatten();
         // The stage is walked whatever the outcome: an input damaged in place must be dropped
-        // from the store before any later stage links it.
-        let changes = stage.changes(&self.ctx.scratch_for(&task.id));
+        // from the store before any later stage links it. One refused unread as too large
+        // is not seen, so it counts as deleted: those are dropped too.
+        let changes = stage.changes_within(&self.ctx.scratch_for(&task.id), MAX_CALL_OUTPUT_BYTES);
         if let Ok(changes) = &changes {
-            for path in changes.written().keys() {
+            for path in changes.written().keys().chain(changes.deleted()) {
                 if let Some(digest) = stage.input_digest(path) {
                     let _ = self.store.forget(&digest);
                 }
@@ -695,6 +696,11 @@ fn correction_text(task: &PlannedTask, rejection: &Rejection, candidate: &Candid
     }
     text
 }
+
+/// The bytes a call may write outside its scratch: a candidate is held in memory, journaled
+/// and archived, so a task that leaves gigabytes of build output in its owned paths is
+/// refused with the file named (mark it as scratch) instead of exhausting memory.
+const MAX_CALL_OUTPUT_BYTES: u64 = 1 << 30;
 
 /// The bytes free on the file system holding `dir`, when fewer than a full-disk margin
 /// (1 MiB) are.
