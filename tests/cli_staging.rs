@@ -985,6 +985,24 @@ impl Drop for Tmpfs {
     }
 }
 
+/// The temporary files (`.NAME.tmp-…`) anywhere under `dir`: what a failed write left.
+fn temporary_files(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().unwrap().is_dir() {
+                todo.push(entry.path());
+            } else if name.starts_with('.') && name.contains(".tmp-") {
+                found.push(entry.path().display().to_string());
+            }
+        }
+    }
+    found
+}
+
 /// The record digest `kleene accept` writes for the run in `state`.
 fn record_digest(dir: &Path, state: &str) -> String {
     let out = kleene(dir)
@@ -1058,6 +1076,11 @@ fn a_full_disk_stops_the_run_and_resume_finishes_it_once_space_is_freed() {
             err.contains("nothing was counted") || err.contains("No space left"),
             "fill {fill_kib} KiB: {err}"
         );
+        assert_eq!(
+            temporary_files(&state),
+            Vec::<String>::new(),
+            "fill {fill_kib} KiB"
+        );
         let out = kleene(tmp.path())
             .args(["resume", "--state", st])
             .output()
@@ -1089,4 +1112,23 @@ fn a_full_disk_stops_the_run_and_resume_finishes_it_once_space_is_freed() {
         stopped > 0,
         "no level of filling stopped the run: the test tested nothing"
     );
+    // Accepting on a full disk fails, leaves no temporary file, and succeeds once freed.
+    let _ = std::fs::remove_dir_all(&state);
+    let out = kleene(tmp.path())
+        .args(["run", demo.to_str().unwrap(), "--state", st])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let filler = mnt.join("fill");
+    let mut fill = std::fs::File::create(&filler).unwrap();
+    while std::io::Write::write_all(&mut fill, &[0u8; 4096]).is_ok() {}
+    drop(fill);
+    let out = kleene(tmp.path())
+        .args(["accept", "--state", st])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0), "{}", both(&out));
+    assert_eq!(temporary_files(&state), Vec::<String>::new());
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(record_digest(tmp.path(), st), uninterrupted);
 }

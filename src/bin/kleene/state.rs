@@ -169,20 +169,33 @@ pub struct WriterLock {
 /// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees
 /// half a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
-    let tmp = temp_beside(path);
-    let mut file = fs::File::create(&tmp).map_err(io(&tmp))?;
-    file.write_all(bytes).map_err(io(&tmp))?;
-    file.sync_all().map_err(io(&tmp))?;
-    fs::rename(&tmp, path).map_err(io(path))
+    through_temp(path, |tmp| {
+        let mut file = fs::File::create(tmp).map_err(io(tmp))?;
+        file.write_all(bytes).map_err(io(tmp))?;
+        file.sync_all().map_err(io(tmp))
+    })
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, without syncing: for the
 /// explanatory records (closure records, recovery specs) whose loss after a power cut
 /// `kleene audit` reports, while the journal, the only authority, is synced.
 pub fn write_replace(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    through_temp(path, |tmp| fs::write(tmp, bytes).map_err(io(tmp)))
+}
+
+/// Writes a temporary file beside `path` with `write`, then renames it to `path`. A failed
+/// write (a full disk) leaves no temporary file behind.
+fn through_temp(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<(), StateError>,
+) -> Result<(), StateError> {
     let tmp = temp_beside(path);
-    fs::write(&tmp, bytes).map_err(io(&tmp))?;
-    fs::rename(&tmp, path).map_err(io(path))
+    let written = write(&tmp).and_then(|()| fs::rename(&tmp, path).map_err(io(path)));
+    if written.is_err() {
+        // Best effort: what cannot be removed is a hidden file kleene never reads.
+        let _ = fs::remove_file(&tmp);
+    }
+    written
 }
 
 impl StateDir {
@@ -453,6 +466,23 @@ mod tests {
     use super::*;
 
     use proptest::strategy::Strategy as _;
+
+    /// A write that fails (here the rename, onto a directory that holds a file; on a full
+    /// disk, the write) leaves no temporary file beside its target.
+    #[test]
+    fn a_failed_write_leaves_no_temporary_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("taken");
+        fs::create_dir(&target).unwrap();
+        fs::write(target.join("inside"), "x").unwrap();
+        assert!(write_atomic(&target, b"record").is_err());
+        assert!(write_replace(&target, b"spec").is_err());
+        let names: Vec<_> = fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["taken"]);
+    }
 
     proptest::proptest! {
         /// Whatever a closure log holds, what is kept is everything up to its last newline
