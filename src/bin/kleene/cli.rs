@@ -85,7 +85,13 @@ its call or a killed kleene (KLEENE_CONTAINMENT=process-group turns it off).
 Elsewhere it leads a process group that kleene records, and a later resume refuses to start
 while one is alive (--kill-stale kills it). A missing command (exit 127/126) or a
 timeout is an infrastructure failure and is never handed to a fixer; kleene's own failure
-to write (a full disk) stops the run without counting the call.
+to write (a full disk) stops the run without counting the call (a fix that already ran
+stays spent).
+
+A fix subtask's `fix` runs in the stage its call's `run` left. A retried call starts over:
+its `fix` runs instead of `run`, in a fresh stage holding only the prerequisites' files,
+with the original task, its rejection and the refused paths as text on stdin, so a `fix`
+that edits a file in place must also be able to write it from scratch.
 
 One command at a time writes a state directory (run, resume, accept, export take a lock and
 name its holder); status, audit and verify only read and never change a byte.
