@@ -1011,6 +1011,7 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         self.written.insert(path.clone(), content);
         Ok(())
     }
+
     /// A file that is not an input: written by the call.
     fn read_new(
         &mut self,

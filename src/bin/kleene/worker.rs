@@ -434,14 +434,14 @@ impl BatchAgent for ShellAgent<'_> {
                 ),
             });
         }
+        let changes = changes.map_err(|e| unavailable("read the call's stage", Chain(&e)))?;
         // The record is the call's audit trail for people (`kleene audit`), bound by the
         // journal's digest: a call whose record cannot be saved is withdrawn too, so no
-        // settled call lacks it.
+        // settled call lacks it. Saved last, once nothing else can withdraw the call.
         self.ctx
             .state
             .append_closure(&task.id, call.attempt(), record)
             .map_err(|e| unavailable("kleene could not write its own files", Chain(&e)))?;
-        let changes = changes.map_err(|e| unavailable("read the call's stage", Chain(&e)))?;
         let refusal = refusal_text(&changes);
         let candidate = Candidate::new(changes.into_written());
         let missing: Vec<&str> = task
