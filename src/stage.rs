@@ -59,7 +59,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CStr;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -993,18 +993,19 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         path: &'s AdmittedPath,
         digest: Digest,
     ) -> Result<(), StageError> {
-        let Some(file) = self.open(dir, name, path)? else {
+        let Some(mut file) = self.open(dir, name, path)? else {
             return Ok(());
         };
         let mut hasher = blake3::Hasher::new();
         hasher
             .update_reader(&file)
+            .and_then(|_| file.rewind())
             .map_err(StageError::io(&self.place(path.as_str())))?;
         if Digest::from(hasher.finalize()) == digest {
             self.seen.insert(path);
             return Ok(());
         }
-        let Some(content) = self.read(dir, name, path)? else {
+        let Some(content) = self.take(file, path)? else {
             return Ok(());
         };
         self.seen.insert(path);
@@ -1059,9 +1060,15 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         name: &CStr,
         path: &AdmittedPath,
     ) -> Result<Option<Vec<u8>>, StageError> {
-        let Some(file) = self.open(dir, name, path)? else {
-            return Ok(None);
-        };
+        match self.open(dir, name, path)? {
+            Some(file) => self.take(file, path),
+            None => Ok(None),
+        }
+    }
+
+    /// The bytes of the opened file at `path`, when they fit the room left; `None` (and a
+    /// refusal) when they do not.
+    fn take(&mut self, file: fs::File, path: &AdmittedPath) -> Result<Option<Vec<u8>>, StageError> {
         let place = self.place(path.as_str());
         let size = file.metadata().map_err(StageError::io(&place))?.len();
         let too_large = |bytes| StageRefusal::TooLarge {

@@ -361,7 +361,7 @@ impl Agent for ShellAgent<'_> {
             .filter(|(fix, _)| fix == task.id())
             .map(|(_, path)| path.clone());
         let stdin = match (spec, prepared) {
-            (Some(text), Some(path)) if task.depth() > 0 => Some((text, path)),
+            (Some(text), Some(path)) => Some((text, path)),
             (Some(text), _) => {
                 let path = self.spec_file(task, &text)?;
                 Some((text, path))

@@ -353,12 +353,9 @@ impl BatchAgent for ShellAgent<'_> {
         }
         // The spec file is written before the attempt is drawn too: a disk too full for it
         // stops the call before the fix could run.
-        let path = self.spec_file(fix, &spec_text(fix.spec())).map_err(|_| {
-            let detail = self.current.as_ref().and_then(|s| s.own_io.clone());
-            WorkerFailure::Unavailable {
-                detail: detail.unwrap_or_else(|| "write the fix's spec file".to_owned()),
-            }
-        })?;
+        let path = self
+            .spec_file(fix, &spec_text(fix.spec()))
+            .map_err(|e| unavailable("kleene could not write its own files", e))?;
         let state = self
             .state()
             .map_err(|e| unavailable("prepare the fix", e))?;
@@ -604,7 +601,7 @@ impl Agent for ShellAgent<'_> {
             .filter(|(fix, _)| fix == task.id())
             .map(|(_, path)| path.clone());
         let stdin = match (spec, prepared) {
-            (Some(text), Some(path)) if task.depth() > 0 => Some((text, path)),
+            (Some(text), Some(path)) => Some((text, path)),
             (Some(text), _) => {
                 let path = self.spec_file(task, &text)?;
                 Some((text, path))
