@@ -61,6 +61,10 @@ fn a_deleted_closure_log_gives_no_fix_back_on_resume() {
             "st",
             "--max-fixes",
             "1",
+            // One call at a time, in the plan's order: app_model_a's fix is drawn and
+            // journaled before app_model_b starts, so the kill cannot come first.
+            "-j",
+            "1",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
