@@ -87,7 +87,7 @@ fn a_state_directory_from_a_newer_kleene_is_refused_by_name_and_left_alone() {
     let run_file = state.join("run.json");
     let newer = std::fs::read_to_string(&run_file)
         .unwrap()
-        .replacen('{', "{\n  \"format\": 2,", 1);
+        .replacen('{', "{\n  \"format\": 3,", 1);
     std::fs::write(&run_file, &newer).unwrap();
     for command in ["status", "audit", "accept", "resume"] {
         let out = kleene(tmp.path())
@@ -97,8 +97,8 @@ fn a_state_directory_from_a_newer_kleene_is_refused_by_name_and_left_alone() {
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
         assert!(
-            stderr.contains("run.json format 2, written by a newer kleene")
-                && stderr.contains("reads formats up to 1"),
+            stderr.contains("run.json format 3, written by a newer kleene")
+                && stderr.contains("reads formats up to 2"),
             "{command}: {stderr}"
         );
         assert_eq!(
@@ -117,7 +117,9 @@ fn a_new_run_writes_the_current_formats() {
     let run_file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(tmp.path().join("st/run.json")).unwrap())
             .unwrap();
-    assert_eq!(run_file["format"], 1);
+    assert_eq!(run_file["format"], 2);
+    // The default workspace is named inside the state directory, so the directory can move.
+    assert_eq!(run_file["workspace"], "workspace");
     let log = std::fs::read_to_string(tmp.path().join("st/closures.jsonl")).unwrap();
     assert_eq!(log.lines().count(), 4);
     for line in log.lines() {
@@ -129,4 +131,38 @@ fn a_new_run_writes_the_current_formats() {
         .unwrap();
     let result: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(result["format"], 1, "{result}");
+}
+
+/// A state directory an earlier kleene left names even its default workspace by absolute
+/// path; moved since, it has a `workspace` directory of its own, and that is the one used.
+#[test]
+fn a_moved_run_of_an_earlier_kleene_uses_its_own_workspace() {
+    let tmp = TempDir::new().unwrap();
+    let state = v0_state(&tmp);
+    let st = state.to_str().unwrap();
+    let status = |dir: &Path| {
+        let out = kleene(dir)
+            .args(["status", "--state", st])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    // Without one it ran with a workspace elsewhere: the saved path stands.
+    assert!(
+        status(tmp.path()).contains("workspace /tmp/kfx/st/workspace"),
+        "{}",
+        status(tmp.path())
+    );
+    std::fs::create_dir(state.join("workspace")).unwrap();
+    let own = format!("workspace {}", state.join("workspace").display());
+    assert!(status(tmp.path()).contains(&own), "{}", status(tmp.path()));
+    // Read, never rewritten: run.json keeps the format and path it was written with.
+    assert_eq!(
+        std::fs::read(state.join("run.json")).unwrap(),
+        std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cli_state_v0/run.json")
+        )
+        .unwrap()
+    );
 }

@@ -297,6 +297,81 @@ fn resume_refuses_a_changed_plan_file_and_restart_keeps_the_old_run() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
     assert!(tmp.path().join("st.old-1/run.json").exists());
+    // The run set aside names its own workspace, not the new run's.
+    let old = text(
+        &kleene(tmp.path())
+            .args(["status", "--state", "st.old-1"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    let own = tmp.path().join("st.old-1/workspace");
+    assert!(
+        old.contains(&format!("workspace {}", own.display())),
+        "{old}"
+    );
+}
+
+/// A copied state directory, resumed, wrote its accepted files into the original's
+/// workspace: `run.json` named even the default workspace by its absolute path.
+#[test]
+fn a_copied_state_directory_resumes_into_its_own_workspace() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            module(),
+            task(
+                "app_model",
+                "model",
+                &["app/model.txt"],
+                &["app_module"],
+                json!({
+                    // The first call waits to be killed; the resumed one writes its file.
+                    "run": "if [ -f \"$KLEENE_CACHE_DIR/started\" ]; then echo m > app/model.txt; else touch \"$KLEENE_CACHE_DIR/started\"; sleep 30; fi",
+                    "retry_limit": 1,
+                }),
+            ),
+        ],
+    );
+    let mut child = spawn_run(tmp.path(), &plan);
+    wait_for(
+        &tmp.path().join("st/cache/started"),
+        "app_model never started",
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let copied = StdCommand::new("cp")
+        .current_dir(tmp.path())
+        .args(["-a", "st", "copy"])
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let out = kleene(tmp.path())
+        .args(["resume", "--state", "copy", "--kill-stale"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("copy/workspace/app/model.txt")).unwrap(),
+        "m\n"
+    );
+    assert!(
+        !tmp.path().join("st/workspace/app/model.txt").exists(),
+        "the copy wrote into the original's workspace"
+    );
+    let status = text(
+        &kleene(tmp.path())
+            .args(["status", "--state", "copy"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    let own = tmp.path().join("copy/workspace");
+    assert!(
+        status.contains(&format!("workspace {}", own.display())),
+        "{status}"
+    );
 }
 
 /// `kleene resume` during a run ran the remaining tasks twice and left a journal that never

@@ -17,9 +17,11 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(info) = formats::decode_run_file(text) {
-        let again = formats::decode_run_file(&formats::encode_run_file(&info))
-            .expect("a run file kleene wrote decodes");
+    let root = std::path::Path::new("/state");
+    if let Ok(formats::RunFile { info, .. }) = formats::decode_run_file(text, root) {
+        let again = formats::decode_run_file(&formats::encode_run_file(&info, root), root)
+            .expect("a run file kleene wrote decodes")
+            .info;
         // NaN timeouts compare unequal to themselves; everything else must come back.
         if !info.timeout_secs.is_nan() {
             assert_eq!(again, info, "a run file changed in a round trip");

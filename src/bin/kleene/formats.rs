@@ -3,7 +3,7 @@
 //! works with so that changing those never silently changes a file.
 //!
 //! ```text
-//! {"format": 1, "channel": "run-dc30a673498d", "workspace": "/tmp/st/workspace", …}
+//! {"format": 2, "channel": "run-dc30a673498d", "workspace": "workspace", …}
 //! ```
 //!
 //! Every file and every event line carries `format`. A reader takes its own version and
@@ -16,18 +16,19 @@
 //! | --- | --- | --- |
 //! | `run.json` | (none) | the first layout: channel, workspace, plan file and dir, policy, timeout |
 //! | `run.json` | 1 | the same fields and `format` |
+//! | `run.json` | 2 | a workspace inside the state directory is named relative to it, so a moved or copied state directory (`run --restart` moves one aside) writes to its own workspace; one outside stays absolute |
 //! | `closures.jsonl` line | (none) | `task`, `call`, `record` (the library's closure record) |
 //! | `closures.jsonl` line | 1 | the same fields and `format` |
 //! | `--json` events | (none) | `event` and its fields |
 //! | `--json` events | 1 | every line (and every command's JSON result) has `format`; events also have `ts` (RFC 3339, UTC, ms) and `elapsed_ms` since the run began; what ends has `duration_ms`; `command_finished` added; `command_started` and `check_failed` name their `root_task` |
 
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 
 use kleene::{closure::ClosureRecord, id::TaskId};
 use serde::{Deserialize, Serialize};
 
 /// The `run.json` format this kleene writes (it reads this one and every earlier one).
-pub const RUN_FILE_FORMAT: u32 = 1;
+pub const RUN_FILE_FORMAT: u32 = 2;
 /// The `closures.jsonl` line format this kleene writes.
 pub const CLOSURE_LINE_FORMAT: u32 = 1;
 /// The format of the `--json` event lines this kleene prints.
@@ -38,7 +39,7 @@ pub const EVENTS_FORMAT: u32 = 1;
 pub struct RunInfo {
     /// The channel the evidence is bound to.
     pub channel: String,
-    /// Where commands run (absolute).
+    /// Where accepted files are written (absolute).
     pub workspace: PathBuf,
     /// The plan file as given (for messages).
     pub plan_file: PathBuf,
@@ -98,7 +99,8 @@ struct RunFileV0 {
     timeout_secs: f64,
 }
 
-/// `run.json`, format 1.
+/// `run.json`, formats 1 and 2: the same fields, but from format 2 a relative `workspace`
+/// lies inside the state directory (format 1 wrote only absolute paths).
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RunFileV1 {
@@ -172,12 +174,32 @@ fn decode<T: for<'de> Deserialize<'de>>(text: &str, what: &'static str) -> Resul
     })
 }
 
-/// `info` as the `run.json` text this kleene writes.
-pub fn encode_run_file(info: &RunInfo) -> String {
+/// A decoded `run.json`: the run's settings, and the format they were read from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunFile {
+    /// The settings, with the workspace resolved to an absolute path.
+    pub info: RunInfo,
+    /// The format the file declared (0: the first layout, which declared none).
+    pub format: u32,
+}
+
+/// `info` as the `run.json` text this kleene writes for the state directory `state_root`
+/// (absolute): a workspace inside it is written relative to it, so the directory can move.
+pub fn encode_run_file(info: &RunInfo, state_root: &Path) -> String {
+    let workspace = match info.workspace.strip_prefix(state_root) {
+        Ok(inside)
+            if inside
+                .components()
+                .all(|c| matches!(c, Component::Normal(_))) =>
+        {
+            inside.to_owned()
+        }
+        _ => info.workspace.clone(),
+    };
     let wire = RunFileV1 {
         format: RUN_FILE_FORMAT,
         channel: info.channel.clone(),
-        workspace: info.workspace.clone(),
+        workspace,
         plan_file: info.plan_file.clone(),
         plan_dir: info.plan_dir.clone(),
         max_depth: info.max_depth,
@@ -190,23 +212,48 @@ pub fn encode_run_file(info: &RunInfo) -> String {
     serde_json::to_string_pretty(&wire).unwrap_or_default()
 }
 
-/// The run settings in a `run.json` of any format up to [`RUN_FILE_FORMAT`].
+/// The run settings in a `run.json` of any format up to [`RUN_FILE_FORMAT`], read from the
+/// state directory `state_root` (absolute), which a relative workspace is resolved against.
 ///
 /// # Errors
 ///
 /// [`FormatError::Newer`] for a later format; [`FormatError::Malformed`] for anything else
-/// that is not a run file.
-pub fn decode_run_file(text: &str) -> Result<RunInfo, FormatError> {
+/// that is not a run file, a relative workspace in a format that wrote none among them, and
+/// one that leaves the state directory.
+pub fn decode_run_file(text: &str, state_root: &Path) -> Result<RunFile, FormatError> {
     const WHAT: &str = "run.json";
-    match declared_format(text, WHAT)? {
-        None => decode::<RunFileV0>(text, WHAT).map(RunInfo::from),
-        Some(1) => decode::<RunFileV1>(text, WHAT).map(RunInfo::from),
-        Some(found) => Err(FormatError::Newer {
-            what: WHAT,
-            found,
-            supported: RUN_FILE_FORMAT,
-        }),
+    let (mut info, format) = match declared_format(text, WHAT)? {
+        None => (decode::<RunFileV0>(text, WHAT).map(RunInfo::from)?, 0),
+        Some(found @ (1 | 2)) => (
+            decode::<RunFileV1>(text, WHAT).map(RunInfo::from)?,
+            if found == 1 { 1 } else { RUN_FILE_FORMAT },
+        ),
+        Some(found) => {
+            return Err(FormatError::Newer {
+                what: WHAT,
+                found,
+                supported: RUN_FILE_FORMAT,
+            });
+        }
+    };
+    if info.workspace.is_relative() {
+        let inside = format >= 2
+            && info
+                .workspace
+                .components()
+                .all(|c| matches!(c, Component::Normal(_)));
+        if !inside {
+            return Err(FormatError::Malformed {
+                what: WHAT,
+                message: format!(
+                    "its workspace {} is neither absolute nor a path inside the state directory",
+                    info.workspace.display()
+                ),
+            });
+        }
+        info.workspace = state_root.join(&info.workspace);
     }
+    Ok(RunFile { info, format })
 }
 
 /// One line of `closures.jsonl`, format 1 (the first layout is the same without `format`).
@@ -309,45 +356,103 @@ mod tests {
     use super::*;
 
     const V0_RUN_FILE: &str = include_str!("../../../tests/fixtures/cli_state_v0/run.json");
+    const V1_RUN_FILE: &str = include_str!("../../../tests/fixtures/cli_state_v1/run.json");
     const V0_CLOSURES: &str = include_str!("../../../tests/fixtures/cli_state_v0/closures.jsonl");
 
+    fn root() -> &'static Path {
+        Path::new("/srv/build/st")
+    }
+
     #[test]
-    fn a_first_layout_run_file_migrates_and_round_trips_as_format_1() {
-        let info = decode_run_file(V0_RUN_FILE).unwrap();
+    fn a_first_layout_run_file_migrates_and_round_trips_as_the_current_format() {
+        let old = decode_run_file(V0_RUN_FILE, root()).unwrap();
+        assert_eq!(old.format, 0);
+        let info = old.info;
         assert_eq!(info.channel, "run-dc30a673498d");
         assert_eq!(info.max_depth, 3);
-        let text = encode_run_file(&info);
+        // The workspace it saved lies outside this state directory: it stays absolute.
+        assert_eq!(info.workspace, Path::new("/tmp/kfx/st/workspace"));
+        let text = encode_run_file(&info, root());
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(value["format"], 1);
-        assert_eq!(decode_run_file(&text).unwrap(), info);
+        assert_eq!(value["format"], 2);
+        assert_eq!(value["workspace"], "/tmp/kfx/st/workspace");
+        assert_eq!(decode_run_file(&text, root()).unwrap().info, info);
+    }
+
+    #[test]
+    fn a_format_1_run_file_reads_its_absolute_workspace() {
+        let old = decode_run_file(V1_RUN_FILE, root()).unwrap();
+        assert_eq!(old.format, 1);
+        assert_eq!(old.info.workspace, Path::new("/tmp/mv/st/workspace"));
+        assert_eq!(old.info.plan_dir, Path::new("/tmp/mv/demo"));
+        // Format 1 wrote only absolute workspaces: a relative one is not a file it wrote.
+        let relative = V1_RUN_FILE.replacen("/tmp/mv/st/workspace", "workspace", 1);
+        assert!(matches!(
+            decode_run_file(&relative, root()),
+            Err(FormatError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn a_workspace_inside_the_state_directory_is_saved_relative_and_moves_with_it() {
+        let mut info = decode_run_file(V1_RUN_FILE, root()).unwrap().info;
+        info.workspace = root().join("workspace");
+        let text = encode_run_file(&info, root());
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["workspace"], "workspace");
+        assert_eq!(decode_run_file(&text, root()).unwrap().info, info);
+        let moved = decode_run_file(&text, Path::new("/elsewhere/st.old-1")).unwrap();
+        assert_eq!(
+            moved.info.workspace,
+            Path::new("/elsewhere/st.old-1/workspace")
+        );
+        // Nested inside works the same; a path that climbs out of the directory is refused.
+        info.workspace = root().join("out/ws");
+        let text = encode_run_file(&info, root());
+        assert!(text.contains("\"workspace\": \"out/ws\""), "{text}");
+        for escaping in ["../other/workspace", "./workspace", "a/../../b"] {
+            let text = text.replacen("\"out/ws\"", &format!("{escaping:?}"), 1);
+            assert!(
+                matches!(
+                    decode_run_file(&text, root()),
+                    Err(FormatError::Malformed { .. })
+                ),
+                "{escaping}"
+            );
+        }
+        // Outside stays absolute, even where a prefix of the name matches.
+        info.workspace = PathBuf::from("/srv/build/st2/workspace");
+        let text = encode_run_file(&info, root());
+        assert!(text.contains("\"/srv/build/st2/workspace\""), "{text}");
     }
 
     #[test]
     fn a_newer_run_file_is_refused_by_its_format() {
-        let info = decode_run_file(V0_RUN_FILE).unwrap();
-        let text = encode_run_file(&info).replacen("\"format\": 1", "\"format\": 2", 1);
-        let err = decode_run_file(&text).unwrap_err();
+        let info = decode_run_file(V0_RUN_FILE, root()).unwrap().info;
+        let text = encode_run_file(&info, root()).replacen("\"format\": 2", "\"format\": 3", 1);
+        let err = decode_run_file(&text, root()).unwrap_err();
         assert!(
             matches!(
                 err,
                 FormatError::Newer {
-                    found: 2,
-                    supported: 1,
+                    found: 3,
+                    supported: 2,
                     ..
                 }
             ),
             "{err}"
         );
         assert!(err.to_string().contains("newer kleene"), "{err}");
-        let odd = encode_run_file(&info).replacen("\"format\": 1", "\"format\": \"one\"", 1);
+        let odd =
+            encode_run_file(&info, root()).replacen("\"format\": 2", "\"format\": \"one\"", 1);
         assert!(matches!(
-            decode_run_file(&odd),
+            decode_run_file(&odd, root()),
             Err(FormatError::Malformed { .. })
         ));
         // A field this version does not know is refused, not dropped.
-        let extra = encode_run_file(&info).replacen('{', "{\"jobs\": 4,", 1);
+        let extra = encode_run_file(&info, root()).replacen('{', "{\"jobs\": 4,", 1);
         assert!(matches!(
-            decode_run_file(&extra),
+            decode_run_file(&extra, root()),
             Err(FormatError::Malformed { .. })
         ));
     }

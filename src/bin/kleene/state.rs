@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use kleene::{closure::ClosureRecord, id::TaskId};
 
 use crate::formats::{
-    RunInfo, decode_closure_line, decode_run_file, encode_closure_line, encode_run_file,
+    RunFile, RunInfo, decode_closure_line, decode_run_file, encode_closure_line, encode_run_file,
 };
 
 /// Why the state directory could not be used.
@@ -286,7 +286,7 @@ impl StateDir {
         }
         let plan = self.plan_path();
         write_atomic(&plan, plan_text.as_bytes())?;
-        let json = encode_run_file(info);
+        let json = encode_run_file(info, &self.absolute_root()?);
         // run.json last: its presence means the layout is complete.
         write_atomic(&self.run_path(), json.as_bytes())
     }
@@ -308,10 +308,23 @@ impl StateDir {
             }
             Err(e) => return Err(io(&run)(e)),
         };
-        let info = decode_run_file(&text).map_err(|e| StateError::Corrupt {
-            path: run.clone(),
-            message: e.to_string(),
-        })?;
+        let root = self.absolute_root()?;
+        let RunFile { mut info, format } =
+            decode_run_file(&text, &root).map_err(|e| StateError::Corrupt {
+                path: run.clone(),
+                message: e.to_string(),
+            })?;
+        let own = root.join("workspace");
+        // Before format 2 even the default workspace was saved as an absolute path, so a
+        // directory moved since names its old place. A `workspace` directory of its own
+        // means it ran with the default (only the workspace it ran with is ever created).
+        if format < 2
+            && info.workspace != own
+            && info.workspace.file_name() == Some("workspace".as_ref())
+            && own.is_dir()
+        {
+            info.workspace = own;
+        }
         let plan = self.plan_path();
         let plan_text = fs::read_to_string(&plan).map_err(io(&plan))?;
         Ok((info, plan_text))
@@ -320,6 +333,11 @@ impl StateDir {
     /// The directory itself.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The directory as an absolute path (what a relative workspace is resolved against).
+    fn absolute_root(&self) -> Result<PathBuf, StateError> {
+        std::path::absolute(&self.root).map_err(io(&self.root))
     }
 
     fn run_path(&self) -> PathBuf {
