@@ -492,9 +492,11 @@ fn the_closure_running_worker_gives_the_same_evidence_in_all_three_drivers() {
 }
 
 /// [`FixesEvenTasks`] on a host with no room to prepare a fix: every fix subtask's
-/// preparation fails with the host unavailable.
-#[derive(Debug, Clone, Copy)]
-struct NoRoomForFixes;
+/// preparation fails with the host unavailable. Keeps how each call ended for it.
+#[derive(Debug, Clone, Default)]
+struct NoRoomForFixes {
+    ended: Arc<std::sync::Mutex<Vec<&'static str>>>,
+}
 
 impl AsyncAgent for NoRoomForFixes {
     type Error = std::io::Error;
@@ -541,13 +543,23 @@ impl AsyncBatchAgent for NoRoomForFixes {
         call: &AsyncWorkerCall<'_>,
         record: &ClosureRecord,
     ) -> Result<Proposal, WorkerFailure> {
+        self.ended.lock().unwrap().push("finished");
         Ok(own_file(&call.task().id, record))
+    }
+    async fn withdraw_call(
+        &mut self,
+        _: &AsyncWorkerCall<'_>,
+        _: &ClosureRecord,
+        _: &WorkerFailure,
+    ) {
+        self.ended.lock().unwrap().push("withdrawn");
     }
 }
 
 /// In the async driver too, a fix that cannot be prepared withdraws its call before the
-/// attempt is drawn: the journal holds no draw, and a resume on a working host fixes the
-/// task with the run's one attempt.
+/// attempt is drawn: the journal holds no draw, the agent is told the call is withdrawn
+/// (never finished), and a resume on a working host fixes the task with the run's one
+/// attempt.
 #[test]
 fn an_async_fix_that_cannot_be_prepared_is_withdrawn_without_spending_its_attempt() {
     let plan = validated(
@@ -561,7 +573,8 @@ fn an_async_fix_that_cannot_be_prepared_is_withdrawn_without_spending_its_attemp
         .unwrap();
     let batch = Batch::new(&plan, chan("room"));
     let mut journal = MemoryJournal::default();
-    let make = |_| AsyncClosureWorker::new(NoRoomForFixes, session.clone(), policy.clone());
+    let agent = NoRoomForFixes::default();
+    let make = |_| AsyncClosureWorker::new(agent.clone(), session.clone(), policy.clone());
     let err = futures_executor::block_on(batch.run_async(jobs(2), make, &(), &mut journal))
         .expect_err("the host had no room");
     assert!(
@@ -571,6 +584,7 @@ fn an_async_fix_that_cannot_be_prepared_is_withdrawn_without_spending_its_attemp
         ),
         "{err:?}"
     );
+    assert_eq!(*agent.ended.lock().unwrap(), ["withdrawn"]);
     let load = journal.load(&chan("room")).unwrap().unwrap();
     assert!(
         !load

@@ -466,6 +466,8 @@ enum HostFailure {
 struct HostFails {
     fails: HostFailure,
     fixes_run: Rc<Cell<u32>>,
+    /// How each call ended for the agent: "finished" or "withdrawn".
+    ended: Rc<RefCell<Vec<&'static str>>>,
 }
 
 impl Agent for HostFails {
@@ -510,6 +512,7 @@ impl BatchAgent for HostFails {
         call: &WorkerCall<'_>,
         _: &ClosureRecord,
     ) -> Result<Proposal, WorkerFailure> {
+        self.ended.borrow_mut().push("finished");
         if self.fails == HostFailure::AfterTheFix {
             return Err(WorkerFailure::Unavailable {
                 detail: "no space left to read the stage".to_owned(),
@@ -518,14 +521,27 @@ impl BatchAgent for HostFails {
         let file = path(&format!("out/{}.txt", call.task().id));
         Ok(Candidate::new(BTreeMap::from([(file, b"x".to_vec())])).into())
     }
+    fn withdraw_call(&mut self, _: &WorkerCall<'_>, _: &ClosureRecord, _: &WorkerFailure) {
+        self.ended.borrow_mut().push("withdrawn");
+    }
 }
 
 /// Runs the one-task plan with a budget of one fix and no retries, with the host failing
 /// where `fails` says, on `journal`.
 fn run_with_one_fix(
     fails: HostFailure,
-    journal: &mut kleene::batch::MemoryJournal,
+    journal: &mut impl EvidenceJournal,
     fixes_run: &Rc<Cell<u32>>,
+) -> Result<kleene::batch::RunOutcome, kleene::batch::BatchError> {
+    run_telling(fails, journal, fixes_run, &Rc::default())
+}
+
+/// [`run_with_one_fix`], keeping how each call ended for the agent in `ended`.
+fn run_telling(
+    fails: HostFailure,
+    journal: &mut impl EvidenceJournal,
+    fixes_run: &Rc<Cell<u32>>,
+    ended: &Rc<RefCell<Vec<&'static str>>>,
 ) -> Result<kleene::batch::RunOutcome, kleene::batch::BatchError> {
     let plan = validated(&plan_json(1, &[0]));
     let policy = RecoveryPolicy::builder()
@@ -536,6 +552,7 @@ fn run_with_one_fix(
     let agent = HostFails {
         fails,
         fixes_run: Rc::clone(fixes_run),
+        ended: Rc::clone(ended),
     };
     let mut worker = ClosureWorker::new(agent, Session::new("build", "host").unwrap(), policy);
     Batch::new(&plan, chan("host")).run(&mut worker, &(), journal)
@@ -596,4 +613,105 @@ fn a_call_withdrawn_after_its_fix_ran_says_the_attempt_stays_spent() {
     assert_eq!(fixes_run.get(), 1);
     let load = journal.load(&chan("host")).unwrap().unwrap();
     assert_eq!(load.into_evidence().unwrap().fix_attempts_used(), 1);
+}
+
+/// A memory journal whose disk fills up just before the first fix attempt is drawn: it
+/// refuses every append that draws one.
+#[derive(Default)]
+struct FullBeforeTheDraw {
+    inner: kleene::batch::MemoryJournal,
+}
+
+impl EvidenceJournal for FullBeforeTheDraw {
+    fn append(
+        &mut self,
+        channel: &ChannelId,
+        events: &[EvidenceEvent],
+    ) -> Result<(), JournalError> {
+        if events
+            .iter()
+            .any(|e| matches!(e, EvidenceEvent::FixDrawn { .. }))
+        {
+            return Err(JournalError::Io {
+                path: "memory".into(),
+                source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+            });
+        }
+        self.inner.append(channel, events)
+    }
+    fn load(&self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
+        self.inner.load(channel)
+    }
+    fn repair_torn_tail(&mut self, channel: &ChannelId) -> Result<Option<TornTail>, JournalError> {
+        self.inner.repair_torn_tail(channel)
+    }
+    fn compact(
+        &mut self,
+        channel: &ChannelId,
+        evidence: &BatchEvidence,
+    ) -> Result<(), JournalError> {
+        self.inner.compact(channel, evidence)
+    }
+}
+
+/// A call withdrawn because its fix could not be prepared, or because the journal refused
+/// the fix's draw, is told so instead of finished: an agent that saves each finished call's
+/// record (the CLI's closure log) never saves one for a call a resume makes again under the
+/// same number. A call that runs to its end is finished, never withdrawn.
+#[test]
+fn a_withdrawn_call_is_told_so_instead_of_finished() {
+    let fixes_run = Rc::new(Cell::new(0));
+    let ended = Rc::new(RefCell::new(Vec::new()));
+    let mut journal = kleene::batch::MemoryJournal::default();
+    run_telling(
+        HostFailure::PreparingTheFix,
+        &mut journal,
+        &fixes_run,
+        &ended,
+    )
+    .expect_err("the fix could not be prepared");
+    assert_eq!(*ended.borrow(), ["withdrawn"]);
+
+    ended.borrow_mut().clear();
+    let mut full = FullBeforeTheDraw::default();
+    let err = run_telling(HostFailure::Nowhere, &mut full, &fixes_run, &ended)
+        .expect_err("the journal refused the draw");
+    assert!(err.is_worker_unavailable(), "{err}");
+    assert!(
+        err.kind().to_string().contains("record a fix attempt"),
+        "{err:?}"
+    );
+    assert_eq!(*ended.borrow(), ["withdrawn"]);
+    assert_eq!(fixes_run.get(), 0);
+
+    ended.borrow_mut().clear();
+    let outcome = run_telling(HostFailure::Nowhere, &mut journal, &fixes_run, &ended).unwrap();
+    assert!(outcome.evidence.summary().is_complete());
+    assert_eq!(*ended.borrow(), ["finished"]);
+}
+
+/// An agent that does not listen for withdrawals still has `finish_call` called for a
+/// withdrawn call (its proposal dropped), so whatever it cleans up there is cleaned up.
+#[test]
+fn by_default_a_withdrawn_call_is_still_finished() {
+    let plan = validated(&plan_json(1, &[0]));
+    let records = Rc::new(RefCell::new(Vec::new()));
+    let agent = Fixer {
+        fails: BTreeMap::from([(TaskId::new("t0").unwrap(), 1)]),
+        appends: Rc::new(Cell::new(0)),
+        fixes_run: Rc::default(),
+        call: 0,
+        records: Rc::clone(&records),
+    };
+    let policy = RecoveryPolicy::builder()
+        .max_recovery_depth(1)
+        .max_total_fix_attempts(1)
+        .build()
+        .unwrap();
+    let mut worker = ClosureWorker::new(agent, Session::new("build", "full").unwrap(), policy);
+    let err = Batch::new(&plan, chan("full"))
+        .run(&mut worker, &(), &mut FullBeforeTheDraw::default())
+        .expect_err("the journal refused the draw");
+    assert!(err.is_worker_unavailable(), "{err}");
+    assert_eq!(records.borrow().len(), 1);
 }

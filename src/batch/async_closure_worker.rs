@@ -16,7 +16,7 @@
 use std::future::Future;
 
 use super::asynchronous::{AsyncWorker, AsyncWorkerCall};
-use super::closure_worker::{GuardError, closure_proposal, without_fixes};
+use super::closure_worker::{GuardError, closure_proposal, withdrawal, without_fixes};
 use super::worker::{Proposal, WorkerFailure};
 use crate::closure::{AsyncAgent, Closure, ClosureRecord, RecoveryPolicy};
 use crate::plan::PlannedTask;
@@ -71,8 +71,9 @@ pub trait AsyncBatchAgent: AsyncAgent {
     }
 
     /// What `call` proposes once its closure ended with `record` (called whatever the
-    /// outcome, so the agent can clean up). Refuse the candidate yourself when the agent
-    /// knows why it must not be accepted; a halted closure's refusal is added to yours.
+    /// outcome, unless the call is withdrawn, so the agent can clean up). Refuse the
+    /// candidate yourself when the agent knows why it must not be accepted; a halted
+    /// closure's refusal is added to yours.
     ///
     /// # Errors
     ///
@@ -82,6 +83,25 @@ pub trait AsyncBatchAgent: AsyncAgent {
         call: &AsyncWorkerCall<'_>,
         record: &ClosureRecord,
     ) -> impl Future<Output = Result<Proposal, WorkerFailure>> + Send;
+
+    /// Told, instead of [`finish_call`](Self::finish_call), that `call` is withdrawn, as
+    /// [`BatchAgent::withdraw_call`](super::BatchAgent::withdraw_call): keep nothing of
+    /// `record` that says the call ended, since a resume makes it again under the same
+    /// number. Defaults to `finish_call`, its proposal dropped.
+    fn withdraw_call(
+        &mut self,
+        call: &AsyncWorkerCall<'_>,
+        record: &ClosureRecord,
+        failure: &WorkerFailure,
+    ) -> impl Future<Output = ()> + Send
+    where
+        Self: Send,
+    {
+        let _ = failure;
+        async move {
+            let _ = self.finish_call(call, record).await;
+        }
+    }
 }
 
 /// An [`AsyncWorker`] whose every call is one closure of the call's task, run by an
@@ -227,8 +247,15 @@ impl<A: AsyncBatchAgent + Send> AsyncWorker for AsyncClosureWorker<A> {
                 }
             };
         };
+        let agent_error = match withdrawal(error) {
+            Ok(agent_error) => agent_error,
+            Err(failure) => {
+                self.agent.withdraw_call(call, &record, &failure).await;
+                return Err(failure);
+            }
+        };
         let finished = self.agent.finish_call(call, &record).await;
-        closure_proposal(&task.id, &record, finished, error)
+        closure_proposal(&task.id, &record, finished, agent_error)
     }
 }
 

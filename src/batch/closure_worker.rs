@@ -66,8 +66,9 @@ pub trait BatchAgent: Agent {
     }
 
     /// What `call` proposes once its closure ended with `record` (called whatever the
-    /// outcome, so the agent can clean up). Refuse the candidate yourself when the agent
-    /// knows why it must not be accepted; a halted closure's refusal is added to yours.
+    /// outcome, unless the call is withdrawn, so the agent can clean up). Refuse the
+    /// candidate yourself when the agent knows why it must not be accepted; a halted
+    /// closure's refusal is added to yours.
     ///
     /// # Errors
     ///
@@ -77,6 +78,22 @@ pub trait BatchAgent: Agent {
         call: &WorkerCall<'_>,
         record: &ClosureRecord,
     ) -> Result<Proposal, WorkerFailure>;
+
+    /// Told, instead of [`finish_call`](Self::finish_call), that `call` is withdrawn: its
+    /// closure stopped because a fix could not be prepared or its attempt could not be
+    /// recorded in the journal (`failure` says which, and is what the batch stops with).
+    /// The call does not count, and a resume makes it again under the same number, so keep
+    /// nothing of `record` that says the call ended (a line of your closure log, say): the
+    /// call made again ends with its own. Defaults to `finish_call`, its proposal dropped,
+    /// so an agent that cleans up there still does.
+    fn withdraw_call(
+        &mut self,
+        call: &WorkerCall<'_>,
+        record: &ClosureRecord,
+        failure: &WorkerFailure,
+    ) {
+        let _ = (failure, self.finish_call(call, record));
+    }
 }
 
 /// A batch [`Worker`] whose every call is one closure of the call's task, run by a
@@ -221,8 +238,15 @@ impl<A: BatchAgent> Worker for ClosureWorker<A> {
                 }
             };
         };
+        let agent_error = match withdrawal(error) {
+            Ok(agent_error) => agent_error,
+            Err(failure) => {
+                self.agent.withdraw_call(call, &record, &failure);
+                return Err(failure);
+            }
+        };
         let finished = self.agent.finish_call(call, &record);
-        closure_proposal(&task.id, &record, finished, error)
+        closure_proposal(&task.id, &record, finished, agent_error)
     }
 }
 
@@ -240,32 +264,36 @@ pub(crate) fn without_fixes(policy: &RecoveryPolicy) -> RecoveryPolicy {
         .unwrap_or_else(|_| never_fix())
 }
 
+/// How the closure stopped, if it stopped early: the failure that withdraws the call (a fix
+/// that could not be prepared, or whose draw the journal refused), else the agent's own
+/// error, if any.
+pub(crate) fn withdrawal<E: AgentError>(
+    error: Option<GuardError<E>>,
+) -> Result<Option<E>, WorkerFailure> {
+    match error {
+        Some(GuardError::Ledger(err)) => Err(WorkerFailure::Unavailable {
+            detail: format!("record a fix attempt in the journal: {err}"),
+        }),
+        Some(GuardError::Prepare(failure)) => Err(failure),
+        Some(GuardError::Agent(err)) => Ok(Some(err)),
+        None => Ok(None),
+    }
+}
+
 /// What a call whose closure ended with `record` proposes: the agent's `finished` proposal,
-/// refused with the halt when the closure halted, carrying the settled closure; a failed
-/// fix draw withdraws the call, and an agent error of kind infrastructure or cancelled
-/// fails it.
+/// refused with the halt when the closure halted, carrying the settled closure; an agent
+/// error of kind infrastructure or cancelled fails the call instead.
 pub(crate) fn closure_proposal<E: AgentError>(
     task: &TaskId,
     record: &ClosureRecord,
     finished: Result<Proposal, WorkerFailure>,
-    error: Option<GuardError<E>>,
+    agent_error: Option<E>,
 ) -> Result<Proposal, WorkerFailure> {
-    let mut agent_error = None;
-    match error {
-        Some(GuardError::Ledger(err)) => {
-            return Err(WorkerFailure::Unavailable {
-                detail: format!("record a fix attempt in the journal: {err}"),
-            });
-        }
-        Some(GuardError::Prepare(failure)) => return Err(failure),
-        Some(GuardError::Agent(err)) => {
-            let failure = AgentFailure::new(err);
-            if failure.kind() != AgentErrorKind::Other {
-                return Err(WorkerFailure::Agent(failure));
-            }
-            agent_error = Some(failure);
-        }
-        None => {}
+    let agent_error = agent_error.map(AgentFailure::new);
+    if let Some(failure) = &agent_error
+        && failure.kind() != AgentErrorKind::Other
+    {
+        return Err(WorkerFailure::Agent(failure.clone()));
     }
     let mut proposal = finished?.closed_by(task, record);
     proposal.error = agent_error;

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kleene::batch::{BatchAgent, Candidate, Proposal, Rejection, WorkerCall, WorkerFailure};
-use kleene::stage::{ObjectStore, ScratchRule, Stage, StageChanges, StageInput};
+use kleene::stage::{ObjectStore, ScratchRule, Stage, StageChanges, StageError, StageInput};
 use kleene::{
     Agent, Task,
     audit::{AuditEntry, AuditEvent},
@@ -344,12 +344,12 @@ impl BatchAgent for ShellAgent<'_> {
         // short), and no fix can mend that: the call is withdrawn before the attempt is
         // spent, as a failed call is when it ends on a full disk.
         if let Some(free) = nearly_full(state.stage.root()) {
-            let detail = format!(
-                "the file system holding {} has only {free} bytes free; free some space",
-                ctx.state.stages_dir().display()
-            );
-            state.own_io = Some(detail.clone());
-            return Err(WorkerFailure::Unavailable { detail });
+            return Err(WorkerFailure::Unavailable {
+                detail: format!(
+                    "the file system holding {} has only {free} bytes free; free some space",
+                    ctx.state.stages_dir().display()
+                ),
+            });
         }
         // The spec file is written before the attempt is drawn too: a disk too full for it
         // stops the call before the fix could run.
@@ -392,28 +392,10 @@ impl BatchAgent for ShellAgent<'_> {
         let Some(state) = self.current.take() else {
             return Err(unavailable("finish the call", "it never started"));
         };
-        let stage = state.stage;
         let full = (!record.outcome().is_resolved())
-            .then(|| nearly_full(stage.root()))
+            .then(|| nearly_full(state.stage.root()))
             .flatten();
-        // The stage is walked whatever the outcome: an input damaged in place must be dropped
-        // from the store before any later stage links it. One refused unread as too large
-        // is not seen, so it counts as deleted: those are dropped too.
-        let changes = stage.changes_within(&self.ctx.scratch_for(&task.id), MAX_CALL_OUTPUT_BYTES);
-        if let Ok(changes) = &changes {
-            for path in changes.written().keys().chain(changes.deleted()) {
-                if let Some(digest) = stage.input_digest(path) {
-                    let _ = self.store.forget(&digest);
-                }
-            }
-            // Kept for the next call, which turns it into its own stage.
-            self.spare = Some(stage);
-        } else if let Err(err) = stage.discard() {
-            self.say(&format!(
-                "warning: failed to remove a stage: {}",
-                Chain(&err)
-            ));
-        }
+        let changes = self.settle_stage(&task.id, state.stage);
         if let Some(detail) = state.own_io {
             // The closure stopped before the fix it spawned could run: the call is withdrawn,
             // and so is its record (a resume makes the call again).
@@ -455,9 +437,40 @@ impl BatchAgent for ShellAgent<'_> {
             None => Proposal::new(candidate),
         })
     }
+
+    fn withdraw_call(&mut self, call: &WorkerCall<'_>, _: &ClosureRecord, _: &WorkerFailure) {
+        // The stage is settled as a finished call's is; no record is saved, since the call
+        // made again under this number saves its own.
+        if let Some(state) = self.current.take() {
+            let _ = self.settle_stage(&call.task().id, state.stage);
+        }
+    }
 }
 
 impl ShellAgent<'_> {
+    /// What the call changed in `stage`, which is then kept for the next call (or removed
+    /// when it cannot be read). The stage is walked whatever the outcome: an input damaged
+    /// in place must be dropped from the store before any later stage links it. One refused
+    /// unread as too large is not seen, so it counts as deleted: those are dropped too.
+    fn settle_stage(&mut self, task: &TaskId, stage: Stage) -> Result<StageChanges, StageError> {
+        let changes = stage.changes_within(&self.ctx.scratch_for(task), MAX_CALL_OUTPUT_BYTES);
+        if let Ok(changes) = &changes {
+            for path in changes.written().keys().chain(changes.deleted()) {
+                if let Some(digest) = stage.input_digest(path) {
+                    let _ = self.store.forget(&digest);
+                }
+            }
+            // Kept for the next call, which turns it into its own stage.
+            self.spare = Some(stage);
+        } else if let Err(err) = stage.discard() {
+            self.say(&format!(
+                "warning: failed to remove a stage: {}",
+                Chain(&err)
+            ));
+        }
+        changes
+    }
+
     fn timeout(&self) -> Duration {
         self.commands()
             .and_then(|c| c.timeout)
