@@ -881,7 +881,7 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
                     walked?;
                 }
                 FileType::RegularFile => {
-                    if !self.regular(fd, &c_name, rel, utf8, &st)? {
+                    if !self.regular(fd, &c_name, rel, &raw, utf8, &st)? {
                         self.leftover(raw());
                     }
                 }
@@ -941,12 +941,14 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         self.dir(&child, rel, raw)
     }
 
-    /// Classifies a regular file; returns whether it is an input, unchanged.
+    /// Classifies a regular file (`rel` its path as shown, `raw` its bytes); returns whether
+    /// it is an input, unchanged.
     fn regular(
         &mut self,
         fd: &OwnedFd,
         c_name: &CStr,
         rel: String,
+        raw: &impl Fn() -> Vec<u8>,
         utf8: bool,
         st: &Stat,
     ) -> Result<bool, StageError> {
@@ -962,16 +964,19 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
             self.file(fd, c_name, path, staged.digest)?;
             return Ok(!self.written.contains_key(path));
         }
-        let path = match (utf8, AdmittedPath::admit(&rel)) {
-            (true, Ok(path)) => path,
-            (false, _) => {
+        // Admitted from its own bytes: `rel` is escaped where the name has a control
+        // character, and the escape's backslash is not what is wrong with it.
+        let raw = raw();
+        let path = match std::str::from_utf8(&raw).map(AdmittedPath::admit) {
+            Ok(Ok(path)) => path,
+            Err(_) => {
                 self.refused.push(StageRefusal::Unnameable {
                     path: rel,
                     reason: "the name is not UTF-8".to_owned(),
                 });
                 return Ok(false);
             }
-            (true, Err(e)) => {
+            Ok(Err(e)) => {
                 self.refused.push(StageRefusal::Unnameable {
                     path: rel,
                     reason: e.to_string(),
@@ -1480,8 +1485,23 @@ mod tests {
             shown.iter().any(|s| s.starts_with("bad\\xffname ")),
             "{shown:?}"
         );
+        // Named for what is wrong with it, not for the backslash its escape shows.
         assert!(
-            shown.iter().any(|s| s.starts_with("new\\nline ")),
+            shown
+                .iter()
+                .any(|s| s.starts_with("new\\nline ") && s.contains("control character")),
+            "{shown:?}"
+        );
+        // Under a directory whose name is not UTF-8, every file is unnameable for that.
+        let dir = root.join(std::ffi::OsStr::from_bytes(b"d\xfe"));
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("ok.txt"), "x").unwrap();
+        let changes = stage.changes(&()).unwrap();
+        let shown: Vec<String> = changes.refused().iter().map(ToString::to_string).collect();
+        assert!(
+            shown
+                .iter()
+                .any(|s| s.starts_with("d\\xfe/ok.txt ") && s.contains("not UTF-8")),
             "{shown:?}"
         );
     }
