@@ -167,6 +167,49 @@ fn demo_succeeds_with_one_fix_that_reads_the_evidence() {
     );
 }
 
+/// With a relative `--state` (the default `.kleene` is one), KLEENE_WORKSPACE was relative
+/// too: a command that changed directory lost its stage. Every path a command is given is
+/// absolute and still holds from anywhere.
+#[test]
+fn every_path_a_command_is_given_holds_after_it_changes_directory() {
+    let tmp = TempDir::new().unwrap();
+    let check = "for v in \"$KLEENE_WORKSPACE\" \"$KLEENE_CACHE_DIR\" \"$KLEENE_PLAN_DIR\" \"$KLEENE_RECOVERY_SPEC_FILE\"; do \
+                   case \"$v\" in /*) test -e \"$v\" || exit 1;; *) echo \"relative: $v\"; exit 1;; esac; done";
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            module(),
+            task(
+                "app_model",
+                "model",
+                &["app/model.txt"],
+                &["app_module"],
+                json!({
+                    "run": "cd / && echo bad > \"$KLEENE_WORKSPACE/app/model.txt\"",
+                    "checks": [{"id": "good", "command": "grep -q good app/model.txt"}],
+                    // The fixer is given every variable, the spec file too.
+                    "fix": format!("cd / && {{ {check}; }} && echo good > \"$KLEENE_WORKSPACE/app/model.txt\""),
+                }),
+            ),
+        ],
+    );
+    let out = kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("st/workspace/app/model.txt")).unwrap(),
+        "good\n"
+    );
+}
+
 #[test]
 fn a_fix_that_changes_nothing_stalls() {
     let tmp = TempDir::new().unwrap();

@@ -37,7 +37,8 @@ pub struct RunnerError {
 }
 
 impl Runner {
-    /// A runner keeping its objects and stages under `dir`.
+    /// A runner keeping its objects and stages under `dir` (made absolute, so the stage a
+    /// command is given as `KLEENE_WORKSPACE` holds after it changes directory).
     ///
     /// # Errors
     ///
@@ -47,6 +48,7 @@ impl Runner {
             dir: dir.to_owned(),
             source,
         };
+        let dir = &std::path::absolute(dir).map_err(|e| err(Box::new(e)))?;
         let store = ObjectStore::open(dir.join("objects")).map_err(|e| err(Box::new(e)))?;
         let stages = dir.join("stages");
         std::fs::create_dir_all(&stages).map_err(|e| err(Box::new(e)))?;
@@ -120,4 +122,27 @@ pub(crate) fn refusal_text(changes: &StageChanges) -> Option<String> {
             items.join("; ")
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runner_opened_at_a_relative_dir_gives_commands_absolute_paths() {
+        // Named relative to the directory the tests run in.
+        let tmp = tempfile::tempdir_in(".").unwrap();
+        let dir = PathBuf::from(tmp.path().file_name().unwrap());
+        let runner = Runner::open(&dir).unwrap();
+        let stage = runner.stage_root("t-1");
+        let spec = runner.spec_path("t.call1");
+        assert!(stage.is_absolute(), "{}", stage.display());
+        assert!(spec.is_absolute(), "{}", spec.display());
+        let here = std::env::current_dir().unwrap().join(&dir);
+        assert!(
+            stage.starts_with(here.join("stages")),
+            "{}",
+            stage.display()
+        );
+    }
 }

@@ -78,7 +78,7 @@ run; KLEENE_CACHE_DIR is a directory kept between calls for build caches.
 
 Commands run as `sh -c` in the stage with KLEENE_PLAN_DIR, KLEENE_WORKSPACE (the stage),
 KLEENE_CACHE_DIR, KLEENE_TASK, KLEENE_SUBTASK, KLEENE_DEPTH, KLEENE_CALL and, for `fix`,
-KLEENE_RECOVERY_SPEC_FILE. Where Linux allows it commands run in a PID namespace
+KLEENE_RECOVERY_SPEC_FILE (every path absolute, whatever --state says). Where Linux allows it commands run in a PID namespace
 (setpriv and unshare from util-linux) whose init, a helper kleene starts once per run, kills
 whatever a command left behind before the call is judged: nothing a command starts outlives
 its call or a killed kleene (KLEENE_CONTAINMENT=process-group turns it off).

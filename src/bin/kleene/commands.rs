@@ -386,7 +386,9 @@ fn execute(
         commands: loaded.commands.clone(),
         scratch: loaded.scratch.clone(),
         default_timeout: Duration::from_secs_f64(info.timeout_secs),
-        state: state.clone(),
+        // Absolute, so every path a command is given (its stage as KLEENE_WORKSPACE, its
+        // spec file) still holds after it changes directory, whatever --state said.
+        state: StateDir::at(&absolute(state.root())?),
         interrupt: interrupt.clone(),
         records: GroupRecords::new(state.running_dir()),
         cache_dir: absolute(&state.cache_dir())?,
