@@ -31,6 +31,9 @@
 //! - a symbolic link, a FIFO, a socket or a device, and any file whose name kleene cannot
 //!   admit as a project path (not UTF-8, a control character, a secret-like name), is
 //!   *refused*, named as well as it can be (lossy and escaped);
+//! - a directory or file kleene may not read (permissions the call set), and the stage
+//!   itself when the call removed or replaced it, is *refused* too: the call's failure,
+//!   never mistaken for the host's (what lay beneath counts as deleted);
 //! - anything the caller's [`ScratchRule`] calls scratch (`target/**`, `**/__pycache__/**`)
 //!   is ignored: never read, never part of a candidate;
 //! - with [`Stage::changes_within`], a file that would take what the call wrote past a
@@ -471,12 +474,26 @@ impl Stage {
         scratch: &impl ScratchRule,
         max_written_bytes: u64,
     ) -> Result<StageChanges, StageError> {
-        let root_fd = rustix::fs::open(
+        let root_fd = match rustix::fs::open(
             &self.root,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
-        )
-        .map_err(|e| StageError::io(&self.root)(e.into()))?;
+        ) {
+            Ok(fd) => fd,
+            // The call removed or replaced its own stage: its failure, refused like any
+            // other thing it left, never mistaken for the host failing.
+            Err(e) if left_by_the_call(e) => {
+                return Ok(StageChanges {
+                    written: BTreeMap::new(),
+                    deleted: self.inputs.keys().cloned().collect(),
+                    refused: vec![StageRefusal::Unreadable {
+                        path: String::new(),
+                        reason: io::Error::from(e).to_string(),
+                    }],
+                });
+            }
+            Err(e) => return Err(StageError::io(&self.root)(e.into())),
+        };
         let mut walk = Walk {
             stage: self,
             scratch,
@@ -544,7 +561,7 @@ impl Stage {
             None => self.reset(store, inputs),
         };
         if result.is_err() {
-            let _ = fs::remove_dir_all(&root);
+            let _ = remove_root(&root);
         }
         result
     }
@@ -668,24 +685,36 @@ impl Stage {
     ///
     /// [`StageError::Io`] when it cannot be removed.
     pub fn discard(self) -> Result<(), StageError> {
-        match fs::remove_dir_all(&self.root) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => {
-                // A call may have left a directory without write permission: open it up and
-                // try once more.
-                make_writable(&self.root);
-                fs::remove_dir_all(&self.root).map_err(|_| StageError::io(&self.root)(e))
-            }
+        remove_root(&self.root).map_err(StageError::io(&self.root))
+    }
+}
+
+/// Removes a stage's root, whatever its call left there: the directory, or the file or link
+/// that replaced it (a link is removed, never followed).
+fn remove_root(root: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(root) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Ok(meta) if !meta.is_dir() => return fs::remove_file(root),
+        _ => {}
+    }
+    match fs::remove_dir_all(root) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => {
+            // A call may have left a directory without write permission: open it up and
+            // try once more.
+            make_writable(root);
+            fs::remove_dir_all(root).map_err(|_| e)
         }
     }
 }
 
 fn make_writable(dir: &Path) {
+    // Opened up before it is listed: a directory the call made unreadable cannot be listed.
+    let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
-    let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
     for entry in entries.flatten() {
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
             make_writable(&entry.path());
@@ -718,6 +747,15 @@ pub enum StageRefusal {
         /// Why the name is refused.
         reason: String,
     },
+    /// Something the call left that kleene may not read (its permissions), or that it
+    /// removed or replaced while kleene looked: the stage itself when `path` is empty.
+    /// What lay beneath counts as deleted.
+    Unreadable {
+        /// Its path in the stage (escaped); empty for the stage itself.
+        path: String,
+        /// What the operating system said.
+        reason: String,
+    },
     /// A file that would take what the call wrote past the bytes the caller allows
     /// ([`Stage::changes_within`]); it was not read.
     TooLarge {
@@ -742,6 +780,15 @@ impl std::fmt::Display for StageRefusal {
             StageRefusal::SpecialFile { path, kind } => write!(f, "{path} is a {kind}"),
             StageRefusal::Unnameable { path, reason } => {
                 write!(f, "{path} cannot be a project path: {reason}")
+            }
+            StageRefusal::Unreadable { path, reason } if path.is_empty() => {
+                write!(
+                    f,
+                    "the stage itself cannot be read (removed or replaced?): {reason}"
+                )
+            }
+            StageRefusal::Unreadable { path, reason } => {
+                write!(f, "{path} cannot be read: {reason}")
             }
             StageRefusal::TooLarge { path, bytes, limit } => write!(
                 f,
@@ -799,6 +846,17 @@ struct Walk<'s, S> {
     max_written_bytes: u64,
 }
 
+/// Whether an error reading the stage is the call's doing (permissions it set, or something
+/// it removed or replaced), not the host's: those are refused as what the call left, while
+/// the rest (an I/O error, no memory, no file descriptors) stops the walk.
+fn left_by_the_call(errno: rustix::io::Errno) -> bool {
+    use rustix::io::Errno;
+    matches!(
+        errno,
+        Errno::ACCESS | Errno::PERM | Errno::NOENT | Errno::NOTDIR | Errno::LOOP
+    )
+}
+
 /// How deep the walk descends: far below what an admitted path can reach, so a deeper tree
 /// is refused by name instead of exhausting file descriptors.
 const MAX_DEPTH: usize = 128;
@@ -812,6 +870,13 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         if self.inside_leftover == 0 {
             self.leftovers.push(raw);
         }
+    }
+
+    fn unreadable(&mut self, path: String, errno: rustix::io::Errno) {
+        self.refused.push(StageRefusal::Unreadable {
+            path,
+            reason: io::Error::from(errno).to_string(),
+        });
     }
 
     /// Whether an input lies beneath the directory `dir`.
@@ -862,6 +927,10 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
                 Ok(st) => st,
                 // Removed between listing and looking: it is not there.
                 Err(rustix::io::Errno::NOENT) => continue,
+                Err(e) if left_by_the_call(e) => {
+                    self.unreadable(rel, e);
+                    continue;
+                }
                 Err(e) => return Err(StageError::io(&self.place(&rel))(e.into())),
             };
             let utf8 = std::str::from_utf8(name).is_ok();
@@ -931,13 +1000,19 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
             });
             return Ok(());
         }
-        let child = rustix::fs::openat(
+        let child = match rustix::fs::openat(
             fd,
             c_name,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
-        )
-        .map_err(|e| StageError::io(&self.place(rel))(e.into()))?;
+        ) {
+            Ok(child) => child,
+            Err(e) if left_by_the_call(e) => {
+                self.unreadable(rel.to_owned(), e);
+                return Ok(());
+            }
+            Err(e) => return Err(StageError::io(&self.place(rel))(e.into())),
+        };
         self.dir(&child, rel, raw)
     }
 
@@ -1051,6 +1126,10 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
                     path: path.as_str().to_owned(),
                     target: "(changed while kleene read it)".to_owned(),
                 });
+                Ok(None)
+            }
+            Err(e) if left_by_the_call(e) => {
+                self.unreadable(path.as_str().to_owned(), e);
                 Ok(None)
             }
             Err(e) => Err(StageError::io(&self.place(path.as_str()))(e.into())),
@@ -1504,6 +1583,89 @@ mod tests {
                 .any(|s| s.starts_with("d\\xfe/ok.txt ") && s.contains("not UTF-8")),
             "{shown:?}"
         );
+    }
+
+    /// A call that removes or replaces its own stage is refused for it (its failure, so
+    /// it counts), never reported as the host failing to read the stage; its inputs count
+    /// as deleted, and nothing is read through a stage replaced by a link.
+    #[test]
+    fn a_stage_removed_or_replaced_by_its_call_is_refused() {
+        let (tmp, store) = setup();
+        let input = AdmittedPath::admit("app/MODULE").unwrap();
+        let outside = tmp.path().join("outside");
+        fs::create_dir_all(outside.join("app")).unwrap();
+        fs::write(outside.join("app/MODULE"), "not staged").unwrap();
+        for (n, replace) in ["removed", "a file", "a link"].into_iter().enumerate() {
+            let stage = Stage::prepare(
+                tmp.path().join(format!("s{n}")),
+                &store,
+                [StageInput::new(&input, b"m")],
+            )
+            .unwrap();
+            let root = stage.root().to_owned();
+            fs::remove_dir_all(&root).unwrap();
+            match replace {
+                "a file" => fs::write(&root, "x").unwrap(),
+                "a link" => std::os::unix::fs::symlink(&outside, &root).unwrap(),
+                _ => {}
+            }
+            let changes = stage.changes(&()).unwrap();
+            assert!(changes.written().is_empty(), "{replace}");
+            assert_eq!(changes.deleted(), std::slice::from_ref(&input), "{replace}");
+            assert!(
+                matches!(changes.refused(), [StageRefusal::Unreadable { path, .. }] if path.is_empty()),
+                "{replace}: {:?}",
+                changes.refused()
+            );
+            assert!(
+                changes.refused()[0]
+                    .to_string()
+                    .starts_with("the stage itself cannot be read"),
+                "{replace}"
+            );
+            // What replaced it is removed; what a link pointed to is left alone.
+            stage.discard().unwrap();
+            assert!(fs::symlink_metadata(&root).is_err(), "{replace}");
+        }
+        assert_eq!(fs::read(outside.join("app/MODULE")).unwrap(), b"not staged");
+    }
+
+    /// A directory or file the call made unreadable is refused by name where permissions
+    /// bind kleene's user (root reads everything, so there is nothing to refuse).
+    #[test]
+    fn what_the_call_made_unreadable_is_refused_by_name() {
+        let (tmp, store) = setup();
+        let stage = Stage::prepare(tmp.path().join("s"), &store, []).unwrap();
+        let root = stage.root();
+        fs::create_dir_all(root.join("app/locked")).unwrap();
+        fs::write(root.join("app/locked/f"), "x").unwrap();
+        fs::write(root.join("app/closed"), "x").unwrap();
+        fs::write(root.join("app/ok"), "x").unwrap();
+        fs::set_permissions(root.join("app/locked"), fs::Permissions::from_mode(0o000)).unwrap();
+        fs::set_permissions(root.join("app/closed"), fs::Permissions::from_mode(0o000)).unwrap();
+        let changes = stage.changes(&()).unwrap();
+        // Read anyway: this user is not bound by permissions (root, or CAP_DAC_OVERRIDE).
+        if fs::read(root.join("app/closed")).is_ok() {
+            assert!(changes.refused().is_empty(), "{:?}", changes.refused());
+        } else {
+            let shown: Vec<String> = changes.refused().iter().map(ToString::to_string).collect();
+            assert_eq!(
+                shown,
+                [
+                    "app/closed cannot be read: Permission denied (os error 13)",
+                    "app/locked cannot be read: Permission denied (os error 13)",
+                ]
+            );
+            assert_eq!(
+                changes
+                    .written()
+                    .keys()
+                    .map(AdmittedPath::as_str)
+                    .collect::<Vec<_>>(),
+                ["app/ok"]
+            );
+        }
+        stage.discard().unwrap();
     }
 
     #[test]

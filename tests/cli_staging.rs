@@ -312,6 +312,32 @@ fn resume_refuses_a_changed_plan_file_and_restart_keeps_the_old_run() {
     );
 }
 
+/// A call that removed its own stage stopped the run as if kleene's host had failed
+/// ("nothing was counted"), and every resume made the same call again: no budget bounded
+/// it. What a call does to its stage is its own failure, counted and refused.
+#[test]
+fn a_call_that_removes_its_own_stage_is_refused_and_counted() {
+    let tmp = TempDir::new().unwrap();
+    let plan = one_task(
+        tmp.path(),
+        &["app/MODULE"],
+        json!({
+            "run": "mkdir -p app && echo m > app/MODULE && rm -rf \"$KLEENE_WORKSPACE\"",
+            "retry_limit": 1,
+        }),
+    );
+    let out = run(tmp.path(), &plan);
+    let all = both(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("call 2 rejected") && all.contains("the stage itself cannot be read"),
+        "{all}"
+    );
+    assert!(!all.contains("nothing was counted"), "{all}");
+    let s = text(&status(tmp.path()).stdout);
+    assert!(s.contains("failed") && s.contains("2 calls"), "{s}");
+}
+
 /// A copied state directory, resumed, wrote its accepted files into the original's
 /// workspace: `run.json` named even the default workspace by its absolute path.
 #[test]

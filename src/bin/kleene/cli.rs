@@ -72,8 +72,9 @@ Each call runs in its own staged workspace: a fresh directory holding the accept
 the task's prerequisites (and theirs), nothing else. `run`, the checks and every `fix` of
 the call run there, so the checks judge exactly what is accepted. The call's output is what
 it created or changed there; writing another task's path, deleting a prerequisite's file,
-leaving a symbolic link, a FIFO or a file name kleene cannot admit, or writing more than
-1 GiB outside the scratch, refuses the call. kleene never reads through a symbolic link. STATE/workspace receives the accepted files after the
+leaving a symbolic link, a FIFO, a file name kleene cannot admit or something it may not
+read, removing its own stage, or writing more than 1 GiB outside the scratch, refuses the
+call. kleene never reads through a symbolic link. STATE/workspace receives the accepted files after the
 run; KLEENE_CACHE_DIR is a directory kept between calls for build caches.
 
 Commands run as `sh -c` in the stage with KLEENE_PLAN_DIR, KLEENE_WORKSPACE (the stage),
