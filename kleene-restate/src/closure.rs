@@ -43,6 +43,12 @@ use kleene::stage::{Stage, StageInput};
 use crate::plan::{DEFAULT_TIMEOUT, ShellCommand, ShellPlan};
 use crate::shell::{Runner, Scratch, refusal_text};
 
+/// The most bytes one call may write outside its scratch. Its candidate travels as the call's
+/// result, in JSON that spends up to four characters a byte, and Restate refuses a message
+/// past 32 MiB by default (retrying it until the call fails, with no word of why): a call
+/// that writes more is refused naming the file, which is never read.
+pub const MAX_CALL_OUTPUT_BYTES: u64 = 4 * 1024 * 1024;
+
 /// The recovery depth `kleene run` allows by default.
 pub const MAX_DEPTH: u32 = 3;
 /// The run-wide fix attempts `kleene run` allows by default.
@@ -191,7 +197,9 @@ impl<'p> ShellAgent<'p> {
                 detail: format!("finish the call of task {}: it never started", task.id),
             });
         };
-        let changes = state.stage.changes(&Scratch::new(&state.command.scratch));
+        let changes = state
+            .stage
+            .changes_within(&Scratch::new(&state.command.scratch), MAX_CALL_OUTPUT_BYTES);
         // A stage left behind costs disk, never correctness: the next call gets a new one.
         let _ = state.stage.discard();
         if let Some(err) = state.own_io {
@@ -699,6 +707,28 @@ mod tests {
         assert!(p.rejection().is_none(), "{:?}", p.rejection());
         assert_eq!(paths(&p), ["a.txt"]);
         assert!(p.closure().is_some());
+    }
+
+    /// A candidate too large for a Restate message was sent anyway: the server refused it
+    /// and retried the call until the task failed, saying nothing of why.
+    #[test]
+    fn a_call_that_writes_more_than_a_message_can_carry_is_refused_naming_the_file() {
+        let plan = plan(&[task(
+            "a",
+            &format!(
+                r#", "run": "echo k > a.txt && head -c {} /dev/zero > big.bin""#,
+                MAX_CALL_OUTPUT_BYTES + 1
+            ),
+        )]);
+        let (result, _) = first_call(&plan, &[], &mut no_draw);
+        let p = result.unwrap();
+        let text = p.rejection().unwrap().to_string();
+        assert!(
+            text.contains(&format!("big.bin ({} bytes)", MAX_CALL_OUTPUT_BYTES + 1))
+                && text.contains(&format!("past the {MAX_CALL_OUTPUT_BYTES} bytes")),
+            "{text}"
+        );
+        assert_eq!(paths(&p), ["a.txt"]);
     }
 
     #[test]

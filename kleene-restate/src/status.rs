@@ -24,6 +24,9 @@ pub struct TaskLine {
     pub calls: u32,
     /// Its accepted output's digest.
     pub accepted: Option<Digest>,
+    /// Why it failed, in one line, when it did (absent from an earlier adapter's answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// A channel's status.
@@ -65,6 +68,7 @@ impl ChannelStatus {
                     .to_string(),
                 calls: t.calls(),
                 accepted: t.accepted().map(|a| a.digest()),
+                why: evidence.failure_cause(id).map(|cause| cause.to_string()),
             })
             .collect();
         Self {
@@ -95,6 +99,9 @@ impl std::fmt::Display for ChannelStatus {
             f.write_str(if t.calls == 1 { ")" } else { "s)" })?;
             if let Some(d) = t.accepted {
                 write!(f, " {d}")?;
+            }
+            if let Some(why) = &t.why {
+                write!(f, ": {why}")?;
             }
             writeln!(f)?;
         }

@@ -120,6 +120,7 @@ fn a_submission_a_report_and_files_keep_their_json() {
             status: "accepted".into(),
             calls: 1,
             accepted: Some(d(3)),
+            why: None,
         }],
         events: 7,
         evidence_digest: Some(d(4)),
@@ -128,8 +129,24 @@ fn a_submission_a_report_and_files_keep_their_json() {
     pinned(
         "run_report_v1.json",
         &RunReport {
-            status,
+            status: status.clone(),
             resumed: true,
+        },
+    );
+    // A failed task's line says why; an answer without the field (the first above, or an
+    // earlier adapter's) reads as saying nothing.
+    let mut failed = status;
+    failed.tasks[0] = TaskLine {
+        status: "failed".into(),
+        accepted: None,
+        why: Some("call 1 rejected: too large".into()),
+        ..failed.tasks[0].clone()
+    };
+    pinned(
+        "run_report_failed_v1.json",
+        &RunReport {
+            status: failed,
+            resumed: false,
         },
     );
     let candidate: Candidate = kleene_fixture("candidate_v1.json");

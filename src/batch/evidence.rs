@@ -130,6 +130,69 @@ pub enum TaskStatus {
     Pending,
 }
 
+/// Why a failed task failed: what ended its calls, from its evidence
+/// ([`BatchEvidence::failure_cause`]). Its `Display` is one line for people.
+///
+/// ```
+/// # use kleene::batch::FailureCause;
+/// # fn show(cause: FailureCause<'_>) {
+/// match cause {
+///     FailureCause::Rejected { call, rejection } => eprintln!("call {call}: {rejection}"),
+///     other => eprintln!("{other}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum FailureCause<'e> {
+    /// The worker's infrastructure failed on `call`: never repairable.
+    Infrastructure {
+        /// The call.
+        call: u32,
+        /// What failed.
+        failure: &'e InfrastructureFailure,
+    },
+    /// The candidate of `call`, its last, was refused and no call is left.
+    Rejected {
+        /// The call.
+        call: u32,
+        /// Why it was refused.
+        rejection: &'e Rejection,
+    },
+    /// `call`, its last, was interrupted and its `budget` of calls is spent.
+    Interrupted {
+        /// The call.
+        call: u32,
+        /// Its calls in all (`retry_limit + 1`).
+        budget: u32,
+    },
+    /// Its `calls` are spent, with no refusal or interruption on record.
+    CallsSpent {
+        /// The calls made.
+        calls: u32,
+    },
+}
+
+impl std::fmt::Display for FailureCause<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Infrastructure { call, failure } => {
+                write!(f, "infrastructure failure on call {call}: {failure}")
+            }
+            Self::Rejected { call, rejection } => {
+                let text = rejection.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                write!(f, "call {call} rejected: {first}")
+            }
+            Self::Interrupted { call, budget } => write!(
+                f,
+                "call {call} was interrupted and its {budget} call(s) (retry_limit + 1) are spent"
+            ),
+            Self::CallsSpent { calls } => write!(f, "failed after {calls} call(s)"),
+        }
+    }
+}
+
 impl std::fmt::Display for TaskStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -955,6 +1018,33 @@ impl BatchEvidence {
     pub fn status(&self, id: &TaskId) -> Option<TaskStatus> {
         self.position(id).and_then(|i| self.status_at(i))
     }
+    /// Why `id` failed, when its status is [`TaskStatus::Failed`]; `None` otherwise.
+    pub fn failure_cause(&self, id: &TaskId) -> Option<FailureCause<'_>> {
+        if self.status(id) != Some(TaskStatus::Failed) {
+            return None;
+        }
+        let task = self.task(id)?;
+        if let Some((call, failure)) = task.infrastructure_failure() {
+            return Some(FailureCause::Infrastructure { call, failure });
+        }
+        // Whichever of its last refusal and its last interruption came later ended it.
+        let last_interrupted = task.interrupted.last().copied();
+        let rejected = task
+            .rejections
+            .last()
+            .filter(|r| last_interrupted.is_none_or(|call| call < r.attempt()));
+        Some(match (rejected, last_interrupted) {
+            (Some(rejected), _) => FailureCause::Rejected {
+                call: rejected.attempt(),
+                rejection: rejected.rejection(),
+            },
+            (None, Some(call)) => FailureCause::Interrupted {
+                call,
+                budget: task.budget,
+            },
+            (None, None) => FailureCause::CallsSpent { calls: task.calls },
+        })
+    }
     /// Tasks waiting for a call, in topological order.
     pub fn pending(&self) -> impl Iterator<Item = &TaskId> {
         self.inventory()
@@ -1159,6 +1249,59 @@ mod tests {
                 record_digest: Digest::from_bytes([4; 32]),
             },
         }
+    }
+
+    /// A failed task names what ended it: its last refusal, or a later interruption, or an
+    /// infrastructure failure; a task that has not failed has no cause.
+    #[test]
+    fn a_failed_task_names_what_ended_it() {
+        let interrupted = |attempt| EvidenceEvent::Interrupted { task: t(), attempt };
+        let cause = |events: Vec<EvidenceEvent>| {
+            let e = BatchEvidence::fold(events).unwrap();
+            e.failure_cause(&t()).map(|c| c.to_string())
+        };
+        assert_eq!(
+            cause(vec![
+                started(false),
+                reserved(1),
+                rejected(1),
+                reserved(2),
+                rejected(2)
+            ]),
+            Some("call 2 rejected: candidate for task t breaks its output contract: no".into())
+        );
+        assert_eq!(
+            cause(vec![
+                started(false),
+                reserved(1),
+                rejected(1),
+                reserved(2),
+                interrupted(2)
+            ]),
+            Some("call 2 was interrupted and its 2 call(s) (retry_limit + 1) are spent".into())
+        );
+        assert_eq!(
+            cause(vec![
+                started(false),
+                reserved(1),
+                interrupted(1),
+                reserved(2),
+                rejected(2)
+            ]),
+            Some("call 2 rejected: candidate for task t breaks its output contract: no".into())
+        );
+        let infrastructure = EvidenceEvent::Settled {
+            task: t(),
+            attempt: 1,
+            settlement: Settlement::Infrastructure(InfrastructureFailure::Timeout { after_ms: 5 }),
+        };
+        assert_eq!(
+            cause(vec![started(false), reserved(1), infrastructure]),
+            Some("infrastructure failure on call 1: worker call timed out after 5 ms".into())
+        );
+        // Pending with a call left, and in flight: not failed.
+        assert_eq!(cause(vec![started(false), reserved(1), rejected(1)]), None);
+        assert_eq!(cause(vec![started(false), reserved(1)]), None);
     }
 
     #[test]

@@ -81,8 +81,9 @@ pub use candidate::{AcceptedOutput, Candidate, Rejection};
 pub use closure_worker::{BatchAgent, ClosureWorker};
 pub use event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
 pub use evidence::{
-    BatchEvidence, BatchSummary, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT, FailureKind,
-    FailureNote, FoldError, RecoveryRecord, RejectedAttempt, TaskEvidence, TaskStatus,
+    BatchEvidence, BatchSummary, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT,
+    FailureCause, FailureKind, FailureNote, FoldError, RecoveryRecord, RejectedAttempt,
+    TaskEvidence, TaskStatus,
 };
 pub use executor::{
     Batch, BatchError, BatchErrorKind, DEFAULT_COMPACTION_AFTER, RecoveryOutcome, RunOutcome,

@@ -542,29 +542,9 @@ pub fn report_event(rep: &mut Reporter, fixes: &mut BTreeMap<TaskId, u32>, event
 
 /// Why a failed task failed, in one line.
 pub fn failure_reason(evidence: &BatchEvidence, id: &TaskId) -> String {
-    let Some(task) = evidence.task(id) else {
-        return "not in the batch".to_owned();
-    };
-    if let Some((call, failure)) = task.infrastructure_failure() {
-        return format!("infrastructure failure on call {call}: {failure}");
-    }
-    match (task.rejections().last(), task.interrupted_attempts().last()) {
-        (Some(rejected), _) => format!(
-            "call {} rejected: {}",
-            rejected.attempt(),
-            rejected
-                .rejection()
-                .to_string()
-                .lines()
-                .next()
-                .unwrap_or_default()
-        ),
-        (None, Some(call)) => format!(
-            "call {call} was interrupted and its {} call(s) (retry_limit + 1) are spent",
-            task.budget()
-        ),
-        (None, None) => format!("failed after {} call(s)", task.calls()),
-    }
+    evidence
+        .failure_cause(id)
+        .map_or_else(|| "it has not failed".to_owned(), |cause| cause.to_string())
 }
 
 /// One word (or a few) for a task's status; `None` is a planned task the evidence does not
