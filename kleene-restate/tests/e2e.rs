@@ -837,3 +837,44 @@ fn calls_in_flight_together_never_draw_more_than_the_run_s_fix_budget() {
     assert_eq!(calls(&status), calls(&local), "{status}");
     assert_eq!(calls(&local), [vec![1; 10], vec![2; 2]].concat(), "{local}");
 }
+
+/// A call that wrote more than a Restate message carries was sent anyway: the server refused
+/// the result and retried the call until the task failed, and `status` said only "failed".
+/// The worker refuses it naming the file, and the status says why.
+#[test]
+fn a_call_too_large_for_a_message_is_refused_and_the_status_says_why() {
+    let Some(_serial) = server() else { return };
+    let _cluster = Cluster::start(1, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let limit = kleene_restate::closure::MAX_CALL_OUTPUT_BYTES;
+    let plan = plan_file(
+        dir.path(),
+        vec![task(
+            "a",
+            &format!(
+                "echo a > a.txt && head -c {} /dev/zero > big.bin",
+                limit + 1
+            ),
+            &[],
+        )],
+    );
+    let chan = channel("too-large");
+    let (out, _) = run(&plan, &chan, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = status_of(&out);
+    let why = status.tasks[0].why.as_deref().unwrap_or_default();
+    assert!(
+        why.contains(" rejected: ") && why.contains(&format!("big.bin ({} bytes)", limit + 1)),
+        "{status:?}"
+    );
+    let shown = String::from_utf8_lossy(&cli(&["status", "--channel", &chan]).stdout).into_owned();
+    assert!(
+        shown.contains("calls): call ") && shown.contains("big.bin"),
+        "{shown}"
+    );
+}
