@@ -679,6 +679,28 @@ impl Stage {
         self.link_missing(store, &wanted)
     }
 
+    /// The bytes free to the caller on the file system that holds the stage: a call that
+    /// failed with almost none left most likely failed for want of room, which is the
+    /// host's failure, not the task's.
+    ///
+    /// # Errors
+    ///
+    /// [`StageError::Io`] when the file system cannot be asked.
+    pub fn free_bytes(&self) -> Result<u64, StageError> {
+        let st =
+            rustix::fs::statvfs(&self.root).map_err(|e| StageError::io(&self.root)(e.into()))?;
+        Ok(st.f_bavail.saturating_mul(st.f_frsize))
+    }
+
+    /// The bytes free on the stage's file system when they are fewer than
+    /// [`FULL_DISK_MARGIN`]: a call that failed there, or a fix about to start there, is
+    /// withdrawn as the host failing rather than counted against the task.
+    pub fn nearly_full(&self) -> Option<u64> {
+        self.free_bytes()
+            .ok()
+            .filter(|&free| free < FULL_DISK_MARGIN)
+    }
+
     /// Removes the stage directory and everything in it (links are removed, never followed).
     ///
     /// # Errors
@@ -827,6 +849,37 @@ impl StageChanges {
     pub fn refused(&self) -> &[StageRefusal] {
         &self.refused
     }
+
+    /// Why the candidate must be refused, in one line, when it must: the inputs the call
+    /// deleted and what it left that kleene refuses, the first twenty of them named.
+    ///
+    /// ```
+    /// # use kleene::stage::StageChanges;
+    /// assert_eq!(StageChanges::default().refusal_summary(), None);
+    /// ```
+    pub fn refusal_summary(&self) -> Option<String> {
+        const SHOWN: usize = 20;
+        let total = self.deleted.len() + self.refused.len();
+        if total == 0 {
+            return None;
+        }
+        let mut items: Vec<String> = self
+            .deleted
+            .iter()
+            .map(|p| {
+                format!("deletes {p}, one of its inputs (a call may only write its own paths)")
+            })
+            .chain(self.refused.iter().map(ToString::to_string))
+            .take(SHOWN)
+            .collect();
+        if total > SHOWN {
+            items.push(format!("and {} more", total - SHOWN));
+        }
+        Some(format!(
+            "the call left what kleene refuses in its stage: {}",
+            items.join("; ")
+        ))
+    }
 }
 
 struct Walk<'s, S> {
@@ -856,6 +909,10 @@ fn left_by_the_call(errno: rustix::io::Errno) -> bool {
         Errno::ACCESS | Errno::PERM | Errno::NOENT | Errno::NOTDIR | Errno::LOOP
     )
 }
+
+/// The free bytes below which a stage's file system counts as full ([`Stage::nearly_full`]):
+/// 1 MiB, room for any command's output and kleene's own small writes.
+pub const FULL_DISK_MARGIN: u64 = 1 << 20;
 
 /// How deep the walk descends: far below what an admitted path can reach, so a deeper tree
 /// is refused by name instead of exhausting file descriptors.
@@ -1666,6 +1723,36 @@ mod tests {
             );
         }
         stage.discard().unwrap();
+    }
+
+    /// The one-line summary names the deleted inputs, then the refusals, the first twenty,
+    /// and counts the rest.
+    #[test]
+    fn the_refusal_summary_names_twenty_and_counts_the_rest() {
+        let (tmp, store) = setup();
+        let input = AdmittedPath::admit("in.txt").unwrap();
+        let stage = Stage::prepare(
+            tmp.path().join("s"),
+            &store,
+            [StageInput::new(&input, b"i")],
+        )
+        .unwrap();
+        fs::remove_file(stage.root().join("in.txt")).unwrap();
+        for i in 0..24 {
+            std::os::unix::fs::symlink("/etc/passwd", stage.root().join(format!("l{i:02}")))
+                .unwrap();
+        }
+        let summary = stage.changes(&()).unwrap().refusal_summary().unwrap();
+        assert!(
+            summary.starts_with(
+                "the call left what kleene refuses in its stage: deletes in.txt, one of its inputs"
+            ),
+            "{summary}"
+        );
+        assert!(summary.contains("l18 is a symbolic link"), "{summary}");
+        assert!(!summary.contains("l19"), "{summary}");
+        assert!(summary.ends_with("; and 5 more"), "{summary}");
+        assert_eq!(summary.lines().count(), 1);
     }
 
     #[test]

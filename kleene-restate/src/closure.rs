@@ -41,13 +41,21 @@ use kleene::process::{self, Finished, Interrupt, Invocation, RunError};
 use kleene::stage::{Stage, StageInput};
 
 use crate::plan::{DEFAULT_TIMEOUT, ShellCommand, ShellPlan};
-use crate::shell::{Runner, Scratch, refusal_text};
+use crate::shell::{Runner, Scratch};
 
 /// The most bytes one call may write outside its scratch. Its candidate travels as the call's
 /// result, in JSON that spends up to four characters a byte, and Restate refuses a message
 /// past 32 MiB by default (retrying it until the call fails, with no word of why): a call
 /// that writes more is refused naming the file, which is never read.
 pub const MAX_CALL_OUTPUT_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The withdrawal detail for a stage whose file system has only `free` bytes left.
+fn full_disk(stage: &Stage, free: u64) -> String {
+    format!(
+        "the file system holding {} has only {free} bytes free; free some space",
+        stage.root().display()
+    )
+}
 
 /// The recovery depth `kleene run` allows by default.
 pub const MAX_DEPTH: u32 = 3;
@@ -181,6 +189,14 @@ impl<'p> ShellAgent<'p> {
     /// Writes the recovery spec of the fix subtask `fix` before its attempt is drawn, so a
     /// disk too full for it withdraws the call without spending the attempt.
     fn prepare(&mut self, fix: &Task) -> Result<(), Stopped> {
+        // A failure on a disk this full most likely came from it, and no fix can mend that:
+        // the call is withdrawn before the attempt is spent.
+        let state = self.state()?;
+        if let Some(free) = state.stage.nearly_full() {
+            let detail = full_disk(&state.stage, free);
+            state.own_io = Some(detail.clone());
+            return Err(Stopped::Other(detail));
+        }
         let path = self.spec_file(fix, &spec_text(fix.spec()))?;
         self.state()?.prepared_fix = Some((fix.id().clone(), path));
         Ok(())
@@ -197,20 +213,24 @@ impl<'p> ShellAgent<'p> {
                 detail: format!("finish the call of task {}: it never started", task.id),
             });
         };
+        // A call that failed on a nearly full disk most likely failed because of it: the
+        // host failed, not the task, so the call is withdrawn.
+        let full = (!record.outcome().is_resolved())
+            .then(|| state.stage.nearly_full())
+            .flatten()
+            .map(|free| full_disk(&state.stage, free));
         let changes = state
             .stage
             .changes_within(&Scratch::new(&state.command.scratch), MAX_CALL_OUTPUT_BYTES);
         // A stage left behind costs disk, never correctness: the next call gets a new one.
         let _ = state.stage.discard();
-        if let Some(err) = state.own_io {
-            return Err(WorkerFailure::Unavailable {
-                detail: format!("kleene could not write its own files: {err}"),
-            });
+        if let Some(detail) = state.own_io.or(full) {
+            return Err(WorkerFailure::Unavailable { detail });
         }
         let changes = changes.map_err(|e| WorkerFailure::Unavailable {
             detail: format!("read the call's stage: {}", Chain(&e)),
         })?;
-        let refusal = refusal_text(&changes);
+        let refusal = changes.refusal_summary();
         let candidate = Candidate::new(changes.into_written());
         let missing: Vec<&str> = task
             .unwritten_owned_paths(candidate.files())
@@ -275,7 +295,7 @@ impl<'p> ShellAgent<'p> {
         let path = runner.spec_path(&format!("{}.call{}", task.id(), state.call));
         if let Err(e) = std::fs::write(&path, text) {
             let message = format!("write the recovery spec {}: {e}", path.display());
-            state.own_io = Some(message.clone());
+            state.own_io = Some(format!("kleene could not write its own files: {message}"));
             return Err(Stopped::Other(message));
         }
         Ok(path)
@@ -302,7 +322,11 @@ impl BatchAgent for ShellAgent<'_> {
 
     fn prepare_fix(&mut self, _call: &WorkerCall<'_>, fix: &Task) -> Result<(), WorkerFailure> {
         self.prepare(fix).map_err(|e| WorkerFailure::Unavailable {
-            detail: format!("kleene could not write its own files: {e}"),
+            detail: self
+                .current
+                .as_ref()
+                .and_then(|state| state.own_io.clone())
+                .unwrap_or_else(|| e.to_string()),
         })
     }
 
@@ -837,6 +861,49 @@ mod tests {
             [1],
             "the spec was not there when the attempt was drawn"
         );
+        assert!(marker.exists());
+    }
+
+    /// A call that fails on a nearly full disk, where no fix can help, is withdrawn before
+    /// its fix draws an attempt (the CLI's full-disk margin, here too); on a disk with room
+    /// the same call is fixed. Needs a small tmpfs, so root; skipped elsewhere.
+    #[test]
+    fn a_failure_on_a_nearly_full_disk_withdraws_the_call_before_its_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().join("small");
+        std::fs::create_dir(&mnt).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+            .arg(&mnt)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("skipped: cannot mount a tmpfs here (not root?)");
+            return;
+        }
+        let unmount = || {
+            let _ = std::process::Command::new("umount").arg(&mnt).status();
+        };
+        let marker = dir.path().join("fixed");
+        let plan = plan(&[fixable(&marker)]);
+        // Leave less than the margin free.
+        let filler = mnt.join("fill");
+        let _ = std::fs::write(&filler, vec![0u8; 1536 * 1024]);
+        let mut draws = 0;
+        let (full, _) = first_call_in(&mnt.join("runner"), &plan, &[], &mut |_| {
+            draws += 1;
+            Ok(())
+        });
+        std::fs::remove_file(&filler).unwrap();
+        let (roomy, _) = first_call_in(&mnt.join("runner2"), &plan, &[], &mut |_| Ok(()));
+        unmount();
+        assert!(
+            matches!(&full, Err(WorkerFailure::Unavailable { detail }) if detail.contains("bytes free")),
+            "{full:?}"
+        );
+        assert_eq!(draws, 0, "the fix drew an attempt on a full disk");
+        assert!(roomy.unwrap().rejection().is_none());
         assert!(marker.exists());
     }
 

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use kleene::plan::PathGlob;
-use kleene::stage::{ObjectStore, ScratchRule, StageChanges};
+use kleene::stage::{ObjectStore, ScratchRule};
 
 /// Runs calls in stages under one directory, sharing one content-addressed object store.
 #[derive(Debug)]
@@ -106,22 +106,6 @@ impl ScratchRule for Scratch<'_> {
     fn covers_dir(&self, dir: &str) -> bool {
         self.subtrees.iter().any(|g| g.matches(dir))
     }
-}
-
-/// What the stage refuses, as one line, or `None`.
-pub(crate) fn refusal_text(changes: &StageChanges) -> Option<String> {
-    let mut items: Vec<String> = changes
-        .deleted()
-        .iter()
-        .map(|p| format!("deletes {p}, an accepted output of a prerequisite"))
-        .collect();
-    items.extend(changes.refused().iter().map(ToString::to_string));
-    (!items.is_empty()).then(|| {
-        format!(
-            "the call left what kleene refuses in its stage: {}",
-            items.join("; ")
-        )
-    })
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! interrupt cancels the call: neither is ever handed to a fixer.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -343,7 +343,7 @@ impl BatchAgent for ShellAgent<'_> {
         // A failure on a disk this full most likely came from it (a command's output cut
         // short), and no fix can mend that: the call is withdrawn before the attempt is
         // spent, as a failed call is when it ends on a full disk.
-        if let Some(free) = nearly_full(state.stage.root()) {
+        if let Some(free) = state.stage.nearly_full() {
             return Err(WorkerFailure::Unavailable {
                 detail: format!(
                     "the file system holding {} has only {free} bytes free; free some space",
@@ -393,7 +393,7 @@ impl BatchAgent for ShellAgent<'_> {
             return Err(unavailable("finish the call", "it never started"));
         };
         let full = (!record.outcome().is_resolved())
-            .then(|| nearly_full(state.stage.root()))
+            .then(|| state.stage.nearly_full())
             .flatten();
         let changes = self.settle_stage(&task.id, state.stage);
         if let Some(detail) = state.own_io {
@@ -421,7 +421,7 @@ impl BatchAgent for ShellAgent<'_> {
             .state
             .append_closure(&task.id, call.attempt(), record)
             .map_err(|e| unavailable("kleene could not write its own files", Chain(&e)))?;
-        let refusal = refusal_text(&changes);
+        let refusal = changes.refusal_summary();
         let candidate = Candidate::new(changes.into_written());
         let missing: Vec<&str> = task
             .unwritten_owned_paths(candidate.files())
@@ -710,37 +710,3 @@ fn correction_text(task: &PlannedTask, rejection: &Rejection, candidate: &Candid
 /// and archived, so a task that leaves gigabytes of build output in its owned paths is
 /// refused with the file named (mark it as scratch) instead of exhausting memory.
 const MAX_CALL_OUTPUT_BYTES: u64 = 1 << 30;
-
-/// The bytes free on the file system holding `dir`, when fewer than a full-disk margin
-/// (1 MiB) are.
-fn nearly_full(dir: &Path) -> Option<u64> {
-    const MARGIN: u64 = 1 << 20;
-    let st = rustix::fs::statvfs(dir).ok()?;
-    let free = st.f_bavail.saturating_mul(st.f_frsize);
-    (free < MARGIN).then_some(free)
-}
-
-/// What the stage refuses, as the rejection text (one line, so every summary shows it), or
-/// `None`.
-fn refusal_text(changes: &StageChanges) -> Option<String> {
-    let mut items: Vec<String> = changes
-        .deleted()
-        .iter()
-        .map(|p| format!("deletes {p}, an accepted output of a prerequisite (a call may only write its own paths)"))
-        .collect();
-    items.extend(changes.refused().iter().map(ToString::to_string));
-    if items.is_empty() {
-        return None;
-    }
-    // Name the first ones; a call that left thousands does not need them all repeated.
-    const SHOWN: usize = 20;
-    let more = items.len().saturating_sub(SHOWN);
-    items.truncate(SHOWN);
-    if more > 0 {
-        items.push(format!("and {more} more"));
-    }
-    Some(format!(
-        "the call left what kleene refuses in its stage: {}",
-        items.join("; ")
-    ))
-}
