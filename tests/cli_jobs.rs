@@ -260,3 +260,30 @@ fn ctrl_c_stops_every_call_in_flight_and_resume_finishes_them() {
         "{status}"
     );
 }
+
+/// A run with two jobs and 2001 tasks left 19 closure records out of its closure log: one
+/// call's torn-tail check cut away a line another call was still writing, so `kleene audit`
+/// failed on a run nothing had interrupted.
+#[test]
+fn calls_in_flight_together_keep_every_closure_record() {
+    let tmp = TempDir::new().unwrap();
+    let mut tasks = vec![module()];
+    for i in 0..300 {
+        tasks.push(task(
+            &format!("app_t{i}"),
+            "model",
+            &[&format!("app/t{i}.txt")],
+            &["app_module"],
+            json!({"run": format!("echo {i} > app/t{i}.txt")}),
+        ));
+    }
+    let plan = write_plan(tmp.path(), tasks);
+    run_with_jobs(tmp.path(), &plan, "st", "4");
+    let out = kleene(tmp.path())
+        .args(["audit", "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let log = std::fs::read_to_string(tmp.path().join("st/closures.jsonl")).unwrap();
+    assert_eq!(log.lines().count(), 301);
+}
