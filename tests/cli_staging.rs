@@ -298,17 +298,22 @@ fn resume_refuses_a_changed_plan_file_and_restart_keeps_the_old_run() {
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
     assert!(tmp.path().join("st.old-1/run.json").exists());
     // The run set aside names its own workspace, not the new run's.
-    let old = text(
-        &kleene(tmp.path())
-            .args(["status", "--state", "st.old-1"])
+    assert_names_its_own_workspace(tmp.path(), "st.old-1");
+}
+
+/// `kleene status --state STATE` names STATE/workspace as the run's workspace.
+fn assert_names_its_own_workspace(dir: &Path, state: &str) {
+    let status = text(
+        &kleene(dir)
+            .args(["status", "--state", state])
             .output()
             .unwrap()
             .stdout,
     );
-    let own = tmp.path().join("st.old-1/workspace");
+    let own = dir.join(state).join("workspace");
     assert!(
-        old.contains(&format!("workspace {}", own.display())),
-        "{old}"
+        status.contains(&format!("workspace {}", own.display())),
+        "{status}"
     );
 }
 
@@ -386,18 +391,7 @@ fn a_copied_state_directory_resumes_into_its_own_workspace() {
         !tmp.path().join("st/workspace/app/model.txt").exists(),
         "the copy wrote into the original's workspace"
     );
-    let status = text(
-        &kleene(tmp.path())
-            .args(["status", "--state", "copy"])
-            .output()
-            .unwrap()
-            .stdout,
-    );
-    let own = tmp.path().join("copy/workspace");
-    assert!(
-        status.contains(&format!("workspace {}", own.display())),
-        "{status}"
-    );
+    assert_names_its_own_workspace(tmp.path(), "copy");
 }
 
 /// `kleene resume` during a run ran the remaining tasks twice and left a journal that never
