@@ -426,6 +426,42 @@ mod tests {
         assert!(text.contains("\"/srv/build/st2/workspace\""), "{text}");
     }
 
+    proptest::proptest! {
+        /// For every state directory and workspace: the run file reads back as written,
+        /// and read from wherever the directory moved, a workspace inside it moves along
+        /// while one outside stays where it was.
+        #[test]
+        fn a_run_file_reads_back_and_an_inner_workspace_moves_with_its_directory(
+            root in proptest::collection::vec("[a-z0-9._-]{1,8}", 1..4),
+            moved in proptest::collection::vec("[a-z0-9._-]{1,8}", 1..4),
+            workspace in proptest::collection::vec("[a-z0-9._-]{1,8}", 0..4),
+            inside in proptest::bool::ANY,
+        ) {
+            let named = |parts: &[String]| -> PathBuf {
+                // "." and ".." are not names a path component holds here.
+                let parts = parts.iter().map(|p| if p == "." || p == ".." { "x" } else { p });
+                std::iter::once("/").chain(parts).collect()
+            };
+            let (root, moved) = (named(&root), named(&moved));
+            let mut info = decode_run_file(V1_RUN_FILE, &root).unwrap().info;
+            let relative: PathBuf = named(&workspace).components().skip(1).collect();
+            info.workspace = if inside {
+                root.join(&relative)
+            } else {
+                Path::new("/elsewhere").join(&relative)
+            };
+            let text = encode_run_file(&info, &root);
+            proptest::prop_assert_eq!(&decode_run_file(&text, &root).unwrap().info, &info);
+            let there = decode_run_file(&text, &moved).unwrap().info.workspace;
+            let expected = if inside {
+                moved.join(&relative)
+            } else {
+                info.workspace.clone()
+            };
+            proptest::prop_assert_eq!(there, expected);
+        }
+    }
+
     #[test]
     fn a_newer_run_file_is_refused_by_its_format() {
         let info = decode_run_file(V0_RUN_FILE, root()).unwrap().info;
