@@ -698,6 +698,52 @@ fn a_task_that_outlives_a_killed_kleene_is_named_or_killed_by_resume() {
     assert!(!late.exists(), "the killed call's process kept running");
 }
 
+/// Without a PID namespace a `setsid` child outlives its call. It wrote into the next call's
+/// stage (the same directory, reused), and that call's candidate carried what it wrote as
+/// the next task's output. Now every call there gets a directory of its own: what such a
+/// child writes, by the path it was given or by its working directory, lands nowhere.
+#[test]
+fn a_command_that_outlives_its_call_never_writes_into_a_later_call_s_stage() {
+    let tmp = TempDir::new().unwrap();
+    let plant =
+        "sleep 0.5; echo planted > \"$KLEENE_WORKSPACE/app/b.txt\"; echo planted > app/c.txt";
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            task(
+                "app_module",
+                "module",
+                &["app/MODULE"],
+                &[],
+                json!({"run": format!(
+                    "mkdir -p app && echo m > app/MODULE && setsid sh -c '{plant}' > /dev/null 2>&1 < /dev/null & sleep 0.2"
+                )}),
+            ),
+            task(
+                "app_b",
+                "model",
+                &["app/b.txt", "app/c.txt"],
+                &["app_module"],
+                json!({"run": "sleep 1; for f in b c; do test -f app/$f.txt || echo honest > app/$f.txt; done"}),
+            ),
+        ],
+    );
+    let out = kleene(tmp.path())
+        .env("KLEENE_CONTAINMENT", "process-group")
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    for file in ["b", "c"] {
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join(format!("st/workspace/app/{file}.txt")))
+                .unwrap(),
+            "honest\n",
+            "app/{file}.txt"
+        );
+    }
+}
+
 /// Where a PID namespace is available, nothing a task started survives a SIGKILL of kleene.
 #[test]
 fn nothing_survives_a_killed_kleene_where_namespaces_work() {

@@ -83,8 +83,9 @@ KLEENE_RECOVERY_SPEC_FILE (every path absolute, whatever --state says). Where Li
 (setpriv and unshare from util-linux) whose init, a helper kleene starts once per run, kills
 whatever a command left behind before the call is judged: nothing a command starts outlives
 its call or a killed kleene (KLEENE_CONTAINMENT=process-group turns it off).
-Elsewhere it leads a process group that kleene records, and a later resume refuses to start
-while one is alive (--kill-stale kills it). A missing command (exit 127/126) or a
+Elsewhere it leads a process group that kleene records, a later resume refuses to start
+while one is alive (--kill-stale kills it), and every call gets a stage directory never used
+before, so what a child that outlived its call writes reaches no later call. A missing command (exit 127/126) or a
 timeout is an infrastructure failure and is never handed to a fixer; kleene's own failure
 to write (a full disk) stops the run without counting the call (a fix that already ran
 stays spent).

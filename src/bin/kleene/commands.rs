@@ -371,7 +371,7 @@ fn execute(
     plan_text: &str,
     pass: Pass,
     signing: &SigningArgs,
-    rep: Reporter,
+    mut rep: Reporter,
 ) -> Outcome {
     let Pass { resumed, jobs } = pass;
     let plan = &loaded.plan;
@@ -381,6 +381,24 @@ fn execute(
     })?;
     let interrupt = Interrupt::install()
         .map_err(|e| Failure::halted(format!("install the SIGINT/SIGTERM handler: {e}")))?;
+    // What stages an earlier kleene left hold nothing anyone needs: their calls were never
+    // settled, and a resume makes them again in fresh stages.
+    if let Ok(entries) = fs::read_dir(state.stages_dir()) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                fs::remove_dir_all(&path)
+            } else {
+                fs::remove_file(&path)
+            };
+            if let Err(e) = removed {
+                rep.say(&format!(
+                    "warning: failed to remove a stage an earlier kleene left: {}: {e}",
+                    path.display()
+                ));
+            }
+        }
+    }
     let ctx = Context {
         plan_dir: info.plan_dir.clone(),
         commands: loaded.commands.clone(),
@@ -392,6 +410,7 @@ fn execute(
         interrupt: interrupt.clone(),
         records: GroupRecords::new(state.running_dir()),
         cache_dir: absolute(&state.cache_dir())?,
+        commands_can_outlive_calls: process::containment() == Containment::ProcessGroup,
     };
     for dir in [&ctx.cache_dir, &info.workspace] {
         fs::create_dir_all(dir)

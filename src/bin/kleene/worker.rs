@@ -57,6 +57,11 @@ pub struct Context {
     pub records: GroupRecords,
     /// The build cache shared by calls, exported as `KLEENE_CACHE_DIR` (absolute).
     pub cache_dir: PathBuf,
+    /// Whether a command can outlive its call (no PID namespace here: a `setsid` child
+    /// escapes its process group). Then no stage is reused and none is made again under a
+    /// name used before, so what such a child writes, by its working directory or by the
+    /// path it was given, never lands in a later call's stage.
+    pub commands_can_outlive_calls: bool,
 }
 
 impl Context {
@@ -114,6 +119,8 @@ pub struct ShellAgent<'a> {
     /// The last call's stage, turned into the next call's by [`Stage::reuse`]: in a chain,
     /// a call then pays for the files that changed, not for linking every input again.
     spare: Option<Stage>,
+    /// Stages made so far, naming each one apart when commands can outlive their calls.
+    stages_made: u64,
     /// The call under way.
     current: Option<CallState>,
 }
@@ -188,6 +195,7 @@ impl<'a> ShellAgent<'a> {
             slot,
             file_digests: BTreeMap::new(),
             spare: None,
+            stages_made: 0,
             current: None,
         }
     }
@@ -273,12 +281,19 @@ impl<'a> ShellAgent<'a> {
     }
 
     /// A new stage directory holding `inputs`.
-    fn fresh_stage(&self, inputs: Vec<StageInput<'_>>) -> Result<Stage, WorkerFailure> {
-        let root = self
-            .ctx
-            .state
-            .stages_dir()
-            .join(format!("call-{}", self.slot));
+    fn fresh_stage(&mut self, inputs: Vec<StageInput<'_>>) -> Result<Stage, WorkerFailure> {
+        let name = if self.ctx.commands_can_outlive_calls {
+            self.stages_made += 1;
+            format!(
+                "call-{}.{}-{}",
+                self.slot,
+                std::process::id(),
+                self.stages_made
+            )
+        } else {
+            format!("call-{}", self.slot)
+        };
+        let root = self.ctx.state.stages_dir().join(name);
         // A stage left by a crashed run holds nothing anyone needs: its call was never
         // settled, and a resume makes the call again from a fresh stage.
         if std::fs::symlink_metadata(&root).is_ok() {
@@ -460,7 +475,10 @@ impl ShellAgent<'_> {
                     let _ = self.store.forget(&digest);
                 }
             }
-            // Kept for the next call, which turns it into its own stage.
+        }
+        // Kept for the next call, which turns it into its own stage, unless it cannot be
+        // read or a command of this call may still be writing into it.
+        if changes.is_ok() && !self.ctx.commands_can_outlive_calls {
             self.spare = Some(stage);
         } else if let Err(err) = stage.discard() {
             self.say(&format!(
