@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use kleene::batch::{
-    Batch, BatchError, BatchErrorKind, BatchEvidence, Candidate, EvidenceJournal, FileJournal,
-    IneligibleReason, InfrastructureFailure, MemoryJournal, PendingTurnReplay, RecoveryError,
-    RecoveryRequest, Rejection, TaskStatus, Worker, WorkerCall, WorkerFailure,
+    Batch, BatchError, BatchErrorKind, BatchEvidence, Candidate, EvidenceJournal, FailureCause,
+    FileJournal, IneligibleReason, InfrastructureFailure, MemoryJournal, PendingTurnReplay,
+    RecoveryError, RecoveryRequest, Rejection, TaskStatus, Worker, WorkerCall, WorkerFailure,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
 use kleene::{
@@ -808,6 +808,21 @@ fn complete(
 fn check_invariants(plan: &ValidatedPlan, evidence: &BatchEvidence, worker: &ScriptedWorker) {
     for (task, t) in evidence.inventory() {
         assert!(t.calls() <= t.budget(), "{task} exceeded its budget");
+        // Exactly a failed task has a cause, and it names one of the task's own calls.
+        let cause = evidence.failure_cause(task);
+        assert_eq!(
+            cause.is_some(),
+            evidence.status(task) == Some(TaskStatus::Failed),
+            "{task}: {cause:?}"
+        );
+        let call = match cause {
+            Some(FailureCause::Rejected { call, .. })
+            | Some(FailureCause::Infrastructure { call, .. })
+            | Some(FailureCause::Interrupted { call, .. }) => call,
+            Some(FailureCause::CallsSpent { calls }) => calls,
+            _ => 1,
+        };
+        assert!((1..=t.calls().max(1)).contains(&call), "{task}: {cause:?}");
     }
     for call in worker.calls() {
         let prerequisites: Vec<TaskId> = plan
