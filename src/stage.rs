@@ -707,12 +707,22 @@ impl Stage {
     ///
     /// [`StageError::Io`] when it cannot be removed.
     pub fn discard(self) -> Result<(), StageError> {
-        remove_root(&self.root).map_err(StageError::io(&self.root))
+        remove_stage(&self.root)
     }
 }
 
-/// Removes a stage's root, whatever its call left there: the directory, or the file or link
-/// that replaced it (a link is removed, never followed).
+/// Removes the stage directory at `root` that no [`Stage`] owns any more (one a crashed run
+/// left behind), whatever its call left there: the directory, even one the call made
+/// unreadable, or the file or link that replaced it (a link is removed, never followed).
+/// Nothing there is no error.
+///
+/// # Errors
+///
+/// [`StageError::Io`] when it cannot be removed.
+pub fn remove_stage(root: &Path) -> Result<(), StageError> {
+    remove_root(root).map_err(StageError::io(root))
+}
+
 fn remove_root(root: &Path) -> io::Result<()> {
     match fs::symlink_metadata(root) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -990,11 +1000,12 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
                 }
                 Err(e) => return Err(StageError::io(&self.place(&rel))(e.into())),
             };
-            let utf8 = std::str::from_utf8(name).is_ok();
             match FileType::from_raw_mode(st.st_mode as _) {
                 FileType::Directory => {
                     // A directory that holds no input goes whole when the stage is reused.
-                    let holds = utf8 && self.holds_inputs(&rel);
+                    // An escaped name (not UTF-8, a control character) is never admitted, so
+                    // it never holds an input, and it is never one.
+                    let holds = self.holds_inputs(&rel);
                     let raw = raw();
                     if !holds {
                         self.leftover(raw.clone());
@@ -1007,7 +1018,7 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
                     walked?;
                 }
                 FileType::RegularFile => {
-                    if !self.regular(fd, &c_name, rel, &raw, utf8, &st)? {
+                    if !self.regular(fd, &c_name, rel, &raw, &st)? {
                         self.leftover(raw());
                     }
                 }
@@ -1081,14 +1092,13 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         c_name: &CStr,
         rel: String,
         raw: &impl Fn() -> Vec<u8>,
-        utf8: bool,
         st: &Stat,
     ) -> Result<bool, StageError> {
         if self.scratch.is_scratch(&rel) {
             return Ok(false);
         }
         // Most files of a stage are its unchanged inputs: recognised by name and identity.
-        if utf8 && let Some(&(path, staged)) = self.by_name.get(rel.as_str()) {
+        if let Some(&(path, staged)) = self.by_name.get(rel.as_str()) {
             if staged.identity == Some(identity(st)) {
                 self.seen.insert(path);
                 return Ok(true);

@@ -385,16 +385,10 @@ fn execute(
     // settled, and a resume makes them again in fresh stages.
     if let Ok(entries) = fs::read_dir(state.stages_dir()) {
         for entry in entries.flatten() {
-            let path = entry.path();
-            let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                fs::remove_dir_all(&path)
-            } else {
-                fs::remove_file(&path)
-            };
-            if let Err(e) = removed {
+            if let Err(e) = kleene::stage::remove_stage(&entry.path()) {
                 rep.say(&format!(
-                    "warning: failed to remove a stage an earlier kleene left: {}: {e}",
-                    path.display()
+                    "warning: failed to remove a stage an earlier kleene left: {}",
+                    Chain(&e)
                 ));
             }
         }

@@ -20,7 +20,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kleene::batch::{BatchAgent, Candidate, Proposal, Rejection, WorkerCall, WorkerFailure};
-use kleene::stage::{ObjectStore, ScratchRule, Stage, StageChanges, StageError, StageInput};
+use kleene::stage::{
+    ObjectStore, ScratchRule, Stage, StageChanges, StageError, StageInput, remove_stage,
+};
 use kleene::{
     Agent, Task,
     audit::{AuditEntry, AuditEvent},
@@ -296,11 +298,7 @@ impl<'a> ShellAgent<'a> {
         let root = self.ctx.state.stages_dir().join(name);
         // A stage left by a crashed run holds nothing anyone needs: its call was never
         // settled, and a resume makes the call again from a fresh stage.
-        if std::fs::symlink_metadata(&root).is_ok() {
-            std::fs::remove_dir_all(&root).map_err(|e| {
-                unavailable(&format!("remove stale stage {}", root.display()), Chain(&e))
-            })?;
-        }
+        remove_stage(&root).map_err(|e| unavailable("remove a stale stage", Chain(&e)))?;
         Stage::prepare(root, self.store, inputs)
             .map_err(|e| unavailable("stage the call", Chain(&e)))
     }
@@ -359,12 +357,7 @@ impl BatchAgent for ShellAgent<'_> {
         // short), and no fix can mend that: the call is withdrawn before the attempt is
         // spent, as a failed call is when it ends on a full disk.
         if let Some(free) = state.stage.nearly_full() {
-            return Err(WorkerFailure::Unavailable {
-                detail: format!(
-                    "the file system holding {} has only {free} bytes free; free some space",
-                    ctx.state.stages_dir().display()
-                ),
-            });
+            return Err(full_disk(ctx, free));
         }
         // The spec file is written before the attempt is drawn too: a disk too full for it
         // stops the call before the fix could run.
@@ -420,13 +413,7 @@ impl BatchAgent for ShellAgent<'_> {
         // because of it: the host failed, not the task, so the call is withdrawn, before its
         // record is saved (the call is made again under the same number).
         if let Some(free) = full {
-            let root = self.ctx.state.stages_dir();
-            return Err(WorkerFailure::Unavailable {
-                detail: format!(
-                    "the file system holding {} has only {free} bytes free; free some space",
-                    root.display()
-                ),
-            });
+            return Err(full_disk(self.ctx, free));
         }
         let changes = changes.map_err(|e| unavailable("read the call's stage", Chain(&e)))?;
         // The record is the call's audit trail for people (`kleene audit`), bound by the
@@ -722,6 +709,16 @@ fn correction_text(task: &PlannedTask, rejection: &Rejection, candidate: &Candid
         text.push('\n');
     }
     text
+}
+
+/// The withdrawal of a call whose stages' file system has only `free` bytes left.
+fn full_disk(ctx: &Context, free: u64) -> WorkerFailure {
+    WorkerFailure::Unavailable {
+        detail: format!(
+            "the file system holding {} has only {free} bytes free; free some space",
+            ctx.state.stages_dir().display()
+        ),
+    }
 }
 
 /// The bytes a call may write outside its scratch: a candidate is held in memory, journaled
