@@ -5,7 +5,7 @@
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kleene::batch::{
     Batch, BatchErrorKind, CrashBackend, EvidenceEvent, EvidenceJournal, Journal, MemoryJournal,
@@ -79,7 +79,6 @@ fn independent_tasks_run_at_once_up_to_the_job_limit() {
     let plan = shape.plan();
     let batch = Batch::new(&plan, chan("t"));
     let (running, most) = (Arc::default(), Arc::new(AtomicUsize::new(0)));
-    let started = Instant::now();
     let outcome = batch
         .run_threaded(
             jobs(3),
@@ -93,15 +92,12 @@ fn independent_tasks_run_at_once_up_to_the_job_limit() {
             &mut MemoryJournal::default(),
         )
         .unwrap();
-    let took = started.elapsed();
     assert!(outcome.evidence.summary().is_complete());
     assert_eq!(
         most.load(Ordering::SeqCst),
         3,
         "never more than the job limit"
     );
-    // Six calls of 150 ms in two waves of three, not six in a row (900 ms).
-    assert!(took < Duration::from_millis(700), "took {took:?}");
 }
 
 /// Keeps the events of every append, in order.

@@ -194,21 +194,33 @@ fn a_diamond_of_one_second_tasks_with_three_jobs_follows_its_critical_path() {
 #[test]
 fn ctrl_c_stops_every_call_in_flight_and_resume_finishes_them() {
     let tmp = TempDir::new().unwrap();
+    let marks = tmp.path().join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    let m = marks.display();
+    // The first call of each task says it started and then sleeps far longer than the test
+    // waits; the resumed call says it runs and waits for the other two to say so too, so
+    // the three can only finish if they run at once. No sleep window decides the outcome.
     let tasks = (0..3)
         .map(|i| {
             let file = format!("app/f{i}");
+            let run = format!(
+                "if [ \"$KLEENE_CALL\" = 1 ]; then touch {m}/started{i}; sleep 120; fi; \
+                 touch {m}/resumed{i}; n=0; \
+                 until [ -e {m}/resumed0 ] && [ -e {m}/resumed1 ] && [ -e {m}/resumed2 ]; do \
+                 n=$((n+1)); [ $n -gt 3000 ] && exit 1; sleep 0.01; done; \
+                 mkdir -p app; echo {i} > {file}"
+            );
             task(
                 &format!("app_t{i}"),
                 "model",
                 &[file.as_str()],
                 &[],
                 // An interrupted call counts: one more is left for the resume.
-                json!({"run": format!("sleep 2; mkdir -p app; echo {i} > {file}"), "retry_limit": 1}),
+                json!({"run": run, "retry_limit": 1}),
             )
         })
         .collect();
     let plan = write_plan(tmp.path(), tasks);
-    let started = Instant::now();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_kleene"))
         .current_dir(tmp.path())
         .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "3"])
@@ -216,7 +228,15 @@ fn ctrl_c_stops_every_call_in_flight_and_resume_finishes_them() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(600));
+    let waiting = Instant::now();
+    while !(0..3).all(|i| marks.join(format!("started{i}")).exists()) {
+        assert!(
+            waiting.elapsed() < Duration::from_secs(60),
+            "the three calls never ran at once"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let interrupted = Instant::now();
     let signalled = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -224,15 +244,14 @@ fn ctrl_c_stops_every_call_in_flight_and_resume_finishes_them() {
     assert!(signalled.success());
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
-    // Every call was stopped, not waited for (each sleeps 2 s).
+    // Every call was stopped, not waited for (each sleeps two minutes).
     assert!(
-        started.elapsed() < Duration::from_millis(1800),
+        interrupted.elapsed() < Duration::from_secs(60),
         "{:?}",
-        started.elapsed()
+        interrupted.elapsed()
     );
     assert!(!tmp.path().join("st/workspace/app").exists());
 
-    let started = Instant::now();
     let out = kleene(tmp.path())
         .args(["resume", "--state", "st", "-j", "3"])
         .output()
@@ -243,11 +262,6 @@ fn ctrl_c_stops_every_call_in_flight_and_resume_finishes_them() {
         "{}\n{}",
         text(&out.stdout),
         text(&out.stderr)
-    );
-    assert!(
-        started.elapsed() < Duration::from_millis(3500),
-        "{:?}",
-        started.elapsed()
     );
     let status = kleene(tmp.path())
         .args(["status", "--state", "st"])

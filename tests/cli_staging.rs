@@ -616,14 +616,29 @@ fn sigkill_at_any_moment_of_the_demo_then_resume_gives_the_same_acceptance() {
 fn two_runs_started_together_exactly_one_is_refused() {
     for trial in 0..5 {
         let tmp = TempDir::new().unwrap();
+        let release = tmp.path().join("release");
+        // The running one holds the directory until the test releases it, after the other
+        // has been refused: however slow either start, they overlap.
         let plan = one_task(
             tmp.path(),
             &["app/MODULE"],
-            json!({"run": "sleep 0.5; mkdir -p app && echo m > app/MODULE"}),
+            json!({"run": format!(
+                "while [ ! -e {} ]; do sleep 0.02; done; mkdir -p app && echo m > app/MODULE",
+                release.display()
+            )}),
         );
-        let a = spawn_run(tmp.path(), &plan);
-        let b = spawn_run(tmp.path(), &plan);
+        let mut a = spawn_run(tmp.path(), &plan);
+        let mut b = spawn_run(tmp.path(), &plan);
         let (a_pid, b_pid) = (a.id(), b.id());
+        let started = Instant::now();
+        while a.try_wait().unwrap().is_none() && b.try_wait().unwrap().is_none() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "trial {trial}: neither run was refused"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::fs::write(&release, "").unwrap();
         let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
         let ok: Vec<usize> = (0..2).filter(|&i| outs[i].status.success()).collect();
         assert_eq!(
@@ -649,13 +664,20 @@ fn two_runs_started_together_exactly_one_is_refused() {
 fn a_task_that_outlives_a_killed_kleene_is_named_or_killed_by_resume() {
     let tmp = TempDir::new().unwrap();
     let late = tmp.path().join("late");
+    let release = tmp.path().join("release");
+    // The first call waits for a file only the test creates (after `--kill-stale`), so it is
+    // still running when `resume` looks however loaded the machine is, and it writes `late`
+    // at once if anything let it live.
     let plan = one_task(
         tmp.path(),
         &["app/MODULE"],
         json!({
             "run": format!(
-                "if [ \"$KLEENE_CALL\" = 1 ]; then touch \"$KLEENE_CACHE_DIR/started\"; sleep 5; touch {}; fi; mkdir -p app && echo m > app/MODULE",
-                late.display()
+                "if [ \"$KLEENE_CALL\" = 1 ]; then touch \"$KLEENE_CACHE_DIR/started\"; \
+                 while [ ! -e {release} ]; do sleep 0.02; done; touch {late}; fi; \
+                 mkdir -p app && echo m > app/MODULE",
+                release = release.display(),
+                late = late.display()
             ),
             // The killed call counts: leave room for the resumed one.
             "retry_limit": 1,
@@ -693,8 +715,11 @@ fn a_task_that_outlives_a_killed_kleene_is_named_or_killed_by_resume() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
-    // The killed call's process never got to write.
-    std::thread::sleep(Duration::from_millis(5500));
+    // Released now, a surviving first call would write `late` within milliseconds; a killed
+    // one never does. (On a loaded machine a survivor might be late: the test can then pass
+    // wrongly, never fail wrongly.)
+    std::fs::write(&release, "").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
     assert!(!late.exists(), "the killed call's process kept running");
 }
 

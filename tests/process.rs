@@ -90,10 +90,11 @@ fn a_timeout_stops_the_command_and_the_host_serves_the_next() {
     }
     let dir = tempfile::tempdir().unwrap();
     let mut i = inv("echo started; sleep 30", dir.path());
-    i.timeout = Duration::from_millis(300);
+    // Long enough for a loaded machine to start the shell and echo; far short of the sleep.
+    i.timeout = Duration::from_secs(2);
     let started = Instant::now();
     let err = process::run(&i, &Interrupt::default()).unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(started.elapsed() < Duration::from_secs(25));
     match err {
         RunError::TimedOut { tail, .. } => assert_eq!(tail.stdout().trim(), "started"),
         other => panic!("not a timeout: {other}"),
@@ -108,20 +109,33 @@ fn an_interrupt_stops_the_command_and_a_new_host_serves_the_next() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("after");
-    let command = format!("sleep 1; touch {}", marker.display());
+    let (started_mark, release, marker) = (
+        dir.path().join("started"),
+        dir.path().join("release"),
+        dir.path().join("after"),
+    );
+    // The command runs until the test releases it, which it does only after the interrupt:
+    // a command that survived would then write the marker at once.
+    let command = format!(
+        "touch {}; while [ ! -e {} ]; do sleep 0.02; done; touch {}",
+        started_mark.display(),
+        release.display(),
+        marker.display()
+    );
     let interrupt = Interrupt::default();
     let flag = interrupt.clone();
     let setter = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(200));
+        let waiting = Instant::now();
+        while !started_mark.exists() && waiting.elapsed() < Duration::from_secs(30) {
+            thread::sleep(Duration::from_millis(10));
+        }
         flag.set();
     });
-    let started = Instant::now();
     let err = process::run(&inv(&command, dir.path()), &interrupt).unwrap_err();
     setter.join().unwrap();
     assert!(err.is_interrupted(), "{err}");
-    assert!(started.elapsed() < Duration::from_millis(900));
-    thread::sleep(Duration::from_millis(1200));
+    std::fs::write(&release, "").unwrap();
+    thread::sleep(Duration::from_millis(500));
     assert!(!marker.exists(), "the interrupted command kept running");
     let done = process::run(&inv("echo again", dir.path()), &Interrupt::default()).unwrap();
     assert_eq!(done.tail.stdout().trim(), "again");
@@ -133,23 +147,25 @@ fn threads_run_commands_at_once_each_in_its_own_host() {
         return;
     }
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let started = Instant::now();
+    let marks = dir.path().display().to_string();
+    // Each command waits until all three have started: one host would run them one after
+    // another, and the first would give up waiting (exit 1).
     let workers: Vec<_> = (0..3)
         .map(|n| {
             let dir = Arc::clone(&dir);
+            let command = format!(
+                "touch {marks}/m{n}; i=0; \
+                 until [ -e {marks}/m0 ] && [ -e {marks}/m1 ] && [ -e {marks}/m2 ]; do \
+                 i=$((i+1)); [ $i -gt 3000 ] && exit 1; sleep 0.01; done; echo {n}"
+            );
             thread::spawn(move || {
-                let command = format!("sleep 0.5; echo {n}");
                 process::run(&inv(&command, dir.path()), &Interrupt::default()).unwrap()
             })
         })
         .collect();
     for (n, w) in workers.into_iter().enumerate() {
-        assert_eq!(w.join().unwrap().tail.stdout().trim(), n.to_string());
+        let done = w.join().unwrap();
+        assert!(done.success(), "command {n} never saw the others start");
+        assert_eq!(done.tail.stdout().trim(), n.to_string());
     }
-    // One host would have run them one after another (1.5 s).
-    assert!(
-        started.elapsed() < Duration::from_millis(1400),
-        "{:?}",
-        started.elapsed()
-    );
 }

@@ -760,11 +760,11 @@ mod tests {
         let started = Instant::now();
         // The background sleep would keep stdout open for 30 s if only the shell died.
         let err = run(
-            &inv("sleep 30 & echo started; sleep 30", d.path(), 300),
+            &inv("sleep 30 & echo started; sleep 30", d.path(), 2000),
             &Interrupt::default(),
         )
         .unwrap_err();
-        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(started.elapsed() < Duration::from_secs(25));
         match err {
             RunError::TimedOut { tail, .. } => assert_eq!(tail.stdout(), "started\n"),
             other => panic!("{other}"),
@@ -781,7 +781,7 @@ mod tests {
         )
         .unwrap();
         assert!(done.success());
-        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(started.elapsed() < Duration::from_secs(25));
     }
 
     #[test]
@@ -797,7 +797,7 @@ mod tests {
         let err = run(&inv("sleep 30", d.path(), 60_000), &flag).unwrap_err();
         t.join().unwrap();
         assert!(err.is_interrupted());
-        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(started.elapsed() < Duration::from_secs(25));
     }
 
     #[test]
@@ -828,18 +828,28 @@ mod tests {
         let records = GroupRecords::new(d.path().join("running"));
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let (r, s) = (records.clone(), Arc::clone(&seen));
+        let release = d.path().join("release");
+        let r_release = release.clone();
+        // The command runs until the watcher has seen its record, however slow its start.
         let watcher = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(300));
-            *s.lock().unwrap() = r.live();
+            let waiting = Instant::now();
+            let mut live = r.live();
+            while live.is_empty() && waiting.elapsed() < Duration::from_secs(30) {
+                thread::sleep(Duration::from_millis(10));
+                live = r.live();
+            }
+            *s.lock().unwrap() = live;
+            std::fs::write(&r_release, "").unwrap();
         });
-        let mut i = inv("sleep 1.5", d.path(), 5000);
+        let command = format!("while [ ! -e {} ]; do sleep 0.01; done", release.display());
+        let mut i = inv(&command, d.path(), 60_000);
         i.records = Some((&records, "task t call 1".to_owned()));
         assert!(run(&i, &Interrupt::default()).unwrap().success());
         watcher.join().unwrap();
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert!(
-            seen[0].label.starts_with("task t call 1: `sleep 1.5`"),
+            seen[0].label.starts_with("task t call 1: `while"),
             "{seen:?}"
         );
         assert!(records.live().is_empty());
