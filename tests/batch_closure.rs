@@ -715,3 +715,86 @@ fn by_default_a_withdrawn_call_is_still_finished() {
     assert!(err.is_worker_unavailable(), "{err}");
     assert_eq!(records.borrow().len(), 1);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// For any scripted plan (a chain of up to three tasks, each failing its first calls some
+    /// number of times) and any single changed byte of its closure log (the records as JSON
+    /// lines), `accept_audited` either refuses, or every audit trail it binds still reads
+    /// back from the log unchanged, and it seals the record the clean log seals.
+    #[test]
+    fn a_changed_byte_of_the_closure_log_is_refused_or_changes_nothing_bound(
+        fails in proptest::collection::vec(0u32..3, 1..4),
+        at_seed in any::<usize>(),
+        flip in 1u8..=255,
+    ) {
+        let n = fails.len();
+        let plan = validated(&plan_json(n, &vec![3; n]));
+        let records: Rc<RefCell<Vec<(TaskId, u32, ClosureRecord)>>> = Rc::default();
+        let agent = Fixer {
+            fails: (0..n)
+                .map(|i| (TaskId::new(format!("t{i}")).unwrap(), fails[i]))
+                .collect(),
+            appends: Rc::new(Cell::new(0)),
+            fixes_run: Rc::default(),
+            call: 0,
+            records: Rc::clone(&records),
+        };
+        let mut worker = ClosureWorker::new(
+            agent,
+            Session::new("build", "x").unwrap(),
+            RecoveryPolicy::default(),
+        );
+        let channel = chan("damaged-log");
+        let evidence = Batch::new(&plan, channel.clone())
+            .run(&mut worker, &(), &mut kleene::batch::MemoryJournal::default())
+            .unwrap()
+            .evidence;
+        let snapshot = kleene::snapshot::Snapshot::from_evidence(&evidence).unwrap();
+        let binding = kleene::acceptance::BuildBinding::new(
+            channel,
+            plan.digest(),
+            evidence.evidence_version(),
+        );
+        let records = records.borrow();
+        let clean = kleene::acceptance::accept_audited(
+            &plan,
+            &evidence,
+            &snapshot,
+            &binding,
+            records.iter().map(|(t, c, r)| (t, *c, r)),
+        )
+        .unwrap();
+        // The log: one JSON line per record, `task call record`.
+        let log: String = records
+            .iter()
+            .map(|(t, c, r)| format!("{t} {c} {}\n", r.to_json()))
+            .collect();
+        let mut bytes = log.into_bytes();
+        let at = at_seed % bytes.len();
+        bytes[at] ^= flip;
+        let read: Vec<(TaskId, u32, ClosureRecord)> = String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|line| {
+                let mut parts = line.splitn(3, ' ');
+                let task = TaskId::new(parts.next()?).ok()?;
+                let call = parts.next()?.parse().ok()?;
+                let record = ClosureRecord::from_json(parts.next()?).ok()?;
+                Some((task, call, record))
+            })
+            .collect();
+        let given = || read.iter().map(|(t, c, r)| (t, *c, r));
+        match kleene::acceptance::accept_audited(&plan, &evidence, &snapshot, &binding, given()) {
+            Err(err) => prop_assert!(err.problems().iter().all(|p| matches!(
+                p,
+                kleene::acceptance::AcceptanceProblem::ClosureRecord(_)
+            ))),
+            Ok(sealed) => {
+                prop_assert_eq!(sealed.digest(), clean.digest());
+                prop_assert!(evidence.verify_closures(given()).is_ok());
+                prop_assert!(sealed.verify_closures(given()).is_ok());
+            }
+        }
+    }
+}

@@ -186,3 +186,113 @@ fn a_tampered_closure_record_is_named_by_audit_and_verify() {
     }
     std::fs::write(&log, &original).unwrap();
 }
+
+/// A run of `module` and `app_model` (fixed once), not yet accepted.
+fn finished_run(dir: &Path) {
+    let plan = write_plan(
+        dir,
+        vec![
+            module(),
+            repairable(
+                "app_model",
+                "app/a.txt",
+                "mkdir -p app; echo bad > app/a.txt",
+            ),
+        ],
+    );
+    let out = kleene(dir)
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// The record digest `kleene accept` prints, once it accepted.
+fn accepted_digest(dir: &Path) -> String {
+    let out = kleene(dir)
+        .args(["accept", "--state", "st", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let event: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    event["record_digest"].as_str().unwrap().to_owned()
+}
+
+/// `accept` sealed a damaged closure log: the record then bound audit trails the state
+/// directory could no longer show. Each damage is now refused by `accept` and `export`,
+/// naming the task, and nothing is written; swapped lines verify, since a record is found
+/// by its task and call, not by its place.
+#[test]
+fn accept_and_export_refuse_a_damaged_closure_log_and_write_nothing() {
+    let tmp = TempDir::new().unwrap();
+    finished_run(tmp.path());
+    let log = tmp.path().join("st/closures.jsonl");
+    let original = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = original.lines().collect();
+    assert!(lines.len() >= 2, "{original}");
+    let clean = accepted_digest(tmp.path());
+    std::fs::remove_file(tmp.path().join("st/acceptance.json")).unwrap();
+
+    let joined = |lines: &[&str]| lines.iter().map(|l| format!("{l}\n")).collect::<String>();
+    let fixed = lines.iter().position(|l| l.contains("app_model")).unwrap();
+    let mut flipped = original.clone().into_bytes();
+    let middle = original.find("app_model").unwrap() + 40;
+    flipped[middle] ^= 0x01;
+    let damages: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "a dropped line",
+            joined(
+                &lines
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != fixed)
+                    .map(|(_, l)| *l)
+                    .collect::<Vec<_>>(),
+            )
+            .into_bytes(),
+        ),
+        (
+            "an edited text",
+            original
+                .replacen("expected good", "expected gold", 1)
+                .into_bytes(),
+        ),
+        ("a flipped byte", flipped),
+        (
+            "a truncated last line",
+            original.as_bytes()[..original.len() - 20].to_vec(),
+        ),
+    ];
+    for (damage, bytes) in &damages {
+        assert_ne!(bytes.as_slice(), original.as_bytes(), "{damage}");
+        std::fs::write(&log, bytes).unwrap();
+        for args in [
+            vec!["accept", "--state", "st"],
+            vec!["export", "out.tar", "--state", "st"],
+        ] {
+            let out = kleene(tmp.path()).args(&args).output().unwrap();
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{damage}, {args:?}: {stderr}");
+            assert!(
+                stderr.contains("closures.jsonl") && stderr.contains("app_"),
+                "{damage}, {args:?}: {stderr}"
+            );
+            assert!(stderr.contains("nothing was written"), "{stderr}");
+            assert!(
+                !tmp.path().join("st/acceptance.json").exists(),
+                "{damage}, {args:?}: a record was sealed"
+            );
+            assert!(
+                !tmp.path().join("out.tar").exists(),
+                "{damage}, {args:?}: an archive was written"
+            );
+        }
+    }
+    // Line order carries no meaning: the same records in another order seal the same record.
+    let mut swapped = lines.clone();
+    swapped.swap(0, 1);
+    std::fs::write(&log, joined(&swapped)).unwrap();
+    assert_eq!(accepted_digest(tmp.path()), clean);
+    std::fs::write(&log, &original).unwrap();
+    assert_eq!(accepted_digest(tmp.path()), clean);
+}

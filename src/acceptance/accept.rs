@@ -2,9 +2,11 @@
 
 use std::collections::BTreeSet;
 
+use super::closures::ClosureMismatch;
 use super::record::{RECORD_FORMAT, RecordBody, task_results_digest};
 use super::{AcceptanceRecord, BuildBinding, TaskResult};
 use crate::batch::{BatchEvidence, TaskStatus};
+use crate::closure::ClosureRecord;
 use crate::digest::{Canonical, CanonicalHasher, Unordered};
 use crate::plan::{PlannedTask, ValidatedPlan};
 use crate::snapshot::Snapshot;
@@ -54,6 +56,10 @@ pub enum AcceptanceProblem {
         /// The evidence's version.
         evidence: u32,
     },
+    /// The audit trail of a settled call, as the given closure records hold it, is missing or
+    /// not the one the evidence binds: sealing would bind a trail nobody can show.
+    #[error("the audit trail the evidence binds is not in the closure records: {0}")]
+    ClosureRecord(ClosureMismatch),
     /// A planned task is not accepted.
     #[error("task {task} is not accepted: it {}; finish the run before accepting", standing(.status))]
     TaskNotAccepted {
@@ -271,6 +277,61 @@ pub fn accept(
         task_results_digest,
         files: snapshot.manifest(),
     }))
+}
+
+/// [`accept`], after checking the audit trails it binds: every closure the evidence settled
+/// must be among `closures` (task, call, record: what an audit store holds, in any order),
+/// whole and unchanged. Use it wherever closure records are kept apart from the evidence
+/// (a log file, a table), so that a damaged trail is named before anything is sealed.
+///
+/// Records of calls the evidence never settled are ignored; a call whose record was saved
+/// twice must match in every copy.
+///
+/// ```
+/// # use kleene::acceptance::{accept_audited, AcceptanceProblem};
+/// # fn demo(plan: &kleene::plan::ValidatedPlan, evidence: &kleene::batch::BatchEvidence,
+/// #         snapshot: &kleene::snapshot::Snapshot, binding: &kleene::acceptance::BuildBinding,
+/// #         stored: &[(kleene::id::TaskId, u32, kleene::closure::ClosureRecord)]) {
+/// match accept_audited(plan, evidence, snapshot, binding,
+///                      stored.iter().map(|(task, call, record)| (task, *call, record))) {
+///     Ok(record) => println!("sealed {}", record.digest()),
+///     Err(err) => for problem in err.problems() {
+///         if let AcceptanceProblem::ClosureRecord(m) = problem {
+///             eprintln!("restore the closure record of task {} call {}", m.call().0, m.call().1);
+///         }
+///     },
+/// }
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// [`AcceptanceError::Rejected`] listing every problem [`accept`] finds and every missing
+/// or changed closure record ([`AcceptanceProblem::ClosureRecord`]).
+pub fn accept_audited<'r>(
+    plan: &ValidatedPlan,
+    evidence: &BatchEvidence,
+    snapshot: &Snapshot,
+    binding: &BuildBinding,
+    closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r ClosureRecord)>,
+) -> Result<AcceptanceRecord, AcceptanceError> {
+    let trails: Vec<AcceptanceProblem> = match evidence.verify_closures(closures) {
+        Ok(_) => Vec::new(),
+        Err(e) => e
+            .mismatches()
+            .iter()
+            .cloned()
+            .map(AcceptanceProblem::ClosureRecord)
+            .collect(),
+    };
+    match accept(plan, evidence, snapshot, binding) {
+        Ok(record) if trails.is_empty() => Ok(record),
+        Ok(_) => Err(AcceptanceError::Rejected { problems: trails }),
+        Err(AcceptanceError::Rejected { mut problems }) => {
+            problems.extend(trails);
+            Err(AcceptanceError::Rejected { problems })
+        }
+    }
 }
 
 /// The plan's task inventory, sorted by id: each task's id, lane, owner, retry limit and

@@ -65,7 +65,7 @@ pub(crate) mod manifest;
 pub(crate) mod record;
 mod signed;
 
-pub use accept::{AcceptanceError, AcceptanceProblem, accept};
+pub use accept::{AcceptanceError, AcceptanceProblem, accept, accept_audited};
 pub use closures::{ClosureMismatch, ClosuresError};
 pub use export::{
     ArchivePlace, CanonicalArchive, ExportError, HostileEntry, VerifiedArchive, VerifyError,

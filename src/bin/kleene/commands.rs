@@ -16,10 +16,10 @@ use kleene::signing::{Envelope, PublicKey, SigningKey};
 use kleene::{
     ValidatedPlan,
     acceptance::{
-        AcceptanceRecord, BuildBinding, SignedError, StoredRecord, VerifyError, accept, export,
-        verify_archive, verify_signed_archive,
+        AcceptanceProblem, AcceptanceRecord, BuildBinding, ClosureMismatch, SignedError,
+        StoredRecord, VerifyError, accept_audited, export, verify_archive, verify_signed_archive,
     },
-    closure::{RecoverOn, RecoveryPolicy, Session},
+    closure::{ClosureRecord, RecoverOn, RecoveryPolicy, Session},
     id::{ChannelId, Digest, TaskId},
     snapshot::Snapshot,
 };
@@ -754,15 +754,103 @@ fn acceptance(
         loaded.plan.digest(),
         evidence.evidence_version(),
     );
-    let record = accept(&loaded.plan, &evidence, &snapshot, &binding).map_err(|err| {
-        let problems: Vec<String> = err.problems().iter().map(|p| format!("  {p}")).collect();
-        Failure::halted(format!(
-            "accept the build: {} problem(s):\n{}",
+    // The record binds each call's audit trail by digest: a trail the closure log can no
+    // longer show is named here, before anything is sealed.
+    let entries = state.closure_log();
+    let (logged, mut problems) = read_closure_log(state, &entries);
+    let sealed = accept_audited(
+        &loaded.plan,
+        &evidence,
+        &snapshot,
+        &binding,
+        logged.iter().map(|l| (&l.task, l.call, l.record)),
+    );
+    if let Err(err) = &sealed {
+        problems.extend(err.problems().iter().map(|p| match p {
+            AcceptanceProblem::ClosureRecord(m) => {
+                format!("{}: {m}", closure_place(state, &logged, m))
+            }
+            other => other.to_string(),
+        }));
+    }
+    match sealed {
+        Ok(record) if problems.is_empty() => Ok((record, snapshot)),
+        _ => Err(Failure::halted(format!(
+            "accept the build: {} problem(s), nothing was written:\n  {}",
             problems.len(),
-            problems.join("\n")
-        ))
-    })?;
-    Ok((record, snapshot))
+            problems.join("\n  ")
+        ))),
+    }
+}
+
+/// One record of the closure log, read back in the form kleene writes.
+struct LoggedClosure<'e> {
+    task: TaskId,
+    call: u32,
+    record: &'e ClosureRecord,
+    /// The file and line it stands on.
+    place: String,
+}
+
+/// The records of the closure log that read back in the one form kleene writes, and a
+/// problem for each line that does not (unreadable, not a task id, or edited into another
+/// spelling of the same value). Line order carries no meaning: a record is found by its
+/// task and call.
+fn read_closure_log<'e>(
+    state: &StateDir,
+    entries: &'e [ClosureEntry],
+) -> (Vec<LoggedClosure<'e>>, Vec<String>) {
+    let log_path = state.closure_log_path();
+    let text = fs::read_to_string(&log_path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut problems = Vec::new();
+    let mut logged = Vec::new();
+    for entry in entries {
+        let place = format!("{} line {}", log_path.display(), entry.line);
+        let record = match &entry.record {
+            Ok(record) => record,
+            Err(e) => {
+                problems.push(format!(
+                    "{place} (task {} call {}): unreadable: {e}",
+                    entry.task, entry.call
+                ));
+                continue;
+            }
+        };
+        let Ok(task) = TaskId::new(entry.task.clone()) else {
+            problems.push(format!("{place}: task {:?} is not a task id", entry.task));
+            continue;
+        };
+        // One value has one written form: a byte changed to an equivalent spelling (an
+        // upper-case hex digit, an escape) is an edit too.
+        let again = encode_closure_line_as(entry.format, &task, entry.call, record);
+        let written = lines.get(entry.line.saturating_sub(1)).copied();
+        if !again.is_ok_and(|again| Some(again.as_slice()) == written.map(str::as_bytes)) {
+            problems.push(format!(
+                "{place} (task {task} call {}): not in the form kleene writes; it was edited",
+                entry.call
+            ));
+        }
+        logged.push(LoggedClosure {
+            task,
+            call: entry.call,
+            record,
+            place,
+        });
+    }
+    (logged, problems)
+}
+
+/// Where the record a mismatch is about stands: its line, or the log when it has none.
+fn closure_place(state: &StateDir, logged: &[LoggedClosure<'_>], m: &ClosureMismatch) -> String {
+    let (task, call) = m.call();
+    logged
+        .iter()
+        .find(|l| &l.task == task && l.call == call)
+        .map_or_else(
+            || state.closure_log_path().display().to_string(),
+            |l| l.place.clone(),
+        )
 }
 
 /// `kleene accept`.
@@ -1215,42 +1303,15 @@ fn closure_problems(
     evidence: Option<&BatchEvidence>,
     accepted: Option<&StoredRecord>,
 ) -> Vec<String> {
-    let log_path = state.closure_log_path();
-    let text = fs::read_to_string(&log_path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    let mut problems = Vec::new();
-    let mut parsed = Vec::new();
-    for entry in entries {
-        let Ok(record) = &entry.record else { continue };
-        let place = format!("{} line {}", log_path.display(), entry.line);
-        let Ok(task) = TaskId::new(entry.task.clone()) else {
-            problems.push(format!("{place}: task {:?} is not a task id", entry.task));
-            continue;
-        };
-        // One value has one written form: a byte changed to an equivalent spelling (an
-        // upper-case hex digit, an escape) is an edit too.
-        let again = encode_closure_line_as(entry.format, &task, entry.call, record);
-        let written = lines.get(entry.line.saturating_sub(1)).copied();
-        if !again.is_ok_and(|again| Some(again.as_slice()) == written.map(str::as_bytes)) {
-            problems.push(format!(
-                "{place} (task {task} call {}): not in the form kleene writes; it was edited",
-                entry.call
-            ));
-        }
-        parsed.push((task, entry.call, record, place));
-    }
-    let given = || parsed.iter().map(|(t, c, r, _)| (t, *c, *r));
+    let (logged, mut problems) = read_closure_log(state, entries);
+    let given = || logged.iter().map(|l| (&l.task, l.call, l.record));
     let checks = [
         evidence.map(|e| ("journal", e.verify_closures(given()))),
         accepted.map(|a| ("acceptance record", a.verify_closures(given()))),
     ];
     for (binder, checked) in checks.into_iter().flatten() {
         for m in checked.err().iter().flat_map(|e| e.mismatches()) {
-            let (task, call) = m.call();
-            let place = parsed
-                .iter()
-                .find(|(t, c, _, _)| t == task && *c == call)
-                .map_or(log_path.display().to_string(), |p| p.3.clone());
+            let place = closure_place(state, &logged, m);
             problems.push(format!("{place} (checked against the {binder}): {m}"));
         }
     }
@@ -1283,16 +1344,8 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let mut broken = Vec::new();
     for entry in &entries {
         let place = format!("{} line {}", log_path.display(), entry.line);
-        let record = match &entry.record {
-            Ok(r) => r,
-            Err(e) => {
-                broken.push(format!(
-                    "{place} (task {} call {}): unreadable: {e}",
-                    entry.task, entry.call
-                ));
-                continue;
-            }
-        };
+        // An unreadable line is named once, with the log's other problems below.
+        let Ok(record) = &entry.record else { continue };
         let log = record.audit();
         let verified = log.verify();
         if rep.mode() == crate::report::Mode::Json {
