@@ -462,6 +462,48 @@ mod tests {
         }
     }
 
+    /// Found by fuzzing: `600.0e-55` read as 5.9999999999999995e-53, was written so, and read
+    /// back as 5.999999999999999e-53. A state file reads back as what was written.
+    #[test]
+    fn a_timeout_reads_back_exactly_as_written() {
+        let text = V0_RUN_FILE.replacen("600.0", "600.0e-55", 1);
+        assert_ne!(text, V0_RUN_FILE);
+        let info = decode_run_file(&text, root()).unwrap().info;
+        let again = decode_run_file(&encode_run_file(&info, root()), root()).unwrap();
+        assert_eq!(
+            again.info.timeout_secs.to_bits(),
+            info.timeout_secs.to_bits()
+        );
+        assert_eq!(again.info, info);
+    }
+
+    proptest::proptest! {
+        /// For every finite timeout (any bit pattern) and any counts, a run file reads back
+        /// as written, bit for bit.
+        #[test]
+        fn every_run_file_round_trips(
+            bits in proptest::num::u64::ANY,
+            max_depth in proptest::num::u32::ANY,
+            max_fixes in proptest::num::u32::ANY,
+            recover_warnings in proptest::bool::ANY,
+            batch_recovery in proptest::bool::ANY,
+            channel in "[ -~]{0,24}",
+        ) {
+            let timeout = f64::from_bits(bits);
+            proptest::prop_assume!(timeout.is_finite());
+            let mut info = decode_run_file(V1_RUN_FILE, root()).unwrap().info;
+            info.timeout_secs = timeout;
+            info.max_depth = max_depth;
+            info.max_fixes = max_fixes;
+            info.recover_warnings = recover_warnings;
+            info.batch_recovery = batch_recovery;
+            info.channel = channel;
+            let back = decode_run_file(&encode_run_file(&info, root()), root()).unwrap().info;
+            proptest::prop_assert_eq!(back.timeout_secs.to_bits(), timeout.to_bits());
+            proptest::prop_assert_eq!(back, info);
+        }
+    }
+
     #[test]
     fn a_newer_run_file_is_refused_by_its_format() {
         let info = decode_run_file(V0_RUN_FILE, root()).unwrap().info;
