@@ -208,7 +208,7 @@ fn user_contract_rejection_is_kept_verbatim_and_retried_with_correction_without_
     let (rejection, _) = calls[1].correction.clone().unwrap();
     assert_eq!(
         rejection.to_string(),
-        "candidate for task service_tasks breaks its output contract: handler must implement UserTaskModule with all actions"
+        "candidate for task service_tasks was refused: handler must implement UserTaskModule with all actions"
     );
 }
 
@@ -217,7 +217,16 @@ fn finite_budgets_bound_every_task() {
     let plan = app_plan();
     let bad = ok(&[("backend/schemas.py", "nope")]);
     // Without recovery: retry_limit + 1 = 4 calls, each after the first with a correction.
-    let mut worker = ScriptedWorker::new().script(service(), [bad.clone()]);
+    // Each call is refused for another file, so recovery never stalls.
+    let mut worker = ScriptedWorker::new().script(
+        service(),
+        [
+            bad.clone(),
+            ok(&[("elsewhere/one.txt", "x")]),
+            ok(&[("elsewhere/two.txt", "x")]),
+            ok(&[("elsewhere/three.txt", "x")]),
+        ],
+    );
     let evidence = Batch::new(&plan, chan("budget"))
         .dispatch(&mut worker, &(), &mut MemoryJournal::default())
         .unwrap();
@@ -268,6 +277,30 @@ fn finite_budgets_bound_every_task() {
     assert!(fourth.granted.is_empty());
     assert_eq!(worker.calls_of(&service()).len(), 2);
     assert!(third.evidence.task(&service()).unwrap().calls() <= 4);
+}
+
+/// A refusal is a verdict: a call refused for the same reason as the call before it ends
+/// the task (`recovery_stalled`) instead of spending the rest of its budget, and the failure
+/// cause says so.
+#[test]
+fn a_repeated_refusal_stalls_recovery_after_two_calls() {
+    let plan = app_plan();
+    let bad = ok(&[("backend/schemas.py", "nope")]);
+    let mut worker = ScriptedWorker::new().script(service(), [bad]);
+    let evidence = Batch::new(&plan, chan("stalled"))
+        .dispatch(&mut worker, &(), &mut MemoryJournal::default())
+        .unwrap();
+    assert_eq!(worker.calls_of(&service()).len(), 2);
+    assert_eq!(evidence.status(&service()), Some(TaskStatus::Failed));
+    assert!(matches!(
+        evidence.failure_cause(&service()),
+        Some(kleene::batch::FailureCause::Stalled { call: 2, .. })
+    ));
+    let cause = evidence.failure_cause(&service()).unwrap().to_string();
+    assert!(
+        cause.starts_with("recovery_stalled: call 2 was refused for the same reason as call 1"),
+        "{cause}"
+    );
 }
 
 #[test]

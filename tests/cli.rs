@@ -808,7 +808,7 @@ fn a_write_outside_the_owned_paths_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
         stdout.contains(
-            "app_module: FAILED: call 1 rejected: candidate for task app_module writes stray.txt"
+            "app_module: FAILED: call 1 refused: candidate for task app_module writes stray.txt"
         ),
         "{stdout}"
     );
@@ -844,7 +844,7 @@ fn a_service_overwriting_the_model_schema_is_refused() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
-        stdout.contains("app_service: FAILED: call 1 rejected: candidate for task app_service writes app/schema.txt"),
+        stdout.contains("app_service: FAILED: call 1 refused: candidate for task app_service writes app/schema.txt"),
         "{stdout}"
     );
     assert!(stdout.contains("app_model: accepted"), "{stdout}");

@@ -74,7 +74,11 @@ fn a_refused_write_is_refused_again_on_every_later_call() {
     assert_eq!(out.status.code(), Some(1), "{}", both(&out));
     let st = text(&status(tmp.path()).stdout);
     assert!(st.contains("two") && st.contains("failed"), "{st}");
-    assert!(st.contains("3 calls"), "every call was refused: {st}");
+    // Refused again on the second call, for the same file: recovery stalled there.
+    assert!(
+        st.contains("2 calls") && st.contains("recovery_stalled"),
+        "every call was refused: {st}"
+    );
     assert!(
         st.contains("writes out/two.txt, which the task does not own"),
         "{st}"
@@ -335,7 +339,7 @@ fn a_call_that_removes_its_own_stage_is_refused_and_counted() {
     let all = both(&out);
     assert_eq!(out.status.code(), Some(1), "{all}");
     assert!(
-        all.contains("call 2 rejected") && all.contains("the stage itself cannot be read"),
+        all.contains("call 2 refused") && all.contains("the stage itself cannot be read"),
         "{all}"
     );
     assert!(!all.contains("nothing was counted"), "{all}");
@@ -1297,4 +1301,63 @@ fn a_full_disk_stops_the_run_and_resume_finishes_it_once_space_is_freed() {
     assert_eq!(temporary_files(&state), Vec::<String>::new());
     std::fs::remove_file(&filler).unwrap();
     assert_eq!(record_digest(tmp.path(), st), uninterrupted);
+}
+
+/// A pytest-style check leaves a cache the task does not own: the call was refused and made
+/// again, identical, to the end of the budget, without a word about `scratch`. A refusal is
+/// a verdict: the second identical one ends the task as `recovery_stalled`, naming the remedy;
+/// the same plan with the cache declared as scratch is accepted.
+#[test]
+fn a_check_that_leaves_an_unowned_cache_stalls_after_two_calls_and_names_scratch() {
+    let tmp = TempDir::new().unwrap();
+    let cached = |scratch: bool| {
+        let mut extra = json!({
+            "run": "mkdir -p app && echo m > app/MODULE",
+            "checks": [{"id": "tests", "command":
+                "mkdir -p .pytest_cache/v && echo '# cache' > .pytest_cache/.gitignore"}],
+            "fix": "true",
+            "retry_limit": 3,
+        });
+        if scratch {
+            extra["scratch"] = json!([".pytest_cache/**"]);
+        }
+        extra
+    };
+    let plan = one_task(tmp.path(), &["app/MODULE"], cached(false));
+    let out = run(tmp.path(), &plan);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    assert!(stdout.contains("recovery_stalled"), "{stdout}");
+    assert!(
+        stdout.contains("scratch") && stdout.contains(".pytest_cache/**"),
+        "{stdout}"
+    );
+    let status = text(&crate::cli::status(tmp.path()).stdout);
+    assert!(status.contains("2 calls"), "{status}");
+    assert!(status.contains("recovery_stalled"), "{status}");
+
+    let again = TempDir::new().unwrap();
+    let plan = one_task(again.path(), &["app/MODULE"], cached(true));
+    let out = run(again.path(), &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+}
+
+/// `kleene run` on a directory that holds a run names `--restart`, what one needs after
+/// editing the plan.
+#[test]
+fn a_second_run_in_one_state_directory_offers_restart() {
+    let tmp = TempDir::new().unwrap();
+    let plan = one_task(
+        tmp.path(),
+        &["app/MODULE"],
+        json!({"run": "mkdir -p app && echo m > app/MODULE"}),
+    );
+    assert_eq!(run(tmp.path(), &plan).status.code(), Some(0));
+    let out = run(tmp.path(), &plan);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--restart") && err.contains("kleene resume"),
+        "{err}"
+    );
 }

@@ -124,7 +124,7 @@ pub enum Rejection {
         path: AdmittedPath,
     },
     /// The user-supplied output contract refused the candidate.
-    #[error("candidate for task {task} breaks its output contract: {message}")]
+    #[error("candidate for task {task} was refused: {message}")]
     Contract {
         /// The task.
         task: TaskId,

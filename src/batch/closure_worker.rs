@@ -402,6 +402,13 @@ pub(crate) fn halt_text(record: &ClosureRecord) -> Option<String> {
         } => {
             let mut text = format!("closure halted at {task_ref}: {}", describe_halt(reason));
             if let Some(verdict) = verdict_of(reason) {
+                let failed: Vec<String> = verdict
+                    .failures()
+                    .map(|r| r.validator_id.to_string())
+                    .collect();
+                if !failed.is_empty() {
+                    text.push_str(&format!("; failed check(s): {}", failed.join(", ")));
+                }
                 for r in verdict.failures() {
                     text.push_str(&format!(
                         "\n\n{} ({}{}):\n{}",

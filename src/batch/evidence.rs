@@ -159,6 +159,14 @@ pub enum FailureCause<'e> {
         /// Why it was refused.
         rejection: &'e Rejection,
     },
+    /// The candidate of `call` was refused for the same reason as the call before it, so
+    /// recovery stalled: another call would be refused again, and none was made.
+    Stalled {
+        /// The call.
+        call: u32,
+        /// Why it and the call before it were refused.
+        rejection: &'e Rejection,
+    },
     /// `call`, its last, was interrupted and its `budget` of calls is spent.
     Interrupted {
         /// The call.
@@ -180,10 +188,15 @@ impl std::fmt::Display for FailureCause<'_> {
                 write!(f, "infrastructure failure on call {call}: {failure}")
             }
             Self::Rejected { call, rejection } => {
-                let text = rejection.to_string();
-                let first = text.lines().next().unwrap_or_default();
-                write!(f, "call {call} rejected: {first}")
+                write!(f, "call {call} refused: {}", first_line(rejection))
             }
+            Self::Stalled { call, rejection } => write!(
+                f,
+                "recovery_stalled: call {call} was refused for the same reason as call {}, so \
+                 no further call was made: {}",
+                call.saturating_sub(1),
+                first_line(rejection)
+            ),
             Self::Interrupted { call, budget } => write!(
                 f,
                 "call {call} was interrupted and its {budget} call(s) (retry_limit + 1) are spent"
@@ -191,6 +204,16 @@ impl std::fmt::Display for FailureCause<'_> {
             Self::CallsSpent { calls } => write!(f, "failed after {calls} call(s)"),
         }
     }
+}
+
+/// The first line of why a candidate was refused: a contract's own words (a failed check
+/// names itself there), or the built-in rule that refused it.
+fn first_line(rejection: &Rejection) -> String {
+    let text = match rejection {
+        Rejection::Contract { message, .. } => message.clone(),
+        other => other.to_string(),
+    };
+    text.lines().next().unwrap_or_default().to_owned()
 }
 
 impl std::fmt::Display for TaskStatus {
@@ -306,8 +329,31 @@ impl TaskEvidence {
         }
     }
 
-    /// Whether the task may be called again now.
+    /// Whether the task may be called again now: a reservation would be in order, and its
+    /// recovery has not stalled.
     pub(crate) fn may_call(&self, recovery: bool) -> bool {
+        self.may_reserve(recovery) && !self.recovery_stalled()
+    }
+
+    /// Whether its last two calls, one after the other, were refused for the same reason
+    /// (the same rule, the same file or message). A refusal is a verdict, and a verdict
+    /// repeated unchanged halts recovery: a third call would be refused again, so the
+    /// budget is not spent on it. A corrective call a recovery granted still runs.
+    pub(crate) fn recovery_stalled(&self) -> bool {
+        match self.rejections.as_slice() {
+            [.., before, last] => {
+                !self.correction_granted
+                    && last.attempt == before.attempt + 1
+                    && last.rejection == before.rejection
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the budget and the task's state allow one more reservation. A journal's
+    /// reservation is checked against this, not [`may_call`](Self::may_call): a journal an
+    /// earlier kleene wrote may call again after a repeated refusal, and still loads.
+    fn may_reserve(&self, recovery: bool) -> bool {
         self.accepted.is_none()
             && self.in_flight.is_none()
             && self.blocked_by.is_none()
@@ -729,7 +775,7 @@ impl BatchEvidence {
             } => {
                 let recovery = self.recovery;
                 let t = self.task_hinted(index, &task, hint)?;
-                if !t.may_call(recovery) || attempt != t.calls + 1 {
+                if !t.may_reserve(recovery) || attempt != t.calls + 1 {
                     return Err(out_of_order(&task, "reserved", t));
                 }
                 t.calls = attempt;
@@ -1034,6 +1080,10 @@ impl BatchEvidence {
             .last()
             .filter(|r| last_interrupted.is_none_or(|call| call < r.attempt()));
         Some(match (rejected, last_interrupted) {
+            (Some(rejected), _) if task.recovery_stalled() => FailureCause::Stalled {
+                call: rejected.attempt(),
+                rejection: rejected.rejection(),
+            },
             (Some(rejected), _) => FailureCause::Rejected {
                 call: rejected.attempt(),
                 rejection: rejected.rejection(),
@@ -1217,14 +1267,56 @@ mod tests {
     }
 
     fn rejected(attempt: u32) -> EvidenceEvent {
+        rejected_for(attempt, "no")
+    }
+
+    fn rejected_for(attempt: u32, why: &str) -> EvidenceEvent {
         EvidenceEvent::Settled {
             task: t(),
             attempt,
             settlement: Settlement::Rejected {
                 candidate: Candidate::default(),
-                rejection: Rejection::contract(&t(), "no"),
+                rejection: Rejection::contract(&t(), why),
             },
         }
+    }
+
+    /// Two calls in a row refused for the same reason stall the task's recovery; a journal
+    /// of an earlier kleene that called a third time anyway still folds.
+    #[test]
+    fn a_repeated_refusal_stalls_and_an_earlier_journal_still_folds() {
+        let mut inventory = started(false);
+        if let EvidenceEvent::Started { inventory, .. } = &mut inventory {
+            inventory[0].budget = 3;
+        }
+        let two = vec![
+            inventory.clone(),
+            reserved(1),
+            rejected(1),
+            reserved(2),
+            rejected(2),
+        ];
+        let e = BatchEvidence::fold(two.clone()).unwrap();
+        assert_eq!(e.status(&t()), Some(TaskStatus::Failed));
+        assert!(matches!(
+            e.failure_cause(&t()),
+            Some(FailureCause::Stalled { call: 2, .. })
+        ));
+        let mut older = two;
+        older.extend([reserved(3), rejected_for(3, "other")]);
+        let e = BatchEvidence::fold(older).unwrap();
+        assert_eq!(e.task(&t()).unwrap().calls(), 3);
+        assert_eq!(e.status(&t()), Some(TaskStatus::Failed));
+        // Different reasons: the budget decides.
+        let e = BatchEvidence::fold(vec![
+            inventory,
+            reserved(1),
+            rejected_for(1, "one"),
+            reserved(2),
+            rejected_for(2, "two"),
+        ])
+        .unwrap();
+        assert_eq!(e.status(&t()), Some(TaskStatus::Pending));
     }
 
     fn drawn(attempt: u32) -> EvidenceEvent {
@@ -1264,11 +1356,25 @@ mod tests {
             cause(vec![
                 started(false),
                 reserved(1),
+                rejected_for(1, "yes"),
+                reserved(2),
+                rejected(2)
+            ]),
+            Some("call 2 refused: no".into())
+        );
+        assert_eq!(
+            cause(vec![
+                started(false),
+                reserved(1),
                 rejected(1),
                 reserved(2),
                 rejected(2)
             ]),
-            Some("call 2 rejected: candidate for task t breaks its output contract: no".into())
+            Some(
+                "recovery_stalled: call 2 was refused for the same reason as call 1, so no \
+                 further call was made: no"
+                    .into()
+            )
         );
         assert_eq!(
             cause(vec![
@@ -1288,7 +1394,7 @@ mod tests {
                 reserved(2),
                 rejected(2)
             ]),
-            Some("call 2 rejected: candidate for task t breaks its output contract: no".into())
+            Some("call 2 refused: no".into())
         );
         let infrastructure = EvidenceEvent::Settled {
             task: t(),

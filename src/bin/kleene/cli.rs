@@ -61,8 +61,9 @@ Plan keys (per task unless marked):
   \"fix\": \"sh fix.sh\"                   run for each fix subtask, and for a retried call
                                        (none: failures are never auto-fixed)
   \"timeout_secs\": 60                   per command (default --timeout)
-  \"retry_limit\": 3                     calls after the first (default 3): a task that
-                                       fails the same way every time runs four times
+  \"retry_limit\": 3                     calls after the first (default 3); a call refused
+                                       for the same reason as the one before it ends the
+                                       task (recovery_stalled) instead of spending the rest
   \"scratch\": [\"target/**\"]             per task and at plan level: build output that is
                                        never part of a task's output (** = any depth)
 Every command and glob is part of the plan digest: changing one changes the run's channel

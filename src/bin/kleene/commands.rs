@@ -552,7 +552,10 @@ fn finish(
     } else {
         for id in plan.topological_order() {
             if evidence.status(id) == Some(TaskStatus::Failed) {
-                rep.say(&format!("{id} failed: {}", failure_reason(evidence, id)));
+                rep.say(&format!(
+                    "{id} failed: {}",
+                    failure_reason(evidence, plan, id)
+                ));
             }
         }
         rep.say(&format!(
@@ -671,7 +674,7 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
         let calls = evidence.task(id).map_or(0, |t| t.calls());
         let fixes = fixes.get(id).copied().unwrap_or(0);
         let why = match &status {
-            Some(TaskStatus::Failed) => Some(failure_reason(&evidence, id)),
+            Some(TaskStatus::Failed) => Some(failure_reason(&evidence, &loaded.plan, id)),
             Some(TaskStatus::Drained { blocked_by }) => {
                 Some(format!("prerequisite {blocked_by} failed"))
             }

@@ -11,7 +11,10 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kleene::batch::{BatchEvidence, EvidenceEvent, Settlement, TaskStatus};
+use kleene::ValidatedPlan;
+use kleene::batch::{
+    BatchEvidence, EvidenceEvent, FailureCause, Rejection, Settlement, TaskStatus,
+};
 use kleene::{
     audit::AuditEvent,
     closure::{ClosureFailure, ExhaustedBound, GovernanceDecision},
@@ -512,9 +515,13 @@ pub fn report_event(rep: &mut Reporter, fixes: &mut BTreeMap<TaskId, u32>, event
                 fixes: fixes.remove(task).unwrap_or(0),
             }),
             Settlement::Rejected { rejection, .. } => {
-                let text = rejection.to_string();
+                // A contract's own words name what failed (a check names itself there).
+                let text = match rejection {
+                    Rejection::Contract { message, .. } => message.clone(),
+                    other => other.to_string(),
+                };
                 let first = text.lines().next().unwrap_or_default();
-                failed(rep, task, format!("call {attempt} rejected: {first}"));
+                failed(rep, task, format!("call {attempt} refused: {first}"));
             }
             Settlement::Infrastructure(failure) => {
                 failed(rep, task, format!("infrastructure: {failure}"));
@@ -540,11 +547,79 @@ pub fn report_event(rep: &mut Reporter, fixes: &mut BTreeMap<TaskId, u32>, event
     }
 }
 
-/// Why a failed task failed, in one line.
-pub fn failure_reason(evidence: &BatchEvidence, id: &TaskId) -> String {
-    evidence
-        .failure_cause(id)
-        .map_or_else(|| "it has not failed".to_owned(), |cause| cause.to_string())
+/// Why a failed task failed, in one line, and what to change in the plan when a file it
+/// wrote was refused.
+pub fn failure_reason(evidence: &BatchEvidence, plan: &ValidatedPlan, id: &TaskId) -> String {
+    let Some(cause) = evidence.failure_cause(id) else {
+        return "it has not failed".to_owned();
+    };
+    let remedy = match cause {
+        FailureCause::Rejected { rejection, .. } | FailureCause::Stalled { rejection, .. } => {
+            remedy(plan, rejection)
+        }
+        _ => None,
+    };
+    match remedy {
+        Some(remedy) => format!("{cause}; {remedy}"),
+        None => cause.to_string(),
+    }
+}
+
+/// Directories that tools fill on their own (caches, build output, environments): a file
+/// beneath one is scratch, not a task's output.
+const TOOL_OUTPUT_DIRS: &[&str] = &[
+    ".pytest_cache",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    ".tox",
+    ".nox",
+    ".venv",
+    "venv",
+    "target",
+    "node_modules",
+    ".gradle",
+    ".cache",
+    "build",
+    "dist",
+    ".next",
+    "coverage",
+];
+
+/// What to change in the plan so a call that wrote `rejection`'s file is not refused again:
+/// declare a tool's cache or build output as scratch, or own the file (or leave it to the
+/// task that owns it).
+pub fn remedy(plan: &ValidatedPlan, rejection: &Rejection) -> Option<String> {
+    let Rejection::NotOwned { task, path } = rejection else {
+        return None;
+    };
+    let components: Vec<&str> = path.as_str().split('/').collect();
+    let tool_dir = components[..components.len().saturating_sub(1)]
+        .iter()
+        .position(|c| TOOL_OUTPUT_DIRS.contains(c) || c.ends_with(".egg-info"));
+    if let Some(at) = tool_dir {
+        let glob = if at == 0 {
+            format!("{}/**", components[0])
+        } else {
+            format!("**/{}/**", components[at])
+        };
+        return Some(format!(
+            "{} is a tool's cache or build output: declare it in `scratch` \
+             (\"scratch\": [\"{glob}\"], for the task or the whole plan)",
+            components[..=at].join("/")
+        ));
+    }
+    Some(match plan.owner_of(path) {
+        Some(owner) if owner != task => format!(
+            "{path} is owned by task {owner}: leave it to that task, or move it to this \
+             task's `owned_paths`"
+        ),
+        _ => format!(
+            "add {path} (or its directory) to task {task}'s `owned_paths`, or declare it in \
+             `scratch` if it is build output"
+        ),
+    })
 }
 
 /// One word (or a few) for a task's status; `None` is a planned task the evidence does not

@@ -53,8 +53,10 @@ pub enum StateError {
     /// A run already lives there.
     #[error(
         "start a run in {}: it already holds the run on channel {channel}; \
-         use `kleene resume --state {}` or another --state",
-        dir.display(), dir.display()
+         continue it with `kleene resume --state {}`, start over with `kleene run PLAN \
+         --state {} --restart` (after editing the plan, say; the old run is kept beside it), \
+         or choose another --state",
+        dir.display(), dir.display(), dir.display()
     )]
     Occupied {
         /// The state directory.
