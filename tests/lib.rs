@@ -21,6 +21,9 @@ mod cli;
 // Closure records as evidence: the fix budget from the journal, tampering named.
 #[cfg(feature = "cli")]
 mod cli_closures;
+// The bundled example projects (pytest, cargo test) run to acceptance.
+#[cfg(feature = "cli")]
+mod cli_examples;
 // Acceptance-record tampering and signatures through the CLI.
 #[cfg(feature = "cli")]
 mod cli_integrity;
