@@ -73,7 +73,7 @@ mod threaded;
 pub(crate) mod worker;
 
 #[cfg(feature = "async")]
-pub use async_closure_worker::{AsyncBatchAgent, AsyncClosureWorker};
+pub use async_closure_worker::{AsyncBatchAgent, AsyncClosureWorker, OutputFile};
 #[cfg(feature = "async")]
 pub use asynchronous::{AsyncWorker, AsyncWorkerCall};
 pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBackend};
