@@ -9,7 +9,11 @@
 //! journaled with the call's settlement. The same answers give the same evidence as
 //! [`ClosureWorker`] under [`Batch::run`](super::Batch::run).
 //!
-//! The example is on [`AsyncClosureWorker`].
+//! An agent that only answers the phases, and whose last execution output is its task's one
+//! file, needs no [`AsyncBatchAgent`] of its own: wrap it in [`OutputFile`].
+//!
+//! The example is on [`AsyncClosureWorker`]; `examples/tokio_minimal.rs` is a whole tokio
+//! program with [`OutputFile`] in 30 lines.
 //!
 //! [`ClosureWorker`]: super::ClosureWorker
 
@@ -116,11 +120,9 @@ pub trait AsyncBatchAgent: AsyncAgent {
 /// halted closure's refusal still comes with it). An agent that writes several files, or
 /// prepares workspaces, implements [`AsyncBatchAgent`] itself instead.
 ///
-/// # Errors
-///
 /// A call of a task that owns no path or several fails with
 /// [`InfrastructureFailure::Agent`] naming the task: which file gets the text is not this
-/// adapter's guess to make. The task fails; the batch goes on.
+/// adapter's guess to make. That task fails (never repaired); the others go on.
 ///
 /// # Examples
 ///

@@ -10,6 +10,12 @@
 //! is acknowledged or handed out before the append that holds it returns. The same outcomes
 //! give the same evidence as the other drivers, whatever order the calls complete in.
 //!
+//! An [`AsyncWorker`] is anything that makes a call as a future. To run an
+//! [`AsyncAgent`](crate::closure::AsyncAgent) (the closure's phases, with fixes), make each
+//! slot's worker an [`AsyncClosureWorker`](super::AsyncClosureWorker); an agent whose
+//! execution output is its task's one file needs only `AsyncAgent`, wrapped in
+//! [`OutputFile`](super::OutputFile).
+//!
 //! **Journal I/O is synchronous.** The driver appends to the [`EvidenceJournal`] on the task
 //! that polls it, between polls of the calls: a [`FileJournal`](super::FileJournal) blocks
 //! that executor thread for each group's `fdatasync`. An embedder who needs it off the

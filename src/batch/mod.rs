@@ -54,7 +54,8 @@
 //! `AsyncWorker`, under any executor (tokio, a single-threaded `block_on`); its journal I/O
 //! is synchronous, and dropping its future keeps every reservation for a resume.
 //! `AsyncClosureWorker` is the closure-running worker for it, as [`ClosureWorker`] is for
-//! the other two.
+//! the other two: it runs an `AsyncBatchAgent`, and `OutputFile` makes one of any
+//! `AsyncAgent` whose execution output is its task's one file.
 
 #[cfg(feature = "async")]
 mod async_closure_worker;
