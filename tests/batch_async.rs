@@ -13,7 +13,8 @@ use std::time::Duration;
 use kleene::batch::{
     AsyncBatchAgent, AsyncClosureWorker, AsyncWorker, AsyncWorkerCall, Batch, BatchAgent,
     BatchErrorKind, Candidate, ClosureWorker, EvidenceEvent, EvidenceJournal,
-    InfrastructureFailure, MemoryJournal, PendingTurnReplay, Proposal, WorkerCall, WorkerFailure,
+    InfrastructureFailure, MemoryJournal, OutputFile, PendingTurnReplay, Proposal, TaskStatus,
+    WorkerCall, WorkerFailure,
 };
 use kleene::{
     Agent, Task,
@@ -686,4 +687,119 @@ fn the_observer_sees_every_journaled_event_in_order() {
     futures_executor::block_on(run).unwrap();
     let load = journal.load(&chan("t")).unwrap().unwrap();
     assert_eq!(seen, load.events);
+}
+
+#[test]
+fn every_driver_runs_as_one_expression_over_a_temporary_batch() {
+    let shape = diamond();
+    let plan = shape.plan();
+    // Sequential and threaded: the run ends before the statement does.
+    let sequential = Batch::new(&plan, chan("t"))
+        .run(&mut Scripted(&shape), &(), &mut MemoryJournal::default())
+        .unwrap();
+    let threaded = Batch::new(&plan, chan("t"))
+        .run_threaded(
+            jobs(2),
+            |_| Scripted(&shape),
+            &(),
+            &mut MemoryJournal::default(),
+        )
+        .unwrap();
+    let pauses = [1, 0, 2];
+    let make = |_| Yielding {
+        shape: &shape,
+        pauses: &pauses,
+    };
+    // Awaited in the same expression, inside a future a runtime polls.
+    let awaited = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(async {
+            Batch::new(&plan, chan("t"))
+                .run_async(jobs(2), make, &(), &mut MemoryJournal::default())
+                .await
+        })
+        .unwrap();
+    // Stored first and awaited later: the future owns its batch, so the temporary `Batch`
+    // may be gone (this was E0716 when the future borrowed it).
+    let mut journal = MemoryJournal::default();
+    let stored = Batch::new(&plan, chan("t")).run_async(jobs(2), make, &(), &mut journal);
+    let stored = futures_executor::block_on(stored).unwrap();
+    for outcome in [&threaded, &awaited, &stored] {
+        assert_eq!(outcome.evidence.digest(), sequential.evidence.digest());
+    }
+}
+
+/// Only the two phases that say something: writes its task's intent, and `api`'s first
+/// build fails its tests.
+struct Plain;
+
+impl AsyncAgent for Plain {
+    type Error = kleene::Error;
+    async fn execute(
+        &mut self,
+        task: &Task,
+        _: &ValidationToken,
+    ) -> Result<ExecutionOutput, kleene::Error> {
+        let root = task.root_task_ref();
+        Ok(ExecutionOutput::new(format!(
+            "{root} at depth {}",
+            task.depth()
+        )))
+    }
+    async fn post_validate(
+        &mut self,
+        task: &Task,
+        _: &ExecutionOutput,
+    ) -> Result<Verdict, kleene::Error> {
+        // kleene's own error is an agent error: its constructors' errors pass with `?`.
+        let tests = ValidatorId::new("tests")?;
+        let failed = ValidatorResult::new(tests, Severity::Blocker, true, "1 test failed");
+        Ok(Verdict::new(
+            (task.id().as_str() == "api").then_some(failed),
+        ))
+    }
+}
+
+#[test]
+fn an_output_file_agent_writes_its_last_output_to_its_tasks_one_path() {
+    let plan = validated(
+        r#"{"tasks": [
+        {"id": "api", "owner": "A", "spec": {"intent": "the API"}, "owned_paths": ["api.rs"]},
+        {"id": "ui", "owner": "A", "spec": {"intent": "the UI"}, "owned_paths": ["ui.rs"]},
+        {"id": "two", "owner": "A", "spec": {"intent": "two files"},
+         "owned_paths": ["a.txt", "b.txt"]}]}"#,
+    );
+    let session = Session::new("build", "demo").unwrap();
+    let make = |_| {
+        AsyncClosureWorker::new(
+            OutputFile::new(Plain),
+            session.clone(),
+            RecoveryPolicy::default(),
+        )
+    };
+    let outcome = futures_executor::block_on(Batch::new(&plan, chan("t")).run_async(
+        jobs(2),
+        make,
+        &(),
+        &mut MemoryJournal::default(),
+    ))
+    .unwrap();
+    let evidence = &outcome.evidence;
+    let file = |task: &str, file: &str| {
+        let accepted = evidence.accepted(&id(task)).unwrap();
+        String::from_utf8(accepted.files()[&path(file)].clone()).unwrap()
+    };
+    // The fix's output replaced the failed build's: the file is what the fix wrote.
+    assert_eq!(file("api", "api.rs"), "api at depth 1");
+    assert_eq!(evidence.fix_attempts_used(), 1);
+    assert_eq!(file("ui", "ui.rs"), "ui at depth 0");
+    // Which of two files gets the text is not the adapter's guess: the task fails, named.
+    assert_eq!(evidence.status(&id("two")), Some(TaskStatus::Failed));
+    let (_, failure) = evidence
+        .task(&id("two"))
+        .unwrap()
+        .infrastructure_failure()
+        .unwrap();
+    assert!(failure.to_string().contains("task two owns 2"), "{failure}");
 }

@@ -48,6 +48,8 @@ mod closure_incremental;
 mod closure_step_envelopes;
 mod closure_tamper;
 mod envelope_format;
+// What the examples promise about themselves (the minimal tokio example's length).
+mod examples;
 // Error messages and their source chains.
 mod error_chain;
 mod foundation;

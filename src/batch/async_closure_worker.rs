@@ -9,15 +9,21 @@
 //! journaled with the call's settlement. The same answers give the same evidence as
 //! [`ClosureWorker`] under [`Batch::run`](super::Batch::run).
 //!
-//! The example is on [`AsyncClosureWorker`].
+//! An agent that only answers the phases, and whose last execution output is its task's one
+//! file, needs no [`AsyncBatchAgent`] of its own: wrap it in [`OutputFile`].
+//!
+//! The example is on [`AsyncClosureWorker`]; `examples/tokio_minimal.rs` is a whole tokio
+//! program with [`OutputFile`] in 30 lines.
 //!
 //! [`ClosureWorker`]: super::ClosureWorker
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 use super::asynchronous::{AsyncWorker, AsyncWorkerCall};
+use super::candidate::Candidate;
 use super::closure_worker::{GuardError, closure_proposal, withdrawal, without_fixes};
-use super::worker::{Proposal, WorkerFailure};
+use super::worker::{InfrastructureFailure, Proposal, WorkerFailure};
 use crate::closure::{AsyncAgent, Closure, ClosureRecord, RecoveryPolicy};
 use crate::plan::PlannedTask;
 use crate::{
@@ -101,6 +107,170 @@ pub trait AsyncBatchAgent: AsyncAgent {
         async move {
             let _ = self.finish_call(call, record).await;
         }
+    }
+}
+
+/// An [`AsyncAgent`] whose last execution output is its task's file: the one trait to
+/// implement for an agent that writes nothing but that text (no shell, no workspace).
+///
+/// Wrap your agent in it and hand it to [`AsyncClosureWorker::new`]: it answers every phase
+/// with your agent, keeps the output of the call's last [`execute`](AsyncAgent::execute)
+/// (a fix's output replaces the one it fixes), and proposes that text as the content of
+/// the task's one owned path. A call whose closure never executed proposes no file (a
+/// halted closure's refusal still comes with it). An agent that writes several files, or
+/// prepares workspaces, implements [`AsyncBatchAgent`] itself instead.
+///
+/// A call of a task that owns no path or several fails with
+/// [`InfrastructureFailure::Agent`] naming the task: which file gets the text is not this
+/// adapter's guess to make. That task fails (never repaired); the others go on.
+///
+/// # Examples
+///
+/// ```
+/// use kleene::batch::{AsyncClosureWorker, Batch, MemoryJournal, OutputFile};
+/// use kleene::closure::{AsyncAgent, ExecutionOutput, GovernanceDecision, RecoveryPolicy,
+///                       Session, ValidationToken, Verdict};
+/// use kleene::{AppBuildPlan, Task, id::ChannelId};
+///
+/// /// Writes its task's intent.
+/// struct Echo;
+/// impl AsyncAgent for Echo {
+///     type Error = std::io::Error;
+///     async fn govern(&mut self, _: &Task, _: &Session, _: u32) -> std::io::Result<GovernanceDecision> {
+///         Ok(GovernanceDecision::Approve)
+///     }
+///     async fn pre_validate(&mut self, _: &Task, _: u32) -> std::io::Result<Verdict> { Ok(Verdict::clean()) }
+///     async fn execute(&mut self, task: &Task, _: &ValidationToken) -> std::io::Result<ExecutionOutput> {
+///         Ok(ExecutionOutput::new(task.spec().intent.clone()))
+///     }
+///     async fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> std::io::Result<Verdict> {
+///         Ok(Verdict::clean())
+///     }
+/// }
+///
+/// let plan = AppBuildPlan::from_json(r#"{"tasks": [{"id": "svc", "kind": {"lane": "config"},
+///   "owner": "Echo", "spec": {"intent": "port = 80"}, "owned_paths": ["app.toml"]}]}"#)?
+///     .validate()?;
+/// let session = Session::new("build", "demo")?;
+/// let make = |_slot| AsyncClosureWorker::new(OutputFile::new(Echo), session.clone(),
+///                                            RecoveryPolicy::default());
+/// let outcome = futures_executor::block_on(Batch::new(&plan, ChannelId::new("chan-1")?)
+///     .run_async(std::num::NonZeroUsize::MIN, make, &(), &mut MemoryJournal::default()))?;
+/// assert!(outcome.evidence.summary().is_complete());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct OutputFile<A> {
+    agent: A,
+    /// The current call's last execution output: a call is one closure, run by one slot's
+    /// agent at a time, so this is never shared between calls.
+    last: Option<ExecutionOutput>,
+}
+
+impl<A> OutputFile<A> {
+    /// Wraps `agent`.
+    pub fn new(agent: A) -> Self {
+        Self { agent, last: None }
+    }
+
+    /// The agent.
+    pub fn agent(&self) -> &A {
+        &self.agent
+    }
+
+    /// The agent, to change between runs.
+    pub fn agent_mut(&mut self) -> &mut A {
+        &mut self.agent
+    }
+
+    /// The agent back.
+    pub fn into_agent(self) -> A {
+        self.agent
+    }
+}
+
+impl<A: AsyncAgent + Send> AsyncAgent for OutputFile<A> {
+    type Error = A::Error;
+
+    fn govern(
+        &mut self,
+        task: &Task,
+        session: &Session,
+        iteration: u32,
+    ) -> impl Future<Output = Result<GovernanceDecision, Self::Error>> + Send {
+        self.agent.govern(task, session, iteration)
+    }
+
+    fn pre_validate(
+        &mut self,
+        task: &Task,
+        iteration: u32,
+    ) -> impl Future<Output = Result<Verdict, Self::Error>> + Send {
+        self.agent.pre_validate(task, iteration)
+    }
+
+    async fn execute(
+        &mut self,
+        task: &Task,
+        token: &ValidationToken,
+    ) -> Result<ExecutionOutput, Self::Error> {
+        let output = self.agent.execute(task, token).await?;
+        self.last = Some(output.clone());
+        Ok(output)
+    }
+
+    fn post_validate(
+        &mut self,
+        task: &Task,
+        output: &ExecutionOutput,
+    ) -> impl Future<Output = Result<Verdict, Self::Error>> + Send {
+        self.agent.post_validate(task, output)
+    }
+
+    fn move_next(
+        &mut self,
+        task: &Task,
+        iteration: u32,
+    ) -> impl Future<Output = Result<Next, Self::Error>> + Send {
+        self.agent.move_next(task, iteration)
+    }
+}
+
+impl<A: AsyncAgent + Send> AsyncBatchAgent for OutputFile<A> {
+    fn begin_call(
+        &mut self,
+        call: &AsyncWorkerCall<'_>,
+    ) -> impl Future<Output = Result<(), WorkerFailure>> + Send {
+        let _ = call;
+        // What an earlier call (withdrawn before it finished) executed is not this call's.
+        self.last = None;
+        std::future::ready(Ok(()))
+    }
+
+    fn finish_call(
+        &mut self,
+        call: &AsyncWorkerCall<'_>,
+        _record: &ClosureRecord,
+    ) -> impl Future<Output = Result<Proposal, WorkerFailure>> + Send {
+        let task = call.task();
+        let proposal = match (task.owned_paths.as_slice(), self.last.take()) {
+            (_, None) => Ok(Candidate::default().into()),
+            ([path], Some(output)) => {
+                let files = BTreeMap::from([(path.clone(), output.text.into_bytes())]);
+                Ok(Candidate::new(files).into())
+            }
+            (paths, Some(_)) => Err(WorkerFailure::Infrastructure(
+                InfrastructureFailure::Agent {
+                    detail: format!(
+                        "OutputFile writes a task's one owned path, and task {} owns {}: \
+                         implement AsyncBatchAgent::finish_call to say which file gets what",
+                        task.id,
+                        paths.len()
+                    ),
+                },
+            )),
+        };
+        std::future::ready(proposal)
     }
 }
 

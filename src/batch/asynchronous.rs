@@ -10,6 +10,12 @@
 //! is acknowledged or handed out before the append that holds it returns. The same outcomes
 //! give the same evidence as the other drivers, whatever order the calls complete in.
 //!
+//! An [`AsyncWorker`] is anything that makes a call as a future. To run an
+//! [`AsyncAgent`](crate::closure::AsyncAgent) (the closure's phases, with fixes), make each
+//! slot's worker an [`AsyncClosureWorker`](super::AsyncClosureWorker); an agent whose
+//! execution output is its task's one file needs only `AsyncAgent`, wrapped in
+//! [`OutputFile`](super::OutputFile).
+//!
 //! **Journal I/O is synchronous.** The driver appends to the [`EvidenceJournal`] on the task
 //! that polls it, between polls of the calls: a [`FileJournal`](super::FileJournal) blocks
 //! that executor thread for each group's `fdatasync`. An embedder who needs it off the
@@ -222,8 +228,19 @@ impl<'p> Batch<'p> {
     /// [`run`](Self::run) whatever order the calls complete in. The calls in flight share one
     /// run-wide fix budget, as in [`run_threaded`](Self::run_threaded).
     ///
-    /// The future needs no particular runtime and is `Send` when the worker, the contract
-    /// and the journal are. Settlements and fix draws that complete together share one
+    /// The factory `make_worker` is given each slot's index (`0`, `1`, …), which most
+    /// factories ignore (`|_slot| AsyncClosureWorker::new(…)`); use it to give each slot its
+    /// own workspace or client handle. `contract` is your own check of each candidate after
+    /// the built-in one (a candidate writes only its task's owned paths): `&()` adds none,
+    /// a closure `|task, candidate| …` refuses with the exact
+    /// [`Rejection`](super::Rejection) a corrective call receives. `journal` keeps the
+    /// evidence ([`MemoryJournal`](super::MemoryJournal) in memory,
+    /// [`FileJournal`](super::FileJournal) on disk, to resume after a crash).
+    ///
+    /// The future borrows the contract and the journal but not the batch (it keeps its own
+    /// copy), so `Batch::new(&plan, channel).run_async(…).await` is one expression, and the
+    /// future may be stored before it is awaited. It needs no particular runtime and is
+    /// `Send` when the worker, the contract and the journal are. Settlements and fix draws that complete together share one
     /// append (group commit), and nothing is handed out or acknowledged before the append
     /// that holds it returns.
     ///
@@ -275,15 +292,29 @@ impl<'p> Batch<'p> {
     /// assert!(outcome.evidence.summary().is_complete());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn run_async<'a, W: AsyncWorker + 'a>(
-        &'a self,
+    pub fn run_async<'a, W, F, C, J>(
+        &self,
         jobs: NonZeroUsize,
-        make_worker: impl FnMut(usize) -> W,
-        contract: &'a impl OutputContract,
-        journal: &'a mut impl EvidenceJournal,
-    ) -> impl Future<Output = Result<RunOutcome, BatchError>> + 'a {
+        make_worker: F,
+        contract: &'a C,
+        journal: &'a mut J,
+    ) -> impl Future<Output = Result<RunOutcome, BatchError>> + use<'a, 'p, W, F, C, J>
+    where
+        W: AsyncWorker + 'a,
+        F: FnMut(usize) -> W,
+        C: OutputContract,
+        J: EvidenceJournal,
+    {
         let workers = self.slot_workers(jobs, make_worker);
-        self.run_workers(workers, contract, journal, |_: &EvidenceEvent| {})
+        // The future owns its copy of the batch (a plan reference and a few small maps), so
+        // it does not borrow `self`: `Batch::new(&plan, channel).run_async(…)` is one
+        // expression, and the future can be stored or returned before it is awaited.
+        let batch = self.clone();
+        async move {
+            batch
+                .run_workers(workers, contract, journal, |_: &EvidenceEvent| {})
+                .await
+        }
     }
 
     /// [`run_async`](Self::run_async), showing `observer` every evidence event as it is
@@ -292,16 +323,28 @@ impl<'p> Batch<'p> {
     /// # Errors
     ///
     /// As [`run_async`](Self::run_async).
-    pub fn run_async_observed<'a, W: AsyncWorker + 'a>(
-        &'a self,
+    pub fn run_async_observed<'a, W, F, C, J>(
+        &self,
         jobs: NonZeroUsize,
-        make_worker: impl FnMut(usize) -> W,
-        contract: &'a impl OutputContract,
-        journal: &'a mut impl EvidenceJournal,
+        make_worker: F,
+        contract: &'a C,
+        journal: &'a mut J,
         observer: &'a mut (dyn FnMut(&EvidenceEvent) + Send),
-    ) -> impl Future<Output = Result<RunOutcome, BatchError>> + 'a {
+    ) -> impl Future<Output = Result<RunOutcome, BatchError>> + use<'a, 'p, W, F, C, J>
+    where
+        W: AsyncWorker + 'a,
+        F: FnMut(usize) -> W,
+        C: OutputContract,
+        J: EvidenceJournal,
+    {
         let workers = self.slot_workers(jobs, make_worker);
-        self.run_workers(workers, contract, journal, observer)
+        // As in `run_async`: the future owns its batch and borrows only what it is given.
+        let batch = self.clone();
+        async move {
+            batch
+                .run_workers(workers, contract, journal, observer)
+                .await
+        }
     }
 
     fn slot_workers<W>(

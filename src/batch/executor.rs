@@ -575,6 +575,15 @@ impl<'p> Batch<'p> {
     /// recovery and none was consumed yet, one [`recover`](Self::recover) that grants every
     /// eligible root its single corrective call.
     ///
+    /// `worker` makes every call. `contract` is your own check of each candidate, run after
+    /// the built-in one (a candidate writes only its task's owned paths): pass `&()` to
+    /// accept every candidate that passes the built-in check, or a closure
+    /// `|task, candidate| …` returning the exact [`Rejection`](super::Rejection) a
+    /// corrective call receives. `journal` keeps the evidence: a
+    /// [`MemoryJournal`](super::MemoryJournal) for a run you keep alive yourself, a
+    /// [`FileJournal`](super::FileJournal) to resume after a crash. The run only borrows
+    /// the batch, so `Batch::new(&plan, channel).run(…)` is one expression.
+    ///
     /// # Errors
     ///
     /// The errors of [`dispatch`](Self::dispatch), [`resume`](Self::resume) and

@@ -54,7 +54,8 @@
 //! `AsyncWorker`, under any executor (tokio, a single-threaded `block_on`); its journal I/O
 //! is synchronous, and dropping its future keeps every reservation for a resume.
 //! `AsyncClosureWorker` is the closure-running worker for it, as [`ClosureWorker`] is for
-//! the other two.
+//! the other two: it runs an `AsyncBatchAgent`, and `OutputFile` makes one of any
+//! `AsyncAgent` whose execution output is its task's one file.
 
 #[cfg(feature = "async")]
 mod async_closure_worker;
@@ -73,7 +74,7 @@ mod threaded;
 pub(crate) mod worker;
 
 #[cfg(feature = "async")]
-pub use async_closure_worker::{AsyncBatchAgent, AsyncClosureWorker};
+pub use async_closure_worker::{AsyncBatchAgent, AsyncClosureWorker, OutputFile};
 #[cfg(feature = "async")]
 pub use asynchronous::{AsyncWorker, AsyncWorkerCall};
 pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBackend};

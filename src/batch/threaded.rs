@@ -39,6 +39,12 @@ impl<'p> Batch<'p> {
     /// [`fix_attempts_used`](WorkerCall::fix_attempts_used) is what the run had used when the
     /// call was reserved.
     ///
+    /// The factory `make_worker` is given each slot's index (`0`, `1`, …), which most
+    /// factories ignore (`|_slot| MyWorker::new()`); use it to give each slot its own
+    /// workspace or client. `contract` and `journal` are as for [`run`](Self::run): `&()`
+    /// adds no check of your own to the built-in one. The run only borrows the batch, so
+    /// `Batch::new(&plan, channel).run_threaded(…)` is one expression.
+    ///
     /// # Errors
     ///
     /// As [`run`](Self::run). A cancelled or unavailable call stops new reservations; the

@@ -56,7 +56,9 @@ use crate::{
 /// Implement the methods with `async fn`. The futures must be `Send`, so a closure (and a
 /// batch) driven by an async agent can be spawned on a multi-threaded runtime from generic
 /// code; an agent whose state is not `Send` (an `Rc`) keeps it behind a `Send` handle.
-/// Errors and verdicts mean what they mean for the sync agent.
+/// Errors and verdicts mean what they mean for the sync agent. Only `execute` and
+/// `post_validate` must be written; governance approves and pre-validation passes unless
+/// the agent says otherwise.
 ///
 /// # Examples
 ///
@@ -86,7 +88,9 @@ pub trait AsyncAgent {
     /// The agent's own error.
     type Error: AgentError;
 
-    /// Governance's decision about `iteration` of `task` in `session`.
+    /// Governance's decision about `iteration` of `task` in `session`. Defaults to
+    /// [`GovernanceDecision::Approve`]: an agent without a gate of its own approves every
+    /// step, and execution still needs the single-use token the approval mints.
     ///
     /// # Errors
     ///
@@ -96,9 +100,13 @@ pub trait AsyncAgent {
         task: &Task,
         session: &Session,
         iteration: u32,
-    ) -> impl Future<Output = Result<GovernanceDecision, Self::Error>> + Send;
+    ) -> impl Future<Output = Result<GovernanceDecision, Self::Error>> + Send {
+        let _ = (task, session, iteration);
+        std::future::ready(Ok(GovernanceDecision::Approve))
+    }
 
-    /// The pre-execute validators' verdict on `task`.
+    /// The pre-execute validators' verdict on `task`. Defaults to [`Verdict::clean`]: an
+    /// agent with no pre-execute validators has nothing to object to.
     ///
     /// # Errors
     ///
@@ -107,7 +115,10 @@ pub trait AsyncAgent {
         &mut self,
         task: &Task,
         iteration: u32,
-    ) -> impl Future<Output = Result<Verdict, Self::Error>> + Send;
+    ) -> impl Future<Output = Result<Verdict, Self::Error>> + Send {
+        let _ = (task, iteration);
+        std::future::ready(Ok(Verdict::clean()))
+    }
 
     /// Executes `task` under the token governance minted for this iteration.
     ///

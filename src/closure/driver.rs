@@ -43,7 +43,9 @@ pub trait Agent {
     /// The agent's own error.
     type Error: AgentError;
 
-    /// Governance's decision about `iteration` of `task` in `session`.
+    /// Governance's decision about `iteration` of `task` in `session`. Defaults to
+    /// [`GovernanceDecision::Approve`]: an agent without a gate of its own approves every
+    /// step, and execution still needs the single-use token the approval mints.
     ///
     /// # Errors
     ///
@@ -53,15 +55,22 @@ pub trait Agent {
         task: &Task,
         session: &Session,
         iteration: u32,
-    ) -> Result<GovernanceDecision, Self::Error>;
+    ) -> Result<GovernanceDecision, Self::Error> {
+        let _ = (task, session, iteration);
+        Ok(GovernanceDecision::Approve)
+    }
 
     /// The pre-execute validators' verdict on `task` (its spec is new content at every
-    /// depth, so it is validated again, R21).
+    /// depth, so it is validated again, R21). Defaults to [`Verdict::clean`]: an agent with
+    /// no pre-execute validators has nothing to object to.
     ///
     /// # Errors
     ///
     /// The agent's own error.
-    fn pre_validate(&mut self, task: &Task, iteration: u32) -> Result<Verdict, Self::Error>;
+    fn pre_validate(&mut self, task: &Task, iteration: u32) -> Result<Verdict, Self::Error> {
+        let _ = (task, iteration);
+        Ok(Verdict::clean())
+    }
 
     /// Executes `task` under the token governance minted for this iteration.
     ///
