@@ -29,7 +29,10 @@ use kleene::{
     AppBuildPlan, ValidatedPlan,
     closure::Severity,
     id::{TaskId, ValidatorId},
-    plan::{ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError, PlannedTask},
+    plan::{
+        ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError, PlannedTask,
+        explain_value_error,
+    },
 };
 use serde::Deserialize;
 
@@ -38,6 +41,28 @@ pub const TASK_KEYS: [&str; 5] = ["run", "checks", "fix", "timeout_secs", "scrat
 
 /// The keys of the plan object that belong to the CLI.
 pub const PLAN_KEYS: [&str; 1] = ["scratch"];
+
+/// The JSON each command key holds, for messages (`key[]`: one entry of the array `key`),
+/// as [`explain_value_error`] takes them.
+const SHAPES: &[(&str, &str)] = &[
+    ("run", r#"a shell command such as "pytest -q""#),
+    ("fix", r#"a shell command such as "sh fix.sh""#),
+    (
+        "checks",
+        r#"an array of objects such as [{"id": "tests", "command": "pytest -q"}]"#,
+    ),
+    (
+        "checks[]",
+        r#"an object such as {"id": "tests", "command": "pytest -q"}"#,
+    ),
+    ("id", r#"a string such as "tests""#),
+    ("command", r#"a shell command such as "pytest -q""#),
+    ("severity", r#"one of "blocker", "warning", "info""#),
+    ("overridable", "true or false"),
+    ("timeout_secs", "a number of seconds such as 60"),
+    ("scratch", r#"an array of globs such as ["target/**"]"#),
+    ("scratch[]", r#"a glob such as "target/**""#),
+];
 
 const EXTENSIONS: Extensions<'static> = Extensions {
     task_keys: &TASK_KEYS,
@@ -170,8 +195,9 @@ pub enum LoadError {
         message: String,
     },
     /// Malformed JSON, or the plan model refused a field (unknown field, bad id,
-    /// inadmissible path).
-    #[error("load plan {}: line {line} column {column}: task {task}: field `{field}`: {message}", file.display())]
+    /// inadmissible path). The message is the loader's, so the loader's error is kept for
+    /// callers but is not a `source`: a chain would print the message twice.
+    #[error("load plan {}: line {line} column {column}: {}{message}", file.display(), place(task, field))]
     Plan {
         /// The file.
         file: PathBuf,
@@ -186,7 +212,19 @@ pub enum LoadError {
         /// The plan loader's message (it names the path rule for a refused path).
         message: String,
         /// The loader's error.
-        source: Box<PlanLoadError>,
+        error: Box<PlanLoadError>,
+    },
+    /// The plan has no tasks: there is nothing to run, and a run would be "accepted" having
+    /// done nothing.
+    #[error(
+        "load plan {}: `tasks` is empty; add at least one task such as \
+         {{\"id\": \"tests\", \"owner\": \"shell\", \"spec\": {{\"intent\": \"the tests pass\"}}, \"run\": \"pytest -q\"}} \
+         (see `kleene help plan`)",
+        file.display()
+    )]
+    Empty {
+        /// The file.
+        file: PathBuf,
     },
     /// The plan is not a valid DAG with unique owners.
     #[error("validate plan {}", file.display())]
@@ -211,6 +249,19 @@ pub enum LoadError {
         /// The task it was merged into.
         survivor: TaskId,
     },
+}
+
+/// `task a: field `spec`: ` — the task and field an error is about, each left out when
+/// the error is about the whole document (`-` and `.`).
+fn place(task: &str, field: &str) -> String {
+    let mut place = String::new();
+    if task != "-" {
+        place.push_str(&format!("task {task}: "));
+    }
+    if field != "." {
+        place.push_str(&format!("field `{field}`: "));
+    }
+    place
 }
 
 /// Reads, loads and validates the plan file at `file`.
@@ -247,7 +298,7 @@ pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
             task,
             field,
             message,
-            source: Box::new(source),
+            error: Box::new(source),
         }
     })?;
     let reader = Reader { file, text };
@@ -260,6 +311,13 @@ pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
         if let Some(c) = reader.commands(task)? {
             commands.insert(task.id.clone(), c);
         }
+    }
+    // The library accepts an empty plan (a valid, if idle, graph); a plan file without tasks
+    // is always a mistake, and its run would report "all 0 tasks accepted".
+    if draft.tasks.is_empty() {
+        return Err(LoadError::Empty {
+            file: file.to_owned(),
+        });
     }
     let plan = draft.validate().map_err(|source| LoadError::Invalid {
         file: file.to_owned(),
@@ -313,9 +371,26 @@ impl Reader<'_> {
         field: &str,
         value: &ExtensionValue,
     ) -> Result<T, LoadError> {
-        value.parse().map_err(|e| {
+        // Tracks the path inside the value (`checks[0].severity`) so the message can name
+        // the key and the JSON it takes.
+        let mut de = serde_json::Deserializer::from_str(value.json());
+        serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let inner = e.path().to_string();
+            let path = if inner == "." || inner.is_empty() {
+                field.to_owned()
+            } else if inner.starts_with('[') {
+                format!("{field}{inner}")
+            } else {
+                format!("{field}.{inner}")
+            };
+            let e = e.into_inner();
             let pos = self.pos(value).inner(e.line(), e.column());
-            self.error(pos, task, field, message_of(&e))
+            self.error(
+                pos,
+                task,
+                &path,
+                explain_value_error(&path, &message_of(&e), SHAPES),
+            )
         })
     }
 
