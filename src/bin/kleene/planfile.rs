@@ -343,6 +343,28 @@ pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
     })
 }
 
+/// What consolidation did to a plan, one sentence per task it merged away: which task, into
+/// which, and why, so a task never disappears from `kleene validate` without a word.
+pub fn merges(plan: &ValidatedPlan) -> Vec<String> {
+    plan.tasks()
+        .flat_map(|survivor| {
+            let module = survivor
+                .kind
+                .module()
+                .map_or_else(String::new, |m| format!(" of module {m}"));
+            survivor.consolidated_from.iter().map(move |merged| {
+                format!(
+                    "task {merged} was merged into {id}: both are {lane} tasks{module}, and a \
+                     module gets one {lane} task (the one with the smallest id keeps the others' \
+                     paths, edges and specs)",
+                    id = survivor.id,
+                    lane = survivor.kind.lane(),
+                )
+            })
+        })
+        .collect()
+}
+
 /// Reads the CLI's extension values of a plan file, with errors at their place in it.
 struct Reader<'a> {
     file: &'a Path,
