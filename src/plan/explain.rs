@@ -44,7 +44,10 @@ const SHAPES: &[(&str, &str)] = &[
         "acceptance_criteria",
         r#"an array of strings such as ["pytest passes"]"#,
     ),
-    ("acceptance_criteria[]", r#"a string such as "pytest passes""#),
+    (
+        "acceptance_criteria[]",
+        r#"a string such as "pytest passes""#,
+    ),
     (
         "owned_paths",
         r#"an array of relative paths such as ["src/app.py", "tests"]"#,
@@ -64,7 +67,10 @@ const SHAPES: &[(&str, &str)] = &[
     ("from", r#"a task id such as "model_users""#),
     ("contract", r#"one of "module", "persistence", "schemas""#),
     ("origin", r#""planned" or "synthesized""#),
-    ("consolidated_from", r#"an array of task ids such as ["db_users"]"#),
+    (
+        "consolidated_from",
+        r#"an array of task ids such as ["db_users"]"#,
+    ),
     ("consolidated_from[]", r#"a task id such as "db_users""#),
 ];
 
@@ -225,8 +231,14 @@ fn found_json(found: &str) -> String {
 
 /// serde_json's message about malformed JSON at 1-based `line` and `column` of `text`,
 /// saying what JSON expected there.
-pub(crate) fn explain_syntax_error(text: &str, line: usize, column: usize, message: &str) -> String {
-    const TRAILING: &str = "trailing comma: JSON allows no `,` before a closing `}` or `]`; remove it";
+pub(crate) fn explain_syntax_error(
+    text: &str,
+    line: usize,
+    column: usize,
+    message: &str,
+) -> String {
+    const TRAILING: &str =
+        "trailing comma: JSON allows no `,` before a closing `}` or `]`; remove it";
     match message {
         "trailing comma" => TRAILING.to_owned(),
         "key must be a string" => {
@@ -249,7 +261,9 @@ pub(crate) fn explain_syntax_error(text: &str, line: usize, column: usize, messa
         }
         "expected ident" => "expected true, false or null (JSON words are lowercase)".to_owned(),
         "trailing characters" => "unexpected text after the end of the plan object".to_owned(),
-        "EOF while parsing an object" => "the file ends inside an object: a `}` is missing".to_owned(),
+        "EOF while parsing an object" => {
+            "the file ends inside an object: a `}` is missing".to_owned()
+        }
         "EOF while parsing a list" => "the file ends inside an array: a `]` is missing".to_owned(),
         "EOF while parsing a string" => {
             "the file ends inside a string: a closing `\"` is missing".to_owned()
@@ -275,10 +289,7 @@ fn comma_before(text: &str, line: usize, column: usize) -> bool {
         return false;
     };
     let before = before.trim_end();
-    let before = before
-        .strip_suffix(['}', ']'])
-        .unwrap_or(before)
-        .trim_end();
+    let before = before.strip_suffix(['}', ']']).unwrap_or(before).trim_end();
     before.ends_with(',')
 }
 
@@ -293,16 +304,25 @@ mod tests {
             r#"invalid type: string "model", expected internally tagged enum KindRepr"#,
             &[],
         );
-        assert!(m.starts_with("kind must be an object such as {\"lane\""), "{m}");
+        assert!(
+            m.starts_with("kind must be an object such as {\"lane\""),
+            "{m}"
+        );
         assert!(m.ends_with("not the string \"model\""), "{m}");
         let m = explain_value_error(
             "tasks[0].retry_limit",
             "invalid value: integer `-1`, expected u32",
             &[],
         );
-        assert_eq!(m, "retry_limit must be a whole number, 0 or more, such as 3, not the number -1");
+        assert_eq!(
+            m,
+            "retry_limit must be a whole number, 0 or more, such as 3, not the number -1"
+        );
         let m = explain_value_error("tasks[1]", "missing field `owner`", &[]);
-        assert_eq!(m, "tasks[1] is missing \"owner\": a string such as \"shell\" (who does the task)");
+        assert_eq!(
+            m,
+            "tasks[1] is missing \"owner\": a string such as \"shell\" (who does the task)"
+        );
         let m = explain_value_error(
             "tasks[0].kind.lane",
             "unknown variant `modle`, expected one of `module`, `model`",
@@ -311,7 +331,10 @@ mod tests {
         assert!(m.starts_with("lane must be one of \"general\""), "{m}");
         assert!(m.ends_with("not \"modle\""), "{m}");
         let m = explain_value_error(".", "invalid type: sequence, expected a plan object", &[]);
-        assert_eq!(m, "the plan must be an object such as {\"tasks\": [...]}, not an array");
+        assert_eq!(
+            m,
+            "the plan must be an object such as {\"tasks\": [...]}, not an array"
+        );
         let m = explain_value_error("x.y", "invalid type: map, expected a sequence", &[]);
         assert_eq!(m, "y must be an array, not an object");
         let kept = "unknown field `depend_on`, did you mean `depends_on`?";
@@ -328,7 +351,11 @@ mod tests {
     #[test]
     fn a_comma_before_a_closing_brace_is_a_trailing_comma() {
         let text = "{\"a\": 1,\n  }";
-        assert!(explain_syntax_error(text, 2, 3, "key must be a string").starts_with("trailing comma"));
-        assert!(explain_syntax_error("{a: 1}", 1, 2, "key must be a string").contains("double quotes"));
+        assert!(
+            explain_syntax_error(text, 2, 3, "key must be a string").starts_with("trailing comma")
+        );
+        assert!(
+            explain_syntax_error("{a: 1}", 1, 2, "key must be a string").contains("double quotes")
+        );
     }
 }

@@ -763,8 +763,16 @@ mod tests {
         let text = "{\"tasks\": [\n {\"id\": \"svc\", \"owner\": \"sh\", \"spec\": {\"intent\": \"x\"}, \"run\": \"true\",\n  \"checks\": [{\"id\": \"t\",\n   \"command\": \"x\", \"severity\": \"fatal\"}]}]}";
         let err = load(text).unwrap_err();
         let msg = kleene::error::Chain(&err).to_string();
-        assert!(msg.contains("task svc: field `checks`"), "{msg}");
-        assert!(msg.contains("unknown variant `fatal`"), "{msg}");
+        assert!(
+            msg.contains("task svc: field `checks[0].severity`"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(
+                "severity must be one of \"blocker\", \"warning\", \"info\", not \"fatal\""
+            ),
+            "{msg}"
+        );
         // Inside the value, at the bad string itself.
         let line = text.lines().nth(3).unwrap();
         assert_eq!(
@@ -836,7 +844,7 @@ mod tests {
         assert!(
             kleene::error::Chain(&err)
                 .to_string()
-                .contains("task -: field `scratch[0]`"),
+                .contains("p.json: line 1 column 13: field `scratch[0]`"),
             "{err}"
         );
     }
