@@ -181,7 +181,7 @@ pub enum LoadError {
         source: std::io::Error,
     },
     /// A command key of a task (or the plan's `scratch`) is missing or malformed.
-    #[error("load plan {}: {pos}: task {task}: field `{field}`: {message}", file.display())]
+    #[error("load plan {}: {pos}: {}{message}", file.display(), place(task, field))]
     Command {
         /// The file.
         file: PathBuf,
