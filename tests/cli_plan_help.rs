@@ -151,6 +151,18 @@ fn spec_as_a_string_asks_for_the_object() {
 }
 
 #[test]
+fn a_misspelt_spec_key_is_refused_not_dropped() {
+    let plan = one_task(
+        "      \"owner\": \"shell\",\n      \"spec\": {\"intent\": \"x\", \"acceptance_criterias\": [\"y\"]}",
+    );
+    refused(
+        &plan,
+        "unknown field `acceptance_criterias`, expected `intent` or `acceptance_criteria`",
+        Some((5, 52)),
+    );
+}
+
+#[test]
 fn kind_as_a_string_asks_for_the_lane_object() {
     let plan = one_task(
         "      \"owner\": \"shell\",\n      \"kind\": \"general\",\n      \"spec\": {\"intent\": \"x\"}",
@@ -168,6 +180,10 @@ fn kind_as_a_string_asks_for_the_lane_object() {
         r#"lane must be one of "general", "module""#,
         Some((5, 30)),
     );
+    let plan = one_task(
+        "      \"owner\": \"shell\",\n      \"kind\": {\"lane\": \"general\", \"module\": \"m\"},\n      \"spec\": {\"intent\": \"x\"}",
+    );
+    refused(&plan, r#"kind takes no "module" here; remove it"#, None);
 }
 
 #[test]

@@ -133,6 +133,13 @@ pub fn explain_value_error(path: &str, message: &str, shapes: &[(&str, &str)]) -
         let expected = own_shape().map_or_else(|| plain_expected(expected), str::to_owned);
         return format!("{subject} must be {expected}, not \"{value}\"");
     }
+    // serde's words for an object that takes no keys at all (`{"lane": "general"}`).
+    if let Some(key) = message
+        .strip_prefix("unknown field `")
+        .and_then(|k| k.strip_suffix("`, there are no fields"))
+    {
+        return format!("{subject} takes no \"{key}\" here; remove it");
+    }
     if let Some(key) = message
         .strip_prefix("duplicate field `")
         .and_then(|k| k.strip_suffix('`'))
@@ -337,6 +344,12 @@ mod tests {
         );
         let m = explain_value_error("x.y", "invalid type: map, expected a sequence", &[]);
         assert_eq!(m, "y must be an array, not an object");
+        let m = explain_value_error(
+            "tasks[0].kind",
+            "unknown field `module`, there are no fields",
+            &[],
+        );
+        assert_eq!(m, "kind takes no \"module\" here; remove it");
         let kept = "unknown field `depend_on`, did you mean `depends_on`?";
         assert_eq!(explain_value_error("tasks[0].depend_on", kept, &[]), kept);
     }

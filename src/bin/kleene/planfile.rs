@@ -31,7 +31,7 @@ use kleene::{
     id::{TaskId, ValidatorId},
     plan::{
         ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError, PlannedTask,
-        explain_value_error,
+        ValidationStage, explain_value_error,
     },
 };
 use serde::Deserialize;
@@ -226,14 +226,15 @@ pub enum LoadError {
         /// The file.
         file: PathBuf,
     },
-    /// The plan is not a valid DAG with unique owners.
-    #[error("validate plan {}", file.display())]
+    /// The plan is not a valid DAG with unique owners. The problems are listed here rather
+    /// than through the library error's own message, which would say "validate plan" again
+    /// and name the internal stage.
+    #[error("validate plan {}: {}", file.display(), problems(error))]
     Invalid {
         /// The file.
         file: PathBuf,
         /// Every problem.
-        #[source]
-        source: Box<PlanValidationError>,
+        error: Box<PlanValidationError>,
     },
     /// Consolidation merged away a task that has commands of its own.
     #[error(
@@ -249,6 +250,24 @@ pub enum LoadError {
         /// The task it was merged into.
         survivor: TaskId,
     },
+}
+
+/// Every problem of `error`, `; `-separated; a problem only the merge of persistence tasks
+/// made (a cycle through the merged task) says so.
+fn problems(error: &PlanValidationError) -> String {
+    let list = error
+        .problems()
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    match error.stage() {
+        ValidationStage::AfterConsolidation => format!(
+            "{list} (after the persistence tasks of each module were merged into one; \
+             see `kleene help plan`)"
+        ),
+        _ => list,
+    }
 }
 
 /// `task a: field `spec`: ` — the task and field an error is about, each left out when
@@ -319,9 +338,9 @@ pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
             file: file.to_owned(),
         });
     }
-    let plan = draft.validate().map_err(|source| LoadError::Invalid {
+    let plan = draft.validate().map_err(|error| LoadError::Invalid {
         file: file.to_owned(),
-        source: Box::new(source),
+        error: Box::new(error),
     })?;
     for id in commands.keys() {
         if plan.task(id).is_none() {
@@ -624,6 +643,7 @@ fn labels(text: &str) -> Vec<String> {
         .map(|(i, t)| {
             t.get("id")
                 .and_then(|id| id.as_str())
+                .filter(|id| !id.is_empty())
                 .map_or_else(|| format!("tasks[{i}]"), str::to_owned)
         })
         .collect()
