@@ -279,4 +279,13 @@ fn validate_names_each_task_consolidation_merged() {
             .starts_with(note),
         "{event}"
     );
+
+    // `kleene run` says so too, on stderr, so stdout keeps only its events.
+    let out = kleene(tmp.path())
+        .args(["run", "plan.json", "--state", "st", "-j", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr).matches(note).count(), 1, "{out:?}");
+    assert!(!text(&out.stdout).contains(note), "{out:?}");
 }

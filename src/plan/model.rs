@@ -493,7 +493,9 @@ impl PlannedTask {
 #[non_exhaustive]
 pub enum PlanLoadError {
     /// The JSON was malformed or did not match the plan's shape: an unknown or missing field,
-    /// a wrong type, an invalid id, module name or path.
+    /// a wrong type, an invalid id, module name or path. The message is in the plan author's
+    /// terms: the JSON a key takes (`spec must be an object such as {"intent": "…"}`), or
+    /// what JSON syntax was expected (`trailing comma`), never the Rust type that reads it.
     #[error("load plan: {message} at `{field}`, line {line} column {column}")]
     Json {
         /// Where in the document the error is, as a path of field names and indices

@@ -212,6 +212,13 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
         return crate::restate::run(args, url);
     }
     let (loaded, text) = planfile::load(&args.plan).map_err(|e| Failure::bad_input(Chain(&e)))?;
+    // A merged task would otherwise vanish from the run without a word. On stderr, so
+    // stdout keeps exactly its events; `kleene validate --json` reports merges as data.
+    if rep.mode() != crate::report::Mode::Json {
+        for merge in planfile::merges(&loaded.plan) {
+            eprintln!("kleene: note: {merge}");
+        }
+    }
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         return Err(Failure::bad_input(format!(
             "use --timeout {}: it must be a positive number of seconds",
