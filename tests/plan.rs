@@ -404,7 +404,13 @@ fn json_loading_names_field_position_and_rule() {
     assert!(lane.to_string().contains("unknown field `x`"), "{lane}");
 
     let missing = AppBuildPlan::from_json(r#"{"tasks": [{"id": "a"}]}"#).unwrap_err();
-    assert!(missing.to_string().contains("missing field"), "{missing}");
+    // Names the key and the JSON it takes, not serde's "missing field".
+    assert!(
+        missing
+            .to_string()
+            .contains("tasks[0] is missing \"owner\": a string"),
+        "{missing}"
+    );
     assert!(
         AppBuildPlan::from_json(r#"{"tasks": []} x"#).is_err(),
         "trailing data"

@@ -283,7 +283,7 @@ mod extensions {
 
         let twice = PLAN.replace("\"fix\": \"sh fix.sh\"", "\"fix\": \"a\", \"fix\": \"b\"");
         let err = AppBuildPlan::from_json_with(&twice, &KEYS).unwrap_err();
-        assert!(err.to_string().contains("duplicate field `fix`"), "{err}");
+        assert!(err.to_string().contains("\"fix\" appears twice"), "{err}");
     }
 
     fn json_value() -> impl Strategy<Value = serde_json::Value> {

@@ -203,18 +203,43 @@ fn push_string(s: &str, out: &mut String) {
     out.push_str(&serde_json::to_string(s).unwrap_or_default());
 }
 
-/// The known key closest to `unknown`, if one is close enough to be a likely typo: at most
-/// two edits, and fewer edits than the typed key has characters.
+/// The known key closest to `unknown`, if one is close enough to be a likely typo: the same
+/// letters in another case or without the `_` (`dependsOn`, `dependson`), else at most two
+/// edits and fewer edits than the typed key has characters, else the one key the typed key
+/// (four letters or more) begins (`depends`, `timeout`).
 pub(crate) fn did_you_mean<'k>(
     unknown: &str,
     known: impl Iterator<Item = &'k str>,
 ) -> Option<&'k str> {
+    let known: Vec<&'k str> = known.collect();
+    let squash = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let typed = squash(unknown);
+    if let Some(k) = known.iter().find(|k| squash(k) == typed) {
+        return Some(k);
+    }
     let limit = 2.min(unknown.chars().count().saturating_sub(1));
-    known
-        .map(|k| (edit_distance(unknown, k), k))
+    let close = known
+        .iter()
+        .map(|k| (edit_distance(unknown, k), *k))
         .filter(|&(d, _)| d <= limit)
         .min()
-        .map(|(_, k)| k)
+        .map(|(_, k)| k);
+    if close.is_some() || typed.chars().count() < 4 {
+        return close;
+    }
+    match known
+        .iter()
+        .filter(|k| squash(k).starts_with(&typed))
+        .collect::<Vec<_>>()[..]
+    {
+        [only] => Some(only),
+        _ => None,
+    }
 }
 
 /// The Levenshtein distance between `a` and `b` over characters, in `O(|a|·|b|)` time and
@@ -263,6 +288,22 @@ mod tests {
             Some("owned_paths")
         );
         assert_eq!(did_you_mean("colour", known.iter().copied()), None);
+        for typed in ["dependson", "dependsOn", "Depends-On", "depends"] {
+            assert_eq!(
+                did_you_mean(typed, known.iter().copied()),
+                Some("depends_on"),
+                "{typed}"
+            );
+        }
+        assert_eq!(
+            did_you_mean("owned", known.iter().copied()),
+            Some("owned_paths")
+        );
+        // A prefix of two keys suggests neither.
+        assert_eq!(
+            did_you_mean("depen", ["depends_on", "dependency"].into_iter()),
+            None
+        );
         // One character is never "close" to anything.
         assert_eq!(did_you_mean("x", known.iter().copied()), None);
     }

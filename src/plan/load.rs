@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 
 use super::extension::{ExtensionValue, Extensions, did_you_mean};
 use super::model::{AppBuildPlan, PlannedTask, default_retry_limit};
+use crate::task::Spec;
 
 /// The fields of a task object, in the order the format documents them.
 const TASK_FIELDS: &[&str] = &[
@@ -111,6 +112,25 @@ impl<'de> DeserializeSeed<'de> for ExtensionSeed<'de> {
             .contains(&at)
             .then(|| at - start);
         ExtensionValue::from_document(text, offset).map_err(de::Error::custom)
+    }
+}
+
+/// How a task's `spec` is read: [`Spec`]'s fields, refusing any other key, so a misspelt
+/// `acceptance_criteria` is named instead of dropped without a word. (`Spec`'s own reader
+/// is left as it is: other documents than plans carry specs.)
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecRepr {
+    intent: String,
+    #[serde(default)]
+    acceptance_criteria: Vec<String>,
+}
+
+impl From<SpecRepr> for Spec {
+    fn from(spec: SpecRepr) -> Self {
+        let mut out = Spec::new(spec.intent);
+        out.acceptance_criteria = spec.acceptance_criteria;
+        out
     }
 }
 
@@ -239,7 +259,12 @@ impl<'de> Visitor<'de> for TaskSeed<'_, 'de> {
                 Key::Field(0) => once!(id),
                 Key::Field(1) => once!(kind),
                 Key::Field(2) => once!(owner),
-                Key::Field(3) => once!(spec),
+                Key::Field(3) => {
+                    if spec.is_some() {
+                        return Err(duplicate("spec"));
+                    }
+                    spec = Some(Spec::from(map.next_value::<SpecRepr>()?));
+                }
                 Key::Field(4) => once!(owned_paths),
                 Key::Field(5) => once!(depends_on),
                 Key::Field(6) => once!(retry_limit),

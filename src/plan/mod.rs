@@ -50,6 +50,7 @@
 
 mod consolidate;
 mod dot;
+mod explain;
 mod extension;
 mod load;
 mod model;
@@ -63,6 +64,7 @@ pub use crate::path::{
     AdmittedPath, GlobError, MAX_COMPONENT_LEN, MAX_PATH_LEN, PathError, PathGlob,
     SECRETS_MANIFEST_PATH,
 };
+pub use explain::explain_value_error;
 pub use extension::{ExtensionValue, Extensions};
 pub use model::{
     AppBuildPlan, ContractKind, DEFAULT_RETRY_LIMIT, InputContract, MAX_MODULE_NAME_LEN,

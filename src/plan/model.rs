@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::explain;
 use super::extension::{ExtensionValue, Extensions};
 use super::load::PlanSeed;
 use crate::error::{quoted, quoted_char};
@@ -492,7 +493,9 @@ impl PlannedTask {
 #[non_exhaustive]
 pub enum PlanLoadError {
     /// The JSON was malformed or did not match the plan's shape: an unknown or missing field,
-    /// a wrong type, an invalid id, module name or path.
+    /// a wrong type, an invalid id, module name or path. The message is in the plan author's
+    /// terms: the JSON a key takes (`spec must be an object such as {"intent": "…"}`), or
+    /// what JSON syntax was expected (`trailing comma`), never the Rust type that reads it.
     #[error("load plan: {message} at `{field}`, line {line} column {column}")]
     Json {
         /// Where in the document the error is, as a path of field names and indices
@@ -614,18 +617,11 @@ impl AppBuildPlan {
             seed,
             serde_path_to_error::Deserializer::new(&mut de, &mut track),
         );
-        let plan = result.map_err(|inner| PlanLoadError::Json {
-            field: track.path().to_string(),
-            line: inner.line(),
-            column: inner.column(),
-            message: strip_position(&inner.to_string()),
+        let plan = result.map_err(|inner| {
+            let path = track.path().to_string();
+            json_error(json, explain::trim_unknown(&path), &inner)
         })?;
-        de.end().map_err(|e| PlanLoadError::Json {
-            field: ".".to_owned(),
-            line: e.line(),
-            column: e.column(),
-            message: strip_position(&e.to_string()),
-        })?;
+        de.end().map_err(|e| json_error(json, ".", &e))?;
         Ok(plan)
     }
 
@@ -635,6 +631,24 @@ impl AppBuildPlan {
         // is plain data. Fall back to an empty document rather than panic if that ever
         // changed.
         serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// serde_json's error at `field` of `json`, in the plan author's terms: malformed JSON says
+/// what JSON was expected there, a value of the wrong shape says the shape to write.
+fn json_error(json: &str, field: &str, err: &serde_json::Error) -> PlanLoadError {
+    let raw = strip_position(&err.to_string());
+    let message = match err.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+            explain::explain_syntax_error(json, err.line(), err.column(), &raw)
+        }
+        _ => explain::explain_value_error(field, &raw, &[]),
+    };
+    PlanLoadError::Json {
+        field: field.to_owned(),
+        line: err.line(),
+        column: err.column(),
+        message,
     }
 }
 

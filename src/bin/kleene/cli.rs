@@ -50,22 +50,8 @@ its dependents. Everything a run learns is journaled evidence, so it can be resu
 accepted, exported and verified. `kleene worker` and `kleene run --restate URL` run plans
 across many machines on Restate (see kleene-restate/README.md).
 
-Plan keys (per task unless marked):
-  \"kind\": {\"lane\": \"general\"}         optional; the web-app lanes (module, model, ...)
-                                       only matter to web-app plans
-  \"owned_paths\": [\"src\", \"Cargo.toml\"]  files or directories; a directory owns all
-                                       beneath it; no path is owned twice or nested
-  \"run\": \"sh build.sh\"                 does the work, writes the task's owned paths
-  \"checks\": [{\"id\": \"tests\", \"command\": \"cargo test --offline\",
-              \"severity\": \"blocker\", \"overridable\": true}]   non-zero exit = failure
-  \"fix\": \"sh fix.sh\"                   run for each fix subtask, and for a retried call
-                                       (none: failures are never auto-fixed)
-  \"timeout_secs\": 60                   per command (default --timeout)
-  \"retry_limit\": 3                     calls after the first (default 3); a call refused
-                                       for the same reason as the one before it ends the
-                                       task (recovery_stalled) instead of spending the rest
-  \"scratch\": [\"target/**\"]             per task and at plan level: build output that is
-                                       never part of a task's output (** = any depth)
+A plan file is a JSON object {\"tasks\": [...]}; `kleene help plan` lists every key of the plan
+and of its tasks with its type, default and meaning, and prints a minimal plan to start from.
 Every command and glob is part of the plan digest: changing one changes the run's channel
 and what the acceptance record binds. Unknown keys are refused with a suggestion.
 
@@ -102,6 +88,87 @@ name its holder); status, audit and verify only read and never change a byte.
 Exit codes: 0 accepted (or done), 1 halted or blocked (the reason is printed),
 2 bad input, 130 interrupted (resume with `kleene resume`).";
 
+/// The example at the end of `kleene run --help` (a macro, for `concat!`).
+macro_rules! run_example {
+    () => {
+        "Example:\n  kleene run examples/demo/plan.json --state .kleene --max-depth 3"
+    };
+}
+
+/// Every key of a plan file, and a minimal plan between the marker lines (a test extracts it
+/// and validates it, so it cannot drift from what the loader accepts). Printed by `kleene help
+/// plan` and at the end of `kleene run --help`. The model's keys are read by the library
+/// (src/plan/load.rs, src/plan/model.rs), the command keys by planfile.rs.
+macro_rules! plan_help {
+    () => {
+        r#"Plan file keys (JSON). * = required; otherwise the default is given.
+
+Top level:
+  tasks *            array of task objects  the work, at least one task
+  scratch            array of globs, []     build output that is never part of any task's
+                                            output, e.g. ["target/**"] (** = any depth)
+
+Each task:
+  id *               string                 unique name, e.g. "unit_tests"; depends_on uses it
+  owner *            string                 who does the task, e.g. "shell" (a label kept in
+                                            the evidence)
+  spec *             object                 what the task must achieve:
+                                            {"intent": "…", "acceptance_criteria": ["…"]}
+    intent *           string               one sentence, e.g. "the tests pass"
+    acceptance_criteria  array of strings, []  what must hold when the task is done
+  kind               object, {"lane": "general"}
+                                            the task's lane; "general" suits any plain task.
+                                            Web-app plans write {"lane": L, "module": M}: L is
+                                            module, model, persistence, service or page
+                                            (module required), or config or auth (optional)
+  depends_on         array of task ids, []  tasks that must be accepted before this one
+  owned_paths        array of paths, []     files or directories only this task writes:
+                                            relative, no "..", a directory owns all beneath it,
+                                            no path owned twice or nested in another's
+  retry_limit        number, 3              calls after the first when a call fails; a call
+                                            refused for the same reason as the one before it
+                                            ends the task (recovery_stalled) instead
+  input_contracts    array, []              set by normalisation, rarely written:
+                                            [{"from": ID, "contract": "module"|"persistence"|"schemas"}]
+  origin             string, "planned"      set by normalisation ("synthesized"); do not write
+  consolidated_from  array of task ids, []  set by consolidation; do not write
+
+  Commands (what kleene runs for the task; a task without `run` runs nothing):
+  run                string, none           shell command that does the work and writes the
+                                            task's owned paths (sh -c, in the task's stage)
+  checks             array of objects, []   validators; a non-zero exit is a failure:
+                                            {"id": "tests", "command": "pytest -q"} (both
+                                            required), optional "severity": "blocker" (default),
+                                            "warning" or "info", and "overridable": true
+                                            (default; false: a failure is never auto-fixed)
+  fix                string, none           run for each fix subtask of a failed check, and
+                                            for a retried call; none: failures are not auto-fixed
+  timeout_secs       number, --timeout 600  seconds per command, above 0 and at most 86400
+  scratch            array of globs, []     as at the top level, for this task only
+
+Persistence tasks of one module are merged into the one with the smallest id (consolidation);
+`kleene validate` names every task it merged. Unknown keys are refused with a suggestion.
+
+A minimal plan (kleene validate accepts it as is):
+----- begin plan -----
+{
+  "scratch": [".pytest_cache/**", "**/__pycache__/**", ".ruff_cache/**"],
+  "tasks": [
+    { "id": "setup", "owner": "shell",
+      "spec": {"intent": "write the test configuration"},
+      "owned_paths": ["pytest.ini"], "run": "printf '[pytest]\n' > pytest.ini" },
+    { "id": "tests", "owner": "shell", "depends_on": ["setup"],
+      "spec": {"intent": "the tests pass", "acceptance_criteria": ["pytest exits 0"]},
+      "run": "pytest -q", "checks": [{"id": "lint", "command": "ruff check ."}] }
+  ]
+}
+----- end plan -----"#
+    };
+}
+
+/// See [`plan_help`]; a macro so that `run`'s long help can `concat!` it.
+pub const PLAN_HELP: &str = plan_help!();
+
 const EXAMPLES: &str = "\
 Examples:
   kleene run examples/demo/plan.json     build the demo (one check fails, a fix repairs it)
@@ -111,7 +178,15 @@ Examples:
 
 /// kleene's command line.
 #[derive(Debug, Parser)]
-#[command(name = "kleene", version, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
+// clap's own `help` subcommand is replaced by one that also knows the `plan` topic.
+#[command(
+    name = "kleene",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = EXAMPLES,
+    disable_help_subcommand = true
+)]
 pub struct Cli {
     /// Print events and results as JSON lines on stdout.
     #[arg(long, global = true)]
@@ -126,7 +201,8 @@ pub struct Cli {
 pub enum Command {
     /// Run a plan file from the start on a new channel.
     #[command(
-        after_help = "Example:\n  kleene run examples/demo/plan.json --state .kleene --max-depth 3"
+        after_help = run_example!(),
+        after_long_help = concat!(run_example!(), "\n\n", plan_help!())
     )]
     Run(RunArgs),
     /// Continue an interrupted run on its own channel.
@@ -163,6 +239,11 @@ pub enum Command {
     /// Load and validate a plan file; print its tasks in execution order.
     #[command(after_help = "Example:\n  kleene validate examples/demo/plan.json")]
     Validate(PlanArgs),
+    /// Explain a topic (`plan`: every key of a plan file and a minimal plan) or a command.
+    #[command(
+        after_help = "Examples:\n  kleene help plan   every plan key, its type, default and meaning\n  kleene help run"
+    )]
+    Help(HelpArgs),
     /// Serve Restate's task calls: the Restate adapter's worker (`kleene-restate worker`).
     #[command(
         disable_help_flag = true,
@@ -176,6 +257,14 @@ pub enum Command {
         after_help = "Example:\n  kleene restate status --channel run-0123456789ab"
     )]
     Restate(AdapterArgs),
+}
+
+/// `kleene help`.
+#[derive(Debug, Args)]
+pub struct HelpArgs {
+    /// `plan`, or a command's name [default: kleene's own help].
+    #[arg(value_name = "TOPIC")]
+    pub topic: Option<String>,
 }
 
 /// Arguments handed to the Restate adapter as they are.

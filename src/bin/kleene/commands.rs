@@ -25,7 +25,7 @@ use kleene::{
 };
 
 use crate::cli::{
-    AcceptArgs, Exit, ExportArgs, GraphArgs, KeygenArgs, PlanArgs, ResumeArgs, RunArgs,
+    AcceptArgs, Exit, ExportArgs, GraphArgs, HelpArgs, KeygenArgs, PlanArgs, ResumeArgs, RunArgs,
     SigningArgs, StateArgs, VerifyArgs, jobs,
 };
 use crate::formats::{RunInfo, encode_closure_line_as};
@@ -69,6 +69,39 @@ fn absolute(path: &Path) -> Result<PathBuf, Failure> {
         .map_err(|e| Failure::bad_input(format!("resolve {}: {e}", path.display())))
 }
 
+/// `kleene help [TOPIC]`: the plan file reference for `plan`, a command's long help for a
+/// command's name, kleene's own help without a topic.
+pub fn help(args: &HelpArgs) -> Outcome {
+    use clap::CommandFactory;
+    let mut cli = crate::cli::Cli::command();
+    // Built first, so a command's usage line reads `kleene validate`, not `validate`.
+    cli.build();
+    let printed = match args.topic.as_deref() {
+        Some("plan" | "plans") => {
+            println!("{}", crate::cli::PLAN_HELP);
+            Ok(())
+        }
+        None => cli.print_long_help(),
+        Some(name) => {
+            let names: Vec<String> = cli
+                .get_subcommands()
+                .map(|c| c.get_name().to_owned())
+                .collect();
+            match cli.find_subcommand_mut(name) {
+                Some(sub) => sub.print_long_help(),
+                None => {
+                    return Err(Failure::bad_input(format!(
+                        "no help topic `{name}`: try `kleene help plan` or one of {}",
+                        names.join(", ")
+                    )));
+                }
+            }
+        }
+    };
+    printed.map_err(|e| Failure::bad_input(format!("print help: {e}")))?;
+    Ok(Exit::Ok)
+}
+
 /// `kleene validate PLAN`.
 pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
     let (loaded, _) = planfile::load(&args.plan).map_err(|e| Failure::bad_input(Chain(&e)))?;
@@ -85,6 +118,7 @@ pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
                     "depends_on": plan.prerequisites(&t.id),
                     "synthesized": t.is_synthesized(),
                     "has_commands": loaded.commands.contains_key(&t.id),
+                    "consolidated_from": t.consolidated_from,
                 })
             })
             .collect();
@@ -93,6 +127,7 @@ pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
             "file": args.plan,
             "digest": plan.digest().to_string(),
             "tasks": tasks,
+            "merged": planfile::merges(plan),
         }));
         return Ok(Exit::Ok);
     }
@@ -134,6 +169,9 @@ pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
             }
         ));
     }
+    for merge in planfile::merges(plan) {
+        rep.say(&format!("note: {merge}"));
+    }
     Ok(Exit::Ok)
 }
 
@@ -174,6 +212,13 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
         return crate::restate::run(args, url);
     }
     let (loaded, text) = planfile::load(&args.plan).map_err(|e| Failure::bad_input(Chain(&e)))?;
+    // A merged task would otherwise vanish from the run without a word. On stderr, so
+    // stdout keeps exactly its events; `kleene validate --json` reports merges as data.
+    if rep.mode() != crate::report::Mode::Json {
+        for merge in planfile::merges(&loaded.plan) {
+            eprintln!("kleene: note: {merge}");
+        }
+    }
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         return Err(Failure::bad_input(format!(
             "use --timeout {}: it must be a positive number of seconds",

@@ -48,6 +48,7 @@ fn main() -> ExitCode {
         Command::Graph(args) => commands::graph(args, &mut rep),
         Command::Audit(args) => commands::audit(args, &mut rep),
         Command::Validate(args) => commands::validate(args, &mut rep),
+        Command::Help(args) => commands::help(args),
         Command::Worker(args) => {
             let mut forwarded = vec![std::ffi::OsString::from("worker")];
             forwarded.extend(args.args.iter().cloned());

@@ -29,7 +29,10 @@ use kleene::{
     AppBuildPlan, ValidatedPlan,
     closure::Severity,
     id::{TaskId, ValidatorId},
-    plan::{ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError, PlannedTask},
+    plan::{
+        ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError, PlannedTask,
+        ValidationStage, explain_value_error,
+    },
 };
 use serde::Deserialize;
 
@@ -38,6 +41,28 @@ pub const TASK_KEYS: [&str; 5] = ["run", "checks", "fix", "timeout_secs", "scrat
 
 /// The keys of the plan object that belong to the CLI.
 pub const PLAN_KEYS: [&str; 1] = ["scratch"];
+
+/// The JSON each command key holds, for messages (`key[]`: one entry of the array `key`),
+/// as [`explain_value_error`] takes them.
+const SHAPES: &[(&str, &str)] = &[
+    ("run", r#"a shell command such as "pytest -q""#),
+    ("fix", r#"a shell command such as "sh fix.sh""#),
+    (
+        "checks",
+        r#"an array of objects such as [{"id": "tests", "command": "pytest -q"}]"#,
+    ),
+    (
+        "checks[]",
+        r#"an object such as {"id": "tests", "command": "pytest -q"}"#,
+    ),
+    ("id", r#"a string such as "tests""#),
+    ("command", r#"a shell command such as "pytest -q""#),
+    ("severity", r#"one of "blocker", "warning", "info""#),
+    ("overridable", "true or false"),
+    ("timeout_secs", "a number of seconds such as 60"),
+    ("scratch", r#"an array of globs such as ["target/**"]"#),
+    ("scratch[]", r#"a glob such as "target/**""#),
+];
 
 const EXTENSIONS: Extensions<'static> = Extensions {
     task_keys: &TASK_KEYS,
@@ -156,7 +181,7 @@ pub enum LoadError {
         source: std::io::Error,
     },
     /// A command key of a task (or the plan's `scratch`) is missing or malformed.
-    #[error("load plan {}: {pos}: task {task}: field `{field}`: {message}", file.display())]
+    #[error("load plan {}: {pos}: {}{message}", file.display(), place(task, field))]
     Command {
         /// The file.
         file: PathBuf,
@@ -170,8 +195,9 @@ pub enum LoadError {
         message: String,
     },
     /// Malformed JSON, or the plan model refused a field (unknown field, bad id,
-    /// inadmissible path).
-    #[error("load plan {}: line {line} column {column}: task {task}: field `{field}`: {message}", file.display())]
+    /// inadmissible path). The message is the loader's, so the loader's error is kept for
+    /// callers but is not a `source`: a chain would print the message twice.
+    #[error("load plan {}: line {line} column {column}: {}{message}", file.display(), place(task, field))]
     Plan {
         /// The file.
         file: PathBuf,
@@ -186,16 +212,29 @@ pub enum LoadError {
         /// The plan loader's message (it names the path rule for a refused path).
         message: String,
         /// The loader's error.
-        source: Box<PlanLoadError>,
+        error: Box<PlanLoadError>,
     },
-    /// The plan is not a valid DAG with unique owners.
-    #[error("validate plan {}", file.display())]
+    /// The plan has no tasks: there is nothing to run, and a run would be "accepted" having
+    /// done nothing.
+    #[error(
+        "load plan {}: `tasks` is empty; add at least one task such as \
+         {{\"id\": \"tests\", \"owner\": \"shell\", \"spec\": {{\"intent\": \"the tests pass\"}}, \"run\": \"pytest -q\"}} \
+         (see `kleene help plan`)",
+        file.display()
+    )]
+    Empty {
+        /// The file.
+        file: PathBuf,
+    },
+    /// The plan is not a valid DAG with unique owners. The problems are listed here rather
+    /// than through the library error's own message, which would say "validate plan" again
+    /// and name the internal stage.
+    #[error("validate plan {}: {}", file.display(), problems(error))]
     Invalid {
         /// The file.
         file: PathBuf,
         /// Every problem.
-        #[source]
-        source: Box<PlanValidationError>,
+        error: Box<PlanValidationError>,
     },
     /// Consolidation merged away a task that has commands of its own.
     #[error(
@@ -211,6 +250,37 @@ pub enum LoadError {
         /// The task it was merged into.
         survivor: TaskId,
     },
+}
+
+/// Every problem of `error`, `; `-separated; a problem only the merge of persistence tasks
+/// made (a cycle through the merged task) says so.
+fn problems(error: &PlanValidationError) -> String {
+    let list = error
+        .problems()
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    match error.stage() {
+        ValidationStage::AfterConsolidation => format!(
+            "{list} (after the persistence tasks of each module were merged into one; \
+             see `kleene help plan`)"
+        ),
+        _ => list,
+    }
+}
+
+/// `task a: field `spec`: ` — the task and field an error is about, each left out when
+/// the error is about the whole document (`-` and `.`).
+fn place(task: &str, field: &str) -> String {
+    let mut place = String::new();
+    if task != "-" {
+        place.push_str(&format!("task {task}: "));
+    }
+    if field != "." {
+        place.push_str(&format!("field `{field}`: "));
+    }
+    place
 }
 
 /// Reads, loads and validates the plan file at `file`.
@@ -247,7 +317,7 @@ pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
             task,
             field,
             message,
-            source: Box::new(source),
+            error: Box::new(source),
         }
     })?;
     let reader = Reader { file, text };
@@ -261,9 +331,16 @@ pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
             commands.insert(task.id.clone(), c);
         }
     }
-    let plan = draft.validate().map_err(|source| LoadError::Invalid {
+    // The library accepts an empty plan (a valid, if idle, graph); a plan file without tasks
+    // is always a mistake, and its run would report "all 0 tasks accepted".
+    if draft.tasks.is_empty() {
+        return Err(LoadError::Empty {
+            file: file.to_owned(),
+        });
+    }
+    let plan = draft.validate().map_err(|error| LoadError::Invalid {
         file: file.to_owned(),
-        source: Box::new(source),
+        error: Box::new(error),
     })?;
     for id in commands.keys() {
         if plan.task(id).is_none() {
@@ -283,6 +360,28 @@ pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
         commands,
         scratch,
     })
+}
+
+/// What consolidation did to a plan, one sentence per task it merged away: which task, into
+/// which, and why, so a task never disappears from `kleene validate` without a word.
+pub fn merges(plan: &ValidatedPlan) -> Vec<String> {
+    plan.tasks()
+        .flat_map(|survivor| {
+            let module = survivor
+                .kind
+                .module()
+                .map_or_else(String::new, |m| format!(" of module {m}"));
+            survivor.consolidated_from.iter().map(move |merged| {
+                format!(
+                    "task {merged} was merged into {id}: both are {lane} tasks{module}, and a \
+                     module gets one {lane} task (the one with the smallest id keeps the others' \
+                     paths, edges and specs)",
+                    id = survivor.id,
+                    lane = survivor.kind.lane(),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Reads the CLI's extension values of a plan file, with errors at their place in it.
@@ -313,9 +412,26 @@ impl Reader<'_> {
         field: &str,
         value: &ExtensionValue,
     ) -> Result<T, LoadError> {
-        value.parse().map_err(|e| {
+        // Tracks the path inside the value (`checks[0].severity`) so the message can name
+        // the key and the JSON it takes.
+        let mut de = serde_json::Deserializer::from_str(value.json());
+        serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let inner = e.path().to_string();
+            let path = if inner == "." || inner.is_empty() {
+                field.to_owned()
+            } else if inner.starts_with('[') {
+                format!("{field}{inner}")
+            } else {
+                format!("{field}.{inner}")
+            };
+            let e = e.into_inner();
             let pos = self.pos(value).inner(e.line(), e.column());
-            self.error(pos, task, field, message_of(&e))
+            self.error(
+                pos,
+                task,
+                &path,
+                explain_value_error(&path, &message_of(&e), SHAPES),
+            )
         })
     }
 
@@ -527,6 +643,7 @@ fn labels(text: &str) -> Vec<String> {
         .map(|(i, t)| {
             t.get("id")
                 .and_then(|id| id.as_str())
+                .filter(|id| !id.is_empty())
                 .map_or_else(|| format!("tasks[{i}]"), str::to_owned)
         })
         .collect()
@@ -666,8 +783,16 @@ mod tests {
         let text = "{\"tasks\": [\n {\"id\": \"svc\", \"owner\": \"sh\", \"spec\": {\"intent\": \"x\"}, \"run\": \"true\",\n  \"checks\": [{\"id\": \"t\",\n   \"command\": \"x\", \"severity\": \"fatal\"}]}]}";
         let err = load(text).unwrap_err();
         let msg = kleene::error::Chain(&err).to_string();
-        assert!(msg.contains("task svc: field `checks`"), "{msg}");
-        assert!(msg.contains("unknown variant `fatal`"), "{msg}");
+        assert!(
+            msg.contains("task svc: field `checks[0].severity`"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(
+                "severity must be one of \"blocker\", \"warning\", \"info\", not \"fatal\""
+            ),
+            "{msg}"
+        );
         // Inside the value, at the bad string itself.
         let line = text.lines().nth(3).unwrap();
         assert_eq!(
@@ -739,7 +864,7 @@ mod tests {
         assert!(
             kleene::error::Chain(&err)
                 .to_string()
-                .contains("task -: field `scratch[0]`"),
+                .contains("p.json: line 1 column 13: field `scratch[0]`"),
             "{err}"
         );
     }
