@@ -54,12 +54,25 @@
 //! [`Stage::reuse`] turns one call's stage into the next call's, keeping every input that is
 //! wanted again and still unchanged, so a chain of calls pays for the files that differ.
 //!
+//! A reused stage is watched (inotify on Linux): every directory holding inputs, and every
+//! input's inode, whichever name reaches it. The walk after its next call then visits only
+//! the names the kernel says the call touched (and whole any directory it made), so its cost
+//! follows what the call did, not how many files the stage holds. Whatever the kernel cannot
+//! tell exactly (a full event queue, a watched directory removed or moved, a watch refused
+//! for want of room) makes that walk whole again, as a first call's always is. A property
+//! test checks, for every sequence of what a call can do to its stage, that both walks find
+//! the same.
+//!
 //! Objects are read-only (mode 0444). A process running as root can still write through the
 //! link in place; the change time of the shared inode then moves, so the walk of every stage
 //! holding that input re-hashes it and reports the change, and [`ObjectStore::forget`] lets
 //! the caller drop the damaged object so that the next stage gets a fresh copy.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+// Paths are hashed on every call for every input: a fast hasher keeps that small (the keys
+// are kleene's own admitted paths, and a stage holds one call's inputs).
+use foldhash::{HashMap, HashSet, HashSetExt};
 use std::ffi::CStr;
 use std::fs;
 use std::io::{self, Read, Seek, Write};
@@ -72,6 +85,32 @@ use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
 
 use crate::digest::Digest;
 use crate::path::AdmittedPath;
+
+#[cfg(target_os = "linux")]
+mod track;
+#[cfg(not(target_os = "linux"))]
+mod track {
+    //! Elsewhere no kernel tells which names a call touched: every walk is whole.
+    use std::collections::HashSet;
+    use std::path::Path;
+
+    use crate::path::AdmittedPath;
+
+    #[derive(Debug)]
+    pub(crate) struct Tracker;
+
+    impl Tracker {
+        pub(crate) fn new(_: &Path) -> Option<Self> {
+            None
+        }
+        pub(crate) fn watch_input(&mut self, _: &Path, _: &AdmittedPath) {}
+        pub(crate) fn arm(&mut self) {}
+        pub(crate) fn catch_up(&mut self) {}
+        pub(crate) fn touched(&mut self) -> Option<&HashSet<(String, Vec<u8>)>> {
+            None
+        }
+    }
+}
 
 /// Why a stage or the object store could not be prepared, walked or removed.
 #[derive(Debug, thiserror::Error)]
@@ -338,14 +377,20 @@ pub struct Stage {
     inputs: BTreeMap<AdmittedPath, Staged>,
     /// What the last walk found, so [`Stage::reuse`] needs no second walk.
     last_walk: Mutex<Option<WalkResult>>,
+    /// Which names the call touched, once the stage serves a second call: the walk then
+    /// visits those alone.
+    tracker: Mutex<Option<track::Tracker>>,
 }
 
-/// What [`Stage::changes`] leaves for [`Stage::reuse`]: the inputs it found unchanged, and the
-/// top-most entries (raw relative paths) that are not unchanged inputs.
+/// What [`Stage::changes`] leaves for [`Stage::reuse`]: the inputs it found changed or gone,
+/// the top-most entries (raw relative paths) that are not unchanged inputs, the inputs whose
+/// identity moved while their bytes stayed, and whether it visited only touched names.
 #[derive(Debug)]
 struct WalkResult {
-    kept: HashSet<AdmittedPath>,
+    dropped: HashSet<AdmittedPath>,
     leftovers: Vec<Vec<u8>>,
+    refreshed: Vec<(AdmittedPath, FileIdentity)>,
+    tracked: bool,
 }
 
 impl Stage {
@@ -374,6 +419,7 @@ impl Stage {
             root,
             inputs: BTreeMap::new(),
             last_walk: Mutex::new(None),
+            tracker: Mutex::new(None),
         };
         let mut made_dirs: HashSet<PathBuf> = HashSet::new();
         let linked = inputs
@@ -494,49 +540,168 @@ impl Stage {
             }
             Err(e) => return Err(StageError::io(&self.root)(e.into())),
         };
-        let mut walk = Walk {
-            stage: self,
-            scratch,
-            by_name: self
-                .inputs
-                .iter()
-                .map(|(p, s)| (p.as_str(), (p, s)))
-                .collect(),
-            seen: HashSet::with_capacity(self.inputs.len()),
-            written: BTreeMap::new(),
-            refused: Vec::new(),
-            leftovers: Vec::new(),
-            inside_leftover: 0,
-            room: max_written_bytes,
-            max_written_bytes,
+        // Once the stage serves another call, the kernel tells which names the call
+        // touched; without that (a first call, a full queue, a directory moved) every name
+        // is visited.
+        let touched = self
+            .tracker
+            .lock()
+            .ok()
+            .and_then(|mut t| t.as_mut().and_then(|t| t.touched().cloned()));
+        let walked = match touched {
+            Some(touched) => self.walk_touched(&root_fd, scratch, max_written_bytes, &touched)?,
+            None => None,
         };
-        walk.dir(&root_fd, "", b"")?;
+        let (walk, examined) = match walked {
+            Some((walk, examined)) => (walk, Some(examined)),
+            None => {
+                let mut walk = Walk::new(self, scratch, max_written_bytes, self.inputs.iter());
+                walk.dir(&root_fd, "", b"")?;
+                (walk, None)
+            }
+        };
         let Walk {
             seen,
             written,
             refused,
             leftovers,
+            refreshed,
             ..
         } = walk;
-        let kept = seen
-            .iter()
-            .filter(|p| !written.contains_key(**p))
-            .map(|p| (*p).clone())
-            .collect();
-        if let Ok(mut last) = self.last_walk.lock() {
-            *last = Some(WalkResult { kept, leftovers });
+        // Inputs the walk could have found changed: every one, or those it examined.
+        let candidates: Box<dyn Iterator<Item = &AdmittedPath>> = match &examined {
+            Some(examined) => Box::new(examined.iter().copied()),
+            None => Box::new(self.inputs.keys()),
+        };
+        let mut dropped = HashSet::new();
+        let mut deleted = Vec::new();
+        for path in candidates {
+            if !seen.contains(path) {
+                deleted.push(path.clone());
+                dropped.insert(path.clone());
+            } else if written.contains_key(path) {
+                dropped.insert(path.clone());
+            }
         }
-        let deleted = self
-            .inputs
-            .keys()
-            .filter(|p| !seen.contains(p))
-            .cloned()
-            .collect();
+        deleted.sort_unstable();
+        if let Ok(mut last) = self.last_walk.lock() {
+            *last = Some(WalkResult {
+                dropped,
+                leftovers,
+                refreshed,
+                tracked: examined.is_some(),
+            });
+        }
         Ok(StageChanges {
             written,
             deleted,
             refused,
         })
+    }
+
+    /// What a whole walk finds, leaving the stage's state for reuse alone: the reference the
+    /// walk of touched names is checked against.
+    #[cfg(test)]
+    fn changes_whole(&self, scratch: &impl ScratchRule) -> Result<StageChanges, StageError> {
+        let root_fd = rustix::fs::open(
+            &self.root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| StageError::io(&self.root)(e.into()))?;
+        let mut walk = Walk::new(self, scratch, u64::MAX, self.inputs.iter());
+        walk.dir(&root_fd, "", b"")?;
+        let mut deleted: Vec<AdmittedPath> = self
+            .inputs
+            .keys()
+            .filter(|p| !walk.seen.contains(p))
+            .cloned()
+            .collect();
+        deleted.sort_unstable();
+        Ok(StageChanges {
+            written: walk.written,
+            deleted,
+            refused: walk.refused,
+        })
+    }
+
+    /// The walk of the names the call touched (`touched`: directory and raw name), and the
+    /// inputs it examined: each touched name and every input beneath one. `None` when a
+    /// touched directory cannot be opened where it was: the caller walks the stage whole.
+    fn walk_touched<'s, S: ScratchRule>(
+        &'s self,
+        root_fd: &OwnedFd,
+        scratch: &'s S,
+        max_written_bytes: u64,
+        touched: &HashSet<(String, Vec<u8>)>,
+    ) -> Result<Option<TouchedWalk<'s, S>>, StageError> {
+        let mut by_dir: BTreeMap<&str, Vec<std::ffi::CString>> = BTreeMap::new();
+        let mut examined: HashSet<&AdmittedPath> = HashSet::new();
+        for (dir, name) in touched {
+            let Ok(c_name) = std::ffi::CString::new(name.clone()) else {
+                return Ok(None);
+            };
+            by_dir.entry(dir.as_str()).or_default().push(c_name);
+            let Ok(name) = std::str::from_utf8(name) else {
+                continue; // never an input's name
+            };
+            let rel = if dir.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{dir}/{name}")
+            };
+            let Ok(at) = AdmittedPath::admit(&rel) else {
+                continue;
+            };
+            for (path, _) in self.inputs.range::<AdmittedPath, _>(&at..) {
+                if *path != at && !path.starts_with(&at) {
+                    break;
+                }
+                examined.insert(path);
+            }
+        }
+        let mut walk = Walk::new(
+            self,
+            scratch,
+            max_written_bytes,
+            examined
+                .iter()
+                .filter_map(|p| self.inputs.get_key_value(*p)),
+        );
+        // A touched name that is a directory is walked whole: names touched beneath it are
+        // visited there, not a second time.
+        let touched_paths: HashSet<String> = touched
+            .iter()
+            .filter_map(|(dir, name)| {
+                let name = std::str::from_utf8(name).ok()?;
+                Some(if dir.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{dir}/{name}")
+                })
+            })
+            .collect();
+        let inside_touched = |dir: &str| {
+            dir.match_indices('/')
+                .map(|(slash, _)| &dir[..slash])
+                .chain([dir])
+                .any(|above| touched_paths.contains(above))
+        };
+        for (dir, mut names) in by_dir {
+            if !dir.is_empty() && inside_touched(dir) {
+                continue;
+            }
+            names.sort_unstable();
+            if dir.is_empty() {
+                walk.entries(root_fd, "", b"", names)?;
+                continue;
+            }
+            let Ok(fd) = open_dir_beneath(root_fd, dir) else {
+                return Ok(None);
+            };
+            walk.entries(&fd, dir, dir.as_bytes(), names)?;
+        }
+        Ok(Some((walk, examined)))
     }
 
     /// Turns this stage into the stage of another call, holding exactly `inputs`: every
@@ -557,13 +722,48 @@ impl Stage {
         let root = self.root.clone();
         let last = self.last_walk.lock().ok().and_then(|mut last| last.take());
         let result = match last {
-            Some(walk) => self.reset_from(walk, store, inputs),
-            None => self.reset(store, inputs),
+            Some(walk) => {
+                let tracked = walk.tracked;
+                let refreshed: Vec<AdmittedPath> =
+                    walk.refreshed.iter().map(|(p, _)| p.clone()).collect();
+                self.reset_from(walk, store, inputs)
+                    .map(|(stage, linked)| stage.rearm(tracked, linked.iter().chain(&refreshed)))
+            }
+            None => self
+                .reset(store, inputs)
+                .map(|(stage, _)| stage.rearm(false, std::iter::empty())),
         };
         if result.is_err() {
             let _ = remove_root(&root);
         }
         result
+    }
+
+    /// Readies the tracker for the stage's next call: after a walk of touched names it
+    /// watches what was linked or changed since; otherwise it watches every input anew.
+    fn rearm<'p>(self, tracked: bool, changed: impl Iterator<Item = &'p AdmittedPath>) -> Self {
+        if let Ok(mut slot) = self.tracker.lock() {
+            let incremental = tracked && slot.is_some();
+            if !incremental {
+                *slot = track::Tracker::new(&self.root);
+            }
+            if let Some(tracker) = slot.as_mut() {
+                // What the reset removed is forgotten before anything is watched again: a
+                // directory made anew at a removed one's place needs a watch of its own.
+                tracker.catch_up();
+                if incremental {
+                    for path in changed {
+                        tracker.watch_input(&self.root, path);
+                    }
+                } else {
+                    for path in self.inputs.keys() {
+                        tracker.watch_input(&self.root, path);
+                    }
+                }
+                tracker.arm();
+            }
+        }
+        self
     }
 
     /// [`Stage::reuse`] after a walk: removes what the walk listed as leftovers and the inputs
@@ -573,7 +773,7 @@ impl Stage {
         walk: WalkResult,
         store: &ObjectStore,
         inputs: impl IntoIterator<Item = StageInput<'a>>,
-    ) -> Result<Self, StageError> {
+    ) -> Result<(Self, Vec<AdmittedPath>), StageError> {
         let wanted: HashMap<&AdmittedPath, (StageInput<'a>, Digest)> = inputs
             .into_iter()
             .map(|i| {
@@ -592,11 +792,18 @@ impl Stage {
         for raw in &walk.leftovers {
             remove_beneath(&root_fd, raw, &self.root)?;
         }
+        let refreshed: HashMap<AdmittedPath, FileIdentity> = walk.refreshed.into_iter().collect();
         // In path order, so the map is rebuilt in one pass.
         let mut kept = Vec::with_capacity(self.inputs.len());
-        for (path, staged) in std::mem::take(&mut self.inputs) {
-            if !walk.kept.contains(&path) {
-                continue; // changed or deleted: gone with the leftovers
+        for (path, mut staged) in std::mem::take(&mut self.inputs) {
+            if walk.dropped.contains(&path) {
+                // Changed or deleted: gone with the leftovers. A directory it leaves empty
+                // goes too, so every directory of the stage holds an input (and is watched).
+                prune_empty_parents(&root_fd, path.as_str());
+                continue;
+            }
+            if let Some(now) = refreshed.get(&path) {
+                staged.identity = Some(*now);
             }
             if wanted.get(&path).map(|(_, d)| d) == Some(&staged.digest) {
                 kept.push((path, staged));
@@ -615,7 +822,7 @@ impl Stage {
         mut self,
         store: &ObjectStore,
         wanted: &HashMap<&AdmittedPath, (StageInput<'_>, Digest)>,
-    ) -> Result<Self, StageError> {
+    ) -> Result<(Self, Vec<AdmittedPath>), StageError> {
         let mut made_dirs: HashSet<PathBuf> = HashSet::new();
         let mut linked = HashSet::new();
         // A hash set: most wanted inputs are held already, and each ordered lookup would
@@ -628,9 +835,11 @@ impl Stage {
             .collect();
         // Linked in path order, so directories are made before what they hold.
         missing.sort_unstable_by(|a, b| a.0.path.cmp(b.0.path));
+        let mut newly = Vec::with_capacity(missing.len());
         for (input, digest) in missing {
             self.link(store, input, &mut made_dirs)?;
             linked.insert(digest);
+            newly.push(input.path.clone());
         }
         // A link moves the change time of every file sharing its object.
         for (path, staged) in &mut self.inputs {
@@ -641,14 +850,14 @@ impl Stage {
                 staged.identity = Some(identity(&st));
             }
         }
-        Ok(self)
+        Ok((self, newly))
     }
 
     fn reset<'a>(
         mut self,
         store: &ObjectStore,
         inputs: impl IntoIterator<Item = StageInput<'a>>,
-    ) -> Result<Self, StageError> {
+    ) -> Result<(Self, Vec<AdmittedPath>), StageError> {
         let wanted: BTreeMap<AdmittedPath, StageInput<'a>> =
             inputs.into_iter().map(|i| (i.path.clone(), i)).collect();
         let digest_of = |i: &StageInput<'_>| {
@@ -892,6 +1101,9 @@ impl StageChanges {
     }
 }
 
+/// A walk of the touched names, and the inputs it examined.
+type TouchedWalk<'s, S> = (Walk<'s, S>, HashSet<&'s AdmittedPath>);
+
 struct Walk<'s, S> {
     stage: &'s Stage,
     scratch: &'s S,
@@ -907,6 +1119,8 @@ struct Walk<'s, S> {
     /// The bytes the call may still write.
     room: u64,
     max_written_bytes: u64,
+    /// Inputs whose identity moved while their bytes stayed: recorded anew for the next walk.
+    refreshed: Vec<(AdmittedPath, FileIdentity)>,
 }
 
 /// Whether an error reading the stage is the call's doing (permissions it set, or something
@@ -929,6 +1143,30 @@ pub const FULL_DISK_MARGIN: u64 = 1 << 20;
 const MAX_DEPTH: usize = 128;
 
 impl<'s, S: ScratchRule> Walk<'s, S> {
+    /// A walk of `stage` that recognises `inputs` (all of them, or those it may meet).
+    fn new(
+        stage: &'s Stage,
+        scratch: &'s S,
+        max_written_bytes: u64,
+        inputs: impl Iterator<Item = (&'s AdmittedPath, &'s Staged)>,
+    ) -> Self {
+        let by_name: HashMap<&'s str, (&'s AdmittedPath, &'s Staged)> =
+            inputs.map(|(p, s)| (p.as_str(), (p, s))).collect();
+        Self {
+            stage,
+            scratch,
+            seen: HashSet::with_capacity(by_name.len()),
+            by_name,
+            written: BTreeMap::new(),
+            refused: Vec::new(),
+            leftovers: Vec::new(),
+            inside_leftover: 0,
+            room: max_written_bytes,
+            max_written_bytes,
+            refreshed: Vec::new(),
+        }
+    }
+
     fn place(&self, rel: &str) -> PathBuf {
         self.stage.root.join(rel)
     }
@@ -959,7 +1197,6 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
     }
 
     fn dir(&mut self, fd: &OwnedFd, prefix: &str, raw_prefix: &[u8]) -> Result<(), StageError> {
-        let depth = prefix.split('/').filter(|c| !c.is_empty()).count();
         let dir = Dir::read_from(fd).map_err(|e| StageError::io(&self.place(prefix))(e.into()))?;
         let mut names: Vec<std::ffi::CString> = Vec::new();
         for entry in dir {
@@ -971,6 +1208,19 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         }
         // Sorted, so refusals are listed in a stable order.
         names.sort_unstable();
+        self.entries(fd, prefix, raw_prefix, names)
+    }
+
+    /// Classifies the entries `names` of the directory `fd` (at `prefix`, whose raw bytes are
+    /// `raw_prefix`); a name that is not there is not there.
+    fn entries(
+        &mut self,
+        fd: &OwnedFd,
+        prefix: &str,
+        raw_prefix: &[u8],
+        names: Vec<std::ffi::CString>,
+    ) -> Result<(), StageError> {
+        let depth = prefix.split('/').filter(|c| !c.is_empty()).count();
         for c_name in names {
             let name = c_name.to_bytes();
             let shown = escape(name);
@@ -1104,7 +1354,12 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
                 return Ok(true);
             }
             self.file(fd, c_name, path, staged.digest)?;
-            return Ok(!self.written.contains_key(path));
+            let unchanged = self.seen.contains(path) && !self.written.contains_key(path);
+            if unchanged {
+                // Its bytes stayed: the next walk recognises it by what it is now.
+                self.refreshed.push((path.clone(), identity(st)));
+            }
+            return Ok(unchanged);
         }
         // Admitted from its own bytes: `rel` is escaped where the name has a control
         // character, and the escape's backslash is not what is wrong with it.
@@ -1337,6 +1592,18 @@ fn remove_beneath(root: &OwnedFd, raw: &[u8], shown: &Path) -> Result<(), StageE
     beneath(root, raw, remove_entry).map_err(|e| StageError::io(shown)(e.into()))
 }
 
+/// The directory `rel` beneath `root`, every component opened with `O_NOFOLLOW`.
+fn open_dir_beneath(root: &OwnedFd, rel: &str) -> Result<OwnedFd, rustix::io::Errno> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut components = rel.split('/');
+    let first = components.next().unwrap_or(".");
+    let mut fd = rustix::fs::openat(root, first, flags, Mode::empty())?;
+    for component in components {
+        fd = rustix::fs::openat(&fd, component, flags, Mode::empty())?;
+    }
+    Ok(fd)
+}
+
 /// Runs `op` on the entry at the raw relative path `raw` beneath `root`, in its parent opened
 /// with `O_NOFOLLOW` at every component; an entry (or parent) already gone is fine.
 fn beneath(
@@ -1414,10 +1681,16 @@ fn prune_empty_parents(root: &OwnedFd, path: &str) {
     parts.pop();
     while !parts.is_empty() {
         let joined = parts.join("/");
-        // A failure (not empty, gone, not a directory) ends the pruning.
-        let removed = beneath(root, joined.as_bytes(), |dir, name| {
-            rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
-        });
+        // A directory already gone leaves its parent to prune; any other failure (not
+        // empty, not a directory) ends the pruning.
+        let removed = beneath(
+            root,
+            joined.as_bytes(),
+            |dir, name| match rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR) {
+                Err(rustix::io::Errno::NOENT) => Ok(()),
+                other => other,
+            },
+        );
         if removed.is_err() {
             return;
         }
@@ -1952,5 +2225,228 @@ mod tests {
     fn escape_shows_every_byte() {
         assert_eq!(escape(b"a\tb\\c\xfe"), "a\\tb\\\\c\\xfe");
         assert_eq!(escape("ünï".as_bytes()), "ünï");
+    }
+    /// What a call can do to its stage, as a command would do it.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Writes a new file (or overwrites one) at one of a few names.
+        Write(usize, u8),
+        /// Writes an input in place (through its link), with other bytes or its own.
+        InPlace(usize, bool),
+        Delete(usize),
+        Rename(usize, usize),
+        /// Replaces an input by a new file moved over it (a new inode), same bytes or not.
+        Replace(usize, bool),
+        /// Writes an input through a hard link made elsewhere in the stage, then removes the
+        /// link: only the input's inode can tell.
+        AliasWrite(usize),
+        MakeTree(usize),
+        RemoveDir(usize),
+        Symlink(usize),
+        Chmod(usize),
+        MoveDir(usize, usize),
+    }
+
+    const NAMES: [&str; 8] = [
+        "out/f0",
+        "out/f1",
+        "out/sub/f2",
+        "top",
+        "new/x",
+        "out/sub/f3",
+        "target/t",
+        "z/y/w",
+    ];
+    const DIRS: [&str; 4] = ["out", "out/sub", "new", "z"];
+
+    fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0..8usize, any::<u8>()).prop_map(|(i, b)| Op::Write(i, b)),
+            (0..64usize, any::<bool>()).prop_map(|(i, same)| Op::InPlace(i, same)),
+            (0..64usize).prop_map(Op::Delete),
+            (0..64usize, 0..8usize).prop_map(|(i, j)| Op::Rename(i, j)),
+            (0..64usize, any::<bool>()).prop_map(|(i, same)| Op::Replace(i, same)),
+            (0..64usize).prop_map(Op::AliasWrite),
+            (0..4usize).prop_map(Op::MakeTree),
+            (0..4usize).prop_map(Op::RemoveDir),
+            (0..8usize).prop_map(Op::Symlink),
+            (0..64usize).prop_map(Op::Chmod),
+            (0..4usize, 0..4usize).prop_map(|(i, j)| Op::MoveDir(i, j)),
+        ]
+    }
+
+    /// Applies `op` to the stage at `root` holding `inputs`, ignoring what the file system
+    /// refuses (a name that is not there, a parent that is a file): a command would too.
+    fn apply(root: &Path, inputs: &[AdmittedPath], op: &Op) {
+        let input =
+            |i: usize| (!inputs.is_empty()).then(|| root.join(inputs[i % inputs.len()].as_str()));
+        let put = |path: &Path, bytes: &[u8]| {
+            if let Some(parent) = path.parent() {
+                let _ = fs::create_dir_all(parent);
+            }
+            let _ = fs::write(path, bytes);
+        };
+        match op {
+            Op::Write(i, b) => put(&root.join(NAMES[*i]), &[*b; 3]),
+            Op::InPlace(i, same) => {
+                if let Some(path) = input(*i) {
+                    let bytes = fs::read(&path).unwrap_or_default();
+                    let bytes = if *same {
+                        bytes
+                    } else {
+                        [bytes, b"+".to_vec()].concat()
+                    };
+                    let _ = fs::OpenOptions::new()
+                        .write(true)
+                        .truncate(true)
+                        .open(&path)
+                        .and_then(|mut f| f.write_all(&bytes));
+                }
+            }
+            Op::Delete(i) => {
+                if let Some(path) = input(*i) {
+                    let _ = fs::remove_file(path);
+                }
+            }
+            Op::Rename(i, j) => {
+                if let Some(path) = input(*i) {
+                    let to = root.join(NAMES[*j]);
+                    if let Some(parent) = to.parent() {
+                        let _ = fs::create_dir_all(parent);
+                    }
+                    let _ = fs::rename(path, to);
+                }
+            }
+            Op::Replace(i, same) => {
+                if let Some(path) = input(*i) {
+                    let bytes = fs::read(&path).unwrap_or_default();
+                    let bytes = if *same { bytes } else { b"replaced".to_vec() };
+                    let tmp = root.join("replacement.tmp");
+                    let _ = fs::write(&tmp, bytes).and_then(|()| fs::rename(&tmp, &path));
+                }
+            }
+            Op::AliasWrite(i) => {
+                if let Some(path) = input(*i) {
+                    let alias = root.join("alias.tmp");
+                    if fs::hard_link(&path, &alias).is_ok() {
+                        let _ = fs::OpenOptions::new()
+                            .append(true)
+                            .open(&alias)
+                            .and_then(|mut f| f.write_all(b"!"));
+                        let _ = fs::remove_file(&alias);
+                    }
+                }
+            }
+            Op::MakeTree(d) => {
+                put(&root.join(DIRS[*d]).join("deep/t1"), b"t1");
+                put(&root.join(DIRS[*d]).join("t2"), b"t2");
+            }
+            Op::RemoveDir(d) => {
+                let _ = fs::remove_dir_all(root.join(DIRS[*d]));
+            }
+            Op::Symlink(i) => {
+                let _ = std::os::unix::fs::symlink("/etc", root.join(NAMES[*i]));
+            }
+            Op::Chmod(i) => {
+                if let Some(path) = input(*i) {
+                    let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o600));
+                }
+            }
+            Op::MoveDir(i, j) => {
+                let _ = fs::rename(root.join(DIRS[*i]), root.join(DIRS[*j]).join("moved"));
+            }
+        }
+    }
+
+    /// A sorted, comparable form of what a walk found.
+    type Summary = (Vec<(String, Vec<u8>)>, Vec<String>, Vec<String>);
+
+    fn summary(c: &StageChanges) -> Summary {
+        let mut refused: Vec<String> = c.refused().iter().map(ToString::to_string).collect();
+        refused.sort();
+        (
+            c.written()
+                .iter()
+                .map(|(p, b)| (p.as_str().to_owned(), b.clone()))
+                .collect(),
+            c.deleted().iter().map(|p| p.as_str().to_owned()).collect(),
+            refused,
+        )
+    }
+
+    struct TargetScratch;
+    impl ScratchRule for TargetScratch {
+        fn is_scratch(&self, path: &str) -> bool {
+            path.starts_with("target/")
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 128, ..Default::default() })]
+
+        /// For all sequences of calls, each doing anything a command can do to its stage
+        /// (write, rewrite in place or through another link, delete, rename, replace, make
+        /// and remove trees, plant links, change modes, move directories), the walk of the
+        /// names the kernel says were touched finds exactly what a walk of the whole stage
+        /// finds, and the reused stage holds exactly its next inputs.
+        #[test]
+        fn the_walk_of_touched_names_finds_what_a_whole_walk_finds(
+            calls in proptest::collection::vec(proptest::collection::vec(op_strategy(), 0..6), 1..6),
+        ) {
+            let (tmp, store) = setup();
+            let first = [(p("out/f0"), b"zero".to_vec()), (p("out/sub/f2"), b"two".to_vec()), (p("top"), b"zero".to_vec())];
+            let mut inputs: BTreeMap<AdmittedPath, Vec<u8>> = first.into_iter().collect();
+            let staged = |inputs: &BTreeMap<AdmittedPath, Vec<u8>>| -> Vec<(AdmittedPath, Vec<u8>)> {
+                inputs.iter().map(|(p, c)| (p.clone(), c.clone())).collect()
+            };
+            let now = staged(&inputs);
+            let mut stage = Stage::prepare(
+                tmp.path().join("s"),
+                &store,
+                now.iter().map(|(p, c)| StageInput::new(p, c)),
+            ).unwrap();
+            // A first call with nothing done, so the stage is reused and tracked from here on.
+            stage.changes(&TargetScratch).unwrap();
+            stage = stage.reuse(&store, now.iter().map(|(p, c)| StageInput::new(p, c))).unwrap();
+            for ops in &calls {
+                let root = stage.root().to_owned();
+                let held: Vec<AdmittedPath> = inputs.keys().cloned().collect();
+                for op in ops {
+                    apply(&root, &held, op);
+                }
+                let tracked = stage.changes(&TargetScratch).unwrap();
+                let whole = stage.changes_whole(&TargetScratch).unwrap();
+                proptest::prop_assert_eq!(summary(&tracked), summary(&whole), "after {:?}", ops);
+                // What a caller does with changed inputs: their objects may be damaged.
+                for path in tracked.written().keys().chain(tracked.deleted()) {
+                    if let Some(digest) = stage.input_digest(path) {
+                        let _ = store.forget(&digest);
+                    }
+                }
+                // The next call's inputs: this call's output where it was clean.
+                if tracked.refused().is_empty() {
+                    for path in tracked.deleted() {
+                        inputs.remove(path);
+                    }
+                    for (path, bytes) in tracked.written() {
+                        inputs.insert(path.clone(), bytes.clone());
+                    }
+                    // Owned paths never nest: a file whose directory is also a file is left out.
+                    let names: Vec<AdmittedPath> = inputs.keys().cloned().collect();
+                    inputs.retain(|p, _| !names.iter().any(|q| q != p && p.as_str().starts_with(&format!("{}/", q.as_str()))));
+                }
+                let next = staged(&inputs);
+                stage = stage.reuse(&store, next.iter().map(|(p, c)| StageInput::new(p, c))).unwrap();
+                let fresh = stage.changes_whole(&TargetScratch).unwrap();
+                proptest::prop_assert!(
+                    fresh.written().is_empty() && fresh.deleted().is_empty() && fresh.refused().is_empty(),
+                    "the reused stage is not its inputs: {:?}", fresh
+                );
+                for (path, bytes) in &next {
+                    proptest::prop_assert_eq!(&fs::read(root.join(path.as_str())).unwrap(), bytes);
+                }
+            }
+        }
     }
 }
