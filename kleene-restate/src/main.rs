@@ -370,8 +370,8 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
         } => {
             let (_, shell, _) = load(&plan)?;
             let channel = channel_of(&shell, channel)?;
-            let evidence = server
-                .client()
+            let client = server.client();
+            let evidence = client
                 .evidence(&channel)
                 .await
                 .map_err(|e| fail(&e, 2))?
@@ -381,7 +381,12 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                         2,
                     )
                 })?;
-            let (record, snapshot) = acceptance(&shell, &evidence).map_err(|e| fail(&e, 1))?;
+            // Read after the evidence: a record is kept before the evidence that binds it,
+            // so every record this evidence binds is there (a pass still running may have
+            // added more, which acceptance ignores).
+            let closures = client.closures(&channel).await.map_err(|e| fail(&e, 2))?;
+            let (record, snapshot) =
+                acceptance(&shell, &evidence, &closures).map_err(|e| fail(&e, 1))?;
             if let Some(path) = export {
                 let archive =
                     kleene::acceptance::export(&record, &snapshot).map_err(|e| fail(&e, 1))?;
@@ -420,7 +425,9 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             }
             .map_err(|e| fail(&e, 1))?;
             if let Some(path) = record {
-                let (record, _) = acceptance(&shell, &outcome.evidence).map_err(|e| fail(&e, 1))?;
+                let closures = worker.agent().records();
+                let (record, _) =
+                    acceptance(&shell, &outcome.evidence, closures).map_err(|e| fail(&e, 1))?;
                 std::fs::write(&path, record.to_json())
                     .map_err(|e| Failure(format!("failed to write {}: {e}", path.display()), 2))?;
             }
