@@ -109,6 +109,16 @@ impl TaskReply {
         drawn: Vec<TaskId>,
         record: Option<&ClosureRecord>,
     ) -> Self {
+        Self::within(result, drawn, record, MAX_CLOSURE_RECORD_BYTES)
+    }
+
+    /// [`of`](Self::of) with a record limit of `max` bytes.
+    fn within(
+        result: Result<Proposal, WorkerFailure>,
+        drawn: Vec<TaskId>,
+        record: Option<&ClosureRecord>,
+        max: usize,
+    ) -> Self {
         match result {
             Ok(p) => {
                 // Only the record of the closure the proposal settles travels.
@@ -120,12 +130,12 @@ impl TaskReply {
                 if let Some(text) = &record {
                     // As the reply's JSON carries it: the escaping counts.
                     let size = serde_json::to_string(text).map_or(usize::MAX, |t| t.len());
-                    if size > MAX_CLOSURE_RECORD_BYTES {
+                    if size > max {
                         return Self::Failed(InfrastructureFailure::Agent {
                             detail: format!(
                                 "the closure record of this call is {size} bytes, past the \
-                                 {MAX_CLOSURE_RECORD_BYTES} bytes a reply may carry; the \
-                                 channel could not keep it, so the call cannot settle"
+                                 {max} bytes a reply may carry; the channel could not keep \
+                                 it, so the call cannot settle"
                             ),
                         });
                     }
@@ -254,5 +264,55 @@ mod tests {
         };
         let back: TaskCall = serde_json::from_str(&serde_json::to_string(&call).unwrap()).unwrap();
         assert_eq!(back, call);
+    }
+
+    /// kleene's committed version-1 closure record.
+    fn record() -> ClosureRecord {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/closure/record_v1.ckpt");
+        kleene::checkpoint::decode(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    fn settled(record: &ClosureRecord) -> Result<Proposal, WorkerFailure> {
+        Ok(Proposal::new(Candidate::default()).closed_by(&TaskId::new("x").unwrap(), record))
+    }
+
+    #[test]
+    fn a_proposal_carries_the_record_its_closure_binds_and_no_other() {
+        let record = record();
+        let mut reply = TaskReply::of(settled(&record), Vec::new(), Some(&record));
+        assert_eq!(reply.take_record(), Some(record.to_json()));
+        // A record the proposal's closure does not bind is not sent as its record.
+        let other = Proposal::new(Candidate::default());
+        let mut reply = TaskReply::of(Ok(other), Vec::new(), Some(&record));
+        assert_eq!(reply.take_record(), None);
+        // A reply without a record (an earlier adapter's) still reads.
+        let old: TaskReply = serde_json::from_str(
+            r#"{"Proposal":{"candidate":{"files":{}},"rejection":null,"closure":null,"drawn":[]}}"#,
+        )
+        .unwrap();
+        assert!(matches!(old, TaskReply::Proposal { record: None, .. }));
+    }
+
+    #[test]
+    fn a_record_past_the_limit_fails_the_call_naming_its_size() {
+        let record = record();
+        let size = serde_json::to_string(&record.to_json()).unwrap().len();
+        let fits = TaskReply::within(settled(&record), Vec::new(), Some(&record), size);
+        assert!(matches!(
+            fits,
+            TaskReply::Proposal {
+                record: Some(_),
+                ..
+            }
+        ));
+        let reply = TaskReply::within(settled(&record), Vec::new(), Some(&record), size - 1);
+        let TaskReply::Failed(InfrastructureFailure::Agent { detail }) = &reply else {
+            panic!("{reply:?}");
+        };
+        assert!(
+            detail.contains(&format!("{size} bytes, past the {} bytes", size - 1)),
+            "{detail}"
+        );
     }
 }

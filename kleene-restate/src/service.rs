@@ -869,3 +869,36 @@ pub async fn serve(listener: tokio::net::TcpListener, endpoint: Endpoint) -> std
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kleene::batch::Candidate;
+
+    fn record() -> ClosureRecord {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/closure/record_v1.ckpt");
+        kleene::checkpoint::decode(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    fn settled(record: &ClosureRecord) -> Result<Proposal, WorkerFailure> {
+        Ok(Proposal::new(Candidate::default()).closed_by(&TaskId::new("x").unwrap(), record))
+    }
+
+    #[test]
+    fn only_the_record_a_settlement_binds_is_kept() {
+        let record = record();
+        let text = record.to_json();
+        let (_, kept) = checked_record(settled(&record), Some(text.clone())).unwrap();
+        assert_eq!(kept, Some(text.clone()));
+        // No closure settled: nothing to keep, whatever came with it.
+        let plain = Ok(Proposal::new(Candidate::default()));
+        assert_eq!(checked_record(plain, Some(text.clone())).unwrap().1, None);
+        // An earlier worker's reply without a record settles without one.
+        assert_eq!(checked_record(settled(&record), None).unwrap().1, None);
+        // Edited text, even to the same value, is refused before anything settles.
+        let edited = text.replacen('{', "{ ", 1);
+        let why = checked_record(settled(&record), Some(edited)).unwrap_err();
+        assert!(why.contains("does not read back"), "{why}");
+    }
+}
