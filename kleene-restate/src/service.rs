@@ -26,6 +26,11 @@
 //! - A prerequisite's accepted output is kept in the channel's state under its digest when
 //!   it is accepted; the worker fetches them by digest (`Channel/{channel}/outputs`, a shared
 //!   handler, so it is served while the pass runs) and checks the bytes against it.
+//! - The worker returns each call's closure record with its reply; when the call settles
+//!   its closure, the channel keeps the record under `closure/{task}/{call}` (after
+//!   checking it is the one the settlement binds, and never replacing another kept for the
+//!   same call) before the evidence that binds it, and serves them
+//!   (`Channel/{channel}/closures`, shared) for acceptance to check every audit trail.
 //! - The worker claims a call with a journaled nonce before running it. Restate retries an
 //!   invocation whose worker died; the retry finds the claim and no result and answers
 //!   `Interrupted` instead of running the command again. The channel then lets the other
