@@ -1007,6 +1007,15 @@ fn accept_checks_the_closure_records_the_channel_keeps() {
         .map(|(_, _, r)| r)
         .unwrap();
     assert_eq!(fixed.fix_attempts(), 1, "the record shows the fix that ran");
+    let shown = cli(&["status", "--closures", "--channel", &chan]);
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.contains("closure records kept: 2")
+            && shown.contains(
+                "f call 1: resolved by f_fix_1 (depth 1), 1 fix; f failed right; f_fix_1 clean"
+            ),
+        "{shown}"
+    );
 
     let (accepted, exported) = accept_exporting(dir.path(), &chan, &plan);
     let stderr = String::from_utf8_lossy(&accepted.stderr).into_owned();
