@@ -13,9 +13,17 @@ use kleene::batch::{
     Candidate, ClosureSettlement, Dispatch, InfrastructureFailure, Proposal, Rejection,
     WorkerFailure,
 };
+use kleene::closure::{ClosureRecord, ClosureRecordError};
 use kleene::id::Digest;
 use kleene::id::{ChannelId, TaskId};
 use serde::{Deserialize, Serialize};
+
+/// The most bytes a call's closure record may take in its reply (its `to_json` text, as the
+/// reply's JSON escapes it). With a candidate of at most
+/// [`MAX_CALL_OUTPUT_BYTES`](crate::closure::MAX_CALL_OUTPUT_BYTES), up to four characters a
+/// byte, the reply stays well under the 32 MiB Restate refuses by default. A record is
+/// commands' output tails and verdicts, so only a runaway closure comes near it.
+pub const MAX_CLOSURE_RECORD_BYTES: usize = 4 * 1024 * 1024;
 
 /// One task call as the task-worker service receives it: the machine's owned dispatch, the
 /// command, and the accepted outputs its stage starts from, by digest only.
@@ -64,6 +72,12 @@ pub enum TaskReply {
         /// channel's fix ledger before the fix ran).
         #[serde(default)]
         drawn: Vec<TaskId>,
+        /// The settled closure's whole record, as [`ClosureRecord::to_json`] writes it: the
+        /// channel keeps it, so that acceptance can check the audit trail `closure` binds.
+        /// Absent when no closure settled, and from an earlier adapter's reply (left out
+        /// when absent, so such a reply keeps its JSON).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        record: Option<String>,
     },
     /// The call could not be made and is not counted (a fix draw failed, the stage could
     /// not be made, the closure was cancelled).
@@ -83,15 +97,57 @@ pub enum TaskReply {
 }
 
 impl TaskReply {
-    /// The reply of a call whose closure ended with `result`, having drawn `drawn`.
-    pub fn of(result: Result<Proposal, WorkerFailure>, drawn: Vec<TaskId>) -> Self {
+    /// The reply of a call whose closure ended with `result`, having drawn `drawn`; `record`
+    /// is the closure's record, carried when `result` settles that closure.
+    ///
+    /// A record past [`MAX_CLOSURE_RECORD_BYTES`] fails the call (an infrastructure failure
+    /// naming its size): the message could not carry it, and a settlement whose record the
+    /// channel cannot keep could never be accepted. Withdrawing instead would make the same
+    /// call again, to the same end.
+    pub fn of(
+        result: Result<Proposal, WorkerFailure>,
+        drawn: Vec<TaskId>,
+        record: Option<&ClosureRecord>,
+    ) -> Self {
+        Self::within(result, drawn, record, MAX_CLOSURE_RECORD_BYTES)
+    }
+
+    /// [`of`](Self::of) with a record limit of `max` bytes.
+    fn within(
+        result: Result<Proposal, WorkerFailure>,
+        drawn: Vec<TaskId>,
+        record: Option<&ClosureRecord>,
+        max: usize,
+    ) -> Self {
         match result {
-            Ok(p) => Self::Proposal {
-                candidate: p.candidate().clone(),
-                rejection: p.rejection().cloned(),
-                closure: p.closure().cloned(),
-                drawn,
-            },
+            Ok(p) => {
+                // Only the record of the closure the proposal settles travels.
+                let record = p
+                    .closure()
+                    .zip(record)
+                    .filter(|(c, r)| c.record_digest == r.digest())
+                    .map(|(_, r)| r.to_json());
+                if let Some(text) = &record {
+                    // As the reply's JSON carries it: the escaping counts.
+                    let size = serde_json::to_string(text).map_or(usize::MAX, |t| t.len());
+                    if size > max {
+                        return Self::Failed(InfrastructureFailure::Agent {
+                            detail: format!(
+                                "the closure record of this call is {size} bytes, past the \
+                                 {max} bytes a reply may carry; the channel could not keep \
+                                 it, so the call cannot settle"
+                            ),
+                        });
+                    }
+                }
+                Self::Proposal {
+                    candidate: p.candidate().clone(),
+                    rejection: p.rejection().cloned(),
+                    closure: p.closure().cloned(),
+                    drawn,
+                    record,
+                }
+            }
             Err(WorkerFailure::Infrastructure(f)) => Self::Failed(f),
             Err(WorkerFailure::Agent(a)) => Self::Failed(InfrastructureFailure::Agent {
                 detail: a.chain_text(),
@@ -108,6 +164,15 @@ impl TaskReply {
         match self {
             Self::Proposal { drawn, .. } => drawn,
             _ => &[],
+        }
+    }
+
+    /// Takes the closure record out of the reply (the channel keeps it apart from the
+    /// settlement).
+    pub fn take_record(&mut self) -> Option<String> {
+        match self {
+            Self::Proposal { record, .. } => record.take(),
+            _ => None,
         }
     }
 
@@ -134,6 +199,39 @@ impl TaskReply {
             Self::Withdrawn { detail } => Some(Err(WorkerFailure::Unavailable { detail })),
             Self::Interrupted { .. } => None,
         }
+    }
+}
+
+/// A settled call's closure record as its channel keeps it (`Channel/{id}/closures`): the
+/// task, the call number, and the record as [`ClosureRecord::to_json`] wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredClosure {
+    /// The call's task.
+    pub task: TaskId,
+    /// The call's number.
+    pub call: u32,
+    /// The record's JSON text, exactly as written: reading it back checks its form and its
+    /// audit chain, and its digest is what the evidence binds.
+    pub record: String,
+}
+
+impl StoredClosure {
+    /// The stored form of `record`, the closure of call `call` of `task`.
+    pub fn of(task: TaskId, call: u32, record: &ClosureRecord) -> Self {
+        Self {
+            task,
+            call,
+            record: record.to_json(),
+        }
+    }
+
+    /// The record, read back in the one form kleene writes.
+    ///
+    /// # Errors
+    ///
+    /// [`ClosureRecordError`] when the text does not read as a record or was edited.
+    pub fn read(&self) -> Result<ClosureRecord, ClosureRecordError> {
+        ClosureRecord::from_json(&self.record)
     }
 }
 
@@ -166,5 +264,55 @@ mod tests {
         };
         let back: TaskCall = serde_json::from_str(&serde_json::to_string(&call).unwrap()).unwrap();
         assert_eq!(back, call);
+    }
+
+    /// kleene's committed version-1 closure record.
+    fn record() -> ClosureRecord {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/closure/record_v1.ckpt");
+        kleene::checkpoint::decode(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    fn settled(record: &ClosureRecord) -> Result<Proposal, WorkerFailure> {
+        Ok(Proposal::new(Candidate::default()).closed_by(&TaskId::new("x").unwrap(), record))
+    }
+
+    #[test]
+    fn a_proposal_carries_the_record_its_closure_binds_and_no_other() {
+        let record = record();
+        let mut reply = TaskReply::of(settled(&record), Vec::new(), Some(&record));
+        assert_eq!(reply.take_record(), Some(record.to_json()));
+        // A record the proposal's closure does not bind is not sent as its record.
+        let other = Proposal::new(Candidate::default());
+        let mut reply = TaskReply::of(Ok(other), Vec::new(), Some(&record));
+        assert_eq!(reply.take_record(), None);
+        // A reply without a record (an earlier adapter's) still reads.
+        let old: TaskReply = serde_json::from_str(
+            r#"{"Proposal":{"candidate":{"files":{}},"rejection":null,"closure":null,"drawn":[]}}"#,
+        )
+        .unwrap();
+        assert!(matches!(old, TaskReply::Proposal { record: None, .. }));
+    }
+
+    #[test]
+    fn a_record_past_the_limit_fails_the_call_naming_its_size() {
+        let record = record();
+        let size = serde_json::to_string(&record.to_json()).unwrap().len();
+        let fits = TaskReply::within(settled(&record), Vec::new(), Some(&record), size);
+        assert!(matches!(
+            fits,
+            TaskReply::Proposal {
+                record: Some(_),
+                ..
+            }
+        ));
+        let reply = TaskReply::within(settled(&record), Vec::new(), Some(&record), size - 1);
+        let TaskReply::Failed(InfrastructureFailure::Agent { detail }) = &reply else {
+            panic!("{reply:?}");
+        };
+        assert!(
+            detail.contains(&format!("{size} bytes, past the {} bytes", size - 1)),
+            "{detail}"
+        );
     }
 }

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 
 use kleene::batch::BatchEvidence;
 
-use crate::call::FixDraw;
+use crate::call::{FixDraw, StoredClosure};
 use crate::service::{RunReport, Submission};
 use crate::status::ChannelStatus;
 
@@ -240,6 +240,19 @@ impl Restate {
                 url,
                 source: Box::new(e),
             })
+    }
+
+    /// The closure records the channel keeps, one per call it settled with a closure.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] when the server cannot be reached or the answer does not read.
+    pub async fn closures(&self, channel: &str) -> Result<Vec<StoredClosure>, ClientError> {
+        self.post(
+            format!("{}/Channel/{channel}/closures", self.ingress),
+            None::<&()>,
+        )
+        .await
     }
 
     /// The channel's status.

@@ -40,6 +40,7 @@ use kleene::plan::{AdmittedPath, PlannedTask};
 use kleene::process::{self, Finished, Interrupt, Invocation, RunError};
 use kleene::stage::{Stage, StageInput};
 
+use crate::call::StoredClosure;
 use crate::plan::{DEFAULT_TIMEOUT, ShellCommand, ShellPlan};
 use crate::shell::{Runner, Scratch};
 
@@ -132,6 +133,9 @@ pub struct ShellAgent<'p> {
     runner: &'p Runner,
     plan_dir: Option<String>,
     current: Option<CallState>,
+    /// The record of every call the library's closure worker finished (a local run):
+    /// what acceptance checks the evidence's audit trails against.
+    records: Vec<StoredClosure>,
 }
 
 impl<'p> ShellAgent<'p> {
@@ -142,7 +146,15 @@ impl<'p> ShellAgent<'p> {
             runner,
             plan_dir,
             current: None,
+            records: Vec::new(),
         }
+    }
+
+    /// The closure record of every call the library's closure worker finished with this
+    /// agent (a local run), in the order they finished; withdrawn calls keep none, as their
+    /// number is made again. [`run_call`] returns its record instead.
+    pub fn records(&self) -> &[StoredClosure] {
+        &self.records
     }
 
     /// Prepares call `call` of `task` in a fresh stage holding `inputs`.
@@ -335,7 +347,25 @@ impl BatchAgent for ShellAgent<'_> {
         call: &WorkerCall<'_>,
         record: &ClosureRecord,
     ) -> Result<Proposal, WorkerFailure> {
+        // Kept whatever the call proposes: a record of a call that does not settle a
+        // closure is ignored by acceptance, a missing one would refuse it.
+        self.records.push(StoredClosure::of(
+            call.task().id.clone(),
+            call.attempt(),
+            record,
+        ));
         self.finish(call.task(), record)
+    }
+
+    fn withdraw_call(
+        &mut self,
+        call: &WorkerCall<'_>,
+        record: &ClosureRecord,
+        _failure: &WorkerFailure,
+    ) {
+        // Cleans up the stage; the record is not kept: the call made again under the same
+        // number ends with its own.
+        let _ = self.finish(call.task(), record);
     }
 }
 
@@ -447,16 +477,26 @@ impl Agent for ShellAgent<'_> {
     }
 }
 
+/// What a call made by [`run_call`] ended with.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Called {
+    /// The proposal, carrying the settled closure, or why the call failed or was withdrawn
+    /// ([`WorkerFailure`]: the call could not be made, a draw failed, or the agent failed with
+    /// an infrastructure error or a cancellation).
+    pub result: Result<Proposal, WorkerFailure>,
+    /// The fix subtasks drawn for, in order.
+    pub drawn: Vec<TaskId>,
+    /// The closure's whole record, when the closure ran to its end: what the proposal's
+    /// settlement binds by digest.
+    pub record: Option<ClosureRecord>,
+}
+
 /// Runs `dispatch`'s call of `task` as one closure with `agent`, exactly as the library's
 /// `ClosureWorker` runs a call: the run's budget is what the evidence left when the call was
 /// reserved, and every fix subtask first calls `draw`, which must make the draw durable
-/// before it returns (the fix does not run when it fails). Returns the proposal, carrying the
-/// settled closure, and the fix subtasks drawn for, in order.
-///
-/// # Errors
-///
-/// [`WorkerFailure`] when the call could not be made, a draw failed (the call is withdrawn)
-/// or the agent failed with an infrastructure error or a cancellation.
+/// before it returns (the fix does not run when it fails). Returns the proposal, the fix
+/// subtasks drawn for, and the closure's record.
 pub fn run_call(
     agent: &mut ShellAgent<'_>,
     task: &PlannedTask,
@@ -465,12 +505,16 @@ pub fn run_call(
     session: &Session,
     policy: &RecoveryPolicy,
     draw: &mut dyn FnMut(&TaskId) -> Result<(), String>,
-) -> (Result<Proposal, WorkerFailure>, Vec<TaskId>) {
+) -> Called {
     let correction = dispatch
         .correction()
         .map(|c| correction_text(task, c.rejection(), c.candidate()));
     if let Err(e) = agent.begin(task, dispatch.attempt(), correction, inputs) {
-        return (Err(e), Vec::new());
+        return Called {
+            result: Err(e),
+            drawn: Vec::new(),
+            record: None,
+        };
     }
     let no_fix;
     let policy = if agent.fixes(task) {
@@ -504,7 +548,11 @@ pub fn run_call(
     };
     let drawn = guarded.drawn;
     let finished = agent.finish(task, &record);
-    (proposal(&task.id, &record, finished, error), drawn)
+    Called {
+        result: proposal(&task.id, &record, finished, error),
+        drawn,
+        record: Some(record),
+    }
 }
 
 /// `policy` with recovery depth 0: the policy of a task without a fix command.
@@ -696,7 +744,7 @@ mod tests {
             .find(|t| &t.id == dispatch.task())
             .unwrap();
         let mut agent = ShellAgent::new(plan, &runner, None);
-        run_call(
+        let called = run_call(
             &mut agent,
             task,
             &dispatch,
@@ -704,7 +752,14 @@ mod tests {
             &session(&channel).unwrap(),
             &policy(),
             draw,
-        )
+        );
+        if let Ok(p) = &called.result {
+            // The record returned is the one the proposal's settlement binds.
+            let (record, closure) = (called.record.as_ref().unwrap(), p.closure().unwrap());
+            assert_eq!(record.digest(), closure.record_digest);
+            assert_eq!(record.audit().head(), closure.audit_head);
+        }
+        (called.result, called.drawn)
     }
 
     fn no_draw(_: &TaskId) -> Result<(), String> {
@@ -908,8 +963,9 @@ mod tests {
     }
 
     /// The plan's evidence when every call is made by `run_call`, one at a time, its draws
-    /// folded before its settlement (what the channel object does).
-    fn remote_evidence(plan: &ShellPlan, runner: &Runner) -> BatchEvidence {
+    /// folded before its settlement (what the channel object does), and the calls' records.
+    fn remote_evidence(plan: &ShellPlan, runner: &Runner) -> (BatchEvidence, Vec<StoredClosure>) {
+        let mut records = Vec::new();
         let channel = ChannelId::new("chan").unwrap();
         let session = session(&channel).unwrap();
         let (mut machine, _) = Batch::new(plan.plan(), channel).machine(None).unwrap();
@@ -930,7 +986,7 @@ mod tests {
                 .flat_map(|out| out.files().clone())
                 .collect();
             let mut agent = ShellAgent::new(plan, runner, None);
-            let (result, drawn) = run_call(
+            let called = run_call(
                 &mut agent,
                 task,
                 &dispatch,
@@ -939,12 +995,19 @@ mod tests {
                 &policy(),
                 &mut |_| Ok(()),
             );
-            for fix in &drawn {
+            for fix in &called.drawn {
                 machine.draw_fix(&dispatch, fix).unwrap();
             }
-            machine.settle(&dispatch, result, &()).unwrap();
+            if let Some(record) = &called.record {
+                records.push(StoredClosure::of(
+                    task.id.clone(),
+                    dispatch.attempt(),
+                    record,
+                ));
+            }
+            machine.settle(&dispatch, called.result, &()).unwrap();
         }
-        machine.into_evidence()
+        (machine.into_evidence(), records)
     }
 
     #[test]
@@ -960,7 +1023,7 @@ mod tests {
             task("c", r#", "depends_on": ["b"], "run": "exit 3""#),
         ]);
         let runner = Runner::open(&dir.path().join("remote")).unwrap();
-        let remote = remote_evidence(&plan, &runner);
+        let (remote, remote_records) = remote_evidence(&plan, &runner);
 
         let runner = Runner::open(&dir.path().join("local")).unwrap();
         let channel = ChannelId::new("chan").unwrap();
@@ -976,5 +1039,33 @@ mod tests {
             remote.summary().evidence_digest,
             local.summary().evidence_digest
         );
+        // Both ways keep every settled call's record, and they are the same records: each
+        // verifies against both evidences.
+        let read = |records: &[StoredClosure]| -> Vec<(TaskId, u32, ClosureRecord)> {
+            records
+                .iter()
+                .map(|s| (s.task.clone(), s.call, s.read().unwrap()))
+                .collect()
+        };
+        let local_records = read(worker.agent().records());
+        let remote_records = read(&remote_records);
+        for evidence in [&local, &remote] {
+            let settled: usize = evidence
+                .inventory()
+                .map(|(id, _)| {
+                    evidence
+                        .closures_of(id)
+                        .filter(|c| c.settled().is_some())
+                        .count()
+                })
+                .sum();
+            assert!(settled >= 3, "{settled}");
+            for records in [&local_records, &remote_records] {
+                let checked = evidence
+                    .verify_closures(records.iter().map(|(t, c, r)| (t, *c, r)))
+                    .unwrap();
+                assert_eq!(checked, settled);
+            }
+        }
     }
 }

@@ -26,7 +26,7 @@ use kleene_restate::closure::{ShellAgent, policy, session};
 use kleene_restate::plan::ShellPlan;
 use kleene_restate::service::{RunReport, Submission, endpoint, serve};
 use kleene_restate::shell::Runner;
-use kleene_restate::status::ChannelStatus;
+use kleene_restate::status::{ChannelStatus, closure_line};
 
 #[derive(Parser)]
 #[command(
@@ -141,6 +141,10 @@ enum Command {
         /// Print it as JSON.
         #[arg(long)]
         json: bool,
+        /// Also show the closure records the channel keeps: how each call's closure ended
+        /// and the fixes that ran.
+        #[arg(long, conflicts_with = "json")]
+        closures: bool,
     },
     /// Accept a channel's build: print its acceptance record (as `kleene accept` writes it).
     Accept {
@@ -354,13 +358,20 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             server,
             channel,
             json,
+            closures,
         } => {
-            let status = server
-                .client()
-                .status(&channel)
-                .await
-                .map_err(|e| fail(&e, 2))?;
-            Ok(report(&status, json))
+            let client = server.client();
+            let status = client.status(&channel).await.map_err(|e| fail(&e, 2))?;
+            let code = report(&status, json);
+            if closures {
+                let mut kept = client.closures(&channel).await.map_err(|e| fail(&e, 2))?;
+                kept.sort_by(|a, b| (&a.task, a.call).cmp(&(&b.task, b.call)));
+                out(&format!("closure records kept: {}", kept.len()));
+                for stored in &kept {
+                    out(&format!("  {}", closure_line(stored)));
+                }
+            }
+            Ok(code)
         }
         Command::Accept {
             server,
@@ -370,8 +381,8 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
         } => {
             let (_, shell, _) = load(&plan)?;
             let channel = channel_of(&shell, channel)?;
-            let evidence = server
-                .client()
+            let client = server.client();
+            let evidence = client
                 .evidence(&channel)
                 .await
                 .map_err(|e| fail(&e, 2))?
@@ -381,7 +392,12 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                         2,
                     )
                 })?;
-            let (record, snapshot) = acceptance(&shell, &evidence).map_err(|e| fail(&e, 1))?;
+            // Read after the evidence: a record is kept before the evidence that binds it,
+            // so every record this evidence binds is there (a pass still running may have
+            // added more, which acceptance ignores).
+            let closures = client.closures(&channel).await.map_err(|e| fail(&e, 2))?;
+            let (record, snapshot) =
+                acceptance(&shell, &evidence, &closures).map_err(|e| fail(&e, 1))?;
             if let Some(path) = export {
                 let archive =
                     kleene::acceptance::export(&record, &snapshot).map_err(|e| fail(&e, 1))?;
@@ -420,7 +436,9 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             }
             .map_err(|e| fail(&e, 1))?;
             if let Some(path) = record {
-                let (record, _) = acceptance(&shell, &outcome.evidence).map_err(|e| fail(&e, 1))?;
+                let closures = worker.agent().records();
+                let (record, _) =
+                    acceptance(&shell, &outcome.evidence, closures).map_err(|e| fail(&e, 1))?;
                 std::fs::write(&path, record.to_json())
                     .map_err(|e| Failure(format!("failed to write {}: {e}", path.display()), 2))?;
             }

@@ -26,6 +26,11 @@
 //! - A prerequisite's accepted output is kept in the channel's state under its digest when
 //!   it is accepted; the worker fetches them by digest (`Channel/{channel}/outputs`, a shared
 //!   handler, so it is served while the pass runs) and checks the bytes against it.
+//! - The worker returns each call's closure record with its reply; when the call settles
+//!   its closure, the channel keeps the record under `closure/{task}/{call}` (after
+//!   checking it is the one the settlement binds, and never replacing another kept for the
+//!   same call) before the evidence that binds it, and serves them
+//!   (`Channel/{channel}/closures`, shared) for acceptance to check every audit trail.
 //! - The worker claims a call with a journaled nonce before running it. Restate retries an
 //!   invocation whose worker died; the retry finds the claim and no result and answers
 //!   `Interrupted` instead of running the command again. The channel then lets the other
@@ -41,8 +46,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kleene::batch::{
     Batch, BatchError, BatchEvidence, BatchMachine, Dispatch, EvidenceEvent, InfrastructureFailure,
-    PendingTurnReplay, Settlement,
+    PendingTurnReplay, Proposal, Settlement, WorkerFailure,
 };
+use kleene::closure::ClosureRecord;
 use kleene::error::Chain;
 use kleene::id::{AgentId, ChannelId, Digest, TaskId};
 use kleene::plan::AdmittedPath;
@@ -51,7 +57,7 @@ use restate_sdk::service::IntoServiceDefinition;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
-use crate::call::{FixDraw, TaskCall, TaskReply};
+use crate::call::{FixDraw, StoredClosure, TaskCall, TaskReply};
 use crate::client::Restate;
 use crate::closure::{ShellAgent, policy, run_call, session};
 use crate::content::{ContentError, Files, verify};
@@ -68,6 +74,12 @@ const STOPPED: &str = "stopped";
 /// The state key of the accepted output with `digest`.
 fn output_key(digest: Digest) -> String {
     format!("output/{digest}")
+}
+/// The prefix of the state keys of settled calls' closure records.
+const CLOSURE_PREFIX: &str = "closure/";
+/// The state key of the closure record of call `call` of `task`.
+fn closure_key(task: &TaskId, call: u32) -> String {
+    format!("{CLOSURE_PREFIX}{task}/{call}")
 }
 
 /// A plan submitted to a channel.
@@ -138,6 +150,20 @@ pub enum ChannelError {
         /// Why.
         #[source]
         source: kleene::checkpoint::CheckpointError,
+    },
+    /// The channel already keeps another closure record for a call than the one settling
+    /// it now: one call has one record, and the kept one is never replaced.
+    #[error(
+        "keep the closure record of task {task} call {call} on channel {channel}: the \
+         channel already keeps another record for that call"
+    )]
+    ClosureConflict {
+        /// The channel.
+        channel: String,
+        /// The call's task.
+        task: TaskId,
+        /// The call's number.
+        call: u32,
     },
     /// A replayed commit differs from the one the machine made (nondeterminism).
     #[error(
@@ -224,6 +250,26 @@ impl Channel {
         ctx: SharedObjectContext<'_>,
     ) -> Result<Option<Vec<u8>>, HandlerError> {
         Ok(ctx.get::<Vec<u8>>(EVIDENCE).await?)
+    }
+
+    /// The closure record of every call the channel settled with a closure, by task and
+    /// call (in no particular order): what acceptance checks the audit trails the evidence
+    /// binds against. Served while a pass runs.
+    #[handler]
+    async fn closures(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<Vec<StoredClosure>>, HandlerError> {
+        let mut found = Vec::new();
+        for key in ctx.get_keys().await? {
+            if !key.starts_with(CLOSURE_PREFIX) {
+                continue;
+            }
+            if let Some(Json(stored)) = ctx.get::<Json<StoredClosure>>(&key).await? {
+                found.push(stored);
+            }
+        }
+        Ok(Json(found))
     }
 
     /// The channel's status, readable while a pass runs.
@@ -343,12 +389,13 @@ async fn drive(
         let Some(dispatch) = out.remove(&index) else {
             continue;
         };
-        let reply = match reply {
+        let mut reply = match reply {
             Ok(Json(reply)) => reply,
             Err(e) => TaskReply::Failed(InfrastructureFailure::Transport {
                 detail: format!("task-worker call failed: {}", e.message()),
             }),
         };
+        let record = reply.take_record();
         // The fix attempts the call drew, each durable in the ledger before its fix ran,
         // go into the evidence before the call's settlement, as a local run journals them.
         let drawn: Vec<TaskId> = match &reply {
@@ -371,9 +418,30 @@ async fn drive(
             // evidence and kleene's resume rules judge it.
             None => interrupted = true,
             Some(result) => {
+                let (result, record) = match checked_record(result, record) {
+                    Ok(checked) => checked,
+                    Err(detail) => (
+                        Err(WorkerFailure::Infrastructure(
+                            InfrastructureFailure::Transport { detail },
+                        )),
+                        None,
+                    ),
+                };
                 let settled = machine
                     .settle(&dispatch, result, &())
                     .map_err(|e| terminal(&e))?;
+                // Kept before the checkpoint below, so the evidence in state never binds a
+                // record the channel does not hold; only when the call settled its closure
+                // (a withdrawn call's number is made again, with its own record).
+                let task = dispatch.task();
+                let call = dispatch.attempt();
+                let settles = machine
+                    .evidence()
+                    .closures_of(task)
+                    .any(|c| c.attempt() == call && c.settled().is_some());
+                if let Some(text) = record.filter(|_| settles) {
+                    keep_closure(ctx, &key, task, call, text).await?;
+                }
                 for event in &settled.events {
                     if let EvidenceEvent::Settled {
                         settlement: Settlement::Accepted { digest, candidate },
@@ -411,6 +479,66 @@ async fn drive(
     }
     commit(ctx, &machine, &mut pending).await?;
     finish(ctx, Some(machine.evidence()), stop, resumed, &key).await
+}
+
+/// The settlement `result` and the record that goes with it, after checking that `record`
+/// (the worker's, as `to_json` wrote it) reads back whole and is the very record the
+/// proposal's closure binds. `Err` says why not: the reply is then not settled as a proposal,
+/// so the evidence never binds a record the channel cannot keep. A proposal with a closure
+/// and no record (an earlier adapter's worker) settles without one; acceptance then names the
+/// call's record as missing.
+fn checked_record(
+    result: Result<Proposal, WorkerFailure>,
+    record: Option<String>,
+) -> Result<(Result<Proposal, WorkerFailure>, Option<String>), String> {
+    let Some(closure) = result.as_ref().ok().and_then(Proposal::closure) else {
+        return Ok((result, None));
+    };
+    let Some(text) = record else {
+        return Ok((result, None));
+    };
+    match ClosureRecord::from_json(&text) {
+        Ok(r) if r.digest() == closure.record_digest => Ok((result, Some(text))),
+        Ok(r) => Err(format!(
+            "the worker's closure record digests to {}, its settlement binds {}",
+            r.digest(),
+            closure.record_digest
+        )),
+        Err(e) => Err(format!(
+            "the worker's closure record does not read back: {}",
+            Chain(&e)
+        )),
+    }
+}
+
+/// Keeps the closure record `text` of call `call` of `task` in the channel's state. A call
+/// has one record: one already kept for it must be the same (a replay of this settlement
+/// writes it again), and a different one stops the pass rather than replace it.
+async fn keep_closure(
+    ctx: &ObjectContext<'_>,
+    channel: &str,
+    task: &TaskId,
+    call: u32,
+    text: String,
+) -> Result<(), HandlerError> {
+    let key = closure_key(task, call);
+    let stored = StoredClosure {
+        task: task.clone(),
+        call,
+        record: text,
+    };
+    match ctx.get::<Json<StoredClosure>>(&key).await? {
+        Some(Json(kept)) if kept == stored => Ok(()),
+        Some(_) => Err(terminal(&ChannelError::ClosureConflict {
+            channel: channel.to_owned(),
+            task: task.clone(),
+            call,
+        })),
+        None => {
+            ctx.set(&key, Json(stored));
+            Ok(())
+        }
+    }
 }
 
 /// Ends a pass: records why it stopped, if it did, and reports the channel's status (from
@@ -681,7 +809,7 @@ fn run_closure(
     let policy = policy();
     let max = policy.max_total_fix_attempts();
     let mut agent = ShellAgent::new(&shell, runner, call.plan_dir.clone());
-    let (result, drawn) = run_call(
+    let called = run_call(
         &mut agent,
         task,
         &call.dispatch,
@@ -697,7 +825,7 @@ fn run_closure(
             })
         },
     );
-    TaskReply::of(result, drawn)
+    TaskReply::of(called.result, called.drawn, called.record.as_ref())
 }
 
 /// The endpoint a worker process serves: the channel object, its fix ledger and the
@@ -744,5 +872,38 @@ pub async fn serve(listener: tokio::net::TcpListener, endpoint: Endpoint) -> std
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), endpoint)
                 .await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kleene::batch::Candidate;
+
+    fn record() -> ClosureRecord {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/closure/record_v1.ckpt");
+        kleene::checkpoint::decode(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    fn settled(record: &ClosureRecord) -> Result<Proposal, WorkerFailure> {
+        Ok(Proposal::new(Candidate::default()).closed_by(&TaskId::new("x").unwrap(), record))
+    }
+
+    #[test]
+    fn only_the_record_a_settlement_binds_is_kept() {
+        let record = record();
+        let text = record.to_json();
+        let (_, kept) = checked_record(settled(&record), Some(text.clone())).unwrap();
+        assert_eq!(kept, Some(text.clone()));
+        // No closure settled: nothing to keep, whatever came with it.
+        let plain = Ok(Proposal::new(Candidate::default()));
+        assert_eq!(checked_record(plain, Some(text.clone())).unwrap().1, None);
+        // An earlier worker's reply without a record settles without one.
+        assert_eq!(checked_record(settled(&record), None).unwrap().1, None);
+        // Edited text, even to the same value, is refused before anything settles.
+        let edited = text.replacen('{', "{ ", 1);
+        let why = checked_record(settled(&record), Some(edited)).unwrap_err();
+        assert!(why.contains("does not read back"), "{why}");
     }
 }

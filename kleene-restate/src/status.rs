@@ -9,9 +9,12 @@
 //! ```
 
 use kleene::batch::{BatchEvidence, TaskStatus};
+use kleene::closure::ClosureOutcome;
 use kleene::id::Digest;
 use kleene::id::TaskId;
 use serde::{Deserialize, Serialize};
+
+use crate::call::StoredClosure;
 
 /// One task's line of a status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,4 +113,56 @@ impl std::fmt::Display for ChannelStatus {
         }
         Ok(())
     }
+}
+
+/// One line about a closure record a channel keeps: how the call's closure ended, and each
+/// task of its tree (the root, then every fix subtask) with the checks that last failed it,
+/// so the fix that ran and what it repaired can be read without the whole record.
+///
+/// ```
+/// use kleene_restate::call::StoredClosure;
+/// use kleene_restate::status::closure_line;
+///
+/// let unreadable = StoredClosure { task: "a".parse()?, call: 1, record: "{}".into() };
+/// assert!(closure_line(&unreadable).starts_with("a call 1: unreadable record"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn closure_line(stored: &StoredClosure) -> String {
+    let head = format!("{} call {}", stored.task, stored.call);
+    let record = match stored.read() {
+        Ok(r) => r,
+        Err(e) => return format!("{head}: unreadable record: {e}"),
+    };
+    let end = match record.outcome() {
+        ClosureOutcome::Resolved { task_ref, depth } => {
+            format!("resolved by {task_ref} (depth {depth})")
+        }
+        ClosureOutcome::Halted {
+            task_ref, reason, ..
+        } => format!("halted at {task_ref}: {}", reason.halt_type()),
+        ClosureOutcome::Failed { task_ref, .. } => format!("failed at {task_ref}"),
+        // A later kleene's ending: the record still reads.
+        _ => "ended".to_owned(),
+    };
+    let fixes = record.fix_attempts();
+    let tasks: Vec<String> = record
+        .attempts()
+        .iter()
+        .map(|a| {
+            let checks = match a.last_post_verdict() {
+                None => "never reached its checks".to_owned(),
+                Some(v) if v.is_clean() => "clean".to_owned(),
+                Some(v) => {
+                    let failed: Vec<&str> = v.failures().map(|r| r.validator_id.as_str()).collect();
+                    format!("failed {}", failed.join(", "))
+                }
+            };
+            format!("{} {checks}", a.task.id())
+        })
+        .collect();
+    format!(
+        "{head}: {end}, {fixes} fix{}; {}",
+        if fixes == 1 { "" } else { "es" },
+        tasks.join("; ")
+    )
 }

@@ -1,5 +1,6 @@
 //! The adapter's own messages, as Restate journals them, pinned: a task call, every kind of
-//! reply, a fix draw, a submission, a run report and a channel's status. Restate replays a
+//! reply (and a proposal carrying its closure record), a fix draw, a submission, a run
+//! report, a channel's status and the closure records it keeps. Restate replays a
 //! journal after the adapter is upgraded, so each committed fixture must still read, and the
 //! same value must write exactly the same JSON. The kleene values inside them (a dispatch, a
 //! candidate, a settled closure) are read from kleene's own pinned fixtures.
@@ -9,9 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
-use kleene::batch::{Candidate, ClosureSettlement, Dispatch, InfrastructureFailure, Rejection};
+use kleene::batch::{
+    Candidate, ClosureSettlement, Dispatch, InfrastructureFailure, Proposal, Rejection,
+};
+use kleene::closure::ClosureRecord;
 use kleene::id::{AgentId, ChannelId, Digest, TaskId};
-use kleene_restate::call::{FixDraw, TaskCall, TaskReply};
+use kleene_restate::call::{FixDraw, StoredClosure, TaskCall, TaskReply};
 use kleene_restate::content::Files;
 use kleene_restate::service::{RunReport, Submission};
 use kleene_restate::status::{ChannelStatus, TaskLine};
@@ -83,6 +87,7 @@ fn every_reply_keeps_its_json() {
             rejection: None,
             closure: Some(settled[0].clone()),
             drawn: vec![id("b_fix_1")],
+            record: None,
         },
         TaskReply::Proposal {
             candidate,
@@ -92,6 +97,7 @@ fn every_reply_keeps_its_json() {
             }),
             closure: None,
             drawn: Vec::new(),
+            record: None,
         },
         TaskReply::Withdrawn {
             detail: "the fix budget is spent".into(),
@@ -102,6 +108,33 @@ fn every_reply_keeps_its_json() {
         },
     ];
     pinned("task_replies_v1.json", &replies);
+}
+
+/// kleene's committed version-1 closure record (a checkpoint).
+fn closure_record() -> ClosureRecord {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/closure/record_v1.ckpt");
+    kleene::checkpoint::decode(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// A proposal carrying its closure's record (added after `task_replies_v1.json`, whose
+/// replies carry none and keep their JSON), and the channel's answer of kept records.
+#[test]
+fn a_reply_with_its_closure_record_and_the_kept_records_keep_their_json() {
+    let candidate: Candidate = kleene_fixture("candidate_v1.json");
+    let record = closure_record();
+    let reply = TaskReply::of(
+        Ok(Proposal::new(candidate).closed_by(&id("b"), &record)),
+        vec![id("b_fix_1")],
+        Some(&record),
+    );
+    assert!(
+        matches!(&reply, TaskReply::Proposal { record: Some(text), .. } if *text == record.to_json())
+    );
+    pinned("task_reply_record_v1.json", &reply);
+    let kept = vec![StoredClosure::of(id("b"), 2, &record)];
+    pinned("closures_v1.json", &kept);
+    assert_eq!(kept[0].read().unwrap(), record);
 }
 
 #[test]
