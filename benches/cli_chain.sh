@@ -5,11 +5,14 @@
 # number of files in a stage: it must grow with their number, never with their bytes.
 # Each file starts with its task number, so no two share content (and one object).
 # Usage: sh benches/cli_chain.sh [N ...]   (default 50 200 1000; ROUNDS=5; SIZE=16384 bytes)
+# KLEENE_BASELINE=/path/to/an/older/kleene also times that binary in the same rounds, so a
+# change is measured against what it replaces in one sitting; WORK=DIR puts the plans and
+# state directories under DIR (default /dev/shm) to measure on a disk.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 kleene="$root/target/release/kleene"
-work=$(mktemp -d /dev/shm/kleene-chain.XXXXXX)
+work=$(mktemp -d "${WORK:-/dev/shm}/kleene-chain.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 now() { date +%s%N; }
 [ $# -gt 0 ] || set -- 50 200 1000
@@ -40,12 +43,18 @@ for n in "$@"; do
         done
     } > "$dir/script.sh"
     cd "$dir"
-    best_script=0 best_kleene=0 best_pg=0 round=0
+    best_script=0 best_kleene=0 best_pg=0 best_base=0 round=0
     while [ "$round" -lt "${ROUNDS:-5}" ]; do
         rm -rf ws; t0=$(now); sh script.sh; t1=$(now)
         rm -rf st; "$kleene" run plan.json --state st > /dev/null; t2=$(now)
         rm -rf st; KLEENE_CONTAINMENT=process-group "$kleene" run plan.json --state st > /dev/null
         t3=$(now)
+        b=0
+        if [ -n "${KLEENE_BASELINE:-}" ]; then
+            rm -rf st; "$KLEENE_BASELINE" run plan.json --state st > /dev/null; t4=$(now)
+            b=$((t4 - t3))
+            if [ "$best_base" -eq 0 ] || [ "$b" -lt "$best_base" ]; then best_base=$b; fi
+        fi
         s=$((t1 - t0)) k=$((t2 - t1)) g=$((t3 - t2))
         if [ "$best_script" -eq 0 ] || [ "$s" -lt "$best_script" ]; then best_script=$s; fi
         if [ "$best_kleene" -eq 0 ] || [ "$k" -lt "$best_kleene" ]; then best_kleene=$k; fi
@@ -55,5 +64,11 @@ for n in "$@"; do
     echo "N=$n: script $((best_script / 1000000)) ms, kleene $((best_kleene / 1000000)) ms," \
         "overhead per task $(echo "$best_kleene $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms" \
         "(process groups: $(echo "$best_pg $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms)" \
-        "(best of ${ROUNDS:-5}, state on /dev/shm)"
+        "(best of ${ROUNDS:-5}, state in ${WORK:-/dev/shm})"
+    if [ -n "${KLEENE_BASELINE:-}" ]; then
+        echo "N=$n: baseline $((best_base / 1000000)) ms, overhead per task" \
+            "$(echo "$best_base $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms" \
+            "(kleene / script $(echo "$best_kleene $best_script" | awk '{ printf "%.2f", $1 / $2 }')," \
+            "baseline / script $(echo "$best_base $best_script" | awk '{ printf "%.2f", $1 / $2 }'))"
+    fi
 done

@@ -3,13 +3,14 @@
 # and `kleene accept`: the plan lists every file in `owned_paths`, so the plan loader, the
 # stage walk, the ownership check and acceptance all see N paths. Before the staged
 # workspaces this took 13 min at 100k (owned paths x candidate files).
-# Usage: sh benches/cli_many_files.sh [N]
+# Usage: sh benches/cli_many_files.sh [N]   (WORK=DIR: plan and state under DIR, default
+# /dev/shm, to measure on a disk; KLEENE_BASELINE=/old/kleene times that binary's run too)
 set -eu
 n=${1:-100000}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 kleene="$root/target/release/kleene"
-work=$(mktemp -d /dev/shm/kleene-many.XXXXXX)
+work=$(mktemp -d "${WORK:-/dev/shm}/kleene-many.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 python3 - "$n" <<'PY'
@@ -30,4 +31,8 @@ for i in range($n):
     open(f'{d}/f{i}', 'w').write(str(i))"; t1=$(now)
 "$kleene" run plan.json --state st > /dev/null; t2=$(now)
 "$kleene" accept --state st > /dev/null; t3=$(now)
-echo "N=$n: the command alone $(( (t1 - t0) / 1000000 )) ms; kleene run $(( (t2 - t1) / 1000000 )) ms; kleene accept $(( (t3 - t2) / 1000000 )) ms"
+echo "N=$n: the command alone $(( (t1 - t0) / 1000000 )) ms; kleene run $(( (t2 - t1) / 1000000 )) ms; kleene accept $(( (t3 - t2) / 1000000 )) ms (in ${WORK:-/dev/shm})"
+if [ -n "${KLEENE_BASELINE:-}" ]; then
+    rm -rf st; t4=$(now); "$KLEENE_BASELINE" run plan.json --state st > /dev/null; t5=$(now)
+    echo "N=$n: baseline kleene run $(( (t5 - t4) / 1000000 )) ms"
+fi

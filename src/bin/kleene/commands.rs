@@ -31,7 +31,7 @@ use crate::cli::{
 use crate::formats::{RunInfo, encode_closure_line_as};
 use crate::planfile::{self, LoadedPlan};
 use crate::report::{Event, Reporter, detail, failure_reason, report_event, status_word};
-use crate::state::{ClosureEntry, StateDir, write_atomic};
+use crate::state::{ClosureEntry, StateDir, write_atomic, write_replace};
 use crate::worker::{Context, ShellAgent};
 use kleene::batch::JournalKey;
 use kleene::error::Chain;
@@ -519,6 +519,7 @@ fn execute(
 /// outputs ever reach it, and only after the batch accepted them. A file that already holds
 /// the accepted bytes is left alone; nothing is written through a symlink.
 fn project_workspace(evidence: &BatchEvidence, workspace: &Path) -> Result<(), String> {
+    let mut wrote = false;
     for (_, output) in evidence.accepted_outputs() {
         for (path, content) in output.files() {
             let mut dir = workspace.to_owned();
@@ -558,8 +559,17 @@ fn project_workspace(evidence: &BatchEvidence, workspace: &Path) -> Result<(), S
                 }
                 _ => {}
             }
-            write_atomic(&dir, content).map_err(|e| Chain(&e).to_string())?;
+            // Each file replaced whole but not synced one by one: the journal, not the
+            // workspace, is the authority, and one sync of the file system below makes the
+            // whole projection durable at the cost of one flush instead of one per file.
+            write_replace(&dir, content).map_err(|e| Chain(&e).to_string())?;
+            wrote = true;
         }
+    }
+    if wrote {
+        fs::File::open(workspace)
+            .and_then(|dir| rustix::fs::syncfs(&dir).map_err(std::io::Error::from))
+            .map_err(|e| format!("sync {}: {e}", workspace.display()))?;
     }
     Ok(())
 }
