@@ -774,13 +774,14 @@ impl Stage {
         store: &ObjectStore,
         inputs: impl IntoIterator<Item = StageInput<'a>>,
     ) -> Result<(Self, Vec<AdmittedPath>), StageError> {
-        let wanted: HashMap<&AdmittedPath, (StageInput<'a>, Digest)> = inputs
+        // Each wanted input, its digest, and whether the stage still holds it.
+        let mut wanted: HashMap<&AdmittedPath, (StageInput<'a>, Digest, bool)> = inputs
             .into_iter()
             .map(|i| {
                 let d = i
                     .digest
                     .unwrap_or_else(|| Digest::from(blake3::hash(i.content)));
-                (i.path, (i, d))
+                (i.path, (i, d, false))
             })
             .collect();
         let root_fd = rustix::fs::open(
@@ -793,27 +794,42 @@ impl Stage {
             remove_beneath(&root_fd, raw, &self.root)?;
         }
         let refreshed: HashMap<AdmittedPath, FileIdentity> = walk.refreshed.into_iter().collect();
-        // In path order, so the map is rebuilt in one pass.
-        let mut kept = Vec::with_capacity(self.inputs.len());
-        for (path, mut staged) in std::mem::take(&mut self.inputs) {
-            if walk.dropped.contains(&path) {
-                // Changed or deleted: gone with the leftovers. A directory it leaves empty
-                // goes too, so every directory of the stage holds an input (and is watched).
-                prune_empty_parents(&root_fd, path.as_str());
-                continue;
+        // Kept in place: most inputs stay, and the map is neither rebuilt nor searched.
+        let mut removed: Vec<(AdmittedPath, bool)> = Vec::new();
+        self.inputs.retain(|path, staged| {
+            if walk.dropped.contains(path) {
+                // Changed or deleted: gone with the leftovers.
+                removed.push((path.clone(), false));
+                return false;
             }
-            if let Some(now) = refreshed.get(&path) {
+            if let Some(now) = refreshed.get(path) {
                 staged.identity = Some(*now);
             }
-            if wanted.get(&path).map(|(_, d)| d) == Some(&staged.digest) {
-                kept.push((path, staged));
-            } else {
-                remove_beneath(&root_fd, path.as_str().as_bytes(), &self.root)?;
-                prune_empty_parents(&root_fd, path.as_str());
+            match wanted.get_mut(path) {
+                Some((_, digest, held)) if *digest == staged.digest => {
+                    *held = true;
+                    true
+                }
+                _ => {
+                    removed.push((path.clone(), true));
+                    false
+                }
             }
+        });
+        for (path, present) in &removed {
+            if *present {
+                remove_beneath(&root_fd, path.as_str().as_bytes(), &self.root)?;
+            }
+            // A directory it leaves empty goes too, so every directory of the stage holds an
+            // input (and is watched).
+            prune_empty_parents(&root_fd, path.as_str());
         }
-        self.inputs = kept.into_iter().collect();
-        self.link_missing(store, &wanted)
+        let missing = wanted
+            .into_values()
+            .filter(|(_, _, held)| !held)
+            .map(|(input, digest, _)| (input, digest))
+            .collect();
+        self.link_missing(store, missing)
     }
 
     /// Links every wanted input the stage does not hold, then records identities again where
@@ -821,18 +837,10 @@ impl Stage {
     fn link_missing(
         mut self,
         store: &ObjectStore,
-        wanted: &HashMap<&AdmittedPath, (StageInput<'_>, Digest)>,
+        mut missing: Vec<(StageInput<'_>, Digest)>,
     ) -> Result<(Self, Vec<AdmittedPath>), StageError> {
         let mut made_dirs: HashSet<PathBuf> = HashSet::new();
         let mut linked = HashSet::new();
-        // A hash set: most wanted inputs are held already, and each ordered lookup would
-        // compare paths a dozen times.
-        let held: HashSet<&AdmittedPath> = self.inputs.keys().collect();
-        let mut missing: Vec<_> = wanted
-            .iter()
-            .filter(|(path, _)| !held.contains(**path))
-            .map(|(_, v)| *v)
-            .collect();
         // Linked in path order, so directories are made before what they hold.
         missing.sort_unstable_by(|a, b| a.0.path.cmp(b.0.path));
         let mut newly = Vec::with_capacity(missing.len());
@@ -881,11 +889,12 @@ impl Stage {
         };
         sweep.dir(&root_fd, "")?;
         self.inputs = kept;
-        let wanted: HashMap<&AdmittedPath, (StageInput<'a>, Digest)> = wanted
+        let missing = wanted
             .iter()
-            .map(|(p, i)| (p, (*i, wanted_digests[p])))
+            .filter(|(p, _)| !self.inputs.contains_key(*p))
+            .map(|(p, i)| (*i, wanted_digests[p]))
             .collect();
-        self.link_missing(store, &wanted)
+        self.link_missing(store, missing)
     }
 
     /// The bytes free to the caller on the file system that holds the stage: a call that

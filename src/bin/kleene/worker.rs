@@ -14,7 +14,7 @@
 //! cannot run (missing, not executable, timed out) is an infrastructure failure, and an
 //! interrupt cancels the call: neither is ever handed to a fixer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -117,7 +117,9 @@ pub struct ShellAgent<'a> {
     slot: usize,
     /// The blake3 of each file of each accepted output, by the output's digest: an input is
     /// hashed once per run, however many calls stage it.
-    file_digests: BTreeMap<Digest, Arc<BTreeMap<AdmittedPath, Digest>>>,
+    /// Each accepted output's file digests, in the order its files iterate: hashed once per
+    /// run, and matched to the files by position, not looked up by path.
+    file_digests: HashMap<Digest, Arc<Vec<Digest>>>,
     /// The last call's stage, turned into the next call's by [`Stage::reuse`]: in a chain,
     /// a call then pays for the files that changed, not for linking every input again.
     spare: Option<Stage>,
@@ -195,7 +197,7 @@ impl<'a> ShellAgent<'a> {
             rep,
             store,
             slot,
-            file_digests: BTreeMap::new(),
+            file_digests: HashMap::new(),
             spare: None,
             stages_made: 0,
             current: None,
@@ -251,8 +253,8 @@ impl<'a> ShellAgent<'a> {
                 Arc::new(
                     output
                         .files()
-                        .iter()
-                        .map(|(p, c)| (p.clone(), Digest::from(blake3::hash(c))))
+                        .values()
+                        .map(|c| Digest::from(blake3::hash(c)))
                         .collect(),
                 )
             });
@@ -265,10 +267,8 @@ impl<'a> ShellAgent<'a> {
                 output
                     .files()
                     .iter()
-                    .map(move |(path, content)| match digests.get(path) {
-                        Some(d) => StageInput::with_digest(path, content, *d),
-                        None => StageInput::new(path, content),
-                    })
+                    .zip(digests.iter())
+                    .map(|((path, content), d)| StageInput::with_digest(path, content, *d))
             });
         if let Some(spare) = self.spare.take() {
             let inputs: Vec<StageInput<'_>> = staged.collect();
