@@ -149,6 +149,23 @@ impl Rejection {
         }
     }
 
+    /// Why the candidate was refused, in one line for people: a contract's own words (a
+    /// failed check names itself there), or the built-in rule that refused it.
+    ///
+    /// ```
+    /// # use kleene::{batch::Rejection, id::TaskId};
+    /// let why = Rejection::contract(&TaskId::new("svc")?, "closure halted at svc\n\ndetails");
+    /// assert_eq!(why.headline(), "closure halted at svc");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn headline(&self) -> String {
+        let text = match self {
+            Self::Contract { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        text.lines().next().unwrap_or_default().to_owned()
+    }
+
     /// Whether the built-in ownership check refused the candidate.
     pub fn is_not_owned(&self) -> bool {
         matches!(self, Self::NotOwned { .. })

@@ -188,14 +188,14 @@ impl std::fmt::Display for FailureCause<'_> {
                 write!(f, "infrastructure failure on call {call}: {failure}")
             }
             Self::Rejected { call, rejection } => {
-                write!(f, "call {call} refused: {}", first_line(rejection))
+                write!(f, "call {call} refused: {}", rejection.headline())
             }
             Self::Stalled { call, rejection } => write!(
                 f,
                 "recovery_stalled: call {call} was refused for the same reason as call {}, so \
                  no further call was made: {}",
                 call.saturating_sub(1),
-                first_line(rejection)
+                rejection.headline()
             ),
             Self::Interrupted { call, budget } => write!(
                 f,
@@ -204,16 +204,6 @@ impl std::fmt::Display for FailureCause<'_> {
             Self::CallsSpent { calls } => write!(f, "failed after {calls} call(s)"),
         }
     }
-}
-
-/// The first line of why a candidate was refused: a contract's own words (a failed check
-/// names itself there), or the built-in rule that refused it.
-fn first_line(rejection: &Rejection) -> String {
-    let text = match rejection {
-        Rejection::Contract { message, .. } => message.clone(),
-        other => other.to_string(),
-    };
-    text.lines().next().unwrap_or_default().to_owned()
 }
 
 impl std::fmt::Display for TaskStatus {

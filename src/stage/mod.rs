@@ -487,6 +487,16 @@ impl Stage {
         Ok(())
     }
 
+    /// The stage's root directory, opened without following a link.
+    fn open_root(&self) -> Result<OwnedFd, StageError> {
+        rustix::fs::open(
+            &self.root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| StageError::io(&self.root)(e.into()))
+    }
+
     /// The stage directory: where the call's commands run.
     pub fn root(&self) -> &Path {
         &self.root
@@ -603,12 +613,7 @@ impl Stage {
     /// walk of touched names is checked against.
     #[cfg(test)]
     fn changes_whole(&self, scratch: &impl ScratchRule) -> Result<StageChanges, StageError> {
-        let root_fd = rustix::fs::open(
-            &self.root,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| StageError::io(&self.root)(e.into()))?;
+        let root_fd = self.open_root()?;
         let mut walk = Walk::new(self, scratch, u64::MAX, self.inputs.iter());
         walk.dir(&root_fd, "", b"")?;
         let mut deleted: Vec<AdmittedPath> = self
@@ -637,6 +642,7 @@ impl Stage {
     ) -> Result<Option<TouchedWalk<'s, S>>, StageError> {
         let mut by_dir: BTreeMap<&str, Vec<std::ffi::CString>> = BTreeMap::new();
         let mut examined: HashSet<&AdmittedPath> = HashSet::new();
+        let mut touched_paths: HashSet<String> = HashSet::new();
         for (dir, name) in touched {
             let Ok(c_name) = std::ffi::CString::new(name.clone()) else {
                 return Ok(None);
@@ -650,7 +656,9 @@ impl Stage {
             } else {
                 format!("{dir}/{name}")
             };
-            let Ok(at) = AdmittedPath::admit(&rel) else {
+            let admitted = AdmittedPath::admit(&rel);
+            touched_paths.insert(rel);
+            let Ok(at) = admitted else {
                 continue;
             };
             for (path, _) in self.inputs.range::<AdmittedPath, _>(&at..) {
@@ -670,17 +678,6 @@ impl Stage {
         );
         // A touched name that is a directory is walked whole: names touched beneath it are
         // visited there, not a second time.
-        let touched_paths: HashSet<String> = touched
-            .iter()
-            .filter_map(|(dir, name)| {
-                let name = std::str::from_utf8(name).ok()?;
-                Some(if dir.is_empty() {
-                    name.to_owned()
-                } else {
-                    format!("{dir}/{name}")
-                })
-            })
-            .collect();
         let inside_touched = |dir: &str| {
             dir.match_indices('/')
                 .map(|(slash, _)| &dir[..slash])
@@ -784,12 +781,7 @@ impl Stage {
                 (i.path, (i, d, false))
             })
             .collect();
-        let root_fd = rustix::fs::open(
-            &self.root,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| StageError::io(&self.root)(e.into()))?;
+        let root_fd = self.open_root()?;
         for raw in &walk.leftovers {
             remove_beneath(&root_fd, raw, &self.root)?;
         }
@@ -874,12 +866,7 @@ impl Stage {
         };
         let wanted_digests: BTreeMap<&AdmittedPath, Digest> =
             wanted.iter().map(|(p, i)| (p, digest_of(i))).collect();
-        let root_fd = rustix::fs::open(
-            &self.root,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| StageError::io(&self.root)(e.into()))?;
+        let root_fd = self.open_root()?;
         let mut kept = BTreeMap::new();
         let mut sweep = Sweep {
             root: &self.root,

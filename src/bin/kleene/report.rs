@@ -515,13 +515,8 @@ pub fn report_event(rep: &mut Reporter, fixes: &mut BTreeMap<TaskId, u32>, event
                 fixes: fixes.remove(task).unwrap_or(0),
             }),
             Settlement::Rejected { rejection, .. } => {
-                // A contract's own words name what failed (a check names itself there).
-                let text = match rejection {
-                    Rejection::Contract { message, .. } => message.clone(),
-                    other => other.to_string(),
-                };
-                let first = text.lines().next().unwrap_or_default();
-                failed(rep, task, format!("call {attempt} refused: {first}"));
+                let why = rejection.headline();
+                failed(rep, task, format!("call {attempt} refused: {why}"));
             }
             Settlement::Infrastructure(failure) => {
                 failed(rep, task, format!("infrastructure: {failure}"));
