@@ -115,6 +115,8 @@ mod phase;
 pub mod plan;
 #[cfg(all(unix, feature = "process"))]
 pub mod process;
+#[cfg(all(unix, feature = "shell"))]
+pub mod shell;
 pub mod signing;
 pub mod snapshot;
 #[cfg(unix)]

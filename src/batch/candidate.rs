@@ -83,9 +83,18 @@ pub struct AcceptedOutput {
 }
 
 impl AcceptedOutput {
-    /// Rebuilds an accepted output from persisted parts, refusing a digest that does not
-    /// match the files.
-    pub(crate) fn verified(candidate: Candidate, digest: Digest) -> Option<Self> {
+    /// An output accepted under `digest`, rebuilt from its files (read back from storage, or
+    /// fetched from elsewhere by that digest); `None` when the files do not match it.
+    ///
+    /// ```
+    /// use kleene::batch::{AcceptedOutput, Candidate};
+    ///
+    /// let files = Candidate::default();
+    /// let digest = files.digest();
+    /// assert!(AcceptedOutput::verified(files.clone(), digest).is_some());
+    /// assert!(AcceptedOutput::verified(files, kleene::id::Digest::from_bytes([7; 32])).is_none());
+    /// ```
+    pub fn verified(candidate: Candidate, digest: Digest) -> Option<Self> {
         (candidate.digest() == digest).then_some(Self { candidate, digest })
     }
 

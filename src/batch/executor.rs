@@ -1287,7 +1287,8 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
                 position: dispatch.position(),
                 prerequisites_of: &prerequisites_of,
                 accepted_at: &accepted_at,
-            },
+            }
+            .into(),
             ledger: &ledger,
         });
         (result, ledger.drawn.into_inner())

@@ -64,6 +64,7 @@ mod asynchronous;
 pub(crate) mod backend;
 pub(crate) mod candidate;
 mod closure_worker;
+mod dispatched;
 pub(crate) mod event;
 pub(crate) mod evidence;
 mod executor;
@@ -80,6 +81,7 @@ pub use asynchronous::{AsyncWorker, AsyncWorkerCall};
 pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBackend};
 pub use candidate::{AcceptedOutput, Candidate, Rejection};
 pub use closure_worker::{BatchAgent, ClosureWorker};
+pub use dispatched::DispatchedCall;
 pub use event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
 pub use evidence::{
     BatchEvidence, BatchSummary, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT,

@@ -321,7 +321,8 @@ fn serve<W: Worker>(
                         position: dispatch.position(),
                         prerequisites_of: &prerequisites_of,
                         accepted_at: &accepted_at,
-                    },
+                    }
+                    .into(),
                     ledger: &ledger,
                 })
             }

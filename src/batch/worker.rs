@@ -351,7 +351,7 @@ pub struct WorkerCall<'a> {
     pub(crate) prerequisites: Vec<(&'a TaskId, &'a AcceptedOutput)>,
     pub(crate) attempt: u32,
     pub(crate) correction: Option<Correction<'a>>,
-    pub(crate) ancestry: Ancestry<'a>,
+    pub(crate) ancestry: Inputs<'a>,
     pub(crate) ledger: &'a dyn FixLedger,
 }
 
@@ -364,11 +364,30 @@ pub(crate) struct Ancestry<'a> {
     pub(crate) accepted_at: &'a dyn Fn(usize) -> Option<(&'a TaskId, &'a AcceptedOutput)>,
 }
 
-impl std::fmt::Debug for Ancestry<'_> {
+/// Where a call's transitive inputs come from: walked in the plan beside the machine, or
+/// given whole by a call made away from it (see
+/// [`DispatchedCall`](super::dispatched::DispatchedCall)).
+#[derive(Clone, Copy)]
+pub(crate) enum Inputs<'a> {
+    Walk(Ancestry<'a>),
+    Given(&'a [(TaskId, AcceptedOutput)]),
+}
+
+impl std::fmt::Debug for Inputs<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ancestry")
-            .field("position", &self.position)
-            .finish_non_exhaustive()
+        match self {
+            Self::Walk(a) => f
+                .debug_struct("Walk")
+                .field("position", &a.position)
+                .finish_non_exhaustive(),
+            Self::Given(given) => f.debug_tuple("Given").field(&given.len()).finish(),
+        }
+    }
+}
+
+impl<'a> From<Ancestry<'a>> for Inputs<'a> {
+    fn from(ancestry: Ancestry<'a>) -> Self {
+        Self::Walk(ancestry)
     }
 }
 
@@ -394,8 +413,10 @@ impl<'a> WorkerCall<'a> {
     /// Linear in the number of the task's ancestors and the edges between them; computed on
     /// each call of this method.
     pub fn inputs(&self) -> Vec<(&'a TaskId, &'a AcceptedOutput)> {
-        let a = self.ancestry;
-        transitive_inputs(a.position, a.prerequisites_of, a.accepted_at)
+        match self.ancestry {
+            Inputs::Walk(a) => transitive_inputs(a.position, a.prerequisites_of, a.accepted_at),
+            Inputs::Given(given) => given.iter().map(|(id, output)| (id, output)).collect(),
+        }
     }
 
     /// The call number for this task, from 1 (interrupted calls count).

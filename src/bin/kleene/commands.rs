@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kleene::batch::{
-    Batch, BatchError, BatchErrorKind, BatchEvidence, ClosureWorker, EvidenceJournal, FileJournal,
+    BatchError, BatchErrorKind, BatchEvidence, ClosureWorker, EvidenceJournal, FileJournal,
     TaskStatus,
 };
 use kleene::signing::{Envelope, PublicKey, SigningKey};
@@ -29,13 +29,13 @@ use crate::cli::{
     SigningArgs, StateArgs, VerifyArgs, jobs,
 };
 use crate::formats::{RunInfo, encode_closure_line_as};
-use crate::planfile::{self, LoadedPlan};
+use crate::observer::Observer;
 use crate::report::{Event, Reporter, detail, failure_reason, report_event, status_word};
 use crate::state::{ClosureEntry, StateDir, write_atomic, write_replace};
-use crate::worker::{Context, ShellAgent};
 use kleene::batch::JournalKey;
 use kleene::error::Chain;
 use kleene::process::{self, Containment, GroupRecords, Interrupt};
+use kleene::shell::{ShellPlan, ShellRuntime, describe_changes, merges};
 
 /// A command that could not do what was asked: the exit code and the message to print.
 #[derive(Debug)]
@@ -104,8 +104,8 @@ pub fn help(args: &HelpArgs) -> Outcome {
 
 /// `kleene validate PLAN`.
 pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
-    let (loaded, _) = planfile::load(&args.plan).map_err(|e| Failure::bad_input(Chain(&e)))?;
-    let plan = &loaded.plan;
+    let (loaded, _) = read_plan(&args.plan, &[])?;
+    let plan = loaded.plan();
     if rep.mode() == crate::report::Mode::Json {
         let tasks: Vec<_> = plan
             .tasks()
@@ -117,7 +117,7 @@ pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
                     "owned_paths": t.owned_paths,
                     "depends_on": plan.prerequisites(&t.id),
                     "synthesized": t.is_synthesized(),
-                    "has_commands": loaded.commands.contains_key(&t.id),
+                    "has_commands": loaded.command(&t.id).is_some(),
                     "consolidated_from": t.consolidated_from,
                 })
             })
@@ -127,18 +127,21 @@ pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
             "file": args.plan,
             "digest": plan.digest().to_string(),
             "tasks": tasks,
-            "merged": planfile::merges(plan),
+            "merged": merges(plan),
+            "plan_files": loaded.files().map_or(0, kleene::shell::PlanFiles::len),
         }));
         return Ok(Exit::Ok);
     }
+    let files = loaded.files().map_or(0, kleene::shell::PlanFiles::len);
     rep.say(&format!(
-        "{} is valid: {} tasks, plan digest {}",
+        "{} is valid: {} tasks, {files} plan file{} bound, plan digest {}",
         args.plan.display(),
         plan.len(),
+        if files == 1 { "" } else { "s" },
         plan.digest()
     ));
     for (i, t) in plan.tasks().enumerate() {
-        let commands = match loaded.commands.get(&t.id) {
+        let commands = match loaded.command(&t.id) {
             Some(c) => format!(
                 "run, {} check{}{}",
                 c.checks.len(),
@@ -169,7 +172,7 @@ pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
             }
         ));
     }
-    for merge in planfile::merges(plan) {
+    for merge in merges(plan) {
         rep.say(&format!("note: {merge}"));
     }
     Ok(Exit::Ok)
@@ -177,8 +180,8 @@ pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
 
 /// `kleene graph PLAN [--out BASE]`.
 pub fn graph(args: &GraphArgs, rep: &mut Reporter) -> Outcome {
-    let (loaded, _) = planfile::load(&args.plan).map_err(|e| Failure::bad_input(Chain(&e)))?;
-    let dot = loaded.plan.to_dot();
+    let (loaded, _) = read_plan(&args.plan, &[])?;
+    let dot = loaded.plan().to_dot();
     let Some(base) = &args.out else {
         print!("{dot}");
         return Ok(Exit::Ok);
@@ -206,16 +209,36 @@ pub fn graph(args: &GraphArgs, rep: &mut Reporter) -> Outcome {
     Ok(Exit::Ok)
 }
 
+/// Reads the plan file at `file` with the files beside it (leaving out `skip`, and the
+/// default state directory `.kleene` beside the plan when there is one).
+fn read_plan(file: &Path, skip: &[PathBuf]) -> Result<(ShellPlan, String), Failure> {
+    let mut skip = skip.to_vec();
+    skip.push(PathBuf::from(".kleene"));
+    ShellPlan::read(file, &skip).map_err(|e| Failure::bad_input(Chain(&e)))
+}
+
+/// The plan a state directory's run started with: its stored text and the plan files it
+/// bound.
+fn stored_plan(state: &StateDir, text: &str) -> Result<ShellPlan, Failure> {
+    let files = state
+        .plan_files()
+        .map_err(|e| Failure::bad_input(Chain(&e)))?;
+    ShellPlan::from_text(&state.plan_path(), text, files).map_err(|e| Failure::bad_input(Chain(&e)))
+}
+
 /// `kleene run PLAN`.
 pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
     if let Some(url) = &args.restate {
         return crate::restate::run(args, url);
     }
-    let (loaded, text) = planfile::load(&args.plan).map_err(|e| Failure::bad_input(Chain(&e)))?;
+    // The run's own directories are never plan files, wherever they are.
+    let mut skip = vec![args.state.state.clone()];
+    skip.extend(args.workspace.iter().cloned());
+    let (loaded, text) = read_plan(&args.plan, &skip)?;
     // A merged task would otherwise vanish from the run without a word. On stderr, so
     // stdout keeps exactly its events; `kleene validate --json` reports merges as data.
     if rep.mode() != crate::report::Mode::Json {
-        for merge in planfile::merges(&loaded.plan) {
+        for merge in merges(loaded.plan()) {
             eprintln!("kleene: note: {merge}");
         }
     }
@@ -237,11 +260,9 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
     let channel = match &args.channel {
         Some(c) => ChannelId::new(c.clone())
             .map_err(|e| Failure::bad_input(format!("use --channel {c:?}: {e}")))?,
-        None => {
-            let digest = loaded.plan.digest().to_string();
-            ChannelId::new(format!("run-{}", &digest[..digest.len().min(12)]))
-                .map_err(|e| Failure::bad_input(format!("derive a channel id: {e}")))?
-        }
+        None => loaded
+            .default_channel()
+            .map_err(|e| Failure::bad_input(format!("derive a channel id: {e}")))?,
     };
     let plan_dir = match args.plan.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => absolute(dir)?,
@@ -260,14 +281,14 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
     };
     policy(&info, info.max_depth)?;
     state
-        .create(&info, &text)
+        .create(&info, &text, loaded.files())
         .map_err(|e| Failure::bad_input(Chain(&e)))?;
     refuse_live_groups(&state, args.kill_stale)?;
     let pass = Pass {
         resumed: false,
         jobs: jobs(args.jobs),
     };
-    execute(&state, &info, &loaded, &text, pass, &args.signing, rep)
+    execute(&state, &info, &loaded, pass, &args.signing, rep)
 }
 
 /// Moves the state directory of an earlier run aside (`STATE.old-N`), so `run --restart`
@@ -337,22 +358,21 @@ pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
         .lock("resume")
         .map_err(|e| Failure::halted(Chain(&e)))?;
     let (info, text) = state.open().map_err(|e| Failure::bad_input(Chain(&e)))?;
-    let loaded = planfile::load_text(&state.plan_path(), &text)
-        .map_err(|e| Failure::bad_input(Chain(&e)))?;
+    let loaded = stored_plan(&state, &text)?;
     refuse_changed_plan(&info, &loaded, &state)?;
     refuse_live_groups(&state, args.kill_stale)?;
     let pass = Pass {
         resumed: true,
         jobs: jobs(args.jobs),
     };
-    execute(&state, &info, &loaded, &text, pass, &args.signing, rep)
+    execute(&state, &info, &loaded, pass, &args.signing, rep)
 }
 
 /// A resume runs the plan as it was when the run started; if the plan file has changed
 /// since, running the old copy would surprise, so it is refused, naming what changed.
 fn refuse_changed_plan(
     info: &RunInfo,
-    stored: &LoadedPlan,
+    stored: &ShellPlan,
     state: &StateDir,
 ) -> Result<(), Failure> {
     let Some(name) = info.plan_file.file_name() else {
@@ -363,7 +383,21 @@ fn refuse_changed_plan(
         // Gone or unreadable: the stored copy is all there is, and it is what ran.
         return Ok(());
     };
-    let Ok(fresh) = planfile::load_text(&current, &text) else {
+    // The plan's files as they are now, gathered as the run gathered them (a run started
+    // before plans carried their files compares the plan file alone).
+    // A file added since is not part of the run and changes nothing it does; a bound file
+    // changed or removed is named.
+    let fresh = match stored.files() {
+        Some(bound) => {
+            let skip = [state.root().to_owned(), info.workspace.clone()];
+            ShellPlan::read(&current, &skip).and_then(|(plan, _)| {
+                let files = plan.files().map(|now| now.only_paths_of(bound));
+                ShellPlan::from_text(&current, &text, files)
+            })
+        }
+        None => ShellPlan::from_text(&current, &text, None),
+    };
+    let Ok(fresh) = fresh else {
         return Err(Failure::bad_input(format!(
             "resume: {} no longer loads, and the run started from an earlier version of it; \
              restore it, or start over with kleene run {} --restart --state {} (the old run \
@@ -373,7 +407,7 @@ fn refuse_changed_plan(
             state.root().display()
         )));
     };
-    let changes = planfile::describe_changes(stored, &fresh);
+    let changes = describe_changes(stored, &fresh);
     if changes.is_empty() {
         return Ok(());
     }
@@ -412,14 +446,12 @@ struct Pass {
 fn execute(
     state: &StateDir,
     info: &RunInfo,
-    loaded: &LoadedPlan,
-    plan_text: &str,
+    loaded: &ShellPlan,
     pass: Pass,
     signing: &SigningArgs,
     mut rep: Reporter,
 ) -> Outcome {
     let Pass { resumed, jobs } = pass;
-    let plan = &loaded.plan;
     let journal_key = journal_key(signing_key(signing, state)?.as_ref());
     let channel = ChannelId::new(info.channel.clone()).map_err(|e| {
         Failure::bad_input(format!("read channel of {}: {e}", state.root().display()))
@@ -438,24 +470,39 @@ fn execute(
             }
         }
     }
-    let ctx = Context {
-        plan_dir: info.plan_dir.clone(),
-        commands: loaded.commands.clone(),
-        scratch: loaded.scratch.clone(),
-        default_timeout: Duration::from_secs_f64(info.timeout_secs),
+    // The commands read the run's own copy of the plan's files, checked against what the
+    // plan binds; a run started before plans carried their files reads the plan directory.
+    let plan_dir = match loaded.files() {
+        Some(files) => {
+            let copy = state.plan_files_dir();
+            files.verify_copy(&copy).map_err(|e| {
+                Failure::halted(format!(
+                    "read the plan's files in {}: {}",
+                    state.root().display(),
+                    Chain(&e)
+                ))
+            })?;
+            copy
+        }
+        None => info.plan_dir.clone(),
+    };
+    fs::create_dir_all(&info.workspace)
+        .map_err(|e| Failure::halted(format!("create {}: {e}", info.workspace.display())))?;
+    let rep = Arc::new(Mutex::new(rep));
+    let observer = Arc::new(Observer {
+        rep: Arc::clone(&rep),
         // Absolute, so every path a command is given (its stage as KLEENE_WORKSPACE, its
         // spec file) still holds after it changes directory, whatever --state said.
         state: StateDir::at(&absolute(state.root())?),
-        interrupt: interrupt.clone(),
-        records: GroupRecords::new(state.running_dir()),
-        cache_dir: absolute(&state.cache_dir())?,
-        commands_can_outlive_calls: process::containment() == Containment::ProcessGroup,
-    };
-    for dir in [&ctx.cache_dir, &info.workspace] {
-        fs::create_dir_all(dir)
-            .map_err(|e| Failure::halted(format!("create {}: {e}", dir.display())))?;
-    }
-    let rep = Arc::new(Mutex::new(rep));
+    });
+    let runtime = ShellRuntime::new(loaded.clone(), state.root())
+        .map_err(|e| Failure::halted(Chain(&e)))?
+        .with_plan_dir(&plan_dir)
+        .with_default_timeout(Duration::from_secs_f64(info.timeout_secs))
+        .with_interrupt(interrupt.clone())
+        .with_group_records(GroupRecords::new(state.running_dir()))
+        .with_observer(observer);
+    let plan = loaded.plan();
     let report = || rep.lock().unwrap_or_else(PoisonError::into_inner);
     report().emit(&Event::RunStarted {
         channel: info.channel.clone(),
@@ -472,7 +519,6 @@ fn execute(
     }
     let session = Session::new("kleene-run", info.channel.clone())
         .map_err(|e| Failure::bad_input(format!("open a session: {e}")))?;
-    let store = ShellAgent::open_store(&ctx).map_err(|e| Failure::halted(Chain(&e)))?;
     let recovery = policy(info, info.max_depth)?;
     let mut journal = FileJournal::open(state.journal_dir())
         .map_err(|e| Failure::halted(format!("open the journal: {}", Chain(&e))))?;
@@ -481,16 +527,19 @@ fn execute(
     }
     // Group commit: one sync per task instead of two; every event is still durable before the
     // next command runs, and an unsynced settlement is only ever replayed (allow), never lost.
-    let batch = Batch::new(plan, channel)
-        .with_input("plan file", plan_text.as_bytes())
+    let batch = loaded
+        .batch(channel)
         .with_group_commit(true)
         .with_recovery(info.batch_recovery);
     let mut fixes = BTreeMap::new();
     // One worker per slot, each with its own stage; the threaded driver reserves the lowest
     // ready task first, so one job makes the calls in the sequential order.
-    let workers = |slot| {
-        let agent = ShellAgent::new(&ctx, Arc::clone(&rep), &store, slot);
-        ClosureWorker::new(agent, session.clone(), recovery.clone())
+    let workers = |slot: usize| {
+        ClosureWorker::new(
+            runtime.agent(slot.to_string()),
+            session.clone(),
+            recovery.clone(),
+        )
     };
     let result = batch.run_threaded_observed(jobs, workers, &(), &mut journal, &mut |event| {
         report_event(&mut report(), &mut fixes, event);
@@ -502,6 +551,8 @@ fn execute(
             torn.discarded, torn.offset, torn.cause
         ));
     }
+    // The runtime's observer holds the reporter too.
+    drop(runtime);
     let mut rep = Arc::try_unwrap(rep)
         .map(|rep| rep.into_inner().unwrap_or_else(PoisonError::into_inner))
         .map_err(|_| Failure::halted("finish the run: its reporter is still in use"))?;
@@ -689,10 +740,9 @@ fn journal_key(key: Option<&SigningKey>) -> Option<JournalKey> {
 fn load_evidence(
     state: &StateDir,
     key: Option<&JournalKey>,
-) -> Result<(RunInfo, LoadedPlan, BatchEvidence), Failure> {
+) -> Result<(RunInfo, ShellPlan, BatchEvidence), Failure> {
     let (info, text) = state.open().map_err(|e| Failure::bad_input(Chain(&e)))?;
-    let loaded = planfile::load_text(&state.plan_path(), &text)
-        .map_err(|e| Failure::bad_input(Chain(&e)))?;
+    let loaded = stored_plan(state, &text)?;
     let channel =
         ChannelId::new(info.channel.clone()).map_err(|e| Failure::bad_input(Chain(&e)))?;
     let journal = read_journal(state, key);
@@ -724,12 +774,12 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
         *fixes.entry(call.task()).or_default() += call.fix_attempts_used();
     }
     let mut rows = Vec::new();
-    for id in loaded.plan.topological_order() {
+    for id in loaded.plan().topological_order() {
         let status = evidence.status(id);
         let calls = evidence.task(id).map_or(0, |t| t.calls());
         let fixes = fixes.get(id).copied().unwrap_or(0);
         let why = match &status {
-            Some(TaskStatus::Failed) => Some(failure_reason(&evidence, &loaded.plan, id)),
+            Some(TaskStatus::Failed) => Some(failure_reason(&evidence, loaded.plan(), id)),
             Some(TaskStatus::Drained { blocked_by }) => {
                 Some(format!("prerequisite {blocked_by} failed"))
             }
@@ -809,7 +859,7 @@ fn acceptance(
     let snapshot = Snapshot::from_evidence(&evidence).map_err(|e| Failure::halted(Chain(&e)))?;
     let binding = BuildBinding::new(
         evidence.channel().clone(),
-        loaded.plan.digest(),
+        loaded.plan().digest(),
         evidence.evidence_version(),
     );
     // The record binds each call's audit trail by digest: a trail the closure log can no
@@ -817,7 +867,7 @@ fn acceptance(
     let entries = state.closure_log();
     let (logged, mut problems) = read_closure_log(state, &entries);
     let sealed = accept_audited(
-        &loaded.plan,
+        loaded.plan(),
         &evidence,
         &snapshot,
         &binding,
@@ -1382,9 +1432,9 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let (_, text) = state.open().map_err(|e| Failure::bad_input(Chain(&e)))?;
     let mut entries = state.closure_log();
     // In execution order, then by call: the trail reads like the run.
-    if let Ok(loaded) = planfile::load_text(&state.plan_path(), &text) {
+    if let Ok(loaded) = stored_plan(&state, &text) {
         let rank: BTreeMap<&str, usize> = loaded
-            .plan
+            .plan()
             .topological_order()
             .iter()
             .enumerate()

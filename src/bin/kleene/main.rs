@@ -10,11 +10,10 @@
 mod cli;
 mod commands;
 mod formats;
-mod planfile;
+mod observer;
 mod report;
 mod restate;
 mod state;
-mod worker;
 
 use std::process::ExitCode;
 

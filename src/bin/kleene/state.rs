@@ -26,6 +26,8 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use kleene::error::Chain;
+use kleene::shell::{PlanFiles, PlanFilesManifest};
 use kleene::{closure::ClosureRecord, id::TaskId};
 
 use crate::formats::{
@@ -279,7 +281,12 @@ impl StateDir {
     /// # Errors
     ///
     /// [`StateError::Occupied`] when a run lives there; [`StateError::Io`] otherwise.
-    pub fn create(&self, info: &RunInfo, plan_text: &str) -> Result<(), StateError> {
+    pub fn create(
+        &self,
+        info: &RunInfo,
+        plan_text: &str,
+        plan_files: Option<&PlanFiles>,
+    ) -> Result<(), StateError> {
         if let Ok((existing, _)) = self.open() {
             return Err(StateError::Occupied {
                 dir: self.root.clone(),
@@ -291,6 +298,11 @@ impl StateDir {
         }
         let plan = self.plan_path();
         write_atomic(&plan, plan_text.as_bytes())?;
+        // Before run.json: a run is never opened with its plan but without the files the
+        // plan binds (a disk that fills here leaves no run to resume, only to start again).
+        if let Some(files) = plan_files {
+            self.save_plan_files(files)?;
+        }
         let json = encode_run_file(info, &self.absolute_root()?);
         // run.json last: its presence means the layout is complete.
         write_atomic(&self.run_path(), json.as_bytes())
@@ -425,6 +437,59 @@ impl StateDir {
             .collect()
     }
 
+    /// The manifest of the plan's files the run binds (absent for a run started before
+    /// plans carried their files).
+    pub fn plan_files_manifest_path(&self) -> PathBuf {
+        self.root.join("plan-files.json")
+    }
+
+    /// The run's copy of the plan's files: `KLEENE_PLAN_DIR` for its commands.
+    pub fn plan_files_dir(&self) -> PathBuf {
+        self.root.join("plan-files")
+    }
+
+    /// Keeps the plan's files: their copy first, then the manifest that says it is whole.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Io`] when a file cannot be written.
+    fn save_plan_files(&self, files: &PlanFiles) -> Result<(), StateError> {
+        let dir = self.plan_files_dir();
+        if dir.exists() {
+            fs::remove_dir_all(&dir).map_err(io(&dir))?;
+        }
+        files.write_copy(&dir).map_err(|e| StateError::Corrupt {
+            path: dir.clone(),
+            message: Chain(&e).to_string(),
+        })?;
+        let manifest =
+            serde_json::to_string_pretty(&files.manifest()).map_err(|e| StateError::Corrupt {
+                path: self.plan_files_manifest_path(),
+                message: e.to_string(),
+            })?;
+        write_atomic(&self.plan_files_manifest_path(), manifest.as_bytes())
+    }
+
+    /// The plan's files the run binds, `None` for a run started before plans carried them.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Corrupt`] when the manifest is not kleene's.
+    pub fn plan_files(&self) -> Result<Option<PlanFiles>, StateError> {
+        let path = self.plan_files_manifest_path();
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(&path)(e)),
+        };
+        let manifest: PlanFilesManifest =
+            serde_json::from_str(&text).map_err(|e| StateError::Corrupt {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(Some(PlanFiles::from_manifest(manifest)))
+    }
+
     /// Where recovery specs go.
     pub fn specs_dir(&self) -> PathBuf {
         self.root.join("specs")
@@ -443,16 +508,6 @@ impl StateDir {
     /// Where each call's staged workspace is made.
     pub fn stages_dir(&self) -> PathBuf {
         self.root.join("stages")
-    }
-
-    /// The content-addressed store that stages link their inputs from.
-    pub fn objects_dir(&self) -> PathBuf {
-        self.root.join("objects")
-    }
-
-    /// The build cache shared by calls (`KLEENE_CACHE_DIR`).
-    pub fn cache_dir(&self) -> PathBuf {
-        self.root.join("cache")
     }
 
     /// Where running process groups are recorded.
@@ -583,12 +638,12 @@ mod tests {
         let state = StateDir::at(&tmp.path().join("st"));
         assert!(matches!(state.open(), Err(StateError::NoRun { .. })));
         let info = info(tmp.path());
-        state.create(&info, "{\"tasks\": []}").unwrap();
+        state.create(&info, "{\"tasks\": []}", None).unwrap();
         let (back, plan) = state.open().unwrap();
         assert_eq!(back, info);
         assert_eq!(plan, "{\"tasks\": []}");
         assert!(info.workspace.is_dir());
-        let err = state.create(&info, "{}").unwrap_err();
+        let err = state.create(&info, "{}", None).unwrap_err();
         assert!(err.to_string().contains("kleene resume"), "{err}");
     }
 

@@ -1,10 +1,11 @@
-//! Plan files: an `AppBuildPlan` JSON document plus, per task, the commands that do the work.
+//! Plan files: an `AppBuildPlan` JSON document plus, per task, the shell commands that do
+//! the work, and the files beside it that those commands read.
 //!
-//! Each task object may carry five keys the CLI declares as plan extensions, and the plan
-//! object one:
+//! Each task object may carry five keys besides the plan model's, and the plan object two:
 //!
 //! ```json
 //! { "scratch": ["target/**"],
+//!   "inputs": ["tasks/**", "fix.sh"],
 //!   "tasks": [
 //!     { "id": "billing_service", "owner": "shell", "spec": {"intent": "…"}, ...,
 //!       "run": "sh tasks/service.sh",
@@ -18,29 +19,30 @@
 //! The library's loader ([`AppBuildPlan::from_json_with`]) keeps each value raw with its
 //! offset in the file, so the commands are parsed here with errors at their own line and
 //! column, every other unknown key is refused with a suggestion, and every value is bound
-//! into the plan digest (and so into the derived channel and the acceptance record).
+//! into the plan digest (and so into the derived channel and the acceptance record). So is
+//! the manifest of the plan's files ([`PlanFiles`]) when they are collected.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kleene::{
-    AppBuildPlan, ValidatedPlan,
-    closure::Severity,
-    id::{TaskId, ValidatorId},
-    plan::{
-        ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError, PlannedTask,
-        ValidationStage, explain_value_error,
-    },
-};
 use serde::Deserialize;
 
-/// The keys of a task object that belong to the CLI, not to the plan model.
+use super::plan_files::{MANIFEST_KEY, PlanFiles, PlanFilesError};
+use crate::batch::Batch;
+use crate::closure::Severity;
+use crate::id::{ChannelId, TaskId, ValidatorId};
+use crate::plan::{
+    AppBuildPlan, ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError,
+    PlannedTask, ValidatedPlan, ValidationStage, explain_value_error,
+};
+
+/// The keys of a task object that belong to shell plans, not to the plan model.
 pub const TASK_KEYS: [&str; 5] = ["run", "checks", "fix", "timeout_secs", "scratch"];
 
-/// The keys of the plan object that belong to the CLI.
-pub const PLAN_KEYS: [&str; 1] = ["scratch"];
+/// The keys of the plan object that belong to shell plans.
+pub const PLAN_KEYS: [&str; 2] = ["scratch", "inputs"];
 
 /// The JSON each command key holds, for messages (`key[]`: one entry of the array `key`),
 /// as [`explain_value_error`] takes them.
@@ -62,6 +64,8 @@ const SHAPES: &[(&str, &str)] = &[
     ("timeout_secs", "a number of seconds such as 60"),
     ("scratch", r#"an array of globs such as ["target/**"]"#),
     ("scratch[]", r#"a glob such as "target/**""#),
+    ("inputs", r#"an array of globs such as ["tasks/**"]"#),
+    ("inputs[]", r#"a glob such as "tasks/**""#),
 ];
 
 const EXTENSIONS: Extensions<'static> = Extensions {
@@ -155,16 +159,127 @@ pub struct TaskCommands {
     pub scratch: Vec<PathGlob>,
 }
 
-/// A plan file loaded and validated: the plan the batch may run and the commands per task.
-#[derive(Debug)]
-pub struct LoadedPlan {
-    /// The validated plan (normalised, consolidated); its digest covers every command and
-    /// scratch glob.
-    pub plan: ValidatedPlan,
+/// A plan file loaded and validated: the plan the batch may run, the commands per task and
+/// the files its commands may read.
+///
+/// ```
+/// use std::path::Path;
+/// use kleene::shell::ShellPlan;
+///
+/// let plan = ShellPlan::from_text(Path::new("plan.json"), r#"{"tasks": [
+///   {"id": "a", "owner": "shell", "spec": {"intent": "a"}, "owned_paths": ["a.txt"],
+///    "run": "echo a > a.txt", "timeout_secs": 5}]}"#, None)?;
+/// let a = plan.plan().tasks().next().map(|t| t.id.clone()).unwrap();
+/// assert_eq!(plan.command(&a).map(|c| c.run.as_str()), Some("echo a > a.txt"));
+/// assert!(plan.default_channel()?.as_str().starts_with("run-"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ShellPlan {
+    plan: ValidatedPlan,
+    commands: BTreeMap<TaskId, TaskCommands>,
+    scratch: Vec<PathGlob>,
+    inputs: Vec<PathGlob>,
+    files: Option<PlanFiles>,
+    text: String,
+}
+
+impl ShellPlan {
+    /// Reads, loads and validates the plan file at `file`, and collects the files beside it
+    /// that its commands may read (see [`PlanFiles::collect`]; `skip` names directories
+    /// kleene writes, such as the run's state directory). Returns the plan and the file's
+    /// text.
+    ///
+    /// # Errors
+    ///
+    /// [`LoadError`] naming the file and, where there is one, the line, column, task and
+    /// field; [`LoadError::Files`] when the plan's files cannot be collected.
+    pub fn read(file: &Path, skip: &[PathBuf]) -> Result<(Self, String), LoadError> {
+        let text = std::fs::read_to_string(file).map_err(|source| LoadError::Read {
+            file: file.to_owned(),
+            source,
+        })?;
+        let dir = match file.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let plan = build(file, &text, Files::Collect { dir: &dir, skip })?;
+        Ok((plan, text))
+    }
+
+    /// Loads and validates `text`, read from `file`, binding `files` (the manifest the plan
+    /// was started with, with or without their bytes). `None` binds no plan files: a plan
+    /// that reads nothing beside its commands, or one started before plans carried them.
+    ///
+    /// # Errors
+    ///
+    /// As [`ShellPlan::read`].
+    pub fn from_text(file: &Path, text: &str, files: Option<PlanFiles>) -> Result<Self, LoadError> {
+        build(file, text, Files::Given(files))
+    }
+
+    /// The validated plan (normalised, consolidated); its digest covers every command,
+    /// scratch glob and plan file.
+    pub fn plan(&self) -> &ValidatedPlan {
+        &self.plan
+    }
+
+    /// The plan file's text, as it was read.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The batch of this plan on `channel`, as every driver of shell plans runs it: the
+    /// plan file's text is a named input of the evidence, so a resume with other bytes is
+    /// refused and the same plan gives the same evidence wherever its calls run.
+    pub fn batch(&self, channel: ChannelId) -> Batch<'_> {
+        Batch::new(&self.plan, channel).with_input("plan file", self.text.as_bytes())
+    }
+
     /// The commands of every task that declares them.
-    pub commands: BTreeMap<TaskId, TaskCommands>,
+    pub fn commands(&self) -> &BTreeMap<TaskId, TaskCommands> {
+        &self.commands
+    }
+
+    /// The commands of `task`; `None` for a task that declares none (it runs nothing).
+    pub fn command(&self, task: &TaskId) -> Option<&TaskCommands> {
+        self.commands.get(task)
+    }
+
     /// The plan-level scratch globs, which apply to every task.
-    pub scratch: Vec<PathGlob>,
+    pub fn scratch(&self) -> &[PathGlob] {
+        &self.scratch
+    }
+
+    /// The plan's `inputs` globs (empty: every file beside the plan).
+    pub fn inputs(&self) -> &[PathGlob] {
+        &self.inputs
+    }
+
+    /// The files the plan binds, if any.
+    pub fn files(&self) -> Option<&PlanFiles> {
+        self.files.as_ref()
+    }
+
+    /// The channel a run of this plan takes when none is named: `run-` and the first twelve
+    /// hex digits of the plan digest, so the same plan (commands and files included) finds
+    /// its run again.
+    ///
+    /// # Errors
+    ///
+    /// Never in practice: the id is `run-` and hex digits.
+    pub fn default_channel(&self) -> Result<ChannelId, crate::id::IdError> {
+        let digest = self.plan.digest().to_string();
+        ChannelId::new(format!("run-{}", &digest[..digest.len().min(12)]))
+    }
+}
+
+/// Where a plan's files come from while it loads.
+enum Files<'a> {
+    /// Collected from the plan file's directory.
+    Collect { dir: &'a Path, skip: &'a [PathBuf] },
+    /// Given (a stored or submitted manifest), or none.
+    Given(Option<PlanFiles>),
 }
 
 /// Why a plan file was refused. Every message names the file; the ones about a place in it
@@ -236,6 +351,15 @@ pub enum LoadError {
         /// Every problem.
         error: Box<PlanValidationError>,
     },
+    /// The plan's files could not be collected (too many bytes, a symlink, an unreadable
+    /// file).
+    #[error("load plan {}: {source}", file.display())]
+    Files {
+        /// The plan file.
+        file: PathBuf,
+        /// What was wrong, naming the file.
+        source: PlanFilesError,
+    },
     /// Consolidation merged away a task that has commands of its own.
     #[error(
         "validate plan {}: task {task} has commands but consolidation merged it into {survivor}; \
@@ -283,33 +407,13 @@ fn place(task: &str, field: &str) -> String {
     place
 }
 
-/// Reads, loads and validates the plan file at `file`.
-///
-/// # Errors
-///
-/// [`LoadError`] naming the file and, where there is one, the line, column, task and field.
-pub fn load(file: &Path) -> Result<(LoadedPlan, String), LoadError> {
-    let text = std::fs::read_to_string(file).map_err(|source| LoadError::Read {
-        file: file.to_owned(),
-        source,
-    })?;
-    let loaded = load_text(file, &text)?;
-    Ok((loaded, text))
-}
-
-/// Loads and validates `text`, read from `file`.
-///
-/// # Errors
-///
-/// As [`load`].
-pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
-    let draft = AppBuildPlan::from_json_with(text, &EXTENSIONS).map_err(|source| {
+/// Loads and validates `text`, read from `file`, with its files from `files`.
+fn build(file: &Path, text: &str, files: Files<'_>) -> Result<ShellPlan, LoadError> {
+    let mut draft = AppBuildPlan::from_json_with(text, &EXTENSIONS).map_err(|source| {
         let (line, column) = source.position();
         let (task, field) = name_task(&labels(text), source.field());
-        let message = match &source {
-            PlanLoadError::Json { message, .. } => message.clone(),
-            other => other.to_string(),
-        };
+        let PlanLoadError::Json { message, .. } = &source;
+        let message = message.clone();
         LoadError::Plan {
             file: file.to_owned(),
             line,
@@ -322,7 +426,11 @@ pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
     })?;
     let reader = Reader { file, text };
     let scratch = match draft.extensions.get("scratch") {
-        Some(value) => reader.globs("-", value)?,
+        Some(value) => reader.globs("-", "scratch", value)?,
+        None => Vec::new(),
+    };
+    let inputs = match draft.extensions.get("inputs") {
+        Some(value) => reader.globs("-", "inputs", value)?,
         None => Vec::new(),
     };
     let mut commands = BTreeMap::new();
@@ -337,6 +445,24 @@ pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
         return Err(LoadError::Empty {
             file: file.to_owned(),
         });
+    }
+    let files = match files {
+        Files::Collect { dir, skip } => Some(
+            PlanFiles::collect(dir, &inputs, skip, &scratch).map_err(|source| {
+                LoadError::Files {
+                    file: file.to_owned(),
+                    source,
+                }
+            })?,
+        ),
+        Files::Given(files) => files,
+    };
+    // Bound as a plan key no file can write: the plan digest, the derived channel and the
+    // acceptance record then cover exactly the bytes the commands were given.
+    if let Some(files) = &files {
+        draft
+            .extensions
+            .insert(MANIFEST_KEY.to_owned(), files.extension_value());
     }
     let plan = draft.validate().map_err(|error| LoadError::Invalid {
         file: file.to_owned(),
@@ -355,10 +481,13 @@ pub fn load_text(file: &Path, text: &str) -> Result<LoadedPlan, LoadError> {
             });
         }
     }
-    Ok(LoadedPlan {
+    Ok(ShellPlan {
         plan,
         commands,
         scratch,
+        inputs,
+        files,
+        text: text.to_owned(),
     })
 }
 
@@ -435,19 +564,19 @@ impl Reader<'_> {
         })
     }
 
-    fn globs(&self, task: &str, value: &ExtensionValue) -> Result<Vec<PathGlob>, LoadError> {
-        let patterns: Vec<String> = self.parse(task, "scratch", value)?;
+    fn globs(
+        &self,
+        task: &str,
+        key: &str,
+        value: &ExtensionValue,
+    ) -> Result<Vec<PathGlob>, LoadError> {
+        let patterns: Vec<String> = self.parse(task, key, value)?;
         patterns
             .iter()
             .enumerate()
             .map(|(i, p)| {
                 PathGlob::parse(p).map_err(|e| {
-                    self.error(
-                        self.pos(value),
-                        task,
-                        &format!("scratch[{i}]"),
-                        e.to_string(),
-                    )
+                    self.error(self.pos(value), task, &format!("{key}[{i}]"), e.to_string())
                 })
             })
             .collect()
@@ -519,7 +648,7 @@ impl Reader<'_> {
             None => None,
         };
         let scratch = match get("scratch") {
-            Some(value) => self.globs(label, value)?,
+            Some(value) => self.globs(label, "scratch", value)?,
             None => Vec::new(),
         };
         Ok(Some(TaskCommands {
@@ -536,7 +665,7 @@ impl Reader<'_> {
 /// now (`new`), one line per change, naming the task and the field: tasks added and
 /// removed, then each changed field of each task by id, then the plan's own keys. Empty
 /// exactly when the two plans have the same digest.
-pub fn describe_changes(old: &LoadedPlan, new: &LoadedPlan) -> Vec<String> {
+pub fn describe_changes(old: &ShellPlan, new: &ShellPlan) -> Vec<String> {
     let mut changes = Vec::new();
     let ids: BTreeSet<&TaskId> = old
         .plan
@@ -557,7 +686,11 @@ pub fn describe_changes(old: &LoadedPlan, new: &LoadedPlan) -> Vec<String> {
         }
     }
     for key in changed_keys(old.plan.extensions(), new.plan.extensions()) {
-        changes.push(format!("plan: `{key}` changed"));
+        if key == MANIFEST_KEY {
+            changes.extend(changed_files(old.files.as_ref(), new.files.as_ref()));
+        } else {
+            changes.push(format!("plan: `{key}` changed"));
+        }
     }
     if changes.is_empty() && old.plan.digest() != new.plan.digest() {
         // A difference the field names above do not cover; still never silent.
@@ -566,7 +699,7 @@ pub fn describe_changes(old: &LoadedPlan, new: &LoadedPlan) -> Vec<String> {
     changes
 }
 
-fn path_set(v: &[kleene::plan::AdmittedPath]) -> BTreeSet<&kleene::plan::AdmittedPath> {
+fn path_set(v: &[crate::plan::AdmittedPath]) -> BTreeSet<&crate::plan::AdmittedPath> {
     v.iter().collect()
 }
 
@@ -603,6 +736,26 @@ fn changed_fields(a: &PlannedTask, b: &PlannedTask) -> Vec<String> {
     .collect();
     fields.extend(changed_keys(&a.extensions, &b.extensions));
     fields
+}
+
+/// One line per plan file added, removed or changed between `old` and `new`.
+fn changed_files(old: Option<&PlanFiles>, new: Option<&PlanFiles>) -> Vec<String> {
+    let (Some(old), Some(new)) = (old, new) else {
+        return vec!["the plan's files changed".to_owned()];
+    };
+    let old: BTreeMap<_, _> = old.iter().collect();
+    let new: BTreeMap<_, _> = new.iter().collect();
+    old.keys()
+        .chain(new.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|path| match (old.get(path), new.get(path)) {
+            (Some(_), None) => Some(format!("plan file {path} was removed")),
+            (None, Some(_)) => Some(format!("plan file {path} was added")),
+            (Some(a), Some(b)) if a != b => Some(format!("plan file {path} changed")),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The keys whose values differ (present in one map only, or with different values).
@@ -677,8 +830,12 @@ fn name_task(labels: &[String], field: &str) -> (String, String) {
 mod tests {
     use super::*;
 
-    fn load(text: &str) -> Result<LoadedPlan, LoadError> {
+    fn load(text: &str) -> Result<ShellPlan, LoadError> {
         load_text(Path::new("p.json"), text)
+    }
+
+    fn load_text(file: &Path, text: &str) -> Result<ShellPlan, LoadError> {
+        ShellPlan::from_text(file, text, None)
     }
 
     fn pos(err: &LoadError) -> Pos {
@@ -771,7 +928,7 @@ mod tests {
             }
         );
         assert!(
-            kleene::error::Chain(&err)
+            crate::error::Chain(&err)
                 .to_string()
                 .contains("line 3 column 18: "),
             "{err}"
@@ -782,7 +939,7 @@ mod tests {
     fn bad_command_fields_are_named_with_their_task_and_exact_position() {
         let text = "{\"tasks\": [\n {\"id\": \"svc\", \"owner\": \"sh\", \"spec\": {\"intent\": \"x\"}, \"run\": \"true\",\n  \"checks\": [{\"id\": \"t\",\n   \"command\": \"x\", \"severity\": \"fatal\"}]}]}";
         let err = load(text).unwrap_err();
-        let msg = kleene::error::Chain(&err).to_string();
+        let msg = crate::error::Chain(&err).to_string();
         assert!(
             msg.contains("task svc: field `checks[0].severity`"),
             "{msg}"
@@ -811,21 +968,21 @@ mod tests {
         };
         let err = load(&task(", \"fix\": \"sh f\"")).unwrap_err();
         assert!(
-            kleene::error::Chain(&err)
+            crate::error::Chain(&err)
                 .to_string()
                 .contains("task t: field `run`: missing"),
             "{err}"
         );
         let err = load(&task(", \"run\": \"x\", \"timeout_secs\": 0")).unwrap_err();
         assert!(
-            kleene::error::Chain(&err)
+            crate::error::Chain(&err)
                 .to_string()
                 .contains("field `timeout_secs`"),
             "{err}"
         );
         let err = load(&task(", \"run\": \" \"")).unwrap_err();
         assert!(
-            kleene::error::Chain(&err)
+            crate::error::Chain(&err)
                 .to_string()
                 .contains("must not be empty"),
             "{err}"
@@ -835,9 +992,7 @@ mod tests {
         ))
         .unwrap_err();
         assert!(
-            kleene::error::Chain(&err)
-                .to_string()
-                .contains("used twice"),
+            crate::error::Chain(&err).to_string().contains("used twice"),
             "{err}"
         );
         let err = load(&task(
@@ -845,7 +1000,7 @@ mod tests {
         ))
         .unwrap_err();
         assert!(
-            kleene::error::Chain(&err)
+            crate::error::Chain(&err)
                 .to_string()
                 .contains("task t: field `scratch[1]`"),
             "{err}"
@@ -855,14 +1010,14 @@ mod tests {
         ))
         .unwrap_err();
         assert!(
-            kleene::error::Chain(&err)
+            crate::error::Chain(&err)
                 .to_string()
                 .contains("unknown field `comand`"),
             "{err}"
         );
         let err = load("{\"scratch\": [\"/abs\"], \"tasks\": []}").unwrap_err();
         assert!(
-            kleene::error::Chain(&err)
+            crate::error::Chain(&err)
                 .to_string()
                 .contains("p.json: line 1 column 13: field `scratch[0]`"),
             "{err}"
@@ -873,7 +1028,7 @@ mod tests {
     fn unknown_keys_get_a_suggestion_with_task_line_and_column() {
         let text = PLAN.replace("\"fix\"", "\"fxi\"");
         let err = load(&text).unwrap_err();
-        let msg = kleene::error::Chain(&err).to_string();
+        let msg = crate::error::Chain(&err).to_string();
         assert!(msg.contains("task a: field `fxi`"), "{msg}");
         assert!(msg.contains("did you mean `fix`?"), "{msg}");
         let line = text.lines().position(|l| l.contains("fxi")).unwrap() + 1;
@@ -890,7 +1045,7 @@ mod tests {
         }
     }
 
-    const DEMO: &str = include_str!("../../../examples/demo/plan.json");
+    const DEMO: &str = include_str!("../../examples/demo/plan.json");
 
     #[test]
     fn the_demo_plan_loads_with_its_commands() {
@@ -906,7 +1061,7 @@ mod tests {
     fn plan_errors_name_file_task_field_and_position() {
         let text = DEMO.replace("\"billing/items.sh\"]", "\"../items.sh\"]");
         let err = load_text(Path::new("p.json"), &text).unwrap_err();
-        let msg = kleene::error::Chain(&err).to_string();
+        let msg = crate::error::Chain(&err).to_string();
         assert!(msg.starts_with("load plan p.json: line "), "{msg}");
         assert!(
             msg.contains("task billing_model: field `owned_paths[0]`"),
@@ -924,7 +1079,7 @@ mod tests {
             "\"owner\": \"shell\", \"colour\": 1,",
         );
         let msg = load_text(Path::new("p.json"), &text)
-            .map_err(|e| kleene::error::Chain(&e).to_string())
+            .map_err(|e| crate::error::Chain(&e).to_string())
             .unwrap_err();
         assert!(msg.contains("unknown field `colour`"), "{msg}");
         assert!(msg.contains("task billing_module"), "{msg}");
@@ -934,7 +1089,7 @@ mod tests {
             "\"depends_on\": [\"nope\"]",
         );
         let msg = load_text(Path::new("p.json"), &text)
-            .map_err(|e| kleene::error::Chain(&e).to_string())
+            .map_err(|e| crate::error::Chain(&e).to_string())
             .unwrap_err();
         assert!(msg.starts_with("validate plan p.json"), "{msg}");
         assert!(msg.contains("nope"), "{msg}");

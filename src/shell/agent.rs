@@ -1,12 +1,27 @@
-//! The shell agent of the CLI: each task call is one closure (run by the library's
-//! `ClosureWorker`) over the task's commands, in the call's own staged workspace.
+//! The shell agent: each task call is one closure over the task's commands, in the call's
+//! own staged workspace.
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use std::sync::Arc;
+//! use kleene::batch::{Batch, ClosureWorker, MemoryJournal};
+//! use kleene::shell::{self, ShellPlan, ShellRuntime};
+//!
+//! let (plan, _text) = ShellPlan::read(Path::new("examples/demo/plan.json"), &[])?;
+//! let channel = plan.default_channel()?;
+//! let runtime = ShellRuntime::new(plan, Path::new("/tmp/kleene-work"))?;
+//! let mut worker = ClosureWorker::new(runtime.agent("local"), shell::session(&channel)?,
+//!                                     shell::default_policy());
+//! let outcome = Batch::new(runtime.plan().plan(), channel)
+//!     .run(&mut worker, &(), &mut MemoryJournal::default())?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! A call's stage holds the accepted outputs of the task's transitive prerequisites and
 //! nothing else; `run`, the checks and every `fix` of the call's closure run there, so the
 //! files the checks ran against are exactly the candidate plus its inputs. The candidate is
 //! what the call created or changed in the stage (scratch paths aside); a deleted input, a
-//! symlink, a special file or a name kleene cannot admit refuses the call, named. The stage is
-//! discarded when the call settles; the next call starts from a fresh one.
+//! symlink, a special file or a name kleene cannot admit refuses the call, named.
 //!
 //! `run` is the closure's execution, `checks` its post-validation (a failed check keeps the
 //! bounded output tail as its justification), and `fix` the execution of every fix subtask,
@@ -14,111 +29,366 @@
 //! cannot run (missing, not executable, timed out) is an infrastructure failure, and an
 //! interrupt cancels the call: neither is ever handed to a fixer.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use kleene::batch::{BatchAgent, Candidate, Proposal, Rejection, WorkerCall, WorkerFailure};
-use kleene::stage::{
-    ObjectStore, ScratchRule, Stage, StageChanges, StageError, StageInput, remove_stage,
+use super::planfile::{ShellPlan, TaskCommands};
+use super::scratch::Scratch;
+use super::text::{correction_text, spec_text};
+use crate::audit::{AuditEntry, AuditEvent};
+use crate::batch::{
+    AcceptedOutput, BatchAgent, Candidate, ClosureWorker, Dispatch, DispatchedCall, Proposal,
+    Rejection, WorkerCall, WorkerFailure,
 };
-use kleene::{
-    Agent, Task,
-    audit::{AuditEntry, AuditEvent},
-    closure::{
-        AgentError, AgentErrorKind, ClosureRecord, ExecutionOutput, GovernanceDecision, Session,
-        Severity, Spec, TailLimits, ValidationToken, ValidatorResult, Verdict,
+use crate::closure::{
+    Agent, AgentError, AgentErrorKind, ClosureRecord, ExecutionOutput, GovernanceDecision,
+    RecoveryPolicy, Session, Severity, TailLimits, Task, ValidationToken, ValidatorResult, Verdict,
+};
+use crate::error::Chain;
+use crate::id::{ChannelId, Digest, IdError, TaskId, ValidatorId};
+use crate::plan::{AdmittedPath, PlannedTask};
+use crate::process::{self, Containment, Finished, GroupRecords, Interrupt, Invocation, RunError};
+use crate::stage::{ObjectStore, Stage, StageChanges, StageError, StageInput, remove_stage};
+
+/// The recovery depth a shell run allows by default.
+pub const DEFAULT_MAX_DEPTH: u32 = 3;
+/// The run-wide fix attempts a shell run allows by default.
+pub const DEFAULT_MAX_FIXES: u32 = 10;
+/// The timeout of each command of a task that sets none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The bytes a call may write outside its scratch by default: a candidate is held in memory,
+/// journaled and archived, so a task that leaves gigabytes of build output in its owned paths
+/// is refused with the file named (mark it as scratch) instead of exhausting memory.
+pub const DEFAULT_MAX_CALL_OUTPUT_BYTES: u64 = 1 << 30;
+
+/// The recovery policy of a shell run's defaults (depth 3, 10 fixes, blockers only).
+pub fn default_policy() -> RecoveryPolicy {
+    RecoveryPolicy::builder()
+        .max_recovery_depth(DEFAULT_MAX_DEPTH)
+        .max_total_fix_attempts(DEFAULT_MAX_FIXES)
+        .build()
+        .unwrap_or_default()
+}
+
+/// The closure session of a shell run on `channel`: the same wherever its calls run, so a
+/// run's audit trails do not depend on the driver.
+///
+/// # Errors
+///
+/// [`IdError`] when the channel is not a project name.
+pub fn session(channel: &ChannelId) -> Result<Session, IdError> {
+    Session::new("kleene-run", channel.to_string())
+}
+
+/// What a shell run tells its observer while calls run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShellEvent {
+    /// A call of a task started.
+    CallStarted {
+        /// The task.
+        task: TaskId,
+        /// The call number.
+        call: u32,
     },
-    id::{Digest, TaskId, ValidatorId},
-    plan::{AdmittedPath, PathGlob, PlannedTask},
-};
-
-use crate::planfile::TaskCommands;
-use crate::report::{Event, Reporter};
-use crate::state::{StateDir, StateError, write_replace};
-use kleene::error::Chain;
-use kleene::process::{self, Finished, GroupRecords, Interrupt, Invocation, RunError};
-
-/// What every call of a run shares.
-#[derive(Debug)]
-pub struct Context {
-    /// The plan file's directory (absolute), exported as `KLEENE_PLAN_DIR`.
-    pub plan_dir: PathBuf,
-    /// The commands per task.
-    pub commands: BTreeMap<TaskId, TaskCommands>,
-    /// The plan-level scratch globs (each task adds its own).
-    pub scratch: Vec<PathGlob>,
-    /// Timeout of each command for tasks that set none.
-    pub default_timeout: Duration,
-    /// Where closure records and specs go.
-    pub state: StateDir,
-    /// Set by SIGINT/SIGTERM.
-    pub interrupt: Interrupt,
-    /// Where running process groups are recorded.
-    pub records: GroupRecords,
-    /// The build cache shared by calls, exported as `KLEENE_CACHE_DIR` (absolute).
-    pub cache_dir: PathBuf,
-    /// Whether a command can outlive its call (no PID namespace here: a `setsid` child
-    /// escapes its process group). Then no stage is reused and none is made again under a
-    /// name used before, so what such a child writes, by its working directory or by the
-    /// path it was given, never lands in a later call's stage.
-    pub commands_can_outlive_calls: bool,
+    /// A closure spawned a fix subtask.
+    FixSpawned {
+        /// The task whose call it is.
+        task: TaskId,
+        /// The fix subtask.
+        fix: TaskId,
+        /// Its recovery depth.
+        depth: u32,
+        /// The checks whose failure it fixes.
+        triggering: Vec<ValidatorId>,
+    },
+    /// A command started.
+    CommandStarted {
+        /// The task or fix subtask it runs for.
+        task: TaskId,
+        /// The task whose call it is.
+        root_task: TaskId,
+        /// `run`, `fix` or `check ID`.
+        role: String,
+        /// The shell command.
+        command: String,
+    },
+    /// A command finished.
+    CommandFinished {
+        /// The task or fix subtask it ran for.
+        task: TaskId,
+        /// The task whose call it is.
+        root_task: TaskId,
+        /// `run`, `fix` or `check ID`.
+        role: String,
+        /// How it ended, in words.
+        status: String,
+    },
+    /// A check failed.
+    CheckFailed {
+        /// The task or fix subtask it checked.
+        task: TaskId,
+        /// The task whose call it is.
+        root_task: TaskId,
+        /// The check.
+        check: ValidatorId,
+        /// Its severity.
+        severity: Severity,
+        /// How it ended, in words.
+        status: String,
+    },
+    /// Something a person should know that changes no outcome (a stage left behind).
+    Warning(String),
 }
 
-impl Context {
-    /// What counts as scratch in `task`'s stage: the plan's globs and the task's own.
+/// Sees a shell run's calls as they run, and keeps each finished call's record.
+pub trait ShellObserver: Send + Sync + std::fmt::Debug {
+    /// Told of each [`ShellEvent`]. Defaults to nothing.
+    fn event(&self, event: ShellEvent) {
+        let _ = event;
+    }
+
+    /// Told of every call whose closure ended (whatever it proposes), before its proposal
+    /// is returned: keep the record (a closure log) here. An error withdraws the call, so no
+    /// settled call lacks its record. Defaults to keeping nothing.
+    ///
+    /// # Errors
+    ///
+    /// Why the record could not be kept, in words.
+    fn call_ended(&self, task: &TaskId, call: u32, record: &ClosureRecord) -> Result<(), String> {
+        let _ = (task, call, record);
+        Ok(())
+    }
+}
+
+/// An observer that keeps nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quiet;
+
+impl ShellObserver for Quiet {}
+
+/// Why a shell runtime could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShellError {
+    /// A directory could not be made.
+    #[error("create {}", path.display())]
+    Create {
+        /// The directory.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The object store could not be opened.
+    #[error("open the object store")]
+    Store(#[source] StageError),
+}
+
+/// Everything the calls of one shell plan share, wherever they run: the plan and its
+/// commands, where the plan's files are, where stages, specs and the build cache go, and how
+/// commands are run.
+#[derive(Debug)]
+pub struct ShellRuntime {
+    plan: ShellPlan,
+    plan_dir: PathBuf,
+    store: Arc<ObjectStore>,
+    stages: PathBuf,
+    specs: PathBuf,
+    cache: PathBuf,
+    default_timeout: Duration,
+    interrupt: Interrupt,
+    records: Option<GroupRecords>,
+    commands_can_outlive_calls: bool,
+    max_call_output_bytes: u64,
+    observer: Arc<dyn ShellObserver>,
+}
+
+impl ShellRuntime {
+    /// The runtime of `plan`, keeping its objects, stages, specs and build cache under
+    /// `work` (made absolute, so every path a command is given holds after it changes
+    /// directory). Commands find the plan's files under the plan file's directory until
+    /// [`with_plan_dir`](Self::with_plan_dir) names the copy they run from.
+    ///
+    /// # Errors
+    ///
+    /// [`ShellError`] when the directories or the object store cannot be made.
+    pub fn new(plan: ShellPlan, work: &Path) -> Result<Self, ShellError> {
+        let create = |path: PathBuf| {
+            std::fs::create_dir_all(&path)
+                .map(|()| path.clone())
+                .map_err(|source| ShellError::Create { path, source })
+        };
+        let work = std::path::absolute(work).map_err(|source| ShellError::Create {
+            path: work.to_owned(),
+            source,
+        })?;
+        let store = ObjectStore::open(work.join("objects")).map_err(ShellError::Store)?;
+        Ok(Self {
+            plan,
+            plan_dir: std::path::absolute(".").unwrap_or_default(),
+            store: Arc::new(store),
+            stages: create(work.join("stages"))?,
+            specs: create(work.join("specs"))?,
+            cache: create(work.join("cache"))?,
+            default_timeout: DEFAULT_TIMEOUT,
+            interrupt: Interrupt::default(),
+            records: None,
+            commands_can_outlive_calls: process::containment() == Containment::ProcessGroup,
+            max_call_output_bytes: DEFAULT_MAX_CALL_OUTPUT_BYTES,
+            observer: Arc::new(Quiet),
+        })
+    }
+
+    /// Commands find the plan's files in `dir` (`KLEENE_PLAN_DIR`, made absolute).
+    #[must_use]
+    pub fn with_plan_dir(mut self, dir: &Path) -> Self {
+        self.plan_dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+        self
+    }
+
+    /// Stages link their inputs from `store` (shared with other runtimes).
+    #[must_use]
+    pub fn with_store(mut self, store: Arc<ObjectStore>) -> Self {
+        self.store = store;
+        self
+    }
+
+    /// Each command of a task that sets no `timeout_secs` may run this long.
+    #[must_use]
+    pub fn with_default_timeout(mut self, timeout: Duration) -> Self {
+        self.default_timeout = timeout;
+        self
+    }
+
+    /// Commands stop, and calls are cancelled, when `interrupt` is set.
+    #[must_use]
+    pub fn with_interrupt(mut self, interrupt: Interrupt) -> Self {
+        self.interrupt = interrupt;
+        self
+    }
+
+    /// Every running process group is recorded in `records` (so a later run can refuse to
+    /// start while one is alive).
+    #[must_use]
+    pub fn with_group_records(mut self, records: GroupRecords) -> Self {
+        self.records = Some(records);
+        self
+    }
+
+    /// `observer` sees the calls and keeps their records.
+    #[must_use]
+    pub fn with_observer(mut self, observer: Arc<dyn ShellObserver>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// A call may write at most `bytes` outside its scratch.
+    #[must_use]
+    pub fn with_max_call_output_bytes(mut self, bytes: u64) -> Self {
+        self.max_call_output_bytes = bytes;
+        self
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &ShellPlan {
+        &self.plan
+    }
+
+    /// Where the stages are made.
+    pub fn stages_dir(&self) -> &Path {
+        &self.stages
+    }
+
+    /// Where recovery specs are written.
+    pub fn specs_dir(&self) -> &Path {
+        &self.specs
+    }
+
+    /// The interrupt commands watch.
+    pub fn interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
+    /// An agent whose stages are named after `slot` (unique among the agents in flight on
+    /// this runtime's stages directory).
+    pub fn agent(&self, slot: impl Into<String>) -> ShellAgent<'_> {
+        ShellAgent {
+            rt: self,
+            slot: slot.into(),
+            file_digests: HashMap::new(),
+            spare: None,
+            stages_made: 0,
+            current: None,
+            last_record: None,
+        }
+    }
+
+    /// Makes one call a batch machine reserved elsewhere, as [`Batch::run`] would make it:
+    /// stages `inputs` (the accepted outputs of the task's transitive prerequisites, each
+    /// verified against its digest), runs the task's closure under `policy` with `draw`
+    /// recording each fix attempt durably before the fix runs, and returns the proposal with
+    /// the closure's record.
+    ///
+    /// [`Batch::run`]: crate::batch::Batch::run
+    pub fn run_dispatch(
+        &self,
+        channel: &ChannelId,
+        dispatch: &Dispatch,
+        inputs: &[(TaskId, AcceptedOutput)],
+        policy: &RecoveryPolicy,
+        draw: &mut dyn FnMut(&TaskId) -> Result<(), String>,
+    ) -> DispatchOutcome {
+        let session = match session(channel) {
+            Ok(s) => s,
+            Err(e) => {
+                return DispatchOutcome {
+                    result: Err(unavailable("open the closure session", e)),
+                    record: None,
+                };
+            }
+        };
+        let slot = format!("{}-{}", dispatch.task(), dispatch.attempt());
+        let mut worker = ClosureWorker::new(self.agent(slot), session, policy.clone());
+        let call = DispatchedCall {
+            plan: self.plan.plan(),
+            channel,
+            dispatch,
+            inputs,
+        };
+        let result = call.make(&mut worker, draw);
+        let record = worker.agent_mut().last_record.take();
+        DispatchOutcome { result, record }
+    }
+
     fn scratch_for(&self, task: &TaskId) -> Scratch {
-        let own = self.commands.get(task).map_or(&[][..], |c| &c.scratch[..]);
-        Scratch::new(self.scratch.iter().chain(own))
+        let own = self.plan.command(task).map_or(&[][..], |c| &c.scratch[..]);
+        Scratch::new(self.plan.scratch().iter().chain(own))
     }
 }
 
-/// Scratch globs as the stage's rule: a path is scratch when any glob matches it, and a
-/// directory is skipped whole when a glob `P/**` has a `P` that matches the directory itself
-/// (then every path beneath it matches).
+/// What [`ShellRuntime::run_dispatch`] ended with.
 #[derive(Debug)]
-struct Scratch {
-    globs: Vec<PathGlob>,
-    subtrees: Vec<PathGlob>,
-}
-
-impl Scratch {
-    fn new<'g>(globs: impl Iterator<Item = &'g PathGlob>) -> Self {
-        let globs: Vec<PathGlob> = globs.cloned().collect();
-        let subtrees = globs
-            .iter()
-            .filter_map(|g| g.as_str().strip_suffix("/**"))
-            .filter_map(|prefix| PathGlob::parse(prefix).ok())
-            .collect();
-        Self { globs, subtrees }
-    }
-}
-
-impl ScratchRule for Scratch {
-    fn is_scratch(&self, path: &str) -> bool {
-        self.globs.iter().any(|g| g.matches(path))
-    }
-
-    fn covers_dir(&self, dir: &str) -> bool {
-        self.subtrees.iter().any(|g| g.matches(dir))
-    }
+#[non_exhaustive]
+pub struct DispatchOutcome {
+    /// The proposal, carrying the settled closure, or why the call failed or was withdrawn.
+    pub result: Result<Proposal, WorkerFailure>,
+    /// The closure's whole record when the call finished (what the proposal's settlement
+    /// binds by digest); `None` when it was withdrawn or never started.
+    pub record: Option<ClosureRecord>,
 }
 
 /// The agent: runs a call's commands in its stage and proposes what the stage holds after.
 #[derive(Debug)]
 pub struct ShellAgent<'a> {
-    ctx: &'a Context,
-    rep: Arc<Mutex<Reporter>>,
-    /// The run's object store, shared by every worker slot (its writes are atomic renames).
-    store: &'a ObjectStore,
-    /// The worker slot this agent serves: its stage is `STATE/stages/call-SLOT`, so calls in
-    /// flight together never share a workspace.
-    slot: usize,
-    /// The blake3 of each file of each accepted output, by the output's digest: an input is
-    /// hashed once per run, however many calls stage it.
+    rt: &'a ShellRuntime,
+    /// Names this agent's stages apart from other agents' on the same runtime.
+    slot: String,
     /// Each accepted output's file digests, in the order its files iterate: hashed once per
-    /// run, and matched to the files by position, not looked up by path.
+    /// agent, and matched to the files by position, not looked up by path.
     file_digests: HashMap<Digest, Arc<Vec<Digest>>>,
     /// The last call's stage, turned into the next call's by [`Stage::reuse`]: in a chain,
     /// a call then pays for the files that changed, not for linking every input again.
@@ -127,6 +397,8 @@ pub struct ShellAgent<'a> {
     stages_made: u64,
     /// The call under way.
     current: Option<CallState>,
+    /// The record of the last call that finished.
+    last_record: Option<ClosureRecord>,
 }
 
 /// What one call needs while its closure runs.
@@ -185,57 +457,17 @@ fn unavailable(what: &str, err: impl std::fmt::Display) -> WorkerFailure {
 }
 
 impl<'a> ShellAgent<'a> {
-    /// The agent of worker slot `slot` over `ctx`, reporting to `rep`, staging from `store`.
-    pub fn new(
-        ctx: &'a Context,
-        rep: Arc<Mutex<Reporter>>,
-        store: &'a ObjectStore,
-        slot: usize,
-    ) -> Self {
-        Self {
-            ctx,
-            rep,
-            store,
-            slot,
-            file_digests: HashMap::new(),
-            spare: None,
-            stages_made: 0,
-            current: None,
-        }
-    }
-
-    /// Opens the run's object store in the state directory.
-    ///
-    /// # Errors
-    ///
-    /// When the store cannot be opened.
-    pub fn open_store(ctx: &Context) -> Result<ObjectStore, StateError> {
-        let objects = ctx.state.objects_dir();
-        ObjectStore::open(&objects).map_err(|e| StateError::Corrupt {
-            path: objects,
-            message: Chain(&e).to_string(),
-        })
-    }
-
     fn say(&self, text: &str) {
-        self.rep
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .say(text);
+        self.rt.observer.event(ShellEvent::Warning(text.to_owned()));
     }
 
-    fn emit(&self, event: Event) {
-        self.rep
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .emit(&event);
+    fn emit(&self, event: ShellEvent) {
+        self.rt.observer.event(event);
     }
 
     fn commands(&self) -> Option<&'a TaskCommands> {
-        let ctx = self.ctx;
-        self.current
-            .as_ref()
-            .and_then(|c| ctx.commands.get(&c.task))
+        let rt = self.rt;
+        self.current.as_ref().and_then(|c| rt.plan.command(&c.task))
     }
 
     fn state(&mut self) -> Result<&mut CallState, Stopped> {
@@ -272,7 +504,7 @@ impl<'a> ShellAgent<'a> {
             });
         if let Some(spare) = self.spare.take() {
             let inputs: Vec<StageInput<'_>> = staged.collect();
-            match spare.reuse(self.store, inputs.iter().copied()) {
+            match spare.reuse(&self.rt.store, inputs.iter().copied()) {
                 Ok(stage) => return Ok(stage),
                 // A stage that cannot be swept is removed; a fresh one follows.
                 Err(_) => return self.fresh_stage(inputs),
@@ -284,7 +516,7 @@ impl<'a> ShellAgent<'a> {
 
     /// A new stage directory holding `inputs`.
     fn fresh_stage(&mut self, inputs: Vec<StageInput<'_>>) -> Result<Stage, WorkerFailure> {
-        let name = if self.ctx.commands_can_outlive_calls {
+        let name = if self.rt.commands_can_outlive_calls {
             self.stages_made += 1;
             format!(
                 "call-{}.{}-{}",
@@ -295,11 +527,11 @@ impl<'a> ShellAgent<'a> {
         } else {
             format!("call-{}", self.slot)
         };
-        let root = self.ctx.state.stages_dir().join(name);
+        let root = self.rt.stages.join(name);
         // A stage left by a crashed run holds nothing anyone needs: its call was never
         // settled, and a resume makes the call again from a fresh stage.
         remove_stage(&root).map_err(|e| unavailable("remove a stale stage", Chain(&e)))?;
-        Stage::prepare(root, self.store, inputs)
+        Stage::prepare(root, &self.rt.store, inputs)
             .map_err(|e| unavailable("stage the call", Chain(&e)))
     }
 }
@@ -319,11 +551,11 @@ impl Drop for ShellAgent<'_> {
 impl BatchAgent for ShellAgent<'_> {
     fn begin_call(&mut self, call: &WorkerCall<'_>) -> Result<(), WorkerFailure> {
         let task = call.task();
-        if self.ctx.interrupt.is_set() {
+        if self.rt.interrupt.is_set() {
             return Err(WorkerFailure::Cancelled);
         }
-        self.emit(Event::TaskStarted {
-            task: task.id.to_string(),
+        self.emit(ShellEvent::CallStarted {
+            task: task.id.clone(),
             call: call.attempt(),
         });
         let stage = self.stage(call)?;
@@ -342,14 +574,14 @@ impl BatchAgent for ShellAgent<'_> {
     }
 
     fn fixes(&self, task: &PlannedTask) -> bool {
-        self.ctx
-            .commands
-            .get(&task.id)
+        self.rt
+            .plan
+            .command(&task.id)
             .is_some_and(|c| c.fix.is_some())
     }
 
     fn prepare_fix(&mut self, _call: &WorkerCall<'_>, fix: &Task) -> Result<(), WorkerFailure> {
-        let ctx = self.ctx;
+        let rt = self.rt;
         let state = self
             .state()
             .map_err(|e| unavailable("prepare the fix", e))?;
@@ -357,7 +589,7 @@ impl BatchAgent for ShellAgent<'_> {
         // short), and no fix can mend that: the call is withdrawn before the attempt is
         // spent, as a failed call is when it ends on a full disk.
         if let Some(free) = state.stage.nearly_full() {
-            return Err(full_disk(ctx, free));
+            return Err(full_disk(rt, free));
         }
         // The spec file is written before the attempt is drawn too: a disk too full for it
         // stops the call before the fix could run.
@@ -379,14 +611,11 @@ impl BatchAgent for ShellAgent<'_> {
             ..
         } = entry.event()
         {
-            self.emit(Event::FixSpawned {
-                task: call.task().id.to_string(),
-                fix: task_ref.to_string(),
+            self.emit(ShellEvent::FixSpawned {
+                task: call.task().id.clone(),
+                fix: task_ref.clone(),
                 depth: *depth,
-                triggering: triggering_validators
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect(),
+                triggering: triggering_validators.clone(),
             });
         }
     }
@@ -413,16 +642,17 @@ impl BatchAgent for ShellAgent<'_> {
         // because of it: the host failed, not the task, so the call is withdrawn, before its
         // record is saved (the call is made again under the same number).
         if let Some(free) = full {
-            return Err(full_disk(self.ctx, free));
+            return Err(full_disk(self.rt, free));
         }
         let changes = changes.map_err(|e| unavailable("read the call's stage", Chain(&e)))?;
         // The record is the call's audit trail for people (`kleene audit`), bound by the
         // journal's digest: a call whose record cannot be saved is withdrawn too, so no
         // settled call lacks it. Saved last, once nothing else can withdraw the call.
-        self.ctx
-            .state
-            .append_closure(&task.id, call.attempt(), record)
-            .map_err(|e| unavailable("kleene could not write its own files", Chain(&e)))?;
+        self.rt
+            .observer
+            .call_ended(&task.id, call.attempt(), record)
+            .map_err(|e| unavailable("kleene could not write its own files", e))?;
+        self.last_record = Some(record.clone());
         let refusal = changes.refusal_summary();
         let candidate = Candidate::new(changes.into_written());
         let missing: Vec<&str> = task
@@ -455,23 +685,21 @@ impl ShellAgent<'_> {
     /// in place must be dropped from the store before any later stage links it. One refused
     /// unread as too large is not seen, so it counts as deleted: those are dropped too.
     fn settle_stage(&mut self, task: &TaskId, stage: Stage) -> Result<StageChanges, StageError> {
-        let changes = stage.changes_within(&self.ctx.scratch_for(task), MAX_CALL_OUTPUT_BYTES);
+        let changes =
+            stage.changes_within(&self.rt.scratch_for(task), self.rt.max_call_output_bytes);
         if let Ok(changes) = &changes {
             for path in changes.written().keys().chain(changes.deleted()) {
                 if let Some(digest) = stage.input_digest(path) {
-                    let _ = self.store.forget(&digest);
+                    let _ = self.rt.store.forget(&digest);
                 }
             }
         }
         // Kept for the next call, which turns it into its own stage, unless it cannot be
         // read or a command of this call may still be writing into it.
-        if changes.is_ok() && !self.ctx.commands_can_outlive_calls {
+        if changes.is_ok() && !self.rt.commands_can_outlive_calls {
             self.spare = Some(stage);
         } else if let Err(err) = stage.discard() {
-            self.say(&format!(
-                "warning: failed to remove a stage: {}",
-                Chain(&err)
-            ));
+            self.say(&format!("failed to remove a stage: {}", Chain(&err)));
         }
         changes
     }
@@ -479,7 +707,7 @@ impl ShellAgent<'_> {
     fn timeout(&self) -> Duration {
         self.commands()
             .and_then(|c| c.timeout)
-            .unwrap_or(self.ctx.default_timeout)
+            .unwrap_or(self.rt.default_timeout)
     }
 
     fn run(
@@ -490,11 +718,11 @@ impl ShellAgent<'_> {
         stdin: Option<(&str, PathBuf)>,
     ) -> Result<Finished, Stopped> {
         let timeout = self.timeout();
-        let ctx = self.ctx;
+        let rt = self.rt;
         let state = self.state()?;
-        let root_task = state.task.to_string();
-        self.emit(Event::CommandStarted {
-            task: task.id().to_string(),
+        let root_task = state.task.clone();
+        self.emit(ShellEvent::CommandStarted {
+            task: task.id().clone(),
             root_task: root_task.clone(),
             role: role.to_owned(),
             command: command.to_owned(),
@@ -502,9 +730,9 @@ impl ShellAgent<'_> {
         let state = self.state()?;
         let dir = state.stage.root().to_owned();
         let mut env = vec![
-            ("KLEENE_PLAN_DIR", ctx.plan_dir.display().to_string()),
+            ("KLEENE_PLAN_DIR", rt.plan_dir.display().to_string()),
             ("KLEENE_WORKSPACE", dir.display().to_string()),
-            ("KLEENE_CACHE_DIR", ctx.cache_dir.display().to_string()),
+            ("KLEENE_CACHE_DIR", rt.cache.display().to_string()),
             ("KLEENE_TASK", state.task.to_string()),
             ("KLEENE_SUBTASK", task.id().to_string()),
             ("KLEENE_DEPTH", task.depth().to_string()),
@@ -520,17 +748,17 @@ impl ShellAgent<'_> {
             stdin: stdin.as_ref().map(|(text, _)| text.as_bytes()),
             env,
             limits: TailLimits::default(),
-            records: Some((
-                &ctx.records,
-                format!("task {} call {}", state.task, state.call),
-            )),
+            records: rt
+                .records
+                .as_ref()
+                .map(|r| (r, format!("task {} call {}", state.task, state.call))),
         };
-        let done = process::run(&inv, &ctx.interrupt).map_err(|source| Stopped::Run {
+        let done = process::run(&inv, &rt.interrupt).map_err(|source| Stopped::Run {
             role: role.to_owned(),
             source: Box::new(source),
         })?;
-        self.emit(Event::CommandFinished {
-            task: task.id().to_string(),
+        self.emit(ShellEvent::CommandFinished {
+            task: task.id().clone(),
             root_task,
             role: role.to_owned(),
             status: done.status_text(),
@@ -539,11 +767,10 @@ impl ShellAgent<'_> {
     }
 
     fn spec_file(&mut self, task: &Task, text: &str) -> Result<PathBuf, Stopped> {
-        let ctx = self.ctx;
+        let rt = self.rt;
         let state = self.state()?;
-        let path = ctx
-            .state
-            .specs_dir()
+        let path = rt
+            .specs
             .join(format!("{}.call{}.md", task.id(), state.call));
         // A spec kleene cannot write (a full disk) is kleene's failure, not the task's: the
         // call is withdrawn and never counted.
@@ -569,7 +796,7 @@ impl Agent for ShellAgent<'_> {
         _iteration: u32,
     ) -> Result<GovernanceDecision, Stopped> {
         // The plan file is the approved plan: every task and fix subtask in it may proceed.
-        if self.ctx.interrupt.is_set() {
+        if self.rt.interrupt.is_set() {
             return Err(Stopped::Interrupted);
         }
         Ok(GovernanceDecision::Approve)
@@ -660,12 +887,12 @@ impl Agent for ShellAgent<'_> {
             if done.success() {
                 results.push(ValidatorResult::pass(check.id.clone()));
             } else {
-                let root_task = self.state()?.task.to_string();
-                self.emit(Event::CheckFailed {
-                    task: task.id().to_string(),
+                let root_task = self.state()?.task.clone();
+                self.emit(ShellEvent::CheckFailed {
+                    task: task.id().clone(),
                     root_task,
-                    check: check.id.to_string(),
-                    severity: check.severity.to_string(),
+                    check: check.id.clone(),
+                    severity: check.severity,
                     status: done.status_text(),
                 });
                 results.push(ValidatorResult::new(
@@ -680,48 +907,24 @@ impl Agent for ShellAgent<'_> {
     }
 }
 
-/// The text a fixer receives: the rendered spec's intent and its acceptance criteria.
-fn spec_text(spec: &Spec) -> String {
-    let mut text = spec.intent.clone();
-    if !spec.acceptance_criteria.is_empty() {
-        text.push_str("\n\n## Acceptance criteria\n\n");
-        for c in &spec.acceptance_criteria {
-            text.push_str("- ");
-            text.push_str(c);
-            text.push('\n');
-        }
-    }
-    text
-}
-
-fn correction_text(task: &PlannedTask, rejection: &Rejection, candidate: &Candidate) -> String {
-    let mut text = format!(
-        "Corrective call for task {} (batch recovery). Achieve the original task below; its \
-         last candidate was refused with the exact rejection after it.\n\n## Original task\n\n{}\n\n\
-         ## Exact rejection\n\n{rejection}\n\n## Refused candidate ({} files)\n\n",
-        task.id,
-        spec_text(&task.spec),
-        candidate.files().len()
-    );
-    for path in candidate.files().keys() {
-        text.push_str("- ");
-        text.push_str(path.as_str());
-        text.push('\n');
-    }
-    text
-}
-
 /// The withdrawal of a call whose stages' file system has only `free` bytes left.
-fn full_disk(ctx: &Context, free: u64) -> WorkerFailure {
+fn full_disk(rt: &ShellRuntime, free: u64) -> WorkerFailure {
     WorkerFailure::Unavailable {
         detail: format!(
             "the file system holding {} has only {free} bytes free; free some space",
-            ctx.state.stages_dir().display()
+            rt.stages.display()
         ),
     }
 }
 
-/// The bytes a call may write outside its scratch: a candidate is held in memory, journaled
-/// and archived, so a task that leaves gigabytes of build output in its owned paths is
-/// refused with the file named (mark it as scratch) instead of exhausting memory.
-const MAX_CALL_OUTPUT_BYTES: u64 = 1 << 30;
+/// Writes `bytes` to `path` through a temporary file beside it and a rename, so a reader
+/// never sees half a file (no fsync: a spec is rewritten whenever its call is made again).
+fn write_replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(format!(".tmp-{}", std::process::id()));
+    let temp = PathBuf::from(temp);
+    std::fs::write(&temp, bytes)?;
+    std::fs::rename(&temp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temp);
+    })
+}
