@@ -30,6 +30,9 @@ mod cli_integrity;
 // State directories left by earlier versions, and the versions of the CLI's own files.
 #[cfg(feature = "cli")]
 mod cli_formats;
+// The files beside a plan: bound, copied, checked and named.
+#[cfg(feature = "cli")]
+mod cli_plan_files;
 // A first plan: `kleene help plan`, and one message per mistake in JSON terms.
 #[cfg(feature = "cli")]
 mod cli_plan_help;

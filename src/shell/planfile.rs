@@ -353,7 +353,7 @@ pub enum LoadError {
     },
     /// The plan's files could not be collected (too many bytes, a symlink, an unreadable
     /// file).
-    #[error("load plan {}: {source}", file.display())]
+    #[error("load plan {}", file.display())]
     Files {
         /// The plan file.
         file: PathBuf,

@@ -64,7 +64,8 @@ read, removing its own stage, or writing more than 1 GiB outside the scratch, re
 call. kleene never reads through a symbolic link. STATE/workspace receives the accepted files after the
 run; KLEENE_CACHE_DIR is a directory kept between calls for build caches.
 
-Commands run as `sh -c` in the stage with KLEENE_PLAN_DIR, KLEENE_WORKSPACE (the stage),
+Commands run as `sh -c` in the stage with KLEENE_PLAN_DIR (the run's read-only copy of the
+plan's files, see `inputs` in `kleene help plan`), KLEENE_WORKSPACE (the stage),
 KLEENE_CACHE_DIR, KLEENE_TASK, KLEENE_SUBTASK, KLEENE_DEPTH, KLEENE_CALL and, for `fix`,
 KLEENE_RECOVERY_SPEC_FILE (every path absolute, whatever --state says). Where Linux allows it commands run in a PID namespace
 (setpriv and unshare from util-linux) whose init, a helper kleene starts once per run, kills
@@ -98,7 +99,7 @@ macro_rules! run_example {
 /// Every key of a plan file, and a minimal plan between the marker lines (a test extracts it
 /// and validates it, so it cannot drift from what the loader accepts). Printed by `kleene help
 /// plan` and at the end of `kleene run --help`. The model's keys are read by the library
-/// (src/plan/load.rs, src/plan/model.rs), the command keys by planfile.rs.
+/// (src/plan/load.rs, src/plan/model.rs), the command keys by kleene::shell (src/shell/planfile.rs).
 macro_rules! plan_help {
     () => {
         r#"Plan file keys (JSON). * = required; otherwise the default is given.
@@ -107,6 +108,13 @@ Top level:
   tasks *            array of task objects  the work, at least one task
   scratch            array of globs, []     build output that is never part of any task's
                                             output, e.g. ["target/**"] (** = any depth)
+  inputs             array of globs, all    the files beside the plan file its commands read
+                                            through $KLEENE_PLAN_DIR, e.g. ["tasks/**"]; by
+                                            default every file in the plan file's directory
+                                            except .git, scratch and kleene's state. They are
+                                            bound into the plan digest, copied into the run's
+                                            state and read from there (at most 4096 files,
+                                            16 MiB), so a run binds exactly what it ran
 
 Each task:
   id *               string                 unique name, e.g. "unit_tests"; depends_on uses it

@@ -1,0 +1,149 @@
+//! The files beside a plan, as a user and an attacker meet them: bound into the plan digest,
+//! copied into the run's state, read from there by every command, and named when they change,
+//! are damaged, or are too many to carry.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use serde_json::json;
+use tempfile::TempDir;
+
+use crate::cli::{kleene, module, run, task, text, write_plan};
+
+/// A plan whose task runs a helper script beside the plan file.
+fn scripted(dir: &Path, body: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join("tasks")).unwrap();
+    std::fs::write(dir.join("tasks/model.sh"), body).unwrap();
+    write_plan(
+        dir,
+        vec![
+            module(),
+            task(
+                "app_model",
+                "model",
+                &["app/model.txt"],
+                &["app_module"],
+                json!({"run": "sh \"$KLEENE_PLAN_DIR/tasks/model.sh\""}),
+            ),
+        ],
+    )
+}
+
+fn both(out: &std::process::Output) -> String {
+    format!("{}{}", text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn commands_read_the_runs_own_copy_and_a_later_edit_is_named_on_resume() {
+    let tmp = TempDir::new().unwrap();
+    let plan = scripted(
+        tmp.path(),
+        "mkdir -p app && echo \"$KLEENE_PLAN_DIR\" > app/model.txt\n",
+    );
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let written = std::fs::read_to_string(tmp.path().join("st/workspace/app/model.txt")).unwrap();
+    assert!(
+        written.trim_end().ends_with("st/plan-files"),
+        "the command read {written}"
+    );
+    let copy = tmp.path().join("st/plan-files/tasks/model.sh");
+    assert_eq!(
+        std::fs::metadata(&copy).unwrap().permissions().mode() & 0o222,
+        0,
+        "the copy is read-only"
+    );
+    // An edited script is a changed plan: resume names the file; an added file is not.
+    std::fs::write(tmp.path().join("notes.txt"), "unrelated").unwrap();
+    std::fs::write(tmp.path().join("tasks/model.sh"), "echo edited\n").unwrap();
+    let out = kleene(tmp.path())
+        .args(["resume", "--state", "st"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("plan file tasks/model.sh changed"), "{err}");
+    assert!(!err.contains("notes.txt"), "{err}");
+}
+
+#[test]
+fn a_damaged_copy_in_the_state_is_named_and_nothing_runs() {
+    let tmp = TempDir::new().unwrap();
+    let plan = scripted(tmp.path(), "mkdir -p app && echo ok > app/model.txt\n");
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let copy = tmp.path().join("st/plan-files/tasks/model.sh");
+    let mut perms = std::fs::metadata(&copy).unwrap().permissions();
+    perms.set_mode(0o644);
+    std::fs::set_permissions(&copy, perms).unwrap();
+    std::fs::write(&copy, "rm -rf \"$HOME\"\n").unwrap();
+    let out = kleene(tmp.path())
+        .args(["resume", "--state", "st"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("plan file tasks/model.sh: its bytes have digest"),
+        "{err}"
+    );
+}
+
+#[test]
+fn too_many_bytes_beside_the_plan_are_refused_before_anything_runs_naming_the_largest() {
+    let tmp = TempDir::new().unwrap();
+    let plan = scripted(tmp.path(), "mkdir -p app && echo ok > app/model.txt\n");
+    let big = std::fs::File::create(tmp.path().join("dataset.bin")).unwrap();
+    big.set_len(kleene::shell::MAX_PLAN_FILE_BYTES + 1).unwrap();
+    let out = run(tmp.path(), &plan);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("the largest: dataset.bin"), "{err}");
+    assert!(err.contains("\"inputs\""), "{err}");
+    assert_eq!(err.matches("the largest").count(), 1, "said once: {err}");
+    assert!(!tmp.path().join("st/run.json").exists());
+    // Declaring what the commands read is the way out.
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    doc["inputs"] = json!(["tasks/**"]);
+    std::fs::write(&plan, doc.to_string()).unwrap();
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+}
+
+#[test]
+fn a_symlink_beside_the_plan_is_refused_by_name() {
+    let tmp = TempDir::new().unwrap();
+    let plan = scripted(tmp.path(), "mkdir -p app && echo ok > app/model.txt\n");
+    std::os::unix::fs::symlink("/etc/passwd", tmp.path().join("tasks/secret.sh")).unwrap();
+    let out = run(tmp.path(), &plan);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("plan file tasks/secret.sh: it is a symlink"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_plan_digest_follows_every_byte_of_the_plans_files() {
+    let tmp = TempDir::new().unwrap();
+    let plan = scripted(tmp.path(), "echo one\n");
+    let digest = |dir: &Path| {
+        let out = kleene(dir)
+            .args(["validate", "--json", plan.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            line["digest"].as_str().unwrap().to_owned(),
+            line["plan_files"].as_u64().unwrap(),
+        )
+    };
+    let (first, files) = digest(tmp.path());
+    assert_eq!(files, 2, "plan.json and tasks/model.sh");
+    std::fs::write(tmp.path().join("tasks/model.sh"), "echo two\n").unwrap();
+    assert_ne!(digest(tmp.path()).0, first);
+    std::fs::write(tmp.path().join("tasks/model.sh"), "echo one\n").unwrap();
+    assert_eq!(digest(tmp.path()).0, first);
+}
