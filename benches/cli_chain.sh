@@ -6,7 +6,10 @@
 # Each file starts with its task number, so no two share content (and one object).
 # Usage: sh benches/cli_chain.sh [N ...]   (default 50 200 1000; ROUNDS=5; SIZE=16384 bytes)
 # KLEENE_BASELINE=/path/to/an/older/kleene also times that binary in the same rounds, so a
-# change is measured against what it replaces in one sitting; WORK=DIR puts the plans and
+# change is measured against what it replaces in one sitting; kleene also runs without its PID
+# namespace twice: KLEENE_CONTAINMENT=process-group (a fresh stage per call, since a command
+# can outlive it) and KLEENE_CONTAINMENT=cgroup (each command's cgroup killed when it ends, so
+# stages are reused; the same run as process-group where cgroup v2 is not writable); WORK=DIR puts the plans and
 # state directories under DIR (default /dev/shm) to measure on a disk.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,11 +46,17 @@ for n in "$@"; do
         done
     } > "$dir/script.sh"
     cd "$dir"
-    best_script=0 best_kleene=0 best_pg=0 best_base=0 round=0
+    best_script=0 best_kleene=0 best_pg=0 best_cg=0 best_base=0 round=0
     while [ "$round" -lt "${ROUNDS:-5}" ]; do
         rm -rf ws; t0=$(now); sh script.sh; t1=$(now)
         rm -rf st; "$kleene" run plan.json --state st > /dev/null; t2=$(now)
         rm -rf st; KLEENE_CONTAINMENT=process-group "$kleene" run plan.json --state st > /dev/null
+        t3=$(now)
+        g=$((t3 - t2))
+        rm -rf st; KLEENE_CONTAINMENT=cgroup "$kleene" run plan.json --state st > /dev/null
+        t5=$(now)
+        c=$((t5 - t3))
+        if [ "$best_cg" -eq 0 ] || [ "$c" -lt "$best_cg" ]; then best_cg=$c; fi
         t3=$(now)
         b=0
         if [ -n "${KLEENE_BASELINE:-}" ]; then
@@ -55,7 +64,7 @@ for n in "$@"; do
             b=$((t4 - t3))
             if [ "$best_base" -eq 0 ] || [ "$b" -lt "$best_base" ]; then best_base=$b; fi
         fi
-        s=$((t1 - t0)) k=$((t2 - t1)) g=$((t3 - t2))
+        s=$((t1 - t0)) k=$((t2 - t1))
         if [ "$best_script" -eq 0 ] || [ "$s" -lt "$best_script" ]; then best_script=$s; fi
         if [ "$best_kleene" -eq 0 ] || [ "$k" -lt "$best_kleene" ]; then best_kleene=$k; fi
         if [ "$best_pg" -eq 0 ] || [ "$g" -lt "$best_pg" ]; then best_pg=$g; fi
@@ -63,7 +72,8 @@ for n in "$@"; do
     done
     echo "N=$n: script $((best_script / 1000000)) ms, kleene $((best_kleene / 1000000)) ms," \
         "overhead per task $(echo "$best_kleene $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms" \
-        "(process groups: $(echo "$best_pg $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms)" \
+        "(process groups: $(echo "$best_pg $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms;" \
+        "a cgroup per command: $(echo "$best_cg $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms)" \
         "(best of ${ROUNDS:-5}, state in ${WORK:-/dev/shm})"
     if [ -n "${KLEENE_BASELINE:-}" ]; then
         echo "N=$n: baseline $((best_base / 1000000)) ms, overhead per task" \

@@ -773,6 +773,63 @@ fn a_command_that_outlives_its_call_never_writes_into_a_later_call_s_stage() {
     }
 }
 
+/// Without a PID namespace but with a writable cgroup v2 hierarchy, each command runs in a
+/// cgroup of its own that is killed when it ends: a `setsid` child is gone before the call is
+/// judged, so stages are reused as under a PID namespace and nothing it would have written
+/// lands anywhere.
+#[test]
+fn a_cgroup_kills_what_left_the_group_before_the_call_is_judged() {
+    let tmp = TempDir::new().unwrap();
+    let plant = "echo $$ > \"$KLEENE_CACHE_DIR/stray.pid\"; sleep 0.5; echo planted > \"$KLEENE_WORKSPACE/app/b.txt\"; sleep 60";
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            task(
+                "app_module",
+                "module",
+                &["app/MODULE"],
+                &[],
+                json!({"run": format!(
+                    "cat /proc/self/cgroup > \"$KLEENE_CACHE_DIR/cgroup\"; \
+                     mkdir -p app && echo m > app/MODULE && setsid sh -c '{plant}' > /dev/null 2>&1 < /dev/null & \
+                     while [ ! -s \"$KLEENE_CACHE_DIR/stray.pid\" ]; do sleep 0.01; done"
+                )}),
+            ),
+            task(
+                "app_b",
+                "model",
+                &["app/b.txt"],
+                &["app_module"],
+                json!({"run": "sleep 1; test -f app/b.txt || echo honest > app/b.txt"}),
+            ),
+        ],
+    );
+    let out = kleene(tmp.path())
+        .env("KLEENE_CONTAINMENT", "cgroup")
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let cgroup = std::fs::read_to_string(tmp.path().join("st/cache/cgroup")).unwrap();
+    if !cgroup.contains("kleene-") {
+        eprintln!("skipped: no writable cgroup v2 here ({})", cgroup.trim());
+        return;
+    }
+    let stray = std::fs::read_to_string(tmp.path().join("st/cache/stray.pid")).unwrap();
+    // It sleeps for a minute unless killed: gone now means the cgroup killed it.
+    let alive = std::fs::read_to_string(format!("/proc/{}/stat", stray.trim()))
+        .is_ok_and(|stat| !stat.contains(") Z"));
+    assert!(
+        !alive,
+        "the setsid child {} outlived its call",
+        stray.trim()
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("st/workspace/app/b.txt")).unwrap(),
+        "honest\n"
+    );
+}
+
 /// Where a PID namespace is available, nothing a task started survives a SIGKILL of kleene.
 #[test]
 fn nothing_survives_a_killed_kleene_where_namespaces_work() {

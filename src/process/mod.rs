@@ -144,6 +144,10 @@ impl<'a> Invocation<'a> {
 pub enum Containment {
     /// A PID namespace with a parent-death signal: nothing outlives the command or kleene.
     PidNamespace,
+    /// A process group in a cgroup of its own (cgroup v2, no PID namespace): everything the
+    /// command started, a `setsid` child too, is killed with the cgroup when it ends; only
+    /// a SIGKILL of kleene itself leaves them running.
+    Cgroup,
     /// A process group only: a `setsid` child, or everything after kleene is SIGKILLed, can
     /// outlive it.
     ProcessGroup,
@@ -154,22 +158,28 @@ impl Containment {
     pub fn as_str(self) -> &'static str {
         match self {
             Containment::PidNamespace => "pid-namespace",
+            Containment::Cgroup => "cgroup",
             Containment::ProcessGroup => "process-group",
         }
     }
 }
 
+pub use cgroup::disable_cgroups;
 #[cfg(feature = "testing")]
 pub(crate) use host::decode_both_ends;
 pub use host::{contain_commands_with, serve_host_if_asked};
 
+mod cgroup;
 mod host;
 
 /// The containment in force: a PID namespace once [`contain_commands_with`] named a host that
-/// works here (probed once per process), a process group otherwise.
+/// works here (probed once per process), else a cgroup per command where cgroup v2 is
+/// writable (unless [`disable_cgroups`] was called), a process group otherwise.
 pub fn containment() -> Containment {
     if host::available() {
         Containment::PidNamespace
+    } else if cgroup::available() {
+        Containment::Cgroup
     } else {
         Containment::ProcessGroup
     }
@@ -440,9 +450,14 @@ pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunE
 fn run_here(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunError> {
     let started = Instant::now();
     let command = inv.command.to_owned();
+    let cgroup = cgroup::CallCgroup::make();
+    let script = match &cgroup {
+        Some(_) => cgroup::entering(inv.command),
+        None => command.clone(),
+    };
     let mut cmd = Command::new(SHELL);
     cmd.arg("-c")
-        .arg(inv.command)
+        .arg(&script)
         .current_dir(inv.dir)
         .process_group(0)
         .stdin(if inv.stdin.is_some() {
@@ -456,6 +471,9 @@ fn run_here(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, Run
     cmd.env_remove("KLEENE_SIGNING_KEY");
     for (key, value) in &inv.env {
         cmd.env(key, value);
+    }
+    if let Some(cgroup) = &cgroup {
+        cmd.env(cgroup::PROCS_VAR, cgroup.procs());
     }
     let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
         command: command.clone(),
@@ -495,6 +513,10 @@ fn run_here(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, Run
                 status = Some(Ok(exited));
                 leader_gone = Some(Instant::now());
                 signal_group(group, Signal::SIGKILL);
+                // What left the group is in the cgroup: once it is gone the pipes close.
+                if let Some(cgroup) = &cgroup {
+                    cgroup.kill_all();
+                }
             }
         }
     };
@@ -512,6 +534,11 @@ fn run_here(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, Run
             None
         }
     };
+    // Whatever the command started, in its group or not, ends with its call: the stage it
+    // ran in is quiet from here on.
+    if let Some(cgroup) = &cgroup {
+        cgroup.kill_all();
+    }
     if let Some(feeder) = feeder {
         let _ = feeder.join();
     }
@@ -534,6 +561,19 @@ fn run_here(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, Run
         command: command.clone(),
         source,
     })?;
+    if cgroup.is_some()
+        && status.code() == Some(125)
+        && streams
+            .err
+            .held
+            .starts_with(cgroup::ENTER_FAILED.as_bytes())
+    {
+        return Err(RunError::Spawn {
+            command,
+            dir: inv.dir.to_owned(),
+            source: std::io::Error::other(cgroup::ENTER_FAILED),
+        });
+    }
     match status.code() {
         Some(127) => Err(RunError::NotFound { command, tail }),
         Some(126) => Err(RunError::NotExecutable { command, tail }),

@@ -70,8 +70,10 @@ KLEENE_CACHE_DIR, KLEENE_TASK, KLEENE_SUBTASK, KLEENE_DEPTH, KLEENE_CALL and, fo
 KLEENE_RECOVERY_SPEC_FILE (every path absolute, whatever --state says). Where Linux allows it commands run in a PID namespace
 (setpriv and unshare from util-linux) whose init, a helper kleene starts once per run, kills
 whatever a command left behind before the call is judged: nothing a command starts outlives
-its call or a killed kleene (KLEENE_CONTAINMENT=process-group turns it off).
-Elsewhere it leads a process group that kleene records, a later resume refuses to start
+its call or a killed kleene. Without one, where cgroup v2 is writable (as root in most
+containers), each command runs in a cgroup of its own that kleene kills when it ends, so
+nothing it started outlives its call either (KLEENE_CONTAINMENT=cgroup chooses this,
+=process-group neither). Elsewhere it leads a process group that kleene records, a later resume refuses to start
 while one is alive (--kill-stale kills it), and every call gets a stage directory never used
 before, so what a child that outlived its call writes reaches no later call. A missing command (exit 127/126) or a
 timeout is an infrastructure failure and is never handed to a fixer; kleene's own failure

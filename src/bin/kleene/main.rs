@@ -26,12 +26,17 @@ fn main() -> ExitCode {
     if let Some(exit) = kleene::process::serve_host_if_asked() {
         return exit;
     }
-    // This binary is its own contained host; the environment can keep commands in process
-    // groups instead (for tests of that fallback).
-    if std::env::var("KLEENE_CONTAINMENT").as_deref() != Ok("process-group")
-        && let Ok(me) = std::env::current_exe()
-    {
-        kleene::process::contain_commands_with(me);
+    // This binary is its own contained host; the environment can choose a fallback instead
+    // (for tests and benches of it): `cgroup`, a cgroup per command without the namespace,
+    // or `process-group`, neither.
+    match std::env::var("KLEENE_CONTAINMENT").as_deref() {
+        Ok("process-group") => kleene::process::disable_cgroups(),
+        Ok("cgroup") => {}
+        _ => {
+            if let Ok(me) = std::env::current_exe() {
+                kleene::process::contain_commands_with(me);
+            }
+        }
     }
     let cli = Cli::parse();
     let mode = Mode::detect(cli.json);

@@ -1,0 +1,135 @@
+//! A cgroup of its own for each command where there is no PID namespace but a writable
+//! cgroup v2 hierarchy: when the command ends, `cgroup.kill` stops everything it started,
+//! including processes that called `setsid` to leave its process group, so nothing it started
+//! outlives its call and the call's stage is quiet when it is judged.
+//!
+//! The command's shell moves itself into the cgroup (`echo $$ > cgroup.procs`) before it runs
+//! the command, so even its first child starts inside; std offers no safe way to place a child
+//! in a cgroup at spawn.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The environment variable naming the `cgroup.procs` file the command's shell enters.
+pub(crate) const PROCS_VAR: &str = "KLEENE_CGROUP_PROCS";
+
+/// What the shell prints when it cannot enter its cgroup (then it exits 125 before running
+/// anything of the command).
+pub(crate) const ENTER_FAILED: &str = "kleene: cannot enter the cgroup made for the command";
+
+/// Whether cgroups may be used in this process at all (off inside a contained host, and
+/// when the user asks for process groups only).
+static ALLOWED: AtomicBool = AtomicBool::new(true);
+
+/// Turns cgroup containment off for this process (`KLEENE_CONTAINMENT=process-group`, and a
+/// contained host, which has its PID namespace). Call before the first command runs.
+pub fn disable_cgroups() {
+    ALLOWED.store(false, Ordering::SeqCst);
+}
+
+/// The cgroup this process's commands' cgroups are made in (its own), probed once: `None`
+/// where cgroup v2 is not mounted, not writable here, or has no `cgroup.kill` (Linux before
+/// 5.14).
+fn base() -> Option<&'static Path> {
+    static BASE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    if !ALLOWED.load(Ordering::SeqCst) {
+        return None;
+    }
+    BASE.get_or_init(probe).as_deref()
+}
+
+fn probe() -> Option<PathBuf> {
+    let mount = cgroup2_mount()?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let base = mount.join(path.trim_start_matches('/'));
+    let probe = base.join(format!("kleene-{}-probe", std::process::id()));
+    let _ = std::fs::remove_dir(&probe);
+    std::fs::create_dir(&probe).ok()?;
+    let works = probe.join("cgroup.kill").exists();
+    let _ = std::fs::remove_dir(&probe);
+    works.then_some(base)
+}
+
+/// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified`
+/// on a hybrid system).
+fn cgroup2_mount() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mounts.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let fstype = right.split_whitespace().next()?;
+        (fstype == "cgroup2").then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+    })
+}
+
+/// Whether commands of this process run in cgroups of their own.
+pub(crate) fn available() -> bool {
+    base().is_some()
+}
+
+/// One command's cgroup: made before it runs, killed and removed when it ends.
+#[derive(Debug)]
+pub(crate) struct CallCgroup {
+    dir: PathBuf,
+}
+
+impl CallCgroup {
+    /// A fresh cgroup for one command, or `None` where cgroups are not available.
+    pub(crate) fn make() -> Option<Self> {
+        static SERIAL: AtomicU64 = AtomicU64::new(0);
+        let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+        let dir = base()?.join(format!("kleene-{}-{serial}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        Some(Self { dir })
+    }
+
+    /// The `cgroup.procs` file the command's shell writes its pid to.
+    pub(crate) fn procs(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    /// Kills every process in the cgroup and waits (at most a few seconds) until none is
+    /// left; true when the cgroup is empty.
+    pub(crate) fn kill_all(&self) -> bool {
+        if let Ok(mut kill) = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.kill"))
+        {
+            let _ = kill.write_all(b"1");
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if !self.populated() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn populated(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("cgroup.events")).map_or(true, |events| {
+            events.lines().any(|l| l.trim() == "populated 1")
+        })
+    }
+}
+
+impl Drop for CallCgroup {
+    fn drop(&mut self) {
+        // Only an empty cgroup can be removed; one that is not stays for a later kleene to
+        // find (its processes are recorded as the call's process group too).
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// The shell text that moves the command's shell into its cgroup, then runs `command`.
+pub(crate) fn entering(command: &str) -> String {
+    format!(
+        "echo $$ > \"${PROCS_VAR}\" 2>/dev/null || {{ echo '{ENTER_FAILED}' >&2; exit 125; }}; unset {PROCS_VAR}\n{command}"
+    )
+}
