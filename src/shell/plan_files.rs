@@ -557,6 +557,49 @@ mod tests {
         assert!(matches!(err, PlanFilesError::Mismatch { .. }), "{err}");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+        /// For all small trees: a copy written from the collected files collects to the same
+        /// manifest, and flipping any one byte of any file changes the binding.
+        #[test]
+        fn a_copy_binds_the_same_and_every_byte_counts(
+            files in proptest::collection::btree_map(
+                "[a-c]{1,3}(/[a-c]{1,3})?\\.sh",
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 1..64),
+                1..6,
+            ),
+            pick in proptest::prelude::any::<proptest::sample::Index>(),
+            bit in 0u8..8,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut written = Vec::new();
+            for (path, bytes) in &files {
+                let at = dir.path().join(path);
+                // A name that is both a file and a directory's name: keep the first.
+                if std::fs::create_dir_all(at.parent().unwrap()).is_err() || at.is_dir() {
+                    continue;
+                }
+                if std::fs::write(&at, bytes).is_ok() {
+                    written.push(path.clone());
+                }
+            }
+            proptest::prop_assume!(!written.is_empty());
+            let collected = PlanFiles::collect(dir.path(), &[], &[], &[]).unwrap();
+            let copy = tempfile::tempdir().unwrap();
+            collected.write_copy(copy.path()).unwrap();
+            let again = PlanFiles::collect(copy.path(), &[], &[], &[]).unwrap();
+            proptest::prop_assert_eq!(again.manifest(), collected.manifest());
+            let victim = dir.path().join(&written[pick.index(written.len())]);
+            let mut bytes = std::fs::read(&victim).unwrap();
+            let i = pick.index(bytes.len());
+            bytes[i] ^= 1 << bit;
+            std::fs::write(&victim, &bytes).unwrap();
+            let flipped = PlanFiles::collect(dir.path(), &[], &[], &[]).unwrap();
+            proptest::prop_assert_ne!(flipped.extension_value(), collected.extension_value());
+        }
+    }
+
     #[test]
     fn the_binding_follows_every_byte() {
         let a = PlanFiles::collect(tree(&[("x.sh", "1")]).path(), &[], &[], &[]).unwrap();
