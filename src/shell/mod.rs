@@ -49,3 +49,4 @@ pub use planfile::{
     Check, LoadError, PLAN_KEYS, Pos, ShellPlan, TASK_KEYS, TaskCommands, describe_changes, merges,
 };
 pub use scratch::Scratch;
+pub use text::{calls_and_fixes, fixes_by_task};

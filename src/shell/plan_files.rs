@@ -40,8 +40,9 @@ use crate::stage::ScratchRule;
 pub const MAX_PLAN_FILES: usize = 4096;
 
 /// The most bytes a plan's files may hold together: they travel with every submission and
-/// are copied wherever a call runs.
-pub const MAX_PLAN_FILE_BYTES: u64 = 16 * 1024 * 1024;
+/// are copied wherever a call runs. 8 MiB: sent base64 in one message to a Restate channel
+/// (about 11 MiB), a submission stays well under the 32 MiB Restate refuses by default.
+pub const MAX_PLAN_FILE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The plan-level key the manifest is bound under: no plan file may write it (the loader
 /// refuses it as an unknown key), so only the collected manifest ever fills it.
@@ -528,7 +529,9 @@ mod tests {
         let text = err.to_string();
         assert!(matches!(err, PlanFilesError::TooLarge { .. }), "{text}");
         assert!(
-            text.contains("the largest: huge.bin (16777216 bytes), small.sh (1 bytes)"),
+            text.contains(&format!(
+                "the largest: huge.bin ({MAX_PLAN_FILE_BYTES} bytes), small.sh (1 bytes)"
+            )),
             "{text}"
         );
         assert!(text.contains("\"inputs\""), "{text}");

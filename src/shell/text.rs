@@ -1,7 +1,11 @@
-//! The words a fixer reads: a fix subtask's recovery spec, and a corrective call's input.
+//! The words a fixer reads (a fix subtask's recovery spec, a corrective call's input), and
+//! the calls and fixes a status line shows for each task, whichever driver ran the plan.
 
-use crate::batch::{Candidate, Rejection};
+use std::collections::BTreeMap;
+
+use crate::batch::{BatchEvidence, Candidate, Rejection};
 use crate::closure::Spec;
+use crate::id::TaskId;
 use crate::plan::PlannedTask;
 
 /// The text a fixer receives: the rendered spec's intent and its acceptance criteria.
@@ -38,4 +42,33 @@ pub(crate) fn correction_text(
         text.push('\n');
     }
     text
+}
+
+/// The fix attempts each task's calls used: every fix a call ran to its settlement or was
+/// interrupted in. A withdrawn call's do not count here (its draws still bound the run's
+/// budget): its number is made again.
+pub fn fixes_by_task(evidence: &BatchEvidence) -> BTreeMap<&TaskId, u32> {
+    let mut fixes: BTreeMap<&TaskId, u32> = BTreeMap::new();
+    for call in evidence.closures().iter().filter(|c| !c.withdrawn()) {
+        *fixes.entry(call.task()).or_default() += call.fix_attempts_used();
+    }
+    fixes
+}
+
+/// A task's calls and fixes as a status line shows them: `1 call`, `2 calls, 1 fix`.
+///
+/// ```
+/// assert_eq!(kleene::shell::calls_and_fixes(1, 0), "1 call");
+/// assert_eq!(kleene::shell::calls_and_fixes(2, 3), "2 calls, 3 fixes");
+/// ```
+pub fn calls_and_fixes(calls: u32, fixes: u32) -> String {
+    let calls = match calls {
+        1 => "1 call".to_owned(),
+        n => format!("{n} calls"),
+    };
+    match fixes {
+        0 => calls,
+        1 => format!("{calls}, 1 fix"),
+        n => format!("{calls}, {n} fixes"),
+    }
 }

@@ -116,7 +116,7 @@ Top level:
                                             except .git, scratch and kleene's state. They are
                                             bound into the plan digest, copied into the run's
                                             state and read from there (at most 4096 files,
-                                            16 MiB), so a run binds exactly what it ran
+                                            8 MiB), so a run binds exactly what it ran
 
 Each task:
   id *               string                 unique name, e.g. "unit_tests"; depends_on uses it

@@ -767,12 +767,7 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let key = env_journal_key(&state)?;
     let (info, loaded, evidence) = load_evidence(&state, key.as_ref())?;
     let summary = evidence.summary();
-    let mut fixes: BTreeMap<&TaskId, u32> = BTreeMap::new();
-    // The fixes each task's calls ran to a settlement or were interrupted in; a withdrawn
-    // call does not count (its draws still bound the run's budget).
-    for call in evidence.closures().iter().filter(|c| !c.withdrawn()) {
-        *fixes.entry(call.task()).or_default() += call.fix_attempts_used();
-    }
+    let fixes = kleene::shell::fixes_by_task(&evidence);
     let mut rows = Vec::new();
     for id in loaded.plan().topological_order() {
         let status = evidence.status(id);
@@ -817,20 +812,11 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
         let width = rows.iter().map(|r| r.0.as_str().len()).max().unwrap_or(0);
         let status_width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
         for (id, status, calls, fixes, why) in &rows {
-            let calls = match calls {
-                1 => "1 call".to_owned(),
-                n => format!("{n} calls"),
-            };
-            let fixes = match fixes {
-                0 => String::new(),
-                1 => ", 1 fix".to_owned(),
-                n => format!(", {n} fixes"),
-            };
             let why = why.as_ref().map_or(String::new(), |w| format!("  {w}"));
             rep.say(&format!(
                 "  {:<width$}  {status:<status_width$} {:>15}{why}",
                 id.as_str(),
-                format!("{calls}{fixes}")
+                kleene::shell::calls_and_fixes(*calls, *fixes)
             ));
         }
         rep.say(&format!(
