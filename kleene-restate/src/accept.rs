@@ -4,22 +4,25 @@
 //! as `kleene accept` checks them against its closure log.
 //!
 //! ```
-//! use kleene::batch::{Batch, ClosureWorker, MemoryJournal};
-//! use kleene_restate::closure::{ShellAgent, policy, session};
-//! use kleene_restate::{accept::acceptance, plan::ShellPlan, shell::Runner};
+//! use std::path::Path;
+//! use std::sync::Arc;
+//! use kleene::batch::{ClosureWorker, MemoryJournal};
+//! use kleene::shell::{self, ShellPlan, ShellRuntime};
+//! use kleene_restate::accept::{KeptRecords, acceptance};
 //!
-//! let plan = ShellPlan::load(r#"{"tasks": [
+//! let plan = ShellPlan::from_text(Path::new("plan.json"), r#"{"tasks": [
 //!   {"id": "a", "kind": {"lane": "config"}, "owner": "shell", "spec": {"intent": "a"},
-//!    "owned_paths": ["a.txt"], "run": "echo a > a.txt"}]}"#)?;
+//!    "owned_paths": ["a.txt"], "run": "echo a > a.txt"}]}"#, None)?;
 //! let dir = tempfile::tempdir()?;
-//! let runner = Runner::open(dir.path())?;
 //! let channel = plan.default_channel()?;
-//! let agent = ShellAgent::new(&plan, &runner, None);
-//! let mut worker = ClosureWorker::new(agent, session(&channel)?, policy());
-//! let batch = Batch::new(plan.plan(), channel);
+//! let kept = Arc::new(KeptRecords::default());
+//! let runtime = ShellRuntime::new(plan.clone(), dir.path())?.with_observer(kept.clone());
+//! let mut worker = ClosureWorker::new(runtime.agent("0"), shell::session(&channel)?,
+//!                                     shell::default_policy());
+//! let batch = plan.batch(channel);
 //! let evidence = batch.run(&mut worker, &(), &mut MemoryJournal::default())?.evidence;
-//! // The closure records the agent kept (on Restate: the channel's `closures` handler).
-//! let (record, _snapshot) = acceptance(&plan, &evidence, worker.agent().records())?;
+//! // The closure records the runtime kept (on Restate: the channel's `closures` handler).
+//! let (record, _snapshot) = acceptance(&plan, &evidence, &kept.records())?;
 //! assert_eq!(record.task_results().len(), 1);
 //!
 //! // A missing (or changed) record refuses, naming the task and call.
@@ -34,10 +37,35 @@ use kleene::acceptance::{
 use kleene::batch::BatchEvidence;
 use kleene::closure::ClosureRecord;
 use kleene::id::TaskId;
+use kleene::shell::{ShellObserver, ShellPlan};
 use kleene::snapshot::{Snapshot, SnapshotError};
 
 use crate::call::StoredClosure;
-use crate::plan::ShellPlan;
+
+/// Keeps the closure record of every call a local shell run finished, as the channel keeps
+/// a remote run's: what [`acceptance`] checks the evidence's audit trails against.
+#[derive(Debug, Default)]
+pub struct KeptRecords(std::sync::Mutex<Vec<StoredClosure>>);
+
+impl KeptRecords {
+    /// The records kept so far, in the order their calls finished.
+    pub fn records(&self) -> Vec<StoredClosure> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl ShellObserver for KeptRecords {
+    fn call_ended(&self, task: &TaskId, call: u32, record: &ClosureRecord) -> Result<(), String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(StoredClosure::of(task.clone(), call, record));
+        Ok(())
+    }
+}
 
 /// Why a channel's batch could not be accepted.
 #[derive(Debug, thiserror::Error)]
@@ -172,14 +200,16 @@ fn closure_problem(channel: &str, m: &ClosureMismatch) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::closure::{ShellAgent, policy, session};
-    use crate::shell::Runner;
-    use kleene::batch::{Batch, ClosureWorker, MemoryJournal};
+    use kleene::batch::{ClosureWorker, MemoryJournal};
+    use kleene::shell::{self, ShellRuntime};
+    use std::path::Path;
+    use std::sync::Arc;
 
     /// A two-task plan, `a` repaired by one fix, run locally: its evidence and the records
     /// the agent kept.
     fn run() -> (ShellPlan, BatchEvidence, Vec<StoredClosure>) {
-        let plan = ShellPlan::load(
+        let plan = ShellPlan::from_text(
+            Path::new("plan.json"),
             r#"{"tasks": [
               {"id": "a", "kind": {"lane": "config"}, "owner": "shell", "spec": {"intent": "a"},
                "owned_paths": ["a.txt"], "run": "echo wrong > a.txt",
@@ -187,19 +217,23 @@ mod tests {
                "fix": "echo right > a.txt"},
               {"id": "b", "kind": {"lane": "config"}, "owner": "shell", "spec": {"intent": "b"},
                "owned_paths": ["b.txt"], "depends_on": ["a"], "run": "cat a.txt > b.txt"}]}"#,
+            None,
         )
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let runner = Runner::open(dir.path()).unwrap();
         let channel = plan.default_channel().unwrap();
-        let agent = ShellAgent::new(&plan, &runner, None);
-        let mut worker = ClosureWorker::new(agent, session(&channel).unwrap(), policy());
-        let evidence = Batch::new(plan.plan(), channel)
+        let kept = Arc::new(KeptRecords::default());
+        let runtime = ShellRuntime::new(plan.clone(), dir.path())
+            .unwrap()
+            .with_observer(kept.clone());
+        let session = shell::session(&channel).unwrap();
+        let mut worker = ClosureWorker::new(runtime.agent("0"), session, shell::default_policy());
+        let evidence = plan
+            .batch(channel)
             .run(&mut worker, &(), &mut MemoryJournal::default())
             .unwrap()
             .evidence;
-        let records = worker.agent().records().to_vec();
-        (plan, evidence, records)
+        (plan, evidence, kept.records())
     }
 
     fn refused(

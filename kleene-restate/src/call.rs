@@ -16,17 +16,19 @@ use kleene::batch::{
 use kleene::closure::{ClosureRecord, ClosureRecordError};
 use kleene::id::Digest;
 use kleene::id::{ChannelId, TaskId};
+use kleene::shell::PlanFilesManifest;
 use serde::{Deserialize, Serialize};
 
 /// The most bytes a call's closure record may take in its reply (its `to_json` text, as the
 /// reply's JSON escapes it). With a candidate of at most
-/// [`MAX_CALL_OUTPUT_BYTES`](crate::closure::MAX_CALL_OUTPUT_BYTES), up to four characters a
+/// [`MAX_CALL_OUTPUT_BYTES`](crate::worker::MAX_CALL_OUTPUT_BYTES), up to four characters a
 /// byte, the reply stays well under the 32 MiB Restate refuses by default. A record is
 /// commands' output tails and verdicts, so only a runaway closure comes near it.
 pub const MAX_CLOSURE_RECORD_BYTES: usize = 4 * 1024 * 1024;
 
 /// One task call as the task-worker service receives it: the machine's owned dispatch, the
-/// command, and the accepted outputs its stage starts from, by digest only.
+/// plan (its text and the digests of its files), and the accepted outputs its stage starts
+/// from, by digest only.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskCall {
     /// The channel making the call.
@@ -36,9 +38,13 @@ pub struct TaskCall {
     /// The plan file's text: the task's spec, commands, checks and fix, and the policy's
     /// inputs (the worker runs the call as one closure of the task).
     pub plan: String,
-    /// `KLEENE_PLAN_DIR` for the command, when the plan was submitted from a directory.
-    pub plan_dir: Option<String>,
-    /// Every transitive prerequisite and the digest of its accepted output, sorted by task.
+    /// The plan's files by path and digest: the worker runs the call from its own copy of
+    /// them (`KLEENE_PLAN_DIR`), fetched from the channel by digest. `None` only in a call
+    /// an earlier adapter made (it named the submitter's directory), which a worker refuses.
+    #[serde(default)]
+    pub plan_files: Option<PlanFilesManifest>,
+    /// Every transitive prerequisite and the digest of its accepted output, in the plan's
+    /// topological order.
     pub inputs: Vec<(TaskId, Digest)>,
 }
 
@@ -259,7 +265,7 @@ mod tests {
             channel,
             dispatch,
             plan: "{}".into(),
-            plan_dir: None,
+            plan_files: Some(PlanFilesManifest::default()),
             inputs: Vec::new(),
         };
         let back: TaskCall = serde_json::from_str(&serde_json::to_string(&call).unwrap()).unwrap();

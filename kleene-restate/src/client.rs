@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use kleene::batch::BatchEvidence;
+use kleene::id::Digest;
 
 use crate::call::{FixDraw, StoredClosure};
 use crate::service::{RunReport, Submission};
@@ -250,6 +251,38 @@ impl Restate {
     pub async fn closures(&self, channel: &str) -> Result<Vec<StoredClosure>, ClientError> {
         self.post(
             format!("{}/Channel/{channel}/closures", self.ingress),
+            None::<&()>,
+        )
+        .await
+    }
+
+    /// The bytes of the plan files with `digests` that `channel` keeps, base64, in the order
+    /// asked (`None` where it keeps none).
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] when the server cannot be reached or the answer does not read.
+    pub async fn plan_files(
+        &self,
+        channel: &str,
+        digests: &[Digest],
+    ) -> Result<Vec<Option<String>>, ClientError> {
+        self.post(
+            format!("{}/Channel/{channel}/plan_files", self.ingress),
+            Some(digests),
+        )
+        .await
+    }
+
+    /// The submission `channel` runs (its plan's text and files' manifest), `None` before
+    /// one.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] when the server cannot be reached or the answer does not read.
+    pub async fn submission(&self, channel: &str) -> Result<Option<Submission>, ClientError> {
+        self.post(
+            format!("{}/Channel/{channel}/submission", self.ingress),
             None::<&()>,
         )
         .await

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use kleene::batch::Candidate;
+use kleene::batch::{AcceptedOutput, Candidate};
 use kleene::id::Digest;
 use kleene::plan::AdmittedPath;
 use serde::{Deserialize, Serialize};
@@ -72,12 +72,13 @@ pub enum ContentError {
     },
 }
 
-/// The candidate `files` make, when they hash to `expected` (the digest kleene accepted).
+/// The accepted output `files` make, when they hash to `expected` (the digest kleene
+/// accepted).
 ///
 /// # Errors
 ///
 /// [`ContentError::DigestMismatch`] or [`ContentError::DuplicatePath`].
-pub fn verify(expected: Digest, files: Files) -> Result<Candidate, ContentError> {
+pub fn verify(expected: Digest, files: Files) -> Result<AcceptedOutput, ContentError> {
     let mut map = BTreeMap::new();
     for (path, bytes) in files.0 {
         if map.contains_key(&path) {
@@ -87,10 +88,8 @@ pub fn verify(expected: Digest, files: Files) -> Result<Candidate, ContentError>
     }
     let candidate = Candidate::new(map);
     let found = candidate.digest();
-    if found != expected {
-        return Err(ContentError::DigestMismatch { expected, found });
-    }
-    Ok(candidate)
+    AcceptedOutput::verified(candidate, expected)
+        .ok_or(ContentError::DigestMismatch { expected, found })
 }
 
 #[cfg(test)]
@@ -116,7 +115,8 @@ mod tests {
             let mut sent = Files::of(&candidate);
             let n = sent.0.len();
             sent.0.rotate_left(rotate % n);
-            prop_assert_eq!(verify(digest, sent.clone()).unwrap(), candidate);
+            let verified = verify(digest, sent.clone()).unwrap();
+            prop_assert_eq!(verified.candidate(), &candidate);
             let file = &mut sent.0[pick % n].1;
             if file.is_empty() {
                 file.push(flip);
@@ -163,6 +163,6 @@ mod tests {
         let c = candidate();
         let mut files = Files::of(&c);
         files.0.reverse();
-        assert_eq!(verify(c.digest(), files).unwrap(), c);
+        assert_eq!(verify(c.digest(), files).unwrap().candidate(), &c);
     }
 }

@@ -11,21 +11,20 @@
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use kleene::batch::{Batch, ClosureWorker, FileJournal, MemoryJournal};
+use kleene::batch::{ClosureWorker, FileJournal, MemoryJournal};
 use kleene::error::Chain;
 use kleene::id::{AgentId, ChannelId};
-use kleene_restate::accept::acceptance;
+use kleene::shell::{self, ShellPlan, ShellRuntime};
+use kleene_restate::accept::{KeptRecords, acceptance};
 use kleene_restate::balance::Balancer;
 use kleene_restate::client::Restate;
-use kleene_restate::closure::{ShellAgent, policy, session};
-use kleene_restate::plan::ShellPlan;
 use kleene_restate::service::{RunReport, Submission, endpoint, serve};
-use kleene_restate::shell::Runner;
 use kleene_restate::status::{ChannelStatus, closure_line};
 
 #[derive(Parser)]
@@ -105,7 +104,9 @@ enum Command {
     Run {
         #[command(flatten)]
         server: Server,
-        /// The plan file (the CLI's format: `run`, `checks`, `fix`, `timeout_secs`, `scratch`).
+        /// The plan file (the CLI's format: `run`, `checks`, `fix`, `timeout_secs`, `scratch`,
+        /// `inputs`). The files beside it that its commands read travel with it by digest
+        /// (at most 4096 files, 8 MiB; the plan key `inputs` narrows them).
         plan: PathBuf,
         /// The channel (default: derived from the plan, as `kleene run` derives it).
         #[arg(long)]
@@ -146,12 +147,15 @@ enum Command {
         #[arg(long, conflicts_with = "json")]
         closures: bool,
     },
-    /// Accept a channel's build: print its acceptance record (as `kleene accept` writes it).
+    /// Accept a channel's build: print its acceptance record (as `kleene accept` writes it),
+    /// bound to the plan the channel ran.
     Accept {
         #[command(flatten)]
         server: Server,
-        /// The plan file the channel ran.
-        plan: PathBuf,
+        /// The plan file the channel ran: names the channel when `--channel` does not, and is
+        /// checked to be the plan the channel ran.
+        #[arg(required_unless_present = "channel")]
+        plan: Option<PathBuf>,
         /// The channel (default: derived from the plan).
         #[arg(long)]
         channel: Option<String>,
@@ -216,14 +220,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn load(plan: &PathBuf) -> Result<(String, ShellPlan, Option<String>), Failure> {
-    let text = std::fs::read_to_string(plan)
-        .map_err(|e| Failure(format!("failed to read {}: {e}", plan.display()), 2))?;
-    let shell = ShellPlan::load(&text).map_err(|e| fail(&e, 2))?;
-    let dir = std::path::absolute(plan)
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.display().to_string()));
-    Ok((text, shell, dir))
+/// Reads the plan file `plan` with the files beside it, as `kleene run` reads it (leaving
+/// out its default state directory `.kleene`), so both derive the same plan digest.
+fn load(plan: &Path) -> Result<ShellPlan, Failure> {
+    ShellPlan::read(plan, &[PathBuf::from(".kleene")])
+        .map(|(shell, _)| shell)
+        .map_err(|e| fail(&e, 2))
 }
 
 fn channel_of(shell: &ShellPlan, channel: Option<String>) -> Result<String, Failure> {
@@ -315,7 +317,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             block,
             json,
         } => {
-            let (text, shell, plan_dir) = load(&plan)?;
+            let shell = load(&plan)?;
             let channel = channel_of(&shell, channel)?;
             let block = block
                 .into_iter()
@@ -336,12 +338,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                     2,
                 ));
             }
-            let submission = Submission {
-                plan: text,
-                plan_dir,
-                jobs,
-                block,
-            };
+            let submission = Submission::of(&shell, jobs, block);
             let follow = (!json).then(|| tokio::spawn(follow(client.clone(), channel.clone())));
             let result = client.submit(&channel, &submission).await;
             if let Some(f) = follow {
@@ -379,9 +376,45 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             channel,
             export,
         } => {
-            let (_, shell, _) = load(&plan)?;
-            let channel = channel_of(&shell, channel)?;
+            let given = plan.as_deref().map(load).transpose()?;
+            let channel = match (&given, channel) {
+                (Some(shell), channel) => channel_of(shell, channel)?,
+                (None, Some(channel)) => channel,
+                (None, None) => {
+                    return Err(Failure(
+                        "failed to accept: name a plan or --channel".into(),
+                        2,
+                    ));
+                }
+            };
             let client = server.client();
+            // The plan the channel ran, as its workers rebuilt it: what the record binds.
+            let shell = client
+                .submission(&channel)
+                .await
+                .map_err(|e| fail(&e, 2))?
+                .ok_or_else(|| {
+                    Failure(
+                        format!("failed to accept channel {channel}: it has no submission"),
+                        2,
+                    )
+                })?
+                .shell_plan(&channel)
+                .map_err(|e| fail(&e, 2))?;
+            if let Some(given) = &given
+                && given.plan().digest() != shell.plan().digest()
+            {
+                return Err(Failure(
+                    format!(
+                        "failed to accept channel {channel}: it ran plan {}, and {} is plan {} \
+                         (the plan file or the files beside it changed since)",
+                        shell.plan().digest(),
+                        plan.as_deref().unwrap_or(Path::new("")).display(),
+                        given.plan().digest()
+                    ),
+                    2,
+                ));
+            }
             let evidence = client
                 .evidence(&channel)
                 .await
@@ -418,15 +451,24 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             record,
             journal,
         } => {
-            let (_, shell, plan_dir) = load(&plan)?;
+            let shell = load(&plan)?;
             let channel = channel_of(&shell, channel)?;
             let id = ChannelId::new(channel).map_err(|e| fail(&e, 2))?;
             let dir = tempfile::tempdir().map_err(|e| fail(&e, 2))?;
-            let runner = Runner::open(dir.path()).map_err(|e| fail(&e, 2))?;
-            let session = session(&id).map_err(|e| fail(&e, 2))?;
-            let agent = ShellAgent::new(&shell, &runner, plan_dir);
-            let mut worker = ClosureWorker::new(agent, session, policy());
-            let batch = Batch::new(shell.plan(), id);
+            // The commands read a copy of the plan's files, as under `kleene run`.
+            let copy = dir.path().join("plan");
+            if let Some(files) = shell.files() {
+                files.write_copy(&copy).map_err(|e| fail(&e, 2))?;
+            }
+            let kept = Arc::new(KeptRecords::default());
+            let runtime = ShellRuntime::new(shell.clone(), dir.path())
+                .map_err(|e| fail(&e, 2))?
+                .with_plan_dir(&copy)
+                .with_observer(kept.clone());
+            let session = shell::session(&id).map_err(|e| fail(&e, 2))?;
+            let mut worker =
+                ClosureWorker::new(runtime.agent("local"), session, shell::default_policy());
+            let batch = shell.batch(id);
             let outcome = match journal {
                 Some(dir) => {
                     let mut journal = FileJournal::open(dir).map_err(|e| fail(&e, 2))?;
@@ -436,9 +478,8 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             }
             .map_err(|e| fail(&e, 1))?;
             if let Some(path) = record {
-                let closures = worker.agent().records();
-                let (record, _) =
-                    acceptance(&shell, &outcome.evidence, closures).map_err(|e| fail(&e, 1))?;
+                let (record, _) = acceptance(&shell, &outcome.evidence, &kept.records())
+                    .map_err(|e| fail(&e, 1))?;
                 std::fs::write(&path, record.to_json())
                     .map_err(|e| Failure(format!("failed to write {}: {e}", path.display()), 2))?;
             }

@@ -26,6 +26,12 @@
 //! - A prerequisite's accepted output is kept in the channel's state under its digest when
 //!   it is accepted; the worker fetches them by digest (`Channel/{channel}/outputs`, a shared
 //!   handler, so it is served while the pass runs) and checks the bytes against it.
+//! - The plan travels by digest: a submission carries the plan file's text, the manifest of
+//!   the files beside it (path → digest, bound into the plan digest) and, once, their bytes,
+//!   which the channel checks and keeps under `plan-file/{digest}`. Each call carries the
+//!   text and the manifest; a worker without a copy of the plan's files fetches the bytes
+//!   (`Channel/{channel}/plan_files`, shared), checks each against its digest, and runs the
+//!   call from its own read-only copy (`KLEENE_PLAN_DIR`).
 //! - The worker returns each call's closure record with its reply; when the call settles
 //!   its closure, the channel keeps the record under `closure/{task}/{call}` (after
 //!   checking it is the one the settlement binds, and never replacing another kept for the
@@ -38,20 +44,22 @@
 //!   rules to the interrupted call: `allow` makes a new call within the task's budget,
 //!   `block` stops the pass naming agent, channel and task.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use base64::Engine as _;
 use kleene::batch::{
-    Batch, BatchError, BatchEvidence, BatchMachine, Dispatch, EvidenceEvent, InfrastructureFailure,
-    PendingTurnReplay, Proposal, Settlement, WorkerFailure,
+    AcceptedOutput, BatchError, BatchEvidence, BatchMachine, Dispatch, EvidenceEvent,
+    InfrastructureFailure, PendingTurnReplay, Proposal, Settlement, WorkerFailure,
 };
 use kleene::closure::ClosureRecord;
 use kleene::error::Chain;
 use kleene::id::{AgentId, ChannelId, Digest, TaskId};
-use kleene::plan::AdmittedPath;
+use kleene::plan::ValidatedPlan;
+use kleene::shell::{LoadError, PlanFiles, PlanFilesError, PlanFilesManifest, ShellPlan};
 use restate_sdk::prelude::*;
 use restate_sdk::service::IntoServiceDefinition;
 use serde::{Deserialize, Serialize};
@@ -59,11 +67,9 @@ use tokio::sync::Semaphore;
 
 use crate::call::{FixDraw, StoredClosure, TaskCall, TaskReply};
 use crate::client::Restate;
-use crate::closure::{ShellAgent, policy, run_call, session};
 use crate::content::{ContentError, Files, verify};
-use crate::plan::ShellPlan;
-use crate::shell::{Runner, RunnerError};
 use crate::status::ChannelStatus;
+use crate::worker::{WorkDir, WorkDirError};
 
 /// The state key of the channel's checkpointed evidence.
 const EVIDENCE: &str = "evidence";
@@ -75,6 +81,12 @@ const STOPPED: &str = "stopped";
 fn output_key(digest: Digest) -> String {
     format!("output/{digest}")
 }
+/// The state key of the plan file with `digest`.
+fn plan_file_key(digest: Digest) -> String {
+    format!("plan-file/{digest}")
+}
+/// The name plans rebuilt from a submission are known by in messages.
+const SUBMITTED_PLAN: &str = "plan.json";
 /// The prefix of the state keys of settled calls' closure records.
 const CLOSURE_PREFIX: &str = "closure/";
 /// The state key of the closure record of call `call` of `task`.
@@ -87,13 +99,86 @@ fn closure_key(task: &TaskId, call: u32) -> String {
 pub struct Submission {
     /// The plan file's text.
     pub plan: String,
-    /// `KLEENE_PLAN_DIR` for the commands (the plan file's directory, as the submitter saw
-    /// it; a worker on another machine needs it at the same path).
-    pub plan_dir: Option<String>,
+    /// The plan's files by path and digest, as `ShellPlan::read` collected them beside the
+    /// plan file: bound into the plan digest. `None` only in a submission an earlier adapter
+    /// made (it sent the submitter's directory instead), which the channel refuses.
+    #[serde(default)]
+    pub plan_files: Option<PlanFilesManifest>,
+    /// The bytes of every plan file, base64, sent with `submit` only: the channel checks
+    /// them against the manifest, keeps them under their digest and drops them from the
+    /// submission it keeps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_bytes: Vec<PlanFileBytes>,
     /// How many calls may be in flight at once.
     pub jobs: usize,
     /// Agents whose interrupted calls must not be replayed (`pending_turn_replay: block`).
     pub block: Vec<AgentId>,
+}
+
+/// The bytes of one plan file as a submission carries them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanFileBytes {
+    /// Their digest (blake3), as the manifest names it.
+    pub digest: Digest,
+    /// The bytes, standard base64.
+    pub base64: String,
+}
+
+impl Submission {
+    /// The submission of `plan`, read with [`ShellPlan::read`] (so it holds its files'
+    /// bytes): its text, its files' manifest and each distinct file's bytes once.
+    pub fn of(plan: &ShellPlan, jobs: usize, block: Vec<AgentId>) -> Self {
+        let mut file_bytes = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (path, digest) in plan.files().into_iter().flat_map(PlanFiles::iter) {
+            if let Some(bytes) = plan.files().and_then(|f| f.bytes(path))
+                && seen.insert(*digest)
+            {
+                file_bytes.push(PlanFileBytes {
+                    digest: *digest,
+                    base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+                });
+            }
+        }
+        Self {
+            plan: plan.text().to_owned(),
+            plan_files: plan.files().map(PlanFiles::manifest),
+            file_bytes,
+            jobs,
+            block,
+        }
+    }
+
+    /// The plan this submission runs, rebuilt from its text and manifest.
+    ///
+    /// # Errors
+    ///
+    /// [`ChannelError`] when the submission names no plan files (an earlier adapter's) or
+    /// the plan does not load.
+    pub fn shell_plan(&self, channel: &str) -> Result<ShellPlan, ChannelError> {
+        shell_plan(channel, &self.plan, self.plan_files.as_ref())
+    }
+}
+
+/// The plan of a submission or call on `channel`, rebuilt from the plan file's `text` and its
+/// files' `manifest`.
+fn shell_plan(
+    channel: &str,
+    text: &str,
+    manifest: Option<&PlanFilesManifest>,
+) -> Result<ShellPlan, ChannelError> {
+    let manifest = manifest.ok_or_else(|| ChannelError::NoPlanFiles {
+        channel: channel.to_owned(),
+    })?;
+    ShellPlan::from_text(
+        Path::new(SUBMITTED_PLAN),
+        text,
+        Some(PlanFiles::from_manifest(manifest.clone())),
+    )
+    .map_err(|source| ChannelError::Plan {
+        channel: channel.to_owned(),
+        source: Box::new(source),
+    })
 }
 
 /// What a pass on a channel ended with.
@@ -137,7 +222,28 @@ pub enum ChannelError {
         channel: String,
         /// Why.
         #[source]
-        source: crate::plan::PlanError,
+        source: Box<LoadError>,
+    },
+    /// The submission names no plan files: an earlier adapter made it, naming the
+    /// submitter's directory, which a worker elsewhere cannot read.
+    #[error(
+        "run the plan submitted to channel {channel}: the submission carries no plan files (an \
+         earlier kleene-restate made it, naming the submitter's directory); submit the plan \
+         again with this one, to a new channel"
+    )]
+    NoPlanFiles {
+        /// The channel.
+        channel: String,
+    },
+    /// A plan file's bytes were missing from the submission, not base64, or not the ones
+    /// its manifest names.
+    #[error("keep the plan files submitted to channel {channel}")]
+    PlanFiles {
+        /// The channel.
+        channel: String,
+        /// What was wrong, naming the file.
+        #[source]
+        source: PlanFilesError,
     },
     /// The batch machine refused or stopped.
     #[error(transparent)]
@@ -193,10 +299,16 @@ impl Channel {
         ctx: ObjectContext<'_>,
         submission: Json<Submission>,
     ) -> Result<Json<RunReport>, HandlerError> {
-        let Json(submission) = submission;
+        let Json(mut submission) = submission;
         let key = ctx.key().to_owned();
         if ctx.get::<Vec<u8>>(EVIDENCE).await?.is_some() {
             return Err(terminal(&ChannelError::EvidenceExists { channel: key }));
+        }
+        let sent = std::mem::take(&mut submission.file_bytes);
+        // Checked before anything is kept: a worker must find every file the plan binds.
+        let files = plan_files(&key, &submission, sent).map_err(|e| terminal(&e))?;
+        for (digest, bytes) in files {
+            ctx.set(&plan_file_key(digest), bytes);
         }
         ctx.set(SUBMISSION, Json(submission.clone()));
         ctx.clear(STOPPED);
@@ -240,6 +352,35 @@ impl Channel {
             );
         }
         Ok(Json(found))
+    }
+
+    /// The bytes of the plan files with `digests`, base64, in the order asked; `None` for a
+    /// digest the channel keeps no file under. Served while a pass runs: what a worker
+    /// copies a plan's files from.
+    #[handler]
+    async fn plan_files(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        digests: Json<Vec<Digest>>,
+    ) -> Result<Json<Vec<Option<String>>>, HandlerError> {
+        let mut found = Vec::with_capacity(digests.0.len().min(4096));
+        for digest in digests.0 {
+            let bytes = ctx.get::<Vec<u8>>(&plan_file_key(digest)).await?;
+            found.push(bytes.map(|b| base64::engine::general_purpose::STANDARD.encode(b)));
+        }
+        Ok(Json(found))
+    }
+
+    /// The submission the channel runs (without the files' bytes), `None` before one: the
+    /// plan acceptance binds.
+    #[handler]
+    async fn submission(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<Option<Submission>>, HandlerError> {
+        Ok(Json(
+            ctx.get::<Json<Submission>>(SUBMISSION).await?.map(|j| j.0),
+        ))
     }
 
     /// The channel's evidence as kleene's versioned checkpoint, `None` before a submission:
@@ -344,14 +485,10 @@ async fn drive(
             source,
         })
     })?;
-    let shell = ShellPlan::load(&submission.plan).map_err(|source| {
-        terminal(&ChannelError::Plan {
-            channel: key.clone(),
-            source,
-        })
-    })?;
+    let shell = submission.shell_plan(&key).map_err(|e| terminal(&e))?;
     let resumed = evidence.is_some();
-    let mut batch = Batch::new(shell.plan(), channel.clone());
+    // As every driver of shell plans builds it, so the evidence is `kleene run`'s.
+    let mut batch = shell.batch(channel.clone());
     for agent in &submission.block {
         batch = batch.with_pending_turn_replay(agent.clone(), PendingTurnReplay::Block);
     }
@@ -375,7 +512,7 @@ async fn drive(
                 commit(ctx, &machine, &mut pending).await?;
             }
             for dispatch in work.dispatches {
-                let call = task_call(&shell, &machine, &channel, submission, dispatch.clone());
+                let call = task_call(&shell, &machine, &channel, dispatch.clone());
                 let future = ctx
                     .service_client::<TaskWorkerClient>()
                     .call(Json(call))
@@ -575,18 +712,78 @@ async fn finish(
     Ok(Json(RunReport { status, resumed }))
 }
 
-/// The task-worker call for `dispatch`: its command, and the accepted outputs of the task's
-/// transitive prerequisites by digest.
+/// The plan files `sent` with `submission`, each checked against the manifest: the bytes of
+/// every file it names, by digest.
+fn plan_files(
+    channel: &str,
+    submission: &Submission,
+    sent: Vec<PlanFileBytes>,
+) -> Result<BTreeMap<Digest, Vec<u8>>, ChannelError> {
+    let manifest = submission
+        .plan_files
+        .clone()
+        .ok_or_else(|| ChannelError::NoPlanFiles {
+            channel: channel.to_owned(),
+        })?;
+    let err = |source| ChannelError::PlanFiles {
+        channel: channel.to_owned(),
+        source,
+    };
+    let mut by_digest = BTreeMap::new();
+    for file in sent {
+        by_digest.insert(file.digest, file.base64);
+    }
+    let mut files = PlanFiles::from_manifest(manifest.clone());
+    let mut kept = BTreeMap::new();
+    for (path, digest) in &manifest.0 {
+        let bytes = match by_digest.get(digest) {
+            Some(text) => base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|e| {
+                    err(PlanFilesError::Refused {
+                        path: path.to_string(),
+                        why: format!("its bytes were not sent as base64: {e}"),
+                    })
+                })?,
+            None => {
+                return Err(err(PlanFilesError::Missing {
+                    path: path.clone(),
+                    digest: *digest,
+                }));
+            }
+        };
+        files.add_bytes(path, bytes.clone()).map_err(err)?;
+        kept.insert(*digest, bytes);
+    }
+    Ok(kept)
+}
+
+/// Every task `task` depends on, directly or not, in the plan's topological order: the tasks
+/// whose accepted outputs its stage starts from.
+fn transitive_prerequisites(plan: &ValidatedPlan, task: &TaskId) -> Vec<TaskId> {
+    let mut seen = BTreeSet::new();
+    let mut stack: Vec<&TaskId> = plan.prerequisites(task);
+    while let Some(t) = stack.pop() {
+        if seen.insert(t) {
+            stack.extend(plan.prerequisites(t));
+        }
+    }
+    plan.topological_order()
+        .iter()
+        .filter(|t| seen.contains(t))
+        .cloned()
+        .collect()
+}
+
+/// The task-worker call for `dispatch`: the plan by text and file digests, and the accepted
+/// outputs of the task's transitive prerequisites by digest.
 fn task_call(
     shell: &ShellPlan,
     machine: &BatchMachine<'_>,
     channel: &ChannelId,
-    submission: &Submission,
     dispatch: Dispatch,
 ) -> TaskCall {
-    let task = dispatch.task().clone();
-    let inputs = shell
-        .transitive_prerequisites(&task)
+    let inputs = transitive_prerequisites(shell.plan(), dispatch.task())
         .into_iter()
         .filter_map(|p| {
             let d = machine.evidence().accepted(&p)?.digest();
@@ -596,8 +793,8 @@ fn task_call(
     TaskCall {
         channel: channel.clone(),
         dispatch,
-        plan: submission.plan.clone(),
-        plan_dir: submission.plan_dir.clone(),
+        plan: shell.text().to_owned(),
+        plan_files: shell.files().map(PlanFiles::manifest),
         inputs,
     }
 }
@@ -669,25 +866,78 @@ impl FixLedger {
 /// The stateless task-worker service: runs calls, at most `jobs` at once per process.
 #[derive(Debug)]
 pub struct TaskWorker {
-    runner: Arc<Runner>,
+    work: Arc<WorkDir>,
     slots: Arc<Semaphore>,
-    /// The server's ingress, where fix draws go (the channel's fix ledger).
-    ledger: Restate,
+    /// The server's ingress: where fix draws go (the channel's fix ledger) and plan files
+    /// come from, outside the invocation's journal.
+    restate: Restate,
 }
 
 impl TaskWorker {
-    /// A worker keeping stages and objects under `dir`, running up to `jobs` calls at once
-    /// and drawing fix attempts through the server's `ingress` URL.
+    /// A worker keeping stages, objects and plan copies under `dir`, running up to `jobs`
+    /// calls at once and reaching the server's `ingress` URL for fix draws and plan files.
     ///
     /// # Errors
     ///
-    /// [`RunnerError`] when the directories cannot be made.
-    pub fn new(dir: &Path, jobs: usize, ingress: &str) -> Result<Self, RunnerError> {
+    /// [`WorkDirError`] when the directories cannot be made.
+    pub fn new(dir: &Path, jobs: usize, ingress: &str) -> Result<Self, WorkDirError> {
         Ok(Self {
-            runner: Arc::new(Runner::open(dir)?),
+            work: Arc::new(WorkDir::open(dir)?),
             slots: Arc::new(Semaphore::new(jobs.max(1))),
-            ledger: Restate::new(ingress, ""),
+            restate: Restate::new(ingress, ""),
         })
+    }
+
+    /// The plan `call` runs and the checked copy of its files, making the copy from the
+    /// channel's bytes when this worker has none; `Err` says why the call is refused (the
+    /// plan does not load, a file's bytes are missing or not the ones the plan binds).
+    async fn plan_copy(&self, call: &TaskCall) -> Result<(ShellPlan, PathBuf), String> {
+        let refused = |e: &(dyn std::error::Error + 'static)| {
+            format!(
+                "failed to run task {} of channel {}: {}",
+                call.dispatch.task(),
+                call.channel,
+                Chain(e)
+            )
+        };
+        let plan = shell_plan(call.channel.as_str(), &call.plan, call.plan_files.as_ref())
+            .map_err(|e| refused(&e))?;
+        let work = Arc::clone(&self.work);
+        let (plan, found) = tokio::task::spawn_blocking(move || {
+            let found = work.plan_copy(&plan);
+            (plan, found)
+        })
+        .await
+        .map_err(|e| refused(&e))?;
+        if let Some(dir) = found {
+            return Ok((plan, dir));
+        }
+        let digests: Vec<Digest> = plan
+            .files()
+            .into_iter()
+            .flat_map(PlanFiles::iter)
+            .map(|(_, d)| *d)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let answers = self
+            .restate
+            .plan_files(call.channel.as_str(), &digests)
+            .await
+            .map_err(|e| refused(&e))?;
+        let fetched: BTreeMap<Digest, String> = digests
+            .into_iter()
+            .zip(answers)
+            .filter_map(|(d, a)| Some((d, a?)))
+            .collect();
+        let work = Arc::clone(&self.work);
+        tokio::task::spawn_blocking(move || {
+            let dir = work.make_plan_copy(&plan, &fetched);
+            dir.map(|dir| (plan, dir))
+        })
+        .await
+        .map_err(|e| refused(&e))?
+        .map_err(|e| refused(&e))
     }
 }
 
@@ -713,21 +963,16 @@ impl TaskWorker {
                 .await?
                 .0
         };
-        let mut inputs: Vec<(AdmittedPath, Vec<u8>)> = Vec::new();
+        let mut inputs: Vec<(TaskId, AcceptedOutput)> = Vec::new();
         let mut fetched = fetched.into_iter();
-        for digest in digests {
+        for (task, digest) in &call.inputs {
             let verified = fetched
                 .next()
                 .flatten()
-                .ok_or(ContentError::Missing { digest })
-                .and_then(|files| verify(digest, files));
+                .ok_or(ContentError::Missing { digest: *digest })
+                .and_then(|files| verify(*digest, files));
             match verified {
-                Ok(candidate) => inputs.extend(
-                    candidate
-                        .files()
-                        .iter()
-                        .map(|(p, b)| (p.clone(), b.clone())),
-                ),
+                Ok(output) => inputs.push((task.clone(), output)),
                 Err(e) => {
                     return Ok(Json(TaskReply::Failed(InfrastructureFailure::Transport {
                         detail: format!("failed to {}", Chain(&e)),
@@ -735,6 +980,10 @@ impl TaskWorker {
                 }
             }
         }
+        // The plan's files, outside the journal (idempotent: a copy is made once and checked);
+        // a refusal is answered by the work step below, so every attempt journals the same
+        // steps in the same order.
+        let plan = self.plan_copy(&call).await;
         // The claim: journaled before the work. Its closure runs only in the attempt that
         // first reaches it; a retry replays it.
         let fresh = Arc::new(AtomicBool::new(false));
@@ -751,18 +1000,22 @@ impl TaskWorker {
             .name("claim")
             .await?;
         let fresh = fresh.load(Ordering::SeqCst);
-        let runner = Arc::clone(&self.runner);
-        let ledger = self.ledger.clone();
+        let work = Arc::clone(&self.work);
+        let ledger = self.restate.clone();
         let Json(reply) = ctx
             .run(|| async move {
                 if !fresh {
                     // An earlier attempt claimed the call and left no result.
                     return Ok(Json(TaskReply::Interrupted { nonce }));
                 }
+                let (plan, plan_dir) = match plan {
+                    Ok(ready) => ready,
+                    Err(detail) => return Ok(Json(TaskReply::Withdrawn { detail })),
+                };
                 let ledger = ledger.clone();
                 let handle = tokio::runtime::Handle::current();
                 let reply = tokio::task::spawn_blocking(move || {
-                    run_closure(&runner, &call, &inputs, &mut |draw| match handle
+                    work.run(plan, &plan_dir, &call, &inputs, &mut |draw| match handle
                         .block_on(ledger.draw_fix(call.channel.as_str(), draw))
                     {
                         Ok(true) => Ok(()),
@@ -782,60 +1035,14 @@ impl TaskWorker {
     }
 }
 
-/// Runs `call` as one closure of its task in a stage holding `inputs`, drawing fixes with
-/// `draw`.
-fn run_closure(
-    runner: &Runner,
-    call: &TaskCall,
-    inputs: &[(AdmittedPath, Vec<u8>)],
-    draw: &mut dyn FnMut(&FixDraw) -> Result<(), String>,
-) -> TaskReply {
-    let withdrawn = |what: &str, e: &(dyn std::error::Error + 'static)| TaskReply::Withdrawn {
-        detail: format!("{what} for task {}: {}", call.dispatch.task(), Chain(e)),
-    };
-    let shell = match ShellPlan::load(&call.plan) {
-        Ok(s) => s,
-        Err(e) => return withdrawn("load the plan", &e),
-    };
-    let Some(task) = shell.plan().tasks().find(|t| &t.id == call.dispatch.task()) else {
-        return TaskReply::Withdrawn {
-            detail: format!("find task {} in the plan", call.dispatch.task()),
-        };
-    };
-    let session = match session(&call.channel) {
-        Ok(s) => s,
-        Err(e) => return withdrawn("open the closure session", &e),
-    };
-    let policy = policy();
-    let max = policy.max_total_fix_attempts();
-    let mut agent = ShellAgent::new(&shell, runner, call.plan_dir.clone());
-    let called = run_call(
-        &mut agent,
-        task,
-        &call.dispatch,
-        inputs,
-        &session,
-        &policy,
-        &mut |fix| {
-            draw(&FixDraw {
-                task: task.id.clone(),
-                attempt: call.dispatch.attempt(),
-                fix: fix.clone(),
-                max,
-            })
-        },
-    );
-    TaskReply::of(called.result, called.drawn, called.record.as_ref())
-}
-
 /// The endpoint a worker process serves: the channel object, its fix ledger and the
 /// task-worker service (every process serves all three; they keep nothing in-process
 /// between calls). `ingress` is the server's ingress URL, where fix draws go.
 ///
 /// # Errors
 ///
-/// [`RunnerError`] when the worker's directories cannot be made.
-pub fn endpoint(dir: &Path, jobs: usize, ingress: &str) -> Result<Endpoint, RunnerError> {
+/// [`WorkDirError`] when the worker's directories cannot be made.
+pub fn endpoint(dir: &Path, jobs: usize, ingress: &str) -> Result<Endpoint, WorkDirError> {
     let quick = || {
         restate_sdk::endpoint::ServiceOptions::new()
             .retry_policy_initial_interval(Duration::from_millis(100))
@@ -888,6 +1095,64 @@ mod tests {
 
     fn settled(record: &ClosureRecord) -> Result<Proposal, WorkerFailure> {
         Ok(Proposal::new(Candidate::default()).closed_by(&TaskId::new("x").unwrap(), record))
+    }
+
+    /// A submission read from a directory holding `tasks/a.sh` beside its plan file.
+    fn submitted() -> (ShellPlan, Submission) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tasks")).unwrap();
+        std::fs::write(dir.path().join("tasks/a.sh"), "echo a > a.txt\n").unwrap();
+        std::fs::write(
+            dir.path().join("plan.json"),
+            r#"{"tasks": [{"id": "a", "owner": "shell", "spec": {"intent": "a"},
+                "owned_paths": ["a.txt"], "run": "sh \"$KLEENE_PLAN_DIR/tasks/a.sh\""}]}"#,
+        )
+        .unwrap();
+        let (plan, _) = ShellPlan::read(&dir.path().join("plan.json"), &[]).unwrap();
+        let submission = Submission::of(&plan, 1, Vec::new());
+        (plan, submission)
+    }
+
+    #[test]
+    fn the_channel_keeps_only_plan_files_that_match_their_manifest() {
+        let (plan, mut submission) = submitted();
+        let sent = std::mem::take(&mut submission.file_bytes);
+        let kept = plan_files("c", &submission, sent.clone()).unwrap();
+        assert_eq!(kept.len(), 2, "the script and the plan file");
+        // The plan a worker rebuilds from the kept submission is the submitter's.
+        let rebuilt = submission.shell_plan("c").unwrap();
+        assert_eq!(rebuilt.plan().digest(), plan.plan().digest());
+        let script = submission.plan_files.as_ref().unwrap().0
+            [&kleene::plan::AdmittedPath::admit("tasks/a.sh").unwrap()];
+        let text = |e: ChannelError| Chain(&e).to_string();
+        // Other bytes under the script's digest are refused naming the script.
+        let mut forged = sent.clone();
+        for f in &mut forged {
+            if f.digest == script {
+                f.base64 = base64::engine::general_purpose::STANDARD.encode("rm -rf ~\n");
+            }
+        }
+        let why = text(plan_files("c", &submission, forged).unwrap_err());
+        assert!(
+            why.contains("plan file tasks/a.sh: its bytes have digest"),
+            "{why}"
+        );
+        // So are bytes left out.
+        let missing: Vec<_> = sent
+            .iter()
+            .filter(|f| f.digest != script)
+            .cloned()
+            .collect();
+        let why = text(plan_files("c", &submission, missing).unwrap_err());
+        assert!(why.contains("plan file tasks/a.sh: its bytes"), "{why}");
+        // An earlier adapter's submission names no plan files: refused saying so.
+        let old = Submission {
+            plan_files: None,
+            ..submission
+        };
+        let why = text(plan_files("c", &old, sent).unwrap_err());
+        assert!(why.contains("carries no plan files"), "{why}");
+        assert!(old.shell_plan("c").is_err());
     }
 
     #[test]

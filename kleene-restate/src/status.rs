@@ -25,11 +25,19 @@ pub struct TaskLine {
     pub status: String,
     /// How many calls were made (interrupted ones count).
     pub calls: u32,
+    /// How many fixes its calls ran (left out when none, so an answer without fixes keeps
+    /// an earlier adapter's JSON).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fixes: u32,
     /// Its accepted output's digest.
     pub accepted: Option<Digest>,
     /// Why it failed, in one line, when it did (absent from an earlier adapter's answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A channel's status.
@@ -61,6 +69,7 @@ impl ChannelStatus {
 
     /// The status `evidence` gives, with the last stop's reason.
     pub fn of(evidence: &BatchEvidence, stopped: Option<String>) -> Self {
+        let fixes = kleene::shell::fixes_by_task(evidence);
         let tasks = evidence
             .inventory()
             .map(|(id, t)| TaskLine {
@@ -70,6 +79,7 @@ impl ChannelStatus {
                     .unwrap_or(TaskStatus::Pending)
                     .to_string(),
                 calls: t.calls(),
+                fixes: fixes.get(id).copied().unwrap_or(0),
                 accepted: t.accepted().map(|a| a.digest()),
                 why: evidence.failure_cause(id).map(|cause| cause.to_string()),
             })
@@ -94,19 +104,26 @@ impl ChannelStatus {
     }
 }
 
+/// One line a task, as `kleene status` prints it: the task, its state, its calls and the
+/// fixes they ran, and why it failed.
 impl std::fmt::Display for ChannelStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "channel {}: {} events", self.channel, self.events)?;
+        let width = self.tasks.iter().map(|t| t.task.as_str().len()).max();
+        let status_width = self.tasks.iter().map(|t| t.status.len()).max();
+        let (width, status_width) = (width.unwrap_or(0), status_width.unwrap_or(0));
         for t in &self.tasks {
-            write!(f, "  {:<24} {} ({} call", t.task, t.status, t.calls)?;
-            f.write_str(if t.calls == 1 { ")" } else { "s)" })?;
-            if let Some(d) = t.accepted {
-                write!(f, " {d}")?;
-            }
-            if let Some(why) = &t.why {
-                write!(f, ": {why}")?;
-            }
-            writeln!(f)?;
+            let why = t.why.as_ref().map_or(String::new(), |w| format!("  {w}"));
+            writeln!(
+                f,
+                "  {:<width$}  {:<status_width$} {:>15}{why}",
+                t.task.as_str(),
+                t.status,
+                kleene::shell::calls_and_fixes(t.calls, t.fixes)
+            )?;
+        }
+        if let Some(digest) = self.evidence_digest {
+            writeln!(f, "evidence {digest}")?;
         }
         if let Some(why) = &self.stopped {
             writeln!(f, "stopped: {why}")?;

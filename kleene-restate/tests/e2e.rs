@@ -10,6 +10,17 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use kleene::acceptance::{AcceptanceRecord, BuildBinding, accept_audited};
+use kleene::batch::{BatchEvidence, ClosureWorker, FileJournal};
+use kleene::closure::{RecoverOn, RecoveryPolicy};
+use kleene::id::ChannelId;
+use kleene::shell::{self, ShellPlan, ShellRuntime};
+use kleene::snapshot::Snapshot;
+use kleene_restate::accept::KeptRecords;
+use kleene_restate::service::Submission;
 use kleene_restate::status::ChannelStatus;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kleene-restate");
@@ -98,14 +109,44 @@ struct Cluster {
 
 impl Cluster {
     fn start(workers: usize, jobs: usize) -> Self {
+        Self::start_as(workers, jobs, None)
+    }
+
+    /// Workers as if on other machines: each in its own empty working directory with its own
+    /// `--dir`, and run as the user `uid` when one is given.
+    fn start_as(workers: usize, jobs: usize, uid: Option<u32>) -> Self {
+        use std::os::unix::fs::PermissionsExt;
         let temp = tempfile::tempdir().expect("a temporary directory");
         let mut procs = Vec::new();
         let mut dirs = Vec::new();
         let mut backends = Vec::new();
+        if uid.is_some() {
+            let open = std::fs::Permissions::from_mode(0o755);
+            std::fs::set_permissions(temp.path(), open).expect("open the cluster's directory");
+        }
         for i in 0..workers {
             let port = free_port();
             let dir = temp.path().join(format!("w{i}"));
-            let child = Command::new(BIN)
+            let cwd = temp.path().join(format!("w{i}-cwd"));
+            for d in [&dir, &cwd] {
+                std::fs::create_dir_all(d).expect("a worker directory");
+                if let Some(uid) = uid {
+                    std::os::unix::fs::chown(d, Some(uid), Some(uid)).expect("chown");
+                }
+            }
+            let mut command = match uid {
+                Some(uid) => {
+                    let mut c = Command::new("setpriv");
+                    c.arg(format!("--reuid={uid}"))
+                        .arg(format!("--regid={uid}"))
+                        .arg("--clear-groups")
+                        .arg(BIN);
+                    c
+                }
+                None => Command::new(BIN),
+            };
+            let child = command
+                .current_dir(&cwd)
                 .args(["worker", "--listen", &format!("127.0.0.1:{port}")])
                 .env("RESTATE_INGRESS_URL", ingress())
                 .args(["--jobs", &jobs.to_string()])
@@ -159,26 +200,32 @@ impl Cluster {
         self.workers[i] = None;
     }
 
-    /// The worker whose stages hold a call of `task`, waiting for one to appear.
-    fn running(&self, task: &str) -> usize {
+    /// The worker whose stages hold call `call` (`TASK-N`), waiting for one to appear.
+    fn running(&self, call: &str) -> usize {
         let deadline = Instant::now() + Duration::from_secs(20);
+        // kleene's shell runtime names a call's stage `call-TASK-N` (and more when commands
+        // can outlive their calls), in the stages of the channel's own directory.
+        let stage = format!("call-{call}");
+        let has_stage = |runs: &Path| {
+            std::fs::read_dir(runs).is_ok_and(|channels| {
+                channels.flatten().any(|c| {
+                    std::fs::read_dir(c.path().join("stages")).is_ok_and(|entries| {
+                        entries.flatten().any(|e| {
+                            let name = e.file_name().to_string_lossy().into_owned();
+                            name == stage || name.starts_with(&format!("{stage}."))
+                        })
+                    })
+                })
+            })
+        };
         loop {
             for (i, d) in self.dirs.iter().enumerate() {
-                let found = std::fs::read_dir(d.join("stages")).is_ok_and(|entries| {
-                    entries.flatten().any(|e| {
-                        e.file_name()
-                            .to_string_lossy()
-                            .starts_with(&format!("{task}-"))
-                    })
-                });
+                let found = has_stage(&d.join("runs"));
                 if found {
                     return i;
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "no worker started a call of {task}"
-            );
+            assert!(Instant::now() < deadline, "no worker started call {call}");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -270,8 +317,10 @@ fn two_workers_give_the_local_run_s_results_and_a_second_submission_is_refused()
     assert!(remote.is_complete() && local.is_complete());
     assert_eq!(remote.tasks, local.tasks);
     assert_eq!(remote.evidence_digest, local.evidence_digest);
-    // The same acceptance record: file manifest, task results, evidence, binding.
-    let local_record = dir.path().join("local-record.json");
+    // The same acceptance record: file manifest, task results, evidence, binding. Written
+    // apart from the plan's directory, whose every file the plan binds.
+    let out_dir = tempfile::tempdir().unwrap();
+    let local_record = out_dir.path().join("local-record.json");
     let record_arg = local_record.to_string_lossy().into_owned();
     let out = cli(&[
         "local",
@@ -287,7 +336,7 @@ fn two_workers_give_the_local_run_s_results_and_a_second_submission_is_refused()
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let archive = dir.path().join("remote.tar");
+    let archive = out_dir.path().join("remote.tar");
     let archive_arg = archive.to_string_lossy().into_owned();
     let accepted = cli(&[
         "accept",
@@ -639,93 +688,234 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// The acceptance record `accept` prints for `chan`, after checking that the archive it
-/// exports verifies against the record digest alone, as `kleene verify` checks it.
-fn accepted_record(dir: &Path, chan: &str, plan_arg: &str) -> serde_json::Value {
-    let archive = dir.join("remote.tar");
-    let archive_arg = archive.to_string_lossy().into_owned();
-    let accepted = cli(&[
-        "accept",
-        "--channel",
-        chan,
-        "--export",
-        &archive_arg,
-        plan_arg,
-    ]);
-    let stderr = String::from_utf8_lossy(&accepted.stderr);
-    assert!(accepted.status.success(), "{stderr}");
-    let digest: kleene::id::Digest = stderr
+/// A copy of the bundled demo's directory (plan, task scripts, fix) at `dir/demo`: its plan
+/// file.
+fn demo_copy(dir: &Path) -> PathBuf {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo");
+    let to = dir.join("demo");
+    copy_dir(&demo, &to);
+    to.join("plan.json")
+}
+
+/// The evidence and acceptance record of `plan` on `chan` as `kleene run --channel CHAN PLAN`
+/// then `kleene accept` make them, through the library as the CLI's commands do: the plan
+/// and the files beside it read, the commands run from a copy of those files in the state
+/// directory, the threaded driver with group commit and `kleene run`'s default policy, and
+/// every audit trail checked against the closure records before the record is sealed.
+fn cli_record(plan: &Path, chan: &str) -> (BatchEvidence, AcceptanceRecord) {
+    let (shell, _) = ShellPlan::read(plan, &[PathBuf::from(".kleene")]).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let copy = state.path().join("plan-files");
+    shell.files().unwrap().write_copy(&copy).unwrap();
+    let kept = Arc::new(KeptRecords::default());
+    let runtime = ShellRuntime::new(shell.clone(), state.path())
+        .unwrap()
+        .with_plan_dir(&copy)
+        .with_default_timeout(Duration::from_secs(600))
+        .with_observer(kept.clone());
+    let channel = ChannelId::new(chan).unwrap();
+    let session = shell::session(&channel).unwrap();
+    let policy = RecoveryPolicy::builder()
+        .max_recovery_depth(3)
+        .max_total_fix_attempts(10)
+        .recover_on(RecoverOn::Blockers)
+        .build()
+        .unwrap();
+    let mut journal = FileJournal::open(state.path().join("journal")).unwrap();
+    let evidence = shell
+        .batch(channel.clone())
+        .with_group_commit(true)
+        .run_threaded(
+            NonZeroUsize::new(4).unwrap(),
+            |slot| {
+                ClosureWorker::new(
+                    runtime.agent(slot.to_string()),
+                    session.clone(),
+                    policy.clone(),
+                )
+            },
+            &(),
+            &mut journal,
+        )
+        .unwrap()
+        .evidence;
+    let snapshot = Snapshot::from_evidence(&evidence).unwrap();
+    let binding = BuildBinding::new(channel, shell.plan().digest(), evidence.evidence_version());
+    let records: Vec<_> = kept
+        .records()
+        .iter()
+        .map(|s| (s.task.clone(), s.call, s.read().unwrap()))
+        .collect();
+    let record = accept_audited(
+        shell.plan(),
+        &evidence,
+        &snapshot,
+        &binding,
+        records.iter().map(|(t, c, r)| (t, *c, r)),
+    )
+    .unwrap();
+    (evidence, record)
+}
+
+/// The record digest `kleene-restate accept` printed.
+fn printed_digest(stderr: &str) -> Option<kleene::id::Digest> {
+    stderr
         .split_whitespace()
         .skip_while(|w| *w != "digest")
         .nth(1)
         .and_then(|d| d.parse().ok())
-        .unwrap_or_else(|| panic!("no record digest in {stderr}"));
-    let bytes = std::fs::read(&archive).unwrap();
-    kleene::acceptance::verify_archive(&bytes, digest).unwrap();
-    serde_json::from_slice(&accepted.stdout).unwrap()
 }
 
+/// The `kleene` CLI binary, when cargo built it beside this one (`cargo build -p kleene`, or
+/// the root crate's tests): `kleene run` and `kleene accept` themselves are then checked too.
+fn kleene_cli() -> Option<PathBuf> {
+    let cli = Path::new(BIN).with_file_name("kleene");
+    cli.is_file().then_some(cli)
+}
+
+/// The bundled demo, with its checks and the fix that repairs its VAT bug, submitted from a
+/// directory that is then moved away, and run by workers that never saw it: each in its own
+/// empty working directory with its own `--dir`, started after the move, as another user
+/// where the tests run as root. The plan's scripts travel by digest; the run is accepted
+/// from the channel alone, and its evidence and record digests are those of `kleene run`
+/// plus `kleene accept` on a copy of the same directory.
 #[test]
-fn the_demo_with_its_checks_and_fix_on_two_workers_gives_the_local_run_s_record() {
+fn the_demo_runs_on_workers_that_never_saw_its_directory_and_gives_kleene_run_s_record() {
     let Some(_serial) = server() else { return };
-    let _cluster = Cluster::start(2, 4);
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo");
     let dir = tempfile::tempdir().unwrap();
-    copy_dir(&demo.join("tasks"), &dir.path().join("tasks"));
-    std::fs::copy(demo.join("fix_vat.sh"), dir.path().join("fix_vat.sh")).unwrap();
-    let path = dir.path().join("plan.json");
-    std::fs::copy(demo.join("plan.json"), &path).unwrap();
-    let chan = channel("demo");
-    let (out, _) = run(&path, &chan, &[]);
-    let remote = status_of(&out);
+    let submitted = demo_copy(&dir.path().join("submitter"));
+    let reference = demo_copy(&dir.path().join("reference"));
+    let chan = channel("elsewhere");
+    // What `kleene-restate run` sends: the plan's text, its files' manifest and bytes.
+    let (plan, _) = ShellPlan::read(&submitted, &[PathBuf::from(".kleene")]).unwrap();
+    let submission = Submission::of(&plan, 8, Vec::new());
+    assert!(
+        plan.files()
+            .is_some_and(|f| f.iter().any(|(p, _)| p.as_str() == "fix_vat.sh")),
+        "the fix script is one of the plan's files"
+    );
+    let moved = dir.path().join("moved-away");
+    std::fs::rename(dir.path().join("submitter"), &moved).unwrap();
+    assert!(!submitted.exists());
+    // As root, the workers run as `nobody`, who cannot even enter this 0700 temporary
+    // directory: they could not reach the moved copy either.
+    let uid = (is_root() && Path::new("/usr/bin/setpriv").exists()).then_some(65534);
+    if uid.is_none() {
+        eprintln!("note: workers run as this user (not root, or no setpriv)");
+    }
+    let cluster = Cluster::start_as(2, 4, uid);
+    let client = kleene_restate::client::Restate::new(&ingress(), &admin());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let report = runtime
+        .block_on(client.submit(&chan, &submission))
+        .unwrap_or_else(|e| panic!("submit: {e}"));
+    let remote = report.status;
     assert!(remote.is_complete(), "{remote}");
-    let plan_arg = path.to_string_lossy().into_owned();
-    let local_record = dir.path().join("local-record.json");
-    let record_arg = local_record.to_string_lossy().into_owned();
-    let local = cli(&[
-        "local",
-        "--json",
+    // The unit-tests check caught the VAT bug; one fix repaired it, and the status says so.
+    let service = remote
+        .tasks
+        .iter()
+        .find(|t| t.task.as_str() == "billing_service")
+        .unwrap();
+    assert_eq!((service.calls, service.fixes), (1, 1), "{remote}");
+    let shown = String::from_utf8_lossy(&cli(&["status", "--channel", &chan]).stdout).into_owned();
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains("billing_service") && l.ends_with("1 call, 1 fix")),
+        "{shown}"
+    );
+    // The workers made their own read-only copies of the plan's files.
+    let digest = plan.plan().digest().to_string();
+    let copies = cluster
+        .dirs
+        .iter()
+        .filter(|d| d.join("plans").join(&digest).join("fix_vat.sh").is_file())
+        .count();
+    assert!(copies >= 1, "no worker copied the plan's files");
+    if let Some(uid) = uid {
+        // Made by the workers themselves, as that other user.
+        let owner = |d: &PathBuf| {
+            std::fs::metadata(d.join("plans").join(&digest))
+                .ok()
+                .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        };
+        assert!(cluster.dirs.iter().filter_map(owner).all(|o| o == uid));
+    }
+
+    // Accepted from the channel alone: the submitter's directory is still gone.
+    let archives = tempfile::tempdir().unwrap();
+    let archive = archives.path().join("demo.tar");
+    let accepted = cli(&[
+        "accept",
         "--channel",
         &chan,
-        "--record",
-        &record_arg,
-        &plan_arg,
+        "--export",
+        &archive.to_string_lossy(),
     ]);
-    assert!(
-        local.status.success(),
-        "{}",
-        String::from_utf8_lossy(&local.stderr)
-    );
-    let local = status_of(&local);
-    assert_eq!(remote.tasks, local.tasks);
-    // The deliberate VAT bug was caught by the unit-tests check and repaired by one fix.
-    let evidence = kleene_restate_evidence(&chan);
-    assert_eq!(evidence.fix_attempts_used(), 1);
-    let remote_record = accepted_record(dir.path(), &chan, &plan_arg);
-    let local_record: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&local_record).unwrap()).unwrap();
-    assert_eq!(
-        remote_record["files"], local_record["files"],
-        "the file manifest"
+    let stderr = String::from_utf8_lossy(&accepted.stderr).into_owned();
+    assert!(accepted.status.success(), "{stderr}");
+    let remote_digest = printed_digest(&stderr).expect("a record digest");
+    kleene::acceptance::verify_archive(&std::fs::read(&archive).unwrap(), remote_digest).unwrap();
+
+    let (evidence, record) = cli_record(&reference, &chan);
+    eprintln!(
+        "demo on Restate: evidence {:?}, record {remote_digest}; kleene run + accept: evidence \
+         {}, record {}",
+        remote.evidence_digest,
+        evidence.summary().evidence_digest,
+        record.digest()
     );
     assert_eq!(
-        remote_record["task_results"], local_record["task_results"],
-        "the task results"
+        remote.evidence_digest,
+        Some(evidence.summary().evidence_digest)
     );
-    // Each result binds its closure's settlement (audit head, record digest).
-    let results = remote_record["task_results"]
-        .as_array()
-        .expect("task results");
-    assert_eq!(results.len(), 4);
-    assert!(
-        results
-            .iter()
-            .all(|r| r["closure"]["record_digest"].is_string()),
-        "{remote_record}"
-    );
-    assert!(remote_record["files"].is_object(), "{remote_record}");
-    assert_eq!(remote.evidence_digest, local.evidence_digest);
+    assert_eq!(record.digest(), remote_digest);
+    let remote_record: serde_json::Value = serde_json::from_slice(&accepted.stdout).unwrap();
+    let local_record: serde_json::Value = serde_json::from_str(&record.to_json()).unwrap();
     assert_eq!(remote_record, local_record);
+
+    // And the CLI itself, when it is built: `kleene run` then `kleene accept`.
+    match kleene_cli() {
+        Some(kleene) => {
+            let state = tempfile::tempdir().unwrap();
+            let st = state.path().join("st");
+            let ran = Command::new(&kleene)
+                .arg("run")
+                .arg("--state")
+                .arg(&st)
+                .args(["--channel", &chan])
+                .arg(&reference)
+                .output()
+                .unwrap();
+            assert!(
+                ran.status.success(),
+                "{}",
+                String::from_utf8_lossy(&ran.stderr)
+            );
+            let accepted = Command::new(&kleene)
+                .args(["--json", "accept", "--state"])
+                .arg(&st)
+                .output()
+                .unwrap();
+            let out = String::from_utf8_lossy(&accepted.stdout).into_owned();
+            assert!(accepted.status.success(), "{out}");
+            let event: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+            assert_eq!(
+                event["record_digest"].as_str(),
+                Some(remote_digest.to_string().as_str()),
+                "{out}"
+            );
+        }
+        None => eprintln!(
+            "note: the kleene binary is not built beside this one; compared through the library only"
+        ),
+    }
+}
+
+fn is_root() -> bool {
+    // The owner of /proc/self is the effective user.
+    std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
 }
 
 fn kleene_restate_evidence(chan: &str) -> kleene::batch::BatchEvidence {
@@ -846,7 +1036,7 @@ fn a_call_too_large_for_a_message_is_refused_and_the_status_says_why() {
     let Some(_serial) = server() else { return };
     let _cluster = Cluster::start(1, 1);
     let dir = tempfile::tempdir().unwrap();
-    let limit = kleene_restate::closure::MAX_CALL_OUTPUT_BYTES;
+    let limit = kleene_restate::worker::MAX_CALL_OUTPUT_BYTES;
     let plan = plan_file(
         dir.path(),
         vec![task(
@@ -876,8 +1066,41 @@ fn a_call_too_large_for_a_message_is_refused_and_the_status_says_why() {
     // as recovery_stalled, the line starts with that cause and then quotes the refusal.
     let shown = String::from_utf8_lossy(&cli(&["status", "--channel", &chan]).stdout).into_owned();
     assert!(
-        shown.contains("calls): ") && shown.contains("refused") && shown.contains("big.bin"),
+        shown.contains("2 calls  ") && shown.contains("refused") && shown.contains("big.bin"),
         "{shown}"
+    );
+}
+
+/// A plan whose files are more than a plan may carry is refused before anything is sent,
+/// naming the largest files and the plan key that narrows them (no server needed).
+#[test]
+fn a_plan_whose_files_are_too_large_is_refused_before_submission() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = plan_file(dir.path(), vec![task("a", "echo a > a.txt", &[])]);
+    std::fs::write(dir.path().join("small.sh"), "true\n").unwrap();
+    let big = std::fs::File::create(dir.path().join("big.bin")).unwrap();
+    big.set_len(kleene::shell::MAX_PLAN_FILE_BYTES + 1).unwrap();
+    // Nothing listens there: the refusal comes before any request.
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--restate",
+            "http://127.0.0.1:9",
+            "--admin",
+            "http://127.0.0.1:9",
+        ])
+        .arg(&plan)
+        .output()
+        .expect("run kleene-restate");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the largest: big.bin ({} bytes)",
+            kleene::shell::MAX_PLAN_FILE_BYTES + 1
+        )) && stderr.contains("\"inputs\"")
+            && !stderr.contains("reach"),
+        "{stderr}"
     );
 }
 
@@ -951,6 +1174,10 @@ fn kept(state: &serde_json::Map<String, serde_json::Value>, key: &str) -> serde_
 /// `accept --export` on `chan`: the output, and whether the archive was written.
 fn accept_exporting(dir: &Path, chan: &str, plan: &Path) -> (Output, bool) {
     let archive = dir.join(format!("{chan}.tar"));
+    assert!(
+        !plan.starts_with(dir),
+        "an archive beside the plan would change its files"
+    );
     let _ = std::fs::remove_file(&archive);
     let out = cli(&[
         "accept",
@@ -981,6 +1208,7 @@ fn accept_checks_the_closure_records_the_channel_keeps() {
         ],
     );
     let chan = channel("closures");
+    let archives = tempfile::tempdir().unwrap();
     let (out, _) = run(&plan, &chan, &[]);
     let status = status_of(&out);
     assert!(status.is_complete(), "{status}");
@@ -1017,7 +1245,7 @@ fn accept_checks_the_closure_records_the_channel_keeps() {
         "{shown}"
     );
 
-    let (accepted, exported) = accept_exporting(dir.path(), &chan, &plan);
+    let (accepted, exported) = accept_exporting(archives.path(), &chan, &plan);
     let stderr = String::from_utf8_lossy(&accepted.stderr).into_owned();
     assert!(accepted.status.success() && exported, "{stderr}");
     let digest_of = |stderr: &str| {
@@ -1040,7 +1268,7 @@ fn accept_checks_the_closure_records_the_channel_keeps() {
         serde_json::json!(serde_json::to_vec(&as_f).unwrap()),
     );
     set_channel_state(&chan, &swapped);
-    let (refused, exported) = accept_exporting(dir.path(), &chan, &plan);
+    let (refused, exported) = accept_exporting(archives.path(), &chan, &plan);
     let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     assert!(
@@ -1054,7 +1282,7 @@ fn accept_checks_the_closure_records_the_channel_keeps() {
     let mut removed = original.clone();
     removed.remove("closure/f/1");
     set_channel_state(&chan, &removed);
-    let (refused, exported) = accept_exporting(dir.path(), &chan, &plan);
+    let (refused, exported) = accept_exporting(archives.path(), &chan, &plan);
     let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     assert!(
@@ -1065,7 +1293,7 @@ fn accept_checks_the_closure_records_the_channel_keeps() {
 
     // Restored: accepted again, with the same record.
     set_channel_state(&chan, &original);
-    let (accepted, exported) = accept_exporting(dir.path(), &chan, &plan);
+    let (accepted, exported) = accept_exporting(archives.path(), &chan, &plan);
     let stderr = String::from_utf8_lossy(&accepted.stderr).into_owned();
     assert!(accepted.status.success() && exported, "{stderr}");
     assert_eq!(digest_of(&stderr), Some(digest));

@@ -8,6 +8,7 @@
 //! Run with `KLEENE_WRITE_FIXTURES=1` to (re)write the fixtures; a change to one is a format
 //! change that in-flight calls would not survive.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use kleene::batch::{
@@ -15,9 +16,11 @@ use kleene::batch::{
 };
 use kleene::closure::ClosureRecord;
 use kleene::id::{AgentId, ChannelId, Digest, TaskId};
+use kleene::plan::AdmittedPath;
+use kleene::shell::PlanFilesManifest;
 use kleene_restate::call::{FixDraw, StoredClosure, TaskCall, TaskReply};
 use kleene_restate::content::Files;
-use kleene_restate::service::{RunReport, Submission};
+use kleene_restate::service::{PlanFileBytes, RunReport, Submission};
 use kleene_restate::status::{ChannelStatus, TaskLine};
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -57,6 +60,19 @@ fn d(byte: u8) -> Digest {
     Digest::from_bytes([byte; 32])
 }
 
+/// A plan's files' manifest: `tasks/a.sh` and `fix.sh`.
+fn manifest() -> PlanFilesManifest {
+    PlanFilesManifest(BTreeMap::from([
+        (AdmittedPath::admit("tasks/a.sh").unwrap(), d(5)),
+        (AdmittedPath::admit("fix.sh").unwrap(), d(6)),
+    ]))
+}
+
+/// Reads the committed fixture `name` as a `T`.
+fn read<T: DeserializeOwned>(name: &str) -> T {
+    serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap()
+}
+
 #[test]
 fn a_task_call_and_a_fix_draw_keep_their_json() {
     let dispatch: Dispatch = kleene_fixture("dispatch_v1_not_owned.json");
@@ -64,10 +80,15 @@ fn a_task_call_and_a_fix_draw_keep_their_json() {
         channel: ChannelId::new("chan").unwrap(),
         dispatch,
         plan: r#"{"tasks": []}"#.into(),
-        plan_dir: Some("/srv/plans".into()),
+        plan_files: Some(manifest()),
         inputs: vec![(id("a"), d(1)), (id("a2"), d(2))],
     };
-    pinned("task_call_v1.json", &call);
+    pinned("task_call_v2.json", &call);
+    // An earlier adapter's call (it named the submitter's directory) still reads, naming no
+    // plan files: a worker refuses it.
+    let old: TaskCall = read("task_call_v1.json");
+    assert_eq!(old.plan_files, None);
+    assert_eq!(old.dispatch, call.dispatch);
     let draw = FixDraw {
         task: id("b"),
         attempt: 2,
@@ -141,17 +162,31 @@ fn a_reply_with_its_closure_record_and_the_kept_records_keep_their_json() {
 fn a_submission_a_report_and_files_keep_their_json() {
     let submission = Submission {
         plan: r#"{"tasks": []}"#.into(),
-        plan_dir: None,
+        plan_files: Some(manifest()),
+        file_bytes: vec![PlanFileBytes {
+            digest: d(5),
+            base64: "ZWNobyBhCg==".into(),
+        }],
         jobs: 4,
         block: vec![AgentId::new("coder").unwrap()],
     };
-    pinned("submission_v1.json", &submission);
+    pinned("submission_v2.json", &submission);
+    // The channel keeps it without the bytes; an earlier adapter's reads with no plan files,
+    // and the channel refuses it.
+    let kept = Submission {
+        file_bytes: Vec::new(),
+        ..submission
+    };
+    pinned("submission_kept_v2.json", &kept);
+    let old: Submission = read("submission_v1.json");
+    assert_eq!((old.plan_files, old.file_bytes.len()), (None, 0));
     let status = ChannelStatus {
         channel: "chan".into(),
         tasks: vec![TaskLine {
             task: id("a"),
             status: "accepted".into(),
             calls: 1,
+            fixes: 0,
             accepted: Some(d(3)),
             why: None,
         }],
@@ -168,7 +203,7 @@ fn a_submission_a_report_and_files_keep_their_json() {
     );
     // A failed task's line says why; an answer without the field (the first above, or an
     // earlier adapter's) reads as saying nothing.
-    let mut failed = status;
+    let mut failed = status.clone();
     failed.tasks[0] = TaskLine {
         status: "failed".into(),
         accepted: None,
@@ -182,6 +217,11 @@ fn a_submission_a_report_and_files_keep_their_json() {
             resumed: false,
         },
     );
+    // A task accepted after a fix says how many (the field is left out when none, so the
+    // answers above keep their JSON).
+    let mut fixed = status;
+    fixed.tasks[0].fixes = 1;
+    pinned("status_fixes_v1.json", &fixed);
     let candidate: Candidate = kleene_fixture("candidate_v1.json");
     pinned("files_v1.json", &Files::of(&candidate));
 }
