@@ -8,7 +8,8 @@
 //!
 //! The example is on [`Batch::run_threaded`].
 
-use std::collections::BTreeSet;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::num::NonZeroUsize;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -398,9 +399,13 @@ impl DrawReply for Sender<Result<(), String>> {
 pub(super) struct GroupCommit<'a, R> {
     /// The call each slot is making, if any.
     slots: Vec<Option<Dispatch>>,
-    /// The slots making none, lowest handed out first (a set, not a scan of `slots`: a
-    /// driver may have thousands of slots).
-    free: BTreeSet<usize>,
+    /// The slots making none, lowest handed out first (a min-heap, not a scan of `slots`: a
+    /// driver may have thousands of slots; a heap, not a set: a slot is freed only by the
+    /// call it was making, so never twice, and a heap allocates nothing per call).
+    free: BinaryHeap<Reverse<usize>>,
+    /// What one commit reserves, kept between commits so that a pass allocates them once.
+    events: Vec<EvidenceEvent>,
+    dispatches: Vec<Dispatch>,
     accepted: &'a [OnceLock<AcceptedOutput>],
     /// Why the pass stops once the calls in flight have settled.
     stop: Option<BatchError>,
@@ -412,7 +417,9 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
     pub(super) fn new(slots: usize, accepted: &'a [OnceLock<AcceptedOutput>]) -> Self {
         Self {
             slots: vec![None; slots],
-            free: (0..slots).collect(),
+            free: (0..slots).map(Reverse).collect(),
+            events: Vec::new(),
+            dispatches: Vec::new(),
             accepted,
             stop: None,
             replies: Vec::new(),
@@ -430,17 +437,19 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         if self.stop.is_none() {
             // The calls read their prerequisites' outputs themselves (the accepted cells), so
             // the dispatches carry no digests of them.
-            let (mut events, mut dispatches) = (Vec::new(), Vec::new());
+            let (events, dispatches) = (&mut self.events, &mut self.dispatches);
             run.machine
-                .reserve_into(self.slots.len(), &mut events, &mut dispatches, false)?;
-            for event in events {
+                .reserve_into(self.slots.len(), events, dispatches, false)?;
+            run.reserve_buffered(events.len());
+            for event in events.drain(..) {
                 run.commit_buffered(event);
             }
             // One append for everything since the last: settlements, draws, drains and
             // reservations.
             self.flush(run)?;
-            for dispatch in dispatches {
-                let Some(slot) = self.free.pop_first() else {
+            starts.reserve_exact(self.dispatches.len());
+            for dispatch in self.dispatches.drain(..) {
+                let Some(Reverse(slot)) = self.free.pop() else {
                     break;
                 };
                 self.slots[slot] = Some(dispatch.clone());
@@ -510,7 +519,7 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         let Some(dispatch) = self.slots.get_mut(slot).and_then(Option::take) else {
             return Ok(());
         };
-        self.free.insert(slot);
+        self.free.push(Reverse(slot));
         let Settled { events, stop } = run.machine.settle(&dispatch, result, contract)?;
         for event in events {
             run.commit_buffered(event);
