@@ -1139,12 +1139,6 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
 
     /// Buffers an event the machine already folded for the next [`flush`](Self::flush),
     /// whatever the batch's group-commit choice (a driver that commits in groups).
-    /// Makes room for `more` buffered events at once: a commit of thousands of
-    /// reservations would otherwise grow the buffer step by step, copying it each time.
-    pub(super) fn reserve_buffered(&mut self, more: usize) {
-        self.buffer.reserve(more);
-    }
-
     pub(super) fn commit_buffered(&mut self, event: EvidenceEvent) {
         (self.observer)(&event);
         self.buffer.push(event);

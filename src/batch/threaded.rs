@@ -403,9 +403,6 @@ pub(super) struct GroupCommit<'a, R> {
     /// driver may have thousands of slots; a heap, not a set: a slot is freed only by the
     /// call it was making, so never twice, and a heap allocates nothing per call).
     free: BinaryHeap<Reverse<usize>>,
-    /// What one commit reserves, kept between commits so that a pass allocates them once.
-    events: Vec<EvidenceEvent>,
-    dispatches: Vec<Dispatch>,
     accepted: &'a [OnceLock<AcceptedOutput>],
     /// Why the pass stops once the calls in flight have settled.
     stop: Option<BatchError>,
@@ -418,8 +415,6 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         Self {
             slots: vec![None; slots],
             free: (0..slots).map(Reverse).collect(),
-            events: Vec::new(),
-            dispatches: Vec::new(),
             accepted,
             stop: None,
             replies: Vec::new(),
@@ -437,18 +432,16 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         if self.stop.is_none() {
             // The calls read their prerequisites' outputs themselves (the accepted cells), so
             // the dispatches carry no digests of them.
-            let (events, dispatches) = (&mut self.events, &mut self.dispatches);
+            let (mut events, mut dispatches) = (Vec::new(), Vec::new());
             run.machine
-                .reserve_into(self.slots.len(), events, dispatches, false)?;
-            run.reserve_buffered(events.len());
-            for event in events.drain(..) {
+                .reserve_into(self.slots.len(), &mut events, &mut dispatches, false)?;
+            for event in events {
                 run.commit_buffered(event);
             }
             // One append for everything since the last: settlements, draws, drains and
             // reservations.
             self.flush(run)?;
-            starts.reserve_exact(self.dispatches.len());
-            for dispatch in self.dispatches.drain(..) {
+            for dispatch in dispatches {
                 let Some(Reverse(slot)) = self.free.pop() else {
                     break;
                 };
