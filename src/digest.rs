@@ -142,43 +142,11 @@ impl<'de> Deserialize<'de> for Digest {
 /// `blake3::Hasher::update` call has a fixed cost larger than hashing a few bytes, so the
 /// pieces are gathered in a small buffer and handed to blake3 together. The digest is that
 /// of the bytes in order, however they were split.
+#[derive(Clone)]
 pub(crate) struct CanonicalHasher {
     hasher: blake3::Hasher,
     pending: usize,
     buffer: [u8; BUFFER_LEN],
-    /// The purpose's context key, and whether `hasher` was handed any bytes: until it was,
-    /// a clone is a fresh hasher from the key plus the gathered bytes (see `Clone`).
-    key: [u8; 32],
-    fed: bool,
-}
-
-impl Clone for CanonicalHasher {
-    /// A template (a purpose's hasher, or one with a short common prefix gathered) is cloned
-    /// for every digest of that kind, thousands of times in a batch. A `blake3::Hasher` is
-    /// about 2 KiB, most of it a stack of chaining values that is empty until it has hashed
-    /// a whole chunk; so while nothing was handed to blake3, the clone starts a hasher from
-    /// the key and copies only the gathered bytes: the same bytes reach blake3 in the same
-    /// order, so the digest is the same.
-    fn clone(&self) -> Self {
-        if self.fed {
-            return Self {
-                hasher: self.hasher.clone(),
-                pending: self.pending,
-                buffer: self.buffer,
-                key: self.key,
-                fed: true,
-            };
-        }
-        let mut buffer = [0; BUFFER_LEN];
-        buffer[..self.pending].copy_from_slice(&self.buffer[..self.pending]);
-        Self {
-            hasher: blake3::Hasher::new_from_context_key(&self.key),
-            pending: self.pending,
-            buffer,
-            key: self.key,
-            fed: false,
-        }
-    }
 }
 
 /// Bytes gathered before they are handed to blake3: most digested values (an audit entry,
@@ -191,16 +159,10 @@ impl CanonicalHasher {
     /// Deriving a purpose's key costs a blake3 compression and a formatted string; each
     /// thread derives it once per purpose and keeps it (see [`context_key`]).
     pub(crate) fn new(purpose: &'static str) -> Self {
-        Self::from_key(context_key(purpose))
-    }
-
-    fn from_key(key: [u8; 32]) -> Self {
         Self {
-            hasher: blake3::Hasher::new_from_context_key(&key),
+            hasher: blake3::Hasher::new_from_context_key(&context_key(purpose)),
             pending: 0,
             buffer: [0; BUFFER_LEN],
-            key,
-            fed: false,
         }
     }
 
@@ -246,7 +208,6 @@ impl CanonicalHasher {
                 self.pending = bytes.len();
             }
             None => {
-                self.fed = true;
                 self.hasher.update(bytes);
             }
         }
@@ -260,7 +221,6 @@ impl CanonicalHasher {
 
     /// Hands the gathered bytes to blake3.
     fn flush(&mut self) {
-        self.fed = true;
         self.hasher.update(&self.buffer[..self.pending]);
         self.pending = 0;
     }
@@ -288,7 +248,11 @@ impl Purpose {
         let key = self.key.get_or_init(|| {
             blake3::hazmat::hash_derive_key_context(&format!("kleene {} v1", self.name))
         });
-        CanonicalHasher::from_key(*key)
+        CanonicalHasher {
+            hasher: blake3::Hasher::new_from_context_key(key),
+            pending: 0,
+            buffer: [0; BUFFER_LEN],
+        }
     }
 }
 
