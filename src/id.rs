@@ -231,6 +231,13 @@ impl TaskId {
     pub(crate) fn shares_allocation_with(&self, other: &TaskId) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
+
+    /// The address of the id's shared text: equal for clones of one id (see
+    /// [`shares_allocation_with`](Self::shares_allocation_with)), so a map keyed by it finds a
+    /// clone without reading the text. Different addresses say nothing about the text.
+    pub(crate) fn allocation(&self) -> usize {
+        self.0.as_ptr().addr()
+    }
 }
 
 #[cfg(test)]

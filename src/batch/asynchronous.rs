@@ -511,7 +511,8 @@ async fn drive<W: AsyncWorker, J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
     };
     let mut group = GroupCommit::new(workers.len(), &shared.pass.accepted);
     let mut in_flight = FuturesUnordered::new();
-    let mut ready = Vec::new();
+    // Up to one event per slot at a time (draws aside): sized once.
+    let mut ready = Vec::with_capacity(workers.len());
     loop {
         for (slot, dispatch) in group.commit(run)? {
             match workers.get_mut(slot).and_then(Option::take) {

@@ -405,6 +405,11 @@ impl<'p> BatchMachine<'p> {
         dispatches: &mut Vec<Dispatch>,
         digests: bool,
     ) -> Result<(), BatchError> {
+        // At most one event and one call per ready task: sized once, so a commit of
+        // thousands of calls does not grow (and copy) the buffers step by step.
+        let room = limit.saturating_sub(self.dispatched).min(self.ready.len());
+        events.reserve(room);
+        dispatches.reserve(room);
         while self.dispatched < limit {
             let Some(position) = self.ready.pop_first() else {
                 break;

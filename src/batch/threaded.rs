@@ -8,7 +8,8 @@
 //!
 //! The example is on [`Batch::run_threaded`].
 
-use std::collections::BTreeSet;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::num::NonZeroUsize;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -399,9 +400,10 @@ impl DrawReply for Sender<Result<(), String>> {
 pub(super) struct GroupCommit<'a, R> {
     /// The call each slot is making, if any.
     slots: Vec<Option<Dispatch>>,
-    /// The slots making none, lowest handed out first (a set, not a scan of `slots`: a
-    /// driver may have thousands of slots).
-    free: BTreeSet<usize>,
+    /// The slots making none, lowest handed out first (a min-heap, not a scan of `slots`: a
+    /// driver may have thousands of slots; a heap, not a set: a slot is freed only by the
+    /// call it was making, so never twice, and a heap allocates nothing per call).
+    free: BinaryHeap<Reverse<usize>>,
     accepted: &'a [OnceLock<AcceptedOutput>],
     /// Why the pass stops once the calls in flight have settled.
     stop: Option<BatchError>,
@@ -413,7 +415,7 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
     pub(super) fn new(slots: usize, accepted: &'a [OnceLock<AcceptedOutput>]) -> Self {
         Self {
             slots: vec![None; slots],
-            free: (0..slots).collect(),
+            free: (0..slots).map(Reverse).collect(),
             accepted,
             stop: None,
             replies: Vec::new(),
@@ -441,7 +443,7 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
             // reservations.
             self.flush(run)?;
             for dispatch in dispatches {
-                let Some(slot) = self.free.pop_first() else {
+                let Some(Reverse(slot)) = self.free.pop() else {
                     break;
                 };
                 self.slots[slot] = Some(dispatch.clone());
@@ -511,7 +513,7 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         let Some(dispatch) = self.slots.get_mut(slot).and_then(Option::take) else {
             return Ok(());
         };
-        self.free.insert(slot);
+        self.free.push(Reverse(slot));
         let Settled { events, stop } = run.machine.settle(&dispatch, result, contract)?;
         for event in events {
             run.commit_buffered(event);

@@ -289,13 +289,34 @@ pub(crate) fn analyse(
             }),
     );
 
+    // Most prerequisites are clones of their task's id (normalisation's contract edges):
+    // found by the address of the shared text, they resolve without reading it, which on a
+    // large plan is a cache miss per read. With a duplicated id the first task with it must
+    // win, which only the text lookup knows, so then every prerequisite takes that path.
+    let by_allocation: HashMap<usize, u32> = if has_duplicates {
+        HashMap::new()
+    } else {
+        let mut map = HashMap::with_capacity(n);
+        map.extend(
+            tasks
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.id.allocation(), index(i))),
+        );
+        map
+    };
+    let resolve = |dep: &TaskId| {
+        by_allocation
+            .get(&dep.allocation())
+            .or_else(|| ids.get(dep.as_str()))
+    };
     let mut pre_start = Vec::with_capacity(n + 1);
     let mut pre: Vec<u32> = Vec::with_capacity(tasks.iter().map(|t| t.depends_on.len()).sum());
     pre_start.push(0);
     for (i, task) in tasks.iter().enumerate() {
         let start = pre.len();
         for dep in &task.depends_on {
-            match ids.get(dep.as_str()) {
+            match resolve(dep) {
                 // A dependency on the task's own id resolves to its own position, or, when
                 // the id is duplicated, to the first task with it: only then is the text
                 // compared.
@@ -567,9 +588,23 @@ fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) ->
     // sequentially.
     let mut entries: PathEntries =
         Vec::with_capacity(tasks.iter().map(|t| t.owned_paths.len()).sum());
+    // Every proper prefix of an owned path that ends at a separator, longest first per path,
+    // as (hash, task, index in its `owned_paths`, length): hashed here, while the path's
+    // bytes are in cache, so the nesting check below need not read the path again (on a
+    // large plan each read is a cache miss).
+    let mut prefixes: Vec<(u64, u32, u32, u32)> = Vec::with_capacity(entries.capacity() * 2);
     for (t, task) in tasks.iter().enumerate() {
         for (k, p) in task.owned_paths.iter().enumerate() {
-            entries.push((path_hash(p.as_str()), index(t), index(k)));
+            let raw = p.as_str();
+            entries.push((path_hash(raw), index(t), index(k)));
+            // A byte scan: owned paths are short, and `rmatch_indices` pays a `memrchr`
+            // call per separator.
+            prefixes.extend(
+                (0..raw.len())
+                    .rev()
+                    .filter(|&i| raw.as_bytes()[i] == b'/')
+                    .map(|i| (path_hash(&raw[..i]), index(t), index(k), index(i))),
+            );
         }
     }
     // Only a path that some task owns can be an outer one: a set of owned path hashes
@@ -601,28 +636,26 @@ fn ownership_problems(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) ->
     }
 
     let mut nested: Vec<(&AdmittedPath, &AdmittedPath, &TaskId, &TaskId)> = Vec::new();
-    for task in tasks {
-        for inner in &task.owned_paths {
-            let raw = inner.as_str();
-            // Proper prefixes that end at a separator, longest first. A byte scan: owned
-            // paths are short, and `rmatch_indices` pays a `memrchr` call per separator.
-            let outer = (0..raw.len())
-                .rev()
-                .filter(|&i| raw.as_bytes()[i] == b'/')
-                .map(|i| &raw[..i])
-                .filter(|prefix| hashes.contains(&path_hash(prefix)))
-                .find_map(|prefix| {
-                    entries_for(&entries, tasks, prefix)
-                        .min_by(|a, b| tasks[a.1 as usize].id.cmp(&tasks[b.1 as usize].id))
-                });
-            if let Some(o) = outer {
-                nested.push((
-                    inner,
-                    entry_path(tasks, o),
-                    &task.id,
-                    &tasks[o.1 as usize].id,
-                ));
-            }
+    // Per owned path (a run of its prefixes), the nearest owned ancestor: the first prefix
+    // whose hash is owned and whose text an owned path matches.
+    for run in prefixes.chunk_by(|a, b| (a.1, a.2) == (b.1, b.2)) {
+        let (t, k) = (run[0].1 as usize, run[0].2 as usize);
+        let inner = &tasks[t].owned_paths[k];
+        let outer = run
+            .iter()
+            .filter(|prefix| hashes.contains(&prefix.0))
+            .find_map(|prefix| {
+                let text = &inner.as_str()[..prefix.3 as usize];
+                entries_for(&entries, tasks, text)
+                    .min_by(|a, b| tasks[a.1 as usize].id.cmp(&tasks[b.1 as usize].id))
+            });
+        if let Some(o) = outer {
+            nested.push((
+                inner,
+                entry_path(tasks, o),
+                &tasks[t].id,
+                &tasks[o.1 as usize].id,
+            ));
         }
     }
     twice.sort_unstable();
