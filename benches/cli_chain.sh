@@ -23,7 +23,7 @@ for n in "$@"; do
     dir="$work/$n"
     mkdir -p "$dir"
     {
-        echo '{"tasks": ['
+        echo '{"inputs": [], "tasks": ['
         i=0
         while [ "$i" -lt "$n" ]; do
             after=''

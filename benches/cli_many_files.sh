@@ -20,7 +20,7 @@ task = {"id": "many", "owner": "shell", "spec": {"intent": f"write {n} files"},
         "owned_paths": [f"out/d{i // 1000}/f{i}" for i in range(n)],
         "run": f"python3 -c \"import os\nfor i in range({n}):\n    d = f'out/d{{i // 1000}}'\n    os.makedirs(d, exist_ok=True)\n    open(f'{{d}}/f{{i}}', 'w').write(str(i))\"",
         "timeout_secs": 600}
-json.dump({"tasks": [task]}, open("plan.json", "w"))
+json.dump({"inputs": [], "tasks": [task]}, open("plan.json", "w"))
 PY
 now() { date +%s%N; }
 t0=$(now); python3 -c "

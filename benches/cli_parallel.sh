@@ -15,7 +15,7 @@ work=$(mktemp -d)
 shm=$(mktemp -d /dev/shm/kleene-bench.XXXXXX)
 trap 'rm -rf "$work" "$shm"' EXIT
 {
-    echo '{"tasks": ['
+    echo '{"inputs": [], "tasks": ['
     i=0
     while [ "$i" -lt "$tasks" ]; do
         sep=','

@@ -14,7 +14,7 @@ kleene="$root/target/release/kleene"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 {
-    echo '{"tasks": ['
+    echo '{"inputs": [], "tasks": ['
     i=0
     while [ "$i" -lt "$tasks" ]; do
         after=''

@@ -147,3 +147,29 @@ fn the_plan_digest_follows_every_byte_of_the_plans_files() {
     std::fs::write(tmp.path().join("tasks/model.sh"), "echo one\n").unwrap();
     assert_eq!(digest(tmp.path()).0, first);
 }
+
+#[test]
+fn an_empty_inputs_list_binds_no_files_whatever_lies_beside_the_plan() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![task(
+            "app_module",
+            "module",
+            &["app/MODULE"],
+            &[],
+            json!({"run": "mkdir -p app && ls \"$KLEENE_PLAN_DIR\" | wc -l > app/MODULE"}),
+        )],
+    );
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    doc["inputs"] = json!([]);
+    std::fs::write(&plan, doc.to_string()).unwrap();
+    // Far more than a plan may carry, and nothing the commands read.
+    let big = std::fs::File::create(tmp.path().join("dataset.bin")).unwrap();
+    big.set_len(kleene::shell::MAX_PLAN_FILE_BYTES * 2).unwrap();
+    let out = run(tmp.path(), &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let listed = std::fs::read_to_string(tmp.path().join("st/workspace/app/MODULE")).unwrap();
+    assert_eq!(listed.trim(), "0", "the plan's copy holds no file");
+}

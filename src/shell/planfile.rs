@@ -179,7 +179,7 @@ pub struct ShellPlan {
     plan: ValidatedPlan,
     commands: BTreeMap<TaskId, TaskCommands>,
     scratch: Vec<PathGlob>,
-    inputs: Vec<PathGlob>,
+    inputs: Option<Vec<PathGlob>>,
     files: Option<PlanFiles>,
     text: String,
 }
@@ -251,9 +251,10 @@ impl ShellPlan {
         &self.scratch
     }
 
-    /// The plan's `inputs` globs (empty: every file beside the plan).
-    pub fn inputs(&self) -> &[PathGlob] {
-        &self.inputs
+    /// The plan's `inputs` globs: `None` when it declares none (every file beside the plan
+    /// counts), an empty list when it declares that its commands read none.
+    pub fn inputs(&self) -> Option<&[PathGlob]> {
+        self.inputs.as_deref()
     }
 
     /// The files the plan binds, if any.
@@ -430,8 +431,8 @@ fn build(file: &Path, text: &str, files: Files<'_>) -> Result<ShellPlan, LoadErr
         None => Vec::new(),
     };
     let inputs = match draft.extensions.get("inputs") {
-        Some(value) => reader.globs("-", "inputs", value)?,
-        None => Vec::new(),
+        Some(value) => Some(reader.globs("-", "inputs", value)?),
+        None => None,
     };
     let mut commands = BTreeMap::new();
     for task in &draft.tasks {
@@ -447,13 +448,16 @@ fn build(file: &Path, text: &str, files: Files<'_>) -> Result<ShellPlan, LoadErr
         });
     }
     let files = match files {
+        // `"inputs": []` says the commands read nothing beside the plan: none are bound.
+        Files::Collect { .. } if inputs.as_ref().is_some_and(Vec::is_empty) => {
+            Some(PlanFiles::default())
+        }
         Files::Collect { dir, skip } => Some(
-            PlanFiles::collect(dir, &inputs, skip, &scratch).map_err(|source| {
-                LoadError::Files {
+            PlanFiles::collect(dir, inputs.as_deref().unwrap_or_default(), skip, &scratch)
+                .map_err(|source| LoadError::Files {
                     file: file.to_owned(),
                     source,
-                }
-            })?,
+                })?,
         ),
         Files::Given(files) => files,
     };

@@ -111,9 +111,10 @@ Top level:
   scratch            array of globs, []     build output that is never part of any task's
                                             output, e.g. ["target/**"] (** = any depth)
   inputs             array of globs, all    the files beside the plan file its commands read
-                                            through $KLEENE_PLAN_DIR, e.g. ["tasks/**"]; by
-                                            default every file in the plan file's directory
-                                            except .git, scratch and kleene's state. They are
+                                            through $KLEENE_PLAN_DIR, e.g. ["tasks/**"]; []
+                                            for none; by default every file in the plan file's
+                                            directory except .git, scratch and kleene's state.
+                                            They are
                                             bound into the plan digest, copied into the run's
                                             state and read from there (at most 4096 files,
                                             8 MiB), so a run binds exactly what it ran
