@@ -9,8 +9,8 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The environment variable naming the `cgroup.procs` file the command's shell enters.
@@ -51,7 +51,33 @@ fn probe() -> Option<PathBuf> {
     std::fs::create_dir(&probe).ok()?;
     let works = probe.join("cgroup.kill").exists();
     let _ = std::fs::remove_dir(&probe);
+    if works {
+        remove_stale(&base);
+    }
     works.then_some(base)
+}
+
+/// Removes the empty cgroups that processes no longer alive kept for their next commands (a
+/// library user that never called [`release_cgroups`]); one still holding a process cannot be
+/// removed and stays.
+fn remove_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("kleene-"))
+            .and_then(|rest| rest.split('-').next())
+            .filter(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
 }
 
 /// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified`
@@ -70,20 +96,47 @@ pub(crate) fn available() -> bool {
     base().is_some()
 }
 
-/// One command's cgroup: made before it runs, killed and removed when it ends.
+/// Empty cgroups of this process, kept for the next command: making and removing a cgroup
+/// costs more than the command's whole containment otherwise (an RCU grace period or two).
+static SPARE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes the empty cgroups this process keeps for its next commands (call before it
+/// exits; the `kleene` binary does). A cgroup still in use is left alone.
+pub fn release_cgroups() {
+    let spare = std::mem::take(&mut *SPARE.lock().unwrap_or_else(PoisonError::into_inner));
+    for dir in spare {
+        let _ = std::fs::remove_dir(&dir);
+    }
+}
+
+/// One command's cgroup: empty when the command starts, killed when it ends, then kept for
+/// the next command if it is empty again (removed otherwise, when it can be).
 #[derive(Debug)]
 pub(crate) struct CallCgroup {
     dir: PathBuf,
+    /// Whether the last kill left it empty, so a later command may reuse it.
+    empty: AtomicBool,
 }
 
 impl CallCgroup {
-    /// A fresh cgroup for one command, or `None` where cgroups are not available.
+    /// An empty cgroup for one command, or `None` where cgroups are not available.
     pub(crate) fn make() -> Option<Self> {
         static SERIAL: AtomicU64 = AtomicU64::new(0);
-        let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
-        let dir = base()?.join(format!("kleene-{}-{serial}", std::process::id()));
-        std::fs::create_dir(&dir).ok()?;
-        Some(Self { dir })
+        let base = base()?;
+        let spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let dir = match spare {
+            Some(dir) => dir,
+            None => {
+                let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+                let dir = base.join(format!("kleene-{}-{serial}", std::process::id()));
+                std::fs::create_dir(&dir).ok()?;
+                dir
+            }
+        };
+        Some(Self {
+            dir,
+            empty: AtomicBool::new(false),
+        })
     }
 
     /// The `cgroup.procs` file the command's shell writes its pid to.
@@ -103,6 +156,7 @@ impl CallCgroup {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             if !self.populated() {
+                self.empty.store(true, Ordering::SeqCst);
                 return true;
             }
             if Instant::now() >= deadline {
@@ -121,9 +175,16 @@ impl CallCgroup {
 
 impl Drop for CallCgroup {
     fn drop(&mut self) {
-        // Only an empty cgroup can be removed; one that is not stays for a later kleene to
-        // find (its processes are recorded as the call's process group too).
-        let _ = std::fs::remove_dir(&self.dir);
+        if *self.empty.get_mut() {
+            SPARE
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(std::mem::take(&mut self.dir));
+        } else {
+            // Only an empty cgroup can be removed; one that is not stays for a later kleene
+            // to find (its processes are recorded as the call's process group too).
+            let _ = std::fs::remove_dir(&self.dir);
+        }
     }
 }
 

@@ -164,7 +164,7 @@ impl Containment {
     }
 }
 
-pub use cgroup::disable_cgroups;
+pub use cgroup::{disable_cgroups, release_cgroups};
 #[cfg(feature = "testing")]
 pub(crate) use host::decode_both_ends;
 pub use host::{contain_commands_with, serve_host_if_asked};

@@ -60,6 +60,8 @@ fn main() -> ExitCode {
         }
         Command::Restate(args) => restate::adapter(args.args.clone()),
     };
+    // The empty cgroups kept for the next command have none left to serve.
+    kleene::process::release_cgroups();
     match outcome {
         Ok(exit) => exit.into(),
         Err(failure) => {
