@@ -272,6 +272,34 @@ pub enum ChannelError {
         /// The call's number.
         call: u32,
     },
+    /// A call named its plan by digest and the channel's submission could not be read.
+    #[error("read the plan of channel {channel}")]
+    Fetch {
+        /// The channel.
+        channel: String,
+        /// Why.
+        #[source]
+        source: crate::client::ClientError,
+    },
+    /// A call named its plan by digest and the channel keeps no submission.
+    #[error("read the plan of channel {channel}: the channel keeps no submission")]
+    NoSubmission {
+        /// The channel.
+        channel: String,
+    },
+    /// A call named its plan by digest and the channel's submission is another plan.
+    #[error(
+        "read the plan of channel {channel}: the call names plan {named}, the channel's \
+         submission is plan {kept}"
+    )]
+    OtherPlan {
+        /// The channel.
+        channel: String,
+        /// The plan digest the call named.
+        named: Digest,
+        /// The digest of the plan the channel keeps.
+        kept: Digest,
+    },
     /// A replayed commit differs from the one the machine made (nondeterminism).
     #[error(
         "replay the commit of channel {channel}: the journal recorded other events than the \
@@ -813,7 +841,9 @@ fn task_call(
     TaskCall {
         channel: channel.clone(),
         dispatch,
-        plan: shell.text().to_owned(),
+        // By digest: the worker reads the text once from the submission the channel keeps.
+        plan: String::new(),
+        plan_digest: Some(shell.plan().digest()),
         plan_files: shell.files().map(PlanFiles::manifest),
         inputs,
     }
@@ -883,10 +913,17 @@ impl FixLedger {
     }
 }
 
+/// How many parsed plans a worker process keeps (see `TaskWorker::plans`).
+const PLANS_KEPT: usize = 16;
+
 /// The stateless task-worker service: runs calls, at most `jobs` at once per process.
 #[derive(Debug)]
 pub struct TaskWorker {
     work: Arc<WorkDir>,
+    /// Plans this process read by digest from their channels' submissions, parsed: every
+    /// call of a plan names the same one, and reading it once spares the server the text
+    /// and the worker the parse per call. Holds at most [`PLANS_KEPT`].
+    plans: std::sync::Mutex<BTreeMap<Digest, ShellPlan>>,
     slots: Arc<Semaphore>,
     /// The server's ingress: where fix draws go (the channel's fix ledger) and plan files
     /// come from, outside the invocation's journal.
@@ -903,9 +940,61 @@ impl TaskWorker {
     pub fn new(dir: &Path, jobs: usize, ingress: &str) -> Result<Self, WorkDirError> {
         Ok(Self {
             work: Arc::new(WorkDir::open(dir)?),
+            plans: std::sync::Mutex::new(BTreeMap::new()),
             slots: Arc::new(Semaphore::new(jobs.max(1))),
             restate: Restate::new(ingress, ""),
         })
+    }
+
+    /// The plan with `digest` that `call` names: the one this process read before, or the
+    /// channel's submission rebuilt with the call's manifest and checked to be that plan.
+    async fn plan_by_digest(
+        &self,
+        call: &TaskCall,
+        digest: Digest,
+    ) -> Result<ShellPlan, ChannelError> {
+        let kept = |plans: &std::sync::Mutex<BTreeMap<Digest, ShellPlan>>| {
+            plans
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&digest)
+                .cloned()
+        };
+        if let Some(plan) = kept(&self.plans) {
+            return Ok(plan);
+        }
+        let channel = call.channel.as_str();
+        let submission = self
+            .restate
+            .submission(channel)
+            .await
+            .map_err(|source| ChannelError::Fetch {
+                channel: channel.to_owned(),
+                source,
+            })?
+            .ok_or_else(|| ChannelError::NoSubmission {
+                channel: channel.to_owned(),
+            })?;
+        let plan = shell_plan(channel, &submission.plan, call.plan_files.as_ref())?;
+        let found = plan.plan().digest();
+        if found != digest {
+            return Err(ChannelError::OtherPlan {
+                channel: channel.to_owned(),
+                named: digest,
+                kept: found,
+            });
+        }
+        let mut plans = self
+            .plans
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A worker serving many plans over its life keeps only a few: reading one again
+        // costs one request.
+        if plans.len() >= PLANS_KEPT {
+            plans.clear();
+        }
+        plans.insert(digest, plan.clone());
+        Ok(plan)
     }
 
     /// The plan `call` runs and the checked copy of its files, making the copy from the
@@ -920,8 +1009,11 @@ impl TaskWorker {
                 Chain(e)
             )
         };
-        let plan = shell_plan(call.channel.as_str(), &call.plan, call.plan_files.as_ref())
-            .map_err(|e| refused(&e))?;
+        let plan = match call.plan_digest {
+            Some(digest) => self.plan_by_digest(call, digest).await,
+            None => shell_plan(call.channel.as_str(), &call.plan, call.plan_files.as_ref()),
+        }
+        .map_err(|e| refused(&e))?;
         let work = Arc::clone(&self.work);
         let (plan, found) = tokio::task::spawn_blocking(move || {
             let found = work.plan_copy(&plan);
