@@ -30,7 +30,9 @@
 //! - The plan travels by digest: a submission carries the plan file's text, the manifest of
 //!   the files beside it (path → digest, bound into the plan digest) and, once, their bytes,
 //!   which the channel checks and keeps under `plan-file/{digest}`. Each call carries the
-//!   text and the manifest; a worker without a copy of the plan's files fetches the bytes
+//!   plan's digest and the manifest; a worker reads the text from the channel's submission
+//!   once per process (`Channel/{channel}/submission`, shared) and checks the plan it
+//!   rebuilds has that digest; a worker without a copy of the plan's files fetches the bytes
 //!   (`Channel/{channel}/plan_files`, shared), checks each against its digest, and runs the
 //!   call from its own read-only copy (`KLEENE_PLAN_DIR`).
 //! - The worker returns each call's closure record with its reply; when the call settles
