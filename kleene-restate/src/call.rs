@@ -36,8 +36,17 @@ pub struct TaskCall {
     /// The reserved call.
     pub dispatch: Dispatch,
     /// The plan file's text: the task's spec, commands, checks and fix, and the policy's
-    /// inputs (the worker runs the call as one closure of the task).
+    /// inputs (the worker runs the call as one closure of the task). Empty when
+    /// `plan_digest` names the plan instead.
     pub plan: String,
+    /// The plan by digest: the worker reads its text from the channel's submission once per
+    /// process and checks that the plan it rebuilds (with `plan_files`) has this digest.
+    /// Sent instead of the text because every call carried the whole plan file (O(tasks)
+    /// bytes a call, each copied into the channel's journal and the call's invocation).
+    /// Absent from an earlier adapter's call, which carries the text (left out when absent,
+    /// so such a call keeps its JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_digest: Option<Digest>,
     /// The plan's files by path and digest: the worker runs the call from its own copy of
     /// them (`KLEENE_PLAN_DIR`), fetched from the channel by digest. `None` only in a call
     /// an earlier adapter made (it named the submitter's directory), which a worker refuses.
@@ -265,6 +274,7 @@ mod tests {
             channel,
             dispatch,
             plan: "{}".into(),
+            plan_digest: None,
             plan_files: Some(PlanFilesManifest::default()),
             inputs: Vec::new(),
         };

@@ -15,10 +15,11 @@
 //!
 //! - `Channel/{channel}/submit` (exclusive: one writer per channel) refuses a channel that
 //!   has evidence, then runs the batch machine. Each commit is one journal entry (`ctx.run`
-//!   named `commit`), made before any call it reserves; a settlement is committed with the
-//!   next reservation (group commit). After every commit and settlement the folded
-//!   evidence, checkpointed, is written to the object's state: Restate keeps an
-//!   invocation's journal for a day, the evidence in state outlives it. `resume` continues from that evidence with kleene's
+//!   named `commit`), made before any call it reserves; settlements are committed with the
+//!   next reservation (group commit), which waits until half the submission's `jobs` calls
+//!   are free (or none is in flight). After every commit the folded evidence, checkpointed,
+//!   is written to the object's state: Restate keeps an invocation's journal for a day, the
+//!   evidence in state outlives it. `resume` continues from that evidence with kleene's
 //!   resume rules; `status` (shared) reads it while a pass runs.
 //! - Each reserved call is a service call `TaskWorker/call`; the machine reserves up to
 //!   the submission's `jobs` calls at once, and they settle in whatever order they finish.
@@ -29,7 +30,9 @@
 //! - The plan travels by digest: a submission carries the plan file's text, the manifest of
 //!   the files beside it (path → digest, bound into the plan digest) and, once, their bytes,
 //!   which the channel checks and keeps under `plan-file/{digest}`. Each call carries the
-//!   text and the manifest; a worker without a copy of the plan's files fetches the bytes
+//!   plan's digest and the manifest; a worker reads the text from the channel's submission
+//!   once per process (`Channel/{channel}/submission`, shared) and checks the plan it
+//!   rebuilds has that digest; a worker without a copy of the plan's files fetches the bytes
 //!   (`Channel/{channel}/plan_files`, shared), checks each against its digest, and runs the
 //!   call from its own read-only copy (`KLEENE_PLAN_DIR`).
 //! - The worker returns each call's closure record with its reply; when the call settles
@@ -271,6 +274,34 @@ pub enum ChannelError {
         /// The call's number.
         call: u32,
     },
+    /// A call named its plan by digest and the channel's submission could not be read.
+    #[error("read the plan of channel {channel}")]
+    Fetch {
+        /// The channel.
+        channel: String,
+        /// Why.
+        #[source]
+        source: crate::client::ClientError,
+    },
+    /// A call named its plan by digest and the channel keeps no submission.
+    #[error("read the plan of channel {channel}: the channel keeps no submission")]
+    NoSubmission {
+        /// The channel.
+        channel: String,
+    },
+    /// A call named its plan by digest and the channel's submission is another plan.
+    #[error(
+        "read the plan of channel {channel}: the call names plan {named}, the channel's \
+         submission is plan {kept}"
+    )]
+    OtherPlan {
+        /// The channel.
+        channel: String,
+        /// The plan digest the call named.
+        named: Digest,
+        /// The digest of the plan the channel keeps.
+        kept: Digest,
+    },
     /// A replayed commit differs from the one the machine made (nondeterminism).
     #[error(
         "replay the commit of channel {channel}: the journal recorded other events than the \
@@ -472,6 +503,15 @@ fn checkpoint(ctx: &ObjectContext<'_>, machine: &BatchMachine<'_>) -> Result<(),
     Ok(())
 }
 
+/// How many calls must be free before the channel reserves again while others are in
+/// flight: half of `jobs` (at least one). A pass then makes about half as many commits as
+/// calls while at least half of its slots stay busy; with `-j 8`, 100 no-op tasks ran
+/// fastest refilling four at a time (two and eight were slower). It depends on `jobs` alone,
+/// which the submission fixes, so every attempt of the invocation groups the same way.
+fn refill_group(jobs: usize) -> usize {
+    jobs.div_ceil(2).max(1)
+}
+
 /// Runs one pass of the channel's batch machine until it settles or stops.
 async fn drive(
     ctx: &ObjectContext<'_>,
@@ -498,12 +538,19 @@ async fn drive(
         Err(e) => return finish(ctx, None, Some(e), resumed, &key).await,
     };
 
+    let group = refill_group(jobs);
     let mut calls = DurableFuturesUnordered::new();
     let mut out: BTreeMap<usize, Dispatch> = BTreeMap::new();
     let mut stop: Option<BatchError> = None;
     let mut interrupted = false;
     loop {
-        if stop.is_none() && !interrupted {
+        // Reserve only once `group` calls are free (or none is in flight): every commit is a
+        // round trip to the server and journal entries of this one invocation, so refilling
+        // after each settlement made the channel's single writer the limit of the whole run
+        // (one commit and one evidence checkpoint per task). The count decides, never which
+        // replies happen to have arrived, so a replay makes the same commits.
+        let free = jobs.saturating_sub(calls.len());
+        if stop.is_none() && !interrupted && (calls.is_empty() || free >= group) {
             let work = machine.reserve(jobs).map_err(|e| terminal(&e))?;
             // Group commit: the settlements since the last commit go in one journal entry
             // with this reservation, before any of its calls is made.
@@ -590,8 +637,11 @@ async fn drive(
                         ctx.set(&output_key(*digest), Json(Files::of(candidate)));
                     }
                 }
+                // Checkpointed with the next commit (group commit), not here: the evidence
+                // is the whole batch's, so writing it after every settlement cost the server
+                // O(tasks) bytes per task. The journal holds the call's result meanwhile, so a
+                // retried invocation settles it again; only `status` lags by a group.
                 pending.extend(settled.events);
-                checkpoint(ctx, &machine)?;
                 if let Some(e) = settled.stop {
                     stop.get_or_insert(e);
                 }
@@ -793,7 +843,9 @@ fn task_call(
     TaskCall {
         channel: channel.clone(),
         dispatch,
-        plan: shell.text().to_owned(),
+        // By digest: the worker reads the text once from the submission the channel keeps.
+        plan: String::new(),
+        plan_digest: Some(shell.plan().digest()),
         plan_files: shell.files().map(PlanFiles::manifest),
         inputs,
     }
@@ -863,10 +915,17 @@ impl FixLedger {
     }
 }
 
+/// How many parsed plans a worker process keeps (see `TaskWorker::plans`).
+const PLANS_KEPT: usize = 16;
+
 /// The stateless task-worker service: runs calls, at most `jobs` at once per process.
 #[derive(Debug)]
 pub struct TaskWorker {
     work: Arc<WorkDir>,
+    /// Plans this process read by digest from their channels' submissions, parsed: every
+    /// call of a plan names the same one, and reading it once spares the server the text
+    /// and the worker the parse per call. Holds at most [`PLANS_KEPT`].
+    plans: std::sync::Mutex<BTreeMap<Digest, ShellPlan>>,
     slots: Arc<Semaphore>,
     /// The server's ingress: where fix draws go (the channel's fix ledger) and plan files
     /// come from, outside the invocation's journal.
@@ -883,9 +942,61 @@ impl TaskWorker {
     pub fn new(dir: &Path, jobs: usize, ingress: &str) -> Result<Self, WorkDirError> {
         Ok(Self {
             work: Arc::new(WorkDir::open(dir)?),
+            plans: std::sync::Mutex::new(BTreeMap::new()),
             slots: Arc::new(Semaphore::new(jobs.max(1))),
             restate: Restate::new(ingress, ""),
         })
+    }
+
+    /// The plan with `digest` that `call` names: the one this process read before, or the
+    /// channel's submission rebuilt with the call's manifest and checked to be that plan.
+    async fn plan_by_digest(
+        &self,
+        call: &TaskCall,
+        digest: Digest,
+    ) -> Result<ShellPlan, ChannelError> {
+        let kept = |plans: &std::sync::Mutex<BTreeMap<Digest, ShellPlan>>| {
+            plans
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&digest)
+                .cloned()
+        };
+        if let Some(plan) = kept(&self.plans) {
+            return Ok(plan);
+        }
+        let channel = call.channel.as_str();
+        let submission = self
+            .restate
+            .submission(channel)
+            .await
+            .map_err(|source| ChannelError::Fetch {
+                channel: channel.to_owned(),
+                source,
+            })?
+            .ok_or_else(|| ChannelError::NoSubmission {
+                channel: channel.to_owned(),
+            })?;
+        let plan = shell_plan(channel, &submission.plan, call.plan_files.as_ref())?;
+        let found = plan.plan().digest();
+        if found != digest {
+            return Err(ChannelError::OtherPlan {
+                channel: channel.to_owned(),
+                named: digest,
+                kept: found,
+            });
+        }
+        let mut plans = self
+            .plans
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A worker serving many plans over its life keeps only a few: reading one again
+        // costs one request.
+        if plans.len() >= PLANS_KEPT {
+            plans.clear();
+        }
+        plans.insert(digest, plan.clone());
+        Ok(plan)
     }
 
     /// The plan `call` runs and the checked copy of its files, making the copy from the
@@ -900,8 +1011,11 @@ impl TaskWorker {
                 Chain(e)
             )
         };
-        let plan = shell_plan(call.channel.as_str(), &call.plan, call.plan_files.as_ref())
-            .map_err(|e| refused(&e))?;
+        let plan = match call.plan_digest {
+            Some(digest) => self.plan_by_digest(call, digest).await,
+            None => shell_plan(call.channel.as_str(), &call.plan, call.plan_files.as_ref()),
+        }
+        .map_err(|e| refused(&e))?;
         let work = Arc::clone(&self.work);
         let (plan, found) = tokio::task::spawn_blocking(move || {
             let found = work.plan_copy(&plan);

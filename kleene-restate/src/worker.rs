@@ -344,6 +344,7 @@ mod tests {
             channel,
             dispatch,
             plan: plan.text().to_owned(),
+            plan_digest: None,
             plan_files: plan.files().map(PlanFiles::manifest),
             inputs: Vec::new(),
         };

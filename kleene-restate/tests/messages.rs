@@ -80,10 +80,18 @@ fn a_task_call_and_a_fix_draw_keep_their_json() {
         channel: ChannelId::new("chan").unwrap(),
         dispatch,
         plan: r#"{"tasks": []}"#.into(),
+        plan_digest: None,
         plan_files: Some(manifest()),
         inputs: vec![(id("a"), d(1)), (id("a2"), d(2))],
     };
     pinned("task_call_v2.json", &call);
+    // A call naming its plan by digest (what a channel sends now): no text.
+    let by_digest = TaskCall {
+        plan: String::new(),
+        plan_digest: Some(d(3)),
+        ..call.clone()
+    };
+    pinned("task_call_v3.json", &by_digest);
     // An earlier adapter's call (it named the submitter's directory) still reads, naming no
     // plan files: a worker refuses it.
     let old: TaskCall = read("task_call_v1.json");
