@@ -259,9 +259,8 @@ impl WorkDir {
         // Stages and specs are named by task and call, which are unique in flight on one
         // channel only: each channel has its own.
         let work = self.dir.join("runs").join(call.channel.as_str());
-        let runtime = match ShellRuntime::new(plan, &work) {
+        let runtime = match ShellRuntime::with_shared_store(plan, &work, Arc::clone(&self.store)) {
             Ok(r) => r
-                .with_store(Arc::clone(&self.store))
                 .with_plan_dir(plan_dir)
                 .with_max_call_output_bytes(MAX_CALL_OUTPUT_BYTES),
             Err(e) => {

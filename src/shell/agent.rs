@@ -210,27 +210,40 @@ pub struct ShellRuntime {
 impl ShellRuntime {
     /// The runtime of `plan`, keeping its objects, stages, specs and build cache under
     /// `work` (made absolute, so every path a command is given holds after it changes
-    /// directory). Commands find the plan's files under the plan file's directory until
+    /// directory). Commands find the plan's files in the current directory until
     /// [`with_plan_dir`](Self::with_plan_dir) names the copy they run from.
     ///
     /// # Errors
     ///
     /// [`ShellError`] when the directories or the object store cannot be made.
     pub fn new(plan: ShellPlan, work: &Path) -> Result<Self, ShellError> {
+        let work = absolute(work)?;
+        let store = ObjectStore::open(work.join("objects")).map_err(ShellError::Store)?;
+        Self::with_shared_store(plan, &work, Arc::new(store))
+    }
+
+    /// As [`new`](Self::new), with stages linking their inputs from `store`, shared with
+    /// other runtimes (a worker's runtime per channel over one store): `work` gets no store
+    /// of its own.
+    ///
+    /// # Errors
+    ///
+    /// [`ShellError`] when the directories cannot be made.
+    pub fn with_shared_store(
+        plan: ShellPlan,
+        work: &Path,
+        store: Arc<ObjectStore>,
+    ) -> Result<Self, ShellError> {
         let create = |path: PathBuf| {
             std::fs::create_dir_all(&path)
                 .map(|()| path.clone())
                 .map_err(|source| ShellError::Create { path, source })
         };
-        let work = std::path::absolute(work).map_err(|source| ShellError::Create {
-            path: work.to_owned(),
-            source,
-        })?;
-        let store = ObjectStore::open(work.join("objects")).map_err(ShellError::Store)?;
+        let work = absolute(work)?;
         Ok(Self {
             plan,
             plan_dir: std::path::absolute(".").unwrap_or_default(),
-            store: Arc::new(store),
+            store,
             stages: create(work.join("stages"))?,
             specs: create(work.join("specs"))?,
             cache: create(work.join("cache"))?,
@@ -247,13 +260,6 @@ impl ShellRuntime {
     #[must_use]
     pub fn with_plan_dir(mut self, dir: &Path) -> Self {
         self.plan_dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
-        self
-    }
-
-    /// Stages link their inputs from `store` (shared with other runtimes).
-    #[must_use]
-    pub fn with_store(mut self, store: Arc<ObjectStore>) -> Self {
-        self.store = store;
         self
     }
 
@@ -905,6 +911,14 @@ impl Agent for ShellAgent<'_> {
         }
         Ok(Verdict::new(results))
     }
+}
+
+/// `path` made absolute, or why it could not be.
+fn absolute(path: &Path) -> Result<PathBuf, ShellError> {
+    std::path::absolute(path).map_err(|source| ShellError::Create {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// The withdrawal of a call whose stages' file system has only `free` bytes left.
