@@ -31,9 +31,8 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use kleene::{
-    Agent, Closure, Task,
-    audit::{AuditEvent, AuditLog},
-    checkpoint,
+    Agent, Closure, Task, checkpoint,
+    closure::audit::{AuditEvent, AuditLog},
     closure::{
         ClosureDelta, ClosureRecord, ExecutionOutput, FailureEntry, GovernanceDecision, Moved,
         Next, PostValidation, RecoverOn, RecoveryPolicy, Session, Severity, Spec, Step,

@@ -30,7 +30,7 @@
 //! a payload that decodes but does not hold together (a task whose parent does not fit its
 //! depth, a record whose audit chain breaks) is refused as [`CheckpointError::Invalid`].
 //! bincode is not self-describing, so older format versions are decoded by their own
-//! records and migrated (a [`Task`](crate::task::Task) written before fix subtasks carried
+//! records and migrated (a [`Task`](crate::closure::task::Task) written before fix subtasks carried
 //! their root loads with `root_task_ref = None`, `root_spec = None`, `prior_failures = []`).
 //!
 //! Where the bytes are kept is the caller's choice (a file, a database row): an envelope is
@@ -51,17 +51,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-
 #[cfg(test)]
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::id::ChannelId;
-use crate::wire::closure::{ClosureDeltaV1, ClosureRecordV1, ClosureStateV1, ClosureStateV2};
-use crate::wire::task::{TaskV1, TaskV2};
 use crate::wire::{Invalid, Record};
 
 /// The first four bytes of every checkpoint.
@@ -188,12 +181,13 @@ pub enum InvalidPayload {
     },
     /// The snapshot's evidence is of an evidence format this build does not read.
     #[error(
-        "the snapshot holds evidence of format {found}, and this build reads {}; read it with the kleene version that wrote it",
-        crate::batch::EVIDENCE_VERSION
+        "the snapshot holds evidence of format {found}, and this build reads {reads}; read it with the kleene version that wrote it"
     )]
     EvidenceVersion {
         /// The evidence format found.
         found: u32,
+        /// The evidence format this build reads.
+        reads: u32,
     },
     /// The snapshot lists a different number of tasks than it holds evidence of.
     #[error(
@@ -239,11 +233,12 @@ pub enum InvalidPayload {
         /// The task.
         task: crate::id::TaskId,
         /// The digest it was accepted under.
-        digest: crate::digest::Digest,
+        digest: crate::id::digest::Digest,
     },
 }
 
-mod sealed {
+/// Implemented next to each persisted type, so only kleene's own types are checkpoints.
+pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
@@ -318,7 +313,7 @@ const PAYLOAD_CAPACITY: usize = 256;
 /// Appends `value`'s bincode bytes to `out`, written by bincode's native encoder: the same
 /// bytes as its serde mode (every record's serde form and `Encode` agree, see `crate::wire`),
 /// without serde's layers (a digest through serde is 32 calls, one per byte).
-fn encode_payload_into<T: bincode::Encode + ?Sized>(
+pub(crate) fn encode_payload_into<T: bincode::Encode + ?Sized>(
     value: &T,
     out: &mut Vec<u8>,
 ) -> Result<(), CheckpointError> {
@@ -547,7 +542,7 @@ pub fn decode<T: Checkpoint>(bytes: &[u8]) -> Result<T, CheckpointError> {
 }
 
 /// Appends the wire record `W` of `value` to `out`.
-fn write_record<'a, D, W: Record<'a, D>>(
+pub(crate) fn write_record<'a, D, W: Record<'a, D>>(
     value: &'a D,
     out: &mut Vec<u8>,
 ) -> Result<(), CheckpointError> {
@@ -555,7 +550,7 @@ fn write_record<'a, D, W: Record<'a, D>>(
 }
 
 /// Decodes the wire record `W` and checks it into the domain value of payload kind `T`.
-fn read_record<T, W>(payload: &[u8]) -> Result<T, CheckpointError>
+pub(crate) fn read_record<T, W>(payload: &[u8]) -> Result<T, CheckpointError>
 where
     T: Checkpoint + TryFrom<W, Error = Invalid>,
     W: DeserializeOwned,
@@ -564,153 +559,6 @@ where
         .map_err(|reason| invalid::<T>(InvalidPayload::Inconsistent { reason }))
 }
 
-impl sealed::Sealed for crate::task::Task {}
-
-/// Tasks are at format version 2 (`TaskV2`, which added `root_task_ref`, `root_spec`,
-/// `prior_failures`); version 1 (`TaskV1`) is the shape before them and is migrated on read.
-impl Checkpoint for crate::task::Task {
-    const KIND: [u8; 4] = *b"TASK";
-    const VERSION: u16 = 2;
-    const MIN_VERSION: u16 = 1;
-
-    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
-        write_record::<_, TaskV2<'_>>(self, out)
-    }
-
-    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
-        read_record::<_, TaskV2<'static>>(payload)
-    }
-
-    fn migrate(version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
-        debug_assert_eq!(version, 1);
-        read_record::<_, TaskV1<'static>>(payload)
-    }
-}
-
-impl sealed::Sealed for crate::closure::ClosureRecord {}
-
-/// Closure records, format version 1 (`ClosureRecordV1`).
-impl Checkpoint for crate::closure::ClosureRecord {
-    const KIND: [u8; 4] = *b"CLSR";
-    const VERSION: u16 = 1;
-
-    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
-        write_record::<_, ClosureRecordV1<'_>>(self, out)
-    }
-
-    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
-        read_record::<_, ClosureRecordV1<'static>>(payload)
-    }
-}
-
-impl sealed::Sealed for crate::closure::ClosureState {}
-
-/// Persisted closure machines (see [`Closure::state`](crate::closure::Closure::state)) are at format
-/// version 2 (`ClosureStateV2`), which seals the policy and budget snapshot; version 1
-/// (`ClosureStateV1`, no seal) is migrated on read, its policy and budget taken as written.
-impl Checkpoint for crate::closure::ClosureState {
-    const KIND: [u8; 4] = *b"CLST";
-    const VERSION: u16 = 2;
-    const MIN_VERSION: u16 = 1;
-
-    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
-        write_record::<_, ClosureStateV2<'_>>(self, out)
-    }
-
-    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
-        read_record::<_, ClosureStateV2<'static>>(payload)
-    }
-
-    fn migrate(version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
-        debug_assert_eq!(version, 1);
-        read_record::<_, ClosureStateV1<'static>>(payload)
-    }
-}
-
-impl sealed::Sealed for crate::closure::ClosureDelta {}
-
-/// One step of a closure's incremental form (see
-/// [`Closure::step_delta`](crate::closure::Closure::step_delta)), format version 1
-/// (`ClosureDeltaV1`), written from borrowed parts: one is encoded at every step.
-impl Checkpoint for crate::closure::ClosureDelta {
-    const KIND: [u8; 4] = *b"CLDT";
-    const VERSION: u16 = 1;
-
-    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
-        write_record::<_, ClosureDeltaV1<'_>>(self, out)
-    }
-
-    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
-        read_record::<_, ClosureDeltaV1<'static>>(payload)
-    }
-}
-
-const TEMP_SUFFIX: &str = ".tmp";
-
-/// A failed file-system operation and the file or directory it was on; each user (the
-/// journal) wraps it in its own error type.
-pub(crate) type IoFailure = (PathBuf, io::Error);
-
-/// Creates `dir` if needed and removes the temp files an interrupted [`replace_file`] left
-/// in it (a journal owns its directory).
-pub(crate) fn open_dir(dir: &Path) -> Result<(), IoFailure> {
-    fs::create_dir_all(dir).map_err(at(dir))?;
-    for entry in fs::read_dir(dir).map_err(at(dir))? {
-        let path = entry.map_err(at(dir))?.path();
-        if path.to_string_lossy().ends_with(TEMP_SUFFIX) {
-            fs::remove_file(&path).map_err(at(&path))?;
-        }
-    }
-    Ok(())
-}
-
-/// The file in `dir` that holds `channel`'s data: a digest of the id under `context` plus
-/// `extension`, so no channel id can name a path outside `dir`.
-pub(crate) fn channel_file(
-    dir: &Path,
-    context: &str,
-    channel: &ChannelId,
-    extension: &str,
-) -> PathBuf {
-    let name = blake3::Hasher::new_derive_key(context)
-        .update(channel.as_str().as_bytes())
-        .finalize()
-        .to_hex();
-    dir.join(format!("{name}.{extension}"))
-}
-
-/// Replaces `path` (in `dir`) with `bytes` atomically: a temp file beside it, fsync, rename,
-/// then fsync of `dir`, since the rename is durable only once the directory entry is.
-pub(crate) fn replace_file(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), IoFailure> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(TEMP_SUFFIX);
-    let tmp = PathBuf::from(tmp);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
-        .map_err(at(&tmp))?;
-    file.write_all(bytes).map_err(at(&tmp))?;
-    file.sync_all().map_err(at(&tmp))?;
-    drop(file);
-    fs::rename(&tmp, path).map_err(at(path))?;
-    sync_dir(dir)
-}
-
-/// Names `path` as the place an I/O error happened.
-fn at(path: &Path) -> impl FnOnce(io::Error) -> IoFailure + '_ {
-    move |e| (path.to_owned(), e)
-}
-
-/// Makes `dir`'s entries (a new or renamed file) durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), IoFailure> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(at(dir))
-}
-
-/// The length of the whole envelope at the start of `bytes` (which may continue with more
-/// records), after checking its structure and checksum. Journals use it to walk a sequence of
-/// records and find where a torn tail starts.
 /// Bytes as space-separated hex pairs, for a message.
 fn hex_bytes(bytes: &[u8]) -> String {
     bytes
@@ -720,6 +568,9 @@ fn hex_bytes(bytes: &[u8]) -> String {
         .join(" ")
 }
 
+/// The length of the whole envelope at the start of `bytes` (which may continue with more
+/// records), after checking its structure and checksum. Journals use it to walk a sequence of
+/// records and find where a torn tail starts.
 pub(crate) fn open_prefix(bytes: &[u8]) -> Result<usize, CheckpointError> {
     let Some(header) = bytes.first_chunk::<HEADER_LEN>() else {
         return Err(CheckpointError::TooShort {
@@ -759,65 +610,15 @@ pub(crate) fn whole_but_for_its_length(bytes: &[u8]) -> bool {
     fields[..] != header[..19] && checksum(&fields, payload) == header[19..51]
 }
 
-impl sealed::Sealed for crate::batch::EvidenceEvent {}
-
-/// One journal record: a batch evidence event, encoded as its own record
-/// (`wire::evidence::EvidenceEventV2`). Version 2 added the closure events (fix drawn,
-/// closure settled) as new variants after the old ones, so a version-1 payload decodes as
-/// the same record and is refused if it holds one of them; a build that reads only
-/// version 1 refuses version-2 events by number.
-impl Checkpoint for crate::batch::EvidenceEvent {
-    const KIND: [u8; 4] = *b"BEVT";
-    const VERSION: u16 = 2;
-    const MIN_VERSION: u16 = 1;
-
-    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
-        encode_payload_into(&crate::wire::evidence::EvidenceEventV2::from(self), out)
-    }
-
-    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
-        let record: crate::wire::evidence::EvidenceEventV2<'_> = decode_payload(payload)?;
-        Ok(record.into())
-    }
-
-    fn migrate(_version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
-        let record: crate::wire::evidence::EvidenceEventV2<'_> = decode_payload(payload)?;
-        Ok(record.of_version_one().map_err(invalid::<Self>)?.into())
-    }
-}
-
-impl sealed::Sealed for crate::batch::BatchEvidence {}
-
-/// A journal snapshot: folded batch evidence, encoded as its own record
-/// (`wire::evidence::BatchEvidenceV2`) and checked before it is trusted. Version 2 added
-/// the closures of the calls; a version-1 snapshot is migrated with none.
-impl Checkpoint for crate::batch::BatchEvidence {
-    const KIND: [u8; 4] = *b"EVID";
-    const VERSION: u16 = 2;
-    const MIN_VERSION: u16 = 1;
-
-    fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
-        encode_payload_into(&crate::wire::evidence::BatchEvidenceV2::from(self), out)
-    }
-
-    fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
-        let record: crate::wire::evidence::BatchEvidenceV2<'_> = decode_payload(payload)?;
-        Self::try_from(record).map_err(invalid::<Self>)
-    }
-
-    fn migrate(_version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
-        let v1: crate::wire::evidence::BatchEvidenceV1<'_> = decode_payload(payload)?;
-        Self::try_from(crate::wire::evidence::BatchEvidenceV2::from(v1)).map_err(invalid::<Self>)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::borrow::Cow;
+    use std::fs;
+    use std::path::Path;
 
     use super::*;
-    use crate::wire::task::SpecV1;
-    use crate::{id::TaskId, task::Spec, task::Task};
+    use crate::closure::wire::task::{SpecV1, TaskV1};
+    use crate::{closure::task::Spec, closure::task::Task, id::TaskId};
 
     fn task() -> Task {
         Task::new(
@@ -956,25 +757,5 @@ mod tests {
             fs::write(&path, &bytes).unwrap();
         }
         assert_eq!(fs::read(&path).unwrap(), bytes);
-    }
-
-    #[test]
-    fn files_are_replaced_atomically_and_torn_temp_files_removed() {
-        let dir = std::env::temp_dir().join(format!("kleene-files-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        open_dir(&dir).unwrap();
-        let channel = ChannelId::new("../../etc/passwd").unwrap();
-        let path = channel_file(&dir, "kleene test file name v1", &channel, "ckpt");
-        assert!(path.starts_with(&dir));
-        replace_file(&dir, &path, b"first").unwrap();
-        // A crash mid-replace leaves a truncated temp file; the last good content stands.
-        let tmp = path.with_extension("ckpt.tmp");
-        fs::write(&tmp, b"sec").unwrap();
-        assert_eq!(fs::read(&path).unwrap(), b"first");
-        open_dir(&dir).unwrap();
-        assert!(!tmp.exists());
-        replace_file(&dir, &path, b"second").unwrap();
-        assert_eq!(fs::read(&path).unwrap(), b"second");
-        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -103,15 +103,12 @@
 #![allow(clippy::result_large_err)]
 
 pub mod acceptance;
-pub mod audit;
 pub mod batch;
 pub mod checkpoint;
 pub mod closure;
-mod digest;
 pub mod error;
+mod fs;
 pub mod id;
-mod path;
-mod phase;
 pub mod plan;
 #[cfg(all(unix, feature = "process"))]
 pub mod process;
@@ -121,10 +118,9 @@ pub mod signing;
 pub mod snapshot;
 #[cfg(unix)]
 pub mod stage;
-mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
-mod verdict;
+mod text;
 mod wire;
 
 pub use batch::{Batch, ClosureWorker};

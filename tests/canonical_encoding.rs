@@ -10,12 +10,12 @@
 use std::collections::BTreeMap;
 
 use kleene::acceptance::{AcceptanceRecord, BuildBinding, FileManifest, StoredRecord, accept};
-use kleene::audit::{AuditEvent, AuditLog, LoopPhase};
 use kleene::batch::{
     Batch, BatchEvidence, Candidate, ClosureSettlement, EVIDENCE_VERSION, EvidenceEvent,
     IneligibleReason, InfrastructureFailure, InventoryEntry, MemoryJournal, RecoveryRequest,
     Rejection, Settlement,
 };
+use kleene::closure::audit::{AuditEvent, AuditLog, LoopPhase};
 use kleene::closure::{
     ClosureFailure, ClosureRecord, ExecutionOutput, ExhaustedBound, GovernanceDecision, HaltReason,
     Next, RecoverOn, RecoveryPolicy, Session, Severity, Spec, ValidatorResult, Verdict,

@@ -3,9 +3,8 @@
 
 use kleene::testing::closure::{ScriptedAgent, policy, scripted_agent};
 use kleene::{
-    Closure, Task,
-    audit::{AuditEvent, AuditLog},
-    checkpoint,
+    Closure, Task, checkpoint,
+    closure::audit::{AuditEvent, AuditLog},
     closure::{
         ClosureFailure, ClosureOutcome, ClosureRecord, ClosureState, ExhaustedBound, FailureEntry,
         FixBudget, GovernanceDecision, HaltReason, OutputTail, RecoverOn, RecoveryPolicy, Session,

@@ -61,6 +61,8 @@ mod error_chain;
 mod foundation;
 mod journal_crash;
 mod journal_integrity;
+// The library in layers: no import runs up, no cycle between modules.
+mod layers;
 mod plan;
 mod plan_extensions;
 // The command runner, contained by the `kleene` binary as its host.

@@ -2,15 +2,15 @@
 
 use std::collections::BTreeSet;
 
-use super::closures::ClosureMismatch;
 use super::record::{RECORD_FORMAT, RecordBody, task_results_digest};
 use super::{AcceptanceRecord, BuildBinding, TaskResult};
 use crate::batch::{BatchEvidence, TaskStatus};
 use crate::closure::ClosureRecord;
-use crate::digest::{Canonical, CanonicalHasher, Unordered};
+use crate::closure::bound::ClosureMismatch;
+use crate::id::digest::{Canonical, CanonicalHasher, Unordered};
 use crate::plan::{PlannedTask, ValidatedPlan};
 use crate::snapshot::Snapshot;
-use crate::{digest::Digest, id::ChannelId, id::TaskId, path::AdmittedPath};
+use crate::{id::ChannelId, id::TaskId, id::digest::Digest, plan::path::AdmittedPath};
 
 /// One reason a build cannot be accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

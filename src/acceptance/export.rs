@@ -4,11 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 
+use super::AcceptanceRecord;
 use super::record::{RecordError, StoredRecord};
-use super::{AcceptanceRecord, FileManifest, FileMismatch};
-use crate::error::quoted;
 use crate::snapshot::Snapshot;
-use crate::{digest::Digest, path::AdmittedPath, path::PathError};
+use crate::snapshot::{FileManifest, FileMismatch};
+use crate::text::quoted;
+use crate::{id::digest::Digest, plan::path::AdmittedPath, plan::path::PathError};
 
 /// The archive entry holding the acceptance record as JSON. It comes first.
 pub(crate) const RECORD_ENTRY: &str = "acceptance.json";
@@ -705,9 +706,9 @@ mod tests {
     use super::*;
     use crate::acceptance::AcceptanceRecord;
     use crate::acceptance::record::{BuildBinding, RECORD_FORMAT, RecordBody, task_results_digest};
-    use crate::digest::CanonicalHasher;
     use crate::id::ChannelId;
-    use crate::path::MAX_PATH_LEN;
+    use crate::id::digest::CanonicalHasher;
+    use crate::plan::path::MAX_PATH_LEN;
 
     fn p(s: &str) -> AdmittedPath {
         AdmittedPath::admit(s).unwrap()

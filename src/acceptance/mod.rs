@@ -61,18 +61,19 @@ mod accept;
 pub(crate) mod closures;
 mod export;
 mod intoto;
-pub(crate) mod manifest;
+
 pub(crate) mod record;
 mod signed;
+pub(crate) mod wire;
 
+pub use crate::closure::bound::{ClosureMismatch, ClosuresError};
+pub use crate::snapshot::{FileEntry, FileManifest, FileMismatch, ManifestError};
 pub use accept::{AcceptanceError, AcceptanceProblem, accept, accept_audited};
-pub use closures::{ClosureMismatch, ClosuresError};
 pub use export::{
     ArchivePlace, CanonicalArchive, ExportError, HostileEntry, VerifiedArchive, VerifyError,
     export, verify_archive,
 };
 pub use intoto::{ACCEPTANCE_PREDICATE_TYPE, InTotoStatement, Subject};
-pub use manifest::{FileEntry, FileManifest, FileMismatch, ManifestError};
 pub use record::{
     AcceptanceRecord, BuildBinding, ClosureBinding, RecordDifference, RecordError, StoredRecord,
     TaskResult,

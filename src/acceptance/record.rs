@@ -3,11 +3,11 @@
 
 use serde::Serialize;
 
-use super::closures::ClosuresError;
-use super::{FileManifest, FileMismatch};
-use crate::digest::{Canonical, CanonicalHasher, canonical_struct};
-use crate::wire::acceptance::AcceptanceRecordV2;
-use crate::{digest::Digest, id::ChannelId, id::TaskId};
+use crate::acceptance::wire::AcceptanceRecordV2;
+use crate::closure::bound::ClosuresError;
+use crate::id::digest::{Canonical, CanonicalHasher, canonical_struct};
+use crate::snapshot::{FileManifest, FileMismatch};
+use crate::{id::ChannelId, id::TaskId, id::digest::Digest};
 
 /// The version of the record format written by this build. Format 2 added each task's
 /// closure binding; records of format 1 (none) still load.

@@ -3,9 +3,9 @@
 
 use super::record::StoredRecord;
 use super::{AcceptanceRecord, RecordError, VerifiedArchive, VerifyError, verify_archive};
-use crate::digest::Digest;
-use crate::error::quoted;
+use crate::id::digest::Digest;
 use crate::signing::{Envelope, PublicKey, SignatureError, SigningKey};
+use crate::text::quoted;
 
 /// The DSSE payload type of a signed acceptance record (its canonical JSON).
 pub const RECORD_PAYLOAD_TYPE: &str = "application/vnd.kleene.acceptance-record+json";
@@ -189,7 +189,7 @@ pub fn verify_signed_archive(
         .as_str()
         .ok_or_else(|| unreadable("it has no predicate.record_digest"))?
         .parse()
-        .map_err(|e: crate::digest::DigestParseError| unreadable(&e.to_string()))?;
+        .map_err(|e: crate::id::digest::DigestParseError| unreadable(&e.to_string()))?;
     let verified = verify_archive(archive, anchor).map_err(SignedError::Archive)?;
     if verified.in_toto_statement().to_json().as_bytes() != payload {
         return Err(SignedError::StatementMismatch { record: anchor });

@@ -27,8 +27,9 @@ use super::worker::{InfrastructureFailure, Proposal, WorkerFailure};
 use crate::closure::{AsyncAgent, Closure, ClosureRecord, RecoveryPolicy};
 use crate::plan::PlannedTask;
 use crate::{
-    audit::AuditEntry, id::TaskId, phase::ExecutionOutput, phase::GovernanceDecision, phase::Next,
-    phase::Session, phase::ValidationToken, task::Task, verdict::Verdict,
+    closure::audit::AuditEntry, closure::phase::ExecutionOutput,
+    closure::phase::GovernanceDecision, closure::phase::Next, closure::phase::Session,
+    closure::phase::ValidationToken, closure::task::Task, closure::verdict::Verdict, id::TaskId,
 };
 
 /// An [`AsyncAgent`] that an [`AsyncClosureWorker`] can run batch calls with: the async

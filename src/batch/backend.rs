@@ -36,7 +36,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint;
 use crate::id::ChannelId;
 
 #[cfg(doc)]
@@ -144,7 +143,7 @@ impl FileBackend {
     /// [`BackendError::Io`] when the directory cannot be created or listed.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, BackendError> {
         let dir = dir.into();
-        checkpoint::open_dir(&dir).map_err(|(path, source)| BackendError::Io { path, source })?;
+        crate::fs::open_dir(&dir).map_err(|(path, source)| BackendError::Io { path, source })?;
         Ok(Self {
             dir,
             read_only: false,
@@ -165,7 +164,7 @@ impl FileBackend {
 
     /// The file that holds `channel`'s log.
     pub fn path_for(&self, channel: &ChannelId) -> PathBuf {
-        checkpoint::channel_file(
+        channel_file(
             &self.dir,
             "kleene channel journal file name v1",
             channel,
@@ -184,7 +183,7 @@ impl FileBackend {
                 .map_err(BackendError::io(&path))?;
             if !existed {
                 // A new file is durable only once its directory entry is.
-                checkpoint::sync_dir(&self.dir)
+                crate::fs::sync_dir(&self.dir)
                     .map_err(|(path, source)| BackendError::Io { path, source })?;
             }
             self.open.insert(channel.clone(), file);
@@ -239,7 +238,7 @@ impl LogBackend for FileBackend {
     fn replace(&mut self, channel: &ChannelId, bytes: &[u8]) -> Result<(), BackendError> {
         // The append handle points at the file being replaced; the next append reopens.
         self.open.remove(channel);
-        checkpoint::replace_file(&self.dir, &self.path_for(channel), bytes)
+        crate::fs::replace_file(&self.dir, &self.path_for(channel), bytes)
             .map_err(|(path, source)| BackendError::Io { path, source })
     }
 
@@ -408,5 +407,28 @@ impl LogBackend for CrashBackend {
         self.live.insert(channel.clone(), bytes.to_vec());
         self.durable.insert(channel.clone(), bytes.to_vec());
         Ok(())
+    }
+}
+
+/// The file in `dir` that holds `channel`'s data: a digest of the id under `context` plus
+/// `extension`, so no channel id can name a path outside `dir`.
+fn channel_file(dir: &Path, context: &str, channel: &ChannelId, extension: &str) -> PathBuf {
+    let name = blake3::Hasher::new_derive_key(context)
+        .update(channel.as_str().as_bytes())
+        .finalize()
+        .to_hex();
+    dir.join(format!("{name}.{extension}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    #[test]
+    fn no_channel_id_names_a_file_outside_its_directory() {
+        let dir = Path::new("/journal");
+        let channel = crate::id::ChannelId::new("../../etc/passwd").unwrap();
+        let path = super::channel_file(dir, "kleene test file name v1", &channel, "ckpt");
+        assert_eq!(path.parent(), Some(dir));
     }
 }

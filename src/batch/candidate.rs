@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::OnceLock;
 
-use crate::digest::{Canonical, CanonicalHasher, canonical_enum};
-use crate::path::AdmittedPath;
-use crate::{digest::Digest, id::TaskId};
+use crate::id::digest::{Canonical, CanonicalHasher, canonical_enum};
+use crate::plan::path::AdmittedPath;
+use crate::{id::TaskId, id::digest::Digest};
 
 /// A worker's proposed output for one task: whole files at admitted paths.
 ///

@@ -19,10 +19,12 @@ use super::worker::{AgentFailure, Proposal, Worker, WorkerCall, WorkerFailure};
 use crate::closure::{AgentError, AgentErrorKind};
 use crate::plan::PlannedTask;
 use crate::{
-    audit::AuditEntry, closure::Agent, closure::Closure, closure::ClosureFailure,
-    closure::ClosureOutcome, closure::ClosureRecord, closure::RecoveryPolicy, closure::Task,
-    id::TaskId, phase::ExecutionOutput, phase::ExhaustedBound, phase::GovernanceDecision,
-    phase::HaltReason, phase::Next, phase::Session, phase::ValidationToken, verdict::Verdict,
+    closure::Agent, closure::Closure, closure::ClosureFailure, closure::ClosureOutcome,
+    closure::ClosureRecord, closure::RecoveryPolicy, closure::Task, closure::audit::AuditEntry,
+    closure::phase::ExecutionOutput, closure::phase::ExhaustedBound,
+    closure::phase::GovernanceDecision, closure::phase::HaltReason, closure::phase::Next,
+    closure::phase::Session, closure::phase::ValidationToken, closure::verdict::Verdict,
+    id::TaskId,
 };
 
 /// An [`Agent`] that a [`ClosureWorker`] can run batch calls with: besides answering the

@@ -10,8 +10,8 @@ use super::candidate::{Candidate, Rejection};
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
 use crate::{
-    closure::ClosureOutcome, closure::ClosureRecord, digest::Digest, id::AgentId, id::ChannelId,
-    id::TaskId,
+    closure::ClosureOutcome, closure::ClosureRecord, id::AgentId, id::ChannelId, id::TaskId,
+    id::digest::Digest,
 };
 
 /// One planned task as the batch inventory records it when the batch starts.

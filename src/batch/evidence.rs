@@ -7,8 +7,8 @@ use super::event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry,
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
 use crate::checkpoint::InvalidPayload;
-use crate::digest::{Canonical, CanonicalHasher, OptByte, canonical_enum, canonical_struct};
-use crate::{digest::Digest, id::AgentId, id::ChannelId, id::TaskId};
+use crate::id::digest::{Canonical, CanonicalHasher, OptByte, canonical_enum, canonical_struct};
+use crate::{id::AgentId, id::ChannelId, id::TaskId, id::digest::Digest};
 
 /// The evidence format version this build writes and reads.
 pub const EVIDENCE_VERSION: u32 = 1;
@@ -607,6 +607,7 @@ impl TryFrom<EvidenceRecord> for BatchEvidence {
         if r.evidence_version != EVIDENCE_VERSION {
             return Err(InvalidPayload::EvidenceVersion {
                 found: r.evidence_version,
+                reads: EVIDENCE_VERSION,
             });
         }
         if r.order.len() != r.tasks.len() {
@@ -1144,12 +1145,12 @@ impl BatchEvidence {
     pub fn verify_closures<'r>(
         &self,
         closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::closure::ClosureRecord)>,
-    ) -> Result<usize, crate::acceptance::ClosuresError> {
+    ) -> Result<usize, crate::closure::bound::ClosuresError> {
         let bound = self.closures.iter().filter_map(|c| {
             let s = c.settled.as_ref()?;
             Some((&c.task, c.attempt, s.audit_head, s.record_digest))
         });
-        crate::acceptance::closures::verify_bound(bound, closures)
+        crate::closure::bound::verify_bound(bound, closures)
     }
     /// The run-wide fix attempts used so far: every settled closure's fixes and every fix an
     /// unsettled (interrupted) call drew. What a resume restores the fix budget from.
@@ -1227,7 +1228,7 @@ impl BatchSummary {
 mod tests {
     use super::*;
     use crate::checkpoint;
-    use crate::path::AdmittedPath;
+    use crate::plan::path::AdmittedPath;
 
     fn t() -> TaskId {
         TaskId::new("t").unwrap()

@@ -13,10 +13,10 @@ use super::worker::{
     WorkerCall, WorkerFailure,
 };
 
-use crate::digest::CanonicalHasher;
-use crate::path::AdmittedPath;
+use crate::id::digest::CanonicalHasher;
 use crate::plan::ValidatedPlan;
-use crate::{digest::Digest, id::AgentId, id::ChannelId, id::TaskId};
+use crate::plan::path::AdmittedPath;
+use crate::{id::AgentId, id::ChannelId, id::TaskId, id::digest::Digest};
 
 /// The fewest journaled events after which the executor compacts the journal into a
 /// snapshot. Past it, compaction waits until the tail is as long as the snapshot (the

@@ -1091,7 +1091,7 @@ mod tests {
     use crate::batch::event::{InventoryEntry, Settlement};
     use crate::batch::evidence::EVIDENCE_VERSION;
     use crate::batch::{Candidate, TaskStatus};
-    use crate::{digest::Digest, id::AgentId, id::TaskId};
+    use crate::{id::AgentId, id::TaskId, id::digest::Digest};
 
     fn chan() -> ChannelId {
         ChannelId::new("c").unwrap()
@@ -1189,7 +1189,10 @@ mod tests {
     #[test]
     fn a_foreign_record_is_refused_not_cut() {
         let mut bytes = image(&events());
-        let task = crate::task::Task::new(TaskId::new("x").unwrap(), crate::task::Spec::new("y"));
+        let task = crate::closure::task::Task::new(
+            TaskId::new("x").unwrap(),
+            crate::closure::task::Spec::new("y"),
+        );
         let foreign = checkpoint::encode(&task).unwrap();
         frame(
             &chan(),

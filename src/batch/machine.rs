@@ -25,9 +25,9 @@ use super::worker::{
     AgentFailure, Correction, InfrastructureFailure, OutputContract, Proposal, WorkerFailure,
 };
 use crate::closure::AgentErrorKind;
-use crate::digest::CanonicalHasher;
+use crate::id::digest::CanonicalHasher;
 use crate::plan::{PlannedTask, ValidatedPlan};
-use crate::{digest::Digest, id::ChannelId, id::TaskId};
+use crate::{id::ChannelId, id::TaskId, id::digest::Digest};
 
 /// The agent errors calls failed with: each call's task and number, in settlement order.
 pub(crate) type AgentFailures = Vec<(TaskId, u32, AgentFailure)>;

@@ -72,6 +72,7 @@ pub(crate) mod journal;
 pub(crate) mod machine;
 pub(crate) mod recovery;
 mod threaded;
+pub(crate) mod wire;
 pub(crate) mod worker;
 
 #[cfg(feature = "async")]

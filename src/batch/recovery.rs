@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 
 use super::evidence::BatchEvidence;
-use crate::digest::{CanonicalHasher, canonical_enum};
-use crate::{digest::Digest, id::TaskId};
+use crate::id::digest::{CanonicalHasher, canonical_enum};
+use crate::{id::TaskId, id::digest::Digest};
 
 /// Why a named root was refused a corrective call. The root stays blocked.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, thiserror::Error)]

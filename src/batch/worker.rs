@@ -8,7 +8,7 @@ use super::candidate::{AcceptedOutput, Candidate, Rejection};
 use super::event::ClosureSettlement;
 use super::journal::JournalError;
 use crate::closure::{AgentError, AgentErrorKind, ClosureRecord};
-use crate::digest::{Canonical, CanonicalHasher};
+use crate::id::digest::{Canonical, CanonicalHasher};
 use crate::plan::PlannedTask;
 use crate::{closure::FixBudget, id::ChannelId, id::TaskId};
 

@@ -59,27 +59,6 @@ impl AgentError for std::io::Error {
     }
 }
 
-/// kleene's own error, so an agent that builds ids, paths or verdicts with kleene's
-/// constructors can return their errors with `?`. A wrapped worker or batch failure keeps
-/// its kind (a cancellation stays a cancellation, an infrastructure failure stays one);
-/// anything else (an id or a path refused) is [`AgentErrorKind::Other`]: the closure ends
-/// with it.
-impl AgentError for crate::Error {
-    fn kind(&self) -> AgentErrorKind {
-        use crate::batch::WorkerFailure;
-        match self {
-            crate::Error::Worker(WorkerFailure::Cancelled) => AgentErrorKind::Cancelled,
-            crate::Error::Worker(WorkerFailure::Agent(failure)) => failure.kind(),
-            crate::Error::Worker(
-                WorkerFailure::Infrastructure(_) | WorkerFailure::Unavailable { .. },
-            )
-            | crate::Error::Infrastructure(_) => AgentErrorKind::Infrastructure,
-            crate::Error::Batch(error) if error.is_cancelled() => AgentErrorKind::Cancelled,
-            _ => AgentErrorKind::Other,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,18 +69,5 @@ mod tests {
         assert_eq!(AgentError::kind(&e), AgentErrorKind::Infrastructure);
         let e = std::io::Error::from(std::io::ErrorKind::Interrupted);
         assert_eq!(AgentError::kind(&e), AgentErrorKind::Cancelled);
-    }
-
-    #[test]
-    fn kleene_errors_keep_a_wrapped_failure_kind() {
-        use crate::batch::WorkerFailure;
-        let refused = crate::Error::from(crate::id::TaskId::new("").unwrap_err());
-        assert_eq!(AgentError::kind(&refused), AgentErrorKind::Other);
-        let cancelled = crate::Error::from(WorkerFailure::Cancelled);
-        assert_eq!(AgentError::kind(&cancelled), AgentErrorKind::Cancelled);
-        let down = crate::Error::from(WorkerFailure::Unavailable {
-            detail: "disk full".into(),
-        });
-        assert_eq!(AgentError::kind(&down), AgentErrorKind::Infrastructure);
     }
 }

@@ -46,8 +46,9 @@ use std::future::Future;
 use super::agent_error::AgentError;
 use super::{Closure, ClosureRecord, ClosureRun, FixBudget, RecoveryPolicy};
 use crate::{
-    audit::AuditSink, phase::ExecutionOutput, phase::GovernanceDecision, phase::Next,
-    phase::Session, phase::ValidationToken, task::Task, verdict::Verdict,
+    closure::audit::AuditSink, closure::phase::ExecutionOutput, closure::phase::GovernanceDecision,
+    closure::phase::Next, closure::phase::Session, closure::phase::ValidationToken,
+    closure::task::Task, closure::verdict::Verdict,
 };
 
 /// The async counterpart of [`Agent`](super::Agent): governance, pre-validation, execution

@@ -3,8 +3,9 @@
 use super::agent_error::AgentError;
 use super::{Closure, ClosureRecord, FixBudget, RecoveryPolicy};
 use crate::{
-    audit::AuditSink, phase::ExecutionOutput, phase::GovernanceDecision, phase::Next,
-    phase::Session, phase::ValidationToken, task::Task, verdict::Verdict,
+    closure::audit::AuditSink, closure::phase::ExecutionOutput, closure::phase::GovernanceDecision,
+    closure::phase::Next, closure::phase::Session, closure::phase::ValidationToken,
+    closure::task::Task, closure::verdict::Verdict,
 };
 
 /// What [`run_to_closure`] calls: governance, pre-validation, execution and post-validation

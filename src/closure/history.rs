@@ -5,12 +5,12 @@
 
 use super::machine::{StateSeal, output_digest};
 use super::{Closure, ClosureFailure, FixBudget, PolicyError, RecoveryPolicy, StateField};
-use crate::audit::{AuditEntry, AuditEvent, AuditLog, LoopPhase};
 use crate::checkpoint::{self, CheckpointError, HEADER_LEN};
-use crate::digest::Digest;
-use crate::phase::ExecutionOutput;
-use crate::wire::closure::{StepDeltaV1, StepPayload};
-use crate::{id::TaskId, task::Task};
+use crate::closure::audit::{AuditEntry, AuditEvent, AuditLog, LoopPhase};
+use crate::closure::phase::ExecutionOutput;
+use crate::closure::wire::{StepDeltaV1, StepPayload};
+use crate::id::digest::Digest;
+use crate::{closure::task::Task, id::TaskId};
 
 /// What one step of a closure added to its history.
 ///
@@ -398,7 +398,7 @@ pub(super) fn fold(
         // The budget a fix drew from was live: replay what the entries say it answered.
         let refused = delta.events.iter().find_map(|e| match e {
             AuditEvent::RecoveryExhausted {
-                bound: crate::phase::ExhaustedBound::FixBudget { max },
+                bound: crate::closure::phase::ExhaustedBound::FixBudget { max },
                 ..
             } => Some(*max),
             _ => None,
@@ -580,10 +580,10 @@ impl ClosureDeltaError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::closure::phase::{GovernanceDecision, Next, Session};
+    use crate::closure::task::Spec;
+    use crate::closure::verdict::{Severity, ValidatorResult, Verdict};
     use crate::id::ValidatorId;
-    use crate::phase::{GovernanceDecision, Next, Session};
-    use crate::task::Spec;
-    use crate::verdict::{Severity, ValidatorResult, Verdict};
 
     fn resolved_after_one_fix() -> Closure {
         let task = Task::new(TaskId::new("x").unwrap(), Spec::new("intent"));

@@ -5,15 +5,17 @@ use super::history::{self, ClosureDeltaError};
 use super::spec::render_recovery_spec_of;
 use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
 use super::{PolicyError, RecoveryPolicy, StepRecord, TaskAttempt};
-use crate::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
-use crate::digest::Digest;
-use crate::digest::{Canonical, Purpose};
-use crate::phase::{Execute, Governance, MoveNext, Phase, PostValidate, PreValidate};
+use crate::closure::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
+use crate::closure::phase::{Execute, Governance, MoveNext, Phase, PostValidate, PreValidate};
+use crate::id::digest::Digest;
+use crate::id::digest::{Canonical, Purpose};
 use crate::{
-    id::TaskId, phase::ExecutionOutput, phase::ExhaustedBound, phase::GovernanceDecision,
-    phase::Halt, phase::HaltReason, phase::Moved, phase::Next, phase::PostValidation,
-    phase::Recoverable, phase::Session, phase::Step, phase::ValidationToken, task::FailureEntry,
-    task::Task, verdict::Verdict,
+    closure::phase::ExecutionOutput, closure::phase::ExhaustedBound,
+    closure::phase::GovernanceDecision, closure::phase::Halt, closure::phase::HaltReason,
+    closure::phase::Moved, closure::phase::Next, closure::phase::PostValidation,
+    closure::phase::Recoverable, closure::phase::Session, closure::phase::Step,
+    closure::phase::ValidationToken, closure::task::FailureEntry, closure::task::Task,
+    closure::verdict::Verdict, id::TaskId,
 };
 
 /// Everything a running closure knows besides the typed step it is at.
@@ -42,7 +44,7 @@ struct Core {
 /// audit log through the typed transitions before the machine takes over.
 /// [`run_to_closure`](crate::closure::run_to_closure) drives exactly this machine. To forward audit
 /// events live, hand `closure.audit().entries()[forwarded..]` to your
-/// [`AuditSink`](crate::audit::AuditSink) after each step.
+/// [`AuditSink`](crate::closure::audit::AuditSink) after each step.
 ///
 /// # Examples
 ///
@@ -490,7 +492,7 @@ impl AwaitingExecution {
             Err(rejected) => {
                 let failure = ClosureFailure::Agent {
                     phase: LoopPhase::Execute,
-                    message: crate::error::Chain(&rejected).to_string(),
+                    message: crate::text::Chain(&rejected).to_string(),
                 };
                 let step = *rejected.step;
                 self.core.failed(step.task(), step.iteration(), failure)

@@ -2,14 +2,14 @@
 //!
 //! A task runs the inner loop `governance → pre_validate → execute → post_validate →
 //! move_next`. A recoverable post-execute failure (an overridable blocker; a warning only
-//! when [`RecoverOn::BlockersAndWarnings`](crate::phase::RecoverOn) opts in) spawns a fix subtask
+//! when [`RecoverOn::BlockersAndWarnings`](crate::closure::phase::RecoverOn) opts in) spawns a fix subtask
 //! `{root}_fix_{depth}` whose spec is rendered from the root's spec and every failure so far
 //! ([`render_recovery_spec`]). The closure ends at the first clean completion
 //! (`recovery_resolved`) or at a bound: the depth and the global fix budget
 //! (`recovery_exhausted`), a verdict that repeats the previous attempt's after
 //! normalisation (`recovery_stalled`, see [`VerdictNormalizer`]), or any other halt
 //! (governance denial, pre-execute rejection, non-overridable blocker, withheld warning,
-//! iteration cap). Every step is audited in a hash-chained [`AuditLog`](crate::audit::AuditLog).
+//! iteration cap). Every step is audited in a hash-chained [`AuditLog`](crate::closure::audit::AuditLog).
 //!
 //! Drive it with [`run_to_closure`] over your [`Agent`], or step by step with the sans-IO
 //! [`Closure`] machine, persisting its [`ClosureState`] between steps. Both produce the same
@@ -43,22 +43,20 @@
 mod agent_error;
 #[cfg(feature = "async")]
 mod async_driver;
+pub mod audit;
+pub(crate) mod bound;
 mod driver;
 mod history;
 mod machine;
 mod normalize;
+pub(crate) mod phase;
 mod policy;
 mod record;
 mod spec;
+pub(crate) mod task;
+pub(crate) mod verdict;
+pub(crate) mod wire;
 
-pub use crate::phase::{
-    Completed, DEFAULT_ITERATION_CAP, Execute, ExecutionOutput, ExhaustedBound, Governance,
-    GovernanceDecision, Halt, HaltReason, MoveNext, Moved, Next, Phase, PostValidate,
-    PostValidation, PreValidate, RecoverOn, Recoverable, Session, Step, TokenError, TokenRejected,
-    ValidationToken,
-};
-pub use crate::task::{FailureEntry, Spec, Task, TaskError};
-pub use crate::verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};
 pub use agent_error::{AgentError, AgentErrorKind};
 #[cfg(feature = "async")]
 pub use async_driver::{AsyncAgent, run_closure_async, run_to_closure_async};
@@ -71,6 +69,12 @@ pub use machine::{
     AwaitingPreValidation, Closure, ClosureProgress, ClosureState, ClosureStateError, StateField,
 };
 pub use normalize::{NormalizedResult, NormalizedVerdict, VerdictNormalizer};
+pub use phase::{
+    Completed, DEFAULT_ITERATION_CAP, Execute, ExecutionOutput, ExhaustedBound, Governance,
+    GovernanceDecision, Halt, HaltReason, MoveNext, Moved, Next, Phase, PostValidate,
+    PostValidation, PreValidate, RecoverOn, Recoverable, Session, Step, TokenError, TokenRejected,
+    ValidationToken,
+};
 pub use policy::{
     FixBudget, MAX_RECOVERY_DEPTH, PolicyError, RecoveryPolicy, RecoveryPolicyBuilder,
 };
@@ -78,3 +82,5 @@ pub use record::{
     ClosureFailure, ClosureOutcome, ClosureRecord, ClosureRecordError, StepRecord, TaskAttempt,
 };
 pub use spec::render_recovery_spec;
+pub use task::{FailureEntry, Spec, Task, TaskError};
+pub use verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};

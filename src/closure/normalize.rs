@@ -1,7 +1,7 @@
 //! Comparing verdicts for stall detection without the noise two runs of one failure differ
 //! by (R21 §5).
 
-use crate::{id::ValidatorId, verdict::Severity, verdict::Verdict};
+use crate::{closure::verdict::Severity, closure::verdict::Verdict, id::ValidatorId};
 
 /// Turns a [`Verdict`] into the form stall detection compares.
 ///
@@ -19,7 +19,7 @@ use crate::{id::ValidatorId, verdict::Severity, verdict::Verdict};
 /// | pytest-xdist workers | `[gw3]` | `[gw<id>]` |
 /// | durations: a number with `ns`, `us`, `µs`, `ms`, `s`, `sec`, `secs`, `seconds`, `min`, `mins`, `minutes`, `h` (a space is allowed before units longer than one letter) | `finished in 0.53s`, `took 12 ms` | `finished in <duration>`, `took <duration>` |
 /// | runs of 3 or more `=`, `-` or `_` | pytest's summary line, padded to the terminal width around a variable-length duration | `===` |
-/// | the counts in an [`OutputTail`](crate::verdict::OutputTail)'s elision markers and stream headers: how much noise was cut depends on how long the noise was | `[... 212 lines elided (9518 bytes) ...]`, `stdout (9518 bytes elided):` | `[... <n> lines elided (<n> bytes) ...]`, `stdout (<n> bytes elided):` |
+/// | the counts in an [`OutputTail`](crate::closure::verdict::OutputTail)'s elision markers and stream headers: how much noise was cut depends on how long the noise was | `[... 212 lines elided (9518 bytes) ...]`, `stdout (9518 bytes elided):` | `[... <n> lines elided (<n> bytes) ...]`, `stdout (<n> bytes elided):` |
 /// | the order of lines | concurrently run tests report in any order | lines compared as a sorted multiset |
 ///
 /// Nothing else changes: test names, assertions, file paths and line numbers, exit codes
@@ -146,7 +146,7 @@ const DURATION_UNITS: &[&str] = &[
 ];
 const ID_KEYWORDS: &[&str] = &["process", "thread", "worker", "pid", "tid"];
 
-/// An [`OutputTail`](crate::verdict::OutputTail) elision marker (`[... 3 lines elided (120 bytes) ...]`)
+/// An [`OutputTail`](crate::closure::verdict::OutputTail) elision marker (`[... 3 lines elided (120 bytes) ...]`)
 /// or stream header (`stdout (120 bytes elided):`), with its counts masked: the counts
 /// measure the noise that was cut, not the failure.
 fn mask_tail_counts(line: &str) -> Option<&'static str> {
@@ -484,10 +484,10 @@ mod tests {
             "test result: FAILED. 3 passed; {} failed; 0 ignored; finished in 0.31s\n",
             failing.len()
         ));
-        crate::verdict::OutputTail::capture(
+        crate::closure::verdict::OutputTail::capture(
             out.as_bytes(),
             b"",
-            crate::verdict::TailLimits::both(1024),
+            crate::closure::verdict::TailLimits::both(1024),
         )
         .render()
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::VerdictNormalizer;
-use crate::{phase::DEFAULT_ITERATION_CAP, phase::RecoverOn};
+use crate::{closure::phase::DEFAULT_ITERATION_CAP, closure::phase::RecoverOn};
 
 /// The deepest `max_recovery_depth` a policy accepts. A closure that needs more than this
 /// many chained fixes is not converging; the bound also keeps fix ids short.
@@ -80,7 +80,7 @@ pub struct RecoveryPolicy {
 }
 
 // Every setting, as a persisted closure state seals it.
-crate::digest::canonical_struct!(RecoveryPolicy {
+crate::id::digest::canonical_struct!(RecoveryPolicy {
     max_recovery_depth,
     max_total_fix_attempts,
     max_inner_iterations => max_inner_iterations.get(),

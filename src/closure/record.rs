@@ -1,10 +1,11 @@
 //! The immutable result of a closure: outcome, every task of the tree, the audit log.
 
-use crate::digest::canonical_enum;
+use crate::id::digest::canonical_enum;
 use crate::{
-    audit::AuditLog, audit::LoopPhase, closure::RecoveryPolicy, digest::Digest, id::TaskId,
-    phase::ExecutionOutput, phase::GovernanceDecision, phase::HaltReason, phase::Next,
-    phase::Session, task::Task, verdict::Verdict,
+    closure::RecoveryPolicy, closure::audit::AuditLog, closure::audit::LoopPhase,
+    closure::phase::ExecutionOutput, closure::phase::GovernanceDecision,
+    closure::phase::HaltReason, closure::phase::Next, closure::phase::Session, closure::task::Task,
+    closure::verdict::Verdict, id::TaskId, id::digest::Digest,
 };
 
 /// How a closure ended.

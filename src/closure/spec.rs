@@ -1,7 +1,7 @@
 //! Rendering a fix subtask's spec from the root's spec and the whole attributed failure
 //! list (R21 §1–3).
 
-use crate::{id::TaskId, task::FailureEntry, task::Spec};
+use crate::{closure::task::FailureEntry, closure::task::Spec, id::TaskId};
 
 /// The spec of the fix subtask `fix_task_ref` at `depth`, rendered from the root task's
 /// `root_spec` and every failure so far — never from the previous attempt's spec, so it
@@ -112,7 +112,7 @@ fn push_number(out: &mut String, mut n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{id::ValidatorId, verdict::Severity};
+    use crate::{closure::verdict::Severity, id::ValidatorId};
 
     fn failure(attempt: u32, text: &str) -> FailureEntry {
         FailureEntry {

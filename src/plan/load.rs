@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 
 use super::extension::{ExtensionValue, Extensions, did_you_mean};
 use super::model::{AppBuildPlan, PlannedTask, default_retry_limit};
-use crate::task::Spec;
+use crate::closure::task::Spec;
 
 /// The fields of a task object, in the order the format documents them.
 const TASK_FIELDS: &[&str] = &[

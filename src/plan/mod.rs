@@ -55,21 +55,22 @@ mod extension;
 mod load;
 mod model;
 mod normalize;
+pub(crate) mod path;
 mod validate;
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
-pub use crate::path::{
-    AdmittedPath, GlobError, MAX_COMPONENT_LEN, MAX_PATH_LEN, PathError, PathGlob,
-    SECRETS_MANIFEST_PATH,
-};
 pub use explain::explain_value_error;
 pub use extension::{ExtensionValue, Extensions};
 pub use model::{
     AppBuildPlan, ContractKind, DEFAULT_RETRY_LIMIT, InputContract, MAX_MODULE_NAME_LEN,
     ModuleName, ModuleNameError, PlanLoadError, PlannedTask, SYNTHESIZED_MODULE_OWNER, TaskKind,
     TaskOrigin,
+};
+pub use path::{
+    AdmittedPath, GlobError, MAX_COMPONENT_LEN, MAX_PATH_LEN, PathError, PathGlob,
+    SECRETS_MANIFEST_PATH,
 };
 pub use validate::{PlanProblem, PlanValidationError, ValidatedPlan, ValidationStage};
 

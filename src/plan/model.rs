@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use super::explain;
 use super::extension::{ExtensionValue, Extensions};
 use super::load::PlanSeed;
-use crate::error::{quoted, quoted_char};
-use crate::{id::AgentId, id::IdError, id::TaskId, path::AdmittedPath, task::Spec};
+use crate::text::{quoted, quoted_char};
+use crate::{closure::task::Spec, id::AgentId, id::IdError, id::TaskId, plan::path::AdmittedPath};
 
 /// How many retries a planned task gets when its plan does not say: `retry_limit + 1` is
 /// the ceiling of calls, four by default.
@@ -659,3 +659,6 @@ fn strip_position(message: &str) -> String {
         None => message.to_owned(),
     }
 }
+
+// Enters a digest as its text.
+crate::id::digest::canonical_text!(ModuleName);

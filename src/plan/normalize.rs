@@ -8,7 +8,7 @@ use super::model::{
     ContractKind, InputContract, ModuleName, PlannedTask, SYNTHESIZED_MODULE_OWNER, TaskKind,
     TaskOrigin,
 };
-use crate::{id::AgentId, task::Spec};
+use crate::{closure::task::Spec, id::AgentId};
 
 /// Above this many entries, de-duplication uses a hash set instead of a linear scan.
 const LINEAR_DEDUP_LIMIT: usize = 16;

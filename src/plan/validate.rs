@@ -12,8 +12,8 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use super::extension::ExtensionValue;
 use super::model::{ContractKind, InputContract, ModuleName, PlannedTask, TaskKind, TaskOrigin};
 use super::normalize::index;
-use crate::digest::{Canonical, CanonicalHasher, Digest, OptByte, Unordered, canonical_struct};
-use crate::{id::TaskId, path::AdmittedPath};
+use crate::id::digest::{Canonical, CanonicalHasher, Digest, OptByte, Unordered, canonical_struct};
+use crate::{id::TaskId, plan::path::AdmittedPath};
 
 /// One problem found in a plan. Every variant names the tasks involved.
 #[derive(Debug, Clone, PartialEq, Eq)]

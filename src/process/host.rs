@@ -33,7 +33,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::verdict::{OutputTail, TailLimits};
+use crate::closure::verdict::{OutputTail, TailLimits};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{Signal, kill, killpg};

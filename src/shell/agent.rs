@@ -37,20 +37,20 @@ use std::time::Duration;
 use super::planfile::{ShellPlan, TaskCommands};
 use super::scratch::Scratch;
 use super::text::{correction_text, spec_text};
-use crate::audit::{AuditEntry, AuditEvent};
 use crate::batch::{
     AcceptedOutput, BatchAgent, Candidate, ClosureWorker, Dispatch, DispatchedCall, Proposal,
     Rejection, WorkerCall, WorkerFailure,
 };
+use crate::closure::audit::{AuditEntry, AuditEvent};
 use crate::closure::{
     Agent, AgentError, AgentErrorKind, ClosureRecord, ExecutionOutput, GovernanceDecision,
     RecoveryPolicy, Session, Severity, TailLimits, Task, ValidationToken, ValidatorResult, Verdict,
 };
-use crate::error::Chain;
 use crate::id::{ChannelId, Digest, IdError, TaskId, ValidatorId};
 use crate::plan::{AdmittedPath, PlannedTask};
 use crate::process::{self, Containment, Finished, GroupRecords, Interrupt, Invocation, RunError};
 use crate::stage::{ObjectStore, Stage, StageChanges, StageError, StageInput, remove_stage};
+use crate::text::Chain;
 
 /// The recovery depth a shell run allows by default.
 pub const DEFAULT_MAX_DEPTH: u32 = 3;

@@ -932,7 +932,7 @@ mod tests {
             }
         );
         assert!(
-            crate::error::Chain(&err)
+            crate::text::Chain(&err)
                 .to_string()
                 .contains("line 3 column 18: "),
             "{err}"
@@ -943,7 +943,7 @@ mod tests {
     fn bad_command_fields_are_named_with_their_task_and_exact_position() {
         let text = "{\"tasks\": [\n {\"id\": \"svc\", \"owner\": \"sh\", \"spec\": {\"intent\": \"x\"}, \"run\": \"true\",\n  \"checks\": [{\"id\": \"t\",\n   \"command\": \"x\", \"severity\": \"fatal\"}]}]}";
         let err = load(text).unwrap_err();
-        let msg = crate::error::Chain(&err).to_string();
+        let msg = crate::text::Chain(&err).to_string();
         assert!(
             msg.contains("task svc: field `checks[0].severity`"),
             "{msg}"
@@ -972,21 +972,21 @@ mod tests {
         };
         let err = load(&task(", \"fix\": \"sh f\"")).unwrap_err();
         assert!(
-            crate::error::Chain(&err)
+            crate::text::Chain(&err)
                 .to_string()
                 .contains("task t: field `run`: missing"),
             "{err}"
         );
         let err = load(&task(", \"run\": \"x\", \"timeout_secs\": 0")).unwrap_err();
         assert!(
-            crate::error::Chain(&err)
+            crate::text::Chain(&err)
                 .to_string()
                 .contains("field `timeout_secs`"),
             "{err}"
         );
         let err = load(&task(", \"run\": \" \"")).unwrap_err();
         assert!(
-            crate::error::Chain(&err)
+            crate::text::Chain(&err)
                 .to_string()
                 .contains("must not be empty"),
             "{err}"
@@ -996,7 +996,7 @@ mod tests {
         ))
         .unwrap_err();
         assert!(
-            crate::error::Chain(&err).to_string().contains("used twice"),
+            crate::text::Chain(&err).to_string().contains("used twice"),
             "{err}"
         );
         let err = load(&task(
@@ -1004,7 +1004,7 @@ mod tests {
         ))
         .unwrap_err();
         assert!(
-            crate::error::Chain(&err)
+            crate::text::Chain(&err)
                 .to_string()
                 .contains("task t: field `scratch[1]`"),
             "{err}"
@@ -1014,14 +1014,14 @@ mod tests {
         ))
         .unwrap_err();
         assert!(
-            crate::error::Chain(&err)
+            crate::text::Chain(&err)
                 .to_string()
                 .contains("unknown field `comand`"),
             "{err}"
         );
         let err = load("{\"scratch\": [\"/abs\"], \"tasks\": []}").unwrap_err();
         assert!(
-            crate::error::Chain(&err)
+            crate::text::Chain(&err)
                 .to_string()
                 .contains("p.json: line 1 column 13: field `scratch[0]`"),
             "{err}"
@@ -1032,7 +1032,7 @@ mod tests {
     fn unknown_keys_get_a_suggestion_with_task_line_and_column() {
         let text = PLAN.replace("\"fix\"", "\"fxi\"");
         let err = load(&text).unwrap_err();
-        let msg = crate::error::Chain(&err).to_string();
+        let msg = crate::text::Chain(&err).to_string();
         assert!(msg.contains("task a: field `fxi`"), "{msg}");
         assert!(msg.contains("did you mean `fix`?"), "{msg}");
         let line = text.lines().position(|l| l.contains("fxi")).unwrap() + 1;
@@ -1065,7 +1065,7 @@ mod tests {
     fn plan_errors_name_file_task_field_and_position() {
         let text = DEMO.replace("\"billing/items.sh\"]", "\"../items.sh\"]");
         let err = load_text(Path::new("p.json"), &text).unwrap_err();
-        let msg = crate::error::Chain(&err).to_string();
+        let msg = crate::text::Chain(&err).to_string();
         assert!(msg.starts_with("load plan p.json: line "), "{msg}");
         assert!(
             msg.contains("task billing_model: field `owned_paths[0]`"),
@@ -1083,7 +1083,7 @@ mod tests {
             "\"owner\": \"shell\", \"colour\": 1,",
         );
         let msg = load_text(Path::new("p.json"), &text)
-            .map_err(|e| crate::error::Chain(&e).to_string())
+            .map_err(|e| crate::text::Chain(&e).to_string())
             .unwrap_err();
         assert!(msg.contains("unknown field `colour`"), "{msg}");
         assert!(msg.contains("task billing_module"), "{msg}");
@@ -1093,7 +1093,7 @@ mod tests {
             "\"depends_on\": [\"nope\"]",
         );
         let msg = load_text(Path::new("p.json"), &text)
-            .map_err(|e| crate::error::Chain(&e).to_string())
+            .map_err(|e| crate::text::Chain(&e).to_string())
             .unwrap_err();
         assert!(msg.starts_with("validate plan p.json"), "{msg}");
         assert!(msg.contains("nope"), "{msg}");

@@ -60,16 +60,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub(crate) mod manifest;
 mod repair;
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::acceptance::FileManifest;
 use crate::batch::BatchEvidence;
-use crate::{digest::Digest, id::TaskId, path::AdmittedPath};
+use crate::{id::TaskId, id::digest::Digest, plan::path::AdmittedPath};
 
+pub use manifest::{FileEntry, FileManifest, FileMismatch, ManifestError};
 pub use repair::{
     Diagnostic, ProposalProblem, REPAIR_PROPOSAL_BUDGET, RepairError, RepairLedger, RepairProposal,
     RepairRequest, RepairRoutes, RouteRefusal, Submitted,

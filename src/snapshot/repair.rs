@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use super::Snapshot;
 use crate::batch::{BatchEvidence, TaskStatus};
-use crate::digest::canonical_struct;
+use crate::id::digest::canonical_struct;
 use crate::plan::ValidatedPlan;
-use crate::{digest::Digest, id::TaskId, id::ValidatorId, path::AdmittedPath};
+use crate::{id::TaskId, id::ValidatorId, id::digest::Digest, plan::path::AdmittedPath};
 
 /// Proposals each repair target may submit, over the whole build.
 pub const REPAIR_PROPOSAL_BUDGET: u32 = 2;
@@ -509,7 +509,7 @@ fn fingerprint(
     task: &TaskId,
     diagnostics: &[Diagnostic],
 ) -> Digest {
-    let files = crate::acceptance::FileManifest::of_sorted(
+    let files = crate::snapshot::FileManifest::of_sorted(
         snapshot.files_of(task).map(|(p, f)| (p, f.content())),
     );
     Digest::of(

@@ -83,8 +83,8 @@ use std::sync::Mutex;
 
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
 
-use crate::digest::Digest;
-use crate::path::AdmittedPath;
+use crate::id::digest::Digest;
+use crate::plan::path::AdmittedPath;
 
 #[cfg(target_os = "linux")]
 mod track;
@@ -94,7 +94,7 @@ mod track {
     use std::collections::HashSet;
     use std::path::Path;
 
-    use crate::path::AdmittedPath;
+    use crate::plan::path::AdmittedPath;
 
     #[derive(Debug)]
     pub(crate) struct Tracker;

@@ -15,7 +15,7 @@ use std::path::Path;
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
-use crate::path::AdmittedPath;
+use crate::plan::path::AdmittedPath;
 
 /// What a watched directory reports: every name made, removed, moved or changed in it, and
 /// its own removal or move.

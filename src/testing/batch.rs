@@ -22,7 +22,7 @@ use crate::batch::{
     BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, InfrastructureFailure, JournalError,
     JournalKey, JournalLoad, Proposal, Rejection, TornTail, Worker, WorkerCall, WorkerFailure,
 };
-use crate::{digest::Digest, id::ChannelId, id::TaskId};
+use crate::{id::ChannelId, id::TaskId, id::digest::Digest};
 
 /// What a scripted worker does on one call.
 #[derive(Debug, Clone, PartialEq, Eq)]

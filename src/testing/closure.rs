@@ -41,10 +41,11 @@ use std::collections::VecDeque;
 use proptest::prelude::*;
 
 use crate::{
-    closure::Agent, closure::RecoveryPolicy, closure::VerdictNormalizer, id::ValidatorId,
-    phase::ExecutionOutput, phase::GovernanceDecision, phase::Next, phase::RecoverOn,
-    phase::Session, phase::ValidationToken, task::Task, verdict::Severity,
-    verdict::ValidatorResult, verdict::Verdict,
+    closure::Agent, closure::RecoveryPolicy, closure::VerdictNormalizer,
+    closure::phase::ExecutionOutput, closure::phase::GovernanceDecision, closure::phase::Next,
+    closure::phase::RecoverOn, closure::phase::Session, closure::phase::ValidationToken,
+    closure::task::Task, closure::verdict::Severity, closure::verdict::ValidatorResult,
+    closure::verdict::Verdict, id::ValidatorId,
 };
 
 /// One scripted answer: a reply, or a failure of the agent itself.

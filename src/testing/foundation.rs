@@ -14,8 +14,9 @@
 use proptest::prelude::*;
 
 use crate::{
-    id::TaskId, id::ValidatorId, task::FailureEntry, task::Spec, task::Task, verdict::Severity,
-    verdict::ValidatorResult, verdict::Verdict,
+    closure::task::FailureEntry, closure::task::Spec, closure::task::Task,
+    closure::verdict::Severity, closure::verdict::ValidatorResult, closure::verdict::Verdict,
+    id::TaskId, id::ValidatorId,
 };
 
 /// Valid task ids: short ASCII names, occasionally with non-ASCII letters.

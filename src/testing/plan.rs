@@ -28,8 +28,9 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use crate::{
-    id::AgentId, id::TaskId, path::AdmittedPath, plan::AppBuildPlan, plan::ContractKind,
-    plan::InputContract, plan::ModuleName, plan::PlannedTask, plan::TaskKind, task::Spec,
+    closure::task::Spec, id::AgentId, id::TaskId, plan::AppBuildPlan, plan::ContractKind,
+    plan::InputContract, plan::ModuleName, plan::PlannedTask, plan::TaskKind,
+    plan::path::AdmittedPath,
 };
 
 /// Module names the plan generators draw from.
@@ -64,7 +65,7 @@ pub fn ordinary_path() -> impl Strategy<Value = String> {
     })
 }
 
-/// Hostile paths, each with the [`PathError::rule`](crate::path::PathError::rule) that must refuse
+/// Hostile paths, each with the [`PathError::rule`](crate::plan::path::PathError::rule) that must refuse
 /// it: traversal in its spellings (`..`, `a/../..`, trailing `/..`), non-normal forms (`./a`,
 /// `a//b`, `a/`), absolute (`/a`, `//server/a`, `~/a`), drive and stream prefixes (`C:`,
 /// `C:/`, `a:b`), UNC and backslash separators (`\\server\a`, `a\..\b`), glob
@@ -170,7 +171,7 @@ pub fn hostile_path_with_rule() -> impl Strategy<Value = (String, &'static str)>
         Just(("security/../security/secrets.yaml".to_owned(), "traversal")),
         Just((String::new(), "empty")),
         Just(("a/".repeat(600), "too_long")),
-        Just(("a".repeat(crate::path::MAX_PATH_LEN + 1), "too_long")),
+        Just(("a".repeat(crate::plan::path::MAX_PATH_LEN + 1), "too_long")),
     ]
 }
 

@@ -16,7 +16,7 @@ use kleene::batch::{
     BatchEvidence, EvidenceEvent, FailureCause, Rejection, Settlement, TaskStatus,
 };
 use kleene::{
-    audit::AuditEvent,
+    closure::audit::AuditEvent,
     closure::{ClosureFailure, ExhaustedBound, GovernanceDecision},
     id::TaskId,
 };

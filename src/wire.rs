@@ -19,12 +19,6 @@
 use bincode::Encode as _;
 use serde::{Deserialize, Serialize};
 
-pub(crate) mod acceptance;
-pub(crate) mod closure;
-pub(crate) mod evidence;
-pub(crate) mod message;
-pub(crate) mod task;
-
 /// A wire record written from a borrowed domain value: encoding never clones what it
 /// writes.
 pub(crate) trait Record<'a, D: ?Sized + 'a>: Serialize + bincode::Encode {

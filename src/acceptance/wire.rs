@@ -15,10 +15,10 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::acceptance::manifest::{FileEntry, FileManifest, ManifestError};
 use crate::acceptance::record::{BuildBinding, RecordBody, RecordError, StoredRecord, TaskResult};
-use crate::path::AdmittedPath;
-use crate::{digest::Digest, id::ChannelId, id::TaskId};
+use crate::plan::path::AdmittedPath;
+use crate::snapshot::manifest::{FileEntry, FileManifest, ManifestError};
+use crate::{id::ChannelId, id::TaskId, id::digest::Digest};
 
 /// What a build ran as.
 #[derive(Serialize, Deserialize)]

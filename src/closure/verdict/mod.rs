@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 
 pub use tail::{OutputTail, TailLimits};
 
-use crate::digest::canonical_struct;
 use crate::id::ValidatorId;
+use crate::id::digest::canonical_struct;
 use std::sync::Arc;
 
 /// How serious a validator result is. Ordered: `Info < Warning < Blocker`.
@@ -192,6 +192,9 @@ impl FromIterator<ValidatorResult> for Verdict {
         Self::new(iter)
     }
 }
+
+// Enters a digest as its text.
+crate::id::digest::canonical_text!(Severity);
 
 #[cfg(test)]
 mod tests {

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::digest::{Canonical, CanonicalHasher, canonical_struct};
-use crate::{digest::Digest, path::AdmittedPath};
+use crate::id::digest::{Canonical, CanonicalHasher, canonical_struct};
+use crate::{id::digest::Digest, plan::path::AdmittedPath};
 
 /// One file of a [`FileManifest`]: its path, its length in bytes and the plain blake3 hash of
 /// its content (what `b3sum` prints, so anyone can check it without kleene).

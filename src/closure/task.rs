@@ -19,8 +19,8 @@
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-use crate::digest::{Digest, canonical_struct};
-use crate::{id::TaskId, id::ValidatorId, verdict::Severity};
+use crate::id::digest::{Digest, canonical_struct};
+use crate::{closure::verdict::Severity, id::TaskId, id::ValidatorId};
 
 /// What a task must achieve: its intent and the criteria that say it is done.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -11,6 +11,9 @@
 //! let back: EvidenceEvent = checkpoint::decode_payload::<EvidenceEventV2>(&bytes)?.into();
 //! ```
 
+mod checkpoint;
+pub(crate) mod message;
+
 use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -27,8 +30,8 @@ use crate::batch::evidence::{
 use crate::batch::recovery::IneligibleReason;
 use crate::batch::worker::InfrastructureFailure;
 use crate::checkpoint::InvalidPayload;
-use crate::path::AdmittedPath;
-use crate::{digest::Digest, id::AgentId, id::ChannelId, id::TaskId};
+use crate::plan::path::AdmittedPath;
+use crate::{id::AgentId, id::ChannelId, id::TaskId, id::digest::Digest};
 
 /// An id or a string, borrowed on encode, owned on decode.
 type Text<'a, T> = Cow<'a, T>;
@@ -1047,7 +1050,10 @@ mod tests {
         );
         assert_eq!(
             read(&|w| w.evidence_version = 9).unwrap_err(),
-            InvalidPayload::EvidenceVersion { found: 9 }
+            InvalidPayload::EvidenceVersion {
+                found: 9,
+                reads: crate::batch::EVIDENCE_VERSION
+            }
         );
     }
 }

@@ -10,10 +10,10 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Invalid, Record, Seq};
+use crate::closure::task::{FailureEntry, Spec, Task, TaskRecord};
+use crate::closure::verdict::Severity;
 use crate::id::{TaskId, ValidatorId};
-use crate::task::{FailureEntry, Spec, Task, TaskRecord};
-use crate::verdict::Severity;
+use crate::wire::{Invalid, Record, Seq};
 
 /// A [`Spec`]: its intent and acceptance criteria.
 #[derive(Debug, Serialize, Deserialize, bincode::Encode)]

@@ -471,9 +471,9 @@ canonical_tuple!(A, B, C, D, E, F);
 /// snake-case code (`as_str()`) as that code.
 macro_rules! canonical_text {
     ($($ty:ty),+ $(,)?) => {
-        $(impl Canonical for $ty {
-            fn encode(&self, h: &mut CanonicalHasher) {
-                self.as_str().encode(h);
+        $(impl $crate::id::digest::Canonical for $ty {
+            fn encode(&self, h: &mut $crate::id::digest::CanonicalHasher) {
+                $crate::id::digest::Canonical::encode(self.as_str(), h);
             }
         })+
     };
@@ -486,10 +486,6 @@ canonical_text!(
     crate::id::ChannelId,
     crate::id::SessionMode,
     crate::id::ProjectId,
-    crate::plan::ModuleName,
-    crate::path::AdmittedPath,
-    crate::audit::LoopPhase,
-    crate::verdict::Severity,
 );
 
 /// Implements [`Canonical`] for a struct: the listed fields, in the order listed. A field
@@ -502,18 +498,18 @@ macro_rules! canonical_struct {
         $ty:ident { $($field:ident $(=> $value:expr)?),* $(,)? }
         $(skip { $($skipped:ident),* $(,)? })?
     ) => {
-        impl $crate::digest::Canonical for $ty {
-            fn encode(&self, h: &mut $crate::digest::CanonicalHasher) {
+        impl $crate::id::digest::Canonical for $ty {
+            fn encode(&self, h: &mut $crate::id::digest::CanonicalHasher) {
                 let $ty { $($field,)* $($($skipped: _,)*)? } = self;
-                $( $crate::digest::canonical_struct!(@field h, $field $(, $value)?); )*
+                $( $crate::id::digest::canonical_struct!(@field h, $field $(, $value)?); )*
             }
         }
     };
     (@field $h:ident, $field:ident) => {
-        $crate::digest::Canonical::encode($field, $h);
+        $crate::id::digest::Canonical::encode($field, $h);
     };
     (@field $h:ident, $field:ident, $value:expr) => {
-        $crate::digest::Canonical::encode(&$value, $h);
+        $crate::id::digest::Canonical::encode(&$value, $h);
     };
 }
 
@@ -533,14 +529,14 @@ macro_rules! canonical_enum {
             ),* $(,)?
         }
     ) => {
-        impl $crate::digest::Canonical for $ty {
-            fn encode(&self, h: &mut $crate::digest::CanonicalHasher) {
+        impl $crate::id::digest::Canonical for $ty {
+            fn encode(&self, h: &mut $crate::id::digest::CanonicalHasher) {
                 match self {
                     $(
                         $ty::$variant $({ $($field),* })? $(( $($positional),* ))? => {
-                            $crate::digest::Canonical::encode(&$tag, h);
-                            $($( $crate::digest::canonical_struct!(@field h, $field $(, $value)?); )*)?
-                            $($( $crate::digest::Canonical::encode($positional, h); )*)?
+                            $crate::id::digest::Canonical::encode(&$tag, h);
+                            $($( $crate::id::digest::canonical_struct!(@field h, $field $(, $value)?); )*)?
+                            $($( $crate::id::digest::Canonical::encode($positional, h); )*)?
                         }
                     )*
                 }
@@ -549,7 +545,7 @@ macro_rules! canonical_enum {
     };
 }
 
-pub(crate) use {canonical_enum, canonical_struct};
+pub(crate) use {canonical_enum, canonical_struct, canonical_text};
 
 #[cfg(test)]
 mod tests {

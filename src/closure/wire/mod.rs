@@ -17,21 +17,24 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use super::task::{SeverityV1, TaskV2};
-use super::{Invalid, Record, Seq};
-use crate::audit::{AuditEntry, AuditEvent, AuditLog, LoopPhase};
+mod checkpoint;
+pub(crate) mod task;
+
+use crate::closure::audit::{AuditEntry, AuditEvent, AuditLog, LoopPhase};
+use crate::closure::phase::{
+    ExecutionOutput, ExhaustedBound, GovernanceDecision, HaltReason, Next, RecoverOn, Session,
+};
+use crate::closure::task::Task;
+use crate::closure::verdict::{ValidatorResult, Verdict};
 use crate::closure::{
     ClosureDelta, ClosureFailure, ClosureOutcome, ClosureProgress, ClosureRecord, ClosureState,
     NormalizedResult, NormalizedVerdict, Payload, RecoveryPolicy, Start, StateSeal, StepRecord,
     TaskAttempt, VerdictNormalizer,
 };
-use crate::digest::Digest;
+use crate::id::digest::Digest;
 use crate::id::{ProjectId, SessionMode, TaskId, ValidatorId};
-use crate::phase::{
-    ExecutionOutput, ExhaustedBound, GovernanceDecision, HaltReason, Next, RecoverOn, Session,
-};
-use crate::task::Task;
-use crate::verdict::{ValidatorResult, Verdict};
+use crate::wire::{Invalid, Record, Seq};
+use task::{SeverityV1, TaskV2};
 
 /// A [`Session`]: mode and project.
 #[derive(Debug, Serialize, Deserialize, bincode::Encode)]
@@ -1362,7 +1365,7 @@ impl bincode::Encode for StepEvents<'_> {
         &self,
         encoder: &mut E,
     ) -> Result<(), bincode::error::EncodeError> {
-        super::encode_seq(encoder, self.0.iter().map(|e| AuditEventV1::of(e.event())))
+        crate::wire::encode_seq(encoder, self.0.iter().map(|e| AuditEventV1::of(e.event())))
     }
 }
 
@@ -1511,7 +1514,10 @@ mod tests {
 
     fn resolved_record() -> ClosureRecord {
         use crate::closure::Closure;
-        let task = Task::new(TaskId::new("x").unwrap(), crate::task::Spec::new("intent"));
+        let task = Task::new(
+            TaskId::new("x").unwrap(),
+            crate::closure::task::Spec::new("intent"),
+        );
         let session = Session::new("build", "p").unwrap();
         let mut closure = Closure::start(task, session, RecoveryPolicy::default());
         loop {

@@ -14,14 +14,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub use crate::digest::{Digest, DigestParseError};
+pub(crate) mod digest;
+
+pub use digest::{Digest, DigestParseError};
 
 use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::quoted_char;
+use crate::text::quoted_char;
 
 /// The longest id, in bytes, that any id type accepts.
 pub const MAX_ID_LEN: usize = 256;
@@ -202,12 +204,12 @@ id_type!(
     "channel id"
 );
 id_type!(
-    /// The mode half of a [`Session`](crate::phase::Session) (for example `build` or `review`).
+    /// The mode half of a [`Session`](crate::closure::phase::Session) (for example `build` or `review`).
     SessionMode,
     "session mode"
 );
 id_type!(
-    /// The project half of a [`Session`](crate::phase::Session).
+    /// The project half of a [`Session`](crate::closure::phase::Session).
     ProjectId,
     "project id"
 );

@@ -17,12 +17,12 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::evidence::{CandidateV1, ClosureSettlementV1, InfrastructureFailureV1, RejectionV1};
+use super::{CandidateV1, ClosureSettlementV1, InfrastructureFailureV1, RejectionV1};
 use crate::batch::candidate::{Candidate, Rejection};
 use crate::batch::event::ClosureSettlement;
 use crate::batch::machine::Dispatch;
 use crate::batch::worker::InfrastructureFailure;
-use crate::{digest::Digest, id::TaskId};
+use crate::{id::TaskId, id::digest::Digest};
 
 /// A reserved call, as a worker elsewhere receives it.
 #[derive(Serialize, Deserialize)]

@@ -9,7 +9,7 @@
 //! appended, so an orchestrator can forward them live.
 //!
 //! ```
-//! use kleene::{audit::AuditEvent, audit::AuditLog, id::TaskId, id::ValidatorId};
+//! use kleene::{closure::audit::AuditEvent, closure::audit::AuditLog, id::TaskId, id::ValidatorId};
 //!
 //! let mut log = AuditLog::new();
 //! log.append(AuditEvent::SubtaskSpawned {
@@ -27,10 +27,11 @@
 //! rewrite the whole log can recompute it: anchor [`AuditLog::head`] somewhere the writer
 //! cannot reach (an acceptance record, a code-host commit) to detect a wholesale rewrite.
 
-use crate::digest::{Digest, Purpose, canonical_enum};
+use crate::id::digest::{Digest, Purpose, canonical_enum};
 use crate::{
-    closure::ClosureFailure, id::TaskId, id::ValidatorId, phase::ExhaustedBound,
-    phase::GovernanceDecision, phase::HaltReason, phase::Next, phase::Session, verdict::Verdict,
+    closure::ClosureFailure, closure::phase::ExhaustedBound, closure::phase::GovernanceDecision,
+    closure::phase::HaltReason, closure::phase::Next, closure::phase::Session,
+    closure::verdict::Verdict, id::TaskId, id::ValidatorId,
 };
 
 /// A phase of the inner loop, as named in audit events and agent failures.
@@ -429,7 +430,7 @@ impl AuditLog {
 /// # Examples
 ///
 /// ```
-/// use kleene::{audit::AuditEntry, audit::AuditSink};
+/// use kleene::closure::audit::{AuditEntry, AuditSink};
 ///
 /// #[derive(Default)]
 /// struct Kinds(Vec<&'static str>);
@@ -482,10 +483,13 @@ impl AuditSink for TracingSink {
     }
 }
 
+// Enters a digest as its text.
+crate::id::digest::canonical_text!(LoopPhase);
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{verdict::Severity, verdict::ValidatorResult};
+    use crate::{closure::verdict::Severity, closure::verdict::ValidatorResult};
 
     fn id(s: &str) -> TaskId {
         TaskId::new(s).unwrap()

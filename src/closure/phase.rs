@@ -35,11 +35,11 @@
 
 use std::num::NonZeroU32;
 
-use crate::audit::LoopPhase;
-use crate::digest::{ByteTag, CanonicalHasher, Digest, canonical_enum, canonical_struct};
+use crate::closure::audit::LoopPhase;
+use crate::id::digest::{ByteTag, CanonicalHasher, Digest, canonical_enum, canonical_struct};
 use crate::{
-    id::IdError, id::ProjectId, id::SessionMode, id::TaskId, id::ValidatorId, task::Task,
-    verdict::Verdict,
+    closure::task::Task, closure::verdict::Verdict, id::IdError, id::ProjectId, id::SessionMode,
+    id::TaskId, id::ValidatorId,
 };
 
 /// The default cap on inner-loop iterations of one task.
@@ -503,7 +503,7 @@ impl Step<PreValidate> {
     // A halt carries the task it stopped; it is the terminal value, not a hot-path error.
     #[allow(clippy::result_large_err)]
     pub fn pre_validate(self, verdict: Verdict) -> Result<Step<Execute>, Halt> {
-        if verdict.worst() == Some(crate::verdict::Severity::Blocker) {
+        if verdict.worst() == Some(crate::closure::verdict::Severity::Blocker) {
             return Err(self.halt(HaltReason::PreExecuteRejected { verdict }));
         }
         Ok(self.map_phase(|PreValidate { token }| Execute {
@@ -600,7 +600,7 @@ impl Recoverable {
 impl Step<PostValidate> {
     /// Classifies the post-execute verdict under `recover_on`.
     pub fn post_validate(self, verdict: Verdict, recover_on: RecoverOn) -> PostValidation {
-        use crate::verdict::Severity::{Blocker, Warning};
+        use crate::closure::verdict::Severity::{Blocker, Warning};
         if verdict.has_non_overridable_blocker() {
             return PostValidation::Halted(
                 self.halt(HaltReason::NonOverridableBlocker { verdict }),
@@ -749,7 +749,9 @@ impl Step<MoveNext> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{task::Spec, verdict::Severity, verdict::ValidatorResult};
+    use crate::{
+        closure::task::Spec, closure::verdict::Severity, closure::verdict::ValidatorResult,
+    };
 
     fn session() -> Session {
         Session::new("build", "p").unwrap()

@@ -41,7 +41,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::error::{quoted, quoted_char};
+use crate::text::{quoted, quoted_char};
 
 /// The longest admitted path, in bytes.
 pub const MAX_PATH_LEN: usize = 1024;
@@ -698,6 +698,9 @@ impl<'de> Deserialize<'de> for PathGlob {
         Self::parse(&raw).map_err(serde::de::Error::custom)
     }
 }
+
+// Enters a digest as its text.
+crate::id::digest::canonical_text!(AdmittedPath);
 
 #[cfg(test)]
 mod tests {
