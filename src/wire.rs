@@ -13,7 +13,7 @@
 //! bincode's data model (fields in order, a variant by its index, an option as `0`/`1`, a
 //! sequence or string by its length) and none uses a serde attribute that changes what is
 //! written (`skip`, `flatten`, `tag`, `untagged`); the hand-written impls below and in the
-//! record modules mirror their serde twins. `tests/wire_native_encode.rs` checks the
+//! record modules mirror their serde twins. `tests/formats/wire_native_encode.rs` checks the
 //! agreement on random closures and batches.
 
 use bincode::Encode as _;

@@ -1332,7 +1332,7 @@ impl TryFrom<ClosureDeltaV1<'_>> for ClosureDelta {
 /// A closure step's delta (`CLDT` version 1) written straight from the closure's audit log:
 /// the bytes of the [`ClosureDeltaV1`] of the delta the step would build, without building
 /// it (nothing is cloned on the path that persists every step). It is only ever written, so
-/// it has no serde form; `tests/wire_native_encode.rs` compares its bytes with the serde form
+/// it has no serde form; `tests/formats/wire_native_encode.rs` compares its bytes with the serde form
 /// of the delta.
 #[derive(bincode::Encode)]
 pub(crate) struct StepDeltaV1<'a> {

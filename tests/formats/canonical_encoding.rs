@@ -522,13 +522,13 @@ fn digests() -> Vec<(&'static str, Digest)> {
     out.push(("chain evidence", ran.digest()));
 
     // Acceptance: the build whose record is committed as a fixture.
-    let b = crate::acceptance::build();
+    let b = crate::acceptance::records::build();
     out.push(("acceptance evidence", b.evidence.digest()));
     let accepted: AcceptanceRecord = accept(
         &b.plan,
         &b.evidence,
         &b.snapshot,
-        &crate::acceptance::binding(&b),
+        &crate::acceptance::records::binding(&b),
     )
     .unwrap();
     out.push(("acceptance binding", accepted.binding().digest()));
@@ -1255,7 +1255,7 @@ fn every_field_of_the_evidence_changes_its_digest() {
 
 #[test]
 fn every_field_of_a_binding_and_a_closure_record_changes_its_digest() {
-    let binding = crate::acceptance::binding(&crate::acceptance::build());
+    let binding = crate::acceptance::records::binding(&crate::acceptance::records::build());
     assert!(every_field_changes_the_digest(&binding, BuildBinding::digest, &[]).unwrap() >= 4);
     let record = closure_record();
     assert!(every_field_changes_the_digest(&record, ClosureRecord::digest, &[]).unwrap() > 20);
@@ -1264,7 +1264,7 @@ fn every_field_of_a_binding_and_a_closure_record_changes_its_digest() {
 /// The acceptance build again, with every accepted call's closure bound (record format 2
 /// binds them in its task results).
 fn accepted_with_closures() -> AcceptanceRecord {
-    let b = crate::acceptance::build();
+    let b = crate::acceptance::records::build();
     let settled = ClosureSettlement::of(&closure_record());
     let inventory = b
         .plan
@@ -1311,7 +1311,7 @@ fn accepted_with_closures() -> AcceptanceRecord {
         &b.plan,
         &evidence,
         &snapshot,
-        &crate::acceptance::binding(&b),
+        &crate::acceptance::records::binding(&b),
     )
     .unwrap()
 }
@@ -1346,7 +1346,7 @@ fn every_field_of_an_acceptance_record_is_under_a_digest() {
 /// A repair target's fingerprint covers every field of every diagnostic routed to it.
 #[test]
 fn every_field_of_a_diagnostic_changes_the_repair_fingerprint() {
-    let b = crate::acceptance::build();
+    let b = crate::acceptance::records::build();
     let fingerprint = |path_: &str, validator: &str, message: &str| {
         let finding = Diagnostic::new(path(path_), ValidatorId::new(validator).unwrap(), message);
         let routes = RepairLedger::default()

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::cli::{kleene, module, repairable, task, text, write_plan};
+use crate::cli::basics::{kleene, module, repairable, task, text, write_plan};
 
 /// `kleene run PLAN -j JOBS` into a fresh state directory.
 fn run_with_jobs(dir: &Path, plan: &Path, state: &str, jobs: &str) {
@@ -131,7 +131,7 @@ fn calls_in_flight_together_never_spend_more_fixes_than_the_run_has() {
 /// The evidence digest `kleene status --json` reports for a run of the demo with `jobs`.
 fn demo_digest(jobs: &str) -> String {
     let tmp = TempDir::new().unwrap();
-    let plan = crate::cli::demo_plan();
+    let plan = crate::cli::basics::demo_plan();
     let out = kleene(tmp.path())
         .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", jobs])
         .output()

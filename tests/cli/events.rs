@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::cli::{kleene, text, write_plan};
+use crate::cli::basics::{kleene, text, write_plan};
 
 #[test]
 fn json_events_carry_timestamps_and_durations_with_calls_in_flight() {

@@ -23,7 +23,7 @@ use kleene::{
 };
 use proptest::prelude::*;
 
-use crate::batch_machine::{Scripted, Shape, shape_strategy};
+use crate::batch::machine::{Scripted, Shape, shape_strategy};
 use crate::support::chan;
 
 /// SplitMix64: the simulation's only source of choices, so a seed replays exactly.

@@ -322,8 +322,8 @@ fn a_shared_budget_is_drawn_from_after_restoring() {
 #[test]
 fn persisted_closure_states_still_restore_and_move_to_deltas() {
     for bytes in [
-        &include_bytes!("fixtures/closure/state_v1.ckpt")[..],
-        &include_bytes!("fixtures/closure/state_v2.ckpt")[..],
+        &include_bytes!("../fixtures/closure/state_v1.ckpt")[..],
+        &include_bytes!("../fixtures/closure/state_v2.ckpt")[..],
     ] {
         let state = checkpoint::decode::<ClosureState>(bytes).unwrap();
         let restored = Closure::restore(state.clone()).unwrap();

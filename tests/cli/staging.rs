@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::cli::{kleene, module, run, status, task, text, write_plan};
+use crate::cli::basics::{kleene, module, run, status, task, text, write_plan};
 
 fn both(out: &Output) -> String {
     format!("{}\n{}", text(&out.stdout), text(&out.stderr))
@@ -574,7 +574,7 @@ fn next(seed: &mut u64) -> u64 {
 fn sigkill_at_any_moment_of_the_demo_then_resume_gives_the_same_acceptance() {
     let reference = TempDir::new().unwrap();
     assert_eq!(
-        run(reference.path(), &crate::cli::demo_plan())
+        run(reference.path(), &crate::cli::basics::demo_plan())
             .status
             .code(),
         Some(0)
@@ -590,7 +590,7 @@ fn sigkill_at_any_moment_of_the_demo_then_resume_gives_the_same_acceptance() {
         } else {
             next(&mut seed) % 400
         };
-        let mut child = spawn_run(tmp.path(), &crate::cli::demo_plan());
+        let mut child = spawn_run(tmp.path(), &crate::cli::basics::demo_plan());
         std::thread::sleep(Duration::from_millis(delay));
         let _ = child.kill();
         let _ = child.wait();
@@ -601,7 +601,7 @@ fn sigkill_at_any_moment_of_the_demo_then_resume_gives_the_same_acceptance() {
                 .unwrap()
         } else {
             // Killed before the run was recorded: nothing to resume, so start it.
-            run(tmp.path(), &crate::cli::demo_plan())
+            run(tmp.path(), &crate::cli::basics::demo_plan())
         };
         assert_eq!(
             out.status.code(),
@@ -1129,7 +1129,10 @@ fn changing_a_command_changes_the_channel_and_the_record() {
 fn every_command_refuses_a_flipped_journal_without_changing_it() {
     let tmp = TempDir::new().unwrap();
     let dir = tmp.path();
-    assert_eq!(run(dir, &crate::cli::demo_plan()).status.code(), Some(0));
+    assert_eq!(
+        run(dir, &crate::cli::basics::demo_plan()).status.code(),
+        Some(0)
+    );
     let journal = journal_file(dir);
     let pristine = std::fs::read(&journal).unwrap();
     let mut seed = 0x0b17_f11b_u64;
@@ -1165,7 +1168,10 @@ fn every_command_refuses_a_flipped_journal_without_changing_it() {
 fn readers_leave_a_torn_tail_alone_and_resume_cuts_it() {
     let tmp = TempDir::new().unwrap();
     let dir = tmp.path();
-    assert_eq!(run(dir, &crate::cli::demo_plan()).status.code(), Some(0));
+    assert_eq!(
+        run(dir, &crate::cli::basics::demo_plan()).status.code(),
+        Some(0)
+    );
     let journal = journal_file(dir);
     let whole = std::fs::read(&journal).unwrap();
     // The first bytes of another record: what a crash in the middle of an append leaves.
@@ -1265,7 +1271,7 @@ fn a_full_disk_stops_the_run_and_resume_finishes_it_once_space_is_freed() {
         return;
     }
     let _guard = Tmpfs(mnt.clone());
-    let demo = crate::cli::demo_plan();
+    let demo = crate::cli::basics::demo_plan();
     let reference = tmp.path().join("reference");
     let out = kleene(tmp.path())
         .args(["run", demo.to_str().unwrap(), "--state"])
@@ -1389,7 +1395,7 @@ fn a_check_that_leaves_an_unowned_cache_stalls_after_two_calls_and_names_scratch
         stdout.contains("scratch") && stdout.contains(".pytest_cache/**"),
         "{stdout}"
     );
-    let status = text(&crate::cli::status(tmp.path()).stdout);
+    let status = text(&crate::cli::basics::status(tmp.path()).stdout);
     assert!(status.contains("2 calls"), "{status}");
     assert!(status.contains("recovery_stalled"), "{status}");
 

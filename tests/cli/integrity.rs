@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::cli::{demo_plan, kleene, run, text};
+use crate::cli::basics::{demo_plan, kleene, run, text};
 
 /// The demo, run, accepted and exported to `out.tar` in `dir` (state in `st`).
 fn accepted_demo(dir: &Path) {

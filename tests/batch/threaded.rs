@@ -13,7 +13,7 @@ use kleene::batch::{
 };
 use proptest::prelude::*;
 
-use crate::batch_machine::{Outcome, Scripted, Shape, shape_strategy};
+use crate::batch::machine::{Outcome, Scripted, Shape, shape_strategy};
 use crate::support::{chan, id};
 
 fn jobs(n: usize) -> NonZeroUsize {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use tempfile::TempDir;
 
-use crate::cli::{kleene, text};
+use crate::cli::basics::{kleene, text};
 
 /// The fixture's acceptance record digest, pinned: any change to how a stored run is read,
 /// or to what the record binds, shows here first.
@@ -112,7 +112,7 @@ fn a_state_directory_from_a_newer_kleene_is_refused_by_name_and_left_alone() {
 #[test]
 fn a_new_run_writes_the_current_formats() {
     let tmp = TempDir::new().unwrap();
-    let out = crate::cli::run(tmp.path(), &crate::cli::demo_plan());
+    let out = crate::cli::basics::run(tmp.path(), &crate::cli::basics::demo_plan());
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let run_file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(tmp.path().join("st/run.json")).unwrap())

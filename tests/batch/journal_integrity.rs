@@ -26,7 +26,7 @@ use crate::support::{chan, id, path};
 static ALLOCATOR: PeakAlloc = PeakAlloc;
 
 fn plan() -> ValidatedPlan {
-    crate::batch::app_plan()
+    crate::batch::runs::app_plan()
 }
 
 fn candidate(p: &str, text: &str) -> ScriptedOutcome {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::cli::{kleene, module, task, text, write_plan};
+use crate::cli::basics::{kleene, module, task, text, write_plan};
 
 /// A model task that fails its check until its fixer runs.
 fn repairable(id: &str, file: &str, run: &str) -> serde_json::Value {
@@ -94,7 +94,7 @@ fn a_deleted_closure_log_gives_no_fix_back_on_resume() {
         "{stdout}"
     );
     assert!(!stdout.contains("spawned app_model_b_fix_1"), "{stdout}");
-    let status = text(&crate::cli::status(tmp.path()).stdout);
+    let status = text(&crate::cli::basics::status(tmp.path()).stdout);
     assert!(status.contains("1 fix"), "{status}");
 }
 

@@ -7,7 +7,7 @@ use std::process::Command as StdCommand;
 
 use tempfile::TempDir;
 
-use crate::cli::{kleene, text};
+use crate::cli::basics::{kleene, text};
 
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}/plan.json"))

@@ -15,7 +15,7 @@ use kleene::{
 use proptest::prelude::*;
 use serde::Serialize;
 
-use crate::batch_machine::{Scripted, shape_strategy};
+use crate::batch::machine::{Scripted, shape_strategy};
 use crate::support::chan;
 
 /// What the serde form of `value` writes to bincode (standard configuration).

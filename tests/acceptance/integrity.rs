@@ -11,7 +11,7 @@ use kleene::acceptance::{
 };
 use serde_json::Value;
 
-use crate::acceptance::{binding, build, entries, tar_of};
+use crate::acceptance::records::{binding, build, entries, tar_of};
 use crate::support::id;
 
 /// One way to edit a stored record without re-sealing it.

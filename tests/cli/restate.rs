@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
-use crate::cli::{demo_plan, kleene, text};
+use crate::cli::basics::{demo_plan, kleene, text};
 
 /// A stand-in adapter that prints its arguments, one per line, and exits 7.
 fn stand_in(dir: &Path) -> PathBuf {

@@ -26,7 +26,7 @@ use kleene::{
 };
 use proptest::prelude::*;
 
-use crate::batch_machine::{Outcome, Scripted, Shape, shape_strategy};
+use crate::batch::machine::{Outcome, Scripted, Shape, shape_strategy};
 use crate::support::{chan, id, path, validated};
 
 fn jobs(n: usize) -> NonZeroUsize {

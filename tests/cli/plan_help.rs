@@ -6,7 +6,7 @@ use std::path::Path;
 
 use tempfile::TempDir;
 
-use crate::cli::{kleene, text};
+use crate::cli::basics::{kleene, text};
 
 /// Words that name the Rust types reading a plan, or serde's vocabulary, rather than JSON.
 const JARGON: [&str; 11] = [

@@ -10,7 +10,7 @@ use kleene::id::ChannelId;
 use kleene::testing::batch::ScriptedWorker;
 use proptest::prelude::*;
 
-use crate::batch::app_plan;
+use crate::batch::runs::app_plan;
 use crate::support::chan;
 
 /// The run over a crash store frozen after `syncs` syncs: what the disk holds after the crash

@@ -36,8 +36,8 @@ struct Run {
 macro_rules! run {
     ($name:literal) => {
         Run {
-            stdout: include_str!(concat!("fixtures/closure/", $name, ".stdout")),
-            stderr: include_str!(concat!("fixtures/closure/", $name, ".stderr")),
+            stdout: include_str!(concat!("../fixtures/closure/", $name, ".stdout")),
+            stderr: include_str!(concat!("../fixtures/closure/", $name, ".stderr")),
         }
     };
 }
@@ -743,8 +743,8 @@ fn v1_fixture_run() -> (ClosureRecord, ClosureState) {
 /// bytes.
 #[test]
 fn version_1_checkpoints_still_decode() {
-    let record_v1 = include_bytes!("fixtures/closure/record_v1.ckpt");
-    let state_v1 = include_bytes!("fixtures/closure/state_v1.ckpt");
+    let record_v1 = include_bytes!("../fixtures/closure/record_v1.ckpt");
+    let state_v1 = include_bytes!("../fixtures/closure/state_v1.ckpt");
     let (record, state) = v1_fixture_run();
     assert_eq!(
         checkpoint::decode::<ClosureRecord>(record_v1).unwrap(),

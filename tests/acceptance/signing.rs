@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 use sha2::Digest as _;
 
-use crate::acceptance::{binding, build};
+use crate::acceptance::records::{binding, build};
 
 fn key(n: u8) -> SigningKey {
     SigningKey::from_seed([n; 32])

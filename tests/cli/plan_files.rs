@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::cli::{kleene, module, run, task, text, write_plan};
+use crate::cli::basics::{kleene, module, run, task, text, write_plan};
 
 /// A plan whose task runs a helper script beside the plan file.
 fn scripted(dir: &Path, body: &str) -> std::path::PathBuf {

@@ -1,0 +1,3 @@
+mod integrity;
+pub(crate) mod records;
+mod signing;

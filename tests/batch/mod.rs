@@ -1,0 +1,12 @@
+pub(crate) mod runs;
+// The async driver (feature "async"): tokio's runtime and single-threaded executors.
+#[cfg(feature = "async")]
+mod async_driver;
+// Plans through the library's ClosureWorker: the fix budget across crashes.
+mod closures;
+mod inputs;
+mod journal_crash;
+mod journal_integrity;
+pub(crate) mod machine;
+mod simulation;
+mod threaded;

@@ -1,0 +1,25 @@
+// The common helpers, and the basic commands end to end.
+pub(crate) mod basics;
+// Closure records as evidence: the fix budget from the journal, tampering named.
+mod closures;
+// `--json` events: timestamps and durations with calls in flight.
+mod events;
+// The bundled example projects (pytest, cargo test) run to acceptance.
+mod examples;
+// State directories left by earlier versions, and the versions of the CLI's own files.
+mod formats;
+// Acceptance-record tampering and signatures through the CLI.
+mod integrity;
+mod jobs;
+// The files beside a plan: bound, copied, checked and named.
+mod plan_files;
+// A first plan: `kleene help plan`, and one message per mistake in JSON terms.
+mod plan_help;
+// `kleene worker`, `kleene restate` and `run --restate`: handed to the Restate adapter.
+#[cfg(unix)]
+mod restate;
+// Staged workspaces, state-directory integrity and process containment, end to end.
+mod staging;
+// The command runner, contained by the `kleene` binary as its host.
+#[cfg(unix)]
+mod process;

@@ -1,0 +1,2 @@
+mod extensions;
+mod plans;
