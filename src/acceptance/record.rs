@@ -206,15 +206,15 @@ canonical_struct!(ClosureBinding {
 /// acceptance and records read back from an archive, so both digest the same way.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RecordBody {
-    pub(crate) format: u32,
-    pub(crate) binding: BuildBinding,
-    pub(crate) binding_digest: Digest,
-    pub(crate) plan_digest: Digest,
-    pub(crate) task_inventory_digest: Digest,
-    pub(crate) evidence_digest: Digest,
-    pub(crate) task_results: Vec<TaskResult>,
-    pub(crate) task_results_digest: Digest,
-    pub(crate) files: FileManifest,
+    pub(super) format: u32,
+    pub(super) binding: BuildBinding,
+    pub(super) binding_digest: Digest,
+    pub(super) plan_digest: Digest,
+    pub(super) task_inventory_digest: Digest,
+    pub(super) evidence_digest: Digest,
+    pub(super) task_results: Vec<TaskResult>,
+    pub(super) task_results_digest: Digest,
+    pub(super) files: FileManifest,
 }
 
 // The binding and the task results are bound through their own digests, which a load
@@ -508,8 +508,8 @@ impl AcceptanceRecord {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRecord {
-    pub(crate) body: RecordBody,
-    pub(crate) record_digest: Digest,
+    pub(super) body: RecordBody,
+    pub(super) record_digest: Digest,
 }
 
 impl StoredRecord {

@@ -6,7 +6,6 @@ use super::candidate::{AcceptedOutput, Candidate, Rejection};
 use super::event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
-use crate::checkpoint::InvalidPayload;
 use crate::id::digest::{Canonical, CanonicalHasher, OptByte, canonical_enum, canonical_struct};
 use crate::{id::AgentId, id::ChannelId, id::TaskId, id::digest::Digest};
 
@@ -83,10 +82,10 @@ pub enum FoldError {
 /// A refused candidate, kept verbatim with its exact rejection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RejectedAttempt {
-    pub(crate) attempt: u32,
-    pub(crate) input_digest: Digest,
-    pub(crate) candidate: Candidate,
-    pub(crate) rejection: Rejection,
+    pub(super) attempt: u32,
+    pub(super) input_digest: Digest,
+    pub(super) candidate: Candidate,
+    pub(super) rejection: Rejection,
 }
 
 impl RejectedAttempt {
@@ -221,17 +220,17 @@ impl std::fmt::Display for TaskStatus {
 /// Everything the batch knows about one task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskEvidence {
-    pub(crate) owner: AgentId,
-    pub(crate) budget: u32,
-    pub(crate) calls: u32,
-    pub(crate) in_flight: Option<(u32, Digest)>,
-    pub(crate) last_input_digest: Option<Digest>,
-    pub(crate) rejections: Vec<RejectedAttempt>,
-    pub(crate) accepted: Option<AcceptedOutput>,
-    pub(crate) infrastructure: Option<(u32, InfrastructureFailure)>,
-    pub(crate) interrupted: Vec<u32>,
-    pub(crate) blocked_by: Option<TaskId>,
-    pub(crate) correction_granted: bool,
+    pub(super) owner: AgentId,
+    pub(super) budget: u32,
+    pub(super) calls: u32,
+    pub(super) in_flight: Option<(u32, Digest)>,
+    pub(super) last_input_digest: Option<Digest>,
+    pub(super) rejections: Vec<RejectedAttempt>,
+    pub(super) accepted: Option<AcceptedOutput>,
+    pub(super) infrastructure: Option<(u32, InfrastructureFailure)>,
+    pub(super) interrupted: Vec<u32>,
+    pub(super) blocked_by: Option<TaskId>,
+    pub(super) correction_granted: bool,
 }
 
 impl TaskEvidence {
@@ -430,13 +429,13 @@ pub struct RecoveryRecord {
 /// before each fix ran) and, once it settled, its settlement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClosureCall {
-    pub(crate) task: TaskId,
-    pub(crate) attempt: u32,
-    pub(crate) fixes_drawn: u32,
-    pub(crate) settled: Option<ClosureSettlement>,
+    pub(super) task: TaskId,
+    pub(super) attempt: u32,
+    pub(super) fixes_drawn: u32,
+    pub(super) settled: Option<ClosureSettlement>,
     /// The call was withdrawn: its number is reused by the next call, which gets its own
     /// entry; the fixes it drew stay counted.
-    pub(crate) withdrawn: bool,
+    pub(super) withdrawn: bool,
 }
 
 impl ClosureCall {
@@ -484,23 +483,23 @@ impl ClosureCall {
 /// ```
 #[derive(Debug, Clone)]
 pub struct BatchEvidence {
-    channel: ChannelId,
-    plan_digest: Digest,
-    evidence_version: u32,
-    inputs: BTreeMap<String, Digest>,
-    recovery: bool,
+    pub(super) channel: ChannelId,
+    pub(super) plan_digest: Digest,
+    pub(super) evidence_version: u32,
+    pub(super) inputs: BTreeMap<String, Digest>,
+    pub(super) recovery: bool,
     /// The inventory in topological order; `tasks[i]` is the evidence of `order[i]`.
-    order: Vec<TaskId>,
-    tasks: Vec<TaskEvidence>,
-    recoveries: Vec<RecoveryRecord>,
-    failure_history: VecDeque<FailureNote>,
-    events: u64,
+    pub(super) order: Vec<TaskId>,
+    pub(super) tasks: Vec<TaskEvidence>,
+    pub(super) recoveries: Vec<RecoveryRecord>,
+    pub(super) failure_history: VecDeque<FailureNote>,
+    pub(super) events: u64,
     /// Every call that ran a closure, in plan order and, for one task, in call order.
-    closures: Vec<ClosureCall>,
+    pub(super) closures: Vec<ClosureCall>,
     /// The run-wide fix attempts used (derived from `closures`), so a call need not sum them.
-    fixes_used: u32,
+    pub(super) fixes_used: u32,
     /// Where each task sits in `order`; rebuilt on load, never persisted.
-    index: HashMap<TaskId, usize, foldhash::fast::RandomState>,
+    pub(super) index: HashMap<TaskId, usize, foldhash::fast::RandomState>,
 }
 
 impl PartialEq for BatchEvidence {
@@ -584,71 +583,10 @@ canonical_enum!(ClosureEnd {
     Failed { depth } => 2u64,
 });
 
-/// The parts of a [`BatchEvidence`] that a journal snapshot persists (its record type is
-/// `wire::evidence::BatchEvidenceV2`), checked on the way in.
-pub(crate) struct EvidenceRecord {
-    pub(crate) channel: ChannelId,
-    pub(crate) plan_digest: Digest,
-    pub(crate) evidence_version: u32,
-    pub(crate) inputs: BTreeMap<String, Digest>,
-    pub(crate) recovery: bool,
-    pub(crate) order: Vec<TaskId>,
-    pub(crate) tasks: Vec<TaskEvidence>,
-    pub(crate) recoveries: Vec<RecoveryRecord>,
-    pub(crate) failure_history: VecDeque<FailureNote>,
-    pub(crate) events: u64,
-    pub(crate) closures: Vec<ClosureCall>,
-}
-
-impl TryFrom<EvidenceRecord> for BatchEvidence {
-    type Error = InvalidPayload;
-
-    fn try_from(r: EvidenceRecord) -> Result<Self, InvalidPayload> {
-        if r.evidence_version != EVIDENCE_VERSION {
-            return Err(InvalidPayload::EvidenceVersion {
-                found: r.evidence_version,
-                reads: EVIDENCE_VERSION,
-            });
-        }
-        if r.order.len() != r.tasks.len() {
-            return Err(InvalidPayload::TaskCount {
-                listed: r.order.len() as u64,
-                held: r.tasks.len() as u64,
-            });
-        }
-        // `note` keeps the history at the limit; a longer one would never shrink back.
-        if r.failure_history.len() > FAILURE_HISTORY_LIMIT {
-            return Err(InvalidPayload::FailureHistory {
-                kept: r.failure_history.len() as u64,
-                max: FAILURE_HISTORY_LIMIT as u64,
-            });
-        }
-        let index = index_of(&r.order).map_err(|task| InvalidPayload::DuplicateTask { task })?;
-        Ok(Self {
-            channel: r.channel,
-            plan_digest: r.plan_digest,
-            evidence_version: r.evidence_version,
-            inputs: r.inputs,
-            recovery: r.recovery,
-            order: r.order,
-            tasks: r.tasks,
-            recoveries: r.recoveries,
-            failure_history: r.failure_history,
-            events: r.events,
-            fixes_used: r
-                .closures
-                .iter()
-                .fold(0u32, |n, c| n.saturating_add(c.fix_attempts_used())),
-            closures: r.closures,
-            index,
-        })
-    }
-}
-
-type Index = HashMap<TaskId, usize, foldhash::fast::RandomState>;
+pub(super) type Index = HashMap<TaskId, usize, foldhash::fast::RandomState>;
 
 /// The position of every task of `order`, or the first task listed twice.
-fn index_of(order: &[TaskId]) -> Result<Index, TaskId> {
+pub(super) fn index_of(order: &[TaskId]) -> Result<Index, TaskId> {
     let mut index = Index::with_capacity_and_hasher(order.len(), Default::default());
     for (i, id) in order.iter().enumerate() {
         if index.insert(id.clone(), i).is_some() {

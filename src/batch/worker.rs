@@ -195,11 +195,11 @@ impl Eq for AgentFailure {}
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Proposal {
-    pub(crate) candidate: Candidate,
-    pub(crate) rejection: Option<Rejection>,
-    pub(crate) closure: Option<ClosureSettlement>,
+    pub(super) candidate: Candidate,
+    pub(super) rejection: Option<Rejection>,
+    pub(super) closure: Option<ClosureSettlement>,
     /// The agent error the closure ended with, kept for the batch's caller.
-    pub(crate) error: Option<AgentFailure>,
+    pub(super) error: Option<AgentFailure>,
 }
 
 impl Proposal {
@@ -327,8 +327,8 @@ pub(crate) trait FixLedger {
 /// corrective call must fix.
 #[derive(Debug, Clone, Copy)]
 pub struct Correction<'a> {
-    pub(crate) rejection: &'a Rejection,
-    pub(crate) candidate: &'a Candidate,
+    pub(super) rejection: &'a Rejection,
+    pub(super) candidate: &'a Candidate,
 }
 
 impl<'a> Correction<'a> {
@@ -346,22 +346,22 @@ impl<'a> Correction<'a> {
 /// after a rejection, the correction to make.
 #[derive(Debug)]
 pub struct WorkerCall<'a> {
-    pub(crate) channel: &'a ChannelId,
-    pub(crate) task: &'a PlannedTask,
-    pub(crate) prerequisites: Vec<(&'a TaskId, &'a AcceptedOutput)>,
-    pub(crate) attempt: u32,
-    pub(crate) correction: Option<Correction<'a>>,
-    pub(crate) ancestry: Inputs<'a>,
-    pub(crate) ledger: &'a dyn FixLedger,
+    pub(super) channel: &'a ChannelId,
+    pub(super) task: &'a PlannedTask,
+    pub(super) prerequisites: Vec<(&'a TaskId, &'a AcceptedOutput)>,
+    pub(super) attempt: u32,
+    pub(super) correction: Option<Correction<'a>>,
+    pub(super) ancestry: Inputs<'a>,
+    pub(super) ledger: &'a dyn FixLedger,
 }
 
 /// What [`WorkerCall::inputs`] needs to walk the task's ancestors on demand: most workers
 /// never ask, so a call does not pay for the walk.
 #[derive(Clone, Copy)]
 pub(crate) struct Ancestry<'a> {
-    pub(crate) position: usize,
-    pub(crate) prerequisites_of: &'a dyn Fn(usize) -> &'a [usize],
-    pub(crate) accepted_at: &'a dyn Fn(usize) -> Option<(&'a TaskId, &'a AcceptedOutput)>,
+    pub(super) position: usize,
+    pub(super) prerequisites_of: &'a dyn Fn(usize) -> &'a [usize],
+    pub(super) accepted_at: &'a dyn Fn(usize) -> Option<(&'a TaskId, &'a AcceptedOutput)>,
 }
 
 /// Where a call's transitive inputs come from: walked in the plan beside the machine, or

@@ -256,9 +256,9 @@ canonical_enum!(AuditEvent {
 /// One entry of an [`AuditLog`]: the event, the previous entry's digest and its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEntry {
-    pub(crate) event: AuditEvent,
-    pub(crate) prev: Digest,
-    pub(crate) hash: Digest,
+    pub(super) event: AuditEvent,
+    pub(super) prev: Digest,
+    pub(super) hash: Digest,
 }
 
 impl AuditEntry {
@@ -332,8 +332,8 @@ impl AuditError {
 /// Deserialising does not verify: call [`AuditLog::verify`] on a log read from outside.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditLog {
-    pub(crate) entries: Vec<AuditEntry>,
-    pub(crate) head: Digest,
+    pub(super) entries: Vec<AuditEntry>,
+    pub(super) head: Digest,
 }
 
 impl Default for AuditLog {

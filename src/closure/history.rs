@@ -68,12 +68,12 @@ use crate::{closure::task::Task, id::TaskId};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClosureDelta {
     /// The audit head before the step (the digest its first entry links to).
-    pub(crate) prev: Digest,
+    pub(super) prev: Digest,
     /// The events the step appended, oldest first.
-    pub(crate) events: Vec<AuditEvent>,
+    pub(super) events: Vec<AuditEvent>,
     /// The audit head after the step (the digest of its last entry).
-    pub(crate) head: Digest,
-    pub(crate) payload: Payload,
+    pub(super) head: Digest,
+    pub(super) payload: Payload,
 }
 
 /// What a step's audit entries do not carry.
@@ -90,11 +90,11 @@ pub(crate) enum Payload {
 /// The start of a closure: what its `closure_started` entry does not name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Start {
-    pub(crate) task: Task,
-    pub(crate) policy: RecoveryPolicy,
-    pub(crate) budget_max: u32,
-    pub(crate) budget_used: u32,
-    pub(crate) seal: StateSeal,
+    pub(super) task: Task,
+    pub(super) policy: RecoveryPolicy,
+    pub(super) budget_max: u32,
+    pub(super) budget_used: u32,
+    pub(super) seal: StateSeal,
 }
 
 impl ClosureDelta {

@@ -211,13 +211,13 @@ impl TaskAttempt {
 /// serde form is exactly its checkpoint payload's, format version 1 (see `FORMATS.md`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClosureRecord {
-    pub(crate) root_task_ref: TaskId,
-    pub(crate) session: Session,
-    pub(crate) policy: RecoveryPolicy,
-    pub(crate) outcome: ClosureOutcome,
-    pub(crate) attempts: Vec<TaskAttempt>,
-    pub(crate) fix_attempts: u32,
-    pub(crate) audit: AuditLog,
+    pub(super) root_task_ref: TaskId,
+    pub(super) session: Session,
+    pub(super) policy: RecoveryPolicy,
+    pub(super) outcome: ClosureOutcome,
+    pub(super) attempts: Vec<TaskAttempt>,
+    pub(super) fix_attempts: u32,
+    pub(super) audit: AuditLog,
 }
 
 impl ClosureRecord {

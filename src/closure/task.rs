@@ -224,13 +224,13 @@ impl std::fmt::Debug for Task {
 /// and what a task holds once [`Task::try_from`] checked it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TaskRecord {
-    pub(crate) id: TaskId,
-    pub(crate) spec: Spec,
-    pub(crate) depth: u32,
-    pub(crate) parent_task_ref: Option<TaskId>,
-    pub(crate) root_task_ref: Option<TaskId>,
-    pub(crate) root_spec: Option<Spec>,
-    pub(crate) prior_failures: Vec<FailureEntry>,
+    pub(super) id: TaskId,
+    pub(super) spec: Spec,
+    pub(super) depth: u32,
+    pub(super) parent_task_ref: Option<TaskId>,
+    pub(super) root_task_ref: Option<TaskId>,
+    pub(super) root_spec: Option<Spec>,
+    pub(super) prior_failures: Vec<FailureEntry>,
 }
 
 impl TryFrom<TaskRecord> for Task {

@@ -32,8 +32,8 @@ const PLAN_FIELDS: &[&str] = &["tasks"];
 /// Reads an [`AppBuildPlan`] whose objects may carry `extensions`' keys. `base` is the whole
 /// document, so each extension value's offset in it can be recorded.
 pub(crate) struct PlanSeed<'a, 'de> {
-    pub(crate) extensions: &'a Extensions<'a>,
-    pub(crate) base: &'de str,
+    pub(super) extensions: &'a Extensions<'a>,
+    pub(super) base: &'de str,
 }
 
 /// Reads one [`PlannedTask`].

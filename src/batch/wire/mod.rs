@@ -15,7 +15,7 @@ mod checkpoint;
 pub(crate) mod message;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,8 +24,8 @@ use crate::batch::event::{
     ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement,
 };
 use crate::batch::evidence::{
-    BatchEvidence, ClosureCall, EvidenceRecord, FailureKind, FailureNote, RecoveryRecord,
-    RejectedAttempt, TaskEvidence,
+    BatchEvidence, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT, FailureKind, FailureNote,
+    RecoveryRecord, RejectedAttempt, TaskEvidence, index_of,
 };
 use crate::batch::recovery::IneligibleReason;
 use crate::batch::worker::InfrastructureFailure;
@@ -911,7 +911,22 @@ impl TryFrom<BatchEvidenceV2<'_>> for BatchEvidence {
             .zip(r.tasks)
             .map(|(task, evidence)| evidence.into_domain(task))
             .collect::<Result<_, _>>()?;
-        BatchEvidence::try_from(EvidenceRecord {
+        if r.evidence_version != EVIDENCE_VERSION {
+            return Err(InvalidPayload::EvidenceVersion {
+                found: r.evidence_version,
+                reads: EVIDENCE_VERSION,
+            });
+        }
+        // `note` keeps the history at the limit; a longer one would never shrink back.
+        if r.failure_history.len() > FAILURE_HISTORY_LIMIT {
+            return Err(InvalidPayload::FailureHistory {
+                kept: r.failure_history.len() as u64,
+                max: FAILURE_HISTORY_LIMIT as u64,
+            });
+        }
+        let index = index_of(&order).map_err(|task| InvalidPayload::DuplicateTask { task })?;
+        let closures: Vec<ClosureCall> = r.closures.into_iter().map(Into::into).collect();
+        Ok(BatchEvidence {
             channel: r.channel.into_owned(),
             plan_digest: r.plan_digest,
             evidence_version: r.evidence_version,
@@ -920,13 +935,13 @@ impl TryFrom<BatchEvidenceV2<'_>> for BatchEvidence {
             order,
             tasks,
             recoveries: r.recoveries.into_iter().map(Into::into).collect(),
-            failure_history: r
-                .failure_history
-                .into_iter()
-                .map(Into::into)
-                .collect::<VecDeque<_>>(),
+            failure_history: r.failure_history.into_iter().map(Into::into).collect(),
             events: r.events,
-            closures: r.closures.into_iter().map(Into::into).collect(),
+            fixes_used: closures
+                .iter()
+                .fold(0u32, |n, c| n.saturating_add(c.fix_attempts_used())),
+            closures,
+            index,
         })
     }
 }
