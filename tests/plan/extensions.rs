@@ -128,7 +128,7 @@ proptest! {
     }
 }
 
-mod extensions {
+mod properties {
     use kleene::{AppBuildPlan, plan::Extensions};
     use proptest::prelude::*;
 
