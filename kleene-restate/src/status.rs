@@ -21,8 +21,10 @@ use crate::call::StoredClosure;
 pub struct TaskLine {
     /// The task.
     pub task: TaskId,
-    /// Its state in words (`accepted`, `failed`, `in flight (call 2)`, …).
-    pub status: String,
+    /// Where it stands. Written as the words `kleene status` prints (`accepted`, `failed`,
+    /// `in flight (call 2)`, …), so the JSON reads as before; read back into the type.
+    #[serde(with = "status_text")]
+    pub status: TaskStatus,
     /// How many calls were made (interrupted ones count).
     pub calls: u32,
     /// How many fixes its calls ran (left out when none, so an answer without fixes keeps
@@ -74,10 +76,7 @@ impl ChannelStatus {
             .inventory()
             .map(|(id, t)| TaskLine {
                 task: id.clone(),
-                status: evidence
-                    .status(id)
-                    .unwrap_or(TaskStatus::Pending)
-                    .to_string(),
+                status: evidence.status(id).unwrap_or(TaskStatus::Pending),
                 calls: t.calls(),
                 fixes: fixes.get(id).copied().unwrap_or(0),
                 accepted: t.accepted().map(|a| a.digest()),
@@ -110,7 +109,7 @@ impl std::fmt::Display for ChannelStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "channel {}: {} events", self.channel, self.events)?;
         let width = self.tasks.iter().map(|t| t.task.as_str().len()).max();
-        let status_width = self.tasks.iter().map(|t| t.status.len()).max();
+        let status_width = self.tasks.iter().map(|t| t.status.to_string().len()).max();
         let (width, status_width) = (width.unwrap_or(0), status_width.unwrap_or(0));
         for t in &self.tasks {
             let why = t.why.as_ref().map_or(String::new(), |w| format!("  {w}"));
@@ -118,7 +117,7 @@ impl std::fmt::Display for ChannelStatus {
                 f,
                 "  {:<width$}  {:<status_width$} {:>15}{why}",
                 t.task.as_str(),
-                t.status,
+                t.status.to_string(),
                 kleene::shell::calls_and_fixes(t.calls, t.fixes)
             )?;
         }
@@ -129,6 +128,48 @@ impl std::fmt::Display for ChannelStatus {
             writeln!(f, "stopped: {why}")?;
         }
         Ok(())
+    }
+}
+
+/// A task's status as its words: the JSON keeps the text `kleene status` prints, and a
+/// reader gets the typed status back or a refusal naming the text.
+mod status_text {
+    use kleene::batch::TaskStatus;
+    use kleene::id::TaskId;
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
+
+    pub(super) fn serialize<S: Serializer>(status: &TaskStatus, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(status)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<TaskStatus, D::Error> {
+        let text = String::deserialize(d)?;
+        parse(&text).ok_or_else(|| D::Error::custom(format!("unknown task status {text:?}")))
+    }
+
+    /// The status whose words are `text`.
+    pub(super) fn parse(text: &str) -> Option<TaskStatus> {
+        match text {
+            "accepted" => return Some(TaskStatus::Accepted),
+            "failed" => return Some(TaskStatus::Failed),
+            "pending" => return Some(TaskStatus::Pending),
+            _ => {}
+        }
+        if let Some(call) = text
+            .strip_prefix("in flight (call ")
+            .and_then(|rest| rest.strip_suffix(')'))
+        {
+            return call
+                .parse()
+                .ok()
+                .map(|attempt| TaskStatus::InFlight { attempt });
+        }
+        let blocked_by = text
+            .strip_prefix("drained (prerequisite ")
+            .and_then(|rest| rest.strip_suffix(" failed)"))?;
+        TaskId::new(blocked_by)
+            .ok()
+            .map(|blocked_by| TaskStatus::Drained { blocked_by })
     }
 }
 
@@ -182,4 +223,36 @@ pub fn closure_line(stored: &StoredClosure) -> String {
         if fixes == 1 { "" } else { "es" },
         tasks.join("; ")
     )
+}
+
+#[cfg(test)]
+mod status_tests {
+    use kleene::batch::TaskStatus;
+    use kleene::id::TaskId;
+
+    use super::status_text::parse;
+
+    #[test]
+    fn every_status_reads_back_from_its_words() {
+        let statuses = [
+            TaskStatus::Accepted,
+            TaskStatus::Failed,
+            TaskStatus::Pending,
+            TaskStatus::InFlight { attempt: 12 },
+            TaskStatus::Drained {
+                blocked_by: TaskId::new("db_schema").unwrap(),
+            },
+        ];
+        for status in statuses {
+            assert_eq!(parse(&status.to_string()), Some(status));
+        }
+        for text in [
+            "",
+            "Accepted",
+            "in flight (call x)",
+            "drained (prerequisite  failed)",
+        ] {
+            assert_eq!(parse(text), None, "{text:?}");
+        }
+    }
 }

@@ -522,8 +522,8 @@ fn kill_mid_call(extra: &[&str]) -> (Output, String, Cluster) {
     let during = status_of(&cli(&["status", "--json", "--channel", &chan]));
     let k = during.tasks.iter().find(|t| t.task.as_str() == "k");
     assert_eq!(
-        k.map(|t| t.status.as_str()),
-        Some("in flight (call 1)"),
+        k.map(|t| &t.status),
+        Some(&kleene::batch::TaskStatus::InFlight { attempt: 1 }),
         "{during}"
     );
     cluster.kill(victim);
@@ -576,7 +576,7 @@ fn a_killed_worker_s_call_stops_the_run_for_a_block_agent() {
         .iter()
         .find(|t| t.task.as_str() == "k")
         .unwrap();
-    assert_eq!(k.status, "in flight (call 1)");
+    assert_eq!(k.status, kleene::batch::TaskStatus::InFlight { attempt: 1 });
     // A resume refuses the same way: the evidence still holds the call in flight.
     let again = cli(&["resume", "--json", "--channel", &chan]);
     let resumed = status_of(&again);

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use kleene::batch::{
-    Candidate, ClosureSettlement, Dispatch, InfrastructureFailure, Proposal, Rejection,
+    Candidate, ClosureSettlement, Dispatch, InfrastructureFailure, Proposal, Rejection, TaskStatus,
 };
 use kleene::closure::ClosureRecord;
 use kleene::id::{AgentId, ChannelId, Digest, TaskId};
@@ -192,7 +192,7 @@ fn a_submission_a_report_and_files_keep_their_json() {
         channel: "chan".into(),
         tasks: vec![TaskLine {
             task: id("a"),
-            status: "accepted".into(),
+            status: TaskStatus::Accepted,
             calls: 1,
             fixes: 0,
             accepted: Some(d(3)),
@@ -213,7 +213,7 @@ fn a_submission_a_report_and_files_keep_their_json() {
     // earlier adapter's) reads as saying nothing.
     let mut failed = status.clone();
     failed.tasks[0] = TaskLine {
-        status: "failed".into(),
+        status: TaskStatus::Failed,
         accepted: None,
         why: Some("call 1 rejected: too large".into()),
         ..failed.tasks[0].clone()
