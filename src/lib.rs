@@ -50,7 +50,7 @@
 //!
 //! The modules are named for the concepts: [`plan`] (plans, tasks' kinds, owned paths),
 //! [`closure`] (a task, its phases, verdicts and the closure that runs it), [`batch`] (a plan's
-//! run, its evidence and journal), [`audit`] (the hash-chained audit log), [`snapshot`] (the
+//! run, its evidence and journal), [`closure::audit`] (the hash-chained audit log), [`snapshot`] (the
 //! files a run accepted), [`acceptance`] (the record, the archive, verification), [`id`]
 //! (identifiers and digests), [`checkpoint`] (tasks, closures and evidence as bytes),
 //! [`signing`] (signatures over what acceptance records), [`error`] (every error in one type)
@@ -106,6 +106,7 @@ pub mod acceptance;
 pub mod batch;
 pub mod checkpoint;
 pub mod closure;
+pub mod documentation;
 pub mod error;
 mod fs;
 pub mod id;

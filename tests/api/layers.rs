@@ -34,8 +34,8 @@ const LAYERS: &[&[&str]] = &[
     &["acceptance"],
     // Shell-task plans, over everything below.
     &["shell"],
-    // One error type over every module's, and the test kit.
-    &["error", "testing"],
+    // One error type over every module's, the test kit, and the project's documents.
+    &["error", "testing", "documentation"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
