@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use super::candidate::{Candidate, Rejection};
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
+use crate::id::digest::{canonical_enum, canonical_struct};
 use crate::{
     closure::ClosureOutcome, closure::ClosureRecord, id::AgentId, id::ChannelId, id::TaskId,
     id::digest::Digest,
@@ -241,3 +242,16 @@ impl ClosureSettlement {
         }
     }
 }
+
+canonical_struct!(ClosureSettlement {
+    fix_attempts,
+    end,
+    audit_head,
+    record_digest,
+});
+
+canonical_enum!(ClosureEnd {
+    Resolved { depth } => 0u64,
+    Halted { depth, halt } => 1u64,
+    Failed { depth } => 2u64,
+});
