@@ -68,8 +68,9 @@ use futures_channel::{mpsc, oneshot};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::candidate::AcceptedOutput;
+use super::error::BatchError;
 use super::event::EvidenceEvent;
-use super::executor::{Batch, BatchError, RecoveryPass, Run, RunOutcome};
+use super::executor::{Batch, RecoveryPass, Run, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
 use super::machine::Dispatch;
 use super::threaded::{DrawReply, GroupCommit, Shared as Pass};

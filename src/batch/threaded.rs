@@ -15,8 +15,9 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::candidate::AcceptedOutput;
+use super::error::BatchError;
 use super::event::EvidenceEvent;
-use super::executor::{Batch, BatchError, Driver, Run, RunOutcome};
+use super::executor::{Batch, Driver, Run, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
 use super::machine::{Dispatch, Prerequisites, Settled};
 use super::worker::{
