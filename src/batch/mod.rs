@@ -71,6 +71,7 @@ pub(crate) mod evidence;
 mod executor;
 pub(crate) mod journal;
 pub(crate) mod machine;
+mod pass;
 pub(crate) mod recovery;
 mod threaded;
 pub(crate) mod wire;

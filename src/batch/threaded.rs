@@ -17,9 +17,10 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use super::candidate::AcceptedOutput;
 use super::error::BatchError;
 use super::event::EvidenceEvent;
-use super::executor::{Batch, Driver, Run, RunOutcome};
+use super::executor::{Batch, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
 use super::machine::{Dispatch, Prerequisites, Settled};
+use super::pass::{Driver, Run};
 use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
 };
