@@ -68,10 +68,12 @@ use futures_channel::{mpsc, oneshot};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::candidate::AcceptedOutput;
+use super::error::BatchError;
 use super::event::EvidenceEvent;
-use super::executor::{Batch, BatchError, RecoveryPass, Run, RunOutcome};
+use super::executor::{Batch, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
 use super::machine::Dispatch;
+use super::pass::{RecoveryPass, Run};
 use super::threaded::{DrawReply, GroupCommit, Shared as Pass};
 use super::worker::{Correction, OutputContract, Proposal, WorkerFailure, transitive_inputs};
 use crate::closure::FixBudget;

@@ -18,9 +18,9 @@ use petgraph::Direction;
 use petgraph::graph::NodeIndex;
 
 use super::candidate::{Candidate, Rejection};
+use super::error::{BatchError, BatchErrorKind};
 use super::event::{EvidenceEvent, Settlement};
 use super::evidence::{BatchEvidence, FoldError, TaskStatus};
-use super::executor::{BatchError, BatchErrorKind};
 use super::worker::{
     AgentFailure, Correction, InfrastructureFailure, OutputContract, Proposal, WorkerFailure,
 };

@@ -65,11 +65,13 @@ pub(crate) mod backend;
 pub(crate) mod candidate;
 mod closure_worker;
 mod dispatched;
+mod error;
 pub(crate) mod event;
 pub(crate) mod evidence;
 mod executor;
 pub(crate) mod journal;
 pub(crate) mod machine;
+mod pass;
 pub(crate) mod recovery;
 mod threaded;
 pub(crate) mod wire;
@@ -83,15 +85,14 @@ pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBac
 pub use candidate::{AcceptedOutput, Candidate, Rejection};
 pub use closure_worker::{BatchAgent, ClosureWorker};
 pub use dispatched::DispatchedCall;
+pub use error::{BatchError, BatchErrorKind};
 pub use event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
 pub use evidence::{
     BatchEvidence, BatchSummary, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT,
     FailureCause, FailureKind, FailureNote, FoldError, RecoveryRecord, RejectedAttempt,
     TaskEvidence, TaskStatus,
 };
-pub use executor::{
-    Batch, BatchError, BatchErrorKind, DEFAULT_COMPACTION_AFTER, RecoveryOutcome, RunOutcome,
-};
+pub use executor::{Batch, DEFAULT_COMPACTION_AFTER, RecoveryOutcome, RunOutcome};
 pub use journal::{
     EvidenceJournal, FileJournal, Journal, JournalError, JournalKey, JournalLoad, MemoryJournal,
     RecordDamage, TornTail,

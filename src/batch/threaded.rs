@@ -15,10 +15,12 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::candidate::AcceptedOutput;
+use super::error::BatchError;
 use super::event::EvidenceEvent;
-use super::executor::{Batch, BatchError, Driver, Run, RunOutcome};
+use super::executor::{Batch, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
 use super::machine::{Dispatch, Prerequisites, Settled};
+use super::pass::{Driver, Run};
 use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
 };

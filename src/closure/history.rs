@@ -3,7 +3,7 @@
 //!
 //! See [`ClosureDelta`].
 
-use super::machine::{StateSeal, output_digest};
+use super::state::{StateSeal, output_digest};
 use super::{Closure, ClosureFailure, FixBudget, PolicyError, RecoveryPolicy, StateField};
 use crate::checkpoint::{self, CheckpointError, HEADER_LEN};
 use crate::closure::audit::{AuditEntry, AuditEvent, AuditLog, LoopPhase};

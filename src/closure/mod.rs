@@ -53,6 +53,7 @@ pub(crate) mod phase;
 mod policy;
 mod record;
 mod spec;
+mod state;
 pub(crate) mod task;
 pub(crate) mod verdict;
 pub(crate) mod wire;
@@ -63,10 +64,9 @@ pub use async_driver::{AsyncAgent, run_closure_async, run_to_closure_async};
 pub use driver::{Agent, ClosureRun, run_closure, run_to_closure, run_to_closure_with};
 pub use history::{ClosureDelta, ClosureDeltaError};
 pub(crate) use history::{Payload, Start};
-pub(crate) use machine::StateSeal;
 pub use machine::{
     Awaiting, AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
-    AwaitingPreValidation, Closure, ClosureProgress, ClosureState, ClosureStateError, StateField,
+    AwaitingPreValidation, Closure,
 };
 pub use normalize::{NormalizedResult, NormalizedVerdict, VerdictNormalizer};
 pub use phase::{
@@ -82,5 +82,7 @@ pub use record::{
     ClosureFailure, ClosureOutcome, ClosureRecord, ClosureRecordError, StepRecord, TaskAttempt,
 };
 pub use spec::render_recovery_spec;
+pub(crate) use state::StateSeal;
+pub use state::{ClosureProgress, ClosureState, ClosureStateError, StateField};
 pub use task::{FailureEntry, Spec, Task, TaskError};
 pub use verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};

@@ -1,0 +1,197 @@
+//! The commands that only report on a state directory: `status` and `audit`.
+
+use std::collections::BTreeMap;
+
+use kleene::batch::TaskStatus;
+
+use crate::cli::{Exit, StateArgs};
+use crate::report::{Reporter, detail, failure_reason, status_word};
+use crate::state::StateDir;
+use kleene::error::Chain;
+
+use super::accept::stored_record;
+use super::closures::closure_problems;
+use super::{Failure, Outcome, env_journal_key, load_evidence, stored_plan};
+
+/// `kleene status`.
+pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
+    let state = StateDir::at(&args.state);
+    let key = env_journal_key(&state)?;
+    let (info, loaded, evidence) = load_evidence(&state, key.as_ref())?;
+    let summary = evidence.summary();
+    let fixes = kleene::shell::fixes_by_task(&evidence);
+    let mut rows = Vec::new();
+    for id in loaded.plan().topological_order() {
+        let status = evidence.status(id);
+        let calls = evidence.task(id).map_or(0, |t| t.calls());
+        let fixes = fixes.get(id).copied().unwrap_or(0);
+        let why = match &status {
+            Some(TaskStatus::Failed) => Some(failure_reason(&evidence, loaded.plan(), id)),
+            Some(TaskStatus::Drained { blocked_by }) => {
+                Some(format!("prerequisite {blocked_by} failed"))
+            }
+            Some(TaskStatus::InFlight { .. }) => {
+                Some("interrupted; kleene resume replays it".to_owned())
+            }
+            _ => None,
+        };
+        rows.push((id.clone(), status_word(status.as_ref()), calls, fixes, why));
+    }
+    if rep.mode() == crate::report::Mode::Json {
+        let tasks: Vec<_> = rows
+            .iter()
+            .map(|(id, status, calls, fixes, why)| {
+                serde_json::json!({
+                    "task": id, "status": status, "calls": calls, "fixes": fixes, "why": why,
+                })
+            })
+            .collect();
+        rep.say_json(&serde_json::json!({
+            "event": "status",
+            "channel": info.channel,
+            "workspace": info.workspace,
+            "evidence_digest": evidence.digest().to_string(),
+            "complete": summary.is_complete(),
+            "tasks": tasks,
+        }));
+    } else {
+        rep.say(&format!(
+            "channel {} · plan {} · workspace {}",
+            info.channel,
+            info.plan_file.display(),
+            info.workspace.display()
+        ));
+        let width = rows.iter().map(|r| r.0.as_str().len()).max().unwrap_or(0);
+        let status_width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+        for (id, status, calls, fixes, why) in &rows {
+            let why = why.as_ref().map_or(String::new(), |w| format!("  {w}"));
+            rep.say(&format!(
+                "  {:<width$}  {status:<status_width$} {:>15}{why}",
+                id.as_str(),
+                kleene::shell::calls_and_fixes(*calls, *fixes)
+            ));
+        }
+        rep.say(&format!(
+            "{} accepted, {} failed, {} drained, {} in flight, {} pending; evidence {}",
+            summary.accepted,
+            summary.failed,
+            summary.drained,
+            summary.in_flight,
+            summary.pending,
+            evidence.digest()
+        ));
+    }
+    Ok(if summary.is_complete() {
+        Exit::Ok
+    } else {
+        Exit::Halted
+    })
+}
+
+/// `kleene audit`.
+pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
+    let state = StateDir::at(&args.state);
+    let (_, text) = state.open().map_err(|e| Failure::bad_input(Chain(&e)))?;
+    let mut entries = state.closure_log();
+    // In execution order, then by call: the trail reads like the run.
+    if let Ok(loaded) = stored_plan(&state, &text) {
+        let rank: BTreeMap<&str, usize> = loaded
+            .plan()
+            .topological_order()
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), i))
+            .collect();
+        entries.sort_by_key(|e| {
+            (
+                rank.get(e.task.as_str()).copied().unwrap_or(usize::MAX),
+                e.call,
+                e.line,
+            )
+        });
+    }
+    let log_path = state.closure_log_path();
+    let mut broken = Vec::new();
+    for entry in &entries {
+        let place = format!("{} line {}", log_path.display(), entry.line);
+        // An unreadable line is named once, with the log's other problems below.
+        let Ok(record) = &entry.record else { continue };
+        let log = record.audit();
+        let verified = log.verify();
+        if rep.mode() == crate::report::Mode::Json {
+            // The outcome as the record's own JSON writes it (the record's wire form).
+            let outcome = serde_json::to_value(record)
+                .map(|mut r| r["outcome"].take())
+                .unwrap_or_default();
+            rep.say_json(&serde_json::json!({
+                "event": "audit",
+                "task": entry.task,
+                "call": entry.call,
+                "line": entry.line,
+                "verified": verified.is_ok(),
+                "error": verified.as_ref().err().map(ToString::to_string),
+                "outcome": outcome,
+                "entries": log.entries().iter().map(|e| serde_json::json!({
+                    "kind": e.event().kind(),
+                    "task_ref": e.event().task_ref(),
+                    "hash": e.hash().to_string(),
+                    "event": e.event(),
+                })).collect::<Vec<_>>(),
+            }));
+        } else {
+            rep.say(&format!(
+                "{} call {}: {} entries, {}",
+                entry.task,
+                entry.call,
+                log.len(),
+                match &verified {
+                    Ok(()) => format!("hash chain verified, head {}", log.head()),
+                    Err(e) => format!("HASH CHAIN BROKEN: {e}"),
+                }
+            ));
+            let width = log
+                .entries()
+                .iter()
+                .map(|e| e.event().task_ref().as_str().len())
+                .max()
+                .unwrap_or(0);
+            for (i, e) in log.entries().iter().enumerate() {
+                let line = format!(
+                    "  {i:>3} {:<18} {:<width$} {}",
+                    e.event().kind(),
+                    e.event().task_ref().as_str(),
+                    detail(e.event())
+                );
+                rep.say(line.trim_end());
+            }
+        }
+        if let Err(e) = verified {
+            broken.push(format!(
+                "{place} (task {} call {}): {e}",
+                entry.task, entry.call
+            ));
+        }
+    }
+    if entries.is_empty() {
+        rep.say("no closure records yet");
+    }
+    // The journal binds every settled closure, the acceptance record every accepted one.
+    let key = env_journal_key(&state)?;
+    let evidence = load_evidence(&state, key.as_ref()).ok().map(|(_, _, e)| e);
+    let accepted = stored_record(&state, None)?;
+    broken.extend(closure_problems(
+        &state,
+        &entries,
+        evidence.as_ref(),
+        accepted.as_ref(),
+    ));
+    if broken.is_empty() {
+        Ok(Exit::Ok)
+    } else {
+        Err(Failure::halted(format!(
+            "audit: {} record(s) failed verification:\n  {}",
+            broken.len(),
+            broken.join("\n  ")
+        )))
+    }
+}

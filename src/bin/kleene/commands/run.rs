@@ -1,0 +1,521 @@
+//! `kleene run` and `kleene resume`: a pass of the plan's batch over the state directory,
+//! and the workspace projected from what it accepted.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::num::NonZeroUsize;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use kleene::batch::{
+    BatchError, BatchErrorKind, BatchEvidence, ClosureWorker, EvidenceJournal, FileJournal,
+    TaskStatus,
+};
+use kleene::{
+    ValidatedPlan,
+    closure::{RecoverOn, RecoveryPolicy, Session},
+    id::ChannelId,
+};
+
+use crate::cli::{Exit, ResumeArgs, RunArgs, SigningArgs, jobs};
+use crate::formats::RunInfo;
+use crate::observer::Observer;
+use crate::report::{Event, Reporter, failure_reason, report_event};
+use crate::state::{StateDir, write_replace};
+use kleene::batch::JournalKey;
+use kleene::error::Chain;
+use kleene::process::{self, Containment, GroupRecords, Interrupt};
+use kleene::shell::{ShellPlan, ShellRuntime, describe_changes, merges};
+
+use super::{
+    Failure, Outcome, absolute, journal_key, read_journal, read_plan, signing_key, stored_plan,
+};
+
+/// `kleene run PLAN`.
+pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
+    if let Some(url) = &args.restate {
+        return crate::restate::run(args, url);
+    }
+    // The run's own directories are never plan files, wherever they are.
+    let mut skip = vec![args.state.state.clone()];
+    skip.extend(args.workspace.iter().cloned());
+    let (loaded, text) = read_plan(&args.plan, &skip)?;
+    // A merged task would otherwise vanish from the run without a word. On stderr, so
+    // stdout keeps exactly its events; `kleene validate --json` reports merges as data.
+    if rep.mode() != crate::report::Mode::Json {
+        for merge in merges(loaded.plan()) {
+            eprintln!("kleene: note: {merge}");
+        }
+    }
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        return Err(Failure::bad_input(format!(
+            "use --timeout {}: it must be a positive number of seconds",
+            args.timeout
+        )));
+    }
+    let state = StateDir::at(&args.state.state);
+    if args.restart {
+        set_aside(&state)?;
+    }
+    let _lock = state.lock("run").map_err(|e| Failure::halted(Chain(&e)))?;
+    let workspace = match &args.workspace {
+        Some(w) => absolute(w)?,
+        None => absolute(&state.default_workspace())?,
+    };
+    let channel = match &args.channel {
+        Some(c) => ChannelId::new(c.clone())
+            .map_err(|e| Failure::bad_input(format!("use --channel {c:?}: {e}")))?,
+        None => loaded
+            .default_channel()
+            .map_err(|e| Failure::bad_input(format!("derive a channel id: {e}")))?,
+    };
+    let plan_dir = match args.plan.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => absolute(dir)?,
+        _ => absolute(Path::new("."))?,
+    };
+    let info = RunInfo {
+        channel: channel.to_string(),
+        workspace,
+        plan_file: args.plan.clone(),
+        plan_dir,
+        max_depth: args.max_depth,
+        max_fixes: args.max_fixes,
+        recover_warnings: args.recover_warnings,
+        batch_recovery: args.batch_recovery,
+        timeout_secs: args.timeout,
+    };
+    policy(&info, info.max_depth)?;
+    state
+        .create(&info, &text, loaded.files())
+        .map_err(|e| Failure::bad_input(Chain(&e)))?;
+    refuse_live_groups(&state, args.kill_stale)?;
+    let pass = Pass {
+        resumed: false,
+        jobs: jobs(args.jobs),
+    };
+    execute(&state, &info, &loaded, pass, &args.signing, rep)
+}
+
+/// Moves the state directory of an earlier run aside (`STATE.old-N`), so `run --restart`
+/// starts over and the old run stays there to inspect.
+fn set_aside(state: &StateDir) -> Result<(), Failure> {
+    let root = state.root();
+    if fs::symlink_metadata(root).is_err() {
+        return Ok(());
+    }
+    // Holding the old directory's lock while it moves keeps a writer from racing the move.
+    let _lock = state
+        .lock("run --restart")
+        .map_err(|e| Failure::halted(Chain(&e)))?;
+    let name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "state".to_owned());
+    for n in 1..1000 {
+        let aside = root.with_file_name(format!("{name}.old-{n}"));
+        if fs::symlink_metadata(&aside).is_ok() {
+            continue;
+        }
+        return fs::rename(root, &aside).map_err(|e| {
+            Failure::halted(format!(
+                "move {} aside to {}: {e}",
+                root.display(),
+                aside.display()
+            ))
+        });
+    }
+    Err(Failure::halted(format!(
+        "move {} aside: {name}.old-1 to {name}.old-999 all exist; remove some",
+        root.display()
+    )))
+}
+
+/// Refuses to start while a command of an earlier kleene in this state directory is still
+/// running (it could still write), or kills it when the user asked for that.
+fn refuse_live_groups(state: &StateDir, kill: bool) -> Result<(), Failure> {
+    let records = GroupRecords::new(state.running_dir());
+    let live = records.live();
+    if live.is_empty() {
+        return Ok(());
+    }
+    if kill {
+        for group in &live {
+            records.kill(group);
+        }
+        return Ok(());
+    }
+    let names: Vec<String> = live
+        .iter()
+        .map(|g| format!("process group {} ({})", g.group, g.label))
+        .collect();
+    Err(Failure::halted(format!(
+        "start in {}: commands of an earlier kleene are still running and could still write: \
+         {}; wait for them, kill them, or pass --kill-stale",
+        state.root().display(),
+        names.join("; ")
+    )))
+}
+
+/// `kleene resume`.
+pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
+    let state = StateDir::at(&args.state.state);
+    let _lock = state
+        .lock("resume")
+        .map_err(|e| Failure::halted(Chain(&e)))?;
+    let (info, text) = state.open().map_err(|e| Failure::bad_input(Chain(&e)))?;
+    let loaded = stored_plan(&state, &text)?;
+    refuse_changed_plan(&info, &loaded, &state)?;
+    refuse_live_groups(&state, args.kill_stale)?;
+    let pass = Pass {
+        resumed: true,
+        jobs: jobs(args.jobs),
+    };
+    execute(&state, &info, &loaded, pass, &args.signing, rep)
+}
+
+/// A resume runs the plan as it was when the run started; if the plan file has changed
+/// since, running the old copy would surprise, so it is refused, naming what changed.
+fn refuse_changed_plan(
+    info: &RunInfo,
+    stored: &ShellPlan,
+    state: &StateDir,
+) -> Result<(), Failure> {
+    let Some(name) = info.plan_file.file_name() else {
+        return Ok(());
+    };
+    let current = info.plan_dir.join(name);
+    let Ok(text) = fs::read_to_string(&current) else {
+        // Gone or unreadable: the stored copy is all there is, and it is what ran.
+        return Ok(());
+    };
+    // The plan's files as they are now, gathered as the run gathered them (a run started
+    // before plans carried their files compares the plan file alone).
+    // A file added since is not part of the run and changes nothing it does; a bound file
+    // changed or removed is named.
+    let fresh = match stored.files() {
+        Some(bound) => {
+            let skip = [state.root().to_owned(), info.workspace.clone()];
+            ShellPlan::read(&current, &skip).and_then(|(plan, _)| {
+                let files = plan.files().map(|now| now.only_paths_of(bound));
+                ShellPlan::from_text(&current, &text, files)
+            })
+        }
+        None => ShellPlan::from_text(&current, &text, None),
+    };
+    let Ok(fresh) = fresh else {
+        return Err(Failure::bad_input(format!(
+            "resume: {} no longer loads, and the run started from an earlier version of it; \
+             restore it, or start over with kleene run {} --restart --state {} (the old run \
+             is kept beside it)",
+            current.display(),
+            current.display(),
+            state.root().display()
+        )));
+    };
+    let changes = describe_changes(stored, &fresh);
+    if changes.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::bad_input(format!(
+        "resume: {} changed since the run started ({}); the run can only continue the plan it \
+         started with. Undo the change, or start over with kleene run {} --restart --state {} \
+         (the old run is kept beside it)",
+        current.display(),
+        changes.join("; "),
+        current.display(),
+        state.root().display()
+    )))
+}
+
+fn policy(info: &RunInfo, depth: u32) -> Result<RecoveryPolicy, Failure> {
+    RecoveryPolicy::builder()
+        .max_recovery_depth(depth)
+        .max_total_fix_attempts(info.max_fixes)
+        .recover_on(if info.recover_warnings {
+            RecoverOn::BlockersAndWarnings
+        } else {
+            RecoverOn::Blockers
+        })
+        .build()
+        .map_err(|e| Failure::bad_input(format!("use this recovery policy: {e}")))
+}
+
+/// How `run` or `resume` drives the batch: whether it continues a run, and how many calls
+/// it makes at once.
+#[derive(Debug, Clone, Copy)]
+struct Pass {
+    resumed: bool,
+    jobs: NonZeroUsize,
+}
+
+fn execute(
+    state: &StateDir,
+    info: &RunInfo,
+    loaded: &ShellPlan,
+    pass: Pass,
+    signing: &SigningArgs,
+    mut rep: Reporter,
+) -> Outcome {
+    let Pass { resumed, jobs } = pass;
+    let journal_key = journal_key(signing_key(signing, state)?.as_ref());
+    let channel = ChannelId::new(info.channel.clone()).map_err(|e| {
+        Failure::bad_input(format!("read channel of {}: {e}", state.root().display()))
+    })?;
+    let interrupt = Interrupt::install()
+        .map_err(|e| Failure::halted(format!("install the SIGINT/SIGTERM handler: {e}")))?;
+    // What stages an earlier kleene left hold nothing anyone needs: their calls were never
+    // settled, and a resume makes them again in fresh stages.
+    if let Ok(entries) = fs::read_dir(state.stages_dir()) {
+        for entry in entries.flatten() {
+            if let Err(e) = kleene::stage::remove_stage(&entry.path()) {
+                rep.say(&format!(
+                    "warning: failed to remove a stage an earlier kleene left: {}",
+                    Chain(&e)
+                ));
+            }
+        }
+    }
+    // The commands read the run's own copy of the plan's files, checked against what the
+    // plan binds; a run started before plans carried their files reads the plan directory.
+    let plan_dir = match loaded.files() {
+        Some(files) => {
+            let copy = state.plan_files_dir();
+            files.verify_copy(&copy).map_err(|e| {
+                Failure::halted(format!(
+                    "read the plan's files in {}: {}",
+                    state.root().display(),
+                    Chain(&e)
+                ))
+            })?;
+            copy
+        }
+        None => info.plan_dir.clone(),
+    };
+    fs::create_dir_all(&info.workspace)
+        .map_err(|e| Failure::halted(format!("create {}: {e}", info.workspace.display())))?;
+    let rep = Arc::new(Mutex::new(rep));
+    let observer = Arc::new(Observer {
+        rep: Arc::clone(&rep),
+        // Absolute, so every path a command is given (its stage as KLEENE_WORKSPACE, its
+        // spec file) still holds after it changes directory, whatever --state said.
+        state: StateDir::at(&absolute(state.root())?),
+    });
+    let runtime = ShellRuntime::new(loaded.clone(), state.root())
+        .map_err(|e| Failure::halted(Chain(&e)))?
+        .with_plan_dir(&plan_dir)
+        .with_default_timeout(Duration::from_secs_f64(info.timeout_secs))
+        .with_interrupt(interrupt.clone())
+        .with_group_records(GroupRecords::new(state.running_dir()))
+        .with_observer(observer);
+    let plan = loaded.plan();
+    let report = || rep.lock().unwrap_or_else(PoisonError::into_inner);
+    report().emit(&Event::RunStarted {
+        channel: info.channel.clone(),
+        tasks: plan.len(),
+        resumed,
+    });
+    if process::containment() == Containment::ProcessGroup {
+        report().say(&format!(
+            "note: commands are contained by {} only (no PID namespace here): a child that \
+             calls setsid, or every child after kleene is killed with SIGKILL, can outlive its \
+             call; a later resume refuses to start while one is alive",
+            Containment::ProcessGroup.as_str()
+        ));
+    }
+    let session = Session::new("kleene-run", info.channel.clone())
+        .map_err(|e| Failure::bad_input(format!("open a session: {e}")))?;
+    let recovery = policy(info, info.max_depth)?;
+    let mut journal = FileJournal::open(state.journal_dir())
+        .map_err(|e| Failure::halted(format!("open the journal: {}", Chain(&e))))?;
+    if let Some(key) = &journal_key {
+        journal = journal.with_mac_key(key.clone());
+    }
+    // Group commit: one sync per task instead of two; every event is still durable before the
+    // next command runs, and an unsynced settlement is only ever replayed (allow), never lost.
+    let batch = loaded
+        .batch(channel)
+        .with_group_commit(true)
+        .with_recovery(info.batch_recovery);
+    let mut fixes = BTreeMap::new();
+    // One worker per slot, each with its own stage; the threaded driver reserves the lowest
+    // ready task first, so one job makes the calls in the sequential order.
+    let workers = |slot: usize| {
+        ClosureWorker::new(
+            runtime.agent(slot.to_string()),
+            session.clone(),
+            recovery.clone(),
+        )
+    };
+    let result = batch.run_threaded_observed(jobs, workers, &(), &mut journal, &mut |event| {
+        report_event(&mut report(), &mut fixes, event);
+    });
+    for (_, torn) in journal.repairs() {
+        report().say(&format!(
+            "note: the journal ended in a record cut short by an earlier crash; removed its \
+             {} byte(s) at byte {} ({})",
+            torn.discarded, torn.offset, torn.cause
+        ));
+    }
+    // The runtime's observer holds the reporter too.
+    drop(runtime);
+    let mut rep = Arc::try_unwrap(rep)
+        .map(|rep| rep.into_inner().unwrap_or_else(PoisonError::into_inner))
+        .map_err(|_| Failure::halted("finish the run: its reporter is still in use"))?;
+    let outcome =
+        result.map_err(|err| stopped(err, state, &info.channel, journal_key.as_ref(), &mut rep))?;
+    if let Err(message) = project_workspace(&outcome.evidence, &info.workspace) {
+        rep.say(&format!(
+            "warning: failed to write the workspace: {message}"
+        ));
+    }
+    finish(plan, &outcome.evidence, state, &mut rep)
+}
+
+/// Writes every accepted file into the run's workspace, for people to look at: only accepted
+/// outputs ever reach it, and only after the batch accepted them. A file that already holds
+/// the accepted bytes is left alone; nothing is written through a symlink.
+fn project_workspace(evidence: &BatchEvidence, workspace: &Path) -> Result<(), String> {
+    let mut wrote = false;
+    for (_, output) in evidence.accepted_outputs() {
+        for (path, content) in output.files() {
+            let mut dir = workspace.to_owned();
+            let mut parts = path.components().peekable();
+            while let Some(part) = parts.next() {
+                let next = dir.join(part);
+                if parts.peek().is_none() {
+                    dir = next;
+                    break;
+                }
+                match fs::symlink_metadata(&next) {
+                    Ok(meta) if meta.is_dir() => {}
+                    Ok(_) => {
+                        return Err(format!(
+                            "{} is not a directory (a link or a file); {path} was not written",
+                            next.display()
+                        ));
+                    }
+                    Err(_) => fs::create_dir(&next)
+                        .map_err(|e| format!("create {}: {e}", next.display()))?,
+                }
+                dir = next;
+            }
+            match fs::symlink_metadata(&dir) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(format!(
+                        "{} is a link; {path} was not written",
+                        dir.display()
+                    ));
+                }
+                Ok(meta)
+                    if meta.is_file()
+                        && meta.len() == content.len() as u64
+                        && fs::read(&dir).is_ok_and(|old| old == *content) =>
+                {
+                    continue;
+                }
+                _ => {}
+            }
+            // Each file replaced whole but not synced one by one: the journal, not the
+            // workspace, is the authority, and one sync of the file system below makes the
+            // whole projection durable at the cost of one flush instead of one per file.
+            write_replace(&dir, content).map_err(|e| Chain(&e).to_string())?;
+            wrote = true;
+        }
+    }
+    if wrote {
+        fs::File::open(workspace)
+            .and_then(|dir| rustix::fs::syncfs(&dir).map_err(std::io::Error::from))
+            .map_err(|e| format!("sync {}: {e}", workspace.display()))?;
+    }
+    Ok(())
+}
+
+/// Reports the tasks the worker never saw (drained) and the run's outcome.
+fn finish(
+    plan: &ValidatedPlan,
+    evidence: &BatchEvidence,
+    state: &StateDir,
+    rep: &mut Reporter,
+) -> Outcome {
+    for id in plan.topological_order() {
+        if let Some(TaskStatus::Drained { blocked_by }) = evidence.status(id) {
+            rep.emit(&Event::TaskDrained {
+                task: id.to_string(),
+                blocked_by: blocked_by.to_string(),
+            });
+        }
+    }
+    let summary = evidence.summary();
+    let complete = summary.is_complete();
+    rep.emit(&Event::RunFinished {
+        outcome: if complete { "accepted" } else { "halted" }.to_owned(),
+        accepted: summary.accepted,
+        failed: summary.failed,
+        drained: summary.drained,
+    });
+    let dir = state.root().display();
+    if complete {
+        rep.say(&format!(
+            "all {} tasks accepted; next: kleene accept --state {dir}",
+            summary.accepted
+        ));
+        Ok(Exit::Ok)
+    } else {
+        for id in plan.topological_order() {
+            if evidence.status(id) == Some(TaskStatus::Failed) {
+                rep.say(&format!(
+                    "{id} failed: {}",
+                    failure_reason(evidence, plan, id)
+                ));
+            }
+        }
+        rep.say(&format!(
+            "halted; see kleene status --state {dir} and kleene audit --state {dir}"
+        ));
+        Ok(Exit::Halted)
+    }
+}
+
+fn stopped(
+    err: BatchError,
+    state: &StateDir,
+    channel: &str,
+    key: Option<&JournalKey>,
+    rep: &mut Reporter,
+) -> Failure {
+    let dir = state.root().display();
+    if err.is_cancelled() {
+        // The journal holds everything settled before the interrupt (and the reservation).
+        let summary = Some(read_journal(state, key))
+            .zip(ChannelId::new(channel).ok())
+            .and_then(|(journal, channel)| journal.load(&channel).ok().flatten())
+            .and_then(|load| load.into_evidence().ok())
+            .map(|evidence| evidence.summary());
+        rep.emit(&Event::RunFinished {
+            outcome: "interrupted".to_owned(),
+            accepted: summary.as_ref().map_or(0, |s| s.accepted),
+            failed: summary.as_ref().map_or(0, |s| s.failed),
+            drained: summary.as_ref().map_or(0, |s| s.drained),
+        });
+        return Failure {
+            exit: Exit::Interrupted,
+            message: format!("{}; continue with kleene resume --state {dir}", Chain(&err)),
+        };
+    }
+    if err.is_worker_unavailable() {
+        return Failure {
+            exit: Exit::Halted,
+            message: format!("{}; then kleene resume --state {dir}", Chain(&err)),
+        };
+    }
+    let exit = match err.kind() {
+        BatchErrorKind::Journal(_) | BatchErrorKind::Fold { .. } => Exit::Halted,
+        BatchErrorKind::PendingTurnBlocked { .. } => Exit::Halted,
+        _ => Exit::BadInput,
+    };
+    Failure {
+        exit,
+        message: Chain(&err).to_string(),
+    }
+}

@@ -1,0 +1,146 @@
+//! The content-addressed store of read-only objects that stages link their inputs to.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use foldhash::{HashSet, HashSetExt};
+
+use super::StageError;
+use crate::id::digest::Digest;
+
+/// A content-addressed directory of read-only files, one per distinct content, that stages
+/// link their inputs to.
+///
+/// Each object is written once (temporary file, then rename) and verified once per process
+/// the first time it is used; afterwards it is trusted by name until [`ObjectStore::forget`].
+#[derive(Debug)]
+pub struct ObjectStore {
+    dir: PathBuf,
+    verified: Mutex<HashSet<Digest>>,
+}
+
+impl ObjectStore {
+    /// The store in `dir`, created if missing.
+    ///
+    /// # Errors
+    ///
+    /// [`StageError::Io`] when the directory cannot be created.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StageError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir).map_err(StageError::io(&dir))?;
+        Ok(Self {
+            dir,
+            verified: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path_of(&self, digest: &Digest) -> PathBuf {
+        self.dir.join(digest.to_string())
+    }
+
+    fn is_verified(&self, digest: &Digest) -> bool {
+        self.verified
+            .lock()
+            .map(|set| set.contains(digest))
+            .unwrap_or(false)
+    }
+
+    fn mark_verified(&self, digest: Digest) {
+        if let Ok(mut set) = self.verified.lock() {
+            set.insert(digest);
+        }
+    }
+
+    /// The object file holding `content` (whose blake3 is `digest`), written if missing.
+    pub(super) fn ensure(&self, digest: Digest, content: &[u8]) -> Result<PathBuf, StageError> {
+        let path = self.path_of(&digest);
+        if self.is_verified(&digest) {
+            return Ok(path);
+        }
+        match fs::read(&path) {
+            Ok(existing) if Digest::from(blake3::hash(&existing)) == digest => {}
+            Ok(_) => {
+                // A damaged object (a torn write from an earlier crash, or an in-place write):
+                // replace it, since the caller holds the true bytes.
+                fs::remove_file(&path).map_err(StageError::io(&path))?;
+                self.write_object(&path, content)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self.write_object(&path, content)?,
+            Err(e) => return Err(StageError::io(&path)(e)),
+        }
+        self.mark_verified(digest);
+        Ok(path)
+    }
+
+    fn write_object(&self, path: &Path, content: &[u8]) -> Result<(), StageError> {
+        let tmp = self
+            .dir
+            .join(format!(".tmp-{}-{}", std::process::id(), unique_suffix()));
+        let written = (|| {
+            let mut file = fs::File::create(&tmp)?;
+            file.write_all(content)?;
+            file.set_permissions(fs::Permissions::from_mode(0o444))?;
+            fs::rename(&tmp, path)
+        })();
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(StageError::io(path)(e));
+        }
+        Ok(())
+    }
+
+    /// Drops the object for `digest` (a stage reported it changed in place), so the next
+    /// stage that needs it writes a fresh copy.
+    ///
+    /// # Errors
+    ///
+    /// [`StageError::Io`] when the file exists but cannot be removed.
+    pub fn forget(&self, digest: &Digest) -> Result<(), StageError> {
+        if let Ok(mut set) = self.verified.lock() {
+            set.remove(digest);
+        }
+        let path = self.path_of(digest);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StageError::io(&path)(e)),
+        }
+    }
+}
+
+fn unique_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{p, setup};
+    use super::super::{Stage, StageInput};
+    use super::*;
+
+    #[test]
+    fn a_damaged_object_is_rewritten_from_the_true_bytes() {
+        let (tmp, store) = setup();
+        let a = p("a.txt");
+        let digest = Digest::from(blake3::hash(b"true"));
+        let object = store.dir().join(digest.to_string());
+        fs::write(&object, "torn").unwrap();
+        let stage = Stage::prepare(
+            tmp.path().join("s"),
+            &store,
+            [StageInput::with_digest(&a, b"true", digest)],
+        )
+        .unwrap();
+        assert_eq!(fs::read(stage.root().join("a.txt")).unwrap(), b"true");
+    }
+}
