@@ -10,7 +10,8 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kleene::batch::{
-    BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent, InventoryEntry, Settlement,
+    BatchEvidence, Candidate, evidence::EVIDENCE_VERSION, evidence::EvidenceEvent,
+    evidence::InventoryEntry, evidence::Settlement,
 };
 use kleene::{
     AppBuildPlan,

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kleene::ValidatedPlan;
 use kleene::batch::{
-    Batch, BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, FileJournal, MemoryJournal,
-    Proposal, Worker, WorkerCall, WorkerFailure,
+    Batch, BatchEvidence, Candidate, FileJournal, MemoryJournal, Proposal, Worker, WorkerCall,
+    WorkerFailure, evidence::EvidenceEvent, journal::EvidenceJournal,
 };
 use kleene::checkpoint;
 use kleene::{

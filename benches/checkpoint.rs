@@ -5,7 +5,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kleene::{
     Task, checkpoint,
-    closure::{OutputTail, TailLimits},
+    closure::{verdict::OutputTail, verdict::TailLimits},
 };
 use std::hint::black_box;
 

@@ -34,9 +34,10 @@ use kleene::{
     Agent, Closure, Task, checkpoint,
     closure::audit::{AuditEvent, AuditLog},
     closure::{
-        ClosureDelta, ClosureRecord, ExecutionOutput, FailureEntry, GovernanceDecision, Moved,
-        Next, PostValidation, RecoverOn, RecoveryPolicy, Session, Severity, Spec, Step,
-        ValidationToken, ValidatorResult, Verdict, render_recovery_spec, run_to_closure,
+        ClosureRecord, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Severity, Spec,
+        ValidatorResult, Verdict, machine::ClosureDelta, render_recovery_spec, run_to_closure,
+        step::Moved, step::Next, step::PostValidation, step::RecoverOn, step::Session, step::Step,
+        step::ValidationToken, task::FailureEntry,
     },
     id::{TaskId, ValidatorId},
 };

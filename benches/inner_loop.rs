@@ -7,8 +7,8 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use kleene::{
     Task,
     closure::{
-        ExecutionOutput, GovernanceDecision, Moved, Next, PostValidation, RecoverOn, Session, Spec,
-        Step, Verdict,
+        ExecutionOutput, GovernanceDecision, Spec, Verdict, step::Moved, step::Next,
+        step::PostValidation, step::RecoverOn, step::Session, step::Step,
     },
     id::{Digest, TaskId},
 };

@@ -8,8 +8,8 @@ use std::convert::Infallible;
 use kleene::{
     Agent, Task,
     closure::{
-        ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session, Severity, Spec,
-        ValidationToken, ValidatorResult, Verdict, run_to_closure,
+        ExecutionOutput, GovernanceDecision, RecoveryPolicy, Severity, Spec, ValidatorResult,
+        Verdict, run_to_closure, step::Session, step::ValidationToken,
     },
     id::{TaskId, ValidatorId},
 };

@@ -1,10 +1,14 @@
 //! Three tasks through `ClosureWorker`, each writing one module of a tiny crate checked by a real
 //! `cargo test --offline` (`two` is wrong at first; its fix passes), then accept and export.
 use kleene::acceptance::{BuildBinding, accept, export, verify_archive};
-use kleene::batch::{AgentFailure, Batch, BatchAgent, Candidate, ClosureWorker, MemoryJournal};
+use kleene::batch::{
+    Batch, BatchAgent, Candidate, ClosureWorker, MemoryJournal, worker::AgentFailure,
+};
 use kleene::batch::{Proposal, WorkerCall as Call, WorkerFailure as Failed};
 use kleene::closure::{ClosureRecord, ExecutionOutput as Output, GovernanceDecision as Decision};
-use kleene::closure::{Session, Severity::Blocker, ValidationToken as Token, ValidatorResult};
+use kleene::closure::{
+    Severity::Blocker, ValidatorResult, step::Session, step::ValidationToken as Token,
+};
 use kleene::process::{self, Interrupt, Invocation};
 use kleene::{Agent, Task, closure::Verdict, snapshot::Snapshot};
 use std::{fs, io, path::PathBuf};

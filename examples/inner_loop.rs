@@ -8,8 +8,9 @@
 use kleene::{
     Task,
     closure::{
-        ExecutionOutput, GovernanceDecision, Moved, Next, PostValidation, RecoverOn, Session,
-        Severity, Spec, Step, ValidationToken, ValidatorResult, Verdict,
+        ExecutionOutput, GovernanceDecision, Severity, Spec, ValidatorResult, Verdict, step::Moved,
+        step::Next, step::PostValidation, step::RecoverOn, step::Session, step::Step,
+        step::ValidationToken,
     },
     id::{TaskId, ValidatorId},
 };
@@ -137,7 +138,7 @@ fn short(token: &ValidationToken) -> String {
     token.digest().to_string()[..8].to_owned()
 }
 
-fn audit<P: kleene::closure::Phase>(phase: &str, step: &Step<P>, token: &str, what: &str) {
+fn audit<P: kleene::closure::step::Phase>(phase: &str, step: &Step<P>, token: &str, what: &str) {
     line(phase, step.task().id(), step.iteration(), token, what);
 }
 

@@ -4,8 +4,10 @@
 use kleene::acceptance::{BuildBinding, accept, export, verify_archive};
 use kleene::batch::{AsyncBatchAgent, AsyncClosureWorker, AsyncWorkerCall as Call, Batch};
 use kleene::batch::{Candidate, MemoryJournal, Proposal, WorkerFailure as Failed};
-use kleene::closure::{AsyncAgent, ClosureRecord, ExecutionOutput as Output, Session, Verdict};
-use kleene::closure::{GovernanceDecision as Decision, Severity, ValidationToken as Token};
+use kleene::closure::{
+    AsyncAgent, ClosureRecord, ExecutionOutput as Output, Verdict, step::Session,
+};
+use kleene::closure::{GovernanceDecision as Decision, Severity, step::ValidationToken as Token};
 use kleene::{AppBuildPlan, Task, closure::ValidatorResult, id::ChannelId, id::ValidatorId};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -31,14 +31,15 @@ use crate::acceptance::{
     AcceptanceError, ExportError, ManifestError, RecordError, SignedError, VerifyError,
 };
 use crate::batch::{
-    BatchError, FoldError, InfrastructureFailure, JournalError, RecoveryError, WorkerFailure,
+    BatchError, WorkerFailure, evidence::FoldError, journal::JournalError, recovery::RecoveryError,
+    worker::InfrastructureFailure,
 };
 use crate::checkpoint::CheckpointError;
 use crate::closure::audit::AuditError;
-use crate::closure::phase::{TokenError, TokenRejected};
+use crate::closure::step::{TokenError, TokenRejected};
 use crate::closure::task::TaskError;
 use crate::closure::{AgentError, AgentErrorKind};
-use crate::closure::{ClosureStateError, PolicyError};
+use crate::closure::{machine::ClosureStateError, policy::PolicyError};
 use crate::id::IdError;
 use crate::id::digest::DigestParseError;
 use crate::plan::path::{GlobError, PathError};

@@ -6,7 +6,7 @@
 //! bound halts it, and every step lands in a hash-chained audit log.
 //!
 //! ```
-//! use kleene::closure::{ExecutionOutput, GovernanceDecision, Next, RecoveryPolicy, Session,
+//! use kleene::closure::{ExecutionOutput, GovernanceDecision, step::Next, RecoveryPolicy, step::Session,
 //!                       Severity, Spec, ValidatorResult, Verdict};
 //! use kleene::id::{TaskId, ValidatorId};
 //! use kleene::{Closure, Task};
@@ -76,8 +76,8 @@
 //! transition the phase does not have does not compile.
 //!
 //! ```
-//! use kleene::{closure::ExecutionOutput, closure::GovernanceDecision, closure::Moved, closure::Next, closure::PostValidation, closure::RecoverOn,
-//!              closure::Session, closure::Spec, closure::Step, Task, id::TaskId, closure::Verdict};
+//! use kleene::{closure::ExecutionOutput, closure::GovernanceDecision, closure::step::Moved, closure::step::Next, closure::step::PostValidation, closure::step::RecoverOn,
+//!              closure::step::Session, closure::Spec, closure::step::Step, Task, id::TaskId, closure::Verdict};
 //!
 //! let task = Task::new(TaskId::new("task_X")?, Spec::new("add a /login route"));
 //! let (step, token) = Step::new(task, Session::new("build", "demo")?)

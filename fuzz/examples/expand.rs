@@ -4,7 +4,7 @@
 //!
 //! `cargo run --manifest-path fuzz/Cargo.toml --example expand -- TARGET FILE`
 
-use kleene::batch::{BatchEvidence, EvidenceEvent};
+use kleene::batch::{BatchEvidence, evidence::EvidenceEvent};
 use kleene::{
     Task,
     closure::{ClosureRecord, ClosureState},

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use kleene::batch::{Batch, Candidate, EvidenceEvent};
+use kleene::batch::{Batch, Candidate, evidence::EvidenceEvent};
 use kleene::checkpoint::{self, HEADER_LEN};
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
 use kleene::testing::process::decode_host_frames;
@@ -18,8 +18,8 @@ use kleene::{
     AppBuildPlan, Closure, Task,
     acceptance::{BuildBinding, accept, export},
     closure::{
-        ClosureRecord, ExecutionOutput, GovernanceDecision, Next, OutputTail, RecoveryPolicy,
-        Session, Severity, Spec, TailLimits, ValidatorResult, Verdict,
+        ClosureRecord, ExecutionOutput, GovernanceDecision, step::Next, verdict::OutputTail, RecoveryPolicy,
+        step::Session, Severity, Spec, verdict::TailLimits, ValidatorResult, Verdict,
     },
     id::{ChannelId, TaskId, ValidatorId},
     plan::AdmittedPath,

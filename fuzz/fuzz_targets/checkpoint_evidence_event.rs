@@ -2,7 +2,7 @@
 //! and fold (or be refused) without panicking.
 #![no_main]
 
-use kleene::batch::{BatchEvidence, EvidenceEvent};
+use kleene::batch::{BatchEvidence, evidence::EvidenceEvent};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

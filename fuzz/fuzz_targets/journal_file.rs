@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use kleene::batch::{EvidenceJournal, FileJournal};
+use kleene::batch::{journal::EvidenceJournal, FileJournal};
 use kleene::id::ChannelId;
 use libfuzzer_sys::fuzz_target;
 

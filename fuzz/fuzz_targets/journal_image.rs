@@ -5,7 +5,7 @@
 //! Checks: loading leaves the image unchanged; a torn tail ends where the image ends.
 #![no_main]
 
-use kleene::batch::EvidenceJournal;
+use kleene::batch::journal::EvidenceJournal;
 use kleene::id::ChannelId;
 use kleene::testing::batch::ImageJournal;
 use libfuzzer_sys::fuzz_target;

@@ -6,7 +6,7 @@
 //! the split, stderr after).
 #![no_main]
 
-use kleene::closure::{OutputTail, TailLimits};
+use kleene::closure::{verdict::OutputTail, verdict::TailLimits};
 use libfuzzer_sys::fuzz_target;
 
 fn check(name: &str, raw: &[u8], kept: &str, elided: u64, bound: usize) {

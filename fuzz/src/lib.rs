@@ -156,7 +156,7 @@ pub fn decode_and_round_trip<T: Checkpoint>(bytes: &[u8]) -> Option<T> {
 /// a current-version `ClosureDelta` envelope, one after the other (a last payload shorter
 /// than its length is sealed as it is).
 pub fn delta_log_input(data: &[u8]) -> Vec<u8> {
-    use kleene::closure::ClosureDelta;
+    use kleene::closure::machine::ClosureDelta;
     let Some((&mode, mut rest)) = data.split_first() else {
         return Vec::new();
     };
@@ -178,7 +178,7 @@ pub fn delta_log_input(data: &[u8]) -> Vec<u8> {
 /// # Errors
 ///
 /// When a delta does not encode.
-pub fn delta_log_seed(deltas: &[kleene::closure::ClosureDelta]) -> Result<Vec<u8>, CheckpointError> {
+pub fn delta_log_seed(deltas: &[kleene::closure::machine::ClosureDelta]) -> Result<Vec<u8>, CheckpointError> {
     let mut input = vec![1];
     for delta in deltas {
         let encoded = delta.encode()?;
@@ -298,7 +298,7 @@ pub fn frame_record(previous: &[u8; 32], body: &[u8], out: &mut Vec<u8>) -> [u8;
 pub fn assert_journal_layout() {
     static CHECKED: Once = Once::new();
     CHECKED.call_once(|| {
-        use kleene::batch::{EvidenceEvent, EvidenceJournal};
+        use kleene::batch::{evidence::EvidenceEvent, journal::EvidenceJournal};
         use kleene::testing::batch::ImageJournal;
         let channel = kleene::id::ChannelId::new("layout_probe").expect("a valid id");
         let event = |attempt| EvidenceEvent::Reserved {
@@ -363,8 +363,8 @@ pub fn journal_input(data: &[u8]) -> Vec<u8> {
         };
         let piece = match RecordKind::of(tag) {
             RecordKind::Event => sealed(
-                kleene::batch::EvidenceEvent::KIND,
-                kleene::batch::EvidenceEvent::VERSION,
+                kleene::batch::evidence::EvidenceEvent::KIND,
+                kleene::batch::evidence::EvidenceEvent::VERSION,
             ),
             RecordKind::Snapshot => sealed(
                 kleene::batch::BatchEvidence::KIND,
@@ -469,8 +469,8 @@ mod tests {
         let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));
         let payload = &checkpoint::encode(&task).unwrap()[HEADER_LEN..];
         let event = seal(
-            kleene::batch::EvidenceEvent::KIND,
-            kleene::batch::EvidenceEvent::VERSION,
+            kleene::batch::evidence::EvidenceEvent::KIND,
+            kleene::batch::evidence::EvidenceEvent::VERSION,
             payload,
         );
         let mut image = event.clone();

@@ -1,7 +1,7 @@
 //! The messages between a channel and its task workers: one call out, one reply back.
 //!
 //! ```
-//! use kleene::batch::InfrastructureFailure;
+//! use kleene::batch::worker::InfrastructureFailure;
 //! use kleene_restate::call::TaskReply;
 //!
 //! let reply = TaskReply::Failed(InfrastructureFailure::Transport { detail: "gone".into() });
@@ -10,10 +10,10 @@
 //! ```
 
 use kleene::batch::{
-    Candidate, ClosureSettlement, Dispatch, InfrastructureFailure, Proposal, Rejection,
-    WorkerFailure,
+    Candidate, Proposal, Rejection, WorkerFailure, evidence::ClosureSettlement, machine::Dispatch,
+    worker::InfrastructureFailure,
 };
-use kleene::closure::{ClosureRecord, ClosureRecordError};
+use kleene::closure::{ClosureRecord, record::ClosureRecordError};
 use kleene::id::Digest;
 use kleene::id::{ChannelId, TaskId};
 use kleene::shell::PlanFilesManifest;

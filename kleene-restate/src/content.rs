@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use kleene::batch::{AcceptedOutput, Candidate};
+use kleene::batch::{Candidate, candidate::AcceptedOutput};
 use kleene::id::Digest;
 use kleene::plan::AdmittedPath;
 use serde::{Deserialize, Serialize};

@@ -27,7 +27,7 @@
 //! crate's README.
 //!
 //! The channel is a Restate virtual object whose exclusive handlers drive kleene's sans-IO
-//! [`BatchMachine`](kleene::batch::BatchMachine); see [`service`] for how each part maps
+//! [`BatchMachine`](kleene::batch::machine::BatchMachine); see [`service`] for how each part maps
 //! onto Restate, and the crate's README for what works. Plans are `kleene run`'s plan files,
 //! loaded and run by kleene's own shell runtime ([`kleene::shell`]), so a plan gives the same
 //! evidence and acceptance record here as under `kleene run`.

@@ -55,8 +55,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use kleene::batch::{
-    AcceptedOutput, BatchError, BatchEvidence, BatchMachine, Dispatch, EvidenceEvent,
-    InfrastructureFailure, PendingTurnReplay, Proposal, Settlement, WorkerFailure,
+    BatchError, BatchEvidence, Proposal, WorkerFailure, candidate::AcceptedOutput,
+    evidence::EvidenceEvent, evidence::Settlement, machine::BatchMachine, machine::Dispatch,
+    worker::InfrastructureFailure, worker::PendingTurnReplay,
 };
 use kleene::closure::ClosureRecord;
 use kleene::error::Chain;

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use kleene::batch::AcceptedOutput;
+use kleene::batch::candidate::AcceptedOutput;
 use kleene::error::Chain;
 use kleene::id::{Digest, TaskId};
 use kleene::shell::{self, PlanFiles, PlanFilesError, ShellPlan, ShellRuntime};

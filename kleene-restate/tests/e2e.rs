@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use kleene::acceptance::{AcceptanceRecord, BuildBinding, accept_audited};
 use kleene::batch::{BatchEvidence, ClosureWorker, FileJournal};
-use kleene::closure::{RecoverOn, RecoveryPolicy};
+use kleene::closure::{RecoveryPolicy, step::RecoverOn};
 use kleene::id::ChannelId;
 use kleene::shell::{self, ShellPlan, ShellRuntime};
 use kleene::snapshot::Snapshot;

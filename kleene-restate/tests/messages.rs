@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use kleene::batch::{
-    Candidate, ClosureSettlement, Dispatch, InfrastructureFailure, Proposal, Rejection, TaskStatus,
+    Candidate, Proposal, Rejection, TaskStatus, evidence::ClosureSettlement, machine::Dispatch,
+    worker::InfrastructureFailure,
 };
 use kleene::closure::ClosureRecord;
 use kleene::id::{AgentId, ChannelId, Digest, TaskId};

@@ -6,8 +6,8 @@
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
-//!                     InventoryEntry, Settlement};
+//! use kleene::batch::{BatchEvidence, Candidate, evidence::EVIDENCE_VERSION, evidence::EvidenceEvent,
+//!                     evidence::InventoryEntry, evidence::Settlement};
 //! use kleene::{plan::AdmittedPath, AppBuildPlan, acceptance::BuildBinding, id::ChannelId, id::Digest, snapshot::Snapshot,
 //!              acceptance::accept, acceptance::export, acceptance::verify_archive};
 //!

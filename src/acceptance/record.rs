@@ -467,8 +467,8 @@ impl AcceptanceRecord {
 ///
 /// ```
 /// # use std::collections::BTreeMap;
-/// # use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
-/// #                     InventoryEntry, Settlement};
+/// # use kleene::batch::{BatchEvidence, Candidate, evidence::EVIDENCE_VERSION, evidence::EvidenceEvent,
+/// #                     evidence::InventoryEntry, evidence::Settlement};
 /// # use kleene::{plan::AdmittedPath, AppBuildPlan, acceptance::BuildBinding, id::ChannelId, id::Digest, snapshot::Snapshot, acceptance::accept};
 /// # let plan = AppBuildPlan::from_json(r#"{"tasks": [
 /// #   {"id": "config_app", "kind": {"lane": "config"}, "owner": "ConfigAgent",

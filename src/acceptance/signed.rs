@@ -133,8 +133,8 @@ fn expect_type(envelope: &Envelope, expected: &'static str) -> Result<(), Signed
 ///
 /// ```
 /// # use std::collections::BTreeMap;
-/// # use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
-/// #                     InventoryEntry, Settlement};
+/// # use kleene::batch::{BatchEvidence, Candidate, evidence::EVIDENCE_VERSION, evidence::EvidenceEvent,
+/// #                     evidence::InventoryEntry, evidence::Settlement};
 /// # use kleene::{plan::AdmittedPath, AppBuildPlan, acceptance::BuildBinding, id::ChannelId, id::Digest, snapshot::Snapshot,
 /// #              acceptance::accept, acceptance::export};
 /// # let plan = AppBuildPlan::from_json(r#"{"tasks": [

@@ -27,9 +27,9 @@ use super::worker::{InfrastructureFailure, Proposal, WorkerFailure};
 use crate::closure::{AsyncAgent, Closure, ClosureRecord, RecoveryPolicy};
 use crate::plan::PlannedTask;
 use crate::{
-    closure::audit::AuditEntry, closure::phase::ExecutionOutput,
-    closure::phase::GovernanceDecision, closure::phase::Next, closure::phase::Session,
-    closure::phase::ValidationToken, closure::task::Task, closure::verdict::Verdict, id::TaskId,
+    closure::audit::AuditEntry, closure::step::ExecutionOutput, closure::step::GovernanceDecision,
+    closure::step::Next, closure::step::Session, closure::step::ValidationToken,
+    closure::task::Task, closure::verdict::Verdict, id::TaskId,
 };
 
 /// An [`AsyncAgent`] that an [`AsyncClosureWorker`] can run batch calls with: the async
@@ -130,7 +130,7 @@ pub trait AsyncBatchAgent: AsyncAgent {
 /// ```
 /// use kleene::batch::{AsyncClosureWorker, Batch, MemoryJournal, OutputFile};
 /// use kleene::closure::{AsyncAgent, ExecutionOutput, GovernanceDecision, RecoveryPolicy,
-///                       Session, ValidationToken, Verdict};
+///                       step::Session, step::ValidationToken, Verdict};
 /// use kleene::{AppBuildPlan, Task, id::ChannelId};
 ///
 /// /// Writes its task's intent.
@@ -288,7 +288,7 @@ impl<A: AsyncAgent + Send> AsyncBatchAgent for OutputFile<A> {
 /// use kleene::batch::{AsyncBatchAgent, AsyncClosureWorker, AsyncWorkerCall, Batch, Candidate,
 ///                     MemoryJournal, Proposal, WorkerFailure};
 /// use kleene::closure::{AsyncAgent, ClosureRecord, ExecutionOutput, GovernanceDecision,
-///                       RecoveryPolicy, Session, Severity, ValidationToken, ValidatorResult,
+///                       RecoveryPolicy, step::Session, Severity, step::ValidationToken, ValidatorResult,
 ///                       Verdict};
 /// use kleene::{plan::AdmittedPath, AppBuildPlan, Task, id::ChannelId, id::ValidatorId, plan::Plan};
 ///

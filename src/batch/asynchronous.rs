@@ -69,7 +69,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::candidate::AcceptedOutput;
 use super::error::BatchError;
-use super::event::EvidenceEvent;
+use super::evidence::event::EvidenceEvent;
 use super::executor::{Batch, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
 use super::machine::Dispatch;

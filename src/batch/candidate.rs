@@ -87,7 +87,7 @@ impl AcceptedOutput {
     /// fetched from elsewhere by that digest); `None` when the files do not match it.
     ///
     /// ```
-    /// use kleene::batch::{AcceptedOutput, Candidate};
+    /// use kleene::batch::{candidate::AcceptedOutput, Candidate};
     ///
     /// let files = Candidate::default();
     /// let digest = files.digest();

@@ -19,12 +19,11 @@ use super::worker::{AgentFailure, Proposal, Worker, WorkerCall, WorkerFailure};
 use crate::closure::{AgentError, AgentErrorKind};
 use crate::plan::PlannedTask;
 use crate::{
-    closure::Agent, closure::Closure, closure::ClosureFailure, closure::ClosureOutcome,
-    closure::ClosureRecord, closure::RecoveryPolicy, closure::Task, closure::audit::AuditEntry,
-    closure::phase::ExecutionOutput, closure::phase::ExhaustedBound,
-    closure::phase::GovernanceDecision, closure::phase::HaltReason, closure::phase::Next,
-    closure::phase::Session, closure::phase::ValidationToken, closure::verdict::Verdict,
-    id::TaskId,
+    closure::Agent, closure::Closure, closure::ClosureOutcome, closure::ClosureRecord,
+    closure::RecoveryPolicy, closure::Task, closure::audit::AuditEntry,
+    closure::record::ClosureFailure, closure::step::ExecutionOutput, closure::step::ExhaustedBound,
+    closure::step::GovernanceDecision, closure::step::HaltReason, closure::step::Next,
+    closure::step::Session, closure::step::ValidationToken, closure::verdict::Verdict, id::TaskId,
 };
 
 /// An [`Agent`] that a [`ClosureWorker`] can run batch calls with: besides answering the
@@ -116,8 +115,8 @@ pub trait BatchAgent: Agent {
 /// use kleene::batch::{Batch, BatchAgent, Candidate, ClosureWorker, MemoryJournal, Proposal,
 ///                     WorkerCall, WorkerFailure};
 /// use kleene::{plan::AdmittedPath, Agent, AppBuildPlan, closure::ClosureRecord, closure::ExecutionOutput,
-///              closure::GovernanceDecision, plan::Plan, closure::RecoveryPolicy, closure::Session, closure::Severity, Task,
-///              closure::ValidationToken, id::ValidatorId, closure::ValidatorResult, closure::Verdict, id::ChannelId};
+///              closure::GovernanceDecision, plan::Plan, closure::RecoveryPolicy, closure::step::Session, closure::Severity, Task,
+///              closure::step::ValidationToken, id::ValidatorId, closure::ValidatorResult, closure::Verdict, id::ChannelId};
 ///
 /// /// Its first build fails the tests; the fix passes them.
 /// struct Flaky { files: BTreeMap<AdmittedPath, Vec<u8>> }

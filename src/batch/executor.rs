@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::{BatchError, BatchErrorKind};
-use super::event::{EvidenceEvent, InventoryEntry};
+use super::evidence::event::{EvidenceEvent, InventoryEntry};
 use super::evidence::{BatchEvidence, EVIDENCE_VERSION, FoldError, TaskStatus};
 use super::journal::{EvidenceJournal, JournalError};
 use super::machine::{AgentFailures, BatchMachine, Prerequisites, input_digest};
@@ -753,7 +753,7 @@ impl<'p> Batch<'p> {
     ///
     /// # Examples
     ///
-    /// See the [machine's documentation](super::BatchMachine).
+    /// See the [machine's documentation](super::machine::BatchMachine).
     pub fn machine(
         &self,
         evidence: Option<BatchEvidence>,

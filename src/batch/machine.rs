@@ -19,7 +19,7 @@ use petgraph::graph::NodeIndex;
 
 use super::candidate::{Candidate, Rejection};
 use super::error::{BatchError, BatchErrorKind};
-use super::event::{EvidenceEvent, Settlement};
+use super::evidence::event::{EvidenceEvent, Settlement};
 use super::evidence::{BatchEvidence, FoldError, TaskStatus};
 use super::worker::{
     AgentFailure, Correction, InfrastructureFailure, OutputContract, Proposal, WorkerFailure,

@@ -2,15 +2,15 @@
 //! append-only evidence, and recovers failed roots with one bounded corrective call (R11).
 //!
 //! Tasks run in the plan's topological order. Each call is reserved in an
-//! [`EvidenceJournal`] before the [`Worker`] is called and settled after; a candidate is
+//! [`EvidenceJournal`](crate::batch::journal::EvidenceJournal) before the [`Worker`] is called and settled after; a candidate is
 //! accepted only if it writes nothing but its task's admitted paths and passes the
-//! [`OutputContract`]. A failed prerequisite drains every dependent (never called). The
-//! [`BatchEvidence`] is the fold of the journaled [`EvidenceEvent`]s; a resume rebuilds it
+//! [`OutputContract`](crate::batch::worker::OutputContract). A failed prerequisite drains every dependent (never called). The
+//! [`BatchEvidence`] is the fold of the journaled [`EvidenceEvent`](crate::batch::evidence::EvidenceEvent)s; a resume rebuilds it
 //! from the journal of the original channel and nothing else.
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, RecoveryRequest, TaskStatus,
+//! use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, recovery::RecoveryRequest, TaskStatus,
 //!                     Worker, WorkerCall, WorkerFailure};
 //! use kleene::{plan::AdmittedPath, AppBuildPlan, id::ChannelId, plan::Plan, id::TaskId};
 //!
@@ -46,8 +46,8 @@
 //! [`ClosureWorker`] is a worker whose every call is one closure of its task, with the run's
 //! fix budget and every closure's audit head kept in the evidence.
 //!
-//! Every driver runs one sans-IO [`BatchMachine`] ([`Batch::machine`]): it reserves ready
-//! tasks up to a limit in one commit, hands out owned [`Dispatch`]es and takes settlements
+//! Every driver runs one sans-IO [`BatchMachine`](crate::batch::machine::BatchMachine) ([`Batch::machine`]): it reserves ready
+//! tasks up to a limit in one commit, hands out owned [`Dispatch`](crate::batch::machine::Dispatch)es and takes settlements
 //! in any order; the evidence does not depend on that order. [`Batch::run_threaded`] makes
 //! up to `jobs` calls at once on scoped threads, one worker per slot, with group commit.
 //! With the `async` feature, `Batch::run_async` does the same with one future per call of an
@@ -61,45 +61,29 @@
 mod async_closure_worker;
 #[cfg(feature = "async")]
 mod asynchronous;
-pub(crate) mod backend;
-pub(crate) mod candidate;
+pub mod candidate;
 mod closure_worker;
 mod dispatched;
 mod error;
-pub(crate) mod event;
-pub(crate) mod evidence;
+pub mod evidence;
 mod executor;
-pub(crate) mod journal;
-pub(crate) mod machine;
+pub mod journal;
+pub mod machine;
 mod pass;
-pub(crate) mod recovery;
+pub mod recovery;
 mod threaded;
 pub(crate) mod wire;
-pub(crate) mod worker;
+pub mod worker;
 
 #[cfg(feature = "async")]
 pub use async_closure_worker::{AsyncBatchAgent, AsyncClosureWorker, OutputFile};
 #[cfg(feature = "async")]
 pub use asynchronous::{AsyncWorker, AsyncWorkerCall};
-pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBackend};
-pub use candidate::{AcceptedOutput, Candidate, Rejection};
+pub use candidate::{Candidate, Rejection};
 pub use closure_worker::{BatchAgent, ClosureWorker};
 pub use dispatched::DispatchedCall;
 pub use error::{BatchError, BatchErrorKind};
-pub use event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
-pub use evidence::{
-    BatchEvidence, BatchSummary, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT,
-    FailureCause, FailureKind, FailureNote, FoldError, RecoveryRecord, RejectedAttempt,
-    TaskEvidence, TaskStatus,
-};
+pub use evidence::{BatchEvidence, TaskStatus};
 pub use executor::{Batch, DEFAULT_COMPACTION_AFTER, RecoveryOutcome, RunOutcome};
-pub use journal::{
-    EvidenceJournal, FileJournal, Journal, JournalError, JournalKey, JournalLoad, MemoryJournal,
-    RecordDamage, TornTail,
-};
-pub use machine::{BatchMachine, Dispatch, Reservation, Settled};
-pub use recovery::{IneligibleReason, RecoveryError, RecoveryRequest};
-pub use worker::{
-    AgentFailure, Correction, InfrastructureFailure, OutputContract, PendingTurnReplay, Proposal,
-    Worker, WorkerCall, WorkerFailure,
-};
+pub use journal::{FileJournal, JournalKey, MemoryJournal};
+pub use worker::{Proposal, Worker, WorkerCall, WorkerFailure};

@@ -4,8 +4,8 @@
 use std::cell::RefCell;
 
 use super::error::BatchError;
-use super::event::EvidenceEvent;
 use super::evidence::BatchEvidence;
+use super::evidence::event::EvidenceEvent;
 use super::executor::{Batch, RecoveryOutcome};
 use super::journal::{EvidenceJournal, JournalError};
 use super::machine::{AgentFailures, BatchMachine, Dispatch, Settled};

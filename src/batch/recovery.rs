@@ -61,7 +61,7 @@ canonical_enum!(IneligibleReason {
 ///
 /// ```no_run
 /// # fn demo(evidence: &kleene::batch::BatchEvidence) -> Result<(), Box<dyn std::error::Error>> {
-/// use kleene::batch::RecoveryRequest;
+/// use kleene::batch::recovery::RecoveryRequest;
 ///
 /// let roots: Vec<_> = evidence.recovery_roots().cloned().collect();
 /// let request = RecoveryRequest::for_roots(evidence, roots);

@@ -16,7 +16,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::candidate::AcceptedOutput;
 use super::error::BatchError;
-use super::event::EvidenceEvent;
+use super::evidence::event::EvidenceEvent;
 use super::executor::{Batch, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
 use super::machine::{Dispatch, Prerequisites, Settled};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::candidate::{AcceptedOutput, Candidate, Rejection};
-use super::event::ClosureSettlement;
+use super::evidence::event::ClosureSettlement;
 use super::journal::JournalError;
 use crate::closure::{AgentError, AgentErrorKind, ClosureRecord};
 use crate::id::digest::{Canonical, CanonicalHasher};
@@ -241,7 +241,7 @@ impl Proposal {
     /// use std::convert::Infallible;
     /// use kleene::batch::{Candidate, Proposal};
     /// use kleene::closure::{run_to_closure, ExecutionOutput, GovernanceDecision, RecoveryPolicy,
-    ///                       Session, Severity, Spec, ValidationToken, ValidatorResult, Verdict};
+    ///                       step::Session, Severity, Spec, step::ValidationToken, ValidatorResult, Verdict};
     /// use kleene::{Agent, Task, id::TaskId, id::ValidatorId};
     ///
     /// /// Its tests always fail, and it never fixes anything.

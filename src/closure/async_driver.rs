@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use kleene::closure::{AsyncAgent, ExecutionOutput, GovernanceDecision, RecoveryPolicy,
-//!                       Session, Spec, ValidationToken, Verdict, run_closure_async};
+//!                       step::Session, Spec, step::ValidationToken, Verdict, run_closure_async};
 //! use kleene::{Task, id::TaskId};
 //!
 //! /// Awaits its (simulated) model for the execution.
@@ -44,10 +44,13 @@
 use std::future::Future;
 
 use super::agent_error::AgentError;
-use super::{Closure, ClosureRecord, ClosureRun, FixBudget, RecoveryPolicy};
+use super::driver::ClosureRun;
+use super::machine::Closure;
+use super::policy::{FixBudget, RecoveryPolicy};
+use super::record::ClosureRecord;
 use crate::{
-    closure::audit::AuditSink, closure::phase::ExecutionOutput, closure::phase::GovernanceDecision,
-    closure::phase::Next, closure::phase::Session, closure::phase::ValidationToken,
+    closure::audit::AuditSink, closure::step::ExecutionOutput, closure::step::GovernanceDecision,
+    closure::step::Next, closure::step::Session, closure::step::ValidationToken,
     closure::task::Task, closure::verdict::Verdict,
 };
 
@@ -64,8 +67,8 @@ use crate::{
 /// # Examples
 ///
 /// ```
-/// use kleene::closure::{AsyncAgent, ExecutionOutput, GovernanceDecision, Session,
-///                       ValidationToken, Verdict};
+/// use kleene::closure::{AsyncAgent, ExecutionOutput, GovernanceDecision, step::Session,
+///                       step::ValidationToken, Verdict};
 /// use kleene::Task;
 ///
 /// struct AlwaysPasses;
@@ -231,7 +234,7 @@ pub async fn run_to_closure_async<A: AsyncAgent + ?Sized>(
 /// # Examples
 ///
 /// ```
-/// # use kleene::closure::{AsyncAgent, ExecutionOutput, GovernanceDecision, ValidationToken, Verdict};
+/// # use kleene::closure::{AsyncAgent, ExecutionOutput, GovernanceDecision, step::ValidationToken, Verdict};
 /// # struct Offline;
 /// # impl AsyncAgent for Offline {
 /// #     type Error = std::io::Error;
@@ -242,7 +245,7 @@ pub async fn run_to_closure_async<A: AsyncAgent + ?Sized>(
 /// #     }
 /// #     async fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> std::io::Result<Verdict> { Ok(Verdict::clean()) }
 /// # }
-/// use kleene::closure::{AgentError, AgentErrorKind, RecoveryPolicy, Session, Spec, run_closure_async};
+/// use kleene::closure::{AgentError, AgentErrorKind, RecoveryPolicy, step::Session, Spec, run_closure_async};
 /// use kleene::{Task, id::TaskId};
 ///
 /// let policy = RecoveryPolicy::default();

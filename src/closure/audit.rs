@@ -29,9 +29,9 @@
 
 use crate::id::digest::{Digest, Purpose, canonical_enum};
 use crate::{
-    closure::ClosureFailure, closure::phase::ExhaustedBound, closure::phase::GovernanceDecision,
-    closure::phase::HaltReason, closure::phase::Next, closure::phase::Session,
-    closure::verdict::Verdict, id::TaskId, id::ValidatorId,
+    closure::record::ClosureFailure, closure::step::ExhaustedBound,
+    closure::step::GovernanceDecision, closure::step::HaltReason, closure::step::Next,
+    closure::step::Session, closure::verdict::Verdict, id::TaskId, id::ValidatorId,
 };
 
 /// A phase of the inner loop, as named in audit events and agent failures.

@@ -1,10 +1,12 @@
 //! The convenience driver: a user-implemented [`Agent`] answers every phase.
 
 use super::agent_error::AgentError;
-use super::{Closure, ClosureRecord, FixBudget, RecoveryPolicy};
+use super::machine::Closure;
+use super::policy::{FixBudget, RecoveryPolicy};
+use super::record::ClosureRecord;
 use crate::{
-    closure::audit::AuditSink, closure::phase::ExecutionOutput, closure::phase::GovernanceDecision,
-    closure::phase::Next, closure::phase::Session, closure::phase::ValidationToken,
+    closure::audit::AuditSink, closure::step::ExecutionOutput, closure::step::GovernanceDecision,
+    closure::step::Next, closure::step::Session, closure::step::ValidationToken,
     closure::task::Task, closure::verdict::Verdict,
 };
 
@@ -12,7 +14,7 @@ use crate::{
 /// of one iteration of one task (the root or a fix subtask).
 ///
 /// Every method may fail with the agent's own error (an I/O failure, a crashed tool): the
-/// closure then ends with [`ClosureFailure::Agent`](crate::closure::ClosureFailure::Agent) holding
+/// closure then ends with [`ClosureFailure::Agent`](crate::closure::record::ClosureFailure::Agent) holding
 /// the error's `Display` text, never a panic, and [`run_closure`] hands back the typed error
 /// itself (its source chain intact). The error says what kind of failure it is through
 /// [`AgentError`], which a batch uses to tell infrastructure from a cancellation. Verdicts
@@ -21,7 +23,7 @@ use crate::{
 /// # Examples
 ///
 /// ```
-/// use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::Session, Task, closure::ValidationToken, closure::Verdict};
+/// use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::step::Session, Task, closure::step::ValidationToken, closure::Verdict};
 ///
 /// struct AlwaysPasses;
 /// impl Agent for AlwaysPasses {
@@ -173,7 +175,7 @@ impl Closure {
 /// # Examples
 ///
 /// ```
-/// # use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::Session, Task, closure::ValidationToken, closure::Verdict};
+/// # use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::step::Session, Task, closure::step::ValidationToken, closure::Verdict};
 /// # struct AlwaysPasses;
 /// # impl Agent for AlwaysPasses {
 /// #     type Error = std::io::Error;
@@ -230,9 +232,9 @@ pub struct ClosureRun<E> {
 /// # Examples
 ///
 /// ```
-/// use kleene::{closure::AgentError, closure::AgentErrorKind, closure::FixBudget, closure::RecoveryPolicy, closure::Session, closure::Spec, Task,
+/// use kleene::{closure::AgentError, closure::AgentErrorKind, closure::FixBudget, closure::RecoveryPolicy, closure::step::Session, closure::Spec, Task,
 ///              id::TaskId, closure::run_closure};
-/// # use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::ValidationToken, closure::Verdict};
+/// # use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::step::ValidationToken, closure::Verdict};
 /// # struct Offline;
 /// # impl Agent for Offline {
 /// #     type Error = std::io::Error;

@@ -2,12 +2,12 @@
 //!
 //! A task runs the inner loop `governance → pre_validate → execute → post_validate →
 //! move_next`. A recoverable post-execute failure (an overridable blocker; a warning only
-//! when [`RecoverOn::BlockersAndWarnings`](crate::closure::phase::RecoverOn) opts in) spawns a fix subtask
+//! when [`RecoverOn::BlockersAndWarnings`](crate::closure::step::RecoverOn) opts in) spawns a fix subtask
 //! `{root}_fix_{depth}` whose spec is rendered from the root's spec and every failure so far
 //! ([`render_recovery_spec`]). The closure ends at the first clean completion
 //! (`recovery_resolved`) or at a bound: the depth and the global fix budget
 //! (`recovery_exhausted`), a verdict that repeats the previous attempt's after
-//! normalisation (`recovery_stalled`, see [`VerdictNormalizer`]), or any other halt
+//! normalisation (`recovery_stalled`, see [`VerdictNormalizer`](crate::closure::verdict::VerdictNormalizer)), or any other halt
 //! (governance denial, pre-execute rejection, non-overridable blocker, withheld warning,
 //! iteration cap). Every step is audited in a hash-chained [`AuditLog`](crate::closure::audit::AuditLog).
 //!
@@ -17,7 +17,7 @@
 //! `async`).
 //!
 //! ```
-//! use kleene::{Closure, closure::ExecutionOutput, closure::GovernanceDecision, closure::Next, closure::RecoveryPolicy, closure::Session,
+//! use kleene::{Closure, closure::ExecutionOutput, closure::GovernanceDecision, closure::step::Next, closure::RecoveryPolicy, closure::step::Session,
 //!              closure::Severity, closure::Spec, Task, id::TaskId, id::ValidatorId, closure::ValidatorResult, closure::Verdict};
 //!
 //! let failing = Verdict::new([ValidatorResult::new(
@@ -46,43 +46,23 @@ mod async_driver;
 pub mod audit;
 pub(crate) mod bound;
 mod driver;
-mod history;
-mod machine;
-mod normalize;
-pub(crate) mod phase;
-mod policy;
-mod record;
+pub mod machine;
+pub mod policy;
+pub mod record;
 mod spec;
-mod state;
-pub(crate) mod task;
-pub(crate) mod verdict;
+pub mod step;
+pub mod task;
+pub mod verdict;
 pub(crate) mod wire;
 
 pub use agent_error::{AgentError, AgentErrorKind};
 #[cfg(feature = "async")]
 pub use async_driver::{AsyncAgent, run_closure_async, run_to_closure_async};
 pub use driver::{Agent, ClosureRun, run_closure, run_to_closure, run_to_closure_with};
-pub use history::{ClosureDelta, ClosureDeltaError};
-pub(crate) use history::{Payload, Start};
-pub use machine::{
-    Awaiting, AwaitingExecution, AwaitingGovernance, AwaitingMoveNext, AwaitingPostValidation,
-    AwaitingPreValidation, Closure,
-};
-pub use normalize::{NormalizedResult, NormalizedVerdict, VerdictNormalizer};
-pub use phase::{
-    Completed, DEFAULT_ITERATION_CAP, Execute, ExecutionOutput, ExhaustedBound, Governance,
-    GovernanceDecision, Halt, HaltReason, MoveNext, Moved, Next, Phase, PostValidate,
-    PostValidation, PreValidate, RecoverOn, Recoverable, Session, Step, TokenError, TokenRejected,
-    ValidationToken,
-};
-pub use policy::{
-    FixBudget, MAX_RECOVERY_DEPTH, PolicyError, RecoveryPolicy, RecoveryPolicyBuilder,
-};
-pub use record::{
-    ClosureFailure, ClosureOutcome, ClosureRecord, ClosureRecordError, StepRecord, TaskAttempt,
-};
+pub use machine::{Closure, ClosureState};
+pub use policy::{FixBudget, RecoveryPolicy};
+pub use record::{ClosureOutcome, ClosureRecord};
 pub use spec::render_recovery_spec;
-pub(crate) use state::StateSeal;
-pub use state::{ClosureProgress, ClosureState, ClosureStateError, StateField};
-pub use task::{FailureEntry, Spec, Task, TaskError};
-pub use verdict::{OutputTail, Severity, TailLimits, ValidatorResult, Verdict};
+pub use step::{ExecutionOutput, GovernanceDecision, Session, ValidationToken};
+pub use task::{Spec, Task};
+pub use verdict::{Severity, ValidatorResult, Verdict};

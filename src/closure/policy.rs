@@ -5,8 +5,8 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::VerdictNormalizer;
-use crate::{closure::phase::DEFAULT_ITERATION_CAP, closure::phase::RecoverOn};
+use super::verdict::VerdictNormalizer;
+use crate::{closure::step::DEFAULT_ITERATION_CAP, closure::step::RecoverOn};
 
 /// The deepest `max_recovery_depth` a policy accepts. A closure that needs more than this
 /// many chained fixes is not converging; the bound also keeps fix ids short.
@@ -59,7 +59,7 @@ pub enum PolicyError {
 /// # Examples
 ///
 /// ```
-/// use kleene::{closure::RecoverOn, closure::RecoveryPolicy, closure::VerdictNormalizer};
+/// use kleene::{closure::step::RecoverOn, closure::RecoveryPolicy, closure::verdict::VerdictNormalizer};
 ///
 /// let policy = RecoveryPolicy::builder()
 ///     .max_recovery_depth(2)

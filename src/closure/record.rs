@@ -3,9 +3,9 @@
 use crate::id::digest::canonical_enum;
 use crate::{
     closure::RecoveryPolicy, closure::audit::AuditLog, closure::audit::LoopPhase,
-    closure::phase::ExecutionOutput, closure::phase::GovernanceDecision,
-    closure::phase::HaltReason, closure::phase::Next, closure::phase::Session, closure::task::Task,
-    closure::verdict::Verdict, id::TaskId, id::digest::Digest,
+    closure::step::ExecutionOutput, closure::step::GovernanceDecision, closure::step::HaltReason,
+    closure::step::Next, closure::step::Session, closure::task::Task, closure::verdict::Verdict,
+    id::TaskId, id::digest::Digest,
 };
 
 /// How a closure ended.

@@ -17,7 +17,7 @@ use crate::{closure::task::FailureEntry, closure::task::Spec, id::TaskId};
 /// # Examples
 ///
 /// ```
-/// use kleene::{closure::FailureEntry, closure::Severity, closure::Spec, id::TaskId, id::ValidatorId, closure::render_recovery_spec};
+/// use kleene::{closure::task::FailureEntry, closure::Severity, closure::Spec, id::TaskId, id::ValidatorId, closure::render_recovery_spec};
 ///
 /// let root = Spec::new("add a /login route").with_criterion("cargo test passes");
 /// let failures = [FailureEntry {

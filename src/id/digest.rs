@@ -691,7 +691,7 @@ mod tests {
     /// A persisted closure state seals its policy: every setting must be in the encoding.
     #[test]
     fn every_setting_of_a_recovery_policy_is_encoded() {
-        use crate::closure::{RecoverOn, RecoveryPolicy, VerdictNormalizer};
+        use crate::closure::{RecoveryPolicy, step::RecoverOn, verdict::VerdictNormalizer};
         let base = || RecoveryPolicy::builder();
         let policies = [
             base(),

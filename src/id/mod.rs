@@ -204,12 +204,12 @@ id_type!(
     "channel id"
 );
 id_type!(
-    /// The mode half of a [`Session`](crate::closure::phase::Session) (for example `build` or `review`).
+    /// The mode half of a [`Session`](crate::closure::step::Session) (for example `build` or `review`).
     SessionMode,
     "session mode"
 );
 id_type!(
-    /// The project half of a [`Session`](crate::closure::phase::Session).
+    /// The project half of a [`Session`](crate::closure::step::Session).
     ProjectId,
     "project id"
 );

@@ -38,13 +38,14 @@ use super::planfile::{ShellPlan, TaskCommands};
 use super::scratch::Scratch;
 use super::text::{correction_text, spec_text};
 use crate::batch::{
-    AcceptedOutput, BatchAgent, Candidate, ClosureWorker, Dispatch, DispatchedCall, Proposal,
-    Rejection, WorkerCall, WorkerFailure,
+    BatchAgent, Candidate, ClosureWorker, DispatchedCall, Proposal, Rejection, WorkerCall,
+    WorkerFailure, candidate::AcceptedOutput, machine::Dispatch,
 };
 use crate::closure::audit::{AuditEntry, AuditEvent};
 use crate::closure::{
     Agent, AgentError, AgentErrorKind, ClosureRecord, ExecutionOutput, GovernanceDecision,
-    RecoveryPolicy, Session, Severity, TailLimits, Task, ValidationToken, ValidatorResult, Verdict,
+    RecoveryPolicy, Severity, Task, ValidatorResult, Verdict, step::Session, step::ValidationToken,
+    verdict::TailLimits,
 };
 use crate::id::{ChannelId, Digest, IdError, TaskId, ValidatorId};
 use crate::plan::{AdmittedPath, PlannedTask};

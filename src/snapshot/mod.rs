@@ -10,8 +10,8 @@
 //! use kleene::{plan::AdmittedPath, snapshot::Diagnostic, snapshot::ProposalProblem, snapshot::RepairError, snapshot::RepairLedger,
 //!              snapshot::RepairProposal, snapshot::Snapshot, id::ValidatorId};
 //! # use std::collections::BTreeMap;
-//! # use kleene::batch::{BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent,
-//! #                     InventoryEntry, Settlement};
+//! # use kleene::batch::{BatchEvidence, Candidate, evidence::EVIDENCE_VERSION, evidence::EvidenceEvent,
+//! #                     evidence::InventoryEntry, evidence::Settlement};
 //! # use kleene::{AppBuildPlan, id::ChannelId, id::Digest};
 //! # let plan = AppBuildPlan::from_json(r#"{"tasks": [
 //! #   {"id": "model_tasks", "kind": {"lane": "model", "module": "tasks"}, "owner": "ModelAgent",
@@ -342,7 +342,8 @@ impl Snapshot {
 mod tests {
     use super::*;
     use crate::batch::{
-        Candidate, EVIDENCE_VERSION, EvidenceEvent, InventoryEntry, Rejection, Settlement,
+        Candidate, Rejection, evidence::EVIDENCE_VERSION, evidence::EvidenceEvent,
+        evidence::InventoryEntry, evidence::Settlement,
     };
     use crate::{id::AgentId, id::ChannelId};
 

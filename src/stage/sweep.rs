@@ -15,7 +15,7 @@ use super::{StageError, Staged, identity};
 use crate::id::digest::Digest;
 use crate::plan::path::AdmittedPath;
 
-/// Removes the stage directory at `root` that no [`Stage`] owns any more (one a crashed run
+/// Removes the stage directory at `root` that no [`Stage`](super::Stage) owns any more (one a crashed run
 /// left behind), whatever its call left there: the directory, even one the call made
 /// unreadable, or the file or link that replaced it (a link is removed, never followed).
 /// Nothing there is no error.

@@ -2,7 +2,7 @@
 //!
 //! ```
 //! use kleene::id::TaskId;
-//! use kleene::batch::{Candidate, InfrastructureFailure};
+//! use kleene::batch::{Candidate, worker::InfrastructureFailure};
 //! use kleene::testing::batch::{ScriptedOutcome, ScriptedWorker};
 //!
 //! let worker = ScriptedWorker::new()
@@ -16,11 +16,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::batch::backend::MemoryBackend;
 use crate::batch::journal::Journal;
+use crate::batch::journal::backend::MemoryBackend;
 use crate::batch::{
-    BatchEvidence, Candidate, EvidenceEvent, EvidenceJournal, InfrastructureFailure, JournalError,
-    JournalKey, JournalLoad, Proposal, Rejection, TornTail, Worker, WorkerCall, WorkerFailure,
+    BatchEvidence, Candidate, JournalKey, Proposal, Rejection, Worker, WorkerCall, WorkerFailure,
+    evidence::EvidenceEvent, journal::EvidenceJournal, journal::JournalError, journal::JournalLoad,
+    journal::TornTail, worker::InfrastructureFailure,
 };
 use crate::{id::ChannelId, id::TaskId, id::digest::Digest};
 

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use kleene::testing::closure::ScriptedAgent;
-//! use kleene::{closure::run_to_closure, closure::RecoveryPolicy, closure::Session, closure::Severity, closure::Spec, Task, id::TaskId,
+//! use kleene::{closure::run_to_closure, closure::RecoveryPolicy, closure::step::Session, closure::Severity, closure::Spec, Task, id::TaskId,
 //!              id::ValidatorId, closure::ValidatorResult, closure::Verdict};
 //!
 //! let failing = Verdict::new([ValidatorResult::new(
@@ -26,7 +26,7 @@
 //!
 //! ```
 //! use kleene::testing::closure::{policy, scripted_agent};
-//! use kleene::{closure::run_to_closure, closure::Session, closure::Spec, Task, id::TaskId};
+//! use kleene::{closure::run_to_closure, closure::step::Session, closure::Spec, Task, id::TaskId};
 //! use proptest::prelude::*;
 //!
 //! proptest!(|(policy in policy(), mut agent in scripted_agent())| {
@@ -41,11 +41,11 @@ use std::collections::VecDeque;
 use proptest::prelude::*;
 
 use crate::{
-    closure::Agent, closure::RecoveryPolicy, closure::VerdictNormalizer,
-    closure::phase::ExecutionOutput, closure::phase::GovernanceDecision, closure::phase::Next,
-    closure::phase::RecoverOn, closure::phase::Session, closure::phase::ValidationToken,
-    closure::task::Task, closure::verdict::Severity, closure::verdict::ValidatorResult,
-    closure::verdict::Verdict, id::ValidatorId,
+    closure::Agent, closure::RecoveryPolicy, closure::step::ExecutionOutput,
+    closure::step::GovernanceDecision, closure::step::Next, closure::step::RecoverOn,
+    closure::step::Session, closure::step::ValidationToken, closure::task::Task,
+    closure::verdict::Severity, closure::verdict::ValidatorResult, closure::verdict::Verdict,
+    closure::verdict::VerdictNormalizer, id::ValidatorId,
 };
 
 /// One scripted answer: a reply, or a failure of the agent itself.

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use kleene::batch::{
-    BatchEvidence, Candidate, EVIDENCE_VERSION, EvidenceEvent, InventoryEntry, Rejection,
-    Settlement,
+    BatchEvidence, Candidate, Rejection, evidence::EVIDENCE_VERSION, evidence::EvidenceEvent,
+    evidence::InventoryEntry, evidence::Settlement,
 };
 use kleene::{
     AppBuildPlan, ValidatedPlan,

@@ -9,16 +9,16 @@ use std::collections::BTreeMap;
 use std::error::Error as StdError;
 
 use kleene::batch::{
-    Batch, Candidate, EvidenceEvent, EvidenceJournal, FileJournal, MemoryJournal, Proposal, Worker,
-    WorkerCall, WorkerFailure,
+    Batch, Candidate, FileJournal, MemoryJournal, Proposal, Worker, WorkerCall, WorkerFailure,
+    evidence::EvidenceEvent, journal::EvidenceJournal,
 };
 use kleene::error::{Chain, Error};
 use kleene::testing::closure::ScriptedAgent;
 use kleene::{
     AppBuildPlan, Closure, Task,
     closure::{
-        ClosureState, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session, Severity, Spec,
-        Step, ValidatorResult, Verdict,
+        ClosureState, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Severity, Spec,
+        ValidatorResult, Verdict, step::Session, step::Step,
     },
     id::{ChannelId, TaskId, ValidatorId},
     plan::AdmittedPath,
@@ -137,7 +137,7 @@ fn a_closure_state_with_a_broken_audit_log_chains_the_audit_error() {
     let state: ClosureState = serde_json::from_value(json).unwrap();
     let err = Closure::restore(state).unwrap_err();
     assert!(
-        matches!(err, kleene::closure::ClosureStateError::Audit(_)),
+        matches!(err, kleene::closure::machine::ClosureStateError::Audit(_)),
         "{err:?}"
     );
     assert_chains(err, 2);
@@ -171,7 +171,9 @@ fn a_refused_token_names_the_task_and_chains_why() {
 
 #[test]
 fn an_archive_whose_record_was_edited_chains_the_record_error() {
-    use kleene::batch::{BatchEvidence, EVIDENCE_VERSION, InventoryEntry, Settlement};
+    use kleene::batch::{
+        BatchEvidence, evidence::EVIDENCE_VERSION, evidence::InventoryEntry, evidence::Settlement,
+    };
     use kleene::{
         acceptance::BuildBinding, acceptance::VerifyError, acceptance::accept, acceptance::export,
         acceptance::verify_archive, id::Digest, snapshot::Snapshot,

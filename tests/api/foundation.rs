@@ -5,7 +5,7 @@ use std::path::Path;
 use kleene::checkpoint::{self, CheckpointError};
 use kleene::{
     Task,
-    closure::{OutputTail, Spec, TailLimits},
+    closure::{Spec, verdict::OutputTail, verdict::TailLimits},
     id::TaskId,
 };
 use proptest::prelude::*;
@@ -172,7 +172,7 @@ mod verdict_props {
         #[test]
         fn equality_survives_serialisation(v in verdict()) {
             use kleene::{Closure, Task, checkpoint, id::TaskId};
-            use kleene::closure::{ClosureState, RecoveryPolicy, Session, Spec};
+            use kleene::closure::{ClosureState, RecoveryPolicy, step::Session, Spec};
             let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));
             let session = Session::new("build", "p").unwrap();
             let Closure::Governance(due) = Closure::start(task, session, RecoveryPolicy::default())

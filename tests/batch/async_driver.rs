@@ -12,15 +12,15 @@ use std::time::Duration;
 
 use kleene::batch::{
     AsyncBatchAgent, AsyncClosureWorker, AsyncWorker, AsyncWorkerCall, Batch, BatchAgent,
-    BatchErrorKind, Candidate, ClosureWorker, EvidenceEvent, EvidenceJournal,
-    InfrastructureFailure, MemoryJournal, OutputFile, PendingTurnReplay, Proposal, TaskStatus,
-    WorkerCall, WorkerFailure,
+    BatchErrorKind, Candidate, ClosureWorker, MemoryJournal, OutputFile, Proposal, TaskStatus,
+    WorkerCall, WorkerFailure, evidence::EvidenceEvent, journal::EvidenceJournal,
+    worker::InfrastructureFailure, worker::PendingTurnReplay,
 };
 use kleene::{
     Agent, Task,
     closure::{
-        AsyncAgent, ClosureRecord, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session,
-        Severity, ValidationToken, ValidatorResult, Verdict,
+        AsyncAgent, ClosureRecord, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Severity,
+        ValidatorResult, Verdict, step::Session, step::ValidationToken,
     },
     id::{AgentId, TaskId, ValidatorId},
 };
@@ -614,21 +614,22 @@ impl EvidenceJournal for Counting {
         &mut self,
         channel: &kleene::id::ChannelId,
         events: &[EvidenceEvent],
-    ) -> Result<(), kleene::batch::JournalError> {
+    ) -> Result<(), kleene::batch::journal::JournalError> {
         self.appends.push(events.to_vec());
         self.inner.append(channel, events)
     }
     fn load(
         &self,
         channel: &kleene::id::ChannelId,
-    ) -> Result<Option<kleene::batch::JournalLoad>, kleene::batch::JournalError> {
+    ) -> Result<Option<kleene::batch::journal::JournalLoad>, kleene::batch::journal::JournalError>
+    {
         self.inner.load(channel)
     }
     fn compact(
         &mut self,
         channel: &kleene::id::ChannelId,
         evidence: &kleene::batch::BatchEvidence,
-    ) -> Result<(), kleene::batch::JournalError> {
+    ) -> Result<(), kleene::batch::journal::JournalError> {
         self.inner.compact(channel, evidence)
     }
 }

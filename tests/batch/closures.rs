@@ -6,15 +6,16 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use kleene::batch::{
-    Batch, BatchAgent, BatchEvidence, Candidate, ClosureWorker, EvidenceEvent, EvidenceJournal,
-    JournalError, JournalLoad, Proposal, TornTail, WorkerCall, WorkerFailure,
+    Batch, BatchAgent, BatchEvidence, Candidate, ClosureWorker, Proposal, WorkerCall,
+    WorkerFailure, evidence::EvidenceEvent, journal::EvidenceJournal, journal::JournalError,
+    journal::JournalLoad, journal::TornTail,
 };
 use kleene::testing::batch::ImageJournal;
 use kleene::{
     Agent, Task,
     closure::{
-        ClosureRecord, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session, Severity,
-        ValidationToken, ValidatorResult, Verdict,
+        ClosureRecord, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Severity,
+        ValidatorResult, Verdict, step::Session, step::ValidationToken,
     },
     id::{ChannelId, TaskId, ValidatorId},
 };

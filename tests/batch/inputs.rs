@@ -3,8 +3,8 @@
 
 use kleene::ValidatedPlan;
 use kleene::batch::{
-    Batch, Candidate, EvidenceJournal, MemoryJournal, Proposal, TaskStatus, Worker, WorkerCall,
-    WorkerFailure,
+    Batch, Candidate, MemoryJournal, Proposal, TaskStatus, Worker, WorkerCall, WorkerFailure,
+    journal::EvidenceJournal,
 };
 
 use crate::support::{chan, id, path, validated};

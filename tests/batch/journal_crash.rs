@@ -4,7 +4,8 @@
 //! a run that never crashed (a call whose reservation was durable counts as interrupted).
 
 use kleene::batch::{
-    Batch, BatchEvidence, CrashBackend, EvidenceJournal, Journal, LogBackend, MemoryBackend,
+    Batch, BatchEvidence, journal::CrashBackend, journal::EvidenceJournal, journal::Journal,
+    journal::LogBackend, journal::MemoryBackend,
 };
 use kleene::id::ChannelId;
 use kleene::testing::batch::ScriptedWorker;

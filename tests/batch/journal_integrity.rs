@@ -11,8 +11,8 @@ use std::fs;
 use std::path::PathBuf;
 
 use kleene::batch::{
-    Batch, BatchErrorKind, Candidate, EvidenceJournal, FileJournal, JournalError, JournalKey,
-    RecordDamage,
+    Batch, BatchErrorKind, Candidate, FileJournal, JournalKey, journal::EvidenceJournal,
+    journal::JournalError, journal::RecordDamage,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
 use kleene::{ValidatedPlan, id::ChannelId};
@@ -487,7 +487,7 @@ fn a_journal_that_does_not_fold_says_what_is_wrong_and_what_to_do() {
     let settled = events
         .iter()
         .rev()
-        .find(|e| matches!(e, kleene::batch::EvidenceEvent::Settled { .. }))
+        .find(|e| matches!(e, kleene::batch::evidence::EvidenceEvent::Settled { .. }))
         .unwrap()
         .clone();
     journal.append(&chan(CHANNEL), &[settled]).unwrap();

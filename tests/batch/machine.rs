@@ -4,19 +4,19 @@
 use std::collections::BTreeMap;
 
 use kleene::acceptance::{BuildBinding, accept, export};
-use kleene::batch::EVIDENCE_VERSION;
-use kleene::batch::InfrastructureFailure;
+use kleene::batch::evidence::EVIDENCE_VERSION;
+use kleene::batch::worker::InfrastructureFailure;
 use kleene::batch::{
-    Batch, BatchEvidence, BatchMachine, Candidate, ClosureSettlement, EvidenceJournal,
-    MemoryJournal, PendingTurnReplay, Proposal, Rejection, TaskStatus, Worker, WorkerCall,
-    WorkerFailure,
+    Batch, BatchEvidence, Candidate, MemoryJournal, Proposal, Rejection, TaskStatus, Worker,
+    WorkerCall, WorkerFailure, evidence::ClosureSettlement, journal::EvidenceJournal,
+    machine::BatchMachine, worker::PendingTurnReplay,
 };
 use kleene::snapshot::Snapshot;
 use kleene::{
     Agent, Task, ValidatedPlan,
     closure::{
-        ExecutionOutput, GovernanceDecision, RecoveryPolicy, Session, Spec, ValidationToken,
-        Verdict, run_to_closure,
+        ExecutionOutput, GovernanceDecision, RecoveryPolicy, Spec, Verdict, run_to_closure,
+        step::Session, step::ValidationToken,
     },
     id::{AgentId, TaskId},
 };
@@ -323,7 +323,7 @@ fn a_dispatch_survives_serialisation_and_settles_its_call() {
     let (mut machine, _) = batch.machine(None).unwrap();
     let dispatch = machine.reserve(1).unwrap().dispatches.remove(0);
     let json = serde_json::to_string(&dispatch).unwrap();
-    let back: kleene::batch::Dispatch = serde_json::from_str(&json).unwrap();
+    let back: kleene::batch::machine::Dispatch = serde_json::from_str(&json).unwrap();
     assert_eq!(back, dispatch);
     machine
         .settle(&back, shape.result(back.task(), 1), &())

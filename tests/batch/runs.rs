@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use kleene::batch::{
-    Batch, BatchError, BatchErrorKind, BatchEvidence, Candidate, EvidenceJournal, FailureCause,
-    FileJournal, IneligibleReason, InfrastructureFailure, MemoryJournal, PendingTurnReplay,
-    RecoveryError, RecoveryRequest, Rejection, TaskStatus, Worker, WorkerCall, WorkerFailure,
+    Batch, BatchError, BatchErrorKind, BatchEvidence, Candidate, FileJournal, MemoryJournal,
+    Rejection, TaskStatus, Worker, WorkerCall, WorkerFailure, evidence::FailureCause,
+    journal::EvidenceJournal, recovery::IneligibleReason, recovery::RecoveryError,
+    recovery::RecoveryRequest, worker::InfrastructureFailure, worker::PendingTurnReplay,
 };
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
 use kleene::{
@@ -294,7 +295,7 @@ fn a_repeated_refusal_stalls_recovery_after_two_calls() {
     assert_eq!(evidence.status(&service()), Some(TaskStatus::Failed));
     assert!(matches!(
         evidence.failure_cause(&service()),
-        Some(kleene::batch::FailureCause::Stalled { call: 2, .. })
+        Some(kleene::batch::evidence::FailureCause::Stalled { call: 2, .. })
     ));
     let cause = evidence.failure_cause(&service()).unwrap().to_string();
     assert!(
@@ -680,8 +681,8 @@ impl EvidenceJournal for Recorder {
     fn append(
         &mut self,
         channel: &ChannelId,
-        events: &[kleene::batch::EvidenceEvent],
-    ) -> Result<(), kleene::batch::JournalError> {
+        events: &[kleene::batch::evidence::EvidenceEvent],
+    ) -> Result<(), kleene::batch::journal::JournalError> {
         self.inner.append(channel, events)?;
         self.snap(channel);
         Ok(())
@@ -689,20 +690,22 @@ impl EvidenceJournal for Recorder {
     fn load(
         &self,
         channel: &ChannelId,
-    ) -> Result<Option<kleene::batch::JournalLoad>, kleene::batch::JournalError> {
+    ) -> Result<Option<kleene::batch::journal::JournalLoad>, kleene::batch::journal::JournalError>
+    {
         self.inner.load(channel)
     }
     fn repair_torn_tail(
         &mut self,
         channel: &ChannelId,
-    ) -> Result<Option<kleene::batch::TornTail>, kleene::batch::JournalError> {
+    ) -> Result<Option<kleene::batch::journal::TornTail>, kleene::batch::journal::JournalError>
+    {
         self.inner.repair_torn_tail(channel)
     }
     fn compact(
         &mut self,
         channel: &ChannelId,
         evidence: &BatchEvidence,
-    ) -> Result<(), kleene::batch::JournalError> {
+    ) -> Result<(), kleene::batch::journal::JournalError> {
         self.inner.compact(channel, evidence)?;
         self.snap(channel);
         Ok(())

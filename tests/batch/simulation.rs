@@ -14,8 +14,9 @@
 use std::collections::BTreeMap;
 
 use kleene::batch::{
-    Batch, BatchErrorKind, BatchEvidence, CrashBackend, Dispatch, EvidenceJournal, Journal,
-    LogBackend, PendingTurnReplay, TaskStatus,
+    Batch, BatchErrorKind, BatchEvidence, TaskStatus, journal::CrashBackend,
+    journal::EvidenceJournal, journal::Journal, journal::LogBackend, machine::Dispatch,
+    worker::PendingTurnReplay,
 };
 use kleene::{
     ValidatedPlan,

@@ -8,8 +8,8 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use kleene::batch::{
-    Batch, BatchErrorKind, CrashBackend, EvidenceEvent, EvidenceJournal, Journal, MemoryJournal,
-    Proposal, Worker, WorkerCall, WorkerFailure,
+    Batch, BatchErrorKind, MemoryJournal, Proposal, Worker, WorkerCall, WorkerFailure,
+    evidence::EvidenceEvent, journal::CrashBackend, journal::EvidenceJournal, journal::Journal,
 };
 use proptest::prelude::*;
 
@@ -112,21 +112,22 @@ impl EvidenceJournal for Counting {
         &mut self,
         channel: &kleene::id::ChannelId,
         events: &[EvidenceEvent],
-    ) -> Result<(), kleene::batch::JournalError> {
+    ) -> Result<(), kleene::batch::journal::JournalError> {
         self.appends.push(events.to_vec());
         self.inner.append(channel, events)
     }
     fn load(
         &self,
         channel: &kleene::id::ChannelId,
-    ) -> Result<Option<kleene::batch::JournalLoad>, kleene::batch::JournalError> {
+    ) -> Result<Option<kleene::batch::journal::JournalLoad>, kleene::batch::journal::JournalError>
+    {
         self.inner.load(channel)
     }
     fn compact(
         &mut self,
         channel: &kleene::id::ChannelId,
         evidence: &kleene::batch::BatchEvidence,
-    ) -> Result<(), kleene::batch::JournalError> {
+    ) -> Result<(), kleene::batch::journal::JournalError> {
         self.inner.compact(channel, evidence)
     }
 }

@@ -12,8 +12,9 @@ use kleene::testing::closure::{ScriptedAgent, policy, scripted_agent};
 use kleene::{
     Closure, Task, checkpoint,
     closure::{
-        ClosureDelta, ClosureDeltaError, ClosureState, ClosureStateError, ExecutionOutput,
-        RecoveryPolicy, Session, Severity, Spec, ValidatorResult, Verdict,
+        ClosureState, ExecutionOutput, RecoveryPolicy, Severity, Spec, ValidatorResult, Verdict,
+        machine::ClosureDelta, machine::ClosureDeltaError, machine::ClosureStateError,
+        step::Session,
     },
     id::{TaskId, ValidatorId},
 };

@@ -6,10 +6,11 @@ use kleene::{
     Closure, Task, checkpoint,
     closure::audit::{AuditEvent, AuditLog},
     closure::{
-        ClosureFailure, ClosureOutcome, ClosureRecord, ClosureState, ExhaustedBound, FailureEntry,
-        FixBudget, GovernanceDecision, HaltReason, OutputTail, RecoverOn, RecoveryPolicy, Session,
-        Severity, Spec, TailLimits, ValidatorResult, Verdict, VerdictNormalizer, run_to_closure,
-        run_to_closure_with,
+        ClosureOutcome, ClosureRecord, ClosureState, FixBudget, GovernanceDecision, RecoveryPolicy,
+        Severity, Spec, ValidatorResult, Verdict, record::ClosureFailure, run_to_closure,
+        run_to_closure_with, step::ExhaustedBound, step::HaltReason, step::RecoverOn,
+        step::Session, task::FailureEntry, verdict::OutputTail, verdict::TailLimits,
+        verdict::VerdictNormalizer,
     },
     id::{TaskId, ValidatorId},
 };
@@ -329,8 +330,8 @@ fn every_typed_halt() {
         .unwrap();
     let cap = run(
         ScriptedAgent::new().nexts([
-            kleene::closure::Next::Continue,
-            kleene::closure::Next::Continue,
+            kleene::closure::step::Next::Continue,
+            kleene::closure::step::Next::Continue,
         ]),
         &capped,
     );
@@ -436,11 +437,14 @@ fn a_tampered_state_is_refused_on_restore() {
     let state: ClosureState = serde_json::from_value(json2).unwrap();
     assert!(matches!(
         Closure::restore(state),
-        Err(kleene::closure::ClosureStateError::Audit(_))
+        Err(kleene::closure::machine::ClosureStateError::Audit(_))
     ));
 }
 
-fn normalized_post(record: &ClosureRecord, i: usize) -> Option<kleene::closure::NormalizedVerdict> {
+fn normalized_post(
+    record: &ClosureRecord,
+    i: usize,
+) -> Option<kleene::closure::verdict::NormalizedVerdict> {
     record.attempts()[i]
         .last_post_verdict()
         .map(|v| record.policy().normalizer().normalize(v))

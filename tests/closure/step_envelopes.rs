@@ -5,7 +5,7 @@
 use kleene::testing::closure::{policy, scripted_agent};
 use kleene::{
     Closure, Task,
-    closure::{ClosureDelta, Session, Spec},
+    closure::{Spec, machine::ClosureDelta, step::Session},
     id::TaskId,
 };
 use proptest::prelude::*;

@@ -8,8 +8,8 @@ use kleene::testing::closure::ScriptedAgent;
 use kleene::{
     Closure, Task, checkpoint,
     closure::{
-        ClosureState, ClosureStateError, RecoveryPolicy, Session, Severity, Spec, StateField,
-        ValidatorResult, Verdict,
+        ClosureState, RecoveryPolicy, Severity, Spec, ValidatorResult, Verdict,
+        machine::ClosureStateError, machine::StateField, step::Session,
     },
     id::{TaskId, ValidatorId},
 };

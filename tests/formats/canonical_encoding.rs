@@ -11,15 +11,16 @@ use std::collections::BTreeMap;
 
 use kleene::acceptance::{AcceptanceRecord, BuildBinding, FileManifest, StoredRecord, accept};
 use kleene::batch::{
-    Batch, BatchEvidence, Candidate, ClosureSettlement, EVIDENCE_VERSION, EvidenceEvent,
-    IneligibleReason, InfrastructureFailure, InventoryEntry, MemoryJournal, RecoveryRequest,
-    Rejection, Settlement,
+    Batch, BatchEvidence, Candidate, MemoryJournal, Rejection, evidence::ClosureSettlement,
+    evidence::EVIDENCE_VERSION, evidence::EvidenceEvent, evidence::InventoryEntry,
+    evidence::Settlement, recovery::IneligibleReason, recovery::RecoveryRequest,
+    worker::InfrastructureFailure,
 };
 use kleene::closure::audit::{AuditEvent, AuditLog, LoopPhase};
 use kleene::closure::{
-    ClosureFailure, ClosureRecord, ExecutionOutput, ExhaustedBound, GovernanceDecision, HaltReason,
-    Next, RecoverOn, RecoveryPolicy, Session, Severity, Spec, ValidatorResult, Verdict,
-    run_to_closure,
+    ClosureRecord, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Severity, Spec,
+    ValidatorResult, Verdict, record::ClosureFailure, run_to_closure, step::ExhaustedBound,
+    step::HaltReason, step::Next, step::RecoverOn, step::Session,
 };
 use kleene::id::{AgentId, Digest, ValidatorId};
 use kleene::plan::{ExtensionValue, ModuleName, PlannedTask, TaskKind};
@@ -351,7 +352,10 @@ pub(crate) fn evidence() -> BatchEvidence {
         EvidenceEvent::ClosureSettled {
             task: id("ok"),
             attempt: 1,
-            closure: closure(1, kleene::batch::ClosureEnd::Resolved { depth: 1 }),
+            closure: closure(
+                1,
+                kleene::batch::evidence::ClosureEnd::Resolved { depth: 1 },
+            ),
         },
         settle(
             "ok",
@@ -367,7 +371,7 @@ pub(crate) fn evidence() -> BatchEvidence {
             attempt: 1,
             closure: closure(
                 0,
-                kleene::batch::ClosureEnd::Halted {
+                kleene::batch::evidence::ClosureEnd::Halted {
                     depth: 0,
                     halt: "recovery_stalled".to_owned(),
                 },
@@ -385,7 +389,7 @@ pub(crate) fn evidence() -> BatchEvidence {
         EvidenceEvent::ClosureSettled {
             task: id("owned"),
             attempt: 1,
-            closure: closure(0, kleene::batch::ClosureEnd::Failed { depth: 0 }),
+            closure: closure(0, kleene::batch::evidence::ClosureEnd::Failed { depth: 0 }),
         },
         settle(
             "owned",

@@ -14,9 +14,9 @@ use kleene::{
     Closure, Task, checkpoint,
     checkpoint::CheckpointError,
     closure::{
-        ClosureDelta, ClosureRecord, ClosureState, ExecutionOutput, GovernanceDecision, Next,
-        RecoverOn, RecoveryPolicy, Session, Severity, Spec, ValidatorResult, Verdict,
-        VerdictNormalizer,
+        ClosureRecord, ClosureState, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Severity,
+        Spec, ValidatorResult, Verdict, machine::ClosureDelta, step::Next, step::RecoverOn,
+        step::Session, verdict::VerdictNormalizer,
     },
     id::{TaskId, ValidatorId},
 };

@@ -11,14 +11,15 @@ use std::path::{Path, PathBuf};
 
 use kleene::acceptance::{AcceptanceRecord, BuildBinding, RecordError, StoredRecord, accept};
 use kleene::batch::{
-    Batch, BatchEvidence, Candidate, ClosureEnd, ClosureSettlement, EVIDENCE_VERSION,
-    EvidenceEvent, IneligibleReason, InfrastructureFailure, InventoryEntry, MemoryJournal,
-    Rejection, Settlement,
+    Batch, BatchEvidence, Candidate, MemoryJournal, Rejection, evidence::ClosureEnd,
+    evidence::ClosureSettlement, evidence::EVIDENCE_VERSION, evidence::EvidenceEvent,
+    evidence::InventoryEntry, evidence::Settlement, recovery::IneligibleReason,
+    worker::InfrastructureFailure,
 };
 use kleene::checkpoint::{self, CheckpointError, InvalidPayload};
 use kleene::closure::{
-    ClosureRecord, ExecutionOutput, RecoverOn, RecoveryPolicy, Session, Severity, Spec,
-    ValidatorResult, Verdict, run_to_closure,
+    ClosureRecord, ExecutionOutput, RecoveryPolicy, Severity, Spec, ValidatorResult, Verdict,
+    run_to_closure, step::RecoverOn, step::Session,
 };
 use kleene::id::{AgentId, Digest, ValidatorId};
 use kleene::snapshot::Snapshot;

@@ -7,8 +7,10 @@
 
 use std::path::Path;
 
-use kleene::batch::{Batch, Candidate, ClosureEnd, ClosureSettlement, Dispatch};
-use kleene::batch::{InfrastructureFailure, Rejection};
+use kleene::batch::{
+    Batch, Candidate, evidence::ClosureEnd, evidence::ClosureSettlement, machine::Dispatch,
+};
+use kleene::batch::{Rejection, worker::InfrastructureFailure};
 use kleene::id::Digest;
 use proptest::prelude::*;
 

@@ -4,12 +4,12 @@
 //! and for every evidence event and snapshot of random batches.
 
 use bincode::config::standard;
-use kleene::batch::{Batch, EvidenceJournal, MemoryJournal, RecoveryRequest};
+use kleene::batch::{Batch, MemoryJournal, journal::EvidenceJournal, recovery::RecoveryRequest};
 use kleene::checkpoint::{self, Checkpoint, HEADER_LEN};
 use kleene::testing::closure::{policy, scripted_agent};
 use kleene::{
     Closure, Task,
-    closure::{Session, Spec},
+    closure::{Spec, step::Session},
     id::TaskId,
 };
 use proptest::prelude::*;

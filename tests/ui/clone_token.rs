@@ -1,5 +1,5 @@
 // A token is neither Clone nor Copy: one approval, one execution.
-use kleene::{closure::{GovernanceDecision, Session, Spec, Step}, id::TaskId, Task};
+use kleene::{closure::{GovernanceDecision, step::Session, Spec, step::Step}, id::TaskId, Task};
 
 fn main() {
     let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));

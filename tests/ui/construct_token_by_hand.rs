@@ -1,5 +1,5 @@
 // Tokens are minted only by governance; their fields are private.
-use kleene::{id::{Digest, TaskId}, closure::{Session, ValidationToken}};
+use kleene::{id::{Digest, TaskId}, closure::{step::Session, step::ValidationToken}};
 
 fn main() {
     let _forged = ValidationToken {

@@ -1,5 +1,5 @@
 // A step still waiting for governance has no `execute`: no work runs unapproved (INV1).
-use kleene::{closure::{ExecutionOutput, Session, Spec, Step}, id::TaskId, Task};
+use kleene::{closure::{ExecutionOutput, step::Session, Spec, step::Step}, id::TaskId, Task};
 
 fn main() {
     let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));

@@ -1,5 +1,5 @@
 // An executed step must be post-validated before it can move on.
-use kleene::{closure::{ExecutionOutput, GovernanceDecision, Next, Session, Spec, Step, Verdict}, id::TaskId, Task};
+use kleene::{closure::{ExecutionOutput, GovernanceDecision, step::Next, step::Session, Spec, step::Step, Verdict}, id::TaskId, Task};
 
 fn main() {
     let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));

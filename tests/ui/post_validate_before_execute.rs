@@ -1,5 +1,5 @@
 // A step that passed pre-validation must execute before it can be post-validated.
-use kleene::{closure::{GovernanceDecision, RecoverOn, Session, Spec, Step, Verdict}, id::TaskId, Task};
+use kleene::{closure::{GovernanceDecision, step::RecoverOn, step::Session, Spec, step::Step, Verdict}, id::TaskId, Task};
 
 fn main() {
     let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));

@@ -1,5 +1,5 @@
 // Execution consumes the token: it cannot be presented a second time.
-use kleene::{closure::{ExecutionOutput, GovernanceDecision, Session, Spec, Step, Verdict}, id::TaskId, Task};
+use kleene::{closure::{ExecutionOutput, GovernanceDecision, step::Session, Spec, step::Step, Verdict}, id::TaskId, Task};
 
 fn main() {
     let session = Session::new("build", "p").unwrap();

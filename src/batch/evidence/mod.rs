@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::candidate::{AcceptedOutput, Candidate, Rejection};
-use super::event::{ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
 use super::recovery::IneligibleReason;
 use super::worker::InfrastructureFailure;
 use crate::id::digest::{Canonical, CanonicalHasher, OptByte, canonical_struct};
@@ -16,10 +15,12 @@ pub const EVIDENCE_VERSION: u32 = 1;
 /// per-task evidence keeps everything).
 pub const FAILURE_HISTORY_LIMIT: usize = 64;
 
+pub(crate) mod event;
 mod fold;
 mod history;
 mod task;
 
+pub use event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
 pub use fold::FoldError;
 pub use history::{ClosureCall, FailureKind, FailureNote, RecoveryRecord};
 pub use task::{FailureCause, RejectedAttempt, TaskEvidence, TaskStatus};
@@ -361,7 +362,7 @@ impl BatchSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::event::ClosureEnd;
+    use crate::batch::evidence::event::ClosureEnd;
     use crate::checkpoint;
     use crate::plan::path::AdmittedPath;
 

@@ -56,7 +56,7 @@ pub enum TaskStatus {
 /// ([`BatchEvidence::failure_cause`]). Its `Display` is one line for people.
 ///
 /// ```
-/// # use kleene::batch::FailureCause;
+/// # use kleene::batch::evidence::FailureCause;
 /// # fn show(cause: FailureCause<'_>) {
 /// match cause {
 ///     FailureCause::Rejected { call, rejection } => eprintln!("call {call}: {rejection}"),

@@ -5,8 +5,8 @@ use std::io;
 use std::path::PathBuf;
 
 use super::TornTail;
-use crate::batch::backend::BackendError;
 use crate::batch::evidence::FoldError;
+use crate::batch::journal::backend::BackendError;
 use crate::checkpoint::CheckpointError;
 use crate::id::ChannelId;
 
@@ -126,7 +126,7 @@ pub enum JournalError {
         /// Where the record starts.
         offset: u64,
     },
-    /// A journal opened with [`FileJournal::open_read_only`] was asked to write.
+    /// A journal opened with [`FileJournal::open_read_only`](super::FileJournal::open_read_only) was asked to write.
     #[error(
         "write journal of channel {channel}: it was opened read-only; open it with FileJournal::open to write"
     )]

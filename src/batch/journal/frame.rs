@@ -3,8 +3,8 @@
 
 use super::error::{JournalError, RecordDamage};
 use super::{JournalKey, JournalLoad, TornTail};
-use crate::batch::event::EvidenceEvent;
 use crate::batch::evidence::BatchEvidence;
+use crate::batch::evidence::event::EvidenceEvent;
 use crate::checkpoint::{self, CheckpointError};
 use crate::id::ChannelId;
 
@@ -570,9 +570,9 @@ mod tests {
         all.push(EvidenceEvent::ClosureSettled {
             task: t,
             attempt: 1,
-            closure: crate::batch::ClosureSettlement {
+            closure: crate::batch::evidence::ClosureSettlement {
                 fix_attempts: 1,
-                end: crate::batch::ClosureEnd::Resolved { depth: 1 },
+                end: crate::batch::evidence::ClosureEnd::Resolved { depth: 1 },
                 audit_head: Digest::from_bytes([8; 32]),
                 record_digest: Digest::from_bytes([9; 32]),
             },

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use super::error::JournalError;
 use super::{EvidenceJournal, JournalLoad};
-use crate::batch::event::EvidenceEvent;
 use crate::batch::evidence::BatchEvidence;
+use crate::batch::evidence::event::EvidenceEvent;
 use crate::id::ChannelId;
 
 /// A journal in memory, holding event values (no encoding): for tests, benches and callers

@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use kleene::id::ChannelId;
-//! use kleene::batch::{EvidenceJournal, FileJournal};
+//! use kleene::batch::{journal::EvidenceJournal, FileJournal};
 //!
 //! let dir = std::env::temp_dir().join(format!("kleene-journal-doc-{}", std::process::id()));
 //! let journal = FileJournal::open(&dir)?;
@@ -72,16 +72,17 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use super::backend::{FileBackend, LogBackend};
-use super::event::EvidenceEvent;
+use super::evidence::event::EvidenceEvent;
 use super::evidence::{BatchEvidence, FoldError};
 use crate::checkpoint::CheckpointError;
 use crate::id::ChannelId;
 
+pub(crate) mod backend;
 mod error;
 mod frame;
 mod memory;
 
+pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBackend};
 pub use error::{JournalError, RecordDamage};
 pub use memory::MemoryJournal;
 
@@ -224,7 +225,7 @@ pub trait EvidenceJournal {
 /// [`FileJournal`]; over a [`CrashBackend`] it is what crash tests load after a simulated power
 /// loss.
 ///
-/// [`CrashBackend`]: crate::batch::CrashBackend
+/// [`CrashBackend`]: crate::batch::journal::CrashBackend
 #[derive(Debug)]
 pub struct Journal<B> {
     backend: B,
@@ -442,8 +443,8 @@ mod tests {
     use std::io::Write;
 
     use super::*;
-    use crate::batch::event::{InventoryEntry, Settlement};
     use crate::batch::evidence::EVIDENCE_VERSION;
+    use crate::batch::evidence::event::{InventoryEntry, Settlement};
     use crate::batch::{Candidate, TaskStatus};
     use crate::{id::AgentId, id::TaskId, id::digest::Digest};
 

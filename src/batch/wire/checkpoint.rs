@@ -3,14 +3,14 @@
 
 use crate::checkpoint::{self, Checkpoint, CheckpointError, sealed};
 
-impl sealed::Sealed for crate::batch::EvidenceEvent {}
+impl sealed::Sealed for crate::batch::evidence::EvidenceEvent {}
 
 /// One journal record: a batch evidence event, encoded as its own record
 /// (`wire::evidence::EvidenceEventV2`). Version 2 added the closure events (fix drawn,
 /// closure settled) as new variants after the old ones, so a version-1 payload decodes as
 /// the same record and is refused if it holds one of them; a build that reads only
 /// version 1 refuses version-2 events by number.
-impl Checkpoint for crate::batch::EvidenceEvent {
+impl Checkpoint for crate::batch::evidence::EvidenceEvent {
     const KIND: [u8; 4] = *b"BEVT";
     const VERSION: u16 = 2;
     const MIN_VERSION: u16 = 1;

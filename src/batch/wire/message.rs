@@ -19,7 +19,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{CandidateV1, ClosureSettlementV1, InfrastructureFailureV1, RejectionV1};
 use crate::batch::candidate::{Candidate, Rejection};
-use crate::batch::event::ClosureSettlement;
+use crate::batch::evidence::event::ClosureSettlement;
 use crate::batch::machine::Dispatch;
 use crate::batch::worker::InfrastructureFailure;
 use crate::{id::TaskId, id::digest::Digest};

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::batch::candidate::{AcceptedOutput, Candidate, Rejection};
-use crate::batch::event::{
+use crate::batch::evidence::event::{
     ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement,
 };
 use crate::batch::evidence::{
@@ -89,7 +89,7 @@ mod tests {
             EvidenceEvent::Started {
                 channel: ChannelId::new("c").unwrap(),
                 plan_digest: Digest::from_bytes([1; 32]),
-                evidence_version: crate::batch::EVIDENCE_VERSION,
+                evidence_version: crate::batch::evidence::EVIDENCE_VERSION,
                 inputs: BTreeMap::new(),
                 recovery: false,
                 inventory: vec![InventoryEntry {
@@ -162,7 +162,7 @@ mod tests {
             read(&|w| w.evidence_version = 9).unwrap_err(),
             InvalidPayload::EvidenceVersion {
                 found: 9,
-                reads: crate::batch::EVIDENCE_VERSION
+                reads: crate::batch::evidence::EVIDENCE_VERSION
             }
         );
     }

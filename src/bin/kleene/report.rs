@@ -13,11 +13,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kleene::ValidatedPlan;
 use kleene::batch::{
-    BatchEvidence, EvidenceEvent, FailureCause, Rejection, Settlement, TaskStatus,
+    BatchEvidence, Rejection, TaskStatus, evidence::EvidenceEvent, evidence::FailureCause,
+    evidence::Settlement,
 };
 use kleene::{
     closure::audit::AuditEvent,
-    closure::{ClosureFailure, ExhaustedBound, GovernanceDecision},
+    closure::{GovernanceDecision, record::ClosureFailure, step::ExhaustedBound},
     id::TaskId,
 };
 use serde::Serialize;

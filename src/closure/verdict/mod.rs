@@ -16,10 +16,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub(crate) mod normalize;
 mod tail;
 
 use serde::{Deserialize, Serialize};
 
+pub use normalize::{NormalizedResult, NormalizedVerdict, VerdictNormalizer};
 pub use tail::{OutputTail, TailLimits};
 
 use crate::id::ValidatorId;

@@ -6,7 +6,7 @@
 //! person fixing the failure reads, and replaces everything else with explicit markers.
 //!
 //! ```
-//! use kleene::{closure::OutputTail, closure::TailLimits};
+//! use kleene::{closure::verdict::OutputTail, closure::verdict::TailLimits};
 //!
 //! let mut out = String::from("running 2 tests\n---- tests::login stdout ----\n");
 //! out.push_str("thread 'tests::login' (7) panicked at src/lib.rs:17:9:\nassertion failed\n");
@@ -121,7 +121,7 @@ impl OutputTail {
     /// # Examples
     ///
     /// ```
-    /// use kleene::{closure::OutputTail, closure::TailLimits};
+    /// use kleene::{closure::verdict::OutputTail, closure::verdict::TailLimits};
     ///
     /// let tail = OutputTail::capture(b"ok\n", &[0xff, b'\n'], TailLimits::default());
     /// assert_eq!(tail.stdout(), "ok\n");
@@ -166,7 +166,7 @@ impl OutputTail {
     /// # Examples
     ///
     /// ```
-    /// use kleene::{closure::OutputTail, closure::TailLimits};
+    /// use kleene::{closure::verdict::OutputTail, closure::verdict::TailLimits};
     ///
     /// let tail = OutputTail::capture(b"test result: FAILED\n", b"", TailLimits::default());
     /// assert_eq!(tail.render(), "stdout (0 bytes elided):\ntest result: FAILED\n");

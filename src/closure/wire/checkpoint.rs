@@ -68,12 +68,12 @@ impl Checkpoint for crate::closure::ClosureState {
     }
 }
 
-impl sealed::Sealed for crate::closure::ClosureDelta {}
+impl sealed::Sealed for crate::closure::machine::ClosureDelta {}
 
 /// One step of a closure's incremental form (see
 /// [`Closure::step_delta`](crate::closure::Closure::step_delta)), format version 1
 /// (`ClosureDeltaV1`), written from borrowed parts: one is encoded at every step.
-impl Checkpoint for crate::closure::ClosureDelta {
+impl Checkpoint for crate::closure::machine::ClosureDelta {
     const KIND: [u8; 4] = *b"CLDT";
     const VERSION: u16 = 1;
 

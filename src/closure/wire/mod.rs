@@ -26,16 +26,18 @@ mod step;
 pub(crate) mod task;
 
 use crate::closure::audit::{AuditEntry, AuditEvent, AuditLog, LoopPhase};
-use crate::closure::phase::{
+use crate::closure::machine::history::{ClosureDelta, Payload, Start};
+use crate::closure::machine::state::{ClosureProgress, ClosureState, StateSeal};
+use crate::closure::policy::RecoveryPolicy;
+use crate::closure::record::{
+    ClosureFailure, ClosureOutcome, ClosureRecord, StepRecord, TaskAttempt,
+};
+use crate::closure::step::{
     ExecutionOutput, ExhaustedBound, GovernanceDecision, HaltReason, Next, RecoverOn, Session,
 };
 use crate::closure::task::Task;
+use crate::closure::verdict::normalize::{NormalizedResult, NormalizedVerdict, VerdictNormalizer};
 use crate::closure::verdict::{ValidatorResult, Verdict};
-use crate::closure::{
-    ClosureDelta, ClosureFailure, ClosureOutcome, ClosureProgress, ClosureRecord, ClosureState,
-    NormalizedResult, NormalizedVerdict, Payload, RecoveryPolicy, Start, StateSeal, StepRecord,
-    TaskAttempt, VerdictNormalizer,
-};
 use crate::id::digest::Digest;
 use crate::id::{ProjectId, SessionMode, TaskId, ValidatorId};
 use crate::wire::{Invalid, Record, Seq};

@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use kleene::batch::{BatchEvidence, EvidenceJournal, FileJournal};
+use kleene::batch::{BatchEvidence, FileJournal, journal::EvidenceJournal};
 use kleene::id::ChannelId;
 use kleene::signing::SigningKey;
 

@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kleene::batch::{
-    BatchError, BatchErrorKind, BatchEvidence, ClosureWorker, EvidenceJournal, FileJournal,
-    TaskStatus,
+    BatchError, BatchErrorKind, BatchEvidence, ClosureWorker, FileJournal, TaskStatus,
+    journal::EvidenceJournal,
 };
 use kleene::{
     ValidatedPlan,
-    closure::{RecoverOn, RecoveryPolicy, Session},
+    closure::{RecoveryPolicy, step::RecoverOn, step::Session},
     id::ChannelId,
 };
 

@@ -30,7 +30,7 @@ use crate::{closure::verdict::Severity, closure::verdict::Verdict, id::Validator
 /// # Examples
 ///
 /// ```
-/// use kleene::closure::VerdictNormalizer;
+/// use kleene::closure::verdict::VerdictNormalizer;
 ///
 /// let n = VerdictNormalizer::default();
 /// assert_eq!(
@@ -539,16 +539,16 @@ mod tests {
     fn real_runs_of_the_same_failures_normalise_equal() {
         let pairs = [
             (
-                include_str!("../../tests/fixtures/closure/guard_run1.stdout"),
-                include_str!("../../tests/fixtures/closure/guard_run2.stdout"),
+                include_str!("../../../tests/fixtures/closure/guard_run1.stdout"),
+                include_str!("../../../tests/fixtures/closure/guard_run2.stdout"),
             ),
             (
-                include_str!("../../tests/fixtures/closure/body_run1.stderr"),
-                include_str!("../../tests/fixtures/closure/body_run2.stderr"),
+                include_str!("../../../tests/fixtures/closure/body_run1.stderr"),
+                include_str!("../../../tests/fixtures/closure/body_run2.stderr"),
             ),
             (
-                include_str!("../../tests/fixtures/closure/redirect_run1.stdout"),
-                include_str!("../../tests/fixtures/closure/redirect_run2.stdout"),
+                include_str!("../../../tests/fixtures/closure/redirect_run1.stdout"),
+                include_str!("../../../tests/fixtures/closure/redirect_run2.stdout"),
             ),
         ];
         for (a, b) in pairs {

@@ -1,20 +1,27 @@
 //! The sans-IO closure machine: ask what is due, feed back the result, persist between
 //! steps.
 
+pub(crate) mod history;
+pub(crate) mod state;
+
+pub use history::{ClosureDelta, ClosureDeltaError};
+pub use state::{ClosureProgress, ClosureState, ClosureStateError, StateField};
+
+use super::policy::{FixBudget, RecoveryPolicy};
+use super::record::{ClosureFailure, ClosureOutcome, ClosureRecord, StepRecord, TaskAttempt};
 use super::spec::render_recovery_spec_of;
-use super::state::{ClosureProgress, ClosureState, StateSeal, output_digest};
-use super::{ClosureFailure, ClosureOutcome, ClosureRecord, FixBudget, NormalizedVerdict};
-use super::{RecoveryPolicy, StepRecord, TaskAttempt};
+use super::verdict::NormalizedVerdict;
 use crate::closure::audit::{AuditEvent, AuditLog, LoopPhase};
-use crate::closure::phase::{Execute, Governance, MoveNext, Phase, PostValidate, PreValidate};
+use crate::closure::step::{Execute, Governance, MoveNext, Phase, PostValidate, PreValidate};
 use crate::{
-    closure::phase::ExecutionOutput, closure::phase::ExhaustedBound,
-    closure::phase::GovernanceDecision, closure::phase::Halt, closure::phase::HaltReason,
-    closure::phase::Moved, closure::phase::Next, closure::phase::PostValidation,
-    closure::phase::Recoverable, closure::phase::Session, closure::phase::Step,
-    closure::phase::ValidationToken, closure::task::FailureEntry, closure::task::Task,
+    closure::step::ExecutionOutput, closure::step::ExhaustedBound,
+    closure::step::GovernanceDecision, closure::step::Halt, closure::step::HaltReason,
+    closure::step::Moved, closure::step::Next, closure::step::PostValidation,
+    closure::step::Recoverable, closure::step::Session, closure::step::Step,
+    closure::step::ValidationToken, closure::task::FailureEntry, closure::task::Task,
     closure::verdict::Verdict,
 };
+use state::{StateSeal, output_digest};
 
 /// Everything a running closure knows besides the typed step it is at.
 #[derive(Debug, Clone)]
@@ -35,7 +42,7 @@ struct Core {
 /// Match on it to learn what is due; each variant's `feed` takes the result and returns the
 /// next `Closure`, and `fail` records that the agent itself failed. To persist it, append
 /// [`Closure::step_delta`] to a store after every step (one small
-/// [`ClosureDelta`](super::ClosureDelta) each; [`Closure::encode_step_delta_into`] writes its
+/// [`ClosureDelta`] each; [`Closure::encode_step_delta_into`] writes its
 /// envelope straight into an in-memory store) and restore with
 /// [`Closure::restore_from_deltas`]; or persist the whole [`ClosureState`] of
 /// [`Closure::state`] and restore with [`Closure::restore`]. Either restore replays the
@@ -48,7 +55,7 @@ struct Core {
 ///
 /// ```
 /// use kleene::{checkpoint, Closure, closure::ClosureState, closure::ExecutionOutput, closure::GovernanceDecision,
-///              closure::Next, closure::RecoveryPolicy, closure::Session, closure::Spec, Task, id::TaskId, closure::Verdict};
+///              closure::step::Next, closure::RecoveryPolicy, closure::step::Session, closure::Spec, Task, id::TaskId, closure::Verdict};
 ///
 /// let task = Task::new(TaskId::new("x")?, Spec::new("add /login"));
 /// let mut closure = Closure::start(task, Session::new("build", "demo")?, RecoveryPolicy::default());
@@ -201,7 +208,7 @@ impl Closure {
     }
 
     /// The closure with `budget` to draw fixes from (a finished closure draws none).
-    pub(super) fn with_budget(mut self, budget: FixBudget) -> Closure {
+    pub(in crate::closure) fn with_budget(mut self, budget: FixBudget) -> Closure {
         if let Some(core) = self.core_mut() {
             core.budget = budget;
         }
@@ -234,7 +241,7 @@ impl Closure {
 
     /// Feeds the answer `event` records (with the execution's `output`), or gives the
     /// closure back when that answer is not the one due.
-    pub(super) fn feed_recorded(
+    pub(in crate::closure) fn feed_recorded(
         self,
         event: &AuditEvent,
         output: Option<&ExecutionOutput>,
@@ -291,7 +298,7 @@ impl Closure {
 
     /// The root task, the policy and the budget snapshot the closure started from (the
     /// budget's use before this closure's own fixes).
-    pub(super) fn origin(&self) -> Option<(&Task, &RecoveryPolicy, (u32, u32))> {
+    pub(in crate::closure) fn origin(&self) -> Option<(&Task, &RecoveryPolicy, (u32, u32))> {
         match self.core() {
             Ok(core) => {
                 let root = core.done.first().unwrap_or(&core.current);
@@ -306,7 +313,7 @@ impl Closure {
     }
 
     /// Every task attempt so far, root first.
-    pub(super) fn attempts(&self) -> Vec<&TaskAttempt> {
+    pub(in crate::closure) fn attempts(&self) -> Vec<&TaskAttempt> {
         match self.core() {
             Ok(core) => core.done.iter().chain([&core.current]).collect(),
             Err(r) => r.attempts.iter().collect(),
@@ -314,7 +321,7 @@ impl Closure {
     }
 
     /// The output of the last iteration so far, if it executed.
-    pub(super) fn last_output(&self) -> Option<&ExecutionOutput> {
+    pub(in crate::closure) fn last_output(&self) -> Option<&ExecutionOutput> {
         let last = match self.core() {
             Ok(core) => &core.current,
             Err(r) => r.attempts.last()?,

@@ -10,7 +10,7 @@
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use kleene::{id::ChannelId, id::TaskId};
-//! use kleene::batch::{CrashBackend, EvidenceEvent, EvidenceJournal, Journal};
+//! use kleene::batch::{journal::CrashBackend, evidence::EvidenceEvent, journal::EvidenceJournal, journal::Journal};
 //!
 //! let channel = ChannelId::new("chan-1")?;
 //! let interrupted = |attempt| EvidenceEvent::Interrupted { task: TaskId::new("t").unwrap(), attempt };

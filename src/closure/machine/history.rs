@@ -3,11 +3,14 @@
 //!
 //! See [`ClosureDelta`].
 
+use super::Closure;
+use super::state::StateField;
 use super::state::{StateSeal, output_digest};
-use super::{Closure, ClosureFailure, FixBudget, PolicyError, RecoveryPolicy, StateField};
 use crate::checkpoint::{self, CheckpointError, HEADER_LEN};
 use crate::closure::audit::{AuditEntry, AuditEvent, AuditLog, LoopPhase};
-use crate::closure::phase::ExecutionOutput;
+use crate::closure::policy::{FixBudget, PolicyError, RecoveryPolicy};
+use crate::closure::record::ClosureFailure;
+use crate::closure::step::ExecutionOutput;
 use crate::closure::wire::{StepDeltaV1, StepPayload};
 use crate::id::digest::Digest;
 use crate::{closure::task::Task, id::TaskId};
@@ -30,8 +33,8 @@ use crate::{closure::task::Task, id::TaskId};
 ///
 /// ```
 /// use kleene::{Closure, Task, id::TaskId};
-/// use kleene::closure::{ClosureDelta, ExecutionOutput, GovernanceDecision, Next, RecoveryPolicy,
-///                       Session, Spec, Verdict};
+/// use kleene::closure::{machine::ClosureDelta, ExecutionOutput, GovernanceDecision, step::Next, RecoveryPolicy,
+///                       step::Session, Spec, Verdict};
 ///
 /// let task = Task::new(TaskId::new("x")?, Spec::new("add /login"));
 /// let mut closure = Closure::start(task, Session::new("build", "demo")?, RecoveryPolicy::default());
@@ -68,12 +71,12 @@ use crate::{closure::task::Task, id::TaskId};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClosureDelta {
     /// The audit head before the step (the digest its first entry links to).
-    pub(super) prev: Digest,
+    pub(in crate::closure) prev: Digest,
     /// The events the step appended, oldest first.
-    pub(super) events: Vec<AuditEvent>,
+    pub(in crate::closure) events: Vec<AuditEvent>,
     /// The audit head after the step (the digest of its last entry).
-    pub(super) head: Digest,
-    pub(super) payload: Payload,
+    pub(in crate::closure) head: Digest,
+    pub(in crate::closure) payload: Payload,
 }
 
 /// What a step's audit entries do not carry.
@@ -90,11 +93,11 @@ pub(crate) enum Payload {
 /// The start of a closure: what its `closure_started` entry does not name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Start {
-    pub(super) task: Task,
-    pub(super) policy: RecoveryPolicy,
-    pub(super) budget_max: u32,
-    pub(super) budget_used: u32,
-    pub(super) seal: StateSeal,
+    pub(in crate::closure) task: Task,
+    pub(in crate::closure) policy: RecoveryPolicy,
+    pub(in crate::closure) budget_max: u32,
+    pub(in crate::closure) budget_used: u32,
+    pub(in crate::closure) seal: StateSeal,
 }
 
 impl ClosureDelta {
@@ -271,7 +274,7 @@ impl Closure {
 
 /// The delta of the step whose entries start at index `first`; `output` is the step's
 /// output when it is an execution, `origin` what the closure started from.
-pub(super) fn delta(
+pub(in crate::closure) fn delta(
     first: usize,
     entries: &[AuditEntry],
     output: Option<&ExecutionOutput>,
@@ -301,7 +304,7 @@ pub(super) fn delta(
 }
 
 /// What a closure started from: its root task, policy and fix-budget snapshot (size, use).
-pub(super) type Origin<'a> = Option<(&'a Task, &'a RecoveryPolicy, (u32, u32))>;
+pub(in crate::closure) type Origin<'a> = Option<(&'a Task, &'a RecoveryPolicy, (u32, u32))>;
 
 /// True for an entry that records an answer fed to the closure: the first entry of a step.
 /// The entries after it in the same step are its consequences (a spawned fix, the end).
@@ -324,7 +327,7 @@ fn opens_step(entry: &AuditEntry) -> bool {
 
 /// Splits a closure's audit log into its steps: each step's first index, its entries and,
 /// for an execution, its output (taken from `outputs` in order).
-pub(super) fn split<'a>(
+pub(in crate::closure) fn split<'a>(
     audit: &'a AuditLog,
     outputs: impl IntoIterator<Item = &'a ExecutionOutput>,
 ) -> impl Iterator<Item = (usize, &'a [AuditEntry], Option<&'a ExecutionOutput>)> {
@@ -346,7 +349,7 @@ pub(super) fn split<'a>(
 
 /// Verifies and replays `deltas`, returning the closure they lead to (drawing from a
 /// budget used only for the replay) and the start they began with.
-pub(super) fn fold(
+pub(in crate::closure) fn fold(
     deltas: impl IntoIterator<Item = ClosureDelta>,
 ) -> Result<(Closure, Start), ClosureDeltaError> {
     let mut deltas = deltas.into_iter().enumerate();
@@ -398,7 +401,7 @@ pub(super) fn fold(
         // The budget a fix drew from was live: replay what the entries say it answered.
         let refused = delta.events.iter().find_map(|e| match e {
             AuditEvent::RecoveryExhausted {
-                bound: crate::closure::phase::ExhaustedBound::FixBudget { max },
+                bound: crate::closure::step::ExhaustedBound::FixBudget { max },
                 ..
             } => Some(*max),
             _ => None,
@@ -580,7 +583,7 @@ impl ClosureDeltaError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::closure::phase::{GovernanceDecision, Next, Session};
+    use crate::closure::step::{GovernanceDecision, Next, Session};
     use crate::closure::task::Spec;
     use crate::closure::verdict::{Severity, ValidatorResult, Verdict};
     use crate::id::ValidatorId;

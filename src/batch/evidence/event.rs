@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use super::candidate::{Candidate, Rejection};
-use super::recovery::IneligibleReason;
-use super::worker::InfrastructureFailure;
+use crate::batch::candidate::{Candidate, Rejection};
+use crate::batch::recovery::IneligibleReason;
+use crate::batch::worker::InfrastructureFailure;
 use crate::id::digest::{canonical_enum, canonical_struct};
 use crate::{
     closure::ClosureOutcome, closure::ClosureRecord, id::AgentId, id::ChannelId, id::TaskId,
@@ -189,8 +189,8 @@ pub enum ClosureEnd {
 /// # Examples
 ///
 /// ```
-/// use kleene::batch::ClosureSettlement;
-/// # use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::Session, Task, closure::ValidationToken, closure::Verdict};
+/// use kleene::batch::evidence::ClosureSettlement;
+/// # use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::step::Session, Task, closure::step::ValidationToken, closure::Verdict};
 /// # struct Passes;
 /// # impl Agent for Passes {
 /// #     type Error = std::convert::Infallible;

@@ -7,8 +7,8 @@
 //! nothing, so any orchestrator can drive them.
 //!
 //! ```
-//! use kleene::{closure::ExecutionOutput, closure::GovernanceDecision, closure::Moved, closure::Next, closure::PostValidation, closure::RecoverOn,
-//!              closure::Session, closure::Spec, closure::Step, Task, id::TaskId, closure::Verdict};
+//! use kleene::{closure::ExecutionOutput, closure::GovernanceDecision, closure::step::Moved, closure::step::Next, closure::step::PostValidation, closure::step::RecoverOn,
+//!              closure::step::Session, closure::Spec, closure::step::Step, Task, id::TaskId, closure::Verdict};
 //!
 //! let session = Session::new("build", "demo")?;
 //! let task = Task::new(TaskId::new("task_X")?, Spec::new("add /login"));
@@ -27,7 +27,7 @@
 //! Transitions the phase does not have do not compile:
 //!
 //! ```compile_fail
-//! use kleene::{closure::RecoverOn, closure::Session, closure::Spec, closure::Step, Task, id::TaskId, closure::Verdict};
+//! use kleene::{closure::step::RecoverOn, closure::step::Session, closure::Spec, closure::step::Step, Task, id::TaskId, closure::Verdict};
 //! let step = Step::new(Task::new(TaskId::new("t").unwrap(), Spec::new("x")),
 //!                      Session::new("m", "p").unwrap());
 //! step.post_validate(Verdict::clean(), RecoverOn::Blockers); // no post-validation before execution
@@ -109,7 +109,7 @@ pub enum RecoverOn {
 /// session or iteration is refused with a [`TokenError`].
 ///
 /// ```compile_fail
-/// # fn f(t: kleene::closure::ValidationToken) {
+/// # fn f(t: kleene::closure::step::ValidationToken) {
 /// let copy = t.clone();
 /// # }
 /// ```

@@ -2,15 +2,16 @@
 //! digests that bind it to its audit log, and [`Closure::restore`], which checks it before the
 //! typed machine takes over.
 
+use super::Closure;
 use super::history::{self, ClosureDeltaError};
-use super::machine::Closure;
-use super::{ClosureRecord, FixBudget, NormalizedVerdict};
-use super::{PolicyError, RecoveryPolicy, TaskAttempt};
 use crate::closure::audit::{AuditError, AuditEvent, AuditLog, LoopPhase};
+use crate::closure::policy::{FixBudget, PolicyError, RecoveryPolicy};
+use crate::closure::record::{ClosureRecord, TaskAttempt};
+use crate::closure::verdict::NormalizedVerdict;
 use crate::id::digest::Digest;
 use crate::id::digest::{Canonical, Purpose};
 use crate::{
-    closure::phase::ExecutionOutput, closure::phase::Session, closure::task::Task, id::TaskId,
+    closure::step::ExecutionOutput, closure::step::Session, closure::task::Task, id::TaskId,
 };
 
 impl Closure {
@@ -177,7 +178,7 @@ impl StateSeal {
 
 impl StateSeal {
     /// The first field whose digest differs from `kept`'s.
-    pub(super) fn mismatch(&self, kept: &StateSeal) -> Option<StateField> {
+    pub(in crate::closure) fn mismatch(&self, kept: &StateSeal) -> Option<StateField> {
         [
             (self.policy != kept.policy, StateField::Policy),
             (self.budget_max != kept.budget_max, StateField::BudgetMax),
@@ -189,7 +190,7 @@ impl StateSeal {
 }
 
 /// The digest an `executed` audit event records of an execution output.
-pub(super) fn output_digest(output: &ExecutionOutput) -> Digest {
+pub(in crate::closure) fn output_digest(output: &ExecutionOutput) -> Digest {
     static OUTPUT: Purpose = Purpose::new("execution output");
     OUTPUT.hasher().put(&output.text).finish()
 }
