@@ -56,6 +56,8 @@
 //! [`signing`] (signatures over what acceptance records), [`error`] (every error in one type)
 //! and, on unix, `stage` (a call's staged workspace) and `process` (running commands).
 //!
+//! [`audit`]: closure::audit
+//!
 //! # Errors
 //!
 //! Each concern returns its own error enum ([`plan::PlanLoadError`], [`batch::BatchError`],

@@ -23,6 +23,8 @@ use crate::plan::path::AdmittedPath;
 /// # Errors
 ///
 /// [`StageError::Io`] when it cannot be removed.
+///
+/// [`Stage`]: super::Stage
 pub fn remove_stage(root: &Path) -> Result<(), StageError> {
     remove_root(root).map_err(StageError::io(root))
 }

@@ -126,7 +126,9 @@ pub enum JournalError {
         /// Where the record starts.
         offset: u64,
     },
-    /// A journal opened with [`FileJournal::open_read_only`](super::FileJournal::open_read_only) was asked to write.
+    /// A journal opened with [`FileJournal::open_read_only`] was asked to write.
+    ///
+    /// [`FileJournal::open_read_only`]: super::FileJournal::open_read_only
     #[error(
         "write journal of channel {channel}: it was opened read-only; open it with FileJournal::open to write"
     )]

@@ -101,7 +101,7 @@ macro_rules! run_example {
 /// Every key of a plan file, and a minimal plan between the marker lines (a test extracts it
 /// and validates it, so it cannot drift from what the loader accepts). Printed by `kleene help
 /// plan` and at the end of `kleene run --help`. The model's keys are read by the library
-/// (src/plan/load.rs, src/plan/model.rs), the command keys by kleene::shell (src/shell/planfile.rs).
+/// (src/plan/load.rs, src/plan/model.rs), the command keys by kleene::shell (src/shell/planfile/mod.rs).
 macro_rules! plan_help {
     () => {
         r#"Plan file keys (JSON). * = required; otherwise the default is given.

@@ -29,14 +29,20 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::plan_files::{MANIFEST_KEY, PlanFiles, PlanFilesError};
+use super::plan_files::{MANIFEST_KEY, PlanFiles};
 use crate::batch::Batch;
 use crate::closure::Severity;
 use crate::id::{ChannelId, TaskId, ValidatorId};
 use crate::plan::{
-    AppBuildPlan, ExtensionValue, Extensions, PathGlob, PlanLoadError, PlanValidationError,
-    PlannedTask, ValidatedPlan, ValidationStage, explain_value_error,
+    AppBuildPlan, ExtensionValue, Extensions, PathGlob, PlanLoadError, PlannedTask, ValidatedPlan,
+    explain_value_error,
 };
+
+mod changes;
+mod error;
+
+pub use changes::describe_changes;
+pub use error::LoadError;
 
 /// The keys of a task object that belong to shell plans, not to the plan model.
 pub const TASK_KEYS: [&str; 5] = ["run", "checks", "fix", "timeout_secs", "scratch"];
@@ -281,131 +287,6 @@ enum Files<'a> {
     Collect { dir: &'a Path, skip: &'a [PathBuf] },
     /// Given (a stored or submitted manifest), or none.
     Given(Option<PlanFiles>),
-}
-
-/// Why a plan file was refused. Every message names the file; the ones about a place in it
-/// name the line, column, task and field.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The file could not be read.
-    #[error("read plan {}", file.display())]
-    Read {
-        /// The file.
-        file: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A command key of a task (or the plan's `scratch`) is missing or malformed.
-    #[error("load plan {}: {pos}: {}{message}", file.display(), place(task, field))]
-    Command {
-        /// The file.
-        file: PathBuf,
-        /// Where.
-        pos: Pos,
-        /// The task's id, or `-` for the plan's own keys.
-        task: String,
-        /// The field.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// Malformed JSON, or the plan model refused a field (unknown field, bad id,
-    /// inadmissible path). The message is the loader's, so the loader's error is kept for
-    /// callers but is not a `source`: a chain would print the message twice.
-    #[error("load plan {}: line {line} column {column}: {}{message}", file.display(), place(task, field))]
-    Plan {
-        /// The file.
-        file: PathBuf,
-        /// The line.
-        line: usize,
-        /// The column.
-        column: usize,
-        /// The task, or `-` for the top level.
-        task: String,
-        /// The field path inside the task (or the document).
-        field: String,
-        /// The plan loader's message (it names the path rule for a refused path).
-        message: String,
-        /// The loader's error.
-        error: Box<PlanLoadError>,
-    },
-    /// The plan has no tasks: there is nothing to run, and a run would be "accepted" having
-    /// done nothing.
-    #[error(
-        "load plan {}: `tasks` is empty; add at least one task such as \
-         {{\"id\": \"tests\", \"owner\": \"shell\", \"spec\": {{\"intent\": \"the tests pass\"}}, \"run\": \"pytest -q\"}} \
-         (see `kleene help plan`)",
-        file.display()
-    )]
-    Empty {
-        /// The file.
-        file: PathBuf,
-    },
-    /// The plan is not a valid DAG with unique owners. The problems are listed here rather
-    /// than through the library error's own message, which would say "validate plan" again
-    /// and name the internal stage.
-    #[error("validate plan {}: {}", file.display(), problems(error))]
-    Invalid {
-        /// The file.
-        file: PathBuf,
-        /// Every problem.
-        error: Box<PlanValidationError>,
-    },
-    /// The plan's files could not be collected (too many bytes, a symlink, an unreadable
-    /// file).
-    #[error("load plan {}", file.display())]
-    Files {
-        /// The plan file.
-        file: PathBuf,
-        /// What was wrong, naming the file.
-        source: PlanFilesError,
-    },
-    /// Consolidation merged away a task that has commands of its own.
-    #[error(
-        "validate plan {}: task {task} has commands but consolidation merged it into {survivor}; \
-         give each module one persistence task",
-        file.display()
-    )]
-    MergedAway {
-        /// The file.
-        file: PathBuf,
-        /// The merged task.
-        task: TaskId,
-        /// The task it was merged into.
-        survivor: TaskId,
-    },
-}
-
-/// Every problem of `error`, `; `-separated; a problem only the merge of persistence tasks
-/// made (a cycle through the merged task) says so.
-fn problems(error: &PlanValidationError) -> String {
-    let list = error
-        .problems()
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ");
-    match error.stage() {
-        ValidationStage::AfterConsolidation => format!(
-            "{list} (after the persistence tasks of each module were merged into one; \
-             see `kleene help plan`)"
-        ),
-        _ => list,
-    }
-}
-
-/// `task a: field `spec`: ` — the task and field an error is about, each left out when
-/// the error is about the whole document (`-` and `.`).
-fn place(task: &str, field: &str) -> String {
-    let mut place = String::new();
-    if task != "-" {
-        place.push_str(&format!("task {task}: "));
-    }
-    if field != "." {
-        place.push_str(&format!("field `{field}`: "));
-    }
-    place
 }
 
 /// Loads and validates `text`, read from `file`, with its files from `files`.
@@ -665,117 +546,6 @@ impl Reader<'_> {
     }
 }
 
-/// What changed between the plan a run was started with (`old`) and the plan file as it is
-/// now (`new`), one line per change, naming the task and the field: tasks added and
-/// removed, then each changed field of each task by id, then the plan's own keys. Empty
-/// exactly when the two plans have the same digest.
-pub fn describe_changes(old: &ShellPlan, new: &ShellPlan) -> Vec<String> {
-    let mut changes = Vec::new();
-    let ids: BTreeSet<&TaskId> = old
-        .plan
-        .tasks()
-        .chain(new.plan.tasks())
-        .map(|t| &t.id)
-        .collect();
-    for id in ids {
-        match (old.plan.task(id), new.plan.task(id)) {
-            (Some(_), None) => changes.push(format!("task {id} was removed")),
-            (None, Some(_)) => changes.push(format!("task {id} was added")),
-            (Some(a), Some(b)) => {
-                for field in changed_fields(a, b) {
-                    changes.push(format!("task {id}: `{field}` changed"));
-                }
-            }
-            (None, None) => {}
-        }
-    }
-    for key in changed_keys(old.plan.extensions(), new.plan.extensions()) {
-        if key == MANIFEST_KEY {
-            changes.extend(changed_files(old.files.as_ref(), new.files.as_ref()));
-        } else {
-            changes.push(format!("plan: `{key}` changed"));
-        }
-    }
-    if changes.is_empty() && old.plan.digest() != new.plan.digest() {
-        // A difference the field names above do not cover; still never silent.
-        changes.push("the plan changed".to_owned());
-    }
-    changes
-}
-
-fn path_set(v: &[crate::plan::AdmittedPath]) -> BTreeSet<&crate::plan::AdmittedPath> {
-    v.iter().collect()
-}
-
-fn id_set(v: &[TaskId]) -> BTreeSet<&TaskId> {
-    v.iter().collect()
-}
-
-/// The fields in which `a` and `b` differ, in the plan format's order.
-fn changed_fields(a: &PlannedTask, b: &PlannedTask) -> Vec<String> {
-    let mut fields: Vec<String> = [
-        ("kind", a.kind != b.kind),
-        ("owner", a.owner != b.owner),
-        ("spec", a.spec != b.spec),
-        (
-            "owned_paths",
-            path_set(&a.owned_paths) != path_set(&b.owned_paths),
-        ),
-        ("depends_on", id_set(&a.depends_on) != id_set(&b.depends_on)),
-        ("retry_limit", a.retry_limit != b.retry_limit),
-        (
-            "input_contracts",
-            a.input_contracts.iter().collect::<BTreeSet<_>>()
-                != b.input_contracts.iter().collect::<BTreeSet<_>>(),
-        ),
-        ("origin", a.origin != b.origin),
-        (
-            "consolidated_from",
-            id_set(&a.consolidated_from) != id_set(&b.consolidated_from),
-        ),
-    ]
-    .into_iter()
-    .filter(|(_, changed)| *changed)
-    .map(|(field, _)| field.to_owned())
-    .collect();
-    fields.extend(changed_keys(&a.extensions, &b.extensions));
-    fields
-}
-
-/// One line per plan file added, removed or changed between `old` and `new`.
-fn changed_files(old: Option<&PlanFiles>, new: Option<&PlanFiles>) -> Vec<String> {
-    let (Some(old), Some(new)) = (old, new) else {
-        return vec!["the plan's files changed".to_owned()];
-    };
-    let old: BTreeMap<_, _> = old.iter().collect();
-    let new: BTreeMap<_, _> = new.iter().collect();
-    old.keys()
-        .chain(new.keys())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .filter_map(|path| match (old.get(path), new.get(path)) {
-            (Some(_), None) => Some(format!("plan file {path} was removed")),
-            (None, Some(_)) => Some(format!("plan file {path} was added")),
-            (Some(a), Some(b)) if a != b => Some(format!("plan file {path} changed")),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The keys whose values differ (present in one map only, or with different values).
-fn changed_keys(
-    a: &BTreeMap<String, ExtensionValue>,
-    b: &BTreeMap<String, ExtensionValue>,
-) -> Vec<String> {
-    a.keys()
-        .chain(b.keys())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .filter(|k| a.get(*k) != b.get(*k))
-        .cloned()
-        .collect()
-}
-
 /// Strips serde_json's " at line L column C" suffix; the position is reported separately.
 fn message_of(err: &serde_json::Error) -> String {
     let text = err.to_string();
@@ -834,7 +604,7 @@ fn name_task(labels: &[String], field: &str) -> (String, String) {
 mod tests {
     use super::*;
 
-    fn load(text: &str) -> Result<ShellPlan, LoadError> {
+    pub(super) fn load(text: &str) -> Result<ShellPlan, LoadError> {
         load_text(Path::new("p.json"), text)
     }
 
@@ -853,7 +623,7 @@ mod tests {
         }
     }
 
-    const PLAN: &str = r#"{
+    pub(super) const PLAN: &str = r#"{
   "scratch": ["target/**"],
   "tasks": [
     { "id": "a", "owner": "sh", "spec": {"intent": "a"},
@@ -1049,7 +819,7 @@ mod tests {
         }
     }
 
-    const DEMO: &str = include_str!("../../examples/demo/plan.json");
+    const DEMO: &str = include_str!("../../../examples/demo/plan.json");
 
     #[test]
     fn the_demo_plan_loads_with_its_commands() {
@@ -1097,34 +867,5 @@ mod tests {
             .unwrap_err();
         assert!(msg.starts_with("validate plan p.json"), "{msg}");
         assert!(msg.contains("nope"), "{msg}");
-    }
-
-    /// Regression (issue 10, defect 8, the plan half): nothing compared the stored plan
-    /// with the edited file, so `resume` ran the stale plan silently.
-    #[test]
-    fn changes_between_plans_name_each_task_and_field() {
-        let old = load(PLAN).unwrap();
-        assert!(describe_changes(&old, &load(PLAN).unwrap()).is_empty());
-        let edited = PLAN
-            .replacen("echo a > a.txt", "echo A > a.txt", 1)
-            .replacen("\"depends_on\": [\"b\"]", "\"depends_on\": [\"a\"]", 1)
-            .replacen("[\"target/**\"]", "[\"dist/**\"]", 1)
-            .replacen(
-                "\"depends_on\": [\"a\"] },",
-                "\"depends_on\": [\"a\"], \"owned_paths\": [\"out\"] },\n    { \"id\": \"d\", \"owner\": \"sh\", \"spec\": {\"intent\": \"d\"} },",
-                1,
-            );
-        let new = load(&edited).unwrap();
-        assert_eq!(
-            describe_changes(&old, &new),
-            [
-                "task a: `run` changed",
-                "task b: `owned_paths` changed",
-                "task c: `depends_on` changed",
-                "task d was added",
-                "plan: `scratch` changed",
-            ]
-        );
-        assert_eq!(describe_changes(&new, &old)[3], "task d was removed");
     }
 }

@@ -1,0 +1,134 @@
+//! Why a plan file was refused, named by file, line, column, task and field.
+
+use std::path::PathBuf;
+
+use crate::id::TaskId;
+use crate::plan::{PlanLoadError, PlanValidationError, ValidationStage};
+use crate::shell::plan_files::PlanFilesError;
+
+use super::Pos;
+
+/// Why a plan file was refused. Every message names the file; the ones about a place in it
+/// name the line, column, task and field.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("read plan {}", file.display())]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A command key of a task (or the plan's `scratch`) is missing or malformed.
+    #[error("load plan {}: {pos}: {}{message}", file.display(), place(task, field))]
+    Command {
+        /// The file.
+        file: PathBuf,
+        /// Where.
+        pos: Pos,
+        /// The task's id, or `-` for the plan's own keys.
+        task: String,
+        /// The field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Malformed JSON, or the plan model refused a field (unknown field, bad id,
+    /// inadmissible path). The message is the loader's, so the loader's error is kept for
+    /// callers but is not a `source`: a chain would print the message twice.
+    #[error("load plan {}: line {line} column {column}: {}{message}", file.display(), place(task, field))]
+    Plan {
+        /// The file.
+        file: PathBuf,
+        /// The line.
+        line: usize,
+        /// The column.
+        column: usize,
+        /// The task, or `-` for the top level.
+        task: String,
+        /// The field path inside the task (or the document).
+        field: String,
+        /// The plan loader's message (it names the path rule for a refused path).
+        message: String,
+        /// The loader's error.
+        error: Box<PlanLoadError>,
+    },
+    /// The plan has no tasks: there is nothing to run, and a run would be "accepted" having
+    /// done nothing.
+    #[error(
+        "load plan {}: `tasks` is empty; add at least one task such as \
+         {{\"id\": \"tests\", \"owner\": \"shell\", \"spec\": {{\"intent\": \"the tests pass\"}}, \"run\": \"pytest -q\"}} \
+         (see `kleene help plan`)",
+        file.display()
+    )]
+    Empty {
+        /// The file.
+        file: PathBuf,
+    },
+    /// The plan is not a valid DAG with unique owners. The problems are listed here rather
+    /// than through the library error's own message, which would say "validate plan" again
+    /// and name the internal stage.
+    #[error("validate plan {}: {}", file.display(), problems(error))]
+    Invalid {
+        /// The file.
+        file: PathBuf,
+        /// Every problem.
+        error: Box<PlanValidationError>,
+    },
+    /// The plan's files could not be collected (too many bytes, a symlink, an unreadable
+    /// file).
+    #[error("load plan {}", file.display())]
+    Files {
+        /// The plan file.
+        file: PathBuf,
+        /// What was wrong, naming the file.
+        source: PlanFilesError,
+    },
+    /// Consolidation merged away a task that has commands of its own.
+    #[error(
+        "validate plan {}: task {task} has commands but consolidation merged it into {survivor}; \
+         give each module one persistence task",
+        file.display()
+    )]
+    MergedAway {
+        /// The file.
+        file: PathBuf,
+        /// The merged task.
+        task: TaskId,
+        /// The task it was merged into.
+        survivor: TaskId,
+    },
+}
+
+/// Every problem of `error`, `; `-separated; a problem only the merge of persistence tasks
+/// made (a cycle through the merged task) says so.
+fn problems(error: &PlanValidationError) -> String {
+    let list = error
+        .problems()
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    match error.stage() {
+        ValidationStage::AfterConsolidation => format!(
+            "{list} (after the persistence tasks of each module were merged into one; \
+             see `kleene help plan`)"
+        ),
+        _ => list,
+    }
+}
+
+/// `task a: field `spec`: ` — the task and field an error is about, each left out when
+/// the error is about the whole document (`-` and `.`).
+fn place(task: &str, field: &str) -> String {
+    let mut place = String::new();
+    if task != "-" {
+        place.push_str(&format!("task {task}: "));
+    }
+    if field != "." {
+        place.push_str(&format!("field `{field}`: "));
+    }
+    place
+}
