@@ -51,8 +51,8 @@ pub const DEFAULT_ITERATION_CAP: NonZeroU32 = match NonZeroU32::new(50) {
 /// The governance scope a task and all its fix subtasks run in.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Session {
-    pub(crate) mode: SessionMode,
-    pub(crate) project: ProjectId,
+    pub(in crate::closure) mode: SessionMode,
+    pub(in crate::closure) project: ProjectId,
 }
 
 impl Session {

@@ -231,13 +231,13 @@ impl PlanValidationError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Resolved {
     /// Task positions sorted by id.
-    pub(crate) by_id: Vec<u32>,
+    pub(super) by_id: Vec<u32>,
     /// Prerequisites of each task (CSR: `pre[pre_start[i]..pre_start[i + 1]]`), sorted and
     /// de-duplicated.
-    pub(crate) pre_start: Vec<u32>,
-    pub(crate) pre: Vec<u32>,
+    pub(super) pre_start: Vec<u32>,
+    pub(super) pre: Vec<u32>,
     /// Every owned path, by hash.
-    pub(crate) owned: PathEntries,
+    pub(super) owned: PathEntries,
 }
 
 impl Resolved {
@@ -249,9 +249,9 @@ impl Resolved {
 /// What validation of a plan yields when it finds no problem.
 #[derive(Debug, Clone)]
 pub(crate) struct Structure {
-    pub(crate) resolved: Resolved,
+    pub(super) resolved: Resolved,
     /// Task positions in topological order, ties broken by id.
-    pub(crate) order: Vec<u32>,
+    pub(super) order: Vec<u32>,
 }
 
 /// Validates `tasks` from scratch: resolves every id and checks every rule. Returns the

@@ -122,7 +122,7 @@ pub(crate) struct RecordSpan {
     start: usize,
     // Read only by the testing feature's image journal.
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
-    pub(crate) end: usize,
+    pub(super) end: usize,
     /// The checkpoint envelopes it holds.
     body: std::ops::Range<usize>,
 }
@@ -130,9 +130,9 @@ pub(crate) struct RecordSpan {
 /// A journal image's whole records, its torn tail, and the seal the next record chains to.
 #[derive(Debug, Clone)]
 pub(crate) struct Scan {
-    pub(crate) records: Vec<RecordSpan>,
-    pub(crate) torn: Option<TornTail>,
-    pub(crate) last_seal: [u8; 32],
+    pub(super) records: Vec<RecordSpan>,
+    pub(super) torn: Option<TornTail>,
+    pub(super) last_seal: [u8; 32],
 }
 
 enum Step {

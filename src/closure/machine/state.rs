@@ -136,25 +136,25 @@ pub enum ClosureState {
 /// budget from a trusted source instead of the snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClosureProgress {
-    pub(crate) policy: RecoveryPolicy,
-    pub(crate) session: Session,
-    pub(crate) budget_max: u32,
-    pub(crate) budget_used: u32,
-    pub(crate) fix_attempts: u32,
-    pub(crate) previous: Option<NormalizedVerdict>,
-    pub(crate) done: Vec<TaskAttempt>,
-    pub(crate) current: TaskAttempt,
-    pub(crate) audit: AuditLog,
-    pub(crate) seal: StateSeal,
+    pub(in crate::closure) policy: RecoveryPolicy,
+    pub(in crate::closure) session: Session,
+    pub(in crate::closure) budget_max: u32,
+    pub(in crate::closure) budget_used: u32,
+    pub(in crate::closure) fix_attempts: u32,
+    pub(in crate::closure) previous: Option<NormalizedVerdict>,
+    pub(in crate::closure) done: Vec<TaskAttempt>,
+    pub(in crate::closure) current: TaskAttempt,
+    pub(in crate::closure) audit: AuditLog,
+    pub(in crate::closure) seal: StateSeal,
 }
 
 /// Digests binding a state's policy and budget snapshot to its audit log's head, one per
 /// field so that a mismatch names the field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StateSeal {
-    pub(crate) policy: Digest,
-    pub(crate) budget_max: Digest,
-    pub(crate) budget_used: Digest,
+    pub(in crate::closure) policy: Digest,
+    pub(in crate::closure) budget_max: Digest,
+    pub(in crate::closure) budget_used: Digest,
 }
 
 impl StateSeal {
