@@ -34,19 +34,21 @@
 mod agent;
 mod plan_files;
 mod planfile;
+mod runtime;
 mod scratch;
 mod text;
 
-pub use agent::{
-    DEFAULT_MAX_CALL_OUTPUT_BYTES, DEFAULT_MAX_DEPTH, DEFAULT_MAX_FIXES, DEFAULT_TIMEOUT,
-    DispatchOutcome, Quiet, ShellAgent, ShellError, ShellEvent, ShellObserver, ShellRuntime,
-    Stopped, default_policy, session,
-};
+pub use agent::{ShellAgent, Stopped};
 pub use plan_files::{
     MAX_PLAN_FILE_BYTES, MAX_PLAN_FILES, PlanFiles, PlanFilesError, PlanFilesManifest,
 };
 pub use planfile::{
     Check, LoadError, PLAN_KEYS, Pos, ShellPlan, TASK_KEYS, TaskCommands, describe_changes, merges,
+};
+pub use runtime::{
+    DEFAULT_MAX_CALL_OUTPUT_BYTES, DEFAULT_MAX_DEPTH, DEFAULT_MAX_FIXES, DEFAULT_TIMEOUT,
+    DispatchOutcome, Quiet, ShellError, ShellEvent, ShellObserver, ShellRuntime, default_policy,
+    session,
 };
 pub use scratch::Scratch;
 pub use text::{calls_and_fixes, fixes_by_task};
