@@ -8,11 +8,14 @@ use super::*;
 /// every hash match is confirmed by comparing the paths themselves.
 pub(crate) type PathEntries = Vec<(u64, u32, u32)>;
 
+// Split from the validation that calls these once per path: inlined there as before.
+#[inline]
 pub(crate) fn path_hash(path: &str) -> u64 {
     use std::hash::BuildHasher;
     foldhash::fast::FixedState::with_seed(0).hash_one(path)
 }
 
+#[inline]
 pub(super) fn entry_path<'a>(
     tasks: &'a [PlannedTask],
     &(_, t, k): &(u64, u32, u32),
@@ -21,6 +24,7 @@ pub(super) fn entry_path<'a>(
 }
 
 /// The entries whose path is exactly `path`.
+#[inline]
 pub(super) fn entries_for<'e>(
     entries: &'e [(u64, u32, u32)],
     tasks: &[PlannedTask],
