@@ -6,7 +6,8 @@ use foldhash::{HashMap, HashMapExt};
 
 use super::model::{ModuleName, PlannedTask, TaskKind};
 use super::normalize::{dedup_preserving_order, index};
-use super::validate::{PathEntries, Resolved, path_hash, sort_dedup_tail};
+use super::validate::ownership::{PathEntries, path_hash};
+use super::validate::{Resolved, sort_dedup_tail};
 use crate::id::TaskId;
 
 /// Merges the persistence tasks of each module into one, and carries the resolved
@@ -220,7 +221,8 @@ mod tests {
     use proptest::sample::Index;
     use proptest::strategy::ValueTree;
 
-    use super::super::validate::{ValidationStage, analyse, topological_order};
+    use super::super::validate::order::topological_order;
+    use super::super::validate::{ValidationStage, analyse};
     use super::super::{AppBuildPlan, Plan};
     use super::*;
     use crate::testing::plan::acyclic_plan;

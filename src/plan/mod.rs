@@ -231,7 +231,7 @@ impl Plan<Consolidated> {
     /// `O((n + e) log n)` for `n` tasks and `e` edges (the log from ordering ties by id).
     pub fn validate(self) -> Result<ValidatedPlan, PlanValidationError> {
         let structure = match self.carried {
-            Some(resolved) => match validate::topological_order(&self.tasks, &resolved) {
+            Some(resolved) => match validate::order::topological_order(&self.tasks, &resolved) {
                 Ok(order) => validate::Structure { resolved, order },
                 Err(cycles) => {
                     return Err(PlanValidationError::new(

@@ -1,6 +1,21 @@
 //! Folding evidence events into evidence, and why a sequence does not fold.
 
-use super::*;
+use super::BatchEvidence;
+use super::EVIDENCE_VERSION;
+use super::FAILURE_HISTORY_LIMIT;
+use super::event::EvidenceEvent;
+use super::event::Settlement;
+use super::history::ClosureCall;
+use super::history::FailureKind;
+use super::history::FailureNote;
+use super::history::RecoveryRecord;
+use super::index_of;
+use super::task::RejectedAttempt;
+use super::task::TaskEvidence;
+use crate::batch::candidate::AcceptedOutput;
+use crate::id::TaskId;
+use crate::id::digest::Digest;
+use std::collections::VecDeque;
 
 /// Why a sequence of evidence events does not fold into evidence.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

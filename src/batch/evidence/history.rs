@@ -1,7 +1,11 @@
 //! The run-wide parts of the evidence: failure notes, recovery decisions and the closure
 //! of each call.
 
-use super::*;
+use super::event::ClosureSettlement;
+use crate::batch::recovery::IneligibleReason;
+use crate::id::TaskId;
+use crate::id::digest::Digest;
+use crate::id::digest::canonical_struct;
 
 /// One entry of the bounded failure history.
 #[derive(Debug, Clone, PartialEq, Eq)]

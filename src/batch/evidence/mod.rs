@@ -2,11 +2,9 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::candidate::{AcceptedOutput, Candidate, Rejection};
-use super::recovery::IneligibleReason;
-use super::worker::InfrastructureFailure;
-use crate::id::digest::{Canonical, CanonicalHasher, OptByte, canonical_struct};
-use crate::{id::AgentId, id::ChannelId, id::TaskId, id::digest::Digest};
+use super::candidate::AcceptedOutput;
+use crate::id::digest::{Canonical, CanonicalHasher};
+use crate::{id::ChannelId, id::TaskId, id::digest::Digest};
 
 /// The evidence format version this build writes and reads.
 pub const EVIDENCE_VERSION: u32 = 1;
@@ -362,9 +360,15 @@ impl BatchSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::candidate::{Candidate, Rejection};
+    use std::collections::BTreeMap;
+
+    use crate::batch::worker::InfrastructureFailure;
+
     use crate::batch::evidence::event::ClosureEnd;
     use crate::checkpoint;
     use crate::plan::path::AdmittedPath;
+    use crate::{id::AgentId, id::ChannelId, id::TaskId, id::digest::Digest};
 
     fn t() -> TaskId {
         TaskId::new("t").unwrap()

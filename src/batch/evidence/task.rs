@@ -1,6 +1,15 @@
 //! What the evidence knows about one task: its calls, rejections and status.
 
-use super::*;
+use super::event::InventoryEntry;
+use crate::batch::candidate::AcceptedOutput;
+use crate::batch::candidate::Candidate;
+use crate::batch::candidate::Rejection;
+use crate::batch::worker::InfrastructureFailure;
+use crate::id::AgentId;
+use crate::id::TaskId;
+use crate::id::digest::Digest;
+use crate::id::digest::OptByte;
+use crate::id::digest::canonical_struct;
 
 /// A refused candidate, kept verbatim with its exact rejection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +62,7 @@ pub enum TaskStatus {
 }
 
 /// Why a failed task failed: what ended its calls, from its evidence
-/// ([`BatchEvidence::failure_cause`]). Its `Display` is one line for people.
+/// ([`BatchEvidence::failure_cause`](super::BatchEvidence::failure_cause)). Its `Display` is one line for people.
 ///
 /// ```
 /// # use kleene::batch::evidence::FailureCause;

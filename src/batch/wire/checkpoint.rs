@@ -16,16 +16,16 @@ impl Checkpoint for crate::batch::evidence::EvidenceEvent {
     const MIN_VERSION: u16 = 1;
 
     fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
-        checkpoint::encode_payload_into(&super::EvidenceEventV2::from(self), out)
+        checkpoint::encode_payload_into(&super::event::EvidenceEventV2::from(self), out)
     }
 
     fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
-        let record: super::EvidenceEventV2<'_> = checkpoint::decode_payload(payload)?;
+        let record: super::event::EvidenceEventV2<'_> = checkpoint::decode_payload(payload)?;
         Ok(record.into())
     }
 
     fn migrate(_version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
-        let record: super::EvidenceEventV2<'_> = checkpoint::decode_payload(payload)?;
+        let record: super::event::EvidenceEventV2<'_> = checkpoint::decode_payload(payload)?;
         Ok(record
             .of_version_one()
             .map_err(checkpoint::invalid::<Self>)?
@@ -44,16 +44,17 @@ impl Checkpoint for crate::batch::BatchEvidence {
     const MIN_VERSION: u16 = 1;
 
     fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), CheckpointError> {
-        checkpoint::encode_payload_into(&super::BatchEvidenceV2::from(self), out)
+        checkpoint::encode_payload_into(&super::snapshot::BatchEvidenceV2::from(self), out)
     }
 
     fn from_payload(payload: &[u8]) -> Result<Self, CheckpointError> {
-        let record: super::BatchEvidenceV2<'_> = checkpoint::decode_payload(payload)?;
+        let record: super::snapshot::BatchEvidenceV2<'_> = checkpoint::decode_payload(payload)?;
         Self::try_from(record).map_err(checkpoint::invalid::<Self>)
     }
 
     fn migrate(_version: u16, payload: &[u8]) -> Result<Self, CheckpointError> {
-        let v1: super::BatchEvidenceV1<'_> = checkpoint::decode_payload(payload)?;
-        Self::try_from(super::BatchEvidenceV2::from(v1)).map_err(checkpoint::invalid::<Self>)
+        let v1: super::snapshot::BatchEvidenceV1<'_> = checkpoint::decode_payload(payload)?;
+        Self::try_from(super::snapshot::BatchEvidenceV2::from(v1))
+            .map_err(checkpoint::invalid::<Self>)
     }
 }

@@ -1,7 +1,26 @@
 //! The `BEVT` payload: one evidence event, and the candidates, rejections, failures and
 //! settlements inside it.
 
-use super::*;
+use super::Text;
+use crate::batch::candidate::Candidate;
+use crate::batch::candidate::Rejection;
+use crate::batch::evidence::event::ClosureEnd;
+use crate::batch::evidence::event::ClosureSettlement;
+use crate::batch::evidence::event::EvidenceEvent;
+use crate::batch::evidence::event::InventoryEntry;
+use crate::batch::evidence::event::Settlement;
+use crate::batch::recovery::IneligibleReason;
+use crate::batch::worker::InfrastructureFailure;
+use crate::checkpoint::InvalidPayload;
+use crate::id::AgentId;
+use crate::id::ChannelId;
+use crate::id::TaskId;
+use crate::id::digest::Digest;
+use crate::plan::path::AdmittedPath;
+use serde::Deserialize;
+use serde::Serialize;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// A candidate: its files, sorted by path.
 #[derive(Serialize, Deserialize)]

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{CandidateV1, ClosureSettlementV1, InfrastructureFailureV1, RejectionV1};
+use super::event::{CandidateV1, ClosureSettlementV1, InfrastructureFailureV1, RejectionV1};
 use crate::batch::candidate::{Candidate, Rejection};
 use crate::batch::evidence::event::ClosureSettlement;
 use crate::batch::machine::Dispatch;

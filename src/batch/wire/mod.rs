@@ -12,34 +12,22 @@
 //! ```
 
 mod checkpoint;
-mod event;
+pub(crate) mod event;
 pub(crate) mod message;
-mod snapshot;
+pub(crate) mod snapshot;
+
+use event::EvidenceEventV2;
+use snapshot::BatchEvidenceV2;
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::batch::candidate::{AcceptedOutput, Candidate, Rejection};
-use crate::batch::evidence::event::{
-    ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement,
-};
-use crate::batch::evidence::{
-    BatchEvidence, ClosureCall, EVIDENCE_VERSION, FAILURE_HISTORY_LIMIT, FailureKind, FailureNote,
-    RecoveryRecord, RejectedAttempt, TaskEvidence, index_of,
-};
-use crate::batch::recovery::IneligibleReason;
-use crate::batch::worker::InfrastructureFailure;
-use crate::checkpoint::InvalidPayload;
-use crate::plan::path::AdmittedPath;
-use crate::{id::AgentId, id::ChannelId, id::TaskId, id::digest::Digest};
+use crate::batch::evidence::BatchEvidence;
+use crate::batch::evidence::event::EvidenceEvent;
 
 /// An id or a string, borrowed on encode, owned on decode.
 type Text<'a, T> = Cow<'a, T>;
-
-pub(crate) use event::*;
-pub(crate) use snapshot::*;
 
 // The domain types' serde forms are their records' (the checkpoint trait asks for serde, and
 // a JSON copy then has the payload's shape); decoding a snapshot checks it as the payload
@@ -71,8 +59,19 @@ impl<'de> Deserialize<'de> for BatchEvidence {
 
 #[cfg(test)]
 mod tests {
+    use super::snapshot::{ClosureCallV2, FailureKindV1, FailureNoteV1};
     use super::*;
+    use std::borrow::Cow;
+    use std::collections::BTreeMap;
+
+    use crate::batch::candidate::Candidate;
+    use crate::batch::evidence::BatchEvidence;
+    use crate::batch::evidence::event::{EvidenceEvent, InventoryEntry, Settlement};
+
+    use crate::checkpoint::InvalidPayload;
     use crate::checkpoint::{decode_payload, encode_payload};
+    use crate::plan::path::AdmittedPath;
+    use crate::{id::AgentId, id::ChannelId, id::TaskId, id::digest::Digest};
 
     fn id(s: &str) -> TaskId {
         TaskId::new(s).unwrap()

@@ -1,6 +1,33 @@
 //! The `EVID` payload: a folded evidence snapshot, a journal's compaction.
 
-use super::*;
+use super::Text;
+use super::event::CandidateV1;
+use super::event::ClosureSettlementV1;
+use super::event::InfrastructureFailureV1;
+use super::event::Refused;
+use super::event::RejectionV1;
+use super::event::refused_from;
+use super::event::refused_of;
+use crate::batch::candidate::AcceptedOutput;
+use crate::batch::evidence::BatchEvidence;
+use crate::batch::evidence::ClosureCall;
+use crate::batch::evidence::EVIDENCE_VERSION;
+use crate::batch::evidence::FAILURE_HISTORY_LIMIT;
+use crate::batch::evidence::FailureKind;
+use crate::batch::evidence::FailureNote;
+use crate::batch::evidence::RecoveryRecord;
+use crate::batch::evidence::RejectedAttempt;
+use crate::batch::evidence::TaskEvidence;
+use crate::batch::evidence::index_of;
+use crate::checkpoint::InvalidPayload;
+use crate::id::AgentId;
+use crate::id::ChannelId;
+use crate::id::TaskId;
+use crate::id::digest::Digest;
+use serde::Deserialize;
+use serde::Serialize;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// An accepted output: the candidate and the digest it was accepted under.
 #[derive(Serialize, Deserialize, bincode::Encode)]

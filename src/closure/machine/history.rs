@@ -11,7 +11,7 @@ use crate::closure::audit::{AuditEntry, AuditEvent, AuditLog, LoopPhase};
 use crate::closure::policy::{FixBudget, PolicyError, RecoveryPolicy};
 use crate::closure::record::ClosureFailure;
 use crate::closure::step::ExecutionOutput;
-use crate::closure::wire::{StepDeltaV1, StepPayload};
+use crate::closure::wire::delta::{StepDeltaV1, StepPayload};
 use crate::id::digest::Digest;
 use crate::{closure::task::Task, id::TaskId};
 

@@ -1,6 +1,24 @@
 //! The records of the audit log: loop phases, events, entries and the log.
 
-use super::*;
+use super::record::ClosureFailureV1;
+use super::step::ExhaustedBoundV1;
+use super::step::GovernanceDecisionV1;
+use super::step::HaltReasonV1;
+use super::step::NextV1;
+use super::step::SessionV1;
+use super::step::VerdictV1;
+use crate::closure::audit::AuditEntry;
+use crate::closure::audit::AuditEvent;
+use crate::closure::audit::AuditLog;
+use crate::closure::audit::LoopPhase;
+use crate::id::TaskId;
+use crate::id::ValidatorId;
+use crate::id::digest::Digest;
+use crate::wire::Record;
+use crate::wire::Seq;
+use serde::Deserialize;
+use serde::Serialize;
+use std::borrow::Cow;
 
 /// A [`LoopPhase`], by its snake-case name.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, bincode::Encode)]

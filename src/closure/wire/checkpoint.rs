@@ -1,8 +1,10 @@
 //! Where each closure payload kind meets the checkpoint envelope: its kind, its versions, and
 //! the wire record it is written as.
 
+use super::delta::ClosureDeltaV1;
+use super::record::ClosureRecordV1;
+use super::state::{ClosureStateV1, ClosureStateV2};
 use super::task::{TaskV1, TaskV2};
-use super::{ClosureDeltaV1, ClosureRecordV1, ClosureStateV1, ClosureStateV2};
 use crate::checkpoint::{self, Checkpoint, CheckpointError, sealed};
 
 impl sealed::Sealed for crate::closure::task::Task {}

@@ -1,6 +1,26 @@
 //! The `CLDT` payload: one step of a closure's incremental form.
 
-use super::*;
+use super::audit::AuditEventV1;
+use super::state::RecoveryPolicyV1;
+use super::state::StateSealV1;
+use super::task::TaskV2;
+use crate::closure::audit::AuditEntry;
+use crate::closure::audit::AuditEvent;
+use crate::closure::audit::AuditLog;
+use crate::closure::machine::history::ClosureDelta;
+use crate::closure::machine::history::Payload;
+use crate::closure::machine::history::Start;
+use crate::closure::machine::state::StateSeal;
+use crate::closure::policy::RecoveryPolicy;
+use crate::closure::step::ExecutionOutput;
+use crate::closure::task::Task;
+use crate::id::digest::Digest;
+use crate::wire::Invalid;
+use crate::wire::Record;
+use crate::wire::Seq;
+use serde::Deserialize;
+use serde::Serialize;
+use std::borrow::Cow;
 
 /// A [`ClosureDelta`] (`CLDT` format version 1).
 #[derive(Debug, Serialize, Deserialize, bincode::Encode)]

@@ -13,41 +13,26 @@
 //! one back checks what the domain type guarantees (a task's parent and root, a policy's
 //! bounds, a record's audit chain and shape) and names what does not hold.
 
-use std::borrow::Cow;
-
 use serde::{Deserialize, Serialize};
 
-mod audit;
+pub(crate) mod audit;
 mod checkpoint;
-mod delta;
-mod record;
-mod state;
-mod step;
+pub(crate) mod delta;
+pub(crate) mod record;
+pub(crate) mod state;
+pub(crate) mod step;
 pub(crate) mod task;
 
-use crate::closure::audit::{AuditEntry, AuditEvent, AuditLog, LoopPhase};
-use crate::closure::machine::history::{ClosureDelta, Payload, Start};
-use crate::closure::machine::state::{ClosureProgress, ClosureState, StateSeal};
-use crate::closure::policy::RecoveryPolicy;
-use crate::closure::record::{
-    ClosureFailure, ClosureOutcome, ClosureRecord, StepRecord, TaskAttempt,
-};
-use crate::closure::step::{
-    ExecutionOutput, ExhaustedBound, GovernanceDecision, HaltReason, Next, RecoverOn, Session,
-};
-use crate::closure::task::Task;
-use crate::closure::verdict::normalize::{NormalizedResult, NormalizedVerdict, VerdictNormalizer};
-use crate::closure::verdict::{ValidatorResult, Verdict};
-use crate::id::digest::Digest;
-use crate::id::{ProjectId, SessionMode, TaskId, ValidatorId};
-use crate::wire::{Invalid, Record, Seq};
-use task::{SeverityV1, TaskV2};
+use audit::{AuditEventV1, AuditLogV1};
+use delta::ClosureDeltaV1;
+use record::ClosureRecordV1;
+use state::ClosureStateV2;
 
-pub(crate) use audit::*;
-pub(crate) use delta::*;
-pub(crate) use record::*;
-pub(crate) use state::*;
-pub(crate) use step::*;
+use crate::closure::audit::{AuditEvent, AuditLog};
+use crate::closure::machine::history::ClosureDelta;
+use crate::closure::machine::state::ClosureState;
+use crate::closure::record::ClosureRecord;
+use crate::wire::Record;
 
 /// Serde for the domain values a caller persists whole: each is its current record's form,
 /// so the format never follows a refactor of the domain type.
@@ -88,7 +73,19 @@ impl<'de> Deserialize<'de> for AuditEvent {
 
 #[cfg(test)]
 mod tests {
+    use super::state::RecoveryPolicyV1;
+    use super::step::VerdictV1;
     use super::*;
+
+    use crate::closure::policy::RecoveryPolicy;
+    use crate::closure::record::ClosureRecord;
+    use crate::closure::step::{ExecutionOutput, GovernanceDecision, Next, Session};
+    use crate::closure::task::Task;
+
+    use crate::closure::verdict::Verdict;
+
+    use crate::id::TaskId;
+    use crate::wire::Record;
 
     /// A verdict read back is in canonical order, however the record ordered its results,
     /// so a hand-edited record cannot break equality.

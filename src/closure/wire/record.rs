@@ -1,6 +1,32 @@
 //! The `CLSR` payload: a closure record, its attempts, steps, failures and outcome.
 
-use super::*;
+use super::audit::AuditLogV1;
+use super::audit::LoopPhaseV1;
+use super::state::RecoveryPolicyV1;
+use super::step::ExecutionOutputV1;
+use super::step::GovernanceDecisionV1;
+use super::step::HaltReasonV1;
+use super::step::NextV1;
+use super::step::SessionV1;
+use super::step::VerdictV1;
+use super::task::TaskV2;
+use crate::closure::audit::AuditLog;
+use crate::closure::record::ClosureFailure;
+use crate::closure::record::ClosureOutcome;
+use crate::closure::record::ClosureRecord;
+use crate::closure::record::StepRecord;
+use crate::closure::record::TaskAttempt;
+use crate::closure::step::ExecutionOutput;
+use crate::closure::step::Next;
+use crate::closure::task::Task;
+use crate::closure::verdict::Verdict;
+use crate::id::TaskId;
+use crate::wire::Invalid;
+use crate::wire::Record;
+use crate::wire::Seq;
+use serde::Deserialize;
+use serde::Serialize;
+use std::borrow::Cow;
 
 /// A [`ClosureFailure`].
 #[derive(Debug, Serialize, Deserialize, bincode::Encode)]

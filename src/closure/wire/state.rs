@@ -1,6 +1,28 @@
 //! The `CLST` payload: a running closure, its policy, normaliser and seal.
 
-use super::*;
+use super::audit::AuditLogV1;
+use super::record::ClosureRecordV1;
+use super::record::TaskAttemptV1;
+use super::step::SessionV1;
+use super::task::SeverityV1;
+use crate::closure::audit::AuditLog;
+use crate::closure::machine::state::ClosureProgress;
+use crate::closure::machine::state::ClosureState;
+use crate::closure::machine::state::StateSeal;
+use crate::closure::policy::RecoveryPolicy;
+use crate::closure::record::TaskAttempt;
+use crate::closure::step::RecoverOn;
+use crate::closure::verdict::normalize::NormalizedResult;
+use crate::closure::verdict::normalize::NormalizedVerdict;
+use crate::closure::verdict::normalize::VerdictNormalizer;
+use crate::id::ValidatorId;
+use crate::id::digest::Digest;
+use crate::wire::Invalid;
+use crate::wire::Record;
+use crate::wire::Seq;
+use serde::Deserialize;
+use serde::Serialize;
+use std::borrow::Cow;
 
 /// A [`RecoverOn`].
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, bincode::Encode)]

@@ -1,7 +1,23 @@
 //! The records of one iteration's parts: the session, the governance decision, verdicts,
 //! an execution's output, the next move and why a loop halted.
 
-use super::*;
+use super::task::SeverityV1;
+use crate::closure::step::ExecutionOutput;
+use crate::closure::step::ExhaustedBound;
+use crate::closure::step::GovernanceDecision;
+use crate::closure::step::HaltReason;
+use crate::closure::step::Next;
+use crate::closure::step::Session;
+use crate::closure::verdict::ValidatorResult;
+use crate::closure::verdict::Verdict;
+use crate::id::ProjectId;
+use crate::id::SessionMode;
+use crate::id::ValidatorId;
+use crate::wire::Record;
+use crate::wire::Seq;
+use serde::Deserialize;
+use serde::Serialize;
+use std::borrow::Cow;
 
 /// A [`Session`]: mode and project.
 #[derive(Debug, Serialize, Deserialize, bincode::Encode)]

@@ -1,8 +1,6 @@
 //! Validation: every problem of a plan at once, or a [`ValidatedPlan`].
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
-use std::fmt;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use foldhash::{HashMap, HashMapExt};
@@ -15,12 +13,13 @@ use super::normalize::index;
 use crate::id::digest::{Canonical, CanonicalHasher, Digest, OptByte, Unordered, canonical_struct};
 use crate::{id::TaskId, plan::path::AdmittedPath};
 
-mod order;
-mod ownership;
-mod problem;
+pub(crate) mod order;
+pub(crate) mod ownership;
+pub(crate) mod problem;
 
-pub(crate) use order::*;
-pub(crate) use ownership::*;
+use order::{id_prefix, topological_order};
+use ownership::{PathEntries, entries_for, ownership_problems};
+
 pub use problem::{PlanProblem, PlanValidationError, ValidationStage};
 
 /// A plan's tasks resolved to dense indices: what every check after id resolution works on.

@@ -1,6 +1,16 @@
 //! The plan's order: Kahn's algorithm over the resolved graph, or the cycles that block it.
 
-use super::*;
+use super::Resolved;
+use super::problem::PlanProblem;
+use crate::id::TaskId;
+use crate::plan::model::PlannedTask;
+use crate::plan::normalize::index;
+use foldhash::{HashMap, HashMapExt};
+use petgraph::Direction;
+use petgraph::graph::DiGraph;
+use petgraph::graph::NodeIndex;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Kahn's algorithm over the resolved graph, ties broken by id; or a cycle problem for each
 /// strongly connected component that blocks it.

@@ -1,6 +1,10 @@
 //! Owned paths: every path owned once, and never inside another task's.
 
-use super::*;
+use super::problem::PlanProblem;
+use crate::id::TaskId;
+use crate::plan::model::PlannedTask;
+use crate::plan::normalize::index;
+use crate::plan::path::AdmittedPath;
 
 /// Owned paths as (hash of the path, task position, index in its `owned_paths`), sorted.
 ///

@@ -1,6 +1,9 @@
 //! What validation reports: each problem of a plan, and the error that holds them all.
 
-use super::*;
+use crate::id::TaskId;
+use crate::plan::model::ModuleName;
+use crate::plan::path::AdmittedPath;
+use std::fmt;
 
 /// One problem found in a plan. Every variant names the tasks involved.
 #[derive(Debug, Clone, PartialEq, Eq)]
