@@ -54,26 +54,26 @@ use super::runtime::*;
 /// The agent: runs a call's commands in its stage and proposes what the stage holds after.
 #[derive(Debug)]
 pub struct ShellAgent<'a> {
-    pub(super) rt: &'a ShellRuntime,
+    rt: &'a ShellRuntime,
     /// Names this agent's stages apart from other agents' on the same runtime.
-    pub(super) slot: String,
+    slot: String,
     /// Each accepted output's file digests, in the order its files iterate: hashed once per
     /// agent, and matched to the files by position, not looked up by path.
-    pub(super) file_digests: HashMap<Digest, Arc<Vec<Digest>>>,
+    file_digests: HashMap<Digest, Arc<Vec<Digest>>>,
     /// The last call's stage, turned into the next call's by [`Stage::reuse`]: in a chain,
     /// a call then pays for the files that changed, not for linking every input again.
-    pub(super) spare: Option<Stage>,
+    spare: Option<Stage>,
     /// Stages made so far, naming each one apart when commands can outlive their calls.
-    pub(super) stages_made: u64,
+    stages_made: u64,
     /// The call under way.
-    pub(super) current: Option<CallState>,
+    current: Option<CallState>,
     /// The record of the last call that finished.
-    pub(super) last_record: Option<ClosureRecord>,
+    last_record: Option<ClosureRecord>,
 }
 
 /// What one call needs while its closure runs.
 #[derive(Debug)]
-pub(super) struct CallState {
+struct CallState {
     task: TaskId,
     call: u32,
     stage: Stage,
@@ -127,6 +127,24 @@ pub(super) fn unavailable(what: &str, err: impl std::fmt::Display) -> WorkerFail
 }
 
 impl<'a> ShellAgent<'a> {
+    /// An agent over `rt` whose stages are named after `slot`.
+    pub(super) fn new(rt: &'a ShellRuntime, slot: String) -> Self {
+        Self {
+            rt,
+            slot,
+            file_digests: HashMap::new(),
+            spare: None,
+            stages_made: 0,
+            current: None,
+            last_record: None,
+        }
+    }
+
+    /// The record of the last call it finished, taken.
+    pub(super) fn take_last_record(&mut self) -> Option<ClosureRecord> {
+        self.last_record.take()
+    }
+
     fn say(&self, text: &str) {
         self.rt.observer.event(ShellEvent::Warning(text.to_owned()));
     }
@@ -575,14 +593,6 @@ impl Agent for ShellAgent<'_> {
         }
         Ok(Verdict::new(results))
     }
-}
-
-/// `path` made absolute, or why it could not be.
-pub(super) fn absolute(path: &Path) -> Result<PathBuf, ShellError> {
-    std::path::absolute(path).map_err(|source| ShellError::Create {
-        path: path.to_owned(),
-        source,
-    })
 }
 
 /// The withdrawal of a call whose stages' file system has only `free` bytes left.

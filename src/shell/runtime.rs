@@ -11,11 +11,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::agent::{ShellAgent, unavailable};
 use super::planfile::ShellPlan;
 use super::scratch::Scratch;
 use crate::batch::{
@@ -27,7 +27,6 @@ use crate::id::{ChannelId, IdError, TaskId, ValidatorId};
 use crate::process::{self, Containment, GroupRecords, Interrupt};
 use crate::stage::{ObjectStore, StageError};
 
-use super::agent::{ShellAgent, absolute, unavailable};
 /// The recovery depth a shell run allows by default.
 pub const DEFAULT_MAX_DEPTH: u32 = 3;
 /// The run-wide fix attempts a shell run allows by default.
@@ -298,15 +297,7 @@ impl ShellRuntime {
     /// An agent whose stages are named after `slot` (unique among the agents in flight on
     /// this runtime's stages directory).
     pub fn agent(&self, slot: impl Into<String>) -> ShellAgent<'_> {
-        ShellAgent {
-            rt: self,
-            slot: slot.into(),
-            file_digests: HashMap::new(),
-            spare: None,
-            stages_made: 0,
-            current: None,
-            last_record: None,
-        }
+        ShellAgent::new(self, slot.into())
     }
 
     /// Makes one call a batch machine reserved elsewhere, as [`Batch::run`] would make it:
@@ -342,7 +333,7 @@ impl ShellRuntime {
             inputs,
         };
         let result = call.make(&mut worker, draw);
-        let record = worker.agent_mut().last_record.take();
+        let record = worker.agent_mut().take_last_record();
         DispatchOutcome { result, record }
     }
 
@@ -361,4 +352,12 @@ pub struct DispatchOutcome {
     /// The closure's whole record when the call finished (what the proposal's settlement
     /// binds by digest); `None` when it was withdrawn or never started.
     pub record: Option<ClosureRecord>,
+}
+
+/// `path` made absolute, or why it could not be.
+pub(super) fn absolute(path: &Path) -> Result<PathBuf, ShellError> {
+    std::path::absolute(path).map_err(|source| ShellError::Create {
+        path: path.to_owned(),
+        source,
+    })
 }
