@@ -6,7 +6,7 @@ use crate::checkpoint::{self, Checkpoint, CheckpointError, sealed};
 impl sealed::Sealed for crate::batch::evidence::EvidenceEvent {}
 
 /// One journal record: a batch evidence event, encoded as its own record
-/// (`wire::evidence::EvidenceEventV2`). Version 2 added the closure events (fix drawn,
+/// (`batch::wire::event::EvidenceEventV2`). Version 2 added the closure events (fix drawn,
 /// closure settled) as new variants after the old ones, so a version-1 payload decodes as
 /// the same record and is refused if it holds one of them; a build that reads only
 /// version 1 refuses version-2 events by number.
@@ -36,7 +36,7 @@ impl Checkpoint for crate::batch::evidence::EvidenceEvent {
 impl sealed::Sealed for crate::batch::BatchEvidence {}
 
 /// A journal snapshot: folded batch evidence, encoded as its own record
-/// (`wire::evidence::BatchEvidenceV2`) and checked before it is trusted. Version 2 added
+/// (`batch::wire::snapshot::BatchEvidenceV2`) and checked before it is trusted. Version 2 added
 /// the closures of the calls; a version-1 snapshot is migrated with none.
 impl Checkpoint for crate::batch::BatchEvidence {
     const KIND: [u8; 4] = *b"EVID";
