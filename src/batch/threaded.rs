@@ -20,7 +20,7 @@ use super::evidence::event::EvidenceEvent;
 use super::executor::{Batch, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
 use super::machine::{Dispatch, Prerequisites, Settled};
-use super::pass::{Driver, Run};
+use super::pass::{Driver, Run, Sequential};
 use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
 };
@@ -111,7 +111,12 @@ impl<'p> Batch<'p> {
         // More slots than tasks could never all be busy: a typo of `-j 100000` must not start
         // a hundred thousand threads.
         let slots = jobs.get().min(self.plan().tasks().count().max(1));
-        let workers: Vec<W> = (0..slots).map(make_worker).collect();
+        let mut workers: Vec<W> = (0..slots).map(make_worker).collect();
+        if let [worker] = workers.as_mut_slice() {
+            // One slot makes the sequential drive's calls in its order (the same evidence):
+            // on the calling thread, each call saves two thread hand-offs.
+            return self.run_driven(&mut Sequential(worker), contract, journal, observer);
+        }
         let mut driver = Threaded { workers };
         self.run_driven(&mut driver, contract, journal, observer)
     }
