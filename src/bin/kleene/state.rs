@@ -24,6 +24,7 @@
 
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use kleene::error::Chain;
@@ -34,8 +35,19 @@ use crate::formats::{
     RunFile, RunInfo, decode_closure_line, decode_run_file, encode_closure_line, encode_run_file,
 };
 
-/// Held while a line is appended to a closure log.
-static CLOSURE_LOG_WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The closure log this process appends to, held while a line is appended.
+static CLOSURE_LOG: std::sync::Mutex<Option<OpenLog>> = std::sync::Mutex::new(None);
+
+/// The closure log this process last appended to, kept open.
+#[derive(Debug)]
+struct OpenLog {
+    path: PathBuf,
+    file: fs::File,
+    ino: u64,
+    dev: u64,
+    /// Its length after this process's last append: every byte of it whole lines.
+    len: u64,
+}
 
 /// Why the state directory could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -403,25 +415,53 @@ impl StateDir {
         // The calls in flight together append from their own threads: the torn-tail check,
         // the cut and the write go together, or one thread's check sees another's line half
         // written and cuts it away. (One process writes a state directory: its lock.)
-        let _writing = CLOSURE_LOG_WRITES
+        let mut open = CLOSURE_LOG
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut file = fs::OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(&path)
-            .map_err(io(&path))?;
-        let whole = whole_lines_len(&mut file).map_err(io(&path))?;
-        if whole != file.metadata().map_err(io(&path))?.len() {
-            file.set_len(whole).map_err(io(&path))?;
+        // The log stays open between appends (every call appends once): only a log this
+        // process has not written yet, or one that changed under it, is checked for a torn
+        // tail again.
+        let same = match (&*open, fs::metadata(&path)) {
+            (Some(log), Ok(now)) => {
+                log.path == path
+                    && log.ino == now.ino()
+                    && log.dev == now.dev()
+                    && log.len == now.len()
+            }
+            _ => false,
+        };
+        if !same {
+            *open = None;
+            let mut file = fs::OpenOptions::new()
+                .create(true)
+                .read(true)
+                .append(true)
+                .open(&path)
+                .map_err(io(&path))?;
+            let whole = whole_lines_len(&mut file).map_err(io(&path))?;
+            let meta = file.metadata().map_err(io(&path))?;
+            if whole != meta.len() {
+                file.set_len(whole).map_err(io(&path))?;
+            }
+            *open = Some(OpenLog {
+                path: path.clone(),
+                file,
+                ino: meta.ino(),
+                dev: meta.dev(),
+                len: whole,
+            });
         }
+        let Some(log) = open.as_mut() else {
+            return Ok(());
+        };
         // One write of the whole line: concurrent readers never see half of it in practice.
-        if let Err(e) = file.write_all(&text) {
+        if let Err(e) = log.file.write_all(&text) {
             // Best effort: a log that cannot even be cut back is reported by `kleene audit`.
-            let _ = file.set_len(whole);
+            let _ = log.file.set_len(log.len);
+            *open = None;
             return Err(io(&path)(e));
         }
+        log.len += text.len() as u64;
         Ok(())
     }
 
