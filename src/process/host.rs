@@ -30,7 +30,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::closure::verdict::{OutputTail, TailLimits};
@@ -41,7 +41,7 @@ use nix::sys::wait::waitpid;
 use nix::unistd::{Pid, getpid};
 use serde::{Deserialize, Serialize};
 
-use super::{Finished, Interrupt, Invocation, RunError, run_here};
+use super::{Finished, GroupRecords, Interrupt, Invocation, RunError, run_here};
 
 /// The argument that makes a program serve as a host instead of parsing a command line.
 const HOST_ARG: &str = "__contained-host";
@@ -113,8 +113,9 @@ struct Probe {
     own_user: bool,
 }
 
+static PROBED: OnceLock<Option<Probe>> = OnceLock::new();
+
 fn probe() -> Option<&'static Probe> {
-    static PROBED: OnceLock<Option<Probe>> = OnceLock::new();
     // Not probed (and not cached) before a program is named.
     PROGRAM.get()?;
     PROBED.get_or_init(probe_host).as_ref()
@@ -122,6 +123,30 @@ fn probe() -> Option<&'static Probe> {
 
 fn probe_host() -> Option<Probe> {
     let program = PROGRAM.get()?.clone();
+    let (setpriv, unshare) = find_tools()?;
+    let mut probe = Probe {
+        setpriv,
+        unshare,
+        program,
+        own_user: false,
+    };
+    // A host started early answers the probe: its start overlapped whatever the process did
+    // since. The probing host is kept for the first thread that runs a command.
+    let host = take_spare()
+        .or_else(|| Host::start(&probe).ok())
+        .or_else(|| {
+            probe.own_user = true;
+            Host::start(&probe).ok()
+        })?;
+    SPARE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(Spare::Ready(host));
+    Some(probe)
+}
+
+/// `setpriv` and `unshare`, by the `PATH`.
+fn find_tools() -> Option<(PathBuf, PathBuf)> {
     let find = |name: &str| {
         std::env::var_os("PATH")
             .into_iter()
@@ -129,18 +154,68 @@ fn probe_host() -> Option<Probe> {
             .map(|dir| dir.join(name))
             .find(|p| p.is_file())
     };
-    let mut probe = Probe {
-        setpriv: find("setpriv")?,
-        unshare: find("unshare")?,
-        program,
-        own_user: false,
+    Some((find("setpriv")?, find("unshare")?))
+}
+
+/// A host started ahead of its first command, for any thread.
+enum Spare {
+    /// Not yet greeted.
+    Starting(Starting),
+    /// Greeted, idle.
+    Ready(Host),
+}
+
+/// Hosts started ahead of the threads that will use them.
+static SPARE: Mutex<Vec<Spare>> = Mutex::new(Vec::new());
+
+/// A started host from the spares, greeted and alive, if one is.
+fn take_spare() -> Option<Host> {
+    loop {
+        let spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner).pop()?;
+        let host = match spare {
+            Spare::Ready(host) => host,
+            Spare::Starting(starting) => match starting.greeted() {
+                Ok(host) => host,
+                Err(_) => continue,
+            },
+        };
+        let mut host = host;
+        // A spare whose starting thread ended went with it (its parent-death signal).
+        if host.alive() {
+            return Some(host);
+        }
+    }
+}
+
+/// Starts `count` hosts without waiting for them to answer, so that their start (three
+/// programs, some milliseconds each) overlaps what the process does before its first
+/// commands.
+pub(super) fn start_early(count: usize) {
+    let Some(program) = PROGRAM.get() else {
+        return;
     };
-    let host = Host::start(&probe).ok().or_else(|| {
-        probe.own_user = true;
-        Host::start(&probe).ok()
-    })?;
-    HOST.with(|slot| *slot.borrow_mut() = Some(host));
-    Some(probe)
+    if PROBED.get().is_some_and(Option::is_none) {
+        return;
+    }
+    let Some((setpriv, unshare)) = find_tools() else {
+        return;
+    };
+    let probe = Probe {
+        setpriv,
+        unshare,
+        program: program.clone(),
+        own_user: PROBED
+            .get()
+            .and_then(Option::as_ref)
+            .is_some_and(|p| p.own_user),
+    };
+    let mut spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner);
+    for _ in spare.len()..count {
+        match Host::spawn(&probe) {
+            Ok(starting) => spare.push(Spare::Starting(starting)),
+            Err(_) => return,
+        }
+    }
 }
 
 /// Whether commands run in a host (a PID namespace) here.
@@ -167,7 +242,7 @@ pub(super) fn run(
         if held.as_mut().is_some_and(|h| !h.alive()) {
             held = None;
         }
-        let host = match held {
+        let host = match held.or_else(take_spare) {
             Some(host) => host,
             None => Host::start(probe).map_err(|source| RunError::Spawn {
                 command: inv.command.to_owned(),
@@ -185,12 +260,55 @@ pub(super) fn run(
 struct Host {
     child: Child,
     socket: UnixStream,
-    /// The process group of `setpriv` → `unshare`, which kleene records while a call runs.
+    /// The process group of `setpriv` → `unshare`, which kleene records from the host's first
+    /// recorded call until the host stops.
     group: i32,
+    /// Where that group is recorded, once it is.
+    recorded: Option<GroupRecords>,
+}
+
+/// A host that was started and has not said hello yet.
+struct Starting {
+    child: Child,
+    socket: UnixStream,
+    group: i32,
+}
+
+impl Starting {
+    /// Waits for the host's hello; a host that does not give the right one is killed.
+    fn greeted(mut self) -> io::Result<Host> {
+        let hello = (|| {
+            self.socket.set_read_timeout(Some(HELLO_TIMEOUT))?;
+            let hello: Hello = read_json(&mut &self.socket)?;
+            self.socket.set_read_timeout(None)?;
+            if hello.protocol != PROTOCOL || hello.pid != 1 {
+                return Err(io::Error::other(format!(
+                    "the contained host spoke `{}` as pid {}, not `{PROTOCOL}` as pid 1",
+                    hello.protocol, hello.pid
+                )));
+            }
+            Ok(())
+        })();
+        if let Err(err) = hello {
+            let _ = killpg(Pid::from_raw(self.group), Signal::SIGKILL);
+            let _ = self.child.wait();
+            return Err(err);
+        }
+        Ok(Host {
+            child: self.child,
+            socket: self.socket,
+            group: self.group,
+            recorded: None,
+        })
+    }
 }
 
 impl Host {
     fn start(probe: &Probe) -> io::Result<Self> {
+        Self::spawn(probe)?.greeted()
+    }
+
+    fn spawn(probe: &Probe) -> io::Result<Starting> {
         let (socket, theirs) = UnixStream::pair()?;
         let mut cmd = Command::new(&probe.setpriv);
         cmd.args(["--pdeathsig", "KILL", "--"])
@@ -212,28 +330,11 @@ impl Host {
             .stderr(Stdio::null())
             // Where the run's key lives is none of a command's business.
             .env_remove("KLEENE_SIGNING_KEY");
-        let mut child = cmd.spawn()?;
+        let child = cmd.spawn()?;
         // The command holds our copy of the host's end: drop it, so a host that dies says so.
         drop(cmd);
         let group = child.id().cast_signed();
-        let hello = (|| {
-            socket.set_read_timeout(Some(HELLO_TIMEOUT))?;
-            let hello: Hello = read_json(&mut &socket)?;
-            socket.set_read_timeout(None)?;
-            if hello.protocol != PROTOCOL || hello.pid != 1 {
-                return Err(io::Error::other(format!(
-                    "the contained host spoke `{}` as pid {}, not `{PROTOCOL}` as pid 1",
-                    hello.protocol, hello.pid
-                )));
-            }
-            Ok(())
-        })();
-        if let Err(err) = hello {
-            let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
-            let _ = child.wait();
-            return Err(err);
-        }
-        Ok(Self {
+        Ok(Starting {
             child,
             socket,
             group,
@@ -256,13 +357,16 @@ impl Host {
             command: command.clone(),
             source,
         };
-        if let Some((records, label)) = &inv.records {
-            records.record(self.group, &format!("{label}: `{command}`"));
+        // The host outlives each call: its group is recorded once, not written and removed
+        // around every call (about a fifth of a no-op call's own cost).
+        if let (Some((records, label)), None) = (&inv.records, &self.recorded) {
+            records.record(
+                self.group,
+                &format!("{label}: `{command}`, and the calls its host ran after it"),
+            );
+            self.recorded = Some((*records).clone());
         }
         let answer = self.exchange(inv, interrupt);
-        if let Some((records, _)) = &inv.records {
-            records.forget(self.group);
-        }
         let answer = match answer {
             Ok(answer) => answer,
             Err(Exchange::Interrupted) => {
@@ -366,6 +470,21 @@ impl Drop for Host {
         // Closing the socket ends an idle host; a busy one goes with its group.
         let _ = killpg(Pid::from_raw(self.group), Signal::SIGKILL);
         let _ = self.child.try_wait();
+        if let Some(records) = self.recorded.take() {
+            records.forget(self.group);
+        }
+    }
+}
+
+/// Stops the calling thread's host and every spare one, and removes their records.
+pub(super) fn release() {
+    let _ = HOST.try_with(|slot| slot.borrow_mut().take());
+    let spares = std::mem::take(&mut *SPARE.lock().unwrap_or_else(PoisonError::into_inner));
+    for spare in spares {
+        if let Spare::Starting(mut starting) = spare {
+            let _ = killpg(Pid::from_raw(starting.group), Signal::SIGKILL);
+            let _ = starting.child.wait();
+        }
     }
 }
 
@@ -424,15 +543,24 @@ fn os_error(errno: Option<i32>, message: String) -> io::Error {
 }
 
 fn write_frame(to: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
-    let len = u32::try_from(bytes.len())
-        .map_err(|_| io::Error::other("a frame for the contained host is over 4 GiB"))?;
-    to.write_all(&len.to_le_bytes())?;
-    to.write_all(bytes)?;
+    let mut frame = Vec::with_capacity(4 + bytes.len());
+    frame.extend_from_slice(&frame_len(bytes.len())?.to_le_bytes());
+    frame.extend_from_slice(bytes);
+    to.write_all(&frame)?;
     to.flush()
 }
 
+/// A frame's length field for `len` bytes of body.
+fn frame_len(len: usize) -> io::Result<u32> {
+    u32::try_from(len).map_err(|_| io::Error::other("a frame for the contained host is over 4 GiB"))
+}
+
+/// The most bytes of a frame read into memory before more of it has arrived.
+const READ_CHUNK: usize = 64 << 10;
+
 /// Reads one frame of at most `max` bytes; memory grows with what arrives, not with what the
-/// length field claims.
+/// length field claims. A frame of up to [`READ_CHUNK`] bytes is one read after its length:
+/// every call sends two such frames, so their reads are on every call's path.
 fn read_frame(from: &mut impl Read, max: u32) -> io::Result<Vec<u8>> {
     let mut len = [0u8; 4];
     from.read_exact(&mut len)?;
@@ -443,16 +571,25 @@ fn read_frame(from: &mut impl Read, max: u32) -> io::Result<Vec<u8>> {
              the {max} allowed"
         )));
     }
-    let mut bytes = Vec::new();
-    from.take(u64::from(len)).read_to_end(&mut bytes)?;
-    if bytes.len() != len as usize {
-        return Err(io::ErrorKind::UnexpectedEof.into());
+    let len = len as usize;
+    let mut bytes = Vec::with_capacity(len.min(READ_CHUNK));
+    while bytes.len() < len {
+        let start = bytes.len();
+        let end = len.min(start + READ_CHUNK);
+        bytes.resize(end, 0);
+        from.read_exact(&mut bytes[start..end])?;
     }
     Ok(bytes)
 }
 
 fn write_json(to: &mut impl Write, value: &impl Serialize) -> io::Result<()> {
-    write_frame(to, &serde_json::to_vec(value)?)
+    // The length goes in front of the text once it is known: one buffer, one write.
+    let mut frame = vec![0u8; 4];
+    serde_json::to_writer(&mut frame, value)?;
+    let len = frame_len(frame.len() - 4)?;
+    frame[..4].copy_from_slice(&len.to_le_bytes());
+    to.write_all(&frame)?;
+    to.flush()
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(from: &mut impl Read) -> io::Result<T> {
@@ -585,6 +722,17 @@ mod tests {
         let mut wire = Vec::new();
         write_frame(&mut wire, b"hello").unwrap();
         assert_eq!(read_frame(&mut wire.as_slice(), 16).unwrap(), b"hello");
+    }
+
+    #[test]
+    fn a_frame_of_several_chunks_round_trips_and_a_cut_in_its_last_chunk_is_an_end() {
+        let body: Vec<u8> = (0..READ_CHUNK * 2 + 7).map(|i| i as u8).collect();
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &body).unwrap();
+        assert_eq!(read_frame(&mut wire.as_slice(), MAX_FRAME).unwrap(), body);
+        wire.pop();
+        let err = read_frame(&mut wire.as_slice(), MAX_FRAME).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
     }
 
     #[test]

@@ -172,6 +172,26 @@ pub use host::{contain_commands_with, serve_host_if_asked};
 mod cgroup;
 mod host;
 
+/// Starts up to `count` contained hosts without waiting for them, so that their start (three
+/// programs, some milliseconds each) overlaps what the process does before its first
+/// commands; the first `count` threads to run a command take one each instead of starting
+/// their own. Does nothing before [`contain_commands_with`] named a host, or where hosts
+/// proved not to work. A host ends with the thread that started it (its parent-death
+/// signal follows that thread), so call it from a thread that outlives the commands, such as
+/// `main` (the `kleene` binary calls it first thing in `run` and `resume`); a host whose
+/// thread ended is never handed out.
+pub fn start_hosts(count: usize) {
+    host::start_early(count);
+}
+
+/// Stops the calling thread's contained host, if it started one, and every host started by
+/// [`start_hosts`] that no thread took, and removes the records of their process groups
+/// (call before the process ends; the `kleene` binary does). A later command on this thread
+/// starts a new host.
+pub fn release_host() {
+    host::release();
+}
+
 /// The containment in force: a PID namespace once [`contain_commands_with`] named a host that
 /// works here (probed once per process), else a cgroup per command where cgroup v2 is
 /// writable (unless [`disable_cgroups`] was called), a process group otherwise.

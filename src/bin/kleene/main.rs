@@ -60,8 +60,10 @@ fn main() -> ExitCode {
         }
         Command::Restate(args) => restate::adapter(args.args.clone()),
     };
-    // The empty cgroups kept for the next command have none left to serve.
+    // The empty cgroups kept for the next command, and the host that ran this thread's
+    // commands, have none left to serve.
     kleene::process::release_cgroups();
+    kleene::process::release_host();
     match outcome {
         Ok(exit) => exit.into(),
         Err(failure) => {

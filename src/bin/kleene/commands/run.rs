@@ -41,6 +41,7 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
     let mut skip = vec![args.state.state.clone()];
     skip.extend(args.workspace.iter().cloned());
     let (loaded, text) = read_plan(&args.plan, &skip)?;
+    start_hosts(args.jobs, &loaded);
     // A merged task would otherwise vanish from the run without a word. On stderr, so
     // stdout keeps exactly its events; `kleene validate --json` reports merges as data.
     if rep.mode() != crate::report::Mode::Json {
@@ -157,6 +158,11 @@ fn refuse_live_groups(state: &StateDir, kill: bool) -> Result<(), Failure> {
     )))
 }
 
+/// Starts the hosts the run's calls will need (one per slot) while the run prepares.
+fn start_hosts(given: Option<NonZeroUsize>, loaded: &ShellPlan) {
+    process::start_hosts(jobs(given).get().min(loaded.plan().len()));
+}
+
 /// `kleene resume`.
 pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
     let state = StateDir::at(&args.state.state);
@@ -165,6 +171,7 @@ pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
         .map_err(|e| Failure::halted(Chain(&e)))?;
     let (info, text) = state.open().map_err(|e| Failure::bad_input(Chain(&e)))?;
     let loaded = stored_plan(&state, &text)?;
+    start_hosts(args.jobs, &loaded);
     refuse_changed_plan(&info, &loaded, &state)?;
     refuse_live_groups(&state, args.kill_stale)?;
     let pass = Pass {
