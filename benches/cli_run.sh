@@ -45,10 +45,10 @@ best_script=0 best_disk=0 best_shm=0 best_pg=0
 round=0
 while [ "$round" -lt "${ROUNDS:-21}" ]; do
     t0=$(now); sh script.sh; t1=$(now)
-    rm -rf st; "$kleene" run plan.json --state st > /dev/null; t2=$(now)
-    rm -rf "$shm/st"; "$kleene" run plan.json --state "$shm/st" > /dev/null; t3=$(now)
+    rm -rf st; "$kleene" run plan.json --state st -j 1 > /dev/null; t2=$(now)
+    rm -rf "$shm/st"; "$kleene" run plan.json --state "$shm/st" -j 1 > /dev/null; t3=$(now)
     rm -rf "$shm/st"
-    KLEENE_CONTAINMENT=process-group "$kleene" run plan.json --state "$shm/st" > /dev/null
+    KLEENE_CONTAINMENT=process-group "$kleene" run plan.json --state "$shm/st" -j 1 > /dev/null
     t4=$(now)
     s=$((t1 - t0)) d=$((t2 - t1)) m=$((t3 - t2)) g=$((t4 - t3))
     if [ "$best_script" -eq 0 ] || [ "$s" -lt "$best_script" ]; then best_script=$s; fi

@@ -226,6 +226,9 @@ impl<'a> ShellAgent<'a> {
 
 impl Drop for ShellAgent<'_> {
     fn drop(&mut self) {
+        if self.rt.leave_last_stages {
+            return;
+        }
         // The last stage holds nothing that is not in the journal and the workspace.
         for stage in [self.spare.take(), self.current.take().map(|c| c.stage)]
             .into_iter()

@@ -180,6 +180,7 @@ pub struct ShellRuntime {
     pub(super) commands_can_outlive_calls: bool,
     pub(super) max_call_output_bytes: u64,
     pub(super) observer: Arc<dyn ShellObserver>,
+    pub(super) leave_last_stages: bool,
 }
 
 impl ShellRuntime {
@@ -228,6 +229,7 @@ impl ShellRuntime {
             commands_can_outlive_calls: process::containment() == Containment::ProcessGroup,
             max_call_output_bytes: DEFAULT_MAX_CALL_OUTPUT_BYTES,
             observer: Arc::new(Quiet),
+            leave_last_stages: false,
         })
     }
 
@@ -271,6 +273,17 @@ impl ShellRuntime {
     #[must_use]
     pub fn with_max_call_output_bytes(mut self, bytes: u64) -> Self {
         self.max_call_output_bytes = bytes;
+        self
+    }
+
+    /// The stages an agent holds when it is dropped are left in
+    /// [`stages_dir`](Self::stages_dir) instead of removed then, for the caller to remove
+    /// when it suits it: removing a stage of many files costs about as much as writing
+    /// them, and the `kleene` binary does it on another thread while it writes the
+    /// workspace. (They hold nothing that is not in the journal.)
+    #[must_use]
+    pub fn leaving_last_stages(mut self) -> Self {
+        self.leave_last_stages = true;
         self
     }
 

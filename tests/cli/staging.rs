@@ -1424,3 +1424,55 @@ fn a_second_run_in_one_state_directory_offers_restart() {
         "{err}"
     );
 }
+
+/// The workspace the accepted files are written into is the user's: a link planted there (a
+/// directory or a file of an accepted path) must be refused, never written through.
+#[test]
+fn the_workspace_projection_never_writes_through_a_planted_link() {
+    for planted in ["dir", "file"] {
+        let tmp = TempDir::new().unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("MODULE"), "kept").unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        if planted == "dir" {
+            std::os::unix::fs::symlink(&outside, ws.join("app")).unwrap();
+        } else {
+            std::fs::create_dir(ws.join("app")).unwrap();
+            std::os::unix::fs::symlink(outside.join("MODULE"), ws.join("app/MODULE")).unwrap();
+        }
+        let plan = one_task(
+            tmp.path(),
+            &["app/MODULE"],
+            json!({"run": "mkdir -p app && echo accepted > app/MODULE"}),
+        );
+        let out = kleene(tmp.path())
+            .args([
+                "run",
+                plan.to_str().unwrap(),
+                "--state",
+                "st",
+                "--workspace",
+                "ws",
+            ])
+            .output()
+            .unwrap();
+        let all = both(&out);
+        assert_eq!(out.status.code(), Some(0), "{planted}: {all}");
+        let why = if planted == "dir" {
+            "is not a directory (a link or a file)"
+        } else {
+            "is a link"
+        };
+        assert!(
+            all.contains("failed to write the workspace") && all.contains(why),
+            "{planted}: {all}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(outside.join("MODULE")).unwrap(),
+            "kept",
+            "{planted}: written through the link"
+        );
+    }
+}

@@ -11,6 +11,7 @@ mod cli;
 mod commands;
 mod formats;
 mod observer;
+mod projection;
 mod report;
 mod restate;
 mod state;

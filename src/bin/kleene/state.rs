@@ -195,13 +195,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     })
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename, without syncing: for the
-/// explanatory records (closure records, recovery specs) whose loss after a power cut
-/// `kleene audit` reports, while the journal, the only authority, is synced.
-pub fn write_replace(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
-    through_temp(path, |tmp| fs::write(tmp, bytes).map_err(io(tmp)))
-}
-
 /// Writes a temporary file beside `path` with `write`, then renames it to `path`. A failed
 /// write (a full disk) leaves no temporary file behind.
 fn through_temp(
@@ -600,7 +593,6 @@ mod tests {
         fs::create_dir(&target).unwrap();
         fs::write(target.join("inside"), "x").unwrap();
         assert!(write_atomic(&target, b"record").is_err());
-        assert!(write_replace(&target, b"spec").is_err());
         let names: Vec<_> = fs::read_dir(tmp.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())

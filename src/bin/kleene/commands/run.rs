@@ -22,7 +22,7 @@ use crate::cli::{Exit, ResumeArgs, RunArgs, SigningArgs, jobs};
 use crate::formats::RunInfo;
 use crate::observer::Observer;
 use crate::report::{Event, Reporter, failure_reason, report_event};
-use crate::state::{StateDir, write_replace};
+use crate::state::StateDir;
 use kleene::batch::JournalKey;
 use kleene::error::Chain;
 use kleene::process::{self, Containment, GroupRecords, Interrupt};
@@ -273,15 +273,10 @@ fn execute(
         .map_err(|e| Failure::halted(format!("install the SIGINT/SIGTERM handler: {e}")))?;
     // What stages an earlier kleene left hold nothing anyone needs: their calls were never
     // settled, and a resume makes them again in fresh stages.
-    if let Ok(entries) = fs::read_dir(state.stages_dir()) {
-        for entry in entries.flatten() {
-            if let Err(e) = kleene::stage::remove_stage(&entry.path()) {
-                rep.say(&format!(
-                    "warning: failed to remove a stage an earlier kleene left: {}",
-                    Chain(&e)
-                ));
-            }
-        }
+    for failed in remove_stages(state) {
+        rep.say(&format!(
+            "warning: failed to remove a stage an earlier kleene left: {failed}"
+        ));
     }
     // The commands read the run's own copy of the plan's files, checked against what the
     // plan binds; a run started before plans carried their files reads the plan directory.
@@ -314,7 +309,8 @@ fn execute(
         .with_default_timeout(Duration::from_secs_f64(info.timeout_secs))
         .with_interrupt(interrupt.clone())
         .with_group_records(GroupRecords::new(state.running_dir()))
-        .with_observer(observer);
+        .with_observer(observer)
+        .leaving_last_stages();
     let plan = loaded.plan();
     let report = || rep.lock().unwrap_or_else(PoisonError::into_inner);
     report().emit(&Event::RunStarted {
@@ -369,73 +365,53 @@ fn execute(
     let mut rep = Arc::try_unwrap(rep)
         .map(|rep| rep.into_inner().unwrap_or_else(PoisonError::into_inner))
         .map_err(|_| Failure::halted("finish the run: its reporter is still in use"))?;
-    let outcome =
-        result.map_err(|err| stopped(err, state, &info.channel, journal_key.as_ref(), &mut rep))?;
-    if let Err(message) = project_workspace(&outcome.evidence, &info.workspace) {
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            for failed in remove_stages(state) {
+                rep.say(&format!(
+                    "warning: failed to remove a stage of this run: {failed}"
+                ));
+            }
+            return Err(stopped(
+                err,
+                state,
+                &info.channel,
+                journal_key.as_ref(),
+                &mut rep,
+            ));
+        }
+    };
+    // The calls' last stages go while the workspace is written: removing a stage of many
+    // files costs about as much as writing them, and the two share no directory.
+    let (projected, removed) = std::thread::scope(|scope| {
+        let removing = scope.spawn(|| remove_stages(state));
+        let projected = crate::projection::project(&outcome.evidence, &info.workspace);
+        (projected, removing.join())
+    });
+    if let Err(message) = projected {
         rep.say(&format!(
             "warning: failed to write the workspace: {message}"
+        ));
+    }
+    for failed in removed.unwrap_or_default() {
+        rep.say(&format!(
+            "warning: failed to remove a stage of this run: {failed}"
         ));
     }
     finish(plan, &outcome.evidence, state, &mut rep)
 }
 
-/// Writes every accepted file into the run's workspace, for people to look at: only accepted
-/// outputs ever reach it, and only after the batch accepted them. A file that already holds
-/// the accepted bytes is left alone; nothing is written through a symlink.
-fn project_workspace(evidence: &BatchEvidence, workspace: &Path) -> Result<(), String> {
-    let mut wrote = false;
-    for (_, output) in evidence.accepted_outputs() {
-        for (path, content) in output.files() {
-            let mut dir = workspace.to_owned();
-            let mut parts = path.components().peekable();
-            while let Some(part) = parts.next() {
-                let next = dir.join(part);
-                if parts.peek().is_none() {
-                    dir = next;
-                    break;
-                }
-                match fs::symlink_metadata(&next) {
-                    Ok(meta) if meta.is_dir() => {}
-                    Ok(_) => {
-                        return Err(format!(
-                            "{} is not a directory (a link or a file); {path} was not written",
-                            next.display()
-                        ));
-                    }
-                    Err(_) => fs::create_dir(&next)
-                        .map_err(|e| format!("create {}: {e}", next.display()))?,
-                }
-                dir = next;
-            }
-            match fs::symlink_metadata(&dir) {
-                Ok(meta) if meta.file_type().is_symlink() => {
-                    return Err(format!(
-                        "{} is a link; {path} was not written",
-                        dir.display()
-                    ));
-                }
-                Ok(meta)
-                    if meta.is_file()
-                        && meta.len() == content.len() as u64
-                        && fs::read(&dir).is_ok_and(|old| old == *content) =>
-                {
-                    continue;
-                }
-                _ => {}
-            }
-            // Each file replaced whole but not synced one by one: the journal, not the
-            // workspace, is the authority, and one sync of the file system below makes the
-            // whole projection durable at the cost of one flush instead of one per file.
-            write_replace(&dir, content).map_err(|e| Chain(&e).to_string())?;
-            wrote = true;
-        }
-    }
-    if wrote {
-        fs::File::open(workspace)
-            .and_then(|dir| rustix::fs::syncfs(&dir).map_err(std::io::Error::from))
-            .map_err(|e| format!("sync {}: {e}", workspace.display()))?;
-    }
-    Ok(())
+/// Removes every stage in the state directory; says why each that could not be, went.
+fn remove_stages(state: &StateDir) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(state.stages_dir()) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| kleene::stage::remove_stage(&entry.path()).err())
+        .map(|e| Chain(&e).to_string())
+        .collect()
 }
 
 /// Reports the tasks the worker never saw (drained) and the run's outcome.
