@@ -19,7 +19,7 @@ use super::error::BatchError;
 use super::evidence::event::EvidenceEvent;
 use super::executor::{Batch, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
-use super::machine::{Dispatch, Prerequisites, Settled};
+use super::machine::{Dispatch, Prerequisites};
 use super::pass::{Driver, Run};
 use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
@@ -127,6 +127,7 @@ enum Message {
     /// The call of `slot` returned.
     Returned {
         slot: usize,
+        dispatch: Dispatch,
         result: Result<Proposal, WorkerFailure>,
     },
     /// The call of `slot` draws a fix; `reply` answers once the draw is durable.
@@ -330,7 +331,12 @@ fn serve<W: Worker>(
                 })
             }
         };
-        if to_driver.send(Message::Returned { slot, result }).is_err() {
+        let returned = Message::Returned {
+            slot,
+            dispatch,
+            result,
+        };
+        if to_driver.send(returned).is_err() {
             return;
         }
     }
@@ -400,8 +406,9 @@ impl DrawReply for Sender<Result<(), String>> {
 /// in one append with the reservations they make possible (group commit); nothing is
 /// acknowledged or handed out before the append that holds it returns.
 pub(super) struct GroupCommit<'a, R> {
-    /// The call each slot is making, if any.
-    slots: Vec<Option<Dispatch>>,
+    /// The call each slot is making, if any: its task's position and its number. The call
+    /// owns its dispatch and hands it back when it returns, so no slot keeps a copy.
+    slots: Vec<Option<(usize, u32)>>,
     /// The slots making none, lowest handed out first (a min-heap, not a scan of `slots`: a
     /// driver may have thousands of slots; a heap, not a set: a slot is freed only by the
     /// call it was making, so never twice, and a heap allocates nothing per call).
@@ -431,28 +438,22 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         &mut self,
         run: &mut Run<'_, '_, J, O>,
     ) -> Result<Vec<(usize, Dispatch)>, BatchError> {
-        let mut starts = Vec::new();
-        if self.stop.is_none() {
-            // The calls read their prerequisites' outputs themselves (the accepted cells), so
-            // the dispatches carry no digests of them.
-            let (mut events, mut dispatches) = (Vec::new(), Vec::new());
-            run.machine
-                .reserve_into(self.slots.len(), &mut events, &mut dispatches, false)?;
-            for event in events {
-                run.commit_buffered(event);
-            }
-            // One append for everything since the last: settlements, draws, drains and
-            // reservations.
+        if self.stop.is_some() {
             self.flush(run)?;
-            for dispatch in dispatches {
-                let Some(Reverse(slot)) = self.free.pop() else {
-                    break;
-                };
-                self.slots[slot] = Some(dispatch.clone());
-                starts.push((slot, dispatch));
-            }
-        } else {
-            self.flush(run)?;
+            return Ok(Vec::new());
+        }
+        let mut dispatches = Vec::new();
+        run.reserve_buffered(self.slots.len(), &mut dispatches)?;
+        // One append for everything since the last: settlements, draws, drains and
+        // reservations.
+        self.flush(run)?;
+        let mut starts = Vec::with_capacity(dispatches.len());
+        for dispatch in dispatches {
+            let Some(Reverse(slot)) = self.free.pop() else {
+                break;
+            };
+            self.slots[slot] = Some((dispatch.position(), dispatch.attempt()));
+            starts.push((slot, dispatch));
         }
         Ok(starts)
     }
@@ -494,33 +495,35 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         fix: &TaskId,
         reply: R,
     ) -> Result<(), BatchError> {
-        let Some(dispatch) = self.slots.get(slot).and_then(Option::as_ref) else {
+        let call = self.slots.get(slot).copied().flatten();
+        let Some((task, attempt)) =
+            call.and_then(|(p, attempt)| Some((&run.machine.tasks().get(p)?.id, attempt)))
+        else {
             reply.answer(Err(format!("slot {slot} has no call in flight")));
             return Ok(());
         };
-        let event = run.machine.draw_fix(dispatch, fix)?;
+        let event = run.machine.draw_fix_of(&task.clone(), attempt, fix)?;
         run.commit_buffered(event);
         self.replies.push(reply);
         Ok(())
     }
 
-    /// Folds what the call of `slot` returned; it is journaled at the next commit.
+    /// Folds what the call of `slot` (making `dispatch`, handed back) returned; it is
+    /// journaled at the next commit.
     pub(super) fn returned<J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
         &mut self,
         run: &mut Run<'_, '_, J, O>,
         slot: usize,
+        dispatch: &Dispatch,
         result: Result<Proposal, WorkerFailure>,
         contract: &impl OutputContract,
     ) -> Result<(), BatchError> {
-        let Some(dispatch) = self.slots.get_mut(slot).and_then(Option::take) else {
+        let Some(call) = self.slots.get_mut(slot).and_then(Option::take) else {
             return Ok(());
         };
+        debug_assert_eq!(call, (dispatch.position(), dispatch.attempt()));
         self.free.push(Reverse(slot));
-        let Settled { events, stop } = run.machine.settle(&dispatch, result, contract)?;
-        for event in events {
-            run.commit_buffered(event);
-        }
-        if let Some(stop) = stop {
+        if let Some(stop) = run.settle_buffered(dispatch, result, contract)? {
             self.stop.get_or_insert(stop);
         }
         // Only a task with dependents has its output read by a later call.
@@ -573,8 +576,13 @@ impl Coordinator<'_> {
                     Message::Draw { slot, fix, reply } => {
                         self.group.draw(run, slot, &fix, reply)?;
                     }
-                    Message::Returned { slot, result } => {
-                        self.group.returned(run, slot, result, contract)?;
+                    Message::Returned {
+                        slot,
+                        dispatch,
+                        result,
+                    } => {
+                        self.group
+                            .returned(run, slot, &dispatch, result, contract)?;
                     }
                 }
                 next = from_workers.try_recv().ok();
