@@ -439,39 +439,46 @@ struct Returned<W> {
 
 /// Makes `dispatch`'s call with the worker of `slot`, handing the worker and the dispatch
 /// back with the result.
-async fn call<'s, W: AsyncWorker>(
+///
+/// A plain function returning an `async move` block rather than an `async fn`: an
+/// `async fn` moves its arguments into locals when first polled and keeps room for both,
+/// which made each call's future (moved whole into its task, 10k of them at once) a
+/// dispatch larger.
+fn call<'s, W: AsyncWorker + 's>(
     shared: &'s Shared<'s>,
     slot: usize,
     mut worker: W,
     dispatch: Dispatch,
-) -> Returned<W> {
-    // Decided before the call's first await, so that nothing but the call itself is kept
-    // across it: a future is moved whole into its task, and 10k of them are in flight.
-    let (task, prerequisites) = match shared.pass.call_of(&dispatch) {
-        Ok(found) => found,
-        Err(failure) => {
-            return Returned {
-                slot,
-                worker,
-                dispatch,
-                result: Err(failure),
-            };
+) -> impl Future<Output = Returned<W>> + 's {
+    async move {
+        // Decided before the call's first await, so that nothing but the call itself is
+        // kept across it.
+        let (task, prerequisites) = match shared.pass.call_of(&dispatch) {
+            Ok(found) => found,
+            Err(failure) => {
+                return Returned {
+                    slot,
+                    worker,
+                    dispatch,
+                    result: Err(failure),
+                };
+            }
+        };
+        let call = AsyncWorkerCall {
+            shared,
+            slot,
+            task,
+            dispatch: &dispatch,
+            prerequisites,
+        };
+        let result = worker.call(&call).await;
+        drop(call);
+        Returned {
+            slot,
+            worker,
+            dispatch,
+            result,
         }
-    };
-    let call = AsyncWorkerCall {
-        shared,
-        slot,
-        task,
-        dispatch: &dispatch,
-        prerequisites,
-    };
-    let result = worker.call(&call).await;
-    drop(call);
-    Returned {
-        slot,
-        worker,
-        dispatch,
-        result,
     }
 }
 

@@ -43,8 +43,11 @@ impl EvidenceJournal for MemoryJournal {
         channel: &ChannelId,
         events: &mut Vec<EvidenceEvent>,
     ) -> Result<(), JournalError> {
-        // Moved, not cloned: the tail takes the values and `events` keeps its capacity.
+        // Moved, not cloned: the tail takes the values and `events` keeps its capacity. An
+        // empty tail (a fresh one, or one a compaction emptied) takes the whole list
+        // instead, and hands its own spare room back: no copy of thousands of events.
         match self.channels.get_mut(channel) {
+            Some((_, tail)) if tail.is_empty() => std::mem::swap(tail, events),
             Some((_, tail)) => tail.append(events),
             None => {
                 self.channels
