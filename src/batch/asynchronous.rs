@@ -444,6 +444,10 @@ struct Returned<W> {
 /// `async fn` moves its arguments into locals when first polled and keeps room for both,
 /// which made each call's future (moved whole into its task, 10k of them at once) a
 /// dispatch larger.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its arguments twice in its future"
+)]
 fn call<'s, W: AsyncWorker + 's>(
     shared: &'s Shared<'s>,
     slot: usize,

@@ -188,7 +188,7 @@ pub struct BatchMachine<'p> {
     /// Per task, how many prerequisites have not finished (accepted, failed or drained).
     waiting: Vec<usize>,
     /// Tasks whose prerequisites all finished and that may be called (or must be drained).
-    ready: ReadySet,
+    ready: LowestFirst,
     /// Calls this machine handed out that have not settled.
     dispatched: usize,
     agent_failures: AgentFailures,
@@ -224,7 +224,7 @@ impl<'p> BatchMachine<'p> {
             dependents,
             evidence,
             waiting: Vec::new(),
-            ready: ReadySet::default(),
+            ready: LowestFirst::default(),
             dispatched: 0,
             agent_failures: Vec::new(),
         };
@@ -246,7 +246,7 @@ impl<'p> BatchMachine<'p> {
                     .count()
             })
             .collect();
-        let mut ready = ReadySet::with_positions(n);
+        let mut ready = LowestFirst::with_positions(n);
         for i in (0..n).filter(|&i| self.waiting[i] == 0 && self.may_call(i)) {
             ready.insert(i);
         }
@@ -714,21 +714,22 @@ pub(crate) fn input_digest(
         .finish()
 }
 
-/// The positions of the ready tasks, taken lowest first: one bit per task of the plan, and
-/// a lower bound on the lowest set bit. A run takes and puts back one position per call, so
-/// this is a few word operations where a `BTreeSet` walked and rebalanced its nodes (about
-/// 200 instructions a call for 10k ready tasks), and it is one allocation of `n / 8` bytes.
+/// A set of small numbers taken lowest first (the ready tasks' positions, a concurrent
+/// driver's free slots): one bit per number, and a lower bound on the lowest set bit. A run
+/// takes and puts back one number per call, so this is a few word operations where a
+/// `BTreeSet` walked and rebalanced its nodes (about 200 instructions a call for 10k ready
+/// tasks) and a binary heap sifted, and it is one allocation of `n / 8` bytes.
 #[derive(Clone, Default)]
-struct ReadySet {
+pub(super) struct LowestFirst {
     words: Vec<u64>,
     /// No bit below this word is set.
     first: usize,
     len: usize,
 }
 
-impl ReadySet {
-    /// An empty set with room for positions `0..n`.
-    fn with_positions(n: usize) -> Self {
+impl LowestFirst {
+    /// An empty set with room for `0..n`.
+    pub(super) fn with_positions(n: usize) -> Self {
         Self {
             words: vec![0; n.div_ceil(64)],
             first: 0,
@@ -736,7 +737,7 @@ impl ReadySet {
         }
     }
 
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.len
     }
 
@@ -744,7 +745,7 @@ impl ReadySet {
         self.len == 0
     }
 
-    fn insert(&mut self, position: usize) {
+    pub(super) fn insert(&mut self, position: usize) {
         let (word, bit) = (position / 64, 1u64 << (position % 64));
         if word >= self.words.len() {
             // Positions come from the plan the set was sized for; grow rather than lose one.
@@ -757,7 +758,7 @@ impl ReadySet {
         }
     }
 
-    fn pop_first(&mut self) -> Option<usize> {
+    pub(super) fn pop_first(&mut self) -> Option<usize> {
         if self.len == 0 {
             return None;
         }
@@ -779,7 +780,7 @@ impl ReadySet {
     }
 }
 
-impl std::fmt::Debug for ReadySet {
+impl std::fmt::Debug for LowestFirst {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_set().entries(self.iter()).finish()
     }
@@ -886,7 +887,7 @@ mod tests {
 
     #[test]
     fn the_ready_set_hands_out_the_lowest_position_first() {
-        let mut ready = ReadySet::with_positions(130);
+        let mut ready = LowestFirst::with_positions(130);
         for p in [129, 3, 64, 3, 0] {
             ready.insert(p);
         }
