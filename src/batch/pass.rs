@@ -8,7 +8,7 @@ use super::evidence::BatchEvidence;
 use super::evidence::event::EvidenceEvent;
 use super::executor::{Batch, RecoveryOutcome};
 use super::journal::{EvidenceJournal, JournalError};
-use super::machine::{AgentFailures, BatchMachine, Dispatch, Settled};
+use super::machine::{AgentFailures, BatchMachine, Dispatch};
 use super::recovery::IneligibleReason;
 use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
@@ -318,8 +318,11 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
                 self.since_snapshot += 1;
             }
             self.checkpoint()?;
-            let Settled { events, stop } = self.machine.judge(&dispatch, result, contract)?;
-            for event in events {
+            // Judged into the reservation's (drained) list: no list of its own per call.
+            let stop = self
+                .machine
+                .judge_into(&dispatch, result, contract, &mut events)?;
+            for event in events.drain(..) {
                 self.commit_then_fold(&dispatch, event)?;
             }
             self.machine.close(&dispatch, stop.is_some());
