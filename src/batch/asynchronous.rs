@@ -429,70 +429,109 @@ impl DrawReply for oneshot::Sender<Result<(), String>> {
     }
 }
 
-/// A call that returned, with its slot's worker back.
+/// A call that returned, with its slot's worker and its dispatch back.
 struct Returned<W> {
     slot: usize,
     worker: W,
+    dispatch: Dispatch,
     result: Result<Proposal, WorkerFailure>,
 }
 
-/// What the driver waits for.
-enum Event<W> {
-    Returned(Returned<W>),
-    Draw(Draw),
-}
-
-/// Makes `dispatch`'s call with the worker of `slot`, handing the worker back with the
-/// result.
-async fn call<'s, W: AsyncWorker>(
+/// Makes `dispatch`'s call with the worker of `slot`, handing the worker and the dispatch
+/// back with the result.
+///
+/// A plain function returning an `async move` block rather than an `async fn`: an
+/// `async fn` moves its arguments into locals when first polled and keeps room for both,
+/// which made each call's future (moved whole into its task, 10k of them at once) a
+/// dispatch larger.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its arguments twice in its future"
+)]
+fn call<'s, W: AsyncWorker + 's>(
     shared: &'s Shared<'s>,
     slot: usize,
     mut worker: W,
     dispatch: Dispatch,
-) -> Returned<W> {
-    let result = match shared.pass.call_of(&dispatch) {
-        Err(failure) => Err(failure),
-        Ok((task, prerequisites)) => {
-            let call = AsyncWorkerCall {
-                shared,
-                slot,
-                task,
-                dispatch: &dispatch,
-                prerequisites,
-            };
-            worker.call(&call).await
+) -> impl Future<Output = Returned<W>> + 's {
+    async move {
+        // Decided before the call's first await, so that nothing but the call itself is
+        // kept across it.
+        let (task, prerequisites) = match shared.pass.call_of(&dispatch) {
+            Ok(found) => found,
+            Err(failure) => {
+                return Returned {
+                    slot,
+                    worker,
+                    dispatch,
+                    result: Err(failure),
+                };
+            }
+        };
+        let call = AsyncWorkerCall {
+            shared,
+            slot,
+            task,
+            dispatch: &dispatch,
+            prerequisites,
+        };
+        let result = worker.call(&call).await;
+        drop(call);
+        Returned {
+            slot,
+            worker,
+            dispatch,
+            result,
         }
-    };
-    Returned {
-        slot,
-        worker,
-        result,
     }
 }
 
-/// Every draw that arrived and call that returned by now, polled with the driver's own
-/// waker (draining with a second, no-op waker would swap the calls' registered waker at
-/// every completion); waits for the first. `false` when nothing is in flight or arriving.
-fn ready_events<'f, W, F: Future<Output = Returned<W>>>(
+/// Folds every draw that arrived and every call that returned by now, as it is taken
+/// (nothing is collected first: a commit of 10k calls would hold 10k results at once),
+/// polling with the driver's own waker (draining with a second, no-op waker would swap the
+/// calls' registered waker at every completion); waits for the first. `false` when nothing
+/// is in flight or arriving.
+fn settle_ready<'f, W, F, J, O>(
     in_flight: &'f mut FuturesUnordered<F>,
     draws: &'f mut mpsc::UnboundedReceiver<Draw>,
-    ready: &'f mut Vec<Event<W>>,
-) -> impl Future<Output = bool> + 'f {
+    group: &'f mut GroupCommit<'_, oneshot::Sender<Result<(), String>>>,
+    run: &'f mut Run<'_, '_, J, O>,
+    workers: &'f mut [Option<W>],
+    contract: &'f impl OutputContract,
+) -> impl Future<Output = Result<bool, BatchError>> + 'f
+where
+    F: Future<Output = Returned<W>>,
+    J: EvidenceJournal,
+    O: FnMut(&EvidenceEvent),
+{
     std::future::poll_fn(move |cx| {
-        while let Poll::Ready(Some(draw)) = draws.poll_next_unpin(cx) {
-            ready.push(Event::Draw(draw));
+        let mut taken = false;
+        while let Poll::Ready(Some(Draw { slot, fix, reply })) = draws.poll_next_unpin(cx) {
+            taken = true;
+            group.draw(run, slot, &fix, reply)?;
         }
         let drained = loop {
             match in_flight.poll_next_unpin(cx) {
-                Poll::Ready(Some(returned)) => ready.push(Event::Returned(returned)),
+                Poll::Ready(Some(Returned {
+                    slot,
+                    worker,
+                    dispatch,
+                    result,
+                })) => {
+                    taken = true;
+                    if let Some(free) = workers.get_mut(slot) {
+                        *free = Some(worker);
+                    }
+                    group.returned(run, slot, &dispatch, result, contract)?;
+                }
                 Poll::Ready(None) => break true,
                 Poll::Pending => break false,
             }
         };
-        if !ready.is_empty() {
-            Poll::Ready(true)
+        if taken {
+            Poll::Ready(Ok(true))
         } else if drained {
-            Poll::Ready(false)
+            Poll::Ready(Ok(false))
         } else {
             Poll::Pending
         }
@@ -513,8 +552,6 @@ async fn drive<W: AsyncWorker, J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
     };
     let mut group = GroupCommit::new(workers.len(), &shared.pass.accepted);
     let mut in_flight = FuturesUnordered::new();
-    // Up to one event per slot at a time (draws aside): sized once.
-    let mut ready = Vec::with_capacity(workers.len());
     loop {
         for (slot, dispatch) in group.commit(run)? {
             match workers.get_mut(slot).and_then(Option::take) {
@@ -525,7 +562,7 @@ async fn drive<W: AsyncWorker, J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
                     let missing = WorkerFailure::Unavailable {
                         detail: format!("find the worker of slot {slot}"),
                     };
-                    group.returned(run, slot, Err(missing), contract)?;
+                    group.returned(run, slot, &dispatch, Err(missing), contract)?;
                 }
             }
         }
@@ -533,23 +570,16 @@ async fn drive<W: AsyncWorker, J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
             return group.end();
         }
         // Everything already complete joins the same commit.
-        if !ready_events(&mut in_flight, &mut drawn, &mut ready).await {
+        let settled = settle_ready(
+            &mut in_flight,
+            &mut drawn,
+            &mut group,
+            run,
+            workers,
+            contract,
+        );
+        if !settled.await? {
             return group.end();
-        }
-        for event in ready.drain(..) {
-            match event {
-                Event::Returned(Returned {
-                    slot,
-                    worker,
-                    result,
-                }) => {
-                    if let Some(free) = workers.get_mut(slot) {
-                        *free = Some(worker);
-                    }
-                    group.returned(run, slot, result, contract)?;
-                }
-                Event::Draw(Draw { slot, fix, reply }) => group.draw(run, slot, &fix, reply)?,
-            }
         }
     }
 }

@@ -12,8 +12,6 @@
 //!
 //! The example is on [`BatchMachine`].
 
-use std::collections::BTreeSet;
-
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
 
@@ -190,7 +188,7 @@ pub struct BatchMachine<'p> {
     /// Per task, how many prerequisites have not finished (accepted, failed or drained).
     waiting: Vec<usize>,
     /// Tasks whose prerequisites all finished and that may be called (or must be drained).
-    ready: BTreeSet<usize>,
+    ready: LowestFirst,
     /// Calls this machine handed out that have not settled.
     dispatched: usize,
     agent_failures: AgentFailures,
@@ -226,7 +224,7 @@ impl<'p> BatchMachine<'p> {
             dependents,
             evidence,
             waiting: Vec::new(),
-            ready: BTreeSet::new(),
+            ready: LowestFirst::default(),
             dispatched: 0,
             agent_failures: Vec::new(),
         };
@@ -248,9 +246,11 @@ impl<'p> BatchMachine<'p> {
                     .count()
             })
             .collect();
-        self.ready = (0..n)
-            .filter(|&i| self.waiting[i] == 0 && self.may_call(i))
-            .collect();
+        let mut ready = LowestFirst::with_positions(n);
+        for i in (0..n).filter(|&i| self.waiting[i] == 0 && self.may_call(i)) {
+            ready.insert(i);
+        }
+        self.ready = ready;
     }
 
     fn may_call(&self, position: usize) -> bool {
@@ -490,9 +490,20 @@ impl<'p> BatchMachine<'p> {
         dispatch: &Dispatch,
         fix: &TaskId,
     ) -> Result<EvidenceEvent, BatchError> {
+        self.draw_fix_of(&dispatch.task, dispatch.attempt, fix)
+    }
+
+    /// [`draw_fix`](Self::draw_fix) for call `attempt` of `task`: a concurrent driver keeps
+    /// only that much of each call in flight (the call's future owns its dispatch).
+    pub(crate) fn draw_fix_of(
+        &mut self,
+        task: &TaskId,
+        attempt: u32,
+        fix: &TaskId,
+    ) -> Result<EvidenceEvent, BatchError> {
         let event = EvidenceEvent::FixDrawn {
-            task: dispatch.task.clone(),
-            attempt: dispatch.attempt,
+            task: task.clone(),
+            attempt,
             fix: fix.clone(),
         };
         self.apply(event.clone())?;
@@ -530,6 +541,21 @@ impl<'p> BatchMachine<'p> {
         result: Result<Proposal, WorkerFailure>,
         contract: &impl OutputContract,
     ) -> Result<Settled, BatchError> {
+        let mut events = Vec::with_capacity(2);
+        let stop = self.judge_into(dispatch, result, contract, &mut events)?;
+        Ok(Settled { events, stop })
+    }
+
+    /// [`judge`](Self::judge), pushing the events onto `events` (a driver's commit buffer,
+    /// so a settlement allocates no list of its own) and returning why the pass stops, if
+    /// it does.
+    pub(crate) fn judge_into(
+        &mut self,
+        dispatch: &Dispatch,
+        result: Result<Proposal, WorkerFailure>,
+        contract: &impl OutputContract,
+        events: &mut Vec<EvidenceEvent>,
+    ) -> Result<Option<BatchError>, BatchError> {
         let (id, attempt) = (&dispatch.task, dispatch.attempt);
         let position = self.locate(dispatch);
         let in_flight = position
@@ -555,7 +581,6 @@ impl<'p> BatchMachine<'p> {
                 }),
             });
         };
-        let mut events = Vec::with_capacity(2);
         let settlement = match result {
             Ok(Proposal {
                 candidate,
@@ -596,17 +621,9 @@ impl<'p> BatchMachine<'p> {
                 settlement
             }
             Err(WorkerFailure::Agent(failure)) => {
-                return Ok(Settled {
-                    events: Vec::new(),
-                    stop: Some(self.cancelled(dispatch, Some(failure))),
-                });
+                return Ok(Some(self.cancelled(dispatch, Some(failure))));
             }
-            Err(WorkerFailure::Cancelled) => {
-                return Ok(Settled {
-                    events: Vec::new(),
-                    stop: Some(self.cancelled(dispatch, None)),
-                });
-            }
+            Err(WorkerFailure::Cancelled) => return Ok(Some(self.cancelled(dispatch, None))),
             Err(WorkerFailure::Unavailable { detail }) => {
                 let event = EvidenceEvent::Withdrawn {
                     task: id.clone(),
@@ -627,10 +644,8 @@ impl<'p> BatchMachine<'p> {
                         fixes_drawn,
                     },
                 );
-                return Ok(Settled {
-                    events: vec![event],
-                    stop: Some(stop),
-                });
+                events.push(event);
+                return Ok(Some(stop));
             }
         };
         events.push(EvidenceEvent::Settled {
@@ -638,7 +653,7 @@ impl<'p> BatchMachine<'p> {
             attempt,
             settlement,
         });
-        Ok(Settled { events, stop: None })
+        Ok(None)
     }
 
     /// Folds one event of a [`judge`](Self::judge)d settlement, once it is journaled.
@@ -697,6 +712,78 @@ pub(crate) fn input_digest(
         .put(&order[position])
         .seq(graph.of(position).iter().map(|&p| (&order[p], accepted(p))))
         .finish()
+}
+
+/// A set of small numbers taken lowest first (the ready tasks' positions, a concurrent
+/// driver's free slots): one bit per number, and a lower bound on the lowest set bit. A run
+/// takes and puts back one number per call, so this is a few word operations where a
+/// `BTreeSet` walked and rebalanced its nodes (about 200 instructions a call for 10k ready
+/// tasks) and a binary heap sifted, and it is one allocation of `n / 8` bytes.
+#[derive(Clone, Default)]
+pub(super) struct LowestFirst {
+    words: Vec<u64>,
+    /// No bit below this word is set.
+    first: usize,
+    len: usize,
+}
+
+impl LowestFirst {
+    /// An empty set with room for `0..n`.
+    pub(super) fn with_positions(n: usize) -> Self {
+        Self {
+            words: vec![0; n.div_ceil(64)],
+            first: 0,
+            len: 0,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(super) fn insert(&mut self, position: usize) {
+        let (word, bit) = (position / 64, 1u64 << (position % 64));
+        if word >= self.words.len() {
+            // Positions come from the plan the set was sized for; grow rather than lose one.
+            self.words.resize(word + 1, 0);
+        }
+        if self.words[word] & bit == 0 {
+            self.words[word] |= bit;
+            self.len += 1;
+            self.first = self.first.min(word);
+        }
+    }
+
+    pub(super) fn pop_first(&mut self) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        let at = self.first + self.words.get(self.first..)?.iter().position(|&w| w != 0)?;
+        self.first = at;
+        let word = &mut self.words[at];
+        let bit = word.trailing_zeros() as usize;
+        *word &= *word - 1;
+        self.len -= 1;
+        Some(at * 64 + bit)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(at, &word)| {
+            (0..64)
+                .filter(move |bit| word & (1u64 << bit) != 0)
+                .map(move |bit| at * 64 + bit)
+        })
+    }
+}
+
+impl std::fmt::Debug for LowestFirst {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
 }
 
 /// Every task's direct prerequisites (or, reversed, dependents) as positions in topological
@@ -797,6 +884,27 @@ fn check_ownership(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ready_set_hands_out_the_lowest_position_first() {
+        let mut ready = LowestFirst::with_positions(130);
+        for p in [129, 3, 64, 3, 0] {
+            ready.insert(p);
+        }
+        assert_eq!(ready.len(), 4);
+        assert_eq!(format!("{ready:?}"), "{0, 3, 64, 129}");
+        assert_eq!(ready.pop_first(), Some(0));
+        assert_eq!(ready.pop_first(), Some(3));
+        // A position put back below the last one taken is found again.
+        ready.insert(1);
+        assert_eq!(ready.pop_first(), Some(1));
+        assert_eq!(ready.pop_first(), Some(64));
+        ready.insert(200);
+        assert_eq!(ready.pop_first(), Some(129));
+        assert_eq!(ready.pop_first(), Some(200));
+        assert_eq!(ready.pop_first(), None);
+        assert!(ready.is_empty());
+    }
 
     #[test]
     fn reversed_prerequisites_are_the_dependents() {

@@ -8,7 +8,7 @@ use super::evidence::BatchEvidence;
 use super::evidence::event::EvidenceEvent;
 use super::executor::{Batch, RecoveryOutcome};
 use super::journal::{EvidenceJournal, JournalError};
-use super::machine::{AgentFailures, BatchMachine, Dispatch, Settled};
+use super::machine::{AgentFailures, BatchMachine, Dispatch};
 use super::recovery::IneligibleReason;
 use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
@@ -200,14 +200,58 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
         self.buffer.push(event);
     }
 
+    /// Reserves what the machine allows up to `limit` calls in flight, buffering the events
+    /// for the next [`flush`](Self::flush) (they go straight into the buffer: no list of
+    /// their own to copy them from) and pushing the calls onto `dispatches`.
+    pub(super) fn reserve_buffered(
+        &mut self,
+        limit: usize,
+        dispatches: &mut Vec<Dispatch>,
+    ) -> Result<(), BatchError> {
+        let from = self.buffer.len();
+        // The calls read their prerequisites' outputs themselves, so the dispatches carry
+        // no digests of them.
+        self.machine
+            .reserve_into(limit, &mut self.buffer, dispatches, false)?;
+        for event in &self.buffer[from..] {
+            (self.observer)(event);
+        }
+        Ok(())
+    }
+
+    /// Settles `dispatch`'s call with what it returned, buffering its events for the next
+    /// [`flush`](Self::flush): judged straight into the buffer and folded from there, so a
+    /// settlement allocates nothing of its own. Returns why the pass stops, if it does.
+    pub(super) fn settle_buffered(
+        &mut self,
+        dispatch: &Dispatch,
+        result: Result<Proposal, WorkerFailure>,
+        contract: &impl OutputContract,
+    ) -> Result<Option<BatchError>, BatchError> {
+        let from = self.buffer.len();
+        let stop = self
+            .machine
+            .judge_into(dispatch, result, contract, &mut self.buffer)?;
+        for at in from..self.buffer.len() {
+            let event = self.buffer[at].clone();
+            (self.observer)(&event);
+            self.machine.fold_settled(dispatch, event)?;
+        }
+        self.machine.close(dispatch, stop.is_some());
+        Ok(stop)
+    }
+
     pub(super) fn flush(&mut self) -> Result<(), BatchError> {
         if self.buffer.is_empty() {
             return Ok(());
         }
+        let appended = self.buffer.len() as u64;
+        // Handed over by value: a journal that keeps event values moves them instead of
+        // cloning each, and the buffer keeps its capacity for the next commit.
         self.journal
-            .append(&self.batch.channel, &self.buffer)
+            .append_owned(&self.batch.channel, &mut self.buffer)
             .map_err(|e| BatchError::new(self.batch.channel.clone(), e))?;
-        self.since_snapshot += self.buffer.len() as u64;
+        self.since_snapshot += appended;
         self.buffer.clear();
         Ok(())
     }
@@ -274,8 +318,11 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
                 self.since_snapshot += 1;
             }
             self.checkpoint()?;
-            let Settled { events, stop } = self.machine.judge(&dispatch, result, contract)?;
-            for event in events {
+            // Judged into the reservation's (drained) list: no list of its own per call.
+            let stop = self
+                .machine
+                .judge_into(&dispatch, result, contract, &mut events)?;
+            for event in events.drain(..) {
                 self.commit_then_fold(&dispatch, event)?;
             }
             self.machine.close(&dispatch, stop.is_some());

@@ -8,8 +8,6 @@
 //!
 //! The example is on [`Batch::run_threaded`].
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::num::NonZeroUsize;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -19,7 +17,7 @@ use super::error::BatchError;
 use super::evidence::event::EvidenceEvent;
 use super::executor::{Batch, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
-use super::machine::{Dispatch, Prerequisites, Settled};
+use super::machine::{Dispatch, LowestFirst, Prerequisites};
 use super::pass::{Driver, Run, Sequential};
 use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
@@ -128,10 +126,15 @@ struct Threaded<W> {
 }
 
 /// What a worker thread tells the calling thread.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a returned call carries its dispatch back; boxing it would allocate per call"
+)]
 enum Message {
     /// The call of `slot` returned.
     Returned {
         slot: usize,
+        dispatch: Dispatch,
         result: Result<Proposal, WorkerFailure>,
     },
     /// The call of `slot` draws a fix; `reply` answers once the draw is durable.
@@ -168,8 +171,8 @@ pub(super) struct Shared<'p> {
     pub(super) graph: Prerequisites,
     /// The same, each task's sorted by id.
     by_id: Prerequisites,
-    /// Every accepted output by position, set once when its task is accepted.
-    pub(super) accepted: Vec<OnceLock<AcceptedOutput>>,
+    /// Every accepted output a call may read, set once when its task is accepted.
+    pub(super) accepted: AcceptedCells,
     pub(super) budget: SharedBudget,
 }
 
@@ -182,14 +185,14 @@ impl<'p> Shared<'p> {
             channel: run.batch.channel().clone(),
             graph: run.machine.graph().clone(),
             by_id: run.machine.prerequisites_by_id().clone(),
-            accepted: accepted_cells(run),
+            accepted: AcceptedCells::of(run),
             budget: SharedBudget::new(run.machine.evidence().fix_attempts_used()),
         }
     }
 
     /// The task at `position` and its accepted output, once it has one.
     pub(super) fn accepted_at(&self, position: usize) -> Option<(&TaskId, &AcceptedOutput)> {
-        let accepted = self.accepted.get(position)?.get()?;
+        let accepted = self.accepted.cell(position)?.get()?;
         Some((self.plan.topological_order().get(position)?, accepted))
     }
 
@@ -335,7 +338,12 @@ fn serve<W: Worker>(
                 })
             }
         };
-        if to_driver.send(Message::Returned { slot, result }).is_err() {
+        let returned = Message::Returned {
+            slot,
+            dispatch,
+            result,
+        };
+        if to_driver.send(returned).is_err() {
             return;
         }
     }
@@ -372,20 +380,42 @@ impl<W: Worker + Send> Driver for Threaded<W> {
     }
 }
 
-/// Every task's accepted output by position, as far as the pass's evidence has it: the cells
-/// the calls in flight read their prerequisites' outputs from, set once as tasks are accepted
-/// (only for tasks with dependents: no call reads the others).
-fn accepted_cells<J, O>(run: &Run<'_, '_, J, O>) -> Vec<OnceLock<AcceptedOutput>> {
-    (0..run.batch.plan().len())
-        .map(|p| {
-            let cell = OnceLock::new();
-            let accepted = run.machine.evidence().task_at(p).and_then(|t| t.accepted());
-            if let (Some(a), true) = (accepted, run.machine.has_dependents(p)) {
-                let _ = cell.set(a.clone());
-            }
-            cell
-        })
-        .collect()
+/// The accepted outputs the calls in flight read their prerequisites' outputs from, set once
+/// as tasks are accepted: a cell only for each task with dependents (no call reads the
+/// others), so a plan of 10k independent tasks has none, where a cell per task was 64 bytes
+/// each to allocate, initialise and drop every pass.
+pub(super) struct AcceptedCells {
+    /// Per position, where its cell is in `cells` (`NONE`: the task has no dependents).
+    cell_of: Vec<usize>,
+    cells: Vec<OnceLock<AcceptedOutput>>,
+}
+
+impl AcceptedCells {
+    const NONE: usize = usize::MAX;
+
+    /// The cells of `run`'s tasks with dependents, as far as the pass's evidence has them.
+    fn of<J, O>(run: &Run<'_, '_, J, O>) -> Self {
+        let mut cells = Vec::new();
+        let cell_of = (0..run.batch.plan().len())
+            .map(|p| {
+                if !run.machine.has_dependents(p) {
+                    return Self::NONE;
+                }
+                let cell = OnceLock::new();
+                if let Some(a) = run.machine.evidence().task_at(p).and_then(|t| t.accepted()) {
+                    let _ = cell.set(a.clone());
+                }
+                cells.push(cell);
+                cells.len() - 1
+            })
+            .collect();
+        Self { cell_of, cells }
+    }
+
+    /// The cell of the task at `position`, if it has dependents.
+    pub(super) fn cell(&self, position: usize) -> Option<&OnceLock<AcceptedOutput>> {
+        self.cells.get(*self.cell_of.get(position)?)
+    }
 }
 
 /// Answers a call waiting for its fix draw to be durable.
@@ -405,13 +435,13 @@ impl DrawReply for Sender<Result<(), String>> {
 /// in one append with the reservations they make possible (group commit); nothing is
 /// acknowledged or handed out before the append that holds it returns.
 pub(super) struct GroupCommit<'a, R> {
-    /// The call each slot is making, if any.
-    slots: Vec<Option<Dispatch>>,
-    /// The slots making none, lowest handed out first (a min-heap, not a scan of `slots`: a
-    /// driver may have thousands of slots; a heap, not a set: a slot is freed only by the
-    /// call it was making, so never twice, and a heap allocates nothing per call).
-    free: BinaryHeap<Reverse<usize>>,
-    accepted: &'a [OnceLock<AcceptedOutput>],
+    /// The call each slot is making, if any: its task's position and its number. The call
+    /// owns its dispatch and hands it back when it returns, so no slot keeps a copy.
+    slots: Vec<Option<(usize, u32)>>,
+    /// The slots making none, lowest handed out first (not a scan of `slots`: a driver may
+    /// have thousands of slots; a bitset allocates nothing per call).
+    free: LowestFirst,
+    accepted: &'a AcceptedCells,
     /// Why the pass stops once the calls in flight have settled.
     stop: Option<BatchError>,
     /// Fix draws to answer once the append that holds them returns.
@@ -419,10 +449,14 @@ pub(super) struct GroupCommit<'a, R> {
 }
 
 impl<'a, R: DrawReply> GroupCommit<'a, R> {
-    pub(super) fn new(slots: usize, accepted: &'a [OnceLock<AcceptedOutput>]) -> Self {
+    pub(super) fn new(slots: usize, accepted: &'a AcceptedCells) -> Self {
         Self {
             slots: vec![None; slots],
-            free: (0..slots).map(Reverse).collect(),
+            free: {
+                let mut free = LowestFirst::with_positions(slots);
+                (0..slots).for_each(|slot| free.insert(slot));
+                free
+            },
             accepted,
             stop: None,
             replies: Vec::new(),
@@ -436,28 +470,22 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         &mut self,
         run: &mut Run<'_, '_, J, O>,
     ) -> Result<Vec<(usize, Dispatch)>, BatchError> {
-        let mut starts = Vec::new();
-        if self.stop.is_none() {
-            // The calls read their prerequisites' outputs themselves (the accepted cells), so
-            // the dispatches carry no digests of them.
-            let (mut events, mut dispatches) = (Vec::new(), Vec::new());
-            run.machine
-                .reserve_into(self.slots.len(), &mut events, &mut dispatches, false)?;
-            for event in events {
-                run.commit_buffered(event);
-            }
-            // One append for everything since the last: settlements, draws, drains and
-            // reservations.
+        if self.stop.is_some() {
             self.flush(run)?;
-            for dispatch in dispatches {
-                let Some(Reverse(slot)) = self.free.pop() else {
-                    break;
-                };
-                self.slots[slot] = Some(dispatch.clone());
-                starts.push((slot, dispatch));
-            }
-        } else {
-            self.flush(run)?;
+            return Ok(Vec::new());
+        }
+        let mut dispatches = Vec::new();
+        run.reserve_buffered(self.slots.len(), &mut dispatches)?;
+        // One append for everything since the last: settlements, draws, drains and
+        // reservations.
+        self.flush(run)?;
+        let mut starts = Vec::with_capacity(dispatches.len());
+        for dispatch in dispatches {
+            let Some(slot) = self.free.pop_first() else {
+                break;
+            };
+            self.slots[slot] = Some((dispatch.position(), dispatch.attempt()));
+            starts.push((slot, dispatch));
         }
         Ok(starts)
     }
@@ -499,33 +527,35 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         fix: &TaskId,
         reply: R,
     ) -> Result<(), BatchError> {
-        let Some(dispatch) = self.slots.get(slot).and_then(Option::as_ref) else {
+        let call = self.slots.get(slot).copied().flatten();
+        let Some((task, attempt)) =
+            call.and_then(|(p, attempt)| Some((&run.machine.tasks().get(p)?.id, attempt)))
+        else {
             reply.answer(Err(format!("slot {slot} has no call in flight")));
             return Ok(());
         };
-        let event = run.machine.draw_fix(dispatch, fix)?;
+        let event = run.machine.draw_fix_of(&task.clone(), attempt, fix)?;
         run.commit_buffered(event);
         self.replies.push(reply);
         Ok(())
     }
 
-    /// Folds what the call of `slot` returned; it is journaled at the next commit.
+    /// Folds what the call of `slot` (making `dispatch`, handed back) returned; it is
+    /// journaled at the next commit.
     pub(super) fn returned<J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
         &mut self,
         run: &mut Run<'_, '_, J, O>,
         slot: usize,
+        dispatch: &Dispatch,
         result: Result<Proposal, WorkerFailure>,
         contract: &impl OutputContract,
     ) -> Result<(), BatchError> {
-        let Some(dispatch) = self.slots.get_mut(slot).and_then(Option::take) else {
+        let Some(call) = self.slots.get_mut(slot).and_then(Option::take) else {
             return Ok(());
         };
-        self.free.push(Reverse(slot));
-        let Settled { events, stop } = run.machine.settle(&dispatch, result, contract)?;
-        for event in events {
-            run.commit_buffered(event);
-        }
-        if let Some(stop) = stop {
+        debug_assert_eq!(call, (dispatch.position(), dispatch.attempt()));
+        self.free.insert(slot);
+        if let Some(stop) = run.settle_buffered(dispatch, result, contract)? {
             self.stop.get_or_insert(stop);
         }
         // Only a task with dependents has its output read by a later call.
@@ -538,7 +568,7 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
             .evidence()
             .task_at(position)
             .and_then(|t| t.accepted());
-        if let (Some(a), Some(cell)) = (accepted, self.accepted.get(position)) {
+        if let (Some(a), Some(cell)) = (accepted, self.accepted.cell(position)) {
             let _ = cell.set(a.clone());
         }
         Ok(())
@@ -578,8 +608,13 @@ impl Coordinator<'_> {
                     Message::Draw { slot, fix, reply } => {
                         self.group.draw(run, slot, &fix, reply)?;
                     }
-                    Message::Returned { slot, result } => {
-                        self.group.returned(run, slot, result, contract)?;
+                    Message::Returned {
+                        slot,
+                        dispatch,
+                        result,
+                    } => {
+                        self.group
+                            .returned(run, slot, &dispatch, result, contract)?;
                     }
                 }
                 next = from_workers.try_recv().ok();

@@ -147,9 +147,16 @@ impl<'de> Deserialize<'de> for Digest {
 /// `blake3::Hasher::update` call has a fixed cost larger than hashing a few bytes, so the
 /// pieces are gathered in a small buffer and handed to blake3 together. The digest is that
 /// of the bytes in order, however they were split.
+///
+/// blake3's own state (2 KiB) is made only once more than a buffer's worth was fed, and
+/// boxed: most digests (a call's input, an empty candidate) fit the buffer whole, and such
+/// a hasher is cloned from a template and moved by value for each of them, which copied
+/// those 2 KiB two or three times per digest. A digest that fits is made like a one-shot
+/// `blake3` hash of the buffer: the same bytes, so the same digest.
 #[derive(Clone)]
 pub(crate) struct CanonicalHasher {
-    hasher: blake3::Hasher,
+    key: [u8; 32],
+    hasher: Option<Box<blake3::Hasher>>,
     pending: usize,
     buffer: [u8; BUFFER_LEN],
 }
@@ -164,8 +171,13 @@ impl CanonicalHasher {
     /// Deriving a purpose's key costs a blake3 compression and a formatted string; each
     /// thread derives it once per purpose and keeps it (see [`context_key`]).
     pub(crate) fn new(purpose: &'static str) -> Self {
+        Self::with_key(context_key(purpose))
+    }
+
+    fn with_key(key: [u8; 32]) -> Self {
         Self {
-            hasher: blake3::Hasher::new_from_context_key(&context_key(purpose)),
+            key,
+            hasher: None,
             pending: 0,
             buffer: [0; BUFFER_LEN],
         }
@@ -192,8 +204,19 @@ impl CanonicalHasher {
     }
 
     pub(crate) fn finish(&mut self) -> Digest {
-        self.flush();
-        Digest::from(self.hasher.finalize())
+        let pending = &self.buffer[..self.pending];
+        let hash = match self.hasher.as_deref_mut() {
+            Some(hasher) => {
+                hasher.update(pending);
+                self.pending = 0;
+                hasher.finalize()
+            }
+            // Made in place and dropped here: nothing of it is copied.
+            None => blake3::Hasher::new_from_context_key(&self.key)
+                .update(pending)
+                .finalize(),
+        };
+        Digest::from(hash)
     }
 
     /// Raw bytes of a fixed width (integers, digests, tags): no length prefix.
@@ -213,7 +236,7 @@ impl CanonicalHasher {
                 self.pending = bytes.len();
             }
             None => {
-                self.hasher.update(bytes);
+                self.blake3().update(bytes);
             }
         }
     }
@@ -226,8 +249,19 @@ impl CanonicalHasher {
 
     /// Hands the gathered bytes to blake3.
     fn flush(&mut self) {
-        self.hasher.update(&self.buffer[..self.pending]);
+        let key = &self.key;
+        let hasher = self
+            .hasher
+            .get_or_insert_with(|| Box::new(blake3::Hasher::new_from_context_key(key)));
+        hasher.update(&self.buffer[..self.pending]);
         self.pending = 0;
+    }
+
+    /// blake3's state, made (from the purpose's key) the first time it is needed.
+    fn blake3(&mut self) -> &mut blake3::Hasher {
+        let key = &self.key;
+        self.hasher
+            .get_or_insert_with(|| Box::new(blake3::Hasher::new_from_context_key(key)))
     }
 }
 
@@ -253,11 +287,7 @@ impl Purpose {
         let key = self.key.get_or_init(|| {
             blake3::hazmat::hash_derive_key_context(&format!("kleene {} v1", self.name))
         });
-        CanonicalHasher {
-            hasher: blake3::Hasher::new_from_context_key(key),
-            pending: 0,
-            buffer: [0; BUFFER_LEN],
-        }
+        CanonicalHasher::with_key(*key)
     }
 }
 

@@ -236,7 +236,7 @@ impl BatchEvidence {
                         Some(FailureKind::Rejected)
                     }
                     Settlement::Infrastructure(failure) => {
-                        t.infrastructure = Some((attempt, failure));
+                        t.infrastructure = Some(Box::new((attempt, failure)));
                         Some(FailureKind::Infrastructure)
                     }
                 };

@@ -159,7 +159,9 @@ pub struct TaskEvidence {
     pub(in crate::batch) last_input_digest: Option<Digest>,
     pub(in crate::batch) rejections: Vec<RejectedAttempt>,
     pub(in crate::batch) accepted: Option<AcceptedOutput>,
-    pub(in crate::batch) infrastructure: Option<(u32, InfrastructureFailure)>,
+    /// Boxed: rare, and the failure is large; every task of every run has this field, and
+    /// a memory journal's snapshot copies them all.
+    pub(in crate::batch) infrastructure: Option<Box<(u32, InfrastructureFailure)>>,
     pub(in crate::batch) interrupted: Vec<u32>,
     pub(in crate::batch) blocked_by: Option<TaskId>,
     pub(in crate::batch) correction_granted: bool,
@@ -217,7 +219,7 @@ impl TaskEvidence {
     }
     /// The infrastructure failure that failed the task, with its call number.
     pub fn infrastructure_failure(&self) -> Option<(u32, &InfrastructureFailure)> {
-        self.infrastructure.as_ref().map(|(a, f)| (*a, f))
+        self.infrastructure.as_deref().map(|(a, f)| (*a, f))
     }
     /// Call numbers that were reserved, never settled, and closed by a resume.
     pub fn interrupted_attempts(&self) -> &[u32] {
@@ -308,7 +310,7 @@ canonical_struct!(TaskEvidence {
     last_input_digest,
     rejections,
     accepted,
-    infrastructure,
+    infrastructure => infrastructure.as_deref(),
     interrupted,
     blocked_by => OptByte(blocked_by.as_ref()),
     correction_granted,

@@ -38,6 +38,25 @@ impl EvidenceJournal for MemoryJournal {
         Ok(())
     }
 
+    fn append_owned(
+        &mut self,
+        channel: &ChannelId,
+        events: &mut Vec<EvidenceEvent>,
+    ) -> Result<(), JournalError> {
+        // Moved, not cloned: the tail takes the values and `events` keeps its capacity. An
+        // empty tail (a fresh one, or one a compaction emptied) takes the whole list
+        // instead, and hands its own spare room back: no copy of thousands of events.
+        match self.channels.get_mut(channel) {
+            Some((_, tail)) if tail.is_empty() => std::mem::swap(tail, events),
+            Some((_, tail)) => tail.append(events),
+            None => {
+                self.channels
+                    .insert(channel.clone(), (None, std::mem::take(events)));
+            }
+        }
+        Ok(())
+    }
+
     fn load(&self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
         Ok(self
             .channels

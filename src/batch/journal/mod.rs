@@ -185,6 +185,27 @@ pub trait EvidenceJournal {
     fn append(&mut self, channel: &ChannelId, events: &[EvidenceEvent])
     -> Result<(), JournalError>;
 
+    /// [`append`](Self::append), taking the events: the batch drivers append this way, so
+    /// a journal that keeps event values (the [`MemoryJournal`]) moves them in rather than
+    /// cloning each. On success `events` is left empty with its capacity (the caller's
+    /// next commit reuses it); on an error it is left as it was.
+    ///
+    /// The default appends `events` by reference, then clears it: a journal that encodes
+    /// its events has nothing to gain from owning them.
+    ///
+    /// # Errors
+    ///
+    /// As [`append`](Self::append).
+    fn append_owned(
+        &mut self,
+        channel: &ChannelId,
+        events: &mut Vec<EvidenceEvent>,
+    ) -> Result<(), JournalError> {
+        self.append(channel, events)?;
+        events.clear();
+        Ok(())
+    }
+
     /// Loads `channel`'s journal, or `None` when the channel has no whole record. Never
     /// changes the journal: an incomplete final record is reported in
     /// [`JournalLoad::torn_tail`], never returned as data and never cut.

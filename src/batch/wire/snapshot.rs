@@ -83,7 +83,7 @@ impl<'a> From<&'a TaskEvidence> for TaskEvidenceV1<'a> {
                 candidate: a.candidate().into(),
                 digest: a.digest(),
             }),
-            infrastructure: t.infrastructure.as_ref().map(|(n, f)| (*n, f.into())),
+            infrastructure: t.infrastructure.as_deref().map(|(n, f)| (*n, f.into())),
             interrupted: Cow::Borrowed(&t.interrupted),
             blocked_by: t.blocked_by.as_ref().map(Cow::Borrowed),
             correction_granted: t.correction_granted,
@@ -125,7 +125,7 @@ impl TaskEvidenceV1<'_> {
                 })
                 .collect(),
             accepted,
-            infrastructure: self.infrastructure.map(|(n, f)| (n, f.into())),
+            infrastructure: self.infrastructure.map(|(n, f)| Box::new((n, f.into()))),
             interrupted: self.interrupted.into_owned(),
             blocked_by: self.blocked_by.map(Cow::into_owned),
             correction_granted: self.correction_granted,
