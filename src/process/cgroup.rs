@@ -139,6 +139,11 @@ impl CallCgroup {
         })
     }
 
+    /// The cgroup's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The `cgroup.procs` file the command's shell writes its pid to.
     pub(crate) fn procs(&self) -> PathBuf {
         self.dir.join("cgroup.procs")
@@ -171,6 +176,29 @@ impl CallCgroup {
             events.lines().any(|l| l.trim() == "populated 1")
         })
     }
+}
+
+/// Whether the cgroup at `dir`, recorded by an earlier kleene, still holds a process (one
+/// that is gone, or unreadable, holds none that kleene could stop).
+pub(crate) fn populated_at(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.events"))
+        .is_ok_and(|events| events.lines().any(|l| l.trim() == "populated 1"))
+}
+
+/// Kills every process in the cgroup at `dir`, recorded by an earlier kleene, and removes it
+/// once it is empty (best effort: a cgroup that does not empty in time stays).
+pub(crate) fn kill_at(dir: &Path) {
+    if let Ok(mut kill) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.kill"))
+    {
+        let _ = kill.write_all(b"1");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while populated_at(dir) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 impl Drop for CallCgroup {

@@ -219,7 +219,13 @@ pub struct LiveGroup {
     pub group: i32,
     /// The task and call it belongs to, and its command.
     pub label: String,
+    /// The cgroup the command ran in, where it had one: what it started can have left the
+    /// group (`setsid`) but not the cgroup.
+    cgroup: Option<PathBuf>,
 }
+
+/// What a record's second line starts with when the command ran in a cgroup of its own.
+const CGROUP_LINE: &str = "cgroup ";
 
 impl GroupRecords {
     /// Records kept in `dir` (created on first use).
@@ -228,9 +234,19 @@ impl GroupRecords {
     }
 
     pub(crate) fn record(&self, group: i32, label: &str) {
+        self.record_in(group, None, label);
+    }
+
+    /// Records `group`, and the cgroup its command runs in, if it has one.
+    pub(crate) fn record_in(&self, group: i32, cgroup: Option<&Path>, label: &str) {
         // Best effort: a missing record only weakens a later check, never this run.
         let _ = std::fs::create_dir_all(&self.dir);
-        let text = format!("{}\n{label}\n", start_time(group).unwrap_or_default());
+        let started = start_time(group).unwrap_or_default();
+        // The label (which holds the command) goes last: it may span lines.
+        let text = match cgroup.and_then(Path::to_str) {
+            Some(cgroup) => format!("{started}\n{CGROUP_LINE}{cgroup}\n{label}\n"),
+            None => format!("{started}\n{label}\n"),
+        };
         let _ = std::fs::write(self.dir.join(group.to_string()), text);
     }
 
@@ -240,7 +256,9 @@ impl GroupRecords {
 
     /// The recorded groups that still have a live process, after giving groups that are
     /// being killed (a parent-death signal is delivered asynchronously) a moment to go;
-    /// records of dead ones are removed.
+    /// records of dead ones are removed. A group whose command ran in a cgroup of its own
+    /// counts as alive while that cgroup holds a process, even once the group itself is gone
+    /// (a `setsid` child that outlived a kleene killed with SIGKILL).
     pub fn live(&self) -> Vec<LiveGroup> {
         let deadline = Instant::now() + Duration::from_millis(500);
         loop {
@@ -267,8 +285,11 @@ impl GroupRecords {
                 continue;
             };
             let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-            let mut lines = text.lines();
+            let mut lines = text.lines().peekable();
             let started = lines.next().unwrap_or_default();
+            let cgroup = lines
+                .next_if(|l| l.starts_with(CGROUP_LINE))
+                .map(|l| PathBuf::from(&l[CGROUP_LINE.len()..]));
             let label = lines.next().unwrap_or("an earlier call").to_owned();
             let exists = group_alive(group);
             // A group id is not reused while any member lives; a new leader with the same id
@@ -277,8 +298,13 @@ impl GroupRecords {
                 Some(now) => now == started,
                 None => true,
             };
-            if exists && same {
-                live.push(LiveGroup { group, label });
+            let contained = cgroup.as_deref().is_some_and(cgroup::populated_at);
+            if (exists && same) || contained {
+                live.push(LiveGroup {
+                    group,
+                    label,
+                    cgroup,
+                });
             } else {
                 self.forget(group);
             }
@@ -287,9 +313,13 @@ impl GroupRecords {
         live
     }
 
-    /// Kills `group` (SIGKILL to every member) and forgets it.
+    /// Kills `group` (SIGKILL to every member, and to everything in its command's cgroup)
+    /// and forgets it.
     pub fn kill(&self, group: &LiveGroup) {
         signal_group(Pid::from_raw(group.group), Signal::SIGKILL);
+        if let Some(cgroup) = &group.cgroup {
+            cgroup::kill_at(cgroup);
+        }
         self.forget(group.group);
     }
 }
@@ -503,7 +533,11 @@ fn run_here(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, Run
     // The child leads its own group, so its pid is the group id.
     let group = Pid::from_raw(child.id().cast_signed());
     if let Some((records, label)) = &inv.records {
-        records.record(group.as_raw(), &format!("{label}: `{command}`"));
+        records.record_in(
+            group.as_raw(),
+            cgroup.as_ref().map(cgroup::CallCgroup::dir),
+            &format!("{label}: `{command}`"),
+        );
     }
     let feeder = spawn_feeder(&mut child, inv.stdin);
     let mut streams = Streams::new(child.stdout.take(), child.stderr.take());

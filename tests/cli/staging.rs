@@ -1476,3 +1476,77 @@ fn the_workspace_projection_never_writes_through_a_planted_link() {
         );
     }
 }
+
+/// With a cgroup per command (no PID namespace), a `setsid` child outlived a kleene killed
+/// with SIGKILL, after its process group had ended: `resume` found no live group in its
+/// records and started while the child could still write. The record names the command's
+/// cgroup now, and a cgroup that still holds a process counts as alive.
+#[test]
+fn a_setsid_child_that_outlives_a_killed_kleene_in_its_cgroup_is_named_or_killed_by_resume() {
+    if kleene::process::containment() != kleene::process::Containment::Cgroup {
+        eprintln!("skipped: no writable cgroup v2 with cgroup.kill here");
+        return;
+    }
+    let tmp = TempDir::new().unwrap();
+    let (late, release, leader) = (
+        tmp.path().join("late"),
+        tmp.path().join("release"),
+        tmp.path().join("leader-ends"),
+    );
+    // The first call starts a child that leaves its process group, then waits until the test
+    // lets its own group end, after kleene is gone: only the cgroup still holds the child.
+    let plan = one_task(
+        tmp.path(),
+        &["app/MODULE"],
+        json!({
+            "run": format!(
+                "if [ \"$KLEENE_CALL\" = 1 ]; then \
+                 setsid sh -c 'while [ ! -e {release} ]; do sleep 0.02; done; touch {late}' & \
+                 touch \"$KLEENE_CACHE_DIR/started\"; \
+                 while [ ! -e {leader} ]; do sleep 0.02; done; exit 0; fi; \
+                 mkdir -p app && echo m > app/MODULE",
+                release = release.display(),
+                late = late.display(),
+                leader = leader.display(),
+            ),
+            "retry_limit": 1,
+        }),
+    );
+    let mut child = StdCommand::new(env!("CARGO_BIN_EXE_kleene"))
+        .current_dir(tmp.path())
+        .env("KLEENE_CONTAINMENT", "cgroup")
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(
+        &tmp.path().join("st/cache/started"),
+        "the task never started",
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The command's own group ends; its setsid child lives on in the cgroup.
+    std::fs::write(&leader, "").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = kleene(tmp.path())
+        .env("KLEENE_CONTAINMENT", "cgroup")
+        .args(["resume", "--state", "st"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("still running") && err.contains("task app_module call 1"),
+        "{err}"
+    );
+    let out = kleene(tmp.path())
+        .env("KLEENE_CONTAINMENT", "cgroup")
+        .args(["resume", "--state", "st", "--kill-stale"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    std::fs::write(&release, "").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!late.exists(), "the setsid child kept running");
+}
