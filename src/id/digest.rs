@@ -249,20 +249,29 @@ impl CanonicalHasher {
 
     /// Hands the gathered bytes to blake3.
     fn flush(&mut self) {
-        let key = &self.key;
-        let hasher = self
-            .hasher
-            .get_or_insert_with(|| Box::new(blake3::Hasher::new_from_context_key(key)));
-        hasher.update(&self.buffer[..self.pending]);
-        self.pending = 0;
+        let Self {
+            key,
+            hasher,
+            pending,
+            buffer,
+        } = self;
+        state(hasher, key).update(&buffer[..*pending]);
+        *pending = 0;
     }
 
     /// blake3's state, made (from the purpose's key) the first time it is needed.
     fn blake3(&mut self) -> &mut blake3::Hasher {
-        let key = &self.key;
-        self.hasher
-            .get_or_insert_with(|| Box::new(blake3::Hasher::new_from_context_key(key)))
+        state(&mut self.hasher, &self.key)
     }
+}
+
+/// The state in `hasher`, made from `key` if there is none yet (taking the two fields, so a
+/// caller may read the buffer beside it).
+fn state<'h>(
+    hasher: &'h mut Option<Box<blake3::Hasher>>,
+    key: &[u8; 32],
+) -> &'h mut blake3::Hasher {
+    hasher.get_or_insert_with(|| Box::new(blake3::Hasher::new_from_context_key(key)))
 }
 
 /// A purpose whose context key is derived once per process and kept in place: for the

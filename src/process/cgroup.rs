@@ -152,42 +152,27 @@ impl CallCgroup {
     /// Kills every process in the cgroup and waits (at most a few seconds) until none is
     /// left; true when the cgroup is empty.
     pub(crate) fn kill_all(&self) -> bool {
-        if let Ok(mut kill) = std::fs::OpenOptions::new()
-            .write(true)
-            .open(self.dir.join("cgroup.kill"))
-        {
-            let _ = kill.write_all(b"1");
+        // Unreadable counts as populated: this process's own cgroup is reused only when it
+        // is known to be empty.
+        let emptied = kill_until_empty(&self.dir, |dir| populated(dir).unwrap_or(true));
+        if emptied {
+            self.empty.store(true, Ordering::SeqCst);
         }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if !self.populated() {
-                self.empty.store(true, Ordering::SeqCst);
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    fn populated(&self) -> bool {
-        std::fs::read_to_string(self.dir.join("cgroup.events")).map_or(true, |events| {
-            events.lines().any(|l| l.trim() == "populated 1")
-        })
+        emptied
     }
 }
 
-/// Whether the cgroup at `dir`, recorded by an earlier kleene, still holds a process (one
-/// that is gone, or unreadable, holds none that kleene could stop).
-pub(crate) fn populated_at(dir: &Path) -> bool {
+/// Whether the cgroup at `dir` holds a process, by its `cgroup.events`; `None` when that
+/// cannot be read.
+fn populated(dir: &Path) -> Option<bool> {
     std::fs::read_to_string(dir.join("cgroup.events"))
-        .is_ok_and(|events| events.lines().any(|l| l.trim() == "populated 1"))
+        .ok()
+        .map(|events| events.lines().any(|l| l.trim() == "populated 1"))
 }
 
-/// Kills every process in the cgroup at `dir`, recorded by an earlier kleene, and removes it
-/// once it is empty (best effort: a cgroup that does not empty in time stays).
-pub(crate) fn kill_at(dir: &Path) {
+/// Writes `cgroup.kill` of the cgroup at `dir`, then waits (at most a few seconds) until
+/// `is_populated` says it is empty; true when it is.
+fn kill_until_empty(dir: &Path, is_populated: impl Fn(&Path) -> bool) -> bool {
     if let Ok(mut kill) = std::fs::OpenOptions::new()
         .write(true)
         .open(dir.join("cgroup.kill"))
@@ -195,10 +180,29 @@ pub(crate) fn kill_at(dir: &Path) {
         let _ = kill.write_all(b"1");
     }
     let deadline = Instant::now() + Duration::from_secs(5);
-    while populated_at(dir) && Instant::now() < deadline {
+    loop {
+        if !is_populated(dir) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(1));
     }
-    let _ = std::fs::remove_dir(dir);
+}
+
+/// Whether the cgroup at `dir`, recorded by an earlier kleene, still holds a process (one
+/// that is gone, or unreadable, holds none that kleene could stop).
+pub(crate) fn populated_at(dir: &Path) -> bool {
+    populated(dir).unwrap_or(false)
+}
+
+/// Kills every process in the cgroup at `dir`, recorded by an earlier kleene, and removes it
+/// once it is empty (best effort: a cgroup that does not empty in time stays).
+pub(crate) fn kill_at(dir: &Path) {
+    if kill_until_empty(dir, populated_at) {
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 impl Drop for CallCgroup {

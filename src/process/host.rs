@@ -191,27 +191,27 @@ fn take_spare() -> Option<Host> {
 /// programs, some milliseconds each) overlaps what the process does before its first
 /// commands.
 pub(super) fn start_early(count: usize) {
-    let Some(program) = PROGRAM.get() else {
-        return;
-    };
-    if PROBED.get().is_some_and(Option::is_none) {
-        return;
-    }
-    let Some((setpriv, unshare)) = find_tools() else {
-        return;
-    };
-    let probe = Probe {
-        setpriv,
-        unshare,
-        program: program.clone(),
-        own_user: PROBED
-            .get()
-            .and_then(Option::as_ref)
-            .is_some_and(|p| p.own_user),
+    let unprobed;
+    let probe = match PROBED.get() {
+        // Hosts do not work here.
+        Some(None) => return,
+        Some(Some(probe)) => probe,
+        None => {
+            let (Some(program), Some((setpriv, unshare))) = (PROGRAM.get(), find_tools()) else {
+                return;
+            };
+            unprobed = Probe {
+                setpriv,
+                unshare,
+                program: program.clone(),
+                own_user: false,
+            };
+            &unprobed
+        }
     };
     let mut spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner);
     for _ in spare.len()..count {
-        match Host::spawn(&probe) {
+        match Host::spawn(probe) {
             Ok(starting) => spare.push(Spare::Starting(starting)),
             Err(_) => return,
         }
@@ -275,8 +275,14 @@ struct Starting {
 }
 
 impl Starting {
+    /// Kills the host before it was used.
+    fn stop(mut self) {
+        let _ = killpg(Pid::from_raw(self.group), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+
     /// Waits for the host's hello; a host that does not give the right one is killed.
-    fn greeted(mut self) -> io::Result<Host> {
+    fn greeted(self) -> io::Result<Host> {
         let hello = (|| {
             self.socket.set_read_timeout(Some(HELLO_TIMEOUT))?;
             let hello: Hello = read_json(&mut &self.socket)?;
@@ -290,8 +296,7 @@ impl Starting {
             Ok(())
         })();
         if let Err(err) = hello {
-            let _ = killpg(Pid::from_raw(self.group), Signal::SIGKILL);
-            let _ = self.child.wait();
+            self.stop();
             return Err(err);
         }
         Ok(Host {
@@ -481,9 +486,9 @@ pub(super) fn release() {
     let _ = HOST.try_with(|slot| slot.borrow_mut().take());
     let spares = std::mem::take(&mut *SPARE.lock().unwrap_or_else(PoisonError::into_inner));
     for spare in spares {
-        if let Spare::Starting(mut starting) = spare {
-            let _ = killpg(Pid::from_raw(starting.group), Signal::SIGKILL);
-            let _ = starting.child.wait();
+        // A greeted one goes when it is dropped.
+        if let Spare::Starting(starting) = spare {
+            starting.stop();
         }
     }
 }
@@ -544,15 +549,19 @@ fn os_error(errno: Option<i32>, message: String) -> io::Error {
 
 fn write_frame(to: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
     let mut frame = Vec::with_capacity(4 + bytes.len());
-    frame.extend_from_slice(&frame_len(bytes.len())?.to_le_bytes());
+    frame.extend_from_slice(&[0; 4]);
     frame.extend_from_slice(bytes);
-    to.write_all(&frame)?;
-    to.flush()
+    send_frame(to, frame)
 }
 
-/// A frame's length field for `len` bytes of body.
-fn frame_len(len: usize) -> io::Result<u32> {
-    u32::try_from(len).map_err(|_| io::Error::other("a frame for the contained host is over 4 GiB"))
+/// Writes `frame`, a body behind four bytes of room for its length, with its length filled
+/// in: one buffer, one write.
+fn send_frame(to: &mut impl Write, mut frame: Vec<u8>) -> io::Result<()> {
+    let len = u32::try_from(frame.len() - 4)
+        .map_err(|_| io::Error::other("a frame for the contained host is over 4 GiB"))?;
+    frame[..4].copy_from_slice(&len.to_le_bytes());
+    to.write_all(&frame)?;
+    to.flush()
 }
 
 /// The most bytes of a frame read into memory before more of it has arrived.
@@ -583,13 +592,9 @@ fn read_frame(from: &mut impl Read, max: u32) -> io::Result<Vec<u8>> {
 }
 
 fn write_json(to: &mut impl Write, value: &impl Serialize) -> io::Result<()> {
-    // The length goes in front of the text once it is known: one buffer, one write.
     let mut frame = vec![0u8; 4];
     serde_json::to_writer(&mut frame, value)?;
-    let len = frame_len(frame.len() - 4)?;
-    frame[..4].copy_from_slice(&len.to_le_bytes());
-    to.write_all(&frame)?;
-    to.flush()
+    send_frame(to, frame)
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(from: &mut impl Read) -> io::Result<T> {

@@ -49,6 +49,31 @@ struct OpenLog {
     len: u64,
 }
 
+impl OpenLog {
+    /// Opens the closure log at `path` for appending (made if missing), a torn last line cut
+    /// away first.
+    fn open(path: &Path) -> Result<Self, StateError> {
+        let mut file = fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(io(path))?;
+        let whole = whole_lines_len(&mut file).map_err(io(path))?;
+        let meta = file.metadata().map_err(io(path))?;
+        if whole != meta.len() {
+            file.set_len(whole).map_err(io(path))?;
+        }
+        Ok(Self {
+            path: path.to_owned(),
+            file,
+            ino: meta.ino(),
+            dev: meta.dev(),
+            len: whole,
+        })
+    }
+}
+
 /// Why the state directory could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -423,29 +448,9 @@ impl StateDir {
             }
             _ => false,
         };
-        if !same {
-            *open = None;
-            let mut file = fs::OpenOptions::new()
-                .create(true)
-                .read(true)
-                .append(true)
-                .open(&path)
-                .map_err(io(&path))?;
-            let whole = whole_lines_len(&mut file).map_err(io(&path))?;
-            let meta = file.metadata().map_err(io(&path))?;
-            if whole != meta.len() {
-                file.set_len(whole).map_err(io(&path))?;
-            }
-            *open = Some(OpenLog {
-                path: path.clone(),
-                file,
-                ino: meta.ino(),
-                dev: meta.dev(),
-                len: whole,
-            });
-        }
-        let Some(log) = open.as_mut() else {
-            return Ok(());
+        let log = match open.take() {
+            Some(log) if same => open.insert(log),
+            _ => open.insert(OpenLog::open(&path)?),
         };
         // One write of the whole line: concurrent readers never see half of it in practice.
         if let Err(e) = log.file.write_all(&text) {

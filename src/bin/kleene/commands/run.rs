@@ -273,11 +273,7 @@ fn execute(
         .map_err(|e| Failure::halted(format!("install the SIGINT/SIGTERM handler: {e}")))?;
     // What stages an earlier kleene left hold nothing anyone needs: their calls were never
     // settled, and a resume makes them again in fresh stages.
-    for failed in remove_stages(state) {
-        rep.say(&format!(
-            "warning: failed to remove a stage an earlier kleene left: {failed}"
-        ));
-    }
+    warn_unremoved(&mut rep, remove_stages(state), "an earlier kleene left");
     // The commands read the run's own copy of the plan's files, checked against what the
     // plan binds; a run started before plans carried their files reads the plan directory.
     let plan_dir = match loaded.files() {
@@ -368,11 +364,7 @@ fn execute(
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(err) => {
-            for failed in remove_stages(state) {
-                rep.say(&format!(
-                    "warning: failed to remove a stage of this run: {failed}"
-                ));
-            }
+            warn_unremoved(&mut rep, remove_stages(state), "of this run");
             return Err(stopped(
                 err,
                 state,
@@ -394,11 +386,7 @@ fn execute(
             "warning: failed to write the workspace: {message}"
         ));
     }
-    for failed in removed.unwrap_or_default() {
-        rep.say(&format!(
-            "warning: failed to remove a stage of this run: {failed}"
-        ));
-    }
+    warn_unremoved(&mut rep, removed.unwrap_or_default(), "of this run");
     finish(plan, &outcome.evidence, state, &mut rep)
 }
 
@@ -412,6 +400,13 @@ fn remove_stages(state: &StateDir) -> Vec<String> {
         .filter_map(|entry| kleene::stage::remove_stage(&entry.path()).err())
         .map(|e| Chain(&e).to_string())
         .collect()
+}
+
+/// Says which stages (`whose`) could not be removed, and why.
+fn warn_unremoved(rep: &mut Reporter, failed: Vec<String>, whose: &str) {
+    for why in failed {
+        rep.say(&format!("warning: failed to remove a stage {whose}: {why}"));
+    }
 }
 
 /// Reports the tasks the worker never saw (drained) and the run's outcome.
