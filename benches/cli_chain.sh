@@ -8,9 +8,11 @@
 # KLEENE_BASELINE=/path/to/an/older/kleene also times that binary in the same rounds, so a
 # change is measured against what it replaces in one sitting; kleene also runs without its PID
 # namespace twice: KLEENE_CONTAINMENT=process-group (a fresh stage per call, since a command
-# can outlive it) and KLEENE_CONTAINMENT=cgroup (each command's cgroup killed when it ends, so
-# stages are reused; the same run as process-group where cgroup v2 is not writable); WORK=DIR puts the plans and
-# state directories under DIR (default /dev/shm) to measure on a disk.
+# can outlive it), KLEENE_CONTAINMENT=cgroup (each command's cgroup killed when it ends, so
+# stages are reused; the same run as process-group where cgroup v2 is not writable) and
+# KLEENE_CONTAINMENT=subreaper (the host as a subreaper that kills what a command left, so
+# stages are reused); WORK=DIR puts the plans and state directories under DIR (default
+# /dev/shm) to measure on a disk.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
@@ -46,7 +48,7 @@ for n in "$@"; do
         done
     } > "$dir/script.sh"
     cd "$dir"
-    best_script=0 best_kleene=0 best_pg=0 best_cg=0 best_base=0 round=0
+    best_script=0 best_kleene=0 best_pg=0 best_cg=0 best_sr=0 best_base=0 round=0
     while [ "$round" -lt "${ROUNDS:-5}" ]; do
         rm -rf ws; t0=$(now); sh script.sh; t1=$(now)
         rm -rf st; "$kleene" run plan.json --state st > /dev/null; t2=$(now)
@@ -57,6 +59,11 @@ for n in "$@"; do
         t5=$(now)
         c=$((t5 - t3))
         if [ "$best_cg" -eq 0 ] || [ "$c" -lt "$best_cg" ]; then best_cg=$c; fi
+        t3=$(now)
+        rm -rf st; KLEENE_CONTAINMENT=subreaper "$kleene" run plan.json --state st > /dev/null
+        t5=$(now)
+        r=$((t5 - t3))
+        if [ "$best_sr" -eq 0 ] || [ "$r" -lt "$best_sr" ]; then best_sr=$r; fi
         t3=$(now)
         b=0
         if [ -n "${KLEENE_BASELINE:-}" ]; then
@@ -73,7 +80,8 @@ for n in "$@"; do
     echo "N=$n: script $((best_script / 1000000)) ms, kleene $((best_kleene / 1000000)) ms," \
         "overhead per task $(echo "$best_kleene $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms" \
         "(process groups: $(echo "$best_pg $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms;" \
-        "a cgroup per command: $(echo "$best_cg $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms)" \
+        "a cgroup per command: $(echo "$best_cg $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms;" \
+        "a subreaper host: $(echo "$best_sr $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms)" \
         "(best of ${ROUNDS:-5}, state in ${WORK:-/dev/shm})"
     if [ -n "${KLEENE_BASELINE:-}" ]; then
         echo "N=$n: baseline $((best_base / 1000000)) ms, overhead per task" \

@@ -369,7 +369,7 @@ fn frame(bytes: &[u8]) -> Result<Vec<u8>> {
 /// the host's end requests (one with a stdin frame); and a frame cut short.
 fn host_seeds(seeds: &mut Seeds) -> Result<()> {
     let tail = OutputTail::capture(TEST_LOG.as_bytes(), b"", TailLimits::both(256));
-    let hello = serde_json::json!({"protocol": "kleene-host 1", "pid": 1});
+    let hello = serde_json::json!({"protocol": "kleene-host 1", "pid": 1, "reaper": false});
     let answers = [
         serde_json::json!({"Finished": {"code": 101, "signal": null, "tail": tail}}),
         serde_json::json!({"TimedOut": {"tail": tail}}),

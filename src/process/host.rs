@@ -17,6 +17,12 @@
 //! kleene ──socket── setpriv → unshare ──fork── host (PID 1) ──fork── sh -c COMMAND …
 //! ```
 //!
+//! Where no PID namespace can be made and no cgroup is writable, the same program is started
+//! directly as `PROGRAM __contained-host reaper KLEENE_PID`: it makes itself a child
+//! subreaper under a parent-death SIGTERM, so whatever a command left running becomes its
+//! child when its parent ends, and it kills and reaps its children until none is left before
+//! it answers; on SIGTERM (kleene died, or stops it) it stops its command and does the same.
+//!
 //! The wire between kleene and its host is private to one build of the binary: frames of a
 //! little-endian `u32` length and a JSON body, the request's stdin bytes in a frame of their
 //! own. A host that does not answer with its protocol line as PID 1 is not used: kleene falls
@@ -28,23 +34,32 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::closure::verdict::{OutputTail, TailLimits};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::prctl;
 use nix::sys::signal::{Signal, kill, killpg};
-use nix::sys::wait::waitpid;
-use nix::unistd::{Pid, getpid};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Pid, getpid, getppid};
 use serde::{Deserialize, Serialize};
 
 use super::{Finished, GroupRecords, Interrupt, Invocation, RunError, run_here};
 
 /// The argument that makes a program serve as a host instead of parsing a command line.
 const HOST_ARG: &str = "__contained-host";
+
+/// The argument after [`HOST_ARG`] that makes the host a subreaper; kleene's pid follows.
+const REAPER_ARG: &str = "reaper";
+
+/// How long past a command's grace a subreaper host has to stop when asked, before it is
+/// killed.
+const REAPER_GRACE: Duration = Duration::from_secs(1);
 
 /// The first frame every host sends; another build's host is refused.
 const PROTOCOL: &str = concat!("kleene-contained-host/", env!("CARGO_PKG_VERSION"), "/1");
@@ -102,18 +117,40 @@ pub fn serve_host_if_asked() -> Option<ExitCode> {
         .then(serve)
 }
 
-/// The absolute paths of `setpriv` and `unshare` and the host program, once a host worked
-/// here: probed once per process (the probing thread keeps the host it started).
+/// How a host that worked here is started: probed once per process (the probing thread keeps
+/// the host it started).
 struct Probe {
-    setpriv: PathBuf,
-    unshare: PathBuf,
     program: PathBuf,
-    /// Whether the namespace needs a user namespace of its own: a user without the right to
-    /// make a PID namespace may make one inside a user namespace that maps them to themselves.
-    own_user: bool,
+    how: How,
+}
+
+/// The two kinds of host.
+enum How {
+    /// The init of a PID namespace, through `setpriv` and `unshare` (absolute paths).
+    Namespace {
+        setpriv: PathBuf,
+        unshare: PathBuf,
+        /// Whether the namespace needs a user namespace of its own: a user without the right
+        /// to make a PID namespace may make one inside a user namespace that maps them to
+        /// themselves.
+        own_user: bool,
+    },
+    /// A child subreaper started directly: where no PID namespace can be made and no cgroup
+    /// is writable (a container under the default seccomp profile).
+    Reaper,
 }
 
 static PROBED: OnceLock<Option<Probe>> = OnceLock::new();
+
+/// Whether a host may be the init of a PID namespace (off when the user asks for the
+/// subreaper instead).
+static NAMESPACES: AtomicBool = AtomicBool::new(true);
+
+/// Turns PID-namespace hosts off for this process: a named host program then serves as a
+/// child subreaper. Call before the first command runs.
+pub(super) fn disable_namespaces() {
+    NAMESPACES.store(false, Ordering::SeqCst);
+}
 
 fn probe() -> Option<&'static Probe> {
     // Not probed (and not cached) before a program is named.
@@ -121,27 +158,48 @@ fn probe() -> Option<&'static Probe> {
     PROBED.get_or_init(probe_host).as_ref()
 }
 
+/// The first kind of host worth trying here: a PID namespace where `setpriv` and `unshare`
+/// are found, else (unless cgroups contain commands here) a subreaper.
+fn first_guess(program: &Path) -> Option<Probe> {
+    let how = match find_tools().filter(|_| NAMESPACES.load(Ordering::SeqCst)) {
+        Some((setpriv, unshare)) => How::Namespace {
+            setpriv,
+            unshare,
+            own_user: false,
+        },
+        None if super::cgroup::available() => return None,
+        None => How::Reaper,
+    };
+    Some(Probe {
+        program: program.to_owned(),
+        how,
+    })
+}
+
 fn probe_host() -> Option<Probe> {
     let program = PROGRAM.get()?.clone();
-    let (setpriv, unshare) = find_tools()?;
-    let mut probe = Probe {
-        setpriv,
-        unshare,
-        program,
-        own_user: false,
-    };
+    let mut probe = first_guess(&program)?;
     // A host started early answers the probe: its start overlapped whatever the process did
     // since. The probing host is kept for the first thread that runs a command.
-    let host = take_spare()
-        .or_else(|| Host::start(&probe).ok())
-        .or_else(|| {
-            probe.own_user = true;
-            Host::start(&probe).ok()
-        })?;
+    let mut host = take_spare().or_else(|| Host::start(&probe).ok());
+    if host.is_none()
+        && let How::Namespace { own_user, .. } = &mut probe.how
+    {
+        *own_user = true;
+        host = Host::start(&probe).ok();
+    }
+    if host.is_none() && matches!(probe.how, How::Namespace { .. }) {
+        // No namespace here: a cgroup per command, else a subreaper.
+        if super::cgroup::available() {
+            return None;
+        }
+        probe.how = How::Reaper;
+        host = Host::start(&probe).ok();
+    }
     SPARE
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .push(Spare::Ready(host));
+        .push(Spare::Ready(host?));
     Some(probe)
 }
 
@@ -197,15 +255,10 @@ pub(super) fn start_early(count: usize) {
         Some(None) => return,
         Some(Some(probe)) => probe,
         None => {
-            let (Some(program), Some((setpriv, unshare))) = (PROGRAM.get(), find_tools()) else {
+            let Some(guess) = PROGRAM.get().and_then(|p| first_guess(p)) else {
                 return;
             };
-            unprobed = Probe {
-                setpriv,
-                unshare,
-                program: program.clone(),
-                own_user: false,
-            };
+            unprobed = guess;
             &unprobed
         }
     };
@@ -218,9 +271,12 @@ pub(super) fn start_early(count: usize) {
     }
 }
 
-/// Whether commands run in a host (a PID namespace) here.
-pub(super) fn available() -> bool {
-    probe().is_some()
+/// Whether commands run in a host here, and which kind.
+pub(super) fn kind() -> Option<super::Containment> {
+    probe().map(|probe| match probe.how {
+        How::Namespace { .. } => super::Containment::PidNamespace,
+        How::Reaper => super::Containment::Subreaper,
+    })
 }
 
 thread_local! {
@@ -263,6 +319,9 @@ struct Host {
     /// The process group of `setpriv` → `unshare`, which kleene records from the host's first
     /// recorded call until the host stops.
     group: i32,
+    /// Whether the host is a subreaper: its commands do not share its group, so it is
+    /// stopped by a signal it answers by killing them, not by killing its group.
+    reaper: bool,
     /// Where that group is recorded, once it is.
     recorded: Option<GroupRecords>,
 }
@@ -272,10 +331,11 @@ struct Starting {
     child: Child,
     socket: UnixStream,
     group: i32,
+    reaper: bool,
 }
 
 impl Starting {
-    /// Kills the host before it was used.
+    /// Kills the host before it was used (it ran nothing yet).
     fn stop(mut self) {
         let _ = killpg(Pid::from_raw(self.group), Signal::SIGKILL);
         let _ = self.child.wait();
@@ -287,10 +347,14 @@ impl Starting {
             self.socket.set_read_timeout(Some(HELLO_TIMEOUT))?;
             let hello: Hello = read_json(&mut &self.socket)?;
             self.socket.set_read_timeout(None)?;
-            if hello.protocol != PROTOCOL || hello.pid != 1 {
+            // A namespace's host is its init; a subreaper is the child kleene started, and
+            // says it could become one.
+            let expected = if self.reaper { self.group } else { 1 };
+            if hello.protocol != PROTOCOL || hello.pid != expected || hello.reaper != self.reaper {
                 return Err(io::Error::other(format!(
-                    "the contained host spoke `{}` as pid {}, not `{PROTOCOL}` as pid 1",
-                    hello.protocol, hello.pid
+                    "the contained host spoke `{}` as pid {} (subreaper: {}), not `{PROTOCOL}` \
+                     as pid {expected} (subreaper: {})",
+                    hello.protocol, hello.pid, hello.reaper, self.reaper
                 )));
             }
             Ok(())
@@ -303,6 +367,7 @@ impl Starting {
             child: self.child,
             socket: self.socket,
             group: self.group,
+            reaper: self.reaper,
             recorded: None,
         })
     }
@@ -315,20 +380,39 @@ impl Host {
 
     fn spawn(probe: &Probe) -> io::Result<Starting> {
         let (socket, theirs) = UnixStream::pair()?;
-        let mut cmd = Command::new(&probe.setpriv);
-        cmd.args(["--pdeathsig", "KILL", "--"])
-            .arg(&probe.unshare)
-            // The same user inside, so files keep their owner and `id` says what it says.
-            .args(if probe.own_user {
-                &["--user", "--map-current-user"][..]
-            } else {
-                &[]
-            })
-            .args(["--pid", "--fork", "--kill-child"])
-            .arg(&probe.program)
-            .arg(HOST_ARG)
-            // The host must pin no directory a task may want to remove.
-            .current_dir("/")
+        let mut cmd = match &probe.how {
+            How::Namespace {
+                setpriv,
+                unshare,
+                own_user,
+            } => {
+                let mut cmd = Command::new(setpriv);
+                cmd.args(["--pdeathsig", "KILL", "--"])
+                    .arg(unshare)
+                    // The same user inside, so files keep their owner and `id` says what it
+                    // says.
+                    .args(if *own_user {
+                        &["--user", "--map-current-user"][..]
+                    } else {
+                        &[]
+                    })
+                    .args(["--pid", "--fork", "--kill-child"])
+                    .arg(&probe.program)
+                    .arg(HOST_ARG);
+                cmd
+            }
+            How::Reaper => {
+                // The host sets its own parent-death signal, then checks that its parent is
+                // still this process (it may have died in between).
+                let mut cmd = Command::new(&probe.program);
+                cmd.arg(HOST_ARG)
+                    .arg(REAPER_ARG)
+                    .arg(std::process::id().to_string());
+                cmd
+            }
+        };
+        // The host must pin no directory a task may want to remove.
+        cmd.current_dir("/")
             .process_group(0)
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
@@ -343,6 +427,7 @@ impl Host {
             child,
             socket,
             group,
+            reaper: matches!(probe.how, How::Reaper),
         })
     }
 
@@ -463,8 +548,21 @@ impl Host {
         read_json(&mut self.socket).map_err(Exchange::Io)
     }
 
-    /// Kills the host and, through its namespace, everything it runs.
+    /// Stops the host and everything it runs: a namespace's host with its group (the kernel
+    /// takes the namespace with its init), a subreaper by SIGTERM, which it answers by
+    /// stopping its command and killing whatever that left, then by SIGKILL if it takes
+    /// longer than a command's grace.
     fn stop(mut self) {
+        if self.reaper {
+            let _ = kill(Pid::from_raw(self.group), Signal::SIGTERM);
+            let until = Instant::now() + super::GRACE + REAPER_GRACE;
+            while Instant::now() < until {
+                if !self.alive() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let _ = killpg(Pid::from_raw(self.group), Signal::SIGKILL);
         let _ = self.child.wait();
     }
@@ -472,8 +570,14 @@ impl Host {
 
 impl Drop for Host {
     fn drop(&mut self) {
-        // Closing the socket ends an idle host; a busy one goes with its group.
-        let _ = killpg(Pid::from_raw(self.group), Signal::SIGKILL);
+        // Closing the socket ends an idle host; a busy one goes with its group, or, as a
+        // subreaper, stops its command first.
+        let signal = if self.reaper {
+            Signal::SIGTERM
+        } else {
+            Signal::SIGKILL
+        };
+        let _ = killpg(Pid::from_raw(self.group), signal);
         let _ = self.child.try_wait();
         if let Some(records) = self.recorded.take() {
             records.forget(self.group);
@@ -503,6 +607,8 @@ enum Exchange {
 struct Hello {
     protocol: String,
     pid: i32,
+    /// Whether the host became a subreaper that can list its children.
+    reaper: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -627,28 +733,53 @@ pub(crate) fn decode_both_ends(bytes: &[u8]) -> (usize, usize) {
 
 /// The host's main: hello, then one answer per request until kleene closes the socket.
 fn serve() -> ExitCode {
-    // Inside its PID namespace the host contains every command already.
+    // Inside its PID namespace the host contains every command already, and a subreaper is
+    // only started where no cgroup is writable.
     super::cgroup::disable_cgroups();
-    match serve_requests() {
+    let mut args = std::env::args_os().skip(2);
+    let reaper_of = match (args.next(), args.next()) {
+        (Some(flag), Some(parent)) if flag == REAPER_ARG => {
+            parent.to_str().and_then(|p| p.parse().ok())
+        }
+        _ => None,
+    };
+    match serve_requests(reaper_of) {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::FAILURE,
     }
 }
 
-fn serve_requests() -> io::Result<()> {
+/// How a host makes sure nothing a command started outlives its answer.
+enum Sweep {
+    /// The namespace's init: kill everything in it.
+    Namespace,
+    /// A subreaper: kill its children until it has none.
+    Reaper,
+    /// Neither (a host kleene refuses).
+    Nothing,
+}
+
+fn serve_requests(reaper_of: Option<i32>) -> io::Result<()> {
     let mut socket = UnixStream::from(io::stdin().as_fd().try_clone_to_owned()?);
     let pid = getpid().as_raw();
+    // A subreaper's parent-death signal is SIGTERM, which stops the command it runs.
+    let reaper = reaper_of.and_then(|parent| become_reaper(parent).ok());
     write_json(
         &mut socket,
         &Hello {
             protocol: PROTOCOL.to_owned(),
             pid,
+            reaper: reaper.is_some(),
         },
     )?;
     // Only the namespace's init may sweep it: elsewhere `kill(-1)` would reach every process
     // of the user.
-    let init = pid == 1;
-    let never = Interrupt::default();
+    let sweep = match (&reaper, pid) {
+        (Some(_), _) => Sweep::Reaper,
+        (None, 1) => Sweep::Namespace,
+        (None, _) => Sweep::Nothing,
+    };
+    let interrupt = reaper.unwrap_or_default();
     loop {
         let request: Request = match read_json(&mut socket) {
             Ok(request) => request,
@@ -674,16 +805,38 @@ fn serve_requests() -> io::Result<()> {
             limits: request.limits,
             records: None,
         };
-        let answer = answer(&inv, &never);
-        if init {
-            sweep();
+        let answer = answer(&inv, &interrupt);
+        match sweep {
+            Sweep::Namespace => sweep_namespace(),
+            Sweep::Reaper => reap_orphans(),
+            Sweep::Nothing => {}
+        }
+        // Stopped (kleene died, or stops this host): nothing more is run.
+        if interrupt.is_set() {
+            return Ok(());
         }
         write_json(&mut socket, &answer)?;
     }
 }
 
-fn answer(inv: &Invocation<'_>, never: &Interrupt) -> Answer {
-    match run_here(inv, never) {
+/// Makes this process a child subreaper under a parent-death signal from `parent`, and
+/// returns the flag that signal sets. Fails where the kernel refuses either, where a
+/// process's children cannot be listed, or when `parent` is already gone.
+fn become_reaper(parent: i32) -> io::Result<Interrupt> {
+    prctl::set_pdeathsig(Signal::SIGTERM)?;
+    // The parent may have died before the signal was set: then it never comes.
+    if getppid().as_raw() != parent {
+        return Err(io::Error::other("kleene ended before its host started"));
+    }
+    prctl::set_child_subreaper(true)?;
+    std::fs::metadata("/proc/thread-self/children")?;
+    let interrupt = Interrupt::install()?;
+    REAPING.store(true, Ordering::Relaxed);
+    Ok(interrupt)
+}
+
+fn answer(inv: &Invocation<'_>, interrupt: &Interrupt) -> Answer {
+    match run_here(inv, interrupt) {
         Ok(Finished { code, signal, tail }) => Answer::Finished { code, signal, tail },
         Err(RunError::Spawn { source, .. }) => Answer::Spawn {
             errno: source.raw_os_error(),
@@ -696,7 +849,7 @@ fn answer(inv: &Invocation<'_>, never: &Interrupt) -> Answer {
             errno: source.raw_os_error(),
             message: source.to_string(),
         },
-        // Nothing sets the host's own flag: kleene stops a host by killing it.
+        // Only a subreaper's flag is ever set (kleene stops it, or died): no answer is sent.
         Err(RunError::Interrupted { .. }) => Answer::Wait {
             errno: None,
             message: "interrupted".to_owned(),
@@ -706,7 +859,7 @@ fn answer(inv: &Invocation<'_>, never: &Interrupt) -> Answer {
 
 /// Kills every process left in the namespace and reaps them all, so nothing a command started
 /// writes after its answer.
-fn sweep() {
+fn sweep_namespace() {
     loop {
         let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
         // Orphans become the init's children as their parents die: wait until none is left.
@@ -717,6 +870,59 @@ fn sweep() {
         }
     }
 }
+
+/// A subreaper's sweep: kills and reaps its children until it has none. Everything a
+/// command started that outlived its parent (a `setsid` child too) became this process's
+/// child, and everything else descends from one of its children, so when none is left
+/// nothing the command started runs.
+pub(super) fn reap_orphans() {
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            // A living child: kill what is there, then wait for one to go.
+            Ok(WaitStatus::StillAlive) => {}
+            Ok(_) | Err(Errno::EINTR) => continue,
+            // ECHILD: none left.
+            Err(_) => return,
+        }
+        let children = own_children();
+        if children.is_empty() {
+            // Probed before the host was used; nothing to wait for that can be named.
+            return;
+        }
+        for child in children {
+            let _ = kill(child, Signal::SIGKILL);
+        }
+        let _ = waitpid(Pid::from_raw(-1), None);
+    }
+}
+
+/// The children of every thread of this process, from `/proc`.
+fn own_children() -> Vec<Pid> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        children.extend(
+            text.split_ascii_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .map(Pid::from_raw),
+        );
+    }
+    children
+}
+
+/// Whether this process is a subreaper host (so a command's leftovers can be killed as soon
+/// as its leader ends).
+pub(super) fn reaping() -> bool {
+    REAPING.load(Ordering::Relaxed)
+}
+
+/// Set once a host became a subreaper.
+static REAPING: AtomicBool = AtomicBool::new(false);
 
 #[cfg(test)]
 mod tests {

@@ -36,8 +36,11 @@
 //! and reaps every process a command left behind (including ones that called `setsid` to leave
 //! its process group) before it reports the command's end, and which the kernel tears down with
 //! everything in it when kleene dies, even by SIGKILL. One host serves a thread's every
-//! command, so a call costs one fork, not a new namespace. Elsewhere the command leads a
-//! process group that kleene kills when the command ends; a process that leaves the group, or
+//! command, so a call costs one fork, not a new namespace. Where no namespace can be made,
+//! a writable cgroup v2 hierarchy gives each command a cgroup of its own, killed when it ends;
+//! without one either, the named host runs as the child subreaper of its commands and kills
+//! whatever they left (see [`Containment::Subreaper`]). Where no host is named the command
+//! leads a process group that kleene kills when the command ends; a process that leaves the group, or
 //! a group whose kleene was killed with SIGKILL, can keep running. For that case each running
 //! group is recorded in a file (see [`GroupRecords`]) until it is stopped, so the next
 //! `kleene resume` can refuse to start while an earlier call's processes are still alive, or
@@ -148,6 +151,13 @@ pub enum Containment {
     /// command started, a `setsid` child too, is killed with the cgroup when it ends; only
     /// a SIGKILL of kleene itself leaves them running.
     Cgroup,
+    /// A host that is the child subreaper of the commands it runs (no PID namespace and no
+    /// writable cgroup, as in a container under the default seccomp profile): whatever a
+    /// command started becomes the host's child when its parent ends, a `setsid` child too,
+    /// and the host kills and reaps them all before it answers. When kleene dies, even by
+    /// SIGKILL, the host is told by a parent-death signal and does the same; only a SIGKILL of
+    /// the host itself leaves a command running.
+    Subreaper,
     /// A process group only: a `setsid` child, or everything after kleene is SIGKILLed, can
     /// outlive it.
     ProcessGroup,
@@ -159,6 +169,7 @@ impl Containment {
         match self {
             Containment::PidNamespace => "pid-namespace",
             Containment::Cgroup => "cgroup",
+            Containment::Subreaper => "subreaper",
             Containment::ProcessGroup => "process-group",
         }
     }
@@ -192,17 +203,24 @@ pub fn release_host() {
     host::release();
 }
 
-/// The containment in force: a PID namespace once [`contain_commands_with`] named a host that
-/// works here (probed once per process), else a cgroup per command where cgroup v2 is
-/// writable (unless [`disable_cgroups`] was called), a process group otherwise.
+/// The containment in force, probed once per process: a PID namespace once
+/// [`contain_commands_with`] named a host that works here (unless
+/// [`disable_pid_namespaces`] was called), else a cgroup per command where cgroup v2 is
+/// writable (unless [`disable_cgroups`] was called), else the named host as a subreaper, a
+/// process group where no host was named or none works.
 pub fn containment() -> Containment {
-    if host::available() {
-        Containment::PidNamespace
-    } else if cgroup::available() {
-        Containment::Cgroup
-    } else {
-        Containment::ProcessGroup
+    match host::kind() {
+        Some(kind) => kind,
+        None if cgroup::available() => Containment::Cgroup,
+        None => Containment::ProcessGroup,
     }
+}
+
+/// Turns PID namespaces off for this process (`KLEENE_CONTAINMENT=subreaper`): the host named
+/// by [`contain_commands_with`] then serves as a subreaper where no cgroup is writable (call
+/// [`disable_cgroups`] too to have it everywhere). Call before the first command runs.
+pub fn disable_pid_namespaces() {
+    host::disable_namespaces();
 }
 
 /// The process groups of commands that are running, one file each in a directory: what a
@@ -255,12 +273,13 @@ impl GroupRecords {
     }
 
     /// The recorded groups that still have a live process, after giving groups that are
-    /// being killed (a parent-death signal is delivered asynchronously) a moment to go;
-    /// records of dead ones are removed. A group whose command ran in a cgroup of its own
+    /// being killed (a parent-death signal is delivered asynchronously, and a subreaper host
+    /// gives its command a grace before it kills it) a moment to go; records of dead ones are
+    /// removed. A group whose command ran in a cgroup of its own
     /// counts as alive while that cgroup holds a process, even once the group itself is gone
     /// (a `setsid` child that outlived a kleene killed with SIGKILL).
     pub fn live(&self) -> Vec<LiveGroup> {
-        let deadline = Instant::now() + Duration::from_millis(500);
+        let deadline = Instant::now() + GRACE + Duration::from_secs(1);
         loop {
             let live = self.live_now();
             if live.is_empty() || Instant::now() >= deadline {
@@ -567,9 +586,13 @@ fn run_here(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, Run
                 status = Some(Ok(exited));
                 leader_gone = Some(Instant::now());
                 signal_group(group, Signal::SIGKILL);
-                // What left the group is in the cgroup: once it is gone the pipes close.
+                // What left the group is in the cgroup, or a subreaper host's child now: once
+                // it is gone the pipes close.
                 if let Some(cgroup) = &cgroup {
                     cgroup.kill_all();
+                }
+                if host::reaping() {
+                    host::reap_orphans();
                 }
             }
         }

@@ -7,7 +7,7 @@
 //! // A frame that claims 4 GiB is refused before anything is allocated for it.
 //! assert_eq!(decode_host_frames(&[0xff, 0xff, 0xff, 0xff, b'{']), (0, 0));
 //! // A hello frame decodes at kleene's end; the host's end refuses it as a request.
-//! let hello = br#"{"protocol":"x","pid":7}"#;
+//! let hello = br#"{"protocol":"x","pid":7,"reaper":false}"#;
 //! let mut frame = (hello.len() as u32).to_le_bytes().to_vec();
 //! frame.extend_from_slice(hello);
 //! assert_eq!(decode_host_frames(&frame), (1, 0));

@@ -830,6 +830,105 @@ fn a_cgroup_kills_what_left_the_group_before_the_call_is_judged() {
     );
 }
 
+/// Where neither a PID namespace nor a writable cgroup is to be had (a container under the
+/// default seccomp profile), every call used to get a fresh stage, since a `setsid` child
+/// could outlive it: a link per input, 5–6 ms a call at a thousand tasks. The host now
+/// serves as a subreaper there: what a command left becomes its child and is killed before
+/// the call is judged, so the stage is reused and nothing the child would have written lands.
+#[test]
+fn a_subreaper_host_kills_what_left_the_group_before_the_call_is_judged() {
+    let tmp = TempDir::new().unwrap();
+    let plant = "echo $$ > \"$KLEENE_CACHE_DIR/stray.pid\"; sleep 0.5; echo planted > \"$KLEENE_WORKSPACE/app/b.txt\"; sleep 60";
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            task(
+                "app_module",
+                "module",
+                &["app/MODULE"],
+                &[],
+                json!({"run": format!(
+                    "mkdir -p app && echo m > app/MODULE && (setsid sh -c '{plant}' > /dev/null 2>&1 < /dev/null &); \
+                     while [ ! -s \"$KLEENE_CACHE_DIR/stray.pid\" ]; do sleep 0.01; done"
+                )}),
+            ),
+            task(
+                "app_b",
+                "model",
+                &["app/b.txt"],
+                &["app_module"],
+                json!({"run": "sleep 1; test -f app/b.txt || echo honest > app/b.txt"}),
+            ),
+        ],
+    );
+    let out = kleene(tmp.path())
+        .env("KLEENE_CONTAINMENT", "subreaper")
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let stray = std::fs::read_to_string(tmp.path().join("st/cache/stray.pid")).unwrap();
+    // It sleeps for a minute unless killed: gone now means the host killed it.
+    let alive = std::fs::read_to_string(format!("/proc/{}/stat", stray.trim()))
+        .is_ok_and(|stat| !stat.contains(") Z"));
+    assert!(
+        !alive,
+        "the setsid child {} outlived its call",
+        stray.trim()
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("st/workspace/app/b.txt")).unwrap(),
+        "honest\n"
+    );
+}
+
+/// Under a subreaper host a SIGKILL of kleene reaches the host as its parent-death signal,
+/// and the host stops its command (one that ignores SIGTERM too, after its grace) and kills
+/// what it left, a `setsid` child included, before it ends.
+#[test]
+fn nothing_survives_a_killed_kleene_under_a_subreaper_host() {
+    let tmp = TempDir::new().unwrap();
+    let late = tmp.path().join("late");
+    let plan = one_task(
+        tmp.path(),
+        &["app/MODULE"],
+        json!({
+            "run": format!(
+                "if [ \"$KLEENE_CALL\" = 1 ]; then trap '' TERM; \
+                 setsid sh -c 'sleep 1.5; touch {}' > /dev/null 2>&1 < /dev/null & \
+                 touch \"$KLEENE_CACHE_DIR/started\"; sleep 30; fi; mkdir -p app && echo m > app/MODULE",
+                late.display()
+            ),
+            // The killed call counts: leave room for the resumed one.
+            "retry_limit": 1,
+        }),
+    );
+    let mut child = StdCommand::new(env!("CARGO_BIN_EXE_kleene"))
+        .current_dir(tmp.path())
+        .env("KLEENE_CONTAINMENT", "subreaper")
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(
+        &tmp.path().join("st/cache/started"),
+        "the task never started",
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = Instant::now();
+    // Right away, a resume waits out the host's grace instead of naming its group as alive.
+    let out = kleene(tmp.path())
+        .env("KLEENE_CONTAINMENT", "subreaper")
+        .args(["resume", "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    std::thread::sleep(Duration::from_millis(2500).saturating_sub(killed.elapsed()));
+    assert!(!late.exists(), "a setsid child outlived kleene");
+}
+
 /// Where a PID namespace is available, nothing a task started survives a SIGKILL of kleene.
 #[test]
 fn nothing_survives_a_killed_kleene_where_namespaces_work() {

@@ -72,10 +72,14 @@ KLEENE_RECOVERY_SPEC_FILE (every path absolute, whatever --state says). Where Li
 whatever a command left behind before the call is judged: nothing a command starts outlives
 its call or a killed kleene. Without one, where cgroup v2 is writable (as root in most
 containers), each command runs in a cgroup of its own that kleene kills when it ends, so
-nothing it started outlives its call either (KLEENE_CONTAINMENT=cgroup chooses this,
-=process-group neither). Elsewhere it leads a process group that kleene records, a later resume refuses to start
-while one is alive (--kill-stale kills it), and every call gets a stage directory never used
-before, so what a child that outlived its call writes reaches no later call. A missing command (exit 127/126) or a
+nothing it started outlives its call either (KLEENE_CONTAINMENT=cgroup chooses this). Where
+neither is allowed (a container under the default seccomp profile) the helper runs as the
+subreaper of its commands: what a command started becomes its child when its parent ends,
+and it kills them all before the call is judged, and when kleene dies
+(KLEENE_CONTAINMENT=subreaper chooses this). With KLEENE_CONTAINMENT=process-group a command
+only leads a process group that kleene records, a later resume refuses to start while one is
+alive (--kill-stale kills it), and every call gets a stage directory never used before, so
+what a child that outlived its call writes reaches no later call. A missing command (exit 127/126) or a
 timeout is an infrastructure failure and is never handed to a fixer; kleene's own failure
 to write (a full disk) stops the run without counting the call (a fix that already ran
 stays spent).

@@ -29,11 +29,16 @@ fn main() -> ExitCode {
     }
     // This binary is its own contained host; the environment can choose a fallback instead
     // (for tests and benches of it): `cgroup`, a cgroup per command without the namespace,
-    // or `process-group`, neither.
-    match std::env::var("KLEENE_CONTAINMENT").as_deref() {
+    // `subreaper`, the host as a subreaper without either, or `process-group`, none of them.
+    let containment = std::env::var("KLEENE_CONTAINMENT");
+    match containment.as_deref() {
         Ok("process-group") => kleene::process::disable_cgroups(),
         Ok("cgroup") => {}
         _ => {
+            if containment.as_deref() == Ok("subreaper") {
+                kleene::process::disable_cgroups();
+                kleene::process::disable_pid_namespaces();
+            }
             if let Ok(me) = std::env::current_exe() {
                 kleene::process::contain_commands_with(me);
             }
