@@ -1576,6 +1576,79 @@ fn the_workspace_projection_never_writes_through_a_planted_link() {
     }
 }
 
+/// The workspace's directories that a run's last stage holds exactly are moved from it whole
+/// instead of being written file by file; what lands there must still be only the accepted
+/// files, each a file of its own with the mode a written one gets: never a scratch file,
+/// never a second link to one inode (a link the call made, or the object store's that a
+/// stage's inputs share), never the mode the command chose.
+#[test]
+fn what_the_workspace_takes_from_a_stage_is_only_accepted_files_of_their_own() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            task(
+                "lib_module",
+                "module",
+                &["lib/a.txt", "lib/b.txt"],
+                &[],
+                json!({
+                    "run": "mkdir -p lib/target && echo same > lib/a.txt && ln lib/a.txt lib/b.txt \
+                            && echo junk > lib/target/junk",
+                    "scratch": ["lib/target/**"],
+                }),
+            ),
+            task(
+                "app_model",
+                "model",
+                &["app/x.txt", "app/deep/y.txt"],
+                &["lib_module"],
+                json!({
+                    "run": "umask 077; mkdir -p app/deep app/cache && cat lib/a.txt > app/x.txt \
+                            && echo y > app/deep/y.txt && echo c > app/cache/tmp",
+                    "scratch": ["app/cache/**"],
+                }),
+            ),
+        ],
+    );
+    let out = kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let ws = tmp.path().join("st/workspace");
+    let mut files: Vec<String> = walk(&ws)
+        .iter()
+        .filter(|p| p.is_file())
+        .map(|p| p.strip_prefix(&ws).unwrap().display().to_string())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["app/deep/y.txt", "app/x.txt", "lib/a.txt", "lib/b.txt"]
+    );
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let umask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .map_or(0o022, |m| u32::from_str_radix(m.trim(), 8).unwrap());
+    for file in &files {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(ws.join(file)).unwrap();
+        assert_eq!(meta.nlink(), 1, "{file} shares its inode");
+        assert_eq!(meta.mode() & 0o7777, 0o666 & !umask, "{file}'s mode");
+    }
+    for dir in ["app", "app/deep", "lib"] {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(ws.join(dir)).unwrap();
+        assert_eq!(meta.mode() & 0o7777, 0o777 & !umask, "{dir}'s mode");
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("app/x.txt")).unwrap(),
+        "same\n"
+    );
+}
+
 /// With a cgroup per command (no PID namespace), a `setsid` child outlived a kleene killed
 /// with SIGKILL, after its process group had ended: `resume` found no live group in its
 /// records and started while the child could still write. The record names the command's

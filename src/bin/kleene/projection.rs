@@ -12,114 +12,323 @@
 //! projection durable at the cost of one flush instead of one per file.
 //!
 //! Every step is taken relative to an open directory (`openat`, `renameat`), never by a path
-//! from the root: a directory is opened once for all the files it receives (outputs come in
-//! path order), and a link planted anywhere below the workspace is refused, not followed,
-//! whoever planted it and whenever.
+//! from the root: a directory is opened once for all the files it receives, and a link
+//! planted anywhere below the workspace is refused, not followed, whoever planted it and
+//! whenever.
+//!
+//! A directory the workspace lacks is moved whole from the run's last stage when that stage
+//! holds exactly the accepted files below it (checked byte for byte, each a file of its own):
+//! one rename instead of a file written per accepted file, and nothing left for the stage's
+//! removal. That is only done where every process a call started is gone before the call is
+//! judged, so nothing can write a stage after its check.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use kleene::batch::BatchEvidence;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 /// Writes every accepted file of `evidence` below `workspace` (which must exist).
+///
+/// `stages` are the run's last stages, which no command can still write (every process a
+/// call started was killed before it was judged): a directory the workspace lacks, that one
+/// of them holds with exactly the accepted files below it (each a file of its own, not a
+/// link to the object store, holding the accepted bytes), is moved whole into the workspace
+/// instead of being written file by file. Pass none where commands can outlive their calls.
 ///
 /// # Errors
 ///
 /// A message naming the path, at the first file that could not be written (a link or a file
 /// where a directory must be, a link where the file must be, an I/O failure); the files
 /// before it are written.
-pub fn project(evidence: &BatchEvidence, workspace: &Path) -> Result<(), String> {
+pub fn project(
+    evidence: &BatchEvidence,
+    workspace: &Path,
+    stages: &[PathBuf],
+) -> Result<(), String> {
     let root = rustix::fs::open(
         workspace,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .map_err(|e| format!("open {}: {e}", workspace.display()))?;
-    // The directory the last file went to: files of one directory come one after another.
-    let mut current: Option<(String, OwnedFd)> = None;
-    let mut wrote = false;
+    let mut tree = Tree::default();
     for (_, output) in evidence.accepted_outputs() {
         for (path, content) in output.files() {
-            let text = path.as_str();
-            let (parent, name) = text.rsplit_once('/').unwrap_or(("", text));
-            let dir = match current.take() {
-                Some((open, fd)) if open == parent => (open, fd),
-                _ => (
-                    parent.to_owned(),
-                    open_parent(&root, parent, workspace, text)?,
-                ),
-            };
-            let at = &current.insert(dir).1;
-            let shown = || workspace.join(text).display().to_string();
-            match rustix::fs::statat(at, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Err(Errno::NOENT) => {
-                    create(at, name, content).map_err(|e| format!("write {}: {e}", shown()))?;
-                    wrote = true;
-                    continue;
-                }
-                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
-                    return Err(format!("{} is a link; {text} was not written", shown()));
-                }
-                Ok(st)
-                    if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
-                        && u64::try_from(st.st_size).ok() == u64::try_from(content.len()).ok()
-                        && holds(at, name, content) =>
-                {
-                    continue;
-                }
-                _ => {}
-            }
-            replace(at, name, content).map_err(|e| format!("write {}: {e}", shown()))?;
-            wrote = true;
+            tree.insert(path.as_str(), content);
         }
     }
-    if wrote {
+    let stages: Vec<OwnedFd> = stages
+        .iter()
+        .filter_map(|stage| rustix::fs::open(stage, DIRECTORY, Mode::empty()).ok())
+        .collect();
+    let mut projection = Projection {
+        workspace,
+        modes: Modes::of_this_process(),
+        wrote: false,
+    };
+    projection.dir(&root, "", &tree, &stages)?;
+    if projection.wrote {
         rustix::fs::syncfs(&root).map_err(|e| format!("sync {}: {e}", workspace.display()))?;
     }
     Ok(())
 }
 
-/// Opens directory `parent` below `root`, making what is missing; a component that is a link
-/// or a file is refused (`O_NOFOLLOW`: the kernel, not a check before it, refuses the link).
-fn open_parent(
-    root: &OwnedFd,
-    parent: &str,
-    workspace: &Path,
-    file: &str,
-) -> Result<OwnedFd, String> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut dir =
-        rustix::io::dup(root).map_err(|e| format!("open {}: {e}", workspace.display()))?;
-    let mut walked = workspace.to_owned();
-    for part in parent.split('/').filter(|p| !p.is_empty()) {
-        walked.push(part);
-        let not_a_directory = || {
-            format!(
-                "{} is not a directory (a link or a file); {file} was not written",
-                walked.display()
-            )
-        };
-        let opened = match rustix::fs::openat(&dir, part, flags, Mode::empty()) {
-            Err(Errno::NOENT) => {
-                match rustix::fs::mkdirat(&dir, part, Mode::from_raw_mode(0o777)) {
-                    Ok(()) | Err(Errno::EXIST) => {}
-                    Err(e) => return Err(format!("create {}: {e}", walked.display())),
-                }
-                rustix::fs::openat(&dir, part, flags, Mode::empty())
+/// Opening a directory below another, never through a link.
+const DIRECTORY: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// The accepted files by directory, in path order.
+#[derive(Default)]
+struct Tree<'a> {
+    dirs: BTreeMap<&'a str, Tree<'a>>,
+    files: BTreeMap<&'a str, &'a [u8]>,
+}
+
+impl<'a> Tree<'a> {
+    fn insert(&mut self, path: &'a str, content: &'a [u8]) {
+        match path.split_once('/') {
+            Some((dir, rest)) => self.dirs.entry(dir).or_default().insert(rest, content),
+            None => {
+                self.files.insert(path, content);
             }
-            other => other,
-        };
-        dir = match opened {
-            Ok(fd) => fd,
-            Err(Errno::NOTDIR | Errno::LOOP) => return Err(not_a_directory()),
-            Err(e) => return Err(format!("open {}: {e}", walked.display())),
-        };
+        }
     }
-    Ok(dir)
+}
+
+/// The modes kleene gives what it creates (`0o666` and `0o777` under the process's umask),
+/// so that a moved file or directory looks like one written.
+#[derive(Clone, Copy)]
+struct Modes {
+    file: u32,
+    dir: u32,
+}
+
+impl Modes {
+    fn of_this_process() -> Self {
+        // Setting the umask to read it would race with other threads: Linux shows it.
+        let umask = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Umask:"))
+                    .and_then(|m| u32::from_str_radix(m.trim(), 8).ok())
+            })
+            .unwrap_or(0o022);
+        Self {
+            file: 0o666 & !umask,
+            dir: 0o777 & !umask,
+        }
+    }
+}
+
+struct Projection<'w> {
+    workspace: &'w Path,
+    modes: Modes,
+    wrote: bool,
+}
+
+impl Projection<'_> {
+    /// Projects `tree` into directory `at` (the workspace's `prefix`), with `stages` the same
+    /// directory in each stage that has it.
+    fn dir(
+        &mut self,
+        at: &OwnedFd,
+        prefix: &str,
+        tree: &Tree<'_>,
+        stages: &[OwnedFd],
+    ) -> Result<(), String> {
+        for (name, child) in &tree.dirs {
+            let path = if prefix.is_empty() {
+                (*name).to_owned()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let walked = || self.workspace.join(&path);
+            let opened = match rustix::fs::openat(at, *name, DIRECTORY, Mode::empty()) {
+                Err(Errno::NOENT) => {
+                    if self.moved_whole(at, name, child, stages) {
+                        continue;
+                    }
+                    match rustix::fs::mkdirat(at, *name, Mode::from_raw_mode(0o777)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(e) => return Err(format!("create {}: {e}", walked().display())),
+                    }
+                    rustix::fs::openat(at, *name, DIRECTORY, Mode::empty())
+                }
+                other => other,
+            };
+            let fd = match opened {
+                Ok(fd) => fd,
+                Err(Errno::NOTDIR | Errno::LOOP) => {
+                    let file = child
+                        .first_file()
+                        .map_or(path.clone(), |f| format!("{path}/{f}"));
+                    return Err(format!(
+                        "{} is not a directory (a link or a file); {file} was not written",
+                        walked().display()
+                    ));
+                }
+                Err(e) => return Err(format!("open {}: {e}", walked().display())),
+            };
+            let below: Vec<OwnedFd> = stages
+                .iter()
+                .filter_map(|stage| rustix::fs::openat(stage, *name, DIRECTORY, Mode::empty()).ok())
+                .collect();
+            self.dir(&fd, &path, child, &below)?;
+        }
+        for (name, content) in &tree.files {
+            let text = if prefix.is_empty() {
+                (*name).to_owned()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            self.file(at, name, &text, content)?;
+        }
+        Ok(())
+    }
+
+    /// Moves directory `name` whole from the stage that holds exactly `tree` below it into
+    /// `at`, where it is missing; false (nothing changed) where no stage does.
+    fn moved_whole(
+        &mut self,
+        at: &OwnedFd,
+        name: &str,
+        tree: &Tree<'_>,
+        stages: &[OwnedFd],
+    ) -> bool {
+        for stage in stages {
+            let Ok(dir) = rustix::fs::openat(stage, name, DIRECTORY, Mode::empty()) else {
+                continue;
+            };
+            if !(self.holds_exactly(&dir, tree) && self.set_mode(&dir, self.modes.dir)) {
+                continue;
+            }
+            // NOREPLACE: whatever appeared at the name since is never replaced.
+            if rustix::fs::renameat_with(stage, name, at, name, RenameFlags::NOREPLACE).is_ok() {
+                self.wrote = true;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether directory `dir` holds exactly `tree`: the same names, each file a regular file
+    /// with no other link (so not an object of the store) holding the accepted bytes, each
+    /// directory the same again; modes are set to what a written one gets.
+    fn holds_exactly(&self, dir: &OwnedFd, tree: &Tree<'_>) -> bool {
+        let Ok(listing) = rustix::fs::Dir::read_from(dir) else {
+            return false;
+        };
+        let mut seen = 0usize;
+        for entry in listing {
+            let Ok(entry) = entry else {
+                return false;
+            };
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            seen += 1;
+            let Ok(name) = std::str::from_utf8(name) else {
+                return false;
+            };
+            let held = if let Some(child) = tree.dirs.get(name) {
+                rustix::fs::openat(dir, name, DIRECTORY, Mode::empty()).is_ok_and(|sub| {
+                    self.set_mode(&sub, self.modes.dir) && self.holds_exactly(&sub, child)
+                })
+            } else if let Some(content) = tree.files.get(name) {
+                self.holds_file(dir, name, content)
+            } else {
+                false
+            };
+            if !held {
+                return false;
+            }
+        }
+        seen == tree.dirs.len() + tree.files.len()
+    }
+
+    /// Whether `name` in `dir` is a regular file of one link holding exactly `content`.
+    fn holds_file(&self, dir: &OwnedFd, name: &str, content: &[u8]) -> bool {
+        let Ok(fd) = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return false;
+        };
+        let Ok(st) = rustix::fs::fstat(&fd) else {
+            return false;
+        };
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+            || st.st_nlink != 1
+            || u64::try_from(st.st_size).ok() != u64::try_from(content.len()).ok()
+        {
+            return false;
+        }
+        self.set_mode(&fd, self.modes.file) && {
+            let mut held = Vec::with_capacity(content.len() + 1);
+            File::from(fd)
+                .take(content.len() as u64 + 1)
+                .read_to_end(&mut held)
+                .is_ok_and(|_| held == content)
+        }
+    }
+
+    /// Gives `fd` `mode` unless it has it; false where it cannot.
+    fn set_mode(&self, fd: &OwnedFd, mode: u32) -> bool {
+        match rustix::fs::fstat(fd) {
+            Ok(st) if st.st_mode & 0o7777 == mode => true,
+            Ok(_) => rustix::fs::fchmod(fd, Mode::from_raw_mode(mode)).is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    /// Writes one accepted file into directory `at`, unless it already holds its bytes.
+    fn file(&mut self, at: &OwnedFd, name: &str, text: &str, content: &[u8]) -> Result<(), String> {
+        let shown = || self.workspace.join(text).display().to_string();
+        match rustix::fs::statat(at, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Err(Errno::NOENT) => {
+                create(at, name, content).map_err(|e| format!("write {}: {e}", shown()))?;
+                self.wrote = true;
+                return Ok(());
+            }
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+                return Err(format!("{} is a link; {text} was not written", shown()));
+            }
+            Ok(st)
+                if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                    && u64::try_from(st.st_size).ok() == u64::try_from(content.len()).ok()
+                    && holds(at, name, content) =>
+            {
+                return Ok(());
+            }
+            _ => {}
+        }
+        replace(at, name, content).map_err(|e| format!("write {}: {e}", shown()))?;
+        self.wrote = true;
+        Ok(())
+    }
+}
+
+impl Tree<'_> {
+    /// The first file below this directory, to name in a message.
+    fn first_file(&self) -> Option<String> {
+        if let Some(name) = self.files.keys().next() {
+            return Some((*name).to_owned());
+        }
+        let (name, child) = self.dirs.iter().next()?;
+        child.first_file().map(|f| format!("{name}/{f}"))
+    }
 }
 
 /// Whether file `name` in `dir` holds exactly `content`.
