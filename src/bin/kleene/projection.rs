@@ -62,9 +62,12 @@ pub fn project(
             tree.insert(path.as_str(), content);
         }
     }
+    // A stage on another file system cannot be renamed from: not worth checking.
+    let device = rustix::fs::fstat(&root).map(|st| st.st_dev).ok();
     let stages: Vec<OwnedFd> = stages
         .iter()
         .filter_map(|stage| rustix::fs::open(stage, DIRECTORY, Mode::empty()).ok())
+        .filter(|stage| rustix::fs::fstat(stage).map(|st| st.st_dev).ok() == device)
         .collect();
     let mut projection = Projection {
         workspace,
