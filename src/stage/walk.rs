@@ -266,7 +266,7 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
                 self.seen.insert(path);
                 return Ok(true);
             }
-            self.file(fd, c_name, path, staged.digest)?;
+            self.file(fd, c_name, path, staged.digest, st)?;
             let unchanged = self.seen.contains(path) && !self.written.contains_key(path);
             if unchanged {
                 // Its bytes stayed: the next walk recognises it by what it is now.
@@ -295,7 +295,7 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
             }
         };
         // Not an input (an input's name is admitted, so it was found above): a new file.
-        self.read_new(fd, c_name, path)?;
+        self.read_new(fd, c_name, path, st)?;
         Ok(false)
     }
 
@@ -307,6 +307,7 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         name: &CStr,
         path: &'s AdmittedPath,
         digest: Digest,
+        st: &Stat,
     ) -> Result<(), StageError> {
         let Some(mut file) = self.open(dir, name, path)? else {
             return Ok(());
@@ -320,7 +321,7 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
             self.seen.insert(path);
             return Ok(());
         }
-        let Some(content) = self.take(file, path)? else {
+        let Some(content) = self.take(file, path, size_of(st))? else {
             return Ok(());
         };
         self.seen.insert(path);
@@ -334,8 +335,9 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         dir: &OwnedFd,
         name: &CStr,
         path: AdmittedPath,
+        st: &Stat,
     ) -> Result<(), StageError> {
-        if let Some(content) = self.read(dir, name, &path)? {
+        if let Some(content) = self.read(dir, name, &path, size_of(st))? {
             self.written.insert(path, content);
         }
         Ok(())
@@ -378,18 +380,25 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         dir: &OwnedFd,
         name: &CStr,
         path: &AdmittedPath,
+        size: u64,
     ) -> Result<Option<Vec<u8>>, StageError> {
         match self.open(dir, name, path)? {
-            Some(file) => self.take(file, path),
+            Some(file) => self.take(file, path, size),
             None => Ok(None),
         }
     }
 
     /// The bytes of the opened file at `path`, when they fit the room left; `None` (and a
-    /// refusal) when they do not.
-    fn take(&mut self, file: fs::File, path: &AdmittedPath) -> Result<Option<Vec<u8>>, StageError> {
+    /// refusal) when they do not. `size` is what the walk's look at the file said: what is
+    /// read is bounded by the room whatever the file holds by then, so it needs no second
+    /// look.
+    fn take(
+        &mut self,
+        file: fs::File,
+        path: &AdmittedPath,
+        size: u64,
+    ) -> Result<Option<Vec<u8>>, StageError> {
         let place = self.place(path.as_str());
-        let size = file.metadata().map_err(StageError::io(&place))?.len();
         let too_large = |bytes| StageRefusal::TooLarge {
             path: path.as_str().to_owned(),
             bytes,
@@ -399,7 +408,10 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
             self.refused.push(too_large(size));
             return Ok(None);
         }
-        let mut content = Vec::new();
+        // Room for what it held and one byte to tell its end, so a file that stayed is one read
+        // and one of nothing.
+        let mut content =
+            Vec::with_capacity(usize::try_from(size).map_or(0, |s| s.saturating_add(1)));
         // Read no more than the room left (and one byte to tell), should the file grow.
         file.take(self.room.saturating_add(1))
             .read_to_end(&mut content)
@@ -412,6 +424,11 @@ impl<'s, S: ScratchRule> Walk<'s, S> {
         self.room -= read;
         Ok(Some(content))
     }
+}
+
+/// A file's size as its look at it said (a negative one, which no file system gives, as 0).
+fn size_of(st: &Stat) -> u64 {
+    u64::try_from(st.st_size).unwrap_or(0)
 }
 
 /// The directory `rel` beneath `root`, every component opened with `O_NOFOLLOW`.

@@ -211,7 +211,7 @@ impl Projection<'_> {
             let Ok(dir) = rustix::fs::openat(stage, name, DIRECTORY, Mode::empty()) else {
                 continue;
             };
-            if !(self.holds_exactly(&dir, tree) && self.set_mode(&dir, self.modes.dir)) {
+            if !(self.holds_exactly(&dir, tree, true) && self.set_mode(&dir, self.modes.dir)) {
                 continue;
             }
             // NOREPLACE: whatever appeared at the name since is never replaced.
@@ -225,12 +225,15 @@ impl Projection<'_> {
 
     /// Whether directory `dir` holds exactly `tree`: the same names, each file a regular file
     /// with no other link (so not an object of the store) holding the accepted bytes, each
-    /// directory the same again; modes are set to what a written one gets.
-    fn holds_exactly(&self, dir: &OwnedFd, tree: &Tree<'_>) -> bool {
+    /// directory the same again; modes are set to what a written one gets. With `split`, the
+    /// first level of more than one directory is checked on two threads (reading back many
+    /// files is most of what a move costs).
+    fn holds_exactly(&self, dir: &OwnedFd, tree: &Tree<'_>, split: bool) -> bool {
         let Ok(listing) = rustix::fs::Dir::read_from(dir) else {
             return false;
         };
         let mut seen = 0usize;
+        let mut below = Vec::with_capacity(tree.dirs.len());
         for entry in listing {
             let Ok(entry) = entry else {
                 return false;
@@ -243,10 +246,9 @@ impl Projection<'_> {
             let Ok(name) = std::str::from_utf8(name) else {
                 return false;
             };
-            let held = if let Some(child) = tree.dirs.get(name) {
-                rustix::fs::openat(dir, name, DIRECTORY, Mode::empty()).is_ok_and(|sub| {
-                    self.set_mode(&sub, self.modes.dir) && self.holds_exactly(&sub, child)
-                })
+            let held = if let Some(child) = tree.dirs.get_key_value(name) {
+                below.push(child);
+                true
             } else if let Some(content) = tree.files.get(name) {
                 self.holds_file(dir, name, content)
             } else {
@@ -256,7 +258,25 @@ impl Projection<'_> {
                 return false;
             }
         }
-        seen == tree.dirs.len() + tree.files.len()
+        if seen != tree.dirs.len() + tree.files.len() {
+            return false;
+        }
+        let holds = |(name, child): &(&&str, &Tree<'_>), split: bool| {
+            rustix::fs::openat(dir, **name, DIRECTORY, Mode::empty()).is_ok_and(|sub| {
+                self.set_mode(&sub, self.modes.dir) && self.holds_exactly(&sub, child, split)
+            })
+        };
+        if split && below.len() > 1 {
+            let (left, right) = below.split_at(below.len() / 2);
+            std::thread::scope(|scope| {
+                let other = scope.spawn(|| left.iter().all(|d| holds(d, false)));
+                let here = right.iter().all(|d| holds(d, false));
+                // A panic on the other thread is no proof: nothing is moved.
+                other.join().unwrap_or(false) && here
+            })
+        } else {
+            below.iter().all(|d| holds(d, split))
+        }
     }
 
     /// Whether `name` in `dir` is a regular file of one link holding exactly `content`.
