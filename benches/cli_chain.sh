@@ -83,6 +83,12 @@ for n in "$@"; do
         "a cgroup per command: $(echo "$best_cg $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms;" \
         "a subreaper host: $(echo "$best_sr $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms)" \
         "(best of ${ROUNDS:-5}, state in ${WORK:-/dev/shm})"
+    per_task() { echo "$1 $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }'; }
+    echo "result: chain N=$n, overhead per task (ms), default|$(per_task "$best_kleene")|1.2"
+    echo "result: chain N=$n, overhead per task (ms), subreaper|$(per_task "$best_sr")|1.2"
+    echo "result: chain N=$n, overhead per task (ms), cgroup|$(per_task "$best_cg")|1.2"
+    echo "result: chain N=$n, overhead per task (ms), process groups only|$(per_task "$best_pg")|1.2"
+    echo "result: chain N=$n, kleene / script|$(echo "$best_kleene $best_script" | awk '{ printf "%.2f", $1 / $2 }')|1.3"
     if [ -n "${KLEENE_BASELINE:-}" ]; then
         echo "N=$n: baseline $((best_base / 1000000)) ms, overhead per task" \
             "$(echo "$best_base $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms" \

@@ -51,3 +51,5 @@ echo "best of ${ROUNDS:-21} interleaved rounds, $tasks tasks, $jobs jobs:" \
     "kleene -j $jobs (state on /dev/shm) $((best_shm / 1000000)) ms"
 echo "ratio kleene/xargs: $(echo "$best_disk $best_xargs" | awk '{ printf "%.2f", $1 / $2 }') (disk)," \
     "$(echo "$best_shm $best_xargs" | awk '{ printf "%.2f", $1 / $2 }') (/dev/shm)"
+echo "result: $tasks no-ops -j $jobs / xargs -P $jobs, /dev/shm|$(echo "$best_shm $best_xargs" | awk '{ printf "%.2f", $1 / $2 }')|1.2"
+echo "result: $tasks no-ops -j $jobs / xargs -P $jobs, state on ${DISK_NAME:-the work disk}|$(echo "$best_disk $best_xargs" | awk '{ printf "%.2f", $1 / $2 }')|1.2"

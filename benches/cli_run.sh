@@ -65,6 +65,9 @@ echo "best of ${ROUNDS:-21} interleaved rounds:" \
 echo "ratio kleene/script: $(echo "$best_disk $best_script" | awk '{ printf "%.2f", $1 / $2 }') (disk)," \
     "$(echo "$best_shm $best_script" | awk '{ printf "%.2f", $1 / $2 }') (/dev/shm)," \
     "$(echo "$best_pg $best_script" | awk '{ printf "%.2f", $1 / $2 }') (/dev/shm, process groups)"
+# One line each for benches/cli_all.sh's table: bench, ratio, target.
+echo "result: 200 no-ops -j 1 / script, /dev/shm|$(echo "$best_shm $best_script" | awk '{ printf "%.2f", $1 / $2 }')|1.3"
+echo "result: 200 no-ops -j 1 / script, state on ${DISK_NAME:-the work disk}|$(echo "$best_disk $best_script" | awk '{ printf "%.2f", $1 / $2 }')|1.3"
 if command -v hyperfine > /dev/null; then
     hyperfine --warmup 3 --min-runs 20 --prepare "rm -rf st $shm/st" \
         'sh script.sh' \
