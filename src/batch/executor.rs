@@ -183,11 +183,14 @@ impl<'p> Batch<'p> {
             ));
         }
         let started = self.started();
-        journal
-            .append(&self.channel, std::slice::from_ref(&started))
-            .map_err(|e| BatchError::new(self.channel.clone(), e))?;
+        let evidence = BatchEvidence::start(&started).map_err(|source| self.fold_error(source))?;
+        // Shown before it is handed to the journal by value (a memory journal keeps it rather
+        // than a copy of the whole inventory), as a group commit shows its events before
+        // their append; an append that fails ends the run before anything else is recorded.
         observer(&started);
-        let evidence = BatchEvidence::start(started).map_err(|source| self.fold_error(source))?;
+        journal
+            .append_owned(&self.channel, &mut vec![started])
+            .map_err(|e| BatchError::new(self.channel.clone(), e))?;
         Ok(Run::new(self, journal, evidence, 1, 0, observer))
     }
 
@@ -761,8 +764,8 @@ impl<'p> Batch<'p> {
         match evidence {
             None => {
                 let started = self.started();
-                let evidence = BatchEvidence::start(started.clone())
-                    .map_err(|source| self.fold_error(source))?;
+                let evidence =
+                    BatchEvidence::start(&started).map_err(|source| self.fold_error(source))?;
                 Ok((self.machine_over(evidence), vec![started]))
             }
             Some(evidence) => {

@@ -1,6 +1,7 @@
 //! Batch evidence: the fold of a batch's evidence events, and the summary derived from it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 
 use super::candidate::AcceptedOutput;
 use crate::id::digest::{Canonical, CanonicalHasher};
@@ -43,8 +44,10 @@ pub struct BatchEvidence {
     pub(super) evidence_version: u32,
     pub(super) inputs: BTreeMap<String, Digest>,
     pub(super) recovery: bool,
-    /// The inventory in topological order; `tasks[i]` is the evidence of `order[i]`.
-    pub(super) order: Vec<TaskId>,
+    /// The inventory in topological order; `tasks[i]` is the evidence of `order[i]`. Fixed
+    /// once the batch starts, so it is shared: a memory journal's snapshot (a clone of the
+    /// whole evidence) then copies no id of it.
+    pub(super) order: Arc<[TaskId]>,
     pub(super) tasks: Vec<TaskEvidence>,
     pub(super) recoveries: Vec<RecoveryRecord>,
     pub(super) failure_history: VecDeque<FailureNote>,
@@ -53,8 +56,9 @@ pub struct BatchEvidence {
     pub(super) closures: Vec<ClosureCall>,
     /// The run-wide fix attempts used (derived from `closures`), so a call need not sum them.
     pub(super) fixes_used: u32,
-    /// Where each task sits in `order`; rebuilt on load, never persisted.
-    pub(super) index: HashMap<TaskId, usize, foldhash::fast::RandomState>,
+    /// Where each task sits in `order`; rebuilt on load, never persisted. Shared, as
+    /// `order` is.
+    pub(super) index: Arc<Index>,
 }
 
 impl PartialEq for BatchEvidence {
