@@ -16,7 +16,7 @@ use crate::batch::candidate::AcceptedOutput;
 use crate::id::TaskId;
 use crate::id::digest::Digest;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Why a sequence of evidence events does not fold into evidence.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -102,6 +102,16 @@ impl BatchEvidence {
     /// the inventory anyway, so a run that journals its start by value (a memory journal
     /// keeps it) need not copy the whole inventory first.
     pub(crate) fn start(event: &EvidenceEvent) -> Result<Self, FoldError> {
+        Self::start_with(event, false)
+    }
+
+    /// [`start`](Self::start) for a `Started` event made from a validated plan, whose task
+    /// ids are unique: the index by id is left to be built if a lookup ever needs it.
+    pub(crate) fn start_planned(event: &EvidenceEvent) -> Result<Self, FoldError> {
+        Self::start_with(event, true)
+    }
+
+    fn start_with(event: &EvidenceEvent, unique: bool) -> Result<Self, FoldError> {
         let EvidenceEvent::Started {
             channel,
             plan_digest,
@@ -123,7 +133,11 @@ impl BatchEvidence {
         let (channel, inputs) = (channel.clone(), inputs.clone());
         let order: Arc<[TaskId]> = inventory.iter().map(|e| e.task.clone()).collect();
         let tasks = inventory.iter().map(TaskEvidence::new).collect();
-        let index = Arc::new(index_of(&order).map_err(|task| FoldError::DuplicateTask { task })?);
+        let index = if unique {
+            OnceLock::new()
+        } else {
+            OnceLock::from(index_of(&order).map_err(|task| FoldError::DuplicateTask { task })?)
+        };
         Ok(Self {
             channel,
             plan_digest,
@@ -137,7 +151,7 @@ impl BatchEvidence {
             events: 1,
             closures: Vec::new(),
             fixes_used: 0,
-            index,
+            index: Arc::new(index),
         })
     }
 
@@ -268,7 +282,7 @@ impl BatchEvidence {
                 }
             }
             EvidenceEvent::Drained { task, blocked_by } => {
-                if !self.index.contains_key(&blocked_by) {
+                if !self.index().contains_key(&blocked_by) {
                     return Err(FoldError::UnknownTask {
                         index,
                         task: blocked_by,
@@ -386,8 +400,10 @@ impl BatchEvidence {
             None => {
                 // Kept in plan order (then call order), not in the order calls happened to
                 // end: calls settled concurrently in another order give the same evidence.
-                let key = (self.index.get(task).copied(), attempt);
-                let index = &self.index;
+                let index = self
+                    .index
+                    .get_or_init(|| super::index_of_unique(&self.order));
+                let key = (index.get(task).copied(), attempt);
                 let at = self
                     .closures
                     .partition_point(|c| (index.get(&c.task).copied(), c.attempt) <= key);
@@ -427,7 +443,7 @@ impl BatchEvidence {
     }
 
     fn task_mut(&mut self, index: u64, task: &TaskId) -> Result<&mut TaskEvidence, FoldError> {
-        match self.index.get(task) {
+        match self.index().get(task) {
             Some(&i) => Ok(&mut self.tasks[i]),
             None => Err(FoldError::UnknownTask {
                 index,

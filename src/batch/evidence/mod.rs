@@ -1,7 +1,7 @@
 //! Batch evidence: the fold of a batch's evidence events, and the summary derived from it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::candidate::AcceptedOutput;
 use crate::id::digest::{Canonical, CanonicalHasher};
@@ -57,8 +57,11 @@ pub struct BatchEvidence {
     /// The run-wide fix attempts used (derived from `closures`), so a call need not sum them.
     pub(super) fixes_used: u32,
     /// Where each task sits in `order`; rebuilt on load, never persisted. Shared, as
-    /// `order` is.
-    pub(super) index: Arc<Index>,
+    /// `order` is, and built at the first lookup by id: a run that finds its tasks by
+    /// position (the executor's) never hashes its ten thousand ids. Evidence whose ids
+    /// were not known to be unique (read from outside) builds it at once, refusing a
+    /// duplicate.
+    pub(super) index: Arc<OnceLock<Index>>,
 }
 
 impl PartialEq for BatchEvidence {
@@ -97,7 +100,7 @@ impl Canonical for BatchEvidence {
             failure_history: _,
             events: _,
             fixes_used: _,
-            index,
+            index: _,
         } = self;
         h.put(&(channel, plan_digest, evidence_version, recovery, inputs))
             .seq(order.iter().zip(tasks))
@@ -108,6 +111,7 @@ impl Canonical for BatchEvidence {
             // number): the digest does not depend on the order concurrent calls ended in,
             // nor on the order an older build kept them in.
             let mut closures: Vec<&ClosureCall> = closures.iter().collect();
+            let index = self.index();
             closures.sort_by_key(|c| (index.get(&c.task).copied(), c.attempt));
             h.put("closures").seq(closures.into_iter());
         }
@@ -127,6 +131,13 @@ pub(super) fn index_of(order: &[TaskId]) -> Result<Index, TaskId> {
     Ok(index)
 }
 
+/// The position of every task of `order`, whose ids are known to be unique.
+pub(super) fn index_of_unique(order: &[TaskId]) -> Index {
+    let mut index = Index::with_capacity_and_hasher(order.len(), Default::default());
+    index.extend(order.iter().enumerate().map(|(i, id)| (id.clone(), i)));
+    index
+}
+
 impl BatchEvidence {
     /// The evidence of the `i`-th task of the inventory (topological order).
     pub(crate) fn task_at(&self, i: usize) -> Option<&TaskEvidence> {
@@ -140,7 +151,12 @@ impl BatchEvidence {
 
     /// Where `id` sits in the inventory.
     pub(crate) fn position(&self, id: &TaskId) -> Option<usize> {
-        self.index.get(id).copied()
+        self.index().get(id).copied()
+    }
+
+    /// The index by id, built at its first use.
+    pub(super) fn index(&self) -> &Index {
+        self.index.get_or_init(|| index_of_unique(&self.order))
     }
 
     /// The trusted channel the batch ran on.

@@ -367,8 +367,9 @@ impl TryFrom<BatchEvidenceV2<'_>> for BatchEvidence {
                 max: FAILURE_HISTORY_LIMIT as u64,
             });
         }
-        let index =
-            Arc::new(index_of(&order).map_err(|task| InvalidPayload::DuplicateTask { task })?);
+        let index = Arc::new(std::sync::OnceLock::from(
+            index_of(&order).map_err(|task| InvalidPayload::DuplicateTask { task })?,
+        ));
         let closures: Vec<ClosureCall> = r.closures.into_iter().map(Into::into).collect();
         Ok(BatchEvidence {
             channel: r.channel.into_owned(),
