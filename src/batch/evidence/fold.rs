@@ -3,6 +3,7 @@
 use super::BatchEvidence;
 use super::EVIDENCE_VERSION;
 use super::FAILURE_HISTORY_LIMIT;
+use super::Tasks;
 use super::event::EvidenceEvent;
 use super::event::Settlement;
 use super::history::ClosureCall;
@@ -132,7 +133,7 @@ impl BatchEvidence {
         }
         let (channel, inputs) = (channel.clone(), inputs.clone());
         let order: Arc<[TaskId]> = inventory.iter().map(|e| e.task.clone()).collect();
-        let tasks = inventory.iter().map(TaskEvidence::new).collect();
+        let tasks = Tasks::new(inventory);
         let index = if unique {
             OnceLock::new()
         } else {
@@ -436,7 +437,7 @@ impl BatchEvidence {
                     .get(i)
                     .is_some_and(|id| id.shares_allocation_with(task) || id == task) =>
             {
-                Ok(&mut self.tasks[i])
+                self.task_at_mut(index, task, i)
             }
             _ => self.task_mut(index, task),
         }
@@ -444,11 +445,25 @@ impl BatchEvidence {
 
     fn task_mut(&mut self, index: u64, task: &TaskId) -> Result<&mut TaskEvidence, FoldError> {
         match self.index().get(task) {
-            Some(&i) => Ok(&mut self.tasks[i]),
+            Some(&i) => self.task_at_mut(index, task, i),
             None => Err(FoldError::UnknownTask {
                 index,
                 task: task.clone(),
             }),
         }
+    }
+
+    /// The evidence of `task` at `i` (the inventory has one entry per id, so `i` is in
+    /// range; a task it is not is reported as unknown rather than trusted).
+    fn task_at_mut(
+        &mut self,
+        index: u64,
+        task: &TaskId,
+        i: usize,
+    ) -> Result<&mut TaskEvidence, FoldError> {
+        self.tasks.get_mut(i).ok_or_else(|| FoldError::UnknownTask {
+            index,
+            task: task.clone(),
+        })
     }
 }

@@ -48,7 +48,7 @@ pub struct BatchEvidence {
     /// once the batch starts, so it is shared: a memory journal's snapshot (a clone of the
     /// whole evidence) then copies no id of it.
     pub(super) order: Arc<[TaskId]>,
-    pub(super) tasks: Vec<TaskEvidence>,
+    pub(super) tasks: Tasks,
     pub(super) recoveries: Vec<RecoveryRecord>,
     pub(super) failure_history: VecDeque<FailureNote>,
     pub(super) events: u64,
@@ -119,6 +119,111 @@ impl Canonical for BatchEvidence {
 }
 
 pub(super) type Index = HashMap<TaskId, usize, foldhash::fast::RandomState>;
+
+/// Every task's evidence, in topological order, kept in shared chunks of [`Tasks::CHUNK`]:
+/// a clone of the evidence (a memory journal's snapshot of ten thousand tasks) shares them
+/// instead of copying every task, and the fold copies a chunk that is shared only when it
+/// first changes one of its tasks after the clone. Each clone still holds exactly the
+/// evidence of its own moment: nothing a clone holds ever changes.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub(super) struct Tasks {
+    chunks: Vec<Arc<Vec<TaskEvidence>>>,
+    len: usize,
+}
+
+impl Tasks {
+    /// Small enough that copying a chunk a fold writes to after a snapshot is cheap, large
+    /// enough that a snapshot shares few pointers.
+    const CHUNK: usize = 64;
+
+    /// A fresh batch's evidence: each chunk is built in place.
+    pub(super) fn new(inventory: &[InventoryEntry]) -> Self {
+        Self {
+            chunks: inventory
+                .chunks(Self::CHUNK)
+                .map(|c| Arc::new(c.iter().map(TaskEvidence::new).collect()))
+                .collect(),
+            len: inventory.len(),
+        }
+    }
+
+    pub(super) fn get(&self, i: usize) -> Option<&TaskEvidence> {
+        self.chunks.get(i / Self::CHUNK)?.get(i % Self::CHUNK)
+    }
+
+    /// The `i`-th task's evidence to change: its chunk is copied first when a clone shares it.
+    pub(super) fn get_mut(&mut self, i: usize) -> Option<&mut TaskEvidence> {
+        Arc::make_mut(self.chunks.get_mut(i / Self::CHUNK)?).get_mut(i % Self::CHUNK)
+    }
+}
+
+impl std::fmt::Debug for Tasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // As the list it was before it was chunked.
+        f.debug_list().entries(self).finish()
+    }
+}
+
+impl FromIterator<TaskEvidence> for Tasks {
+    fn from_iter<I: IntoIterator<Item = TaskEvidence>>(iter: I) -> Self {
+        let mut tasks = Self::default();
+        let mut chunk = Vec::new();
+        for t in iter {
+            if chunk.len() == Self::CHUNK {
+                tasks.chunks.push(Arc::new(std::mem::take(&mut chunk)));
+            }
+            if chunk.is_empty() {
+                chunk.reserve_exact(Self::CHUNK);
+            }
+            chunk.push(t);
+            tasks.len += 1;
+        }
+        if !chunk.is_empty() {
+            tasks.chunks.push(Arc::new(chunk));
+        }
+        tasks
+    }
+}
+
+impl<'t> IntoIterator for &'t Tasks {
+    type Item = &'t TaskEvidence;
+    type IntoIter = TasksIter<'t>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        TasksIter {
+            chunks: self.chunks.iter(),
+            chunk: [].iter(),
+            left: self.len,
+        }
+    }
+}
+
+/// The tasks of a [`Tasks`] in order; its length is known (the evidence digest encodes it).
+pub(super) struct TasksIter<'t> {
+    chunks: std::slice::Iter<'t, Arc<Vec<TaskEvidence>>>,
+    chunk: std::slice::Iter<'t, TaskEvidence>,
+    left: usize,
+}
+
+impl<'t> Iterator for TasksIter<'t> {
+    type Item = &'t TaskEvidence;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(t) = self.chunk.next() {
+                self.left = self.left.saturating_sub(1);
+                return Some(t);
+            }
+            self.chunk = self.chunks.next()?.iter();
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for TasksIter<'_> {}
 
 /// The position of every task of `order`, or the first task listed twice.
 pub(super) fn index_of(order: &[TaskId]) -> Result<Index, TaskId> {
@@ -198,7 +303,7 @@ impl BatchEvidence {
     }
     /// Everything known about `id`.
     pub fn task(&self, id: &TaskId) -> Option<&TaskEvidence> {
-        self.position(id).map(|i| &self.tasks[i])
+        self.position(id).and_then(|i| self.tasks.get(i))
     }
     /// Every task in the inventory, in topological order.
     pub fn inventory(&self) -> impl Iterator<Item = (&TaskId, &TaskEvidence)> {
@@ -380,6 +485,36 @@ impl BatchSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clone_of_the_tasks_never_sees_a_later_change() {
+        let inventory: Vec<InventoryEntry> = (0..Tasks::CHUNK * 2 + 3)
+            .map(|i| InventoryEntry {
+                task: TaskId::new(format!("t{i}")).unwrap(),
+                owner: AgentId::new("A").unwrap(),
+                budget: 1,
+            })
+            .collect();
+        let mut tasks = Tasks::new(&inventory);
+        let snapshot = tasks.clone();
+        let last = inventory.len() - 1;
+        tasks.get_mut(last).unwrap().calls = 1;
+        tasks.get_mut(0).unwrap().calls = 2;
+        assert_eq!(snapshot.get(last).unwrap().calls, 0);
+        assert_eq!(snapshot.get(0).unwrap().calls, 0);
+        assert_eq!(tasks.get(last).unwrap().calls, 1);
+        assert!(tasks.get(last + 1).is_none() && tasks.get_mut(last + 1).is_none());
+        // The untouched middle chunk is still shared; the changed ones were copied.
+        assert!(Arc::ptr_eq(&tasks.chunks[1], &snapshot.chunks[1]));
+        assert!(!Arc::ptr_eq(&tasks.chunks[0], &snapshot.chunks[0]));
+        let calls: Vec<u32> = tasks.into_iter().map(|t| t.calls).collect();
+        assert_eq!(calls.len(), inventory.len());
+        assert_eq!(tasks.into_iter().len(), inventory.len());
+        assert_eq!((calls[0], calls[1], calls[last]), (2, 0, 1));
+        assert_ne!(tasks, snapshot);
+        let rebuilt: Tasks = inventory.iter().map(TaskEvidence::new).collect();
+        assert_eq!(rebuilt, snapshot);
+    }
     use crate::batch::candidate::{Candidate, Rejection};
     use std::collections::BTreeMap;
 
