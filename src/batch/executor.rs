@@ -183,8 +183,8 @@ impl<'p> Batch<'p> {
             ));
         }
         let started = self.started();
-        let evidence =
-            BatchEvidence::start_planned(&started).map_err(|source| self.fold_error(source))?;
+        let evidence = BatchEvidence::start_planned(&started, self.plan.shared_order())
+            .map_err(|source| self.fold_error(source))?;
         // Shown before it is handed to the journal by value (a memory journal keeps it rather
         // than a copy of the whole inventory), as a group commit shows its events before
         // their append; an append that fails ends the run before anything else is recorded.
@@ -765,7 +765,7 @@ impl<'p> Batch<'p> {
         match evidence {
             None => {
                 let started = self.started();
-                let evidence = BatchEvidence::start_planned(&started)
+                let evidence = BatchEvidence::start_planned(&started, self.plan.shared_order())
                     .map_err(|source| self.fold_error(source))?;
                 Ok((self.machine_over(evidence), vec![started]))
             }

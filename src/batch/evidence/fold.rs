@@ -103,16 +103,25 @@ impl BatchEvidence {
     /// the inventory anyway, so a run that journals its start by value (a memory journal
     /// keeps it) need not copy the whole inventory first.
     pub(crate) fn start(event: &EvidenceEvent) -> Result<Self, FoldError> {
-        Self::start_with(event, false)
+        Self::start_with(event, None)
     }
 
-    /// [`start`](Self::start) for a `Started` event made from a validated plan, whose task
-    /// ids are unique: the index by id is left to be built if a lookup ever needs it.
-    pub(crate) fn start_planned(event: &EvidenceEvent) -> Result<Self, FoldError> {
-        Self::start_with(event, true)
+    /// [`start`](Self::start) for a `Started` event made from a validated plan whose
+    /// topological order is `order`: the index by id is left to be built if a lookup ever
+    /// needs it (the plan's ids are unique), and the evidence lists the plan's ids
+    /// themselves when the inventory names exactly them (checked by address: no copy of
+    /// each id, and no hashing of it).
+    pub(crate) fn start_planned(
+        event: &EvidenceEvent,
+        order: Arc<[TaskId]>,
+    ) -> Result<Self, FoldError> {
+        Self::start_with(event, Some(order))
     }
 
-    fn start_with(event: &EvidenceEvent, unique: bool) -> Result<Self, FoldError> {
+    fn start_with(
+        event: &EvidenceEvent,
+        planned: Option<Arc<[TaskId]>>,
+    ) -> Result<Self, FoldError> {
         let EvidenceEvent::Started {
             channel,
             plan_digest,
@@ -132,7 +141,19 @@ impl BatchEvidence {
             });
         }
         let (channel, inputs) = (channel.clone(), inputs.clone());
-        let order: Arc<[TaskId]> = inventory.iter().map(|e| e.task.clone()).collect();
+        let unique = planned.is_some();
+        let order: Arc<[TaskId]> = match planned {
+            Some(order)
+                if order.len() == inventory.len()
+                    && order
+                        .iter()
+                        .zip(inventory)
+                        .all(|(id, e)| id.shares_allocation_with(&e.task)) =>
+            {
+                order
+            }
+            _ => inventory.iter().map(|e| e.task.clone()).collect(),
+        };
         let tasks = Tasks::new(inventory);
         let index = if unique {
             OnceLock::new()

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::candidate::AcceptedOutput;
 use crate::id::digest::{Canonical, CanonicalHasher};
-use crate::{id::ChannelId, id::TaskId, id::digest::Digest};
+use crate::{id::AgentId, id::ChannelId, id::TaskId, id::digest::Digest};
 
 /// The evidence format version this build writes and reads.
 pub const EVIDENCE_VERSION: u32 = 1;
@@ -136,12 +136,24 @@ impl Tasks {
     /// enough that a snapshot shares few pointers.
     const CHUNK: usize = 64;
 
-    /// A fresh batch's evidence: each chunk is built in place.
-    pub(super) fn new(inventory: &[InventoryEntry]) -> Self {
+    /// A fresh batch's evidence: each chunk is built in place. A task owned by the same
+    /// agent as the task before it shares that task's owner id: plans list many tasks of
+    /// one agent, each with an id of its own, and one shared id is what every later copy
+    /// (a chunk copied after a snapshot) and drop of the evidence touches.
+    pub(super) fn new<'i>(inventory: &'i [InventoryEntry]) -> Self {
+        let mut last: Option<&AgentId> = None;
+        let mut task = |entry: &'i InventoryEntry| {
+            let owner = match last {
+                Some(owner) if *owner == entry.owner => owner,
+                _ => &entry.owner,
+            };
+            last = Some(owner);
+            TaskEvidence::owned_by(entry, owner.clone())
+        };
         Self {
             chunks: inventory
                 .chunks(Self::CHUNK)
-                .map(|c| Arc::new(c.iter().map(TaskEvidence::new).collect()))
+                .map(|c| Arc::new(c.iter().map(&mut task).collect()))
                 .collect(),
             len: inventory.len(),
         }
@@ -496,6 +508,15 @@ mod tests {
             })
             .collect();
         let mut tasks = Tasks::new(&inventory);
+        // One owner id for the run of tasks of one agent, each listed with an id of its own.
+        let (first, last) = (
+            tasks.get(0).unwrap(),
+            tasks.get(inventory.len() - 1).unwrap(),
+        );
+        let same = |a: &AgentId, b: &AgentId| std::ptr::eq(a.as_str(), b.as_str());
+        assert!(same(&first.owner, &inventory[0].owner));
+        assert!(same(&last.owner, &inventory[0].owner));
+        assert!(!same(&last.owner, &inventory[inventory.len() - 1].owner));
         let snapshot = tasks.clone();
         let last = inventory.len() - 1;
         tasks.get_mut(last).unwrap().calls = 1;
@@ -512,7 +533,10 @@ mod tests {
         assert_eq!(tasks.into_iter().len(), inventory.len());
         assert_eq!((calls[0], calls[1], calls[last]), (2, 0, 1));
         assert_ne!(tasks, snapshot);
-        let rebuilt: Tasks = inventory.iter().map(TaskEvidence::new).collect();
+        let rebuilt: Tasks = inventory
+            .iter()
+            .map(|e| TaskEvidence::owned_by(e, e.owner.clone()))
+            .collect();
         assert_eq!(rebuilt, snapshot);
     }
     use crate::batch::candidate::{Candidate, Rejection};
