@@ -510,8 +510,13 @@ impl<'p> Batch<'p> {
     /// The one recovery a run makes after its first pass: every root, when the batch opted
     /// in and consumed no request yet.
     pub(super) fn pending_recovery(&self, evidence: &BatchEvidence) -> Option<RecoveryRequest> {
+        // The cheap checks first: most batches never opt in, and the roots are a walk of
+        // every task.
+        if !evidence.recovery_enabled() || !evidence.recoveries().is_empty() {
+            return None;
+        }
         let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
-        if !evidence.recovery_enabled() || !evidence.recoveries().is_empty() || roots.is_empty() {
+        if roots.is_empty() {
             return None;
         }
         Some(RecoveryRequest::for_roots(evidence, roots))
