@@ -183,11 +183,15 @@ impl<'p> Batch<'p> {
             ));
         }
         let started = self.started();
-        journal
-            .append(&self.channel, std::slice::from_ref(&started))
-            .map_err(|e| BatchError::new(self.channel.clone(), e))?;
+        let evidence = BatchEvidence::start_planned(&started, self.plan.shared_order())
+            .map_err(|source| self.fold_error(source))?;
+        // Shown before it is handed to the journal by value (a memory journal keeps it rather
+        // than a copy of the whole inventory), as a group commit shows its events before
+        // their append; an append that fails ends the run before anything else is recorded.
         observer(&started);
-        let evidence = BatchEvidence::start(started).map_err(|source| self.fold_error(source))?;
+        journal
+            .append_owned(&self.channel, &mut vec![started])
+            .map_err(|e| BatchError::new(self.channel.clone(), e))?;
         Ok(Run::new(self, journal, evidence, 1, 0, observer))
     }
 
@@ -506,8 +510,13 @@ impl<'p> Batch<'p> {
     /// The one recovery a run makes after its first pass: every root, when the batch opted
     /// in and consumed no request yet.
     pub(super) fn pending_recovery(&self, evidence: &BatchEvidence) -> Option<RecoveryRequest> {
+        // The cheap checks first: most batches never opt in, and the roots are a walk of
+        // every task.
+        if !evidence.recovery_enabled() || !evidence.recoveries().is_empty() {
+            return None;
+        }
         let roots: Vec<TaskId> = evidence.recovery_roots().cloned().collect();
-        if !evidence.recovery_enabled() || !evidence.recoveries().is_empty() || roots.is_empty() {
+        if roots.is_empty() {
             return None;
         }
         Some(RecoveryRequest::for_roots(evidence, roots))
@@ -761,7 +770,7 @@ impl<'p> Batch<'p> {
         match evidence {
             None => {
                 let started = self.started();
-                let evidence = BatchEvidence::start(started.clone())
+                let evidence = BatchEvidence::start_planned(&started, self.plan.shared_order())
                     .map_err(|source| self.fold_error(source))?;
                 Ok((self.machine_over(evidence), vec![started]))
             }

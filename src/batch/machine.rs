@@ -429,13 +429,20 @@ impl<'p> BatchMachine<'p> {
                 continue;
             }
             let dispatch = self.dispatch_for(position, id, digests);
-            let event = EvidenceEvent::Reserved {
+            // Folded from its parts, then built once for the journal.
+            self.evidence
+                .apply_reserved(
+                    Some(position),
+                    &dispatch.task,
+                    dispatch.attempt,
+                    dispatch.input_digest,
+                )
+                .map_err(|source| self.fold_error(source))?;
+            events.push(EvidenceEvent::Reserved {
                 task: dispatch.task.clone(),
                 attempt: dispatch.attempt,
                 input_digest: dispatch.input_digest,
-            };
-            self.apply_at(Some(position), event.clone())?;
-            events.push(event);
+            });
             self.dispatched += 1;
             dispatches.push(dispatch);
         }

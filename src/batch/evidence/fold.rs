@@ -3,6 +3,7 @@
 use super::BatchEvidence;
 use super::EVIDENCE_VERSION;
 use super::FAILURE_HISTORY_LIMIT;
+use super::Tasks;
 use super::event::EvidenceEvent;
 use super::event::Settlement;
 use super::history::ClosureCall;
@@ -16,6 +17,7 @@ use crate::batch::candidate::AcceptedOutput;
 use crate::id::TaskId;
 use crate::id::digest::Digest;
 use std::collections::VecDeque;
+use std::sync::{Arc, OnceLock};
 
 /// Why a sequence of evidence events does not fold into evidence.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,15 +92,36 @@ impl BatchEvidence {
     pub fn fold(events: impl IntoIterator<Item = EvidenceEvent>) -> Result<Self, FoldError> {
         let mut events = events.into_iter();
         let first = events.next().ok_or(FoldError::NotStarted { index: 0 })?;
-        let mut evidence = Self::start(first)?;
+        let mut evidence = Self::start(&first)?;
         for event in events {
             evidence.apply(event)?;
         }
         Ok(evidence)
     }
 
-    /// Starts a fold with the `Started` event.
-    pub(crate) fn start(event: EvidenceEvent) -> Result<Self, FoldError> {
+    /// Starts a fold with the `Started` event. By reference: the evidence copies each id of
+    /// the inventory anyway, so a run that journals its start by value (a memory journal
+    /// keeps it) need not copy the whole inventory first.
+    pub(crate) fn start(event: &EvidenceEvent) -> Result<Self, FoldError> {
+        Self::start_with(event, None)
+    }
+
+    /// [`start`](Self::start) for a `Started` event made from a validated plan whose
+    /// topological order is `order`: the index by id is left to be built if a lookup ever
+    /// needs it (the plan's ids are unique), and the evidence lists the plan's ids
+    /// themselves when the inventory names exactly them (checked by address: no copy of
+    /// each id, and no hashing of it).
+    pub(crate) fn start_planned(
+        event: &EvidenceEvent,
+        order: Arc<[TaskId]>,
+    ) -> Result<Self, FoldError> {
+        Self::start_with(event, Some(order))
+    }
+
+    fn start_with(
+        event: &EvidenceEvent,
+        planned: Option<Arc<[TaskId]>>,
+    ) -> Result<Self, FoldError> {
         let EvidenceEvent::Started {
             channel,
             plan_digest,
@@ -110,14 +133,33 @@ impl BatchEvidence {
         else {
             return Err(FoldError::NotStarted { index: 0 });
         };
+        let (plan_digest, evidence_version, recovery) =
+            (*plan_digest, *evidence_version, *recovery);
         if evidence_version != EVIDENCE_VERSION {
             return Err(FoldError::UnsupportedVersion {
                 found: evidence_version,
             });
         }
-        let order: Vec<TaskId> = inventory.iter().map(|e| e.task.clone()).collect();
-        let tasks = inventory.iter().map(TaskEvidence::new).collect();
-        let index = index_of(&order).map_err(|task| FoldError::DuplicateTask { task })?;
+        let (channel, inputs) = (channel.clone(), inputs.clone());
+        let unique = planned.is_some();
+        let order: Arc<[TaskId]> = match planned {
+            Some(order)
+                if order.len() == inventory.len()
+                    && order
+                        .iter()
+                        .zip(inventory)
+                        .all(|(id, e)| id.shares_allocation_with(&e.task)) =>
+            {
+                order
+            }
+            _ => inventory.iter().map(|e| e.task.clone()).collect(),
+        };
+        let tasks = Tasks::new(inventory);
+        let index = if unique {
+            OnceLock::new()
+        } else {
+            OnceLock::from(index_of(&order).map_err(|task| FoldError::DuplicateTask { task })?)
+        };
         Ok(Self {
             channel,
             plan_digest,
@@ -131,7 +173,7 @@ impl BatchEvidence {
             events: 1,
             closures: Vec::new(),
             fixes_used: 0,
-            index,
+            index: Arc::new(index),
         })
     }
 
@@ -185,15 +227,7 @@ impl BatchEvidence {
                 task,
                 attempt,
                 input_digest,
-            } => {
-                let recovery = self.recovery;
-                let t = self.task_hinted(index, &task, hint)?;
-                if !t.may_reserve(recovery) || attempt != t.calls + 1 {
-                    return Err(out_of_order(&task, "reserved", t));
-                }
-                t.calls = attempt;
-                t.in_flight = Some((attempt, input_digest));
-            }
+            } => return self.apply_reserved(hint, &task, attempt, input_digest),
             EvidenceEvent::Settled {
                 task,
                 attempt,
@@ -270,7 +304,7 @@ impl BatchEvidence {
                 }
             }
             EvidenceEvent::Drained { task, blocked_by } => {
-                if !self.index.contains_key(&blocked_by) {
+                if !self.index().contains_key(&blocked_by) {
                     return Err(FoldError::UnknownTask {
                         index,
                         task: blocked_by,
@@ -351,6 +385,31 @@ impl BatchEvidence {
         Ok(())
     }
 
+    /// Folds a `Reserved` event of `task` from its parts: the machine folds the reservation
+    /// it journals without a copy of the event (one id clone and drop per call fewer).
+    pub(crate) fn apply_reserved(
+        &mut self,
+        hint: Option<usize>,
+        task: &TaskId,
+        attempt: u32,
+        input_digest: Digest,
+    ) -> Result<(), FoldError> {
+        let (index, recovery) = (self.events, self.recovery);
+        let t = self.task_hinted(index, task, hint)?;
+        if !t.may_reserve(recovery) || attempt != t.calls + 1 {
+            return Err(FoldError::OutOfOrder {
+                index,
+                task: task.clone(),
+                event: "reserved",
+                state: t.describe(),
+            });
+        }
+        t.calls = attempt;
+        t.in_flight = Some((attempt, input_digest));
+        self.events += 1;
+        Ok(())
+    }
+
     /// The closure entry of call `attempt` of `task` (a withdrawn call's number is reused by
     /// the next call, which gets its own entry), made if the call has none yet.
     fn closure_call(&mut self, task: &TaskId, attempt: u32) -> &mut ClosureCall {
@@ -363,8 +422,10 @@ impl BatchEvidence {
             None => {
                 // Kept in plan order (then call order), not in the order calls happened to
                 // end: calls settled concurrently in another order give the same evidence.
-                let key = (self.index.get(task).copied(), attempt);
-                let index = &self.index;
+                let index = self
+                    .index
+                    .get_or_init(|| super::index_of_unique(&self.order));
+                let key = (index.get(task).copied(), attempt);
                 let at = self
                     .closures
                     .partition_point(|c| (index.get(&c.task).copied(), c.attempt) <= key);
@@ -397,19 +458,33 @@ impl BatchEvidence {
                     .get(i)
                     .is_some_and(|id| id.shares_allocation_with(task) || id == task) =>
             {
-                Ok(&mut self.tasks[i])
+                self.task_at_mut(index, task, i)
             }
             _ => self.task_mut(index, task),
         }
     }
 
     fn task_mut(&mut self, index: u64, task: &TaskId) -> Result<&mut TaskEvidence, FoldError> {
-        match self.index.get(task) {
-            Some(&i) => Ok(&mut self.tasks[i]),
+        match self.index().get(task) {
+            Some(&i) => self.task_at_mut(index, task, i),
             None => Err(FoldError::UnknownTask {
                 index,
                 task: task.clone(),
             }),
         }
+    }
+
+    /// The evidence of `task` at `i` (the inventory has one entry per id, so `i` is in
+    /// range; a task it is not is reported as unknown rather than trusted).
+    fn task_at_mut(
+        &mut self,
+        index: u64,
+        task: &TaskId,
+        i: usize,
+    ) -> Result<&mut TaskEvidence, FoldError> {
+        self.tasks.get_mut(i).ok_or_else(|| FoldError::UnknownTask {
+            index,
+            task: task.clone(),
+        })
     }
 }

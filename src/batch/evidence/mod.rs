@@ -1,10 +1,11 @@
 //! Batch evidence: the fold of a batch's evidence events, and the summary derived from it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, OnceLock};
 
 use super::candidate::AcceptedOutput;
 use crate::id::digest::{Canonical, CanonicalHasher};
-use crate::{id::ChannelId, id::TaskId, id::digest::Digest};
+use crate::{id::AgentId, id::ChannelId, id::TaskId, id::digest::Digest};
 
 /// The evidence format version this build writes and reads.
 pub const EVIDENCE_VERSION: u32 = 1;
@@ -43,9 +44,11 @@ pub struct BatchEvidence {
     pub(super) evidence_version: u32,
     pub(super) inputs: BTreeMap<String, Digest>,
     pub(super) recovery: bool,
-    /// The inventory in topological order; `tasks[i]` is the evidence of `order[i]`.
-    pub(super) order: Vec<TaskId>,
-    pub(super) tasks: Vec<TaskEvidence>,
+    /// The inventory in topological order; `tasks[i]` is the evidence of `order[i]`. Fixed
+    /// once the batch starts, so it is shared: a memory journal's snapshot (a clone of the
+    /// whole evidence) then copies no id of it.
+    pub(super) order: Arc<[TaskId]>,
+    pub(super) tasks: Tasks,
     pub(super) recoveries: Vec<RecoveryRecord>,
     pub(super) failure_history: VecDeque<FailureNote>,
     pub(super) events: u64,
@@ -53,8 +56,12 @@ pub struct BatchEvidence {
     pub(super) closures: Vec<ClosureCall>,
     /// The run-wide fix attempts used (derived from `closures`), so a call need not sum them.
     pub(super) fixes_used: u32,
-    /// Where each task sits in `order`; rebuilt on load, never persisted.
-    pub(super) index: HashMap<TaskId, usize, foldhash::fast::RandomState>,
+    /// Where each task sits in `order`; rebuilt on load, never persisted. Shared, as
+    /// `order` is, and built at the first lookup by id: a run that finds its tasks by
+    /// position (the executor's) never hashes its ten thousand ids. Evidence whose ids
+    /// were not known to be unique (read from outside) builds it at once, refusing a
+    /// duplicate.
+    pub(super) index: Arc<OnceLock<Index>>,
 }
 
 impl PartialEq for BatchEvidence {
@@ -93,7 +100,7 @@ impl Canonical for BatchEvidence {
             failure_history: _,
             events: _,
             fixes_used: _,
-            index,
+            index: _,
         } = self;
         h.put(&(channel, plan_digest, evidence_version, recovery, inputs))
             .seq(order.iter().zip(tasks))
@@ -104,6 +111,7 @@ impl Canonical for BatchEvidence {
             // number): the digest does not depend on the order concurrent calls ended in,
             // nor on the order an older build kept them in.
             let mut closures: Vec<&ClosureCall> = closures.iter().collect();
+            let index = self.index();
             closures.sort_by_key(|c| (index.get(&c.task).copied(), c.attempt));
             h.put("closures").seq(closures.into_iter());
         }
@@ -111,6 +119,123 @@ impl Canonical for BatchEvidence {
 }
 
 pub(super) type Index = HashMap<TaskId, usize, foldhash::fast::RandomState>;
+
+/// Every task's evidence, in topological order, kept in shared chunks of [`Tasks::CHUNK`]:
+/// a clone of the evidence (a memory journal's snapshot of ten thousand tasks) shares them
+/// instead of copying every task, and the fold copies a chunk that is shared only when it
+/// first changes one of its tasks after the clone. Each clone still holds exactly the
+/// evidence of its own moment: nothing a clone holds ever changes.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub(super) struct Tasks {
+    chunks: Vec<Arc<Vec<TaskEvidence>>>,
+    len: usize,
+}
+
+impl Tasks {
+    /// Small enough that copying a chunk a fold writes to after a snapshot is cheap, large
+    /// enough that a snapshot shares few pointers.
+    const CHUNK: usize = 64;
+
+    /// A fresh batch's evidence: each chunk is built in place. A task owned by the same
+    /// agent as the task before it shares that task's owner id: plans list many tasks of
+    /// one agent, each with an id of its own, and one shared id is what every later copy
+    /// (a chunk copied after a snapshot) and drop of the evidence touches.
+    pub(super) fn new<'i>(inventory: &'i [InventoryEntry]) -> Self {
+        let mut last: Option<&AgentId> = None;
+        let mut task = |entry: &'i InventoryEntry| {
+            let owner = match last {
+                Some(owner) if *owner == entry.owner => owner,
+                _ => &entry.owner,
+            };
+            last = Some(owner);
+            TaskEvidence::owned_by(entry, owner.clone())
+        };
+        Self {
+            chunks: inventory
+                .chunks(Self::CHUNK)
+                .map(|c| Arc::new(c.iter().map(&mut task).collect()))
+                .collect(),
+            len: inventory.len(),
+        }
+    }
+
+    pub(super) fn get(&self, i: usize) -> Option<&TaskEvidence> {
+        self.chunks.get(i / Self::CHUNK)?.get(i % Self::CHUNK)
+    }
+
+    /// The `i`-th task's evidence to change: its chunk is copied first when a clone shares it.
+    pub(super) fn get_mut(&mut self, i: usize) -> Option<&mut TaskEvidence> {
+        Arc::make_mut(self.chunks.get_mut(i / Self::CHUNK)?).get_mut(i % Self::CHUNK)
+    }
+}
+
+impl std::fmt::Debug for Tasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // As the list it was before it was chunked.
+        f.debug_list().entries(self).finish()
+    }
+}
+
+impl FromIterator<TaskEvidence> for Tasks {
+    fn from_iter<I: IntoIterator<Item = TaskEvidence>>(iter: I) -> Self {
+        let mut tasks = Self::default();
+        let mut chunk = Vec::new();
+        for t in iter {
+            if chunk.len() == Self::CHUNK {
+                tasks.chunks.push(Arc::new(std::mem::take(&mut chunk)));
+            }
+            if chunk.is_empty() {
+                chunk.reserve_exact(Self::CHUNK);
+            }
+            chunk.push(t);
+            tasks.len += 1;
+        }
+        if !chunk.is_empty() {
+            tasks.chunks.push(Arc::new(chunk));
+        }
+        tasks
+    }
+}
+
+impl<'t> IntoIterator for &'t Tasks {
+    type Item = &'t TaskEvidence;
+    type IntoIter = TasksIter<'t>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        TasksIter {
+            chunks: self.chunks.iter(),
+            chunk: [].iter(),
+            left: self.len,
+        }
+    }
+}
+
+/// The tasks of a [`Tasks`] in order; its length is known (the evidence digest encodes it).
+pub(super) struct TasksIter<'t> {
+    chunks: std::slice::Iter<'t, Arc<Vec<TaskEvidence>>>,
+    chunk: std::slice::Iter<'t, TaskEvidence>,
+    left: usize,
+}
+
+impl<'t> Iterator for TasksIter<'t> {
+    type Item = &'t TaskEvidence;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(t) = self.chunk.next() {
+                self.left = self.left.saturating_sub(1);
+                return Some(t);
+            }
+            self.chunk = self.chunks.next()?.iter();
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for TasksIter<'_> {}
 
 /// The position of every task of `order`, or the first task listed twice.
 pub(super) fn index_of(order: &[TaskId]) -> Result<Index, TaskId> {
@@ -121,6 +246,13 @@ pub(super) fn index_of(order: &[TaskId]) -> Result<Index, TaskId> {
         }
     }
     Ok(index)
+}
+
+/// The position of every task of `order`, whose ids are known to be unique.
+pub(super) fn index_of_unique(order: &[TaskId]) -> Index {
+    let mut index = Index::with_capacity_and_hasher(order.len(), Default::default());
+    index.extend(order.iter().enumerate().map(|(i, id)| (id.clone(), i)));
+    index
 }
 
 impl BatchEvidence {
@@ -136,7 +268,12 @@ impl BatchEvidence {
 
     /// Where `id` sits in the inventory.
     pub(crate) fn position(&self, id: &TaskId) -> Option<usize> {
-        self.index.get(id).copied()
+        self.index().get(id).copied()
+    }
+
+    /// The index by id, built at its first use.
+    pub(super) fn index(&self) -> &Index {
+        self.index.get_or_init(|| index_of_unique(&self.order))
     }
 
     /// The trusted channel the batch ran on.
@@ -178,7 +315,7 @@ impl BatchEvidence {
     }
     /// Everything known about `id`.
     pub fn task(&self, id: &TaskId) -> Option<&TaskEvidence> {
-        self.position(id).map(|i| &self.tasks[i])
+        self.position(id).and_then(|i| self.tasks.get(i))
     }
     /// Every task in the inventory, in topological order.
     pub fn inventory(&self) -> impl Iterator<Item = (&TaskId, &TaskEvidence)> {
@@ -360,6 +497,48 @@ impl BatchSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clone_of_the_tasks_never_sees_a_later_change() {
+        let inventory: Vec<InventoryEntry> = (0..Tasks::CHUNK * 2 + 3)
+            .map(|i| InventoryEntry {
+                task: TaskId::new(format!("t{i}")).unwrap(),
+                owner: AgentId::new("A").unwrap(),
+                budget: 1,
+            })
+            .collect();
+        let mut tasks = Tasks::new(&inventory);
+        // One owner id for the run of tasks of one agent, each listed with an id of its own.
+        let (first, last) = (
+            tasks.get(0).unwrap(),
+            tasks.get(inventory.len() - 1).unwrap(),
+        );
+        let same = |a: &AgentId, b: &AgentId| std::ptr::eq(a.as_str(), b.as_str());
+        assert!(same(&first.owner, &inventory[0].owner));
+        assert!(same(&last.owner, &inventory[0].owner));
+        assert!(!same(&last.owner, &inventory[inventory.len() - 1].owner));
+        let snapshot = tasks.clone();
+        let last = inventory.len() - 1;
+        tasks.get_mut(last).unwrap().calls = 1;
+        tasks.get_mut(0).unwrap().calls = 2;
+        assert_eq!(snapshot.get(last).unwrap().calls, 0);
+        assert_eq!(snapshot.get(0).unwrap().calls, 0);
+        assert_eq!(tasks.get(last).unwrap().calls, 1);
+        assert!(tasks.get(last + 1).is_none() && tasks.get_mut(last + 1).is_none());
+        // The untouched middle chunk is still shared; the changed ones were copied.
+        assert!(Arc::ptr_eq(&tasks.chunks[1], &snapshot.chunks[1]));
+        assert!(!Arc::ptr_eq(&tasks.chunks[0], &snapshot.chunks[0]));
+        let calls: Vec<u32> = tasks.into_iter().map(|t| t.calls).collect();
+        assert_eq!(calls.len(), inventory.len());
+        assert_eq!(tasks.into_iter().len(), inventory.len());
+        assert_eq!((calls[0], calls[1], calls[last]), (2, 0, 1));
+        assert_ne!(tasks, snapshot);
+        let rebuilt: Tasks = inventory
+            .iter()
+            .map(|e| TaskEvidence::owned_by(e, e.owner.clone()))
+            .collect();
+        assert_eq!(rebuilt, snapshot);
+    }
     use crate::batch::candidate::{Candidate, Rejection};
     use std::collections::BTreeMap;
 

@@ -181,9 +181,11 @@ impl TaskEvidence {
         }
     }
 
-    pub(super) fn new(entry: &InventoryEntry) -> Self {
+    /// A task's evidence at the start: `owner` is the entry's owner (or the same id,
+    /// shared).
+    pub(super) fn owned_by(entry: &InventoryEntry, owner: AgentId) -> Self {
         Self {
-            owner: entry.owner.clone(),
+            owner,
             budget: entry.budget,
             calls: 0,
             in_flight: None,

@@ -159,7 +159,7 @@ impl JournalLoad {
             Some(snapshot) => snapshot,
             None => {
                 let first = events.next().ok_or(FoldError::NotStarted { index: 0 })?;
-                BatchEvidence::start(first)?
+                BatchEvidence::start(&first)?
             }
         };
         for event in events {

@@ -28,6 +28,7 @@ use serde::Deserialize;
 use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// An accepted output: the candidate and the digest it was accepted under.
 #[derive(Serialize, Deserialize, bincode::Encode)]
@@ -326,7 +327,7 @@ impl TryFrom<BatchEvidenceV2<'_>> for BatchEvidence {
                 held: r.tasks.len() as u64,
             });
         }
-        let order: Vec<TaskId> = r.order.into_iter().map(Cow::into_owned).collect();
+        let order: Arc<[TaskId]> = r.order.into_iter().map(Cow::into_owned).collect();
         // Every call and failure note is of a task of the inventory (folding refuses an
         // event of any other), so one that is not was written by hand.
         let known: std::collections::HashSet<&TaskId> = order.iter().collect();
@@ -366,7 +367,9 @@ impl TryFrom<BatchEvidenceV2<'_>> for BatchEvidence {
                 max: FAILURE_HISTORY_LIMIT as u64,
             });
         }
-        let index = index_of(&order).map_err(|task| InvalidPayload::DuplicateTask { task })?;
+        let index = Arc::new(std::sync::OnceLock::from(
+            index_of(&order).map_err(|task| InvalidPayload::DuplicateTask { task })?,
+        ));
         let closures: Vec<ClosureCall> = r.closures.into_iter().map(Into::into).collect();
         Ok(BatchEvidence {
             channel: r.channel.into_owned(),

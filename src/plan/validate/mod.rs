@@ -1,7 +1,7 @@
 //! Validation: every problem of a plan at once, or a [`ValidatedPlan`].
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use foldhash::{HashMap, HashMapExt};
 use petgraph::Direction;
@@ -244,8 +244,9 @@ pub struct ValidatedPlan {
     topo: Vec<u32>,
     /// The topological rank of each task position.
     rank: Vec<u32>,
-    /// Task ids in topological order.
-    order: Vec<TaskId>,
+    /// Task ids in topological order; shared, so a batch's evidence lists its inventory
+    /// without a copy of each id (see [`shared_order`](Self::shared_order)).
+    order: Arc<[TaskId]>,
     /// Task positions sorted by id, for lookups.
     by_id: Vec<u32>,
     /// Node `r` is the task of rank `r`.
@@ -281,7 +282,7 @@ impl ValidatedPlan {
                 graph.add_edge(NodeIndex::new(rank[j as usize] as usize), to, ());
             }
         }
-        let order: Vec<TaskId> = topo.iter().map(|&i| tasks[i as usize].id.clone()).collect();
+        let order: Arc<[TaskId]> = topo.iter().map(|&i| tasks[i as usize].id.clone()).collect();
         Self {
             tasks,
             extensions,
@@ -321,6 +322,11 @@ impl ValidatedPlan {
     /// broken by id (smallest first).
     pub fn topological_order(&self) -> &[TaskId] {
         &self.order
+    }
+
+    /// [`topological_order`](Self::topological_order), shared.
+    pub(crate) fn shared_order(&self) -> Arc<[TaskId]> {
+        Arc::clone(&self.order)
     }
 
     /// The task with `id`.
