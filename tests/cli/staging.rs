@@ -773,16 +773,13 @@ fn a_command_that_outlives_its_call_never_writes_into_a_later_call_s_stage() {
     }
 }
 
-/// Without a PID namespace but with a writable cgroup v2 hierarchy, each command runs in a
-/// cgroup of its own that is killed when it ends: a `setsid` child is gone before the call is
-/// judged, so stages are reused as under a PID namespace and nothing it would have written
-/// lands anywhere.
-#[test]
-fn a_cgroup_kills_what_left_the_group_before_the_call_is_judged() {
-    let tmp = TempDir::new().unwrap();
+/// Two tasks in one stage, one after the other: the first (after `prelude`) leaves a `setsid`
+/// child that records its pid in the cache, then would write the second task's file into the
+/// stage while that task runs, and sleeps a minute, unless something kills it.
+fn stray_plan(dir: &Path, prelude: &str) -> std::path::PathBuf {
     let plant = "echo $$ > \"$KLEENE_CACHE_DIR/stray.pid\"; sleep 0.5; echo planted > \"$KLEENE_WORKSPACE/app/b.txt\"; sleep 60";
-    let plan = write_plan(
-        tmp.path(),
+    write_plan(
+        dir,
         vec![
             task(
                 "app_module",
@@ -790,8 +787,7 @@ fn a_cgroup_kills_what_left_the_group_before_the_call_is_judged() {
                 &["app/MODULE"],
                 &[],
                 json!({"run": format!(
-                    "cat /proc/self/cgroup > \"$KLEENE_CACHE_DIR/cgroup\"; \
-                     mkdir -p app && echo m > app/MODULE && setsid sh -c '{plant}' > /dev/null 2>&1 < /dev/null & \
+                    "{prelude}mkdir -p app && echo m > app/MODULE && (setsid sh -c '{plant}' > /dev/null 2>&1 < /dev/null &); \
                      while [ ! -s \"$KLEENE_CACHE_DIR/stray.pid\" ]; do sleep 0.01; done"
                 )}),
             ),
@@ -803,20 +799,24 @@ fn a_cgroup_kills_what_left_the_group_before_the_call_is_judged() {
                 json!({"run": "sleep 1; test -f app/b.txt || echo honest > app/b.txt"}),
             ),
         ],
-    );
-    let out = kleene(tmp.path())
-        .env("KLEENE_CONTAINMENT", "cgroup")
+    )
+}
+
+/// Runs [`stray_plan`] with `-j 1` under `containment`; the run must succeed.
+fn run_stray_plan(dir: &Path, prelude: &str, containment: &str) {
+    let plan = stray_plan(dir, prelude);
+    let out = kleene(dir)
+        .env("KLEENE_CONTAINMENT", containment)
         .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "1"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
-    let cgroup = std::fs::read_to_string(tmp.path().join("st/cache/cgroup")).unwrap();
-    if !cgroup.contains("kleene-") {
-        eprintln!("skipped: no writable cgroup v2 here ({})", cgroup.trim());
-        return;
-    }
-    let stray = std::fs::read_to_string(tmp.path().join("st/cache/stray.pid")).unwrap();
-    // It sleeps for a minute unless killed: gone now means the cgroup killed it.
+}
+
+/// The stray of [`stray_plan`] is dead, and the second task's file is its own.
+fn assert_stray_killed(dir: &Path) {
+    let stray = std::fs::read_to_string(dir.join("st/cache/stray.pid")).unwrap();
+    // It sleeps for a minute unless killed: gone now means it was killed.
     let alive = std::fs::read_to_string(format!("/proc/{}/stat", stray.trim()))
         .is_ok_and(|stat| !stat.contains(") Z"));
     assert!(
@@ -825,9 +825,29 @@ fn a_cgroup_kills_what_left_the_group_before_the_call_is_judged() {
         stray.trim()
     );
     assert_eq!(
-        std::fs::read_to_string(tmp.path().join("st/workspace/app/b.txt")).unwrap(),
+        std::fs::read_to_string(dir.join("st/workspace/app/b.txt")).unwrap(),
         "honest\n"
     );
+}
+
+/// Without a PID namespace but with a writable cgroup v2 hierarchy, each command runs in a
+/// cgroup of its own that is killed when it ends: a `setsid` child is gone before the call is
+/// judged, so stages are reused as under a PID namespace and nothing it would have written
+/// lands anywhere.
+#[test]
+fn a_cgroup_kills_what_left_the_group_before_the_call_is_judged() {
+    let tmp = TempDir::new().unwrap();
+    run_stray_plan(
+        tmp.path(),
+        "cat /proc/self/cgroup > \"$KLEENE_CACHE_DIR/cgroup\"; ",
+        "cgroup",
+    );
+    let cgroup = std::fs::read_to_string(tmp.path().join("st/cache/cgroup")).unwrap();
+    if !cgroup.contains("kleene-") {
+        eprintln!("skipped: no writable cgroup v2 here ({})", cgroup.trim());
+        return;
+    }
+    assert_stray_killed(tmp.path());
 }
 
 /// Where neither a PID namespace nor a writable cgroup is to be had (a container under the
@@ -838,48 +858,8 @@ fn a_cgroup_kills_what_left_the_group_before_the_call_is_judged() {
 #[test]
 fn a_subreaper_host_kills_what_left_the_group_before_the_call_is_judged() {
     let tmp = TempDir::new().unwrap();
-    let plant = "echo $$ > \"$KLEENE_CACHE_DIR/stray.pid\"; sleep 0.5; echo planted > \"$KLEENE_WORKSPACE/app/b.txt\"; sleep 60";
-    let plan = write_plan(
-        tmp.path(),
-        vec![
-            task(
-                "app_module",
-                "module",
-                &["app/MODULE"],
-                &[],
-                json!({"run": format!(
-                    "mkdir -p app && echo m > app/MODULE && (setsid sh -c '{plant}' > /dev/null 2>&1 < /dev/null &); \
-                     while [ ! -s \"$KLEENE_CACHE_DIR/stray.pid\" ]; do sleep 0.01; done"
-                )}),
-            ),
-            task(
-                "app_b",
-                "model",
-                &["app/b.txt"],
-                &["app_module"],
-                json!({"run": "sleep 1; test -f app/b.txt || echo honest > app/b.txt"}),
-            ),
-        ],
-    );
-    let out = kleene(tmp.path())
-        .env("KLEENE_CONTAINMENT", "subreaper")
-        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "1"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
-    let stray = std::fs::read_to_string(tmp.path().join("st/cache/stray.pid")).unwrap();
-    // It sleeps for a minute unless killed: gone now means the host killed it.
-    let alive = std::fs::read_to_string(format!("/proc/{}/stat", stray.trim()))
-        .is_ok_and(|stat| !stat.contains(") Z"));
-    assert!(
-        !alive,
-        "the setsid child {} outlived its call",
-        stray.trim()
-    );
-    assert_eq!(
-        std::fs::read_to_string(tmp.path().join("st/workspace/app/b.txt")).unwrap(),
-        "honest\n"
-    );
+    run_stray_plan(tmp.path(), "", "subreaper");
+    assert_stray_killed(tmp.path());
 }
 
 /// Under a subreaper host a SIGKILL of kleene reaches the host as its parent-death signal,

@@ -281,30 +281,17 @@ impl Projection<'_> {
 
     /// Whether `name` in `dir` is a regular file of one link holding exactly `content`.
     fn holds_file(&self, dir: &OwnedFd, name: &str, content: &[u8]) -> bool {
-        let Ok(fd) = rustix::fs::openat(
-            dir,
-            name,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) else {
+        let Some(fd) = open_file(dir, name) else {
             return false;
         };
         let Ok(st) = rustix::fs::fstat(&fd) else {
             return false;
         };
-        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
-            || st.st_nlink != 1
-            || u64::try_from(st.st_size).ok() != u64::try_from(content.len()).ok()
-        {
-            return false;
-        }
-        self.set_mode(&fd, self.modes.file) && {
-            let mut held = Vec::with_capacity(content.len() + 1);
-            File::from(fd)
-                .take(content.len() as u64 + 1)
-                .read_to_end(&mut held)
-                .is_ok_and(|_| held == content)
-        }
+        FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+            && st.st_nlink == 1
+            && u64::try_from(st.st_size).ok() == u64::try_from(content.len()).ok()
+            && self.set_mode(&fd, self.modes.file)
+            && reads_as(fd, content)
     }
 
     /// Gives `fd` `mode` unless it has it; false where it cannot.
@@ -356,14 +343,22 @@ impl Tree<'_> {
 
 /// Whether file `name` in `dir` holds exactly `content`.
 fn holds(dir: &OwnedFd, name: &str, content: &[u8]) -> bool {
-    let Ok(fd) = rustix::fs::openat(
+    open_file(dir, name).is_some_and(|fd| reads_as(fd, content))
+}
+
+/// File `name` in `dir`, opened to read, never through a link.
+fn open_file(dir: &OwnedFd, name: &str) -> Option<OwnedFd> {
+    rustix::fs::openat(
         dir,
         name,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
-    ) else {
-        return false;
-    };
+    )
+    .ok()
+}
+
+/// Whether the file open at `fd` reads as exactly `content`.
+fn reads_as(fd: OwnedFd, content: &[u8]) -> bool {
     // One byte more than expected is enough to tell a longer file.
     let mut held = Vec::with_capacity(content.len() + 1);
     File::from(fd)
