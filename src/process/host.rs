@@ -37,7 +37,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::closure::verdict::{OutputTail, TailLimits};
@@ -830,7 +830,12 @@ fn become_reaper(parent: i32) -> io::Result<Interrupt> {
     }
     prctl::set_child_subreaper(true)?;
     std::fs::metadata("/proc/thread-self/children")?;
-    let interrupt = Interrupt::install()?;
+    // Only a flag, never an exit on a second signal (what `Interrupt::install` does for a
+    // person's Ctrl-C): when kleene dies its threads end one by one, the host is handed from
+    // each to the next and the parent-death signal comes again each time; a host that exited
+    // on the second would leave its command's children running.
+    let interrupt = Interrupt::default();
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&interrupt.0))?;
     REAPING.store(true, Ordering::Relaxed);
     Ok(interrupt)
 }

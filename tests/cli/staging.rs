@@ -864,49 +864,82 @@ fn a_subreaper_host_kills_what_left_the_group_before_the_call_is_judged() {
 
 /// Under a subreaper host a SIGKILL of kleene reaches the host as its parent-death signal,
 /// and the host stops its command (one that ignores SIGTERM too, after its grace) and kills
-/// what it left, a `setsid` child included, before it ends.
+/// what it left, a `setsid` child included, before it ends. With calls in flight on several
+/// threads the signal comes once for each of kleene's threads that ends; a host that took the
+/// second as a reason to exit at once left its command's children running.
 #[test]
 fn nothing_survives_a_killed_kleene_under_a_subreaper_host() {
     let tmp = TempDir::new().unwrap();
     let late = tmp.path().join("late");
-    let plan = one_task(
-        tmp.path(),
-        &["app/MODULE"],
+    std::fs::create_dir(&late).unwrap();
+    let run = |owned: &str| {
         json!({
             "run": format!(
                 "if [ \"$KLEENE_CALL\" = 1 ]; then trap '' TERM; \
-                 setsid sh -c 'sleep 1.5; touch {}' > /dev/null 2>&1 < /dev/null & \
-                 touch \"$KLEENE_CACHE_DIR/started\"; sleep 30; fi; mkdir -p app && echo m > app/MODULE",
-                late.display()
+                 (setsid sh -c 'sleep 1.5; touch {late}/$0' \"$KLEENE_TASK\" > /dev/null 2>&1 < /dev/null &); \
+                 setsid sh -c 'sleep 1.5; touch {late}/$0-child' \"$KLEENE_TASK\" > /dev/null 2>&1 < /dev/null & \
+                 touch \"$KLEENE_CACHE_DIR/started-$KLEENE_TASK\"; sleep 30; fi; \
+                 mkdir -p \"$(dirname {owned})\" && echo m > {owned}",
+                late = late.display()
             ),
             // The killed call counts: leave room for the resumed one.
             "retry_limit": 1,
-        }),
+            // Two lanes with no contract between them: both calls run at once.
+            "kind": {"lane": "config"},
+        })
+    };
+    let plan = write_plan(
+        tmp.path(),
+        vec![
+            task(
+                "app_module",
+                "module",
+                &["app/MODULE"],
+                &[],
+                run("app/MODULE"),
+            ),
+            task(
+                "lib_module",
+                "module",
+                &["lib/MODULE"],
+                &[],
+                run("lib/MODULE"),
+            ),
+        ],
     );
     let mut child = StdCommand::new(env!("CARGO_BIN_EXE_kleene"))
         .current_dir(tmp.path())
         .env("KLEENE_CONTAINMENT", "subreaper")
-        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "2"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for(
-        &tmp.path().join("st/cache/started"),
-        "the task never started",
-    );
+    for task in ["app_module", "lib_module"] {
+        wait_for(
+            &tmp.path().join(format!("st/cache/started-{task}")),
+            "a task never started",
+        );
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     let killed = Instant::now();
     // Right away, a resume waits out the host's grace instead of naming its group as alive.
     let out = kleene(tmp.path())
         .env("KLEENE_CONTAINMENT", "subreaper")
-        .args(["resume", "--state", "st"])
+        .args(["resume", "--state", "st", "-j", "2"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
     std::thread::sleep(Duration::from_millis(2500).saturating_sub(killed.elapsed()));
-    assert!(!late.exists(), "a setsid child outlived kleene");
+    let survivors: Vec<_> = std::fs::read_dir(&late)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        survivors.is_empty(),
+        "setsid children outlived kleene: {survivors:?}"
+    );
 }
 
 /// Where a PID namespace is available, nothing a task started survives a SIGKILL of kleene.
