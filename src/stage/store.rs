@@ -6,20 +6,23 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use foldhash::{HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt};
 
-use super::StageError;
+use super::{FileIdentity, StageError, identity};
 use crate::id::digest::Digest;
 
 /// A content-addressed directory of read-only files, one per distinct content, that stages
 /// link their inputs to.
 ///
 /// Each object is written once (temporary file, then rename) and verified once per process
-/// the first time it is used; afterwards it is trusted by name until [`ObjectStore::forget`].
+/// the first time it is used; afterwards it is trusted while its file's identity (inode,
+/// size, modification and change times) stays what it was when it was verified, until
+/// [`ObjectStore::forget`]. A write through a link a stage holds moves the identity, so the
+/// object is verified again (and replaced) even when the stage no longer shows the link.
 #[derive(Debug)]
 pub struct ObjectStore {
     dir: PathBuf,
-    verified: Mutex<HashSet<Digest>>,
+    verified: Mutex<HashMap<Digest, FileIdentity>>,
 }
 
 impl ObjectStore {
@@ -33,7 +36,7 @@ impl ObjectStore {
         fs::create_dir_all(&dir).map_err(StageError::io(&dir))?;
         Ok(Self {
             dir,
-            verified: Mutex::new(HashSet::new()),
+            verified: Mutex::new(HashMap::new()),
         })
     }
 
@@ -46,23 +49,32 @@ impl ObjectStore {
         self.dir.join(digest.to_string())
     }
 
-    fn is_verified(&self, digest: &Digest) -> bool {
-        self.verified
+    /// Whether the object at `path` is the file verified for `digest`, unchanged since.
+    fn is_verified(&self, digest: &Digest, path: &Path) -> bool {
+        let Some(verified) = self
+            .verified
             .lock()
-            .map(|set| set.contains(digest))
-            .unwrap_or(false)
+            .ok()
+            .and_then(|map| map.get(digest).copied())
+        else {
+            return false;
+        };
+        rustix::fs::lstat(path).is_ok_and(|st| identity(&st) == verified)
     }
 
-    fn mark_verified(&self, digest: Digest) {
-        if let Ok(mut set) = self.verified.lock() {
-            set.insert(digest);
+    fn mark_verified(&self, digest: Digest, path: &Path) {
+        let Ok(st) = rustix::fs::lstat(path) else {
+            return;
+        };
+        if let Ok(mut map) = self.verified.lock() {
+            map.insert(digest, identity(&st));
         }
     }
 
     /// The object file holding `content` (whose blake3 is `digest`), written if missing.
     pub(super) fn ensure(&self, digest: Digest, content: &[u8]) -> Result<PathBuf, StageError> {
         let path = self.path_of(&digest);
-        if self.is_verified(&digest) {
+        if self.is_verified(&digest, &path) {
             return Ok(path);
         }
         match fs::read(&path) {
@@ -76,7 +88,7 @@ impl ObjectStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => self.write_object(&path, content)?,
             Err(e) => return Err(StageError::io(&path)(e)),
         }
-        self.mark_verified(digest);
+        self.mark_verified(digest, &path);
         Ok(path)
     }
 
@@ -104,8 +116,8 @@ impl ObjectStore {
     ///
     /// [`StageError::Io`] when the file exists but cannot be removed.
     pub fn forget(&self, digest: &Digest) -> Result<(), StageError> {
-        if let Ok(mut set) = self.verified.lock() {
-            set.remove(digest);
+        if let Ok(mut map) = self.verified.lock() {
+            map.remove(digest);
         }
         let path = self.path_of(digest);
         match fs::remove_file(&path) {
@@ -142,5 +154,38 @@ mod tests {
         )
         .unwrap();
         assert_eq!(fs::read(stage.root().join("a.txt")).unwrap(), b"true");
+    }
+
+    /// An object verified once was trusted by name for the rest of the process: a call that
+    /// wrote through its link, then moved the link away and put the true bytes back at the
+    /// input's name, left no input changed, and the next stage was linked to the damaged
+    /// object (found by the walk's property test).
+    #[test]
+    fn an_object_written_after_its_verification_is_verified_again() {
+        let (tmp, store) = setup();
+        let a = p("a.txt");
+        let digest = Digest::from(blake3::hash(b"true"));
+        let first = Stage::prepare(
+            tmp.path().join("s1"),
+            &store,
+            [StageInput::with_digest(&a, b"true", digest)],
+        )
+        .unwrap();
+        let linked = first.root().join("a.txt");
+        fs::set_permissions(&linked, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&linked)
+            .and_then(|mut f| f.write_all(b"!"))
+            .unwrap();
+        fs::rename(&linked, first.root().join("moved.txt")).unwrap();
+        fs::write(&linked, b"true").unwrap();
+        let second = Stage::prepare(
+            tmp.path().join("s2"),
+            &store,
+            [StageInput::with_digest(&a, b"true", digest)],
+        )
+        .unwrap();
+        assert_eq!(fs::read(second.root().join("a.txt")).unwrap(), b"true");
     }
 }
