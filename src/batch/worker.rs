@@ -459,16 +459,34 @@ pub(crate) fn transitive_inputs<'a>(
     prerequisites_of: impl Fn(usize) -> &'a [usize],
     accepted_at: impl Fn(usize) -> Option<(&'a TaskId, &'a AcceptedOutput)>,
 ) -> Vec<(&'a TaskId, &'a AcceptedOutput)> {
-    let mut seen = std::collections::BTreeSet::new();
+    // Prerequisites sit at lower positions, so one bit per position below this one marks
+    // what was seen, and reading the bits upwards gives topological order without a sort
+    // (every call of a long chain walks all its ancestors: this is the cheap form of it).
+    let mut seen = vec![0u64; position / 64 + 1];
     let mut todo = vec![position];
     while let Some(p) = todo.pop() {
         for &q in prerequisites_of(p) {
-            if seen.insert(q) {
+            if q / 64 >= seen.len() {
+                // Not in a validated plan's order; still an input, never dropped.
+                seen.resize(q / 64 + 1, 0);
+            }
+            let bit = 1u64 << (q % 64);
+            if seen[q / 64] & bit == 0 {
+                seen[q / 64] |= bit;
                 todo.push(q);
             }
         }
     }
-    seen.into_iter().filter_map(accepted_at).collect()
+    let mut inputs = Vec::new();
+    for (w, &word) in seen.iter().enumerate() {
+        let mut rest = word;
+        while rest != 0 {
+            let bit = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            inputs.extend(accepted_at(w * 64 + bit));
+        }
+    }
+    inputs
 }
 
 impl std::fmt::Debug for dyn FixLedger + '_ {
@@ -531,5 +549,59 @@ impl OutputContract for () {
 impl<F: Fn(&PlannedTask, &Candidate) -> Result<(), Rejection>> OutputContract for F {
     fn check(&self, task: &PlannedTask, candidate: &Candidate) -> Result<(), Rejection> {
         self(task, candidate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    /// The walk as first written: a set of positions, sorted.
+    fn oracle(position: usize, prerequisites: &[Vec<usize>]) -> Vec<usize> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo = vec![position];
+        while let Some(p) = todo.pop() {
+            for &q in &prerequisites[p] {
+                if seen.insert(q) {
+                    todo.push(q);
+                }
+            }
+        }
+        seen.into_iter().collect()
+    }
+
+    proptest! {
+        #[test]
+        fn the_inputs_are_every_transitive_prerequisite_in_position_order(
+            edges in prop::collection::vec(prop::collection::vec(any::<prop::sample::Index>(), 0..4), 1..300),
+            pick in any::<prop::sample::Index>(),
+        ) {
+            // Each task's prerequisites sit at lower positions, as in a validated plan.
+            let prerequisites: Vec<Vec<usize>> = edges
+                .iter()
+                .enumerate()
+                .map(|(p, e)| if p == 0 { Vec::new() } else { e.iter().map(|i| i.index(p)).collect() })
+                .collect();
+            let position = pick.index(prerequisites.len());
+            let ids: Vec<crate::id::TaskId> = (0..prerequisites.len())
+                .map(|p| crate::id::TaskId::new(format!("t{p}")).unwrap())
+                .collect();
+            let empty = crate::batch::Candidate::default();
+            let digest = empty.digest();
+            let output = crate::batch::candidate::AcceptedOutput::trusted(empty, digest);
+            let got: Vec<String> = super::transitive_inputs(
+                position,
+                |p| prerequisites[p].as_slice(),
+                |p| Some((&ids[p], &output)),
+            )
+            .into_iter()
+            .map(|(id, _)| id.to_string())
+            .collect();
+            let want: Vec<String> = oracle(position, &prerequisites)
+                .into_iter()
+                .map(|p| format!("t{p}"))
+                .collect();
+            prop_assert_eq!(got, want);
+        }
     }
 }

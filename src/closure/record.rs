@@ -218,6 +218,29 @@ pub struct ClosureRecord {
     pub(super) attempts: Vec<TaskAttempt>,
     pub(super) fix_attempts: u32,
     pub(super) audit: AuditLog,
+    /// The record's JSON, made the first time it is asked for: a batch digests every record
+    /// it settles and a log may store the same text, and encoding the record is most of what
+    /// a call of a no-op command costs.
+    pub(super) json: JsonOnce,
+}
+
+/// A record's JSON, made once. It is a cache of the value, not part of it: every record
+/// equals itself whether or not its text was made yet.
+#[derive(Clone, Default)]
+pub(super) struct JsonOnce(std::sync::OnceLock<Box<str>>);
+
+impl PartialEq for JsonOnce {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for JsonOnce {}
+
+impl std::fmt::Debug for JsonOnce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("..")
+    }
 }
 
 impl ClosureRecord {
@@ -258,8 +281,26 @@ impl ClosureRecord {
 
     /// The record as JSON, in the one form [`from_json`](Self::from_json) reads back.
     pub fn to_json(&self) -> String {
-        // Plain structs, sequences and strings: the encoding cannot fail.
-        serde_json::to_string(self).unwrap_or_default()
+        self.as_json().to_owned()
+    }
+
+    /// The record as JSON, as [`to_json`](Self::to_json) writes it, made once per record
+    /// (its [`digest`](Self::digest) is of these bytes), so a log that stores the text
+    /// beside the digest encodes the record once.
+    ///
+    /// ```
+    /// # use kleene::closure::ClosureRecord;
+    /// # fn show(record: &ClosureRecord) {
+    /// let line = format!("{{\"record\":{}}}", record.as_json());
+    /// assert_eq!(ClosureRecord::from_json(&line[10..line.len() - 1]).as_ref(), Ok(record));
+    /// # }
+    /// ```
+    pub fn as_json(&self) -> &str {
+        // Plain structs, sequences and strings (no map with non-string keys): the encoding
+        // cannot fail and is one fixed text per value.
+        self.json
+            .0
+            .get_or_init(|| serde_json::to_string(self).unwrap_or_default().into())
     }
 
     /// Reads a record stored with [`to_json`](Self::to_json), re-verifying its audit chain
@@ -285,9 +326,6 @@ impl ClosureRecord {
     /// audit log): one changed byte anywhere in a stored record changes it. A batch journals
     /// it with the call's settlement, and an acceptance record binds it.
     pub fn digest(&self) -> Digest {
-        // The record holds plain structs, sequences and strings (no map with non-string
-        // keys), for which the JSON encoding cannot fail and is one fixed text per value.
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        Digest::of("closure record", json.as_slice())
+        Digest::of("closure record", self.as_json().as_bytes())
     }
 }

@@ -60,17 +60,33 @@ impl From<blake3::Hash> for Digest {
     }
 }
 
-impl fmt::Display for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Every journaled event and closure record shows digests: one write of the whole
-        // text, not a formatted write per byte.
+impl Digest {
+    /// The lower-case hex text, on the stack: every journaled event and closure record shows
+    /// digests, so they are written in one piece, never formatted byte by byte.
+    fn hex(&self) -> HexText {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut text = [0u8; 64];
         for (pair, b) in text.chunks_exact_mut(2).zip(self.0) {
             pair[0] = HEX[usize::from(b >> 4)];
             pair[1] = HEX[usize::from(b & 0xf)];
         }
-        f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)
+        HexText(text)
+    }
+}
+
+/// The 64 hex digits of a digest.
+struct HexText([u8; 64]);
+
+impl HexText {
+    fn as_str(&self) -> &str {
+        // Only ASCII hex digits are ever written into it.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.hex().as_str())
     }
 }
 
@@ -110,7 +126,8 @@ fn hex_val(b: u8) -> Option<u8> {
 impl Serialize for Digest {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         if s.is_human_readable() {
-            s.collect_str(self)
+            // A string in one piece: `collect_str` would pass it through a formatter.
+            s.serialize_str(self.hex().as_str())
         } else {
             self.0.serialize(s)
         }

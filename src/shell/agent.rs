@@ -29,7 +29,7 @@
 //! cannot run (missing, not executable, timed out) is an infrastructure failure, and an
 //! interrupt cancels the call: neither is ever handed to a fixer.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,7 +132,7 @@ impl<'a> ShellAgent<'a> {
         Self {
             rt,
             slot,
-            file_digests: HashMap::new(),
+            file_digests: HashMap::default(),
             spare: None,
             stages_made: 0,
             current: None,

@@ -164,12 +164,7 @@ impl FileBackend {
 
     /// The file that holds `channel`'s log.
     pub fn path_for(&self, channel: &ChannelId) -> PathBuf {
-        channel_file(
-            &self.dir,
-            "kleene channel journal file name v1",
-            channel,
-            "journal",
-        )
+        channel_file(&self.dir, JOURNAL_FILE_NAME, channel, "journal")
     }
 
     fn file(&mut self, channel: &ChannelId) -> Result<&mut File, BackendError> {
@@ -188,11 +183,14 @@ impl FileBackend {
             }
             self.open.insert(channel.clone(), file);
         }
-        let path = self.path_for(channel);
-        self.open.get_mut(channel).ok_or_else(|| BackendError::Io {
-            path,
-            source: io::Error::other("append handle vanished"),
-        })
+        // The path is named only in an error: a commit's append and sync do not hash it.
+        match self.open.get_mut(channel) {
+            Some(file) => Ok(file),
+            None => Err(BackendError::Io {
+                path: channel_file(&self.dir, JOURNAL_FILE_NAME, channel, "journal"),
+                source: io::Error::other("append handle vanished"),
+            }),
+        }
     }
 }
 
@@ -207,20 +205,18 @@ impl LogBackend for FileBackend {
     }
 
     fn append(&mut self, channel: &ChannelId, bytes: &[u8]) -> Result<(), BackendError> {
-        let path = self.path_for(channel);
         let written = self.file(channel)?.write_all(bytes);
         written.map_err(|e| {
             self.open.remove(channel);
-            BackendError::io(&path)(e)
+            BackendError::io(&self.path_for(channel))(e)
         })
     }
 
     fn sync(&mut self, channel: &ChannelId) -> Result<(), BackendError> {
-        let path = self.path_for(channel);
         let synced = self.file(channel)?.sync_data();
         synced.map_err(|e| {
             self.open.remove(channel);
-            BackendError::io(&path)(e)
+            BackendError::io(&self.path_for(channel))(e)
         })
     }
 
@@ -412,6 +408,9 @@ impl LogBackend for CrashBackend {
 
 /// The file in `dir` that holds `channel`'s data: a digest of the id under `context` plus
 /// `extension`, so no channel id can name a path outside `dir`.
+/// The key a channel's journal file is named by (changing it loses every existing journal).
+const JOURNAL_FILE_NAME: &str = "kleene channel journal file name v1";
+
 fn channel_file(dir: &Path, context: &str, channel: &ChannelId, extension: &str) -> PathBuf {
     let name = blake3::Hasher::new_derive_key(context)
         .update(channel.as_str().as_bytes())

@@ -257,15 +257,6 @@ pub fn decode_run_file(text: &str, state_root: &Path) -> Result<RunFile, FormatE
 }
 
 /// One line of `closures.jsonl`, format 1 (the first layout is the same without `format`).
-#[derive(Serialize)]
-struct ClosureLineOut<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    format: Option<u32>,
-    task: &'a TaskId,
-    call: u32,
-    record: &'a ClosureRecord,
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ClosureLineIn {
@@ -303,12 +294,21 @@ pub fn encode_closure_line_as(
     call: u32,
     record: &ClosureRecord,
 ) -> Result<Vec<u8>, serde_json::Error> {
-    serde_json::to_vec(&ClosureLineOut {
-        format,
-        task,
-        call,
-        record,
-    })
+    // The record's text is the one its digest was made of (`ClosureRecord::as_json`): the
+    // line wraps it rather than encoding the record a second time, in the field order serde
+    // writes for the line's struct (the tests hold the two alike).
+    let record = record.as_json();
+    let mut line = Vec::with_capacity(record.len() + 64);
+    line.push(b'{');
+    if let Some(format) = format {
+        line.extend_from_slice(format!("\"format\":{format},").as_bytes());
+    }
+    line.extend_from_slice(b"\"task\":");
+    serde_json::to_writer(&mut line, task)?;
+    line.extend_from_slice(format!(",\"call\":{call},\"record\":").as_bytes());
+    line.extend_from_slice(record.as_bytes());
+    line.push(b'}');
+    Ok(line)
 }
 
 /// One decoded line of `closures.jsonl`.
@@ -533,6 +533,38 @@ mod tests {
             decode_run_file(&extra, root()),
             Err(FormatError::Malformed { .. })
         ));
+    }
+
+    /// The line as serde writes it: what the hand-made line must equal byte for byte.
+    #[derive(Serialize)]
+    struct ClosureLineOut<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        format: Option<u32>,
+        task: &'a TaskId,
+        call: u32,
+        record: &'a ClosureRecord,
+    }
+
+    #[test]
+    fn a_closure_line_wraps_the_records_own_text_exactly_as_serde_writes_the_line() {
+        for line in V0_CLOSURES.lines() {
+            let old = decode_closure_line(line).unwrap();
+            let task = TaskId::new(old.task.clone()).unwrap();
+            for format in [None, Some(CLOSURE_LINE_FORMAT), Some(u32::MAX)] {
+                let ours = encode_closure_line_as(format, &task, old.call, &old.record).unwrap();
+                let serde = serde_json::to_vec(&ClosureLineOut {
+                    format,
+                    task: &task,
+                    call: old.call,
+                    record: &old.record,
+                })
+                .unwrap();
+                assert_eq!(
+                    String::from_utf8(ours).unwrap(),
+                    String::from_utf8(serde).unwrap()
+                );
+            }
+        }
     }
 
     #[test]

@@ -636,6 +636,7 @@ impl Core {
             attempts,
             fix_attempts,
             audit: core.audit,
+            json: Default::default(),
         }))
     }
 }

@@ -276,6 +276,7 @@ impl TryFrom<ClosureRecordV1<'_>> for ClosureRecord {
             attempts,
             fix_attempts: w.fix_attempts,
             audit,
+            json: Default::default(),
         })
     }
 }
