@@ -37,6 +37,9 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
     if let Some(url) = &args.restate {
         return crate::restate::run(args, url);
     }
+    // Every run with a task needs a host, and starting one (three programs) takes longer
+    // than reading the plan: the first starts now, the rest once the plan says how many.
+    process::start_hosts(1);
     // The run's own directories are never plan files, wherever they are.
     let mut skip = vec![args.state.state.clone()];
     skip.extend(args.workspace.iter().cloned());
@@ -165,6 +168,8 @@ fn start_hosts(given: Option<NonZeroUsize>, loaded: &ShellPlan) {
 
 /// `kleene resume`.
 pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
+    // As in `run`: the first host starts while the state is read.
+    process::start_hosts(1);
     let state = StateDir::at(&args.state.state);
     let _lock = state
         .lock("resume")
