@@ -289,11 +289,27 @@ impl ClosureRecord {
     /// beside the digest encodes the record once.
     ///
     /// ```
-    /// # use kleene::closure::ClosureRecord;
-    /// # fn show(record: &ClosureRecord) {
-    /// let line = format!("{{\"record\":{}}}", record.as_json());
-    /// assert_eq!(ClosureRecord::from_json(&line[10..line.len() - 1]).as_ref(), Ok(record));
+    /// # use kleene::{Agent, closure::ExecutionOutput, closure::GovernanceDecision, closure::step::Session, Task, closure::step::ValidationToken, closure::Verdict};
+    /// # struct AlwaysPasses;
+    /// # impl Agent for AlwaysPasses {
+    /// #     type Error = std::io::Error;
+    /// #     fn govern(&mut self, _: &Task, _: &Session, _: u32) -> Result<GovernanceDecision, Self::Error> { Ok(GovernanceDecision::Approve) }
+    /// #     fn pre_validate(&mut self, _: &Task, _: u32) -> Result<Verdict, Self::Error> { Ok(Verdict::clean()) }
+    /// #     fn execute(&mut self, _: &Task, _: &ValidationToken) -> Result<ExecutionOutput, Self::Error> { Ok(ExecutionOutput::new("done")) }
+    /// #     fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> Result<Verdict, Self::Error> { Ok(Verdict::clean()) }
     /// # }
+    /// use kleene::{closure::run_to_closure, closure::ClosureRecord, closure::RecoveryPolicy};
+    /// use kleene::{closure::Spec, id::TaskId};
+    ///
+    /// let task = Task::new(TaskId::new("x")?, Spec::new("add /login"));
+    /// let record = run_to_closure(task, Session::new("build", "demo")?, &mut AlwaysPasses,
+    ///                             &RecoveryPolicy::default());
+    /// // A log line that embeds the record's text, and reads it back.
+    /// let line = format!("{{\"record\":{}}}", record.as_json());
+    /// let stored = &line["{\"record\":".len()..line.len() - 1];
+    /// assert_eq!(ClosureRecord::from_json(stored)?, record);
+    /// assert_eq!(stored, record.to_json());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn as_json(&self) -> &str {
         // Plain structs, sequences and strings (no map with non-string keys): the encoding
