@@ -6,13 +6,34 @@ use foldhash::{HashMap, HashMapExt};
 
 use super::model::{ModuleName, PlannedTask, TaskKind};
 use super::normalize::{dedup_preserving_order, index};
+use super::validate::order::{order_positions, topological_order};
 use super::validate::ownership::{PathEntries, path_hash};
-use super::validate::{Resolved, sort_dedup_tail};
+use super::validate::{PlanValidationError, Resolved, ValidationStage, sort_dedup_tail};
 use crate::id::TaskId;
 
+/// The merged plan: its tasks, its structure carried over from the normalised plan's, and
+/// its topological order (`None` when the merge closed a cycle, which the second validation
+/// reports).
+pub(crate) type Merged = (Vec<PlannedTask>, Resolved, Option<Vec<u32>>);
+
 /// Merges the persistence tasks of each module into one, and carries the resolved
-/// structure of the validated normalised plan over to the merged plan. Returns both
-/// unchanged when no module has more than one persistence task.
+/// structure of the normalised plan over to the merged plan. Returns both unchanged when no
+/// module has more than one persistence task.
+///
+/// `resolved` passed every rule of the first validation but acyclicity, which is checked
+/// here, once for both plans wherever possible: the merged plan's order is needed anyway, and
+/// it proves the normalised plan acyclic too unless a merge hid an edge. A merge maps every
+/// edge `a → b` of the normalised plan to `survivor(a) → survivor(b)` and drops it only when
+/// both ends merge into one task; so a cycle of the normalised plan either becomes a closed
+/// walk through at least one kept edge (a cycle of the merged plan), or lies wholly inside
+/// one merge group (an edge between tasks of one group was dropped). Only when the merged
+/// plan has a cycle or such an edge was dropped is the normalised plan ordered on its own,
+/// and its cycles are then the first validation's error, as they were before.
+///
+/// # Errors
+///
+/// [`PlanValidationError`] at [`ValidationStage::BeforeConsolidation`] with the cycles of
+/// the normalised plan.
 ///
 /// The survivor is the task with the smallest id. It keeps its own kind, owner and position,
 /// and takes the union of owned paths (sorted), prerequisites and input contracts (the merged
@@ -21,11 +42,12 @@ use crate::id::TaskId;
 /// had), the specs in id order, and records the merged ids in `consolidated_from`. Every other
 /// task's edges and contracts are re-pointed to the survivor and de-duplicated.
 ///
-/// `resolved` must be the resolution of `tasks` (validation of the normalised plan passed).
+/// `resolved` must be the resolution of `tasks` (validation of the normalised plan passed
+/// every rule but acyclicity).
 pub(crate) fn consolidate(
     mut tasks: Vec<PlannedTask>,
     resolved: Resolved,
-) -> (Vec<PlannedTask>, Resolved) {
+) -> Result<Merged, PlanValidationError> {
     let merges: Vec<Vec<usize>> = {
         let mut groups: BTreeMap<&ModuleName, Vec<usize>> = BTreeMap::new();
         for (i, task) in tasks.iter().enumerate() {
@@ -43,7 +65,14 @@ pub(crate) fn consolidate(
             .collect()
     };
     if merges.is_empty() {
-        return (tasks, resolved);
+        // The merged plan is the normalised one: its order is the one check left.
+        return match topological_order(&tasks, &resolved) {
+            Ok(order) => Ok((tasks, resolved, Some(order))),
+            Err(cycles) => Err(PlanValidationError::new(
+                ValidationStage::BeforeConsolidation,
+                cycles,
+            )),
+        };
     }
     let n = tasks.len();
     // The survivor of every position (itself unless merged away).
@@ -72,20 +101,46 @@ pub(crate) fn consolidate(
     let mut pre_start = Vec::with_capacity(n + 1 - merged_away.iter().filter(|m| **m).count());
     let mut pre = Vec::with_capacity(resolved.pre.len());
     pre_start.push(0);
+    // Whether an edge between two tasks of one merge group was dropped (see above).
+    let mut dropped_inner_edge = false;
     for i in (0..n).filter(|&i| !merged_away[i]) {
         let start = pre.len();
         let own = new_position[i];
         for &m in std::iter::once(&i).chain(members_of[i]) {
-            pre.extend(
-                resolved
-                    .prerequisites(m)
-                    .iter()
-                    .map(|&j| moved(j))
-                    .filter(|&j| j != own),
-            );
+            for &j in resolved.prerequisites(m) {
+                let j = moved(j);
+                if j == own {
+                    dropped_inner_edge = true;
+                } else {
+                    pre.push(j);
+                }
+            }
         }
         sort_dedup_tail(&mut pre, start);
         pre_start.push(index(pre.len()));
+    }
+    let by_id: Vec<u32> = resolved
+        .by_id
+        .iter()
+        .filter(|&&i| !merged_away[i as usize])
+        .map(|&i| new_position[i as usize])
+        .collect();
+    let mut merged = Resolved {
+        by_id,
+        pre_start,
+        pre,
+        owned: PathEntries::new(),
+    };
+    let order = order_positions(&merged);
+    if order.is_none() || dropped_inner_edge {
+        // Nothing proves the normalised plan acyclic: order it on its own, while its tasks
+        // are still as they were.
+        if let Err(cycles) = topological_order(&tasks, &resolved) {
+            return Err(PlanValidationError::new(
+                ValidationStage::BeforeConsolidation,
+                cycles,
+            ));
+        }
     }
 
     // The same merge on the tasks themselves. Only survivors and tasks with an edge to a
@@ -180,22 +235,8 @@ pub(crate) fn consolidate(
         })
         .collect();
     fresh.sort_unstable();
-    let owned = merge_sorted(kept_entries, fresh);
-    let by_id = resolved
-        .by_id
-        .iter()
-        .filter(|&&i| !merged_away[i as usize])
-        .map(|&i| new_position[i as usize])
-        .collect();
-    (
-        tasks,
-        Resolved {
-            by_id,
-            pre_start,
-            pre,
-            owned,
-        },
-    )
+    merged.owned = merge_sorted(kept_entries, fresh);
+    Ok((tasks, merged, order))
 }
 
 /// Merges two sorted sequences into one sorted vector.
@@ -262,8 +303,9 @@ mod tests {
         #[test]
         fn carried_structure_equals_validation_from_scratch(tasks in normalized_with_extra_edges()) {
             let before = analyse(&tasks, ValidationStage::BeforeConsolidation).unwrap();
-            let (merged, carried) = consolidate(tasks, before.resolved);
+            let (merged, carried, order) = consolidate(tasks, before.resolved).unwrap();
             let carried_order = topological_order(&merged, &carried);
+            prop_assert_eq!(&order, &carried_order.clone().ok());
             match analyse(&merged, ValidationStage::AfterConsolidation) {
                 Ok(fresh) => {
                     prop_assert_eq!(&fresh.resolved, &carried);
@@ -275,6 +317,124 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Normalised plans with extra edges in any direction, some between persistence tasks
+    /// of one module (which a merge hides inside one task): cycles before consolidation,
+    /// after it, or both.
+    fn normalized_with_any_edges() -> impl Strategy<Value = Vec<PlannedTask>> {
+        (
+            acyclic_plan(40),
+            proptest::collection::vec((any::<Index>(), any::<Index>()), 0..6),
+            proptest::collection::vec((any::<Index>(), any::<Index>()), 0..3),
+        )
+            .prop_map(|(plan, extra, inner)| {
+                let mut tasks = Plan::draft(plan).normalize().into_app_build_plan().tasks;
+                let persistence: Vec<usize> = (0..tasks.len())
+                    .filter(|&i| matches!(tasks[i].kind, TaskKind::Persistence { .. }))
+                    .collect();
+                let add = |tasks: &mut Vec<PlannedTask>, a: usize, b: usize| {
+                    let prerequisite = tasks[a].id.clone();
+                    if a != b && !tasks[b].depends_on.contains(&prerequisite) {
+                        tasks[b].depends_on.push(prerequisite);
+                    }
+                };
+                for (a, b) in extra {
+                    let (a, b) = (a.index(tasks.len()), b.index(tasks.len()));
+                    add(&mut tasks, a, b);
+                }
+                if !persistence.is_empty() {
+                    for (a, b) in inner {
+                        let (a, b) = (
+                            persistence[a.index(persistence.len())],
+                            persistence[b.index(persistence.len())],
+                        );
+                        if tasks[a].kind.module() == tasks[b].kind.module() {
+                            add(&mut tasks, a, b);
+                        }
+                    }
+                }
+                tasks
+            })
+    }
+
+    /// The pipeline as it was before the first validation left acyclicity to consolidation:
+    /// the normalised plan validated and ordered from scratch, merged, and the merged plan
+    /// validated and ordered from scratch. Returns the merged tasks and the order's ids.
+    fn reference(
+        tasks: Vec<PlannedTask>,
+    ) -> Result<(Vec<PlannedTask>, Vec<TaskId>), PlanValidationError> {
+        let tasks = Plan::draft(AppBuildPlan::new(tasks))
+            .normalize()
+            .into_app_build_plan()
+            .tasks;
+        let before = analyse(&tasks, ValidationStage::BeforeConsolidation)?;
+        let (merged, _, _) = consolidate(tasks, before.resolved).unwrap();
+        let after = analyse(&merged, ValidationStage::AfterConsolidation)?;
+        let order = after
+            .order
+            .iter()
+            .map(|&i| merged[i as usize].id.clone())
+            .collect();
+        Ok((merged, order))
+    }
+
+    fn pipeline(
+        tasks: Vec<PlannedTask>,
+    ) -> Result<(Vec<PlannedTask>, Vec<TaskId>), PlanValidationError> {
+        let consolidated = Plan::draft(AppBuildPlan::new(tasks))
+            .normalize()
+            .consolidate()?;
+        let merged = consolidated.tasks().to_vec();
+        let validated = consolidated.validate()?;
+        Ok((merged, validated.topological_order().to_vec()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The oracle for acyclicity proved from the merged plan: the same tasks, order and
+        /// errors (stage, problems, cycles) as validating and ordering each plan from scratch.
+        #[test]
+        fn pipeline_equals_validation_from_scratch(tasks in prop_oneof![
+            normalized_with_any_edges(),
+            normalized_with_extra_edges(),
+            crate::testing::plan::arbitrary_plan(12).prop_map(|p| p.tasks),
+            crate::testing::plan::plan_with_injected_cycle(30).prop_map(|(p, _)| p.tasks),
+        ]) {
+            prop_assert_eq!(pipeline(tasks.clone()), reference(tasks));
+        }
+    }
+
+    #[test]
+    fn the_any_edges_hide_cycles_inside_merges() {
+        // Guards the generator above: some normalised plans must have a cycle only among
+        // persistence tasks of one module, which the merged plan no longer shows.
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let strategy = normalized_with_any_edges();
+        let (mut hidden, mut before, mut after) = (0, 0, 0);
+        for _ in 0..600 {
+            let tasks = strategy.new_tree(&mut runner).unwrap().current();
+            let Err(err) = pipeline(tasks.clone()) else {
+                continue;
+            };
+            let by_id = |id: &TaskId| tasks.iter().find(|t| t.id == *id);
+            match err.stage() {
+                ValidationStage::BeforeConsolidation => before += 1,
+                ValidationStage::AfterConsolidation => after += 1,
+            }
+            if err.cycles().any(|c| {
+                c.iter().all(|id| {
+                    by_id(id).is_some_and(|t| matches!(t.kind, TaskKind::Persistence { .. }))
+                })
+            }) {
+                hidden += 1;
+            }
+        }
+        assert!(
+            hidden > 0 && before > 0 && after > 0,
+            "hidden {hidden}, before {before}, after {after}"
+        );
     }
 
     #[test]

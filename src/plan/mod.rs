@@ -136,8 +136,8 @@ pub struct Plan<S: PlanState> {
     /// The plan-level extension values, carried unchanged through every stage.
     extensions: BTreeMap<String, ExtensionValue>,
     /// After consolidation: the merged plan's structure, carried over from the validation
-    /// of the normalised plan.
-    carried: Option<validate::Resolved>,
+    /// of the normalised plan, and its order (`None` when the merge closed a cycle).
+    carried: Option<(validate::Resolved, Option<Vec<u32>>)>,
     state: PhantomData<S>,
 }
 
@@ -198,12 +198,15 @@ impl Plan<Normalized> {
     /// [`PlanValidationError`] at [`ValidationStage::BeforeConsolidation`] with every
     /// problem of the normalised plan.
     pub fn consolidate(self) -> Result<Plan<Consolidated>, PlanValidationError> {
-        let structure = validate::analyse(&self.tasks, ValidationStage::BeforeConsolidation)?;
-        let (tasks, resolved) = consolidate::consolidate(self.tasks, structure.resolved);
+        // Every rule but acyclicity here; consolidation orders the merged plan, which
+        // proves the normalised plan acyclic too (or orders it on its own when it cannot).
+        let resolved =
+            validate::analyse_unordered(&self.tasks, ValidationStage::BeforeConsolidation)?;
+        let (tasks, resolved, order) = consolidate::consolidate(self.tasks, resolved)?;
         Ok(Plan {
             tasks,
             extensions: self.extensions,
-            carried: Some(resolved),
+            carried: Some((resolved, order)),
             state: PhantomData,
         })
     }
@@ -214,8 +217,10 @@ impl Plan<Consolidated> {
     ///
     /// Consolidation carries the resolved structure of the validated normalised plan over to
     /// the merged plan by integer remapping, so this second validation does not resolve
-    /// string ids again. It re-checks what a merge can change, the DAG (cycles) and the
-    /// topological order; the other rules hold by construction (a merge removes tasks and
+    /// string ids again. What a merge can change is the DAG (cycles) and the topological
+    /// order: consolidation already ordered the merged plan (that order is also what proves
+    /// the normalised plan acyclic), so this validation reports the cycles a merge closed, if
+    /// any; the other rules hold by construction (a merge removes tasks and
     /// re-points edges to an existing survivor: no id is added, no edge to an unknown task
     /// or to itself remains, contracts move with their edges, and the set of owned paths is
     /// unchanged). A test checks that the carried structure equals a validation from
@@ -231,15 +236,19 @@ impl Plan<Consolidated> {
     /// `O((n + e) log n)` for `n` tasks and `e` edges (the log from ordering ties by id).
     pub fn validate(self) -> Result<ValidatedPlan, PlanValidationError> {
         let structure = match self.carried {
-            Some(resolved) => match validate::order::topological_order(&self.tasks, &resolved) {
-                Ok(order) => validate::Structure { resolved, order },
-                Err(cycles) => {
-                    return Err(PlanValidationError::new(
-                        ValidationStage::AfterConsolidation,
-                        cycles,
-                    ));
+            // Consolidation already ordered the merged plan.
+            Some((resolved, Some(order))) => validate::Structure { resolved, order },
+            Some((resolved, None)) => {
+                match validate::order::topological_order(&self.tasks, &resolved) {
+                    Ok(order) => validate::Structure { resolved, order },
+                    Err(cycles) => {
+                        return Err(PlanValidationError::new(
+                            ValidationStage::AfterConsolidation,
+                            cycles,
+                        ));
+                    }
                 }
-            },
+            }
             None => validate::analyse(&self.tasks, ValidationStage::AfterConsolidation)?,
         };
         Ok(ValidatedPlan::build(self.tasks, self.extensions, structure))

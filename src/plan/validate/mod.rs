@@ -55,8 +55,41 @@ pub(crate) fn analyse(
     tasks: &[PlannedTask],
     stage: ValidationStage,
 ) -> Result<Structure, PlanValidationError> {
-    let n = tasks.len();
     let mut problems = Vec::new();
+    let resolved = resolve(tasks, &mut problems);
+    match topological_order(tasks, &resolved) {
+        Ok(order) if problems.is_empty() => Ok(Structure { resolved, order }),
+        Ok(_) => Err(PlanValidationError::new(stage, problems)),
+        Err(cycles) => {
+            problems.extend(cycles);
+            Err(PlanValidationError::new(stage, problems))
+        }
+    }
+}
+
+/// [`analyse`] without the order when every other rule holds: the caller still owes the
+/// check that the DAG is acyclic (consolidation proves it from the merged plan's order, see
+/// `consolidate::consolidate`). When any other rule is broken, the cycles are looked for
+/// here, so the error is exactly the one [`analyse`] gives.
+pub(crate) fn analyse_unordered(
+    tasks: &[PlannedTask],
+    stage: ValidationStage,
+) -> Result<Resolved, PlanValidationError> {
+    let mut problems = Vec::new();
+    let resolved = resolve(tasks, &mut problems);
+    if problems.is_empty() {
+        return Ok(resolved);
+    }
+    if let Err(cycles) = topological_order(tasks, &resolved) {
+        problems.extend(cycles);
+    }
+    Err(PlanValidationError::new(stage, problems))
+}
+
+/// Resolves every id to a dense index and checks every rule but acyclicity, pushing each
+/// problem found onto `problems`.
+fn resolve(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) -> Resolved {
+    let n = tasks.len();
 
     // Intern ids to dense indices once; every later step works on integers.
     let mut ids: HashMap<&str, u32> = HashMap::with_capacity(n);
@@ -164,7 +197,7 @@ pub(crate) fn analyse(
         }
     }
 
-    let owned = ownership_problems(tasks, &mut problems);
+    let owned = ownership_problems(tasks, problems);
 
     // Sorting on a 16-byte prefix first keeps most comparisons off the heap.
     let mut keyed: Vec<(u128, u32)> = tasks
@@ -176,19 +209,11 @@ pub(crate) fn analyse(
         a.0.cmp(&b.0)
             .then_with(|| tasks[a.1 as usize].id.cmp(&tasks[b.1 as usize].id))
     });
-    let resolved = Resolved {
+    Resolved {
         by_id: keyed.into_iter().map(|(_, i)| i).collect(),
         pre_start,
         pre,
         owned,
-    };
-    match topological_order(tasks, &resolved) {
-        Ok(order) if problems.is_empty() => Ok(Structure { resolved, order }),
-        Ok(_) => Err(PlanValidationError::new(stage, problems)),
-        Err(cycles) => {
-            problems.extend(cycles);
-            Err(PlanValidationError::new(stage, problems))
-        }
     }
 }
 

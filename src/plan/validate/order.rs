@@ -21,6 +21,36 @@ pub(crate) fn topological_order(
     tasks: &[PlannedTask],
     resolved: &Resolved,
 ) -> Result<Vec<u32>, Vec<PlanProblem>> {
+    kahn(resolved).map_err(|stuck| {
+        cycles(
+            &stuck.indegree,
+            &resolved.pre_start,
+            &resolved.pre,
+            &stuck.rank,
+        )
+        .into_iter()
+        .map(|path| PlanProblem::Cycle {
+            path: path.iter().map(|&i| tasks[i as usize].id.clone()).collect(),
+        })
+        .collect()
+    })
+}
+
+/// [`topological_order`] on the integer structure alone, for a plan whose tasks are not
+/// built yet (consolidation orders the merged plan before it merges the tasks): `None` when
+/// the graph has a cycle.
+pub(crate) fn order_positions(resolved: &Resolved) -> Option<Vec<u32>> {
+    kahn(resolved).ok()
+}
+
+/// What Kahn's algorithm leaves when a cycle blocks it: the remaining in-degrees (non-zero
+/// exactly on the blocked tasks) and the id rank of every task, which the cycle report needs.
+struct Stuck {
+    indegree: Vec<u32>,
+    rank: Vec<u32>,
+}
+
+fn kahn(resolved: &Resolved) -> Result<Vec<u32>, Stuck> {
     let n = resolved.pre_start.len().saturating_sub(1);
     let Resolved {
         by_id,
@@ -71,12 +101,7 @@ pub(crate) fn topological_order(
     if order.len() == n {
         return Ok(order);
     }
-    Err(cycles(&indegree, pre_start, pre, &rank)
-        .into_iter()
-        .map(|path| PlanProblem::Cycle {
-            path: path.iter().map(|&i| tasks[i as usize].id.clone()).collect(),
-        })
-        .collect())
+    Err(Stuck { indegree, rank })
 }
 
 /// The first 16 bytes of `id`, zero-padded, as a big-endian number: ordering by it agrees
