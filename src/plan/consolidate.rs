@@ -103,11 +103,16 @@ pub(crate) fn consolidate(
     pre_start.push(0);
     // Whether an edge between two tasks of one merge group was dropped (see above).
     let mut dropped_inner_edge = false;
+    // The tasks whose lists the merge changes: survivors, and tasks with an edge to a merged
+    // task.
+    let mut touched = vec![false; n];
     for i in (0..n).filter(|&i| !merged_away[i]) {
         let start = pre.len();
         let own = new_position[i];
+        let mut repointed = !members_of[i].is_empty();
         for &m in std::iter::once(&i).chain(members_of[i]) {
             for &j in resolved.prerequisites(m) {
+                repointed |= merged_away[j as usize];
                 let j = moved(j);
                 if j == own {
                     dropped_inner_edge = true;
@@ -116,7 +121,12 @@ pub(crate) fn consolidate(
                 }
             }
         }
-        sort_dedup_tail(&mut pre, start);
+        // Kept positions only shift down, in order: an untouched task's list is still
+        // sorted and free of repeats, and only a touched one needs sorting again.
+        if repointed {
+            sort_dedup_tail(&mut pre, start);
+            touched[i] = true;
+        }
         pre_start.push(index(pre.len()));
     }
     let by_id: Vec<u32> = resolved
@@ -143,18 +153,7 @@ pub(crate) fn consolidate(
         }
     }
 
-    // The same merge on the tasks themselves. Only survivors and tasks with an edge to a
-    // merged task need re-pointing, and the integer structure says which.
-    let touched: Vec<bool> = (0..n)
-        .map(|i| {
-            !merged_away[i]
-                && (!members_of[i].is_empty()
-                    || resolved
-                        .prerequisites(i)
-                        .iter()
-                        .any(|&j| merged_away[j as usize]))
-        })
-        .collect();
+    // The same merge on the tasks themselves. Only the touched tasks need re-pointing.
     let mut renamed: HashMap<TaskId, TaskId> = HashMap::new();
     for group in &merges {
         let survivor = group[0];

@@ -91,13 +91,21 @@ pub(crate) fn analyse_unordered(
 fn resolve(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) -> Resolved {
     let n = tasks.len();
 
-    // Intern ids to dense indices once; every later step works on integers.
+    // Intern ids to dense indices once; every later step works on integers. The same pass
+    // keys each id for the sort by id and indexes it by allocation (below), while its text
+    // is in cache: on a large plan every read of an id's text is a cache miss.
     let mut ids: HashMap<&str, u32> = HashMap::with_capacity(n);
+    let mut by_allocation: HashMap<usize, u32> = HashMap::with_capacity(n);
+    let mut keyed: Vec<(u128, u32)> = Vec::with_capacity(n);
     let mut duplicates: BTreeMap<&TaskId, usize> = BTreeMap::new();
+    let mut edges = 0;
     for (i, task) in tasks.iter().enumerate() {
+        edges += task.depends_on.len();
         if ids.insert(task.id.as_str(), index(i)).is_some() {
             *duplicates.entry(&task.id).or_insert(1) += 1;
         }
+        by_allocation.insert(task.id.allocation(), index(i));
+        keyed.push((id_prefix(&task.id), index(i)));
     }
     let has_duplicates = !duplicates.is_empty();
     if has_duplicates {
@@ -121,27 +129,23 @@ fn resolve(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) -> Resolved {
     // found by the address of the shared text, they resolve without reading it, which on a
     // large plan is a cache miss per read. With a duplicated id the first task with it must
     // win, which only the text lookup knows, so then every prerequisite takes that path.
-    let by_allocation: HashMap<usize, u32> = if has_duplicates {
-        HashMap::new()
-    } else {
-        let mut map = HashMap::with_capacity(n);
-        map.extend(
-            tasks
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (t.id.allocation(), index(i))),
-        );
-        map
-    };
+    if has_duplicates {
+        by_allocation.clear();
+    }
     let resolve = |dep: &TaskId| {
         by_allocation
             .get(&dep.allocation())
             .or_else(|| ids.get(dep.as_str()))
     };
+    // Module lanes by module, gathered in the pass over the prerequisites.
+    let mut providers: BTreeMap<&ModuleName, Vec<&TaskId>> = BTreeMap::new();
     let mut pre_start = Vec::with_capacity(n + 1);
-    let mut pre: Vec<u32> = Vec::with_capacity(tasks.iter().map(|t| t.depends_on.len()).sum());
+    let mut pre: Vec<u32> = Vec::with_capacity(edges);
     pre_start.push(0);
     for (i, task) in tasks.iter().enumerate() {
+        if let Some(module) = task.kind.provides() {
+            providers.entry(module).or_default().push(&task.id);
+        }
         let start = pre.len();
         for dep in &task.depends_on {
             match resolve(dep) {
@@ -181,12 +185,6 @@ fn resolve(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) -> Resolved {
         }
     }
 
-    let mut providers: BTreeMap<&ModuleName, Vec<&TaskId>> = BTreeMap::new();
-    for task in tasks {
-        if let Some(module) = task.kind.provides() {
-            providers.entry(module).or_default().push(&task.id);
-        }
-    }
     for (module, mut owners) in providers {
         if owners.len() > 1 {
             owners.sort_unstable();
@@ -200,11 +198,6 @@ fn resolve(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) -> Resolved {
     let owned = ownership_problems(tasks, problems);
 
     // Sorting on a 16-byte prefix first keeps most comparisons off the heap.
-    let mut keyed: Vec<(u128, u32)> = tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (id_prefix(&t.id), index(i)))
-        .collect();
     keyed.sort_unstable_by(|a, b| {
         a.0.cmp(&b.0)
             .then_with(|| tasks[a.1 as usize].id.cmp(&tasks[b.1 as usize].id))
