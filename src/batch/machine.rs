@@ -752,17 +752,20 @@ impl LowestFirst {
         self.len == 0
     }
 
-    pub(super) fn insert(&mut self, position: usize) {
+    /// Adds `position`; whether it was not in the set yet.
+    pub(super) fn insert(&mut self, position: usize) -> bool {
         let (word, bit) = (position / 64, 1u64 << (position % 64));
         if word >= self.words.len() {
             // Positions come from the plan the set was sized for; grow rather than lose one.
             self.words.resize(word + 1, 0);
         }
-        if self.words[word] & bit == 0 {
-            self.words[word] |= bit;
-            self.len += 1;
-            self.first = self.first.min(word);
+        if self.words[word] & bit != 0 {
+            return false;
         }
+        self.words[word] |= bit;
+        self.len += 1;
+        self.first = self.first.min(word);
+        true
     }
 
     pub(super) fn pop_first(&mut self) -> Option<usize> {

@@ -454,7 +454,9 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
             slots: vec![None; slots],
             free: {
                 let mut free = LowestFirst::with_positions(slots);
-                (0..slots).for_each(|slot| free.insert(slot));
+                for slot in 0..slots {
+                    free.insert(slot);
+                }
                 free
             },
             accepted,

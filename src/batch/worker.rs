@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::candidate::{AcceptedOutput, Candidate, Rejection};
 use super::evidence::event::ClosureSettlement;
 use super::journal::JournalError;
+use super::machine::LowestFirst;
 use crate::closure::{AgentError, AgentErrorKind, ClosureRecord};
 use crate::id::digest::{Canonical, CanonicalHasher};
 use crate::plan::PlannedTask;
@@ -459,34 +460,21 @@ pub(crate) fn transitive_inputs<'a>(
     prerequisites_of: impl Fn(usize) -> &'a [usize],
     accepted_at: impl Fn(usize) -> Option<(&'a TaskId, &'a AcceptedOutput)>,
 ) -> Vec<(&'a TaskId, &'a AcceptedOutput)> {
-    // Prerequisites sit at lower positions, so one bit per position below this one marks
-    // what was seen, and reading the bits upwards gives topological order without a sort
-    // (every call of a long chain walks all its ancestors: this is the cheap form of it).
-    let mut seen = vec![0u64; position / 64 + 1];
+    // Prerequisites sit at lower positions: a bit per position marks what was seen, and
+    // taking the bits lowest first gives topological order without a sort (every call of a
+    // long chain walks all its ancestors: this is the cheap form of it).
+    let mut seen = LowestFirst::with_positions(position + 1);
     let mut todo = vec![position];
     while let Some(p) = todo.pop() {
         for &q in prerequisites_of(p) {
-            if q / 64 >= seen.len() {
-                // Not in a validated plan's order; still an input, never dropped.
-                seen.resize(q / 64 + 1, 0);
-            }
-            let bit = 1u64 << (q % 64);
-            if seen[q / 64] & bit == 0 {
-                seen[q / 64] |= bit;
+            if seen.insert(q) {
                 todo.push(q);
             }
         }
     }
-    let mut inputs = Vec::new();
-    for (w, &word) in seen.iter().enumerate() {
-        let mut rest = word;
-        while rest != 0 {
-            let bit = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
-            inputs.extend(accepted_at(w * 64 + bit));
-        }
-    }
-    inputs
+    std::iter::from_fn(|| seen.pop_first())
+        .filter_map(accepted_at)
+        .collect()
 }
 
 impl std::fmt::Debug for dyn FixLedger + '_ {

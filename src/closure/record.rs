@@ -332,7 +332,7 @@ impl ClosureRecord {
             serde_json::from_str(json).map_err(|e| ClosureRecordError::Unreadable {
                 message: e.to_string(),
             })?;
-        if record.to_json() != json {
+        if record.as_json() != json {
             return Err(ClosureRecordError::NonCanonical);
         }
         Ok(record)

@@ -164,7 +164,7 @@ impl FileBackend {
 
     /// The file that holds `channel`'s log.
     pub fn path_for(&self, channel: &ChannelId) -> PathBuf {
-        channel_file(&self.dir, JOURNAL_FILE_NAME, channel, "journal")
+        journal_file(&self.dir, channel)
     }
 
     fn file(&mut self, channel: &ChannelId) -> Result<&mut File, BackendError> {
@@ -187,7 +187,7 @@ impl FileBackend {
         match self.open.get_mut(channel) {
             Some(file) => Ok(file),
             None => Err(BackendError::Io {
-                path: channel_file(&self.dir, JOURNAL_FILE_NAME, channel, "journal"),
+                path: journal_file(&self.dir, channel),
                 source: io::Error::other("append handle vanished"),
             }),
         }
@@ -406,11 +406,19 @@ impl LogBackend for CrashBackend {
     }
 }
 
+/// The file in `dir` that holds `channel`'s journal (the key it is named by cannot change
+/// without losing every existing journal).
+fn journal_file(dir: &Path, channel: &ChannelId) -> PathBuf {
+    channel_file(
+        dir,
+        "kleene channel journal file name v1",
+        channel,
+        "journal",
+    )
+}
+
 /// The file in `dir` that holds `channel`'s data: a digest of the id under `context` plus
 /// `extension`, so no channel id can name a path outside `dir`.
-/// The key a channel's journal file is named by (changing it loses every existing journal).
-const JOURNAL_FILE_NAME: &str = "kleene channel journal file name v1";
-
 fn channel_file(dir: &Path, context: &str, channel: &ChannelId, extension: &str) -> PathBuf {
     let name = blake3::Hasher::new_derive_key(context)
         .update(channel.as_str().as_bytes())

@@ -55,15 +55,11 @@ pub(crate) fn analyse(
     tasks: &[PlannedTask],
     stage: ValidationStage,
 ) -> Result<Structure, PlanValidationError> {
-    let mut problems = Vec::new();
-    let resolved = resolve(tasks, &mut problems);
+    // With another rule broken, `analyse_unordered` already reports the cycles too.
+    let resolved = analyse_unordered(tasks, stage)?;
     match topological_order(tasks, &resolved) {
-        Ok(order) if problems.is_empty() => Ok(Structure { resolved, order }),
-        Ok(_) => Err(PlanValidationError::new(stage, problems)),
-        Err(cycles) => {
-            problems.extend(cycles);
-            Err(PlanValidationError::new(stage, problems))
-        }
+        Ok(order) => Ok(Structure { resolved, order }),
+        Err(cycles) => Err(PlanValidationError::new(stage, cycles)),
     }
 }
 
