@@ -866,6 +866,20 @@ fn answer(inv: &Invocation<'_>, interrupt: &Interrupt) -> Answer {
 /// writes after its answer.
 fn sweep_namespace() {
     loop {
+        // Every process of the namespace descends from its init, and an orphan becomes the
+        // init's child: with no child left (the usual case, the command's leader already
+        // reaped) nothing else runs here, and the kill, which the kernel answers by walking
+        // every process of the machine, is not needed.
+        match waitpid(
+            Pid::from_raw(-1),
+            Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL),
+        ) {
+            Err(Errno::ECHILD) => return,
+            // Reaped one that had already ended: look again.
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(_) => return,
+        }
         let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
         // Orphans become the init's children as their parents die: wait until none is left.
         match waitpid(Pid::from_raw(-1), None) {
