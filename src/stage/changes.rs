@@ -8,7 +8,7 @@ use std::os::fd::OwnedFd;
 use foldhash::{HashSet, HashSetExt};
 use rustix::fs::{Mode, OFlags};
 
-use super::walk::{Walk, left_by_the_call, open_dir_beneath};
+use super::walk::{Walk, left_by_the_call, open_dir_beneath, written_by_path};
 use super::{ScratchRule, Stage, StageError, WalkResult};
 use crate::plan::path::AdmittedPath;
 
@@ -84,6 +84,7 @@ impl Stage {
             refreshed,
             ..
         } = walk;
+        let written = written_by_path(written);
         // Inputs the walk could have found changed: every one, or those it examined.
         let candidates: Box<dyn Iterator<Item = &AdmittedPath>> = match &examined {
             Some(examined) => Box::new(examined.iter().copied()),
@@ -130,7 +131,7 @@ impl Stage {
             .collect();
         deleted.sort_unstable();
         Ok(StageChanges {
-            written: walk.written,
+            written: written_by_path(walk.written),
             deleted,
             refused: walk.refused,
         })

@@ -290,17 +290,13 @@ impl Projection<'_> {
         FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
             && st.st_nlink == 1
             && u64::try_from(st.st_size).ok() == u64::try_from(content.len()).ok()
-            && self.set_mode(&fd, self.modes.file)
+            && give_mode(&fd, st.st_mode, self.modes.file)
             && reads_as(fd, content)
     }
 
     /// Gives `fd` `mode` unless it has it; false where it cannot.
     fn set_mode(&self, fd: &OwnedFd, mode: u32) -> bool {
-        match rustix::fs::fstat(fd) {
-            Ok(st) if st.st_mode & 0o7777 == mode => true,
-            Ok(_) => rustix::fs::fchmod(fd, Mode::from_raw_mode(mode)).is_ok(),
-            Err(_) => false,
-        }
+        rustix::fs::fstat(fd).is_ok_and(|st| give_mode(fd, st.st_mode, mode))
     }
 
     /// Writes one accepted file into directory `at`, unless it already holds its bytes.
@@ -355,6 +351,11 @@ fn open_file(dir: &OwnedFd, name: &str) -> Option<OwnedFd> {
         Mode::empty(),
     )
     .ok()
+}
+
+/// Gives `fd`, whose mode is `now`, `mode` unless it has it; false where it cannot.
+fn give_mode(fd: &OwnedFd, now: u32, mode: u32) -> bool {
+    now & 0o7777 == mode || rustix::fs::fchmod(fd, Mode::from_raw_mode(mode)).is_ok()
 }
 
 /// Whether the file open at `fd` reads as exactly `content`.
