@@ -389,7 +389,7 @@ impl ShellAgent<'_> {
         // read or a command of this call may still be writing into it.
         if changes.is_ok() && !self.rt.commands_can_outlive_calls {
             self.spare = Some(stage);
-        } else if let Err(err) = stage.discard() {
+        } else if let Err(err) = stage.discard_linked_from(&self.rt.store) {
             self.say(&format!("failed to remove a stage: {}", Chain(&err)));
         }
         changes

@@ -211,6 +211,19 @@ struct FileIdentity {
     ctime: (i64, i64),
 }
 
+impl FileIdentity {
+    /// Whether `later` is this file with nothing moved but its change time (forward): what a
+    /// link made to it or removed from it does, and no write does (a write moves the
+    /// modification time, and usually the size).
+    fn moved_only_change_time_to(&self, later: &FileIdentity) -> bool {
+        self.dev == later.dev
+            && self.ino == later.ino
+            && self.size == later.size
+            && self.mtime == later.mtime
+            && self.ctime <= later.ctime
+    }
+}
+
 // The field types of `struct stat` differ between architectures; the casts are lossless on
 // every one kleene builds for.
 #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
@@ -307,6 +320,19 @@ impl Stage {
     /// [`StageError::Io`] when it cannot be removed.
     pub fn discard(self) -> Result<(), StageError> {
         sweep::remove_stage(&self.root)
+    }
+
+    /// [`discard`](Self::discard), telling `store` (the store the stage was linked from)
+    /// that the links removed were kleene's own: removing a link moves its object's change
+    /// time, and without this the next stage to link the object would read and hash it
+    /// again, every object of every input, when each call gets a fresh stage.
+    pub(crate) fn discard_linked_from(self, store: &ObjectStore) -> Result<(), StageError> {
+        let digests: Vec<Digest> = self.inputs.values().map(|s| s.digest).collect();
+        sweep::remove_stage(&self.root)?;
+        for digest in &digests {
+            store.relinked(digest);
+        }
+        Ok(())
     }
 }
 

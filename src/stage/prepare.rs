@@ -118,12 +118,14 @@ impl Stage {
             fs::create_dir_all(parent).map_err(StageError::io(parent))?;
             made_dirs.insert(parent.to_owned());
         }
-        if let Err(e) = fs::hard_link(&object, &target) {
-            // Another file system, a link-count limit or a file system without links: copy.
-            if e.kind() == io::ErrorKind::AlreadyExists {
+        match fs::hard_link(&object, &target) {
+            // The link moved the object's change time: kleene's own doing, not a write.
+            Ok(()) => store.relinked(&digest),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(StageError::io(&target)(e));
             }
-            fs::write(&target, input.content).map_err(StageError::io(&target))?;
+            // Another file system, a link-count limit or a file system without links: copy.
+            Err(_) => fs::write(&target, input.content).map_err(StageError::io(&target))?,
         }
         if self
             .inputs

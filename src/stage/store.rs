@@ -71,6 +71,24 @@ impl ObjectStore {
         }
     }
 
+    /// Notes that kleene itself just linked the object for `digest` into a stage or removed
+    /// such a link, which moves the object's change time and nothing else: the object stays
+    /// verified when nothing else about it moved since it was. Anything else moved (its
+    /// bytes, size or modification time, another file at its name) leaves it to be verified
+    /// again when it is next used.
+    pub(super) fn relinked(&self, digest: &Digest) {
+        let Ok(st) = rustix::fs::lstat(self.path_of(digest)) else {
+            return;
+        };
+        let now = identity(&st);
+        if let Ok(mut map) = self.verified.lock()
+            && let Some(known) = map.get_mut(digest)
+            && known.moved_only_change_time_to(&now)
+        {
+            *known = now;
+        }
+    }
+
     /// The object file holding `content` (whose blake3 is `digest`), written if missing.
     pub(super) fn ensure(&self, digest: Digest, content: &[u8]) -> Result<PathBuf, StageError> {
         let path = self.path_of(&digest);
@@ -154,6 +172,67 @@ mod tests {
         )
         .unwrap();
         assert_eq!(fs::read(stage.root().join("a.txt")).unwrap(), b"true");
+    }
+
+    /// Each stage's links move their objects' change time; kleene's own links and their
+    /// removal must not make the next stage read and hash every object again (with a fresh
+    /// stage per call that was most of what a call of a long chain cost).
+    #[test]
+    fn an_object_a_stage_linked_and_released_needs_no_second_reading() {
+        let (tmp, store) = setup();
+        let a = p("a.txt");
+        let digest = Digest::from(blake3::hash(b"true"));
+        let object = store.dir().join(digest.to_string());
+        for round in 0..3 {
+            let stage = Stage::prepare(
+                tmp.path().join(format!("s{round}")),
+                &store,
+                [StageInput::with_digest(&a, b"true", digest)],
+            )
+            .unwrap();
+            assert!(
+                store.is_verified(&digest, &object),
+                "after linking, round {round}"
+            );
+            stage.discard_linked_from(&store).unwrap();
+            assert!(
+                store.is_verified(&digest, &object),
+                "after removal, round {round}"
+            );
+        }
+    }
+
+    /// What kleene's own links are forgiven is their change time only, and only at the
+    /// moment they are made: bytes changed in place afterwards, the size and modification
+    /// time put back as they were, still move the change time, and the next stage gets the
+    /// true bytes.
+    #[test]
+    fn an_object_changed_in_place_with_its_times_put_back_is_verified_again() {
+        let (tmp, store) = setup();
+        let a = p("a.txt");
+        let digest = Digest::from(blake3::hash(b"true"));
+        let object = store.dir().join(digest.to_string());
+        let first = Stage::prepare(
+            tmp.path().join("s1"),
+            &store,
+            [StageInput::with_digest(&a, b"true", digest)],
+        )
+        .unwrap();
+        first.discard_linked_from(&store).unwrap();
+        let modified = fs::metadata(&object).unwrap().modified().unwrap();
+        fs::set_permissions(&object, fs::Permissions::from_mode(0o644)).unwrap();
+        let mut file = fs::OpenOptions::new().write(true).open(&object).unwrap();
+        file.write_all(b"ture").unwrap();
+        file.set_modified(modified).unwrap();
+        drop(file);
+        assert_eq!(fs::metadata(&object).unwrap().modified().unwrap(), modified);
+        let second = Stage::prepare(
+            tmp.path().join("s2"),
+            &store,
+            [StageInput::with_digest(&a, b"true", digest)],
+        )
+        .unwrap();
+        assert_eq!(fs::read(second.root().join("a.txt")).unwrap(), b"true");
     }
 
     /// An object verified once was trusted by name for the rest of the process: a call that
