@@ -79,7 +79,7 @@ impl Stage {
         let linked = inputs
             .into_iter()
             .try_for_each(|input| stage.link(store, input, &mut made_dirs))
-            .and_then(|()| stage.record_identities());
+            .and_then(|()| stage.record_identities(store));
         if let Err(e) = linked {
             let _ = fs::remove_dir_all(&stage.root);
             return Err(e);
@@ -89,11 +89,15 @@ impl Stage {
 
     /// Records every input's identity once all are linked: inputs with the same content share
     /// one object, and each link moves the shared inode's change time.
-    fn record_identities(&mut self) -> Result<(), StageError> {
+    /// The links moved their objects' change time: kleene's own doing, which the store is
+    /// told with what the links show (one look at each file serves both).
+    fn record_identities(&mut self, store: &ObjectStore) -> Result<(), StageError> {
         for (path, staged) in &mut self.inputs {
             let target = self.root.join(path.as_str());
             let st = rustix::fs::lstat(&target).map_err(|e| StageError::io(&target)(e.into()))?;
-            staged.identity = Some(identity(&st));
+            let now = identity(&st);
+            store.relinked_as(&staged.digest, now);
+            staged.identity = Some(now);
         }
         Ok(())
     }
@@ -119,8 +123,7 @@ impl Stage {
             made_dirs.insert(parent.to_owned());
         }
         match fs::hard_link(&object, &target) {
-            // The link moved the object's change time: kleene's own doing, not a write.
-            Ok(()) => store.relinked(&digest),
+            Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(StageError::io(&target)(e));
             }
@@ -289,7 +292,9 @@ impl Stage {
                 let target = self.root.join(path.as_str());
                 let st =
                     rustix::fs::lstat(&target).map_err(|e| StageError::io(&target)(e.into()))?;
-                staged.identity = Some(identity(&st));
+                let now = identity(&st);
+                store.relinked_as(&staged.digest, now);
+                staged.identity = Some(now);
             }
         }
         Ok((self, newly))

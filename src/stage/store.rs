@@ -77,10 +77,14 @@ impl ObjectStore {
     /// bytes, size or modification time, another file at its name) leaves it to be verified
     /// again when it is next used.
     pub(super) fn relinked(&self, digest: &Digest) {
-        let Ok(st) = rustix::fs::lstat(self.path_of(digest)) else {
-            return;
-        };
-        let now = identity(&st);
+        if let Ok(st) = rustix::fs::lstat(self.path_of(digest)) {
+            self.relinked_as(digest, identity(&st));
+        }
+    }
+
+    /// [`relinked`](Self::relinked), with the identity a link to the object shows now (a
+    /// stage's file that is a copy has another inode, and changes nothing).
+    pub(super) fn relinked_as(&self, digest: &Digest, now: FileIdentity) {
         if let Ok(mut map) = self.verified.lock()
             && let Some(known) = map.get_mut(digest)
             && known.moved_only_change_time_to(&now)
