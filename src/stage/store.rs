@@ -19,6 +19,10 @@ use crate::id::digest::Digest;
 /// size, modification and change times) stays what it was when it was verified, until
 /// [`ObjectStore::forget`]. A write through a link a stage holds moves the identity, so the
 /// object is verified again (and replaced) even when the stage no longer shows the link.
+/// The one move forgiven is kleene's own: linking an object into a stage, or removing such
+/// a link, moves its change time, and the store takes the new one as verified at that
+/// moment when nothing else about the file moved (so a fresh stage per call does not read
+/// every input's bytes again).
 #[derive(Debug)]
 pub struct ObjectStore {
     dir: PathBuf,
