@@ -232,11 +232,12 @@ impl Stage {
         }
         let refreshed: HashMap<AdmittedPath, FileIdentity> = walk.refreshed.into_iter().collect();
         // Kept in place: most inputs stay, and the map is neither rebuilt nor searched.
-        let mut removed: Vec<(AdmittedPath, bool)> = Vec::new();
+        // Each removed input, and its object when it still held its link unchanged.
+        let mut removed: Vec<(AdmittedPath, Option<Digest>)> = Vec::new();
         self.inputs.retain(|path, staged| {
             if walk.dropped.contains(path) {
                 // Changed or deleted: gone with the leftovers.
-                removed.push((path.clone(), false));
+                removed.push((path.clone(), None));
                 return false;
             }
             if let Some(now) = refreshed.get(path) {
@@ -248,36 +249,54 @@ impl Stage {
                     true
                 }
                 _ => {
-                    removed.push((path.clone(), true));
+                    removed.push((path.clone(), Some(staged.digest)));
                     false
                 }
             }
         });
-        for (path, present) in &removed {
-            if *present {
+        let mut released = HashSet::new();
+        for (path, object) in &removed {
+            if let Some(digest) = object {
                 remove_beneath(&root_fd, path.as_str().as_bytes(), &self.root)?;
+                released.insert(*digest);
             }
             // A directory it leaves empty goes too, so every directory of the stage holds an
             // input (and is watched).
             prune_empty_parents(&root_fd, path.as_str());
+        }
+        // The removed links moved their objects' change time: kleene's own doing, so the
+        // next stage to link one does not read it again.
+        for digest in &released {
+            store.relinked(digest);
         }
         let missing = wanted
             .into_values()
             .filter(|(_, _, held)| !held)
             .map(|(input, digest, _)| (input, digest))
             .collect();
-        self.link_missing(store, missing)
+        self.link_missing_after(store, missing, released)
     }
 
     /// Links every wanted input the stage does not hold, then records identities again where
     /// a link moved them.
     fn link_missing(
+        self,
+        store: &ObjectStore,
+        missing: Vec<(StageInput<'_>, Digest)>,
+    ) -> Result<(Self, Vec<AdmittedPath>), StageError> {
+        self.link_missing_after(store, missing, HashSet::new())
+    }
+
+    /// [`link_missing`](Self::link_missing) once links to the objects `released` were
+    /// removed, which moved the identity of every input still sharing one.
+    fn link_missing_after(
         mut self,
         store: &ObjectStore,
         mut missing: Vec<(StageInput<'_>, Digest)>,
+        released: HashSet<Digest>,
     ) -> Result<(Self, Vec<AdmittedPath>), StageError> {
         let mut made_dirs: HashSet<PathBuf> = HashSet::new();
-        let mut linked = HashSet::new();
+        let mut linked = released;
         // Linked in path order, so directories are made before what they hold.
         missing.sort_unstable_by(|a, b| a.0.path.cmp(b.0.path));
         let mut newly = Vec::with_capacity(missing.len());
@@ -286,7 +305,7 @@ impl Stage {
             linked.insert(digest);
             newly.push(input.path.clone());
         }
-        // A link moves the change time of every file sharing its object.
+        // A link made or removed moves the change time of every file sharing its object.
         for (path, staged) in &mut self.inputs {
             if staged.identity.is_none() || linked.contains(&staged.digest) {
                 let target = self.root.join(path.as_str());
@@ -376,6 +395,34 @@ mod tests {
         .unwrap_err();
         assert!(err.io_error().is_some(), "{err}");
         assert!(!other.exists());
+    }
+
+    /// A reused stage that no longer wants an input removes its link, which moves the
+    /// object's change time: kleene's own doing, so the object stays verified and the next
+    /// stage to want it again does not read it.
+    #[test]
+    fn an_input_a_reused_stage_lets_go_of_stays_verified_in_the_store() {
+        let (tmp, store) = setup();
+        let (a, b) = (p("a.txt"), p("b.txt"));
+        let kept = Digest::from(blake3::hash(b"kept"));
+        let released = Digest::from(blake3::hash(b"released"));
+        let stage = Stage::prepare(
+            tmp.path().join("s"),
+            &store,
+            [
+                StageInput::with_digest(&a, b"kept", kept),
+                StageInput::with_digest(&b, b"released", released),
+            ],
+        )
+        .unwrap();
+        stage.changes(&()).unwrap();
+        let stage = stage
+            .reuse(&store, [StageInput::with_digest(&a, b"kept", kept)])
+            .unwrap();
+        assert!(!stage.root().join("b.txt").exists());
+        let object = store.dir().join(released.to_string());
+        assert!(store.is_verified(&released, &object));
+        assert!(store.is_verified(&kept, &store.dir().join(kept.to_string())));
     }
 
     #[test]

@@ -54,7 +54,7 @@ impl ObjectStore {
     }
 
     /// Whether the object at `path` is the file verified for `digest`, unchanged since.
-    fn is_verified(&self, digest: &Digest, path: &Path) -> bool {
+    pub(super) fn is_verified(&self, digest: &Digest, path: &Path) -> bool {
         let Some(verified) = self
             .verified
             .lock()
