@@ -166,19 +166,29 @@ mod tests {
     use super::super::{Stage, StageInput};
     use super::*;
 
+    /// The digest of the bytes every test stages, `true`.
+    fn true_digest() -> Digest {
+        Digest::from(blake3::hash(b"true"))
+    }
+
+    /// A new stage `name` under `dir` holding `a.txt` with the bytes `true`.
+    fn stage_true(dir: &Path, store: &ObjectStore, name: &str) -> Stage {
+        let a = p("a.txt");
+        Stage::prepare(
+            dir.join(name),
+            store,
+            [StageInput::with_digest(&a, b"true", true_digest())],
+        )
+        .unwrap()
+    }
+
     #[test]
     fn a_damaged_object_is_rewritten_from_the_true_bytes() {
         let (tmp, store) = setup();
-        let a = p("a.txt");
-        let digest = Digest::from(blake3::hash(b"true"));
+        let digest = true_digest();
         let object = store.dir().join(digest.to_string());
         fs::write(&object, "torn").unwrap();
-        let stage = Stage::prepare(
-            tmp.path().join("s"),
-            &store,
-            [StageInput::with_digest(&a, b"true", digest)],
-        )
-        .unwrap();
+        let stage = stage_true(tmp.path(), &store, "s");
         assert_eq!(fs::read(stage.root().join("a.txt")).unwrap(), b"true");
     }
 
@@ -188,16 +198,10 @@ mod tests {
     #[test]
     fn an_object_a_stage_linked_and_released_needs_no_second_reading() {
         let (tmp, store) = setup();
-        let a = p("a.txt");
-        let digest = Digest::from(blake3::hash(b"true"));
+        let digest = true_digest();
         let object = store.dir().join(digest.to_string());
         for round in 0..3 {
-            let stage = Stage::prepare(
-                tmp.path().join(format!("s{round}")),
-                &store,
-                [StageInput::with_digest(&a, b"true", digest)],
-            )
-            .unwrap();
+            let stage = stage_true(tmp.path(), &store, &format!("s{round}"));
             assert!(
                 store.is_verified(&digest, &object),
                 "after linking, round {round}"
@@ -217,15 +221,9 @@ mod tests {
     #[test]
     fn an_object_changed_in_place_with_its_times_put_back_is_verified_again() {
         let (tmp, store) = setup();
-        let a = p("a.txt");
-        let digest = Digest::from(blake3::hash(b"true"));
+        let digest = true_digest();
         let object = store.dir().join(digest.to_string());
-        let first = Stage::prepare(
-            tmp.path().join("s1"),
-            &store,
-            [StageInput::with_digest(&a, b"true", digest)],
-        )
-        .unwrap();
+        let first = stage_true(tmp.path(), &store, "s1");
         first.discard_linked_from(&store).unwrap();
         let modified = fs::metadata(&object).unwrap().modified().unwrap();
         fs::set_permissions(&object, fs::Permissions::from_mode(0o644)).unwrap();
@@ -234,12 +232,7 @@ mod tests {
         file.set_modified(modified).unwrap();
         drop(file);
         assert_eq!(fs::metadata(&object).unwrap().modified().unwrap(), modified);
-        let second = Stage::prepare(
-            tmp.path().join("s2"),
-            &store,
-            [StageInput::with_digest(&a, b"true", digest)],
-        )
-        .unwrap();
+        let second = stage_true(tmp.path(), &store, "s2");
         assert_eq!(fs::read(second.root().join("a.txt")).unwrap(), b"true");
     }
 
@@ -250,14 +243,7 @@ mod tests {
     #[test]
     fn an_object_written_after_its_verification_is_verified_again() {
         let (tmp, store) = setup();
-        let a = p("a.txt");
-        let digest = Digest::from(blake3::hash(b"true"));
-        let first = Stage::prepare(
-            tmp.path().join("s1"),
-            &store,
-            [StageInput::with_digest(&a, b"true", digest)],
-        )
-        .unwrap();
+        let first = stage_true(tmp.path(), &store, "s1");
         let linked = first.root().join("a.txt");
         fs::set_permissions(&linked, fs::Permissions::from_mode(0o644)).unwrap();
         fs::OpenOptions::new()
@@ -267,12 +253,7 @@ mod tests {
             .unwrap();
         fs::rename(&linked, first.root().join("moved.txt")).unwrap();
         fs::write(&linked, b"true").unwrap();
-        let second = Stage::prepare(
-            tmp.path().join("s2"),
-            &store,
-            [StageInput::with_digest(&a, b"true", digest)],
-        )
-        .unwrap();
+        let second = stage_true(tmp.path(), &store, "s2");
         assert_eq!(fs::read(second.root().join("a.txt")).unwrap(), b"true");
     }
 }
