@@ -8,7 +8,9 @@ use super::model::{ModuleName, PlannedTask, TaskKind};
 use super::normalize::{dedup_preserving_order, index};
 use super::validate::order::{order_positions, topological_order};
 use super::validate::ownership::{PathEntries, path_hash};
-use super::validate::{PlanValidationError, Resolved, ValidationStage, sort_dedup_tail};
+use super::validate::{
+    PlanValidationError, Resolved, Structure, ValidationStage, ordered, sort_dedup_tail,
+};
 use crate::id::TaskId;
 
 /// The merged plan: its tasks, its structure carried over from the normalised plan's, and
@@ -66,13 +68,9 @@ pub(crate) fn consolidate(
     };
     if merges.is_empty() {
         // The merged plan is the normalised one: its order is the one check left.
-        return match topological_order(&tasks, &resolved) {
-            Ok(order) => Ok((tasks, resolved, Some(order))),
-            Err(cycles) => Err(PlanValidationError::new(
-                ValidationStage::BeforeConsolidation,
-                cycles,
-            )),
-        };
+        let Structure { resolved, order } =
+            ordered(&tasks, resolved, ValidationStage::BeforeConsolidation)?;
+        return Ok((tasks, resolved, Some(order)));
     }
     let n = tasks.len();
     // The survivor of every position (itself unless merged away).

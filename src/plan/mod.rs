@@ -239,15 +239,7 @@ impl Plan<Consolidated> {
             // Consolidation already ordered the merged plan.
             Some((resolved, Some(order))) => validate::Structure { resolved, order },
             Some((resolved, None)) => {
-                match validate::order::topological_order(&self.tasks, &resolved) {
-                    Ok(order) => validate::Structure { resolved, order },
-                    Err(cycles) => {
-                        return Err(PlanValidationError::new(
-                            ValidationStage::AfterConsolidation,
-                            cycles,
-                        ));
-                    }
-                }
+                validate::ordered(&self.tasks, resolved, ValidationStage::AfterConsolidation)?
             }
             None => validate::analyse(&self.tasks, ValidationStage::AfterConsolidation)?,
         };

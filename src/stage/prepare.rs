@@ -88,9 +88,8 @@ impl Stage {
     }
 
     /// Records every input's identity once all are linked: inputs with the same content share
-    /// one object, and each link moves the shared inode's change time.
-    /// The links moved their objects' change time: kleene's own doing, which the store is
-    /// told with what the links show (one look at each file serves both).
+    /// one object, and each link moves the shared inode's change time. That move is kleene's
+    /// own doing, and the same look at each file tells the store so.
     fn record_identities(&mut self, store: &ObjectStore) -> Result<(), StageError> {
         for (path, staged) in &mut self.inputs {
             let target = self.root.join(path.as_str());
@@ -122,13 +121,12 @@ impl Stage {
             fs::create_dir_all(parent).map_err(StageError::io(parent))?;
             made_dirs.insert(parent.to_owned());
         }
-        match fs::hard_link(&object, &target) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+        if let Err(e) = fs::hard_link(&object, &target) {
+            // Another file system, a link-count limit or a file system without links: copy.
+            if e.kind() == io::ErrorKind::AlreadyExists {
                 return Err(StageError::io(&target)(e));
             }
-            // Another file system, a link-count limit or a file system without links: copy.
-            Err(_) => fs::write(&target, input.content).map_err(StageError::io(&target))?,
+            fs::write(&target, input.content).map_err(StageError::io(&target))?;
         }
         if self
             .inputs

@@ -56,7 +56,16 @@ pub(crate) fn analyse(
     stage: ValidationStage,
 ) -> Result<Structure, PlanValidationError> {
     // With another rule broken, `analyse_unordered` already reports the cycles too.
-    let resolved = analyse_unordered(tasks, stage)?;
+    ordered(tasks, analyse_unordered(tasks, stage)?, stage)
+}
+
+/// The structure `resolved` of `tasks` (every rule but acyclicity checked) with its order,
+/// or the cycles as the error of `stage`.
+pub(crate) fn ordered(
+    tasks: &[PlannedTask],
+    resolved: Resolved,
+    stage: ValidationStage,
+) -> Result<Structure, PlanValidationError> {
     match topological_order(tasks, &resolved) {
         Ok(order) => Ok(Structure { resolved, order }),
         Err(cycles) => Err(PlanValidationError::new(stage, cycles)),
