@@ -2,19 +2,23 @@
 //! is sent, so a call pays for one fork instead of a new namespace and two extra programs.
 //!
 //! The host is a program that calls [`serve_host_if_asked`] first thing in its `main` (the
-//! `kleene` binary does), named by [`contain_commands_with`] and started as `setpriv
-//! --pdeathsig KILL -- unshare --pid --fork --kill-child PROGRAM __contained-host` with a
-//! socket as its stdin. A user who may not make a PID namespace (anyone but root, on most
-//! machines) gets one inside a user namespace that maps them to themselves (`unshare --user
-//! --map-current-user`), so files keep their owner. It answers one request at
-//! a time: it runs the command with [`crate::runner`]'s own process-group logic and then,
-//! because it is the namespace's init, kills and reaps every process left in the namespace
-//! (`setsid` children included) before it answers. When kleene dies, even by SIGKILL, the
-//! parent-death signal takes `unshare`, `unshare` takes the host, and the kernel takes every
-//! process of the namespace with it.
+//! `kleene` binary does), named by [`contain_commands_with`] and started as `PROGRAM
+//! __contained-host` with a socket as its stdin, by a thread of kleene's that made a new PID
+//! namespace for the children it starts (`unshare(CLONE_NEWPID)`), so the host is that
+//! namespace's init. A user who may not make a PID namespace (anyone but root, on most
+//! machines) gets one inside a user namespace that maps them to themselves, so files keep their
+//! owner: the program is started as `PROGRAM __contained-host user-namespace KLEENE_PID`, makes
+//! both namespaces (a process must be alone to enter a user namespace, which kleene's threads
+//! are not) and starts the host in them. No other program is needed. The host answers one
+//! request at a time: it runs the command with [`crate::runner`]'s own process-group logic and
+//! then, because it is the namespace's init, kills and reaps every process left in the
+//! namespace (`setsid` children included) before it answers. When kleene dies, even by
+//! SIGKILL, the host's parent-death signal takes it, and the kernel takes every process of the
+//! namespace with it; a kleene that died before that signal was set leaves the host a closed
+//! socket, on which it ends.
 //!
 //! ```text
-//! kleene ──socket── setpriv → unshare ──fork── host (PID 1) ──fork── sh -c COMMAND …
+//! kleene ──socket── host (PID 1) ──fork── sh -c COMMAND …
 //! ```
 //!
 //! Where no PID namespace can be made and no cgroup is writable, the same program is started
@@ -37,16 +41,17 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::closure::verdict::{OutputTail, TailLimits};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sched::{CloneFlags, unshare};
 use nix::sys::prctl;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Pid, getpid, getppid};
+use nix::unistd::{Pid, getgid, getpid, getppid, getuid};
 use serde::{Deserialize, Serialize};
 
 use super::{Finished, GroupRecords, Interrupt, Invocation, RunError, run_here};
@@ -56,6 +61,10 @@ const HOST_ARG: &str = "__contained-host";
 
 /// The argument after [`HOST_ARG`] that makes the host a subreaper; kleene's pid follows.
 const REAPER_ARG: &str = "reaper";
+
+/// The argument after [`HOST_ARG`] that makes the program enter a user namespace of its own
+/// with a PID namespace inside, and start the host there; kleene's pid follows.
+const USER_NAMESPACE_ARG: &str = "user-namespace";
 
 /// How long past a command's grace a subreaper host has to stop when asked, before it is
 /// killed.
@@ -126,10 +135,8 @@ struct Probe {
 
 /// The two kinds of host.
 enum How {
-    /// The init of a PID namespace, through `setpriv` and `unshare` (absolute paths).
+    /// The init of a PID namespace.
     Namespace {
-        setpriv: PathBuf,
-        unshare: PathBuf,
         /// Whether the namespace needs a user namespace of its own: a user without the right
         /// to make a PID namespace may make one inside a user namespace that maps them to
         /// themselves.
@@ -158,17 +165,17 @@ fn probe() -> Option<&'static Probe> {
     PROBED.get_or_init(probe_host).as_ref()
 }
 
-/// The first kind of host worth trying here: a PID namespace where `setpriv` and `unshare`
-/// are found, else (unless cgroups contain commands here) a subreaper.
+/// The first kind of host worth trying here: a PID namespace (inside a user namespace of its
+/// own for anyone but root), else (unless cgroups contain commands here) a subreaper.
 fn first_guess(program: &Path) -> Option<Probe> {
-    let how = match find_tools().filter(|_| NAMESPACES.load(Ordering::SeqCst)) {
-        Some((setpriv, unshare)) => How::Namespace {
-            setpriv,
-            unshare,
-            own_user: false,
-        },
-        None if super::cgroup::available() => return None,
-        None => How::Reaper,
+    let how = if NAMESPACES.load(Ordering::SeqCst) {
+        How::Namespace {
+            own_user: !getuid().is_root(),
+        }
+    } else if super::cgroup::available() {
+        return None;
+    } else {
+        How::Reaper
     };
     Some(Probe {
         program: program.to_owned(),
@@ -183,9 +190,11 @@ fn probe_host() -> Option<Probe> {
     // since. The probing host is kept for the first thread that runs a command.
     let mut host = take_spare().or_else(|| Host::start(&probe).ok());
     if host.is_none()
-        && let How::Namespace { own_user, .. } = &mut probe.how
+        && let How::Namespace { own_user } = &mut probe.how
     {
-        *own_user = true;
+        // Root without the right to make a PID namespace may still make a user namespace
+        // (and a user without may be allowed one after all): try the other way.
+        *own_user = !*own_user;
         host = Host::start(&probe).ok();
     }
     if host.is_none() && matches!(probe.how, How::Namespace { .. }) {
@@ -201,18 +210,6 @@ fn probe_host() -> Option<Probe> {
         .unwrap_or_else(PoisonError::into_inner)
         .push(Spare::Ready(host?));
     Some(probe)
-}
-
-/// `setpriv` and `unshare`, by the `PATH`.
-fn find_tools() -> Option<(PathBuf, PathBuf)> {
-    let find = |name: &str| {
-        std::env::var_os("PATH")
-            .into_iter()
-            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-    };
-    Some((find("setpriv")?, find("unshare")?))
 }
 
 /// A host started ahead of its first command, for any thread.
@@ -245,8 +242,8 @@ fn take_spare() -> Option<Host> {
     }
 }
 
-/// Starts `count` hosts without waiting for them to answer, so that their start (three
-/// programs, some milliseconds each) overlaps what the process does before its first
+/// Starts `count` hosts without waiting for them to answer, so that their start (a program's,
+/// a millisecond or two) overlaps what the process does before its first
 /// commands.
 pub(super) fn start_early(count: usize) {
     let unprobed;
@@ -316,8 +313,11 @@ pub(super) fn run(
 struct Host {
     child: Child,
     socket: UnixStream,
-    /// The process group of `setpriv` → `unshare`, which kleene records from the host's first
-    /// recorded call until the host stops.
+    /// The thread whose children start in the host's namespace, where kleene made it.
+    _keeper: Option<Keeper>,
+    /// The process group of the program kleene started (the host, or the one that made a user
+    /// namespace for it), which kleene records from the host's first recorded call until the
+    /// host stops.
     group: i32,
     /// Whether the host is a subreaper: its commands do not share its group, so it is
     /// stopped by a signal it answers by killing them, not by killing its group.
@@ -330,6 +330,7 @@ struct Host {
 struct Starting {
     child: Child,
     socket: UnixStream,
+    keeper: Option<Keeper>,
     group: i32,
     reaper: bool,
 }
@@ -366,6 +367,7 @@ impl Starting {
         Ok(Host {
             child: self.child,
             socket: self.socket,
+            _keeper: self.keeper,
             group: self.group,
             reaper: self.reaper,
             recorded: None,
@@ -380,37 +382,20 @@ impl Host {
 
     fn spawn(probe: &Probe) -> io::Result<Starting> {
         let (socket, theirs) = UnixStream::pair()?;
-        let mut cmd = match &probe.how {
-            How::Namespace {
-                setpriv,
-                unshare,
-                own_user,
-            } => {
-                let mut cmd = Command::new(setpriv);
-                cmd.args(["--pdeathsig", "KILL", "--"])
-                    .arg(unshare)
-                    // The same user inside, so files keep their owner and `id` says what it
-                    // says.
-                    .args(if *own_user {
-                        &["--user", "--map-current-user"][..]
-                    } else {
-                        &[]
-                    })
-                    .args(["--pid", "--fork", "--kill-child"])
-                    .arg(&probe.program)
-                    .arg(HOST_ARG);
-                cmd
+        let mut cmd = Command::new(&probe.program);
+        cmd.arg(HOST_ARG);
+        // Hosts that set their own parent-death signal check that their parent is still this
+        // process (it may have died in between).
+        match probe.how {
+            How::Namespace { own_user: false } => {}
+            How::Namespace { own_user: true } => {
+                cmd.arg(USER_NAMESPACE_ARG)
+                    .arg(std::process::id().to_string());
             }
             How::Reaper => {
-                // The host sets its own parent-death signal, then checks that its parent is
-                // still this process (it may have died in between).
-                let mut cmd = Command::new(&probe.program);
-                cmd.arg(HOST_ARG)
-                    .arg(REAPER_ARG)
-                    .arg(std::process::id().to_string());
-                cmd
+                cmd.arg(REAPER_ARG).arg(std::process::id().to_string());
             }
-        };
+        }
         // The host must pin no directory a task may want to remove.
         cmd.current_dir("/")
             .process_group(0)
@@ -419,13 +404,20 @@ impl Host {
             .stderr(Stdio::null())
             // Where the run's key lives is none of a command's business.
             .env_remove("KLEENE_SIGNING_KEY");
-        let child = cmd.spawn()?;
-        // The command holds our copy of the host's end: drop it, so a host that dies says so.
-        drop(cmd);
+        // The command holds our copy of the host's end, and both ways of spawning drop it, so
+        // a host that dies says so.
+        let (child, keeper) = match probe.how {
+            How::Namespace { own_user: false } => {
+                let (child, keeper) = Keeper::spawn(cmd)?;
+                (child, Some(keeper))
+            }
+            _ => (cmd.spawn()?, None),
+        };
         let group = child.id().cast_signed();
         Ok(Starting {
             child,
             socket,
+            keeper,
             group,
             reaper: matches!(probe.how, How::Reaper),
         })
@@ -597,6 +589,41 @@ pub(super) fn release() {
     }
 }
 
+/// A thread of kleene's that made a new PID namespace for the children it starts and started
+/// one host in it, the namespace's init. The host's parent-death signal follows the thread
+/// that started it, so the thread lives as long as the host is kept; dropping the keeper ends
+/// it. (A process must be alone to enter a user namespace; a thread may make a PID namespace
+/// for its own children, so no other program is needed.)
+struct Keeper {
+    _keep: mpsc::Sender<()>,
+}
+
+impl Keeper {
+    fn spawn(mut cmd: Command) -> io::Result<(Child, Self)> {
+        let (started_tx, started) = mpsc::sync_channel(1);
+        let (keep, kept) = mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("kleene-host".to_owned())
+            .spawn(move || {
+                // The flag marks this thread only: no other thread's children, kleene's own
+                // included, start in the namespace.
+                let child = unshare(CloneFlags::CLONE_NEWPID)
+                    .map_err(io::Error::from)
+                    .and_then(|()| cmd.spawn());
+                drop(cmd);
+                let started = child.is_ok();
+                if started_tx.send(child).is_ok() && started {
+                    // Until the keeper is dropped: nothing is ever sent.
+                    let _ = kept.recv();
+                }
+            })?;
+        let child = started
+            .recv()
+            .map_err(|_| io::Error::other("the thread that starts the contained host ended"))??;
+        Ok((child, Self { _keep: keep }))
+    }
+}
+
 enum Exchange {
     Interrupted,
     Backstop,
@@ -737,15 +764,59 @@ fn serve() -> ExitCode {
     // only started where no cgroup is writable.
     super::cgroup::disable_cgroups();
     let mut args = std::env::args_os().skip(2);
-    let reaper_of = match (args.next(), args.next()) {
-        (Some(flag), Some(parent)) if flag == REAPER_ARG => {
-            parent.to_str().and_then(|p| p.parse().ok())
+    let (flag, parent) = (args.next(), args.next());
+    let parent = parent.and_then(|p| p.to_str().and_then(|p| p.parse::<i32>().ok()));
+    let served = match (flag, parent) {
+        (Some(flag), Some(parent)) if flag == REAPER_ARG => serve_requests(Some(parent)),
+        (Some(flag), Some(parent)) if flag == USER_NAMESPACE_ARG => {
+            return host_in_own_user_namespace(parent);
         }
-        _ => None,
+        // The init of a namespace kleene's thread made: it goes when that thread does (the
+        // kernel delivers the signal from outside the namespace, which its init cannot
+        // ignore). Had kleene died before this, its end of the socket is closed, and the
+        // first read ends the host.
+        (None, _) => prctl::set_pdeathsig(Signal::SIGKILL)
+            .map_err(io::Error::from)
+            .and_then(|()| serve_requests(None)),
+        _ => Err(io::Error::other(
+            "a contained host's arguments were not understood",
+        )),
     };
-    match serve_requests(reaper_of) {
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::FAILURE,
+    }
+}
+
+/// The first of two processes, where this user may not make a PID namespace alone: enters a
+/// user namespace that maps the user to themselves (files keep their owner, and `id` says what
+/// it says) with a PID namespace inside, starts the host as that namespace's init and waits
+/// for it. It goes when kleene's thread that started it does, and the host goes with it.
+fn host_in_own_user_namespace(parent: i32) -> ExitCode {
+    let run = || -> io::Result<std::process::ExitStatus> {
+        prctl::set_pdeathsig(Signal::SIGKILL)?;
+        // The parent may have died before the signal was set: then it never comes.
+        if getppid().as_raw() != parent {
+            return Err(io::Error::other("kleene ended before its host started"));
+        }
+        let (uid, gid) = (getuid(), getgid());
+        unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID)?;
+        // An unprivileged map of groups needs `setgroups` denied first (kernels before 3.19
+        // have no such file, and need nothing).
+        match std::fs::write("/proc/self/setgroups", "deny") {
+            Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
+            _ => {}
+        }
+        std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+        std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+        // The same program, from the same socket (stdin) in the same process group.
+        Command::new(std::env::current_exe()?)
+            .arg(HOST_ARG)
+            .status()
+    };
+    match run() {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
     }
 }
 

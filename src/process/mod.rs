@@ -29,8 +29,8 @@
 //!
 //! # What outlives a command
 //!
-//! Where the machine allows it (Linux with `setpriv` and `unshare` from util-linux, and the
-//! right to make a PID namespace) and once a program is named that can serve as the host (see
+//! Where the machine allows it (Linux, and the right to make a PID namespace, or a user
+//! namespace with one inside) and once a program is named that can serve as the host (see
 //! [`contain_commands_with`]; the `kleene` binary names itself), commands run inside a
 //! contained host: the init of a PID namespace under a parent-death signal, which kills
 //! and reaps every process a command left behind (including ones that called `setsid` to leave

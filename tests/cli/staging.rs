@@ -1042,6 +1042,35 @@ fn a_setsid_child_dies_with_its_call_where_namespaces_work() {
     assert_no_late_write(tmp.path());
 }
 
+/// A PID namespace needs no program but kleene's own: with a `PATH` that holds only `sh`, a
+/// command still runs as a child of its namespace's init, so its shell is PID 2. kleene used
+/// to start its host through util-linux's `setpriv` and `unshare`, and fell back to a weaker
+/// containment where they were missing.
+#[test]
+fn a_pid_namespace_needs_no_program_but_kleene() {
+    if !namespaces_work() {
+        eprintln!("skipped: no PID namespace on this machine");
+        return;
+    }
+    let tmp = TempDir::new().unwrap();
+    // Beside the plan's directory, whose files kleene copies.
+    let bin = TempDir::new().unwrap();
+    std::os::unix::fs::symlink("/bin/sh", bin.path().join("sh")).unwrap();
+    let plan = one_task(
+        tmp.path(),
+        &["pid.txt"],
+        json!({"run": "echo $$ > pid.txt"}),
+    );
+    let out = kleene(tmp.path())
+        .env("PATH", bin.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let pid = std::fs::read_to_string(tmp.path().join("st/workspace/pid.txt")).unwrap();
+    assert_eq!(pid.trim(), "2", "{}", both(&out));
+}
+
 /// A user who may not make a PID namespace (anyone but root, on most machines) still gets
 /// one, inside a user namespace that maps them to themselves: the probe used to fall back to
 /// process groups for every such user. Run as `nobody` where the tests run as root.

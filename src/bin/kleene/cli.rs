@@ -68,7 +68,7 @@ Commands run as `sh -c` in the stage with KLEENE_PLAN_DIR (the run's read-only c
 plan's files, see `inputs` in `kleene help plan`), KLEENE_WORKSPACE (the stage),
 KLEENE_CACHE_DIR, KLEENE_TASK, KLEENE_SUBTASK, KLEENE_DEPTH, KLEENE_CALL and, for `fix`,
 KLEENE_RECOVERY_SPEC_FILE (every path absolute, whatever --state says). Where Linux allows it commands run in a PID namespace
-(setpriv and unshare from util-linux) whose init, a helper kleene starts once per run, kills
+(inside a user namespace for anyone but root; no other program is needed) whose init, a helper kleene starts once per run, kills
 whatever a command left behind before the call is judged: nothing a command starts outlives
 its call or a killed kleene. Without one, where cgroup v2 is writable (as root in most
 containers), each command runs in a cgroup of its own that kleene kills when it ends, so
