@@ -4,9 +4,8 @@
 # and with -j 2 (state on /dev/shm and on the work disk), and one task writing many files.
 # Each prints its own lines, then a table of every ratio against its target; uptime before
 # and after says how loaded the machine was.
-# Usage: sh benches/cli_all.sh   (KLEENE_BASELINE=/old/kleene adds it to the chain's and the
-# many files' rounds; WORK=DIR puts the chain's state on DIR instead of /dev/shm; MANY=N
-# files, default 100000)
+# Usage: sh benches/cli_all.sh   (KLEENE_BASELINE=/old/kleene adds it to every bench's rounds;
+# WORK=DIR puts the chain's state on DIR instead of /dev/shm; MANY=N files, default 100000)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp)

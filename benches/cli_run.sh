@@ -7,6 +7,10 @@
 # The disk's floor is the script plus one synchronous write per task (dd oflag=dsync), timed
 # in the same rounds: a call's reservation is durable before its command runs.
 # Needs a POSIX shell and GNU date (%N); shows hyperfine's statistics too when it is installed.
+# A run of one no-op task against one `sh -c true`, in the same rounds, gives the fixed cost
+# of a run (starting kleene and its contained host, the state directory, the closing records).
+# KLEENE_BASELINE=/path/to/an/older/kleene also times that binary on /dev/shm in the same
+# rounds, so a change is measured against what it replaced under the same load.
 # Usage: sh benches/cli_run.sh [TASKS]   (ROUNDS=21 by default)
 set -eu
 tasks=${1:-200}
@@ -36,6 +40,8 @@ trap 'rm -rf "$work"' EXIT
         i=$((i + 1))
     done
 } > "$work/script.sh"
+echo '{"inputs": [], "tasks": [{"id": "t0", "kind": {"lane": "config"}, "owner": "shell",
+ "spec": {"intent": "no-op"}, "depends_on": [], "run": "true"}]}' > "$work/one.json"
 "$kleene" validate "$work/plan.json" | head -n 1
 cd "$work"
 shm=$(mktemp -d /dev/shm/kleene-bench.XXXXXX)
@@ -43,7 +49,7 @@ trap 'rm -rf "$work" "$shm"' EXIT
 # The machine is shared and noisy: interleave the three commands round by round and compare
 # their best times (noise only ever adds), then show hyperfine's view for the spread.
 now() { date +%s%N; }
-best_script=0 best_disk=0 best_shm=0 best_pg=0 best_sync=0
+best_script=0 best_disk=0 best_shm=0 best_pg=0 best_sync=0 best_base=0 best_one=0 best_sh=0
 round=0
 while [ "$round" -lt "${ROUNDS:-21}" ]; do
     # The disk's floor: each call's reservation is durable before its command runs, one
@@ -60,6 +66,19 @@ while [ "$round" -lt "${ROUNDS:-21}" ]; do
     KLEENE_CONTAINMENT=process-group "$kleene" run plan.json --state "$shm/st" -j 1 > /dev/null
     t4=$(now)
     s=$((t1 - t0)) d=$((t2 - t1)) m=$((t3 - t2)) g=$((t4 - t3))
+    if [ -n "${KLEENE_BASELINE:-}" ]; then
+        rm -rf "$shm/st"; t5=$(now)
+        "$KLEENE_BASELINE" run plan.json --state "$shm/st" -j 1 > /dev/null; t6=$(now)
+        b=$((t6 - t5))
+        if [ "$best_base" -eq 0 ] || [ "$b" -lt "$best_base" ]; then best_base=$b; fi
+    fi
+    # The fixed cost: one task against one command.
+    rm -rf "$shm/st"; t7=$(now)
+    "$kleene" run one.json --state "$shm/st" -j 1 > /dev/null; t8=$(now)
+    sh -c true; t9=$(now)
+    o=$((t8 - t7)) c=$((t9 - t8))
+    if [ "$best_one" -eq 0 ] || [ "$o" -lt "$best_one" ]; then best_one=$o; fi
+    if [ "$best_sh" -eq 0 ] || [ "$c" -lt "$best_sh" ]; then best_sh=$c; fi
     if [ "$best_script" -eq 0 ] || [ "$s" -lt "$best_script" ]; then best_script=$s; fi
     if [ "$best_disk" -eq 0 ] || [ "$d" -lt "$best_disk" ]; then best_disk=$d; fi
     if [ "$best_shm" -eq 0 ] || [ "$m" -lt "$best_shm" ]; then best_shm=$m; fi
@@ -74,6 +93,12 @@ echo "best of ${ROUNDS:-21} interleaved rounds:" \
 echo "ratio kleene/script: $(echo "$best_disk $best_script" | awk '{ printf "%.2f", $1 / $2 }') (disk)," \
     "$(echo "$best_shm $best_script" | awk '{ printf "%.2f", $1 / $2 }') (/dev/shm)," \
     "$(echo "$best_pg $best_script" | awk '{ printf "%.2f", $1 / $2 }') (/dev/shm, process groups)"
+echo "one task: kleene (/dev/shm) $((best_one / 1000)) us, sh -c true $((best_sh / 1000)) us:" \
+    "a run's fixed cost is about $(((best_one - best_sh) / 1000)) us"
+if [ -n "${KLEENE_BASELINE:-}" ]; then
+    echo "baseline $KLEENE_BASELINE (/dev/shm): $((best_base / 1000000)) ms," \
+        "ratio $(echo "$best_base $best_script" | awk '{ printf "%.2f", $1 / $2 }')"
+fi
 floor=$((best_script + best_sync))
 echo "the disk's floor: the script plus $tasks synchronous writes ($((best_sync / 1000000)) ms," \
     "$((best_sync / tasks / 1000)) us each) = $((floor / 1000000)) ms;" \
