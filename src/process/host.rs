@@ -809,10 +809,13 @@ fn host_in_own_user_namespace(parent: i32) -> ExitCode {
         }
         std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
         std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
-        // The same program, from the same socket (stdin) in the same process group.
-        Command::new(std::env::current_exe()?)
-            .arg(HOST_ARG)
-            .status()
+        // The same program (the file this process runs, even if its path names another by
+        // now), from the same socket (stdin) in the same process group.
+        let mut host = Command::new("/proc/self/exe");
+        if let Some(name) = std::env::args_os().next() {
+            host.arg0(name);
+        }
+        host.arg(HOST_ARG).status()
     };
     match run() {
         Ok(status) if status.success() => ExitCode::SUCCESS,
