@@ -277,10 +277,11 @@ impl StateDir {
         match locked {
             Ok(mut lock) => {
                 let holder = format!("pid {} running `kleene {command}`", std::process::id());
-                // Who holds it is for the refusal message only: a failed write is harmless.
+                // Who holds it is for the refusal message only: a failed write is harmless, and
+                // nothing is synced (another process reads it from the page cache, and after a
+                // crash the lock is free and the name stale).
                 let _ = lock.set_len(0);
                 let _ = lock.write_all(holder.as_bytes());
-                let _ = lock.sync_data();
                 Ok(WriterLock { _lock: lock })
             }
             Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
