@@ -1078,27 +1078,30 @@ fn a_pid_namespace_needs_no_program_but_kleene() {
 fn an_unprivileged_user_is_contained_too() {
     let uid = StdCommand::new("id").arg("-u").output().unwrap();
     let root = text(&uid.stdout).trim() == "0";
-    let tmp = TempDir::new().unwrap();
-    let mut open = std::fs::metadata(tmp.path()).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut open, 0o777);
-    std::fs::set_permissions(tmp.path(), open).unwrap();
-    let plan = setsid_plan(tmp.path());
-    let mut cmd = if root {
-        let mut c = StdCommand::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(env!("CARGO_BIN_EXE_kleene"));
-        c
-    } else {
-        StdCommand::new(env!("CARGO_BIN_EXE_kleene"))
+    // kleene, as `nobody` where the tests run as root, in a directory anyone may write.
+    let unprivileged = |dir: &Path, plan: &Path| {
+        let mut open = std::fs::metadata(dir).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut open, 0o777);
+        std::fs::set_permissions(dir, open).unwrap();
+        let mut cmd = if root {
+            let mut c = StdCommand::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(env!("CARGO_BIN_EXE_kleene"));
+            c
+        } else {
+            StdCommand::new(env!("CARGO_BIN_EXE_kleene"))
+        };
+        let out = cmd
+            .current_dir(dir)
+            .env("HOME", dir)
+            .args(["run", plan.to_str().unwrap(), "--state", "st"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+        both(&out)
     };
-    let out = cmd
-        .current_dir(tmp.path())
-        .env("HOME", tmp.path())
-        .args(["run", plan.to_str().unwrap(), "--state", "st"])
-        .output()
-        .unwrap();
-    let said = both(&out);
-    assert_eq!(out.status.code(), Some(0), "{said}");
+    let tmp = TempDir::new().unwrap();
+    let said = unprivileged(tmp.path(), &setsid_plan(tmp.path()));
     // Where this user can make a user namespace with a PID namespace inside, kleene must.
     let mut probe = if root {
         let mut c = StdCommand::new("setpriv");
@@ -1123,6 +1126,22 @@ fn an_unprivileged_user_is_contained_too() {
     }
     assert!(!said.contains("no PID namespace here"), "{said}");
     assert_no_late_write(tmp.path());
+    // A subreaper would have killed that child too: the command's shell must be the second
+    // process of a namespace of its own, and what it writes must keep the user's own id.
+    let tmp = TempDir::new().unwrap();
+    let plan = one_task(
+        tmp.path(),
+        &["pid.txt"],
+        json!({"run": "echo \"$$ $(id -u)\" > pid.txt"}),
+    );
+    let said = unprivileged(tmp.path(), &plan);
+    let pid = std::fs::read_to_string(tmp.path().join("st/workspace/pid.txt")).unwrap();
+    let me = if root {
+        "65534".to_owned()
+    } else {
+        text(&uid.stdout).trim().to_owned()
+    };
+    assert_eq!(pid.trim(), format!("2 {me}"), "{said}");
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
