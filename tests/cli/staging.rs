@@ -945,8 +945,7 @@ fn nothing_survives_a_killed_kleene_under_a_subreaper_host() {
 /// Where a PID namespace is available, nothing a task started survives a SIGKILL of kleene.
 #[test]
 fn nothing_survives_a_killed_kleene_where_namespaces_work() {
-    if !namespaces_work() {
-        eprintln!("skipped: no PID namespace on this machine");
+    if namespaces_missing() {
         return;
     }
     let tmp = TempDir::new().unwrap();
@@ -968,6 +967,15 @@ fn nothing_survives_a_killed_kleene_where_namespaces_work() {
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     assert!(!late.exists(), "a setsid child outlived kleene");
+}
+
+/// Whether no PID namespace can be made here (a test that needs one says it skips).
+fn namespaces_missing() -> bool {
+    let missing = !namespaces_work();
+    if missing {
+        eprintln!("skipped: no PID namespace on this machine");
+    }
+    missing
 }
 
 /// Whether a PID namespace under a parent-death signal can be made here.
@@ -1031,8 +1039,7 @@ fn assert_no_late_write(dir: &Path) {
 /// runs in the same stage directory, would write a file the second task does not own.
 #[test]
 fn a_setsid_child_dies_with_its_call_where_namespaces_work() {
-    if !namespaces_work() {
-        eprintln!("skipped: no PID namespace on this machine");
+    if namespaces_missing() {
         return;
     }
     let tmp = TempDir::new().unwrap();
@@ -1048,8 +1055,7 @@ fn a_setsid_child_dies_with_its_call_where_namespaces_work() {
 /// containment where they were missing.
 #[test]
 fn a_pid_namespace_needs_no_program_but_kleene() {
-    if !namespaces_work() {
-        eprintln!("skipped: no PID namespace on this machine");
+    if namespaces_missing() {
         return;
     }
     let tmp = TempDir::new().unwrap();
