@@ -17,6 +17,7 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 kleene="$root/target/release/kleene"
+. "$root/benches/cli_stats.sh"
 work=$(mktemp -d "${WORK:-/dev/shm}/kleene-chain.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 now() { date +%s%N; }
@@ -49,6 +50,7 @@ for n in "$@"; do
     } > "$dir/script.sh"
     cd "$dir"
     best_script=0 best_kleene=0 best_pg=0 best_cg=0 best_sr=0 best_base=0 round=0
+    rounds_ratio='' rounds_over='' rounds_pg='' rounds_base=''
     while [ "$round" -lt "${ROUNDS:-5}" ]; do
         rm -rf ws; t0=$(now); sh script.sh; t1=$(now)
         rm -rf st; "$kleene" run plan.json --state st > /dev/null; t2=$(now)
@@ -72,6 +74,12 @@ for n in "$@"; do
             if [ "$best_base" -eq 0 ] || [ "$b" -lt "$best_base" ]; then best_base=$b; fi
         fi
         s=$((t1 - t0)) k=$((t2 - t1))
+        # Each round's kleene against the same round's script.
+        over() { echo "$1 $s $n" | awk '{ printf "%.3f", ($1 - $2) / $3 / 1e6 }'; }
+        rounds_ratio="$rounds_ratio $(ratio "$k" "$s")"
+        rounds_over="$rounds_over $(over "$k")"
+        rounds_pg="$rounds_pg $(over "$g")"
+        [ "$b" -eq 0 ] || rounds_base="$rounds_base $(over "$b")"
         if [ "$best_script" -eq 0 ] || [ "$s" -lt "$best_script" ]; then best_script=$s; fi
         if [ "$best_kleene" -eq 0 ] || [ "$k" -lt "$best_kleene" ]; then best_kleene=$k; fi
         if [ "$best_pg" -eq 0 ] || [ "$g" -lt "$best_pg" ]; then best_pg=$g; fi
@@ -83,16 +91,19 @@ for n in "$@"; do
         "a cgroup per command: $(echo "$best_cg $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms;" \
         "a subreaper host: $(echo "$best_sr $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms)" \
         "(best of ${ROUNDS:-5}, state in ${WORK:-/dev/shm})"
+    echo "N=$n: paired rounds (min / median / max): overhead per task $(spread "$rounds_over") ms" \
+        "(process groups: $(spread "$rounds_pg") ms), kleene / script $(spread "$rounds_ratio")"
     per_task() { echo "$1 $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }'; }
-    echo "result: chain N=$n, overhead per task (ms), default|$(per_task "$best_kleene")|1.2"
+    echo "result: chain N=$n, overhead per task (ms), default|$(per_task "$best_kleene") (rounds $(spread "$rounds_over"))|1.2"
     echo "result: chain N=$n, overhead per task (ms), subreaper|$(per_task "$best_sr")|1.2"
     echo "result: chain N=$n, overhead per task (ms), cgroup|$(per_task "$best_cg")|1.2"
-    echo "result: chain N=$n, overhead per task (ms), process groups only|$(per_task "$best_pg")|1.2"
-    echo "result: chain N=$n, kleene / script|$(echo "$best_kleene $best_script" | awk '{ printf "%.2f", $1 / $2 }')|1.3"
+    echo "result: chain N=$n, overhead per task (ms), process groups only|$(per_task "$best_pg") (rounds $(spread "$rounds_pg"))|1.2"
+    echo "result: chain N=$n, kleene / script|$(ratio "$best_kleene" "$best_script") (rounds $(spread "$rounds_ratio"))|1.3"
     if [ -n "${KLEENE_BASELINE:-}" ]; then
         echo "N=$n: baseline $((best_base / 1000000)) ms, overhead per task" \
             "$(echo "$best_base $best_script $n" | awk '{ printf "%.2f", ($1 - $2) / $3 / 1e6 }') ms" \
             "(kleene / script $(echo "$best_kleene $best_script" | awk '{ printf "%.2f", $1 / $2 }')," \
-            "baseline / script $(echo "$best_base $best_script" | awk '{ printf "%.2f", $1 / $2 }'))"
+            "baseline / script $(echo "$best_base $best_script" | awk '{ printf "%.2f", $1 / $2 }'));" \
+            "paired rounds, baseline overhead per task $(spread "$rounds_base") ms"
     fi
 done

@@ -11,6 +11,7 @@ jobs=${2:-2}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 kleene="$root/target/release/kleene"
+. "$root/benches/cli_stats.sh"
 work=$(mktemp -d)
 shm=$(mktemp -d /dev/shm/kleene-bench.XXXXXX)
 trap 'rm -rf "$work" "$shm"' EXIT
@@ -34,18 +35,22 @@ cd "$work"
 # best times (noise only ever adds).
 now() { date +%s%N; }
 best_xargs=0 best_disk=0 best_shm=0 best_base=0
+rounds_shm='' rounds_disk='' rounds_base=''
 round=0
 while [ "$round" -lt "${ROUNDS:-21}" ]; do
     t0=$(now); xargs -P "$jobs" -I CMD sh -c CMD < commands; t1=$(now)
     rm -rf st; "$kleene" run plan.json --state st -j "$jobs" > /dev/null; t2=$(now)
     rm -rf "$shm/st"; "$kleene" run plan.json --state "$shm/st" -j "$jobs" > /dev/null; t3=$(now)
     x=$((t1 - t0)) d=$((t2 - t1)) m=$((t3 - t2))
+    rounds_shm="$rounds_shm $(ratio "$m" "$x")"
+    rounds_disk="$rounds_disk $(ratio "$d" "$x")"
     # KLEENE_BASELINE=/path/to/an/older/kleene: that binary on /dev/shm in the same rounds.
     if [ -n "${KLEENE_BASELINE:-}" ]; then
         rm -rf "$shm/st"; t4=$(now)
         "$KLEENE_BASELINE" run plan.json --state "$shm/st" -j "$jobs" > /dev/null; t5=$(now)
         b=$((t5 - t4))
         if [ "$best_base" -eq 0 ] || [ "$b" -lt "$best_base" ]; then best_base=$b; fi
+        rounds_base="$rounds_base $(ratio "$b" "$x")"
     fi
     if [ "$best_xargs" -eq 0 ] || [ "$x" -lt "$best_xargs" ]; then best_xargs=$x; fi
     if [ "$best_disk" -eq 0 ] || [ "$d" -lt "$best_disk" ]; then best_disk=$d; fi
@@ -58,9 +63,11 @@ echo "best of ${ROUNDS:-21} interleaved rounds, $tasks tasks, $jobs jobs:" \
     "kleene -j $jobs (state on /dev/shm) $((best_shm / 1000000)) ms"
 echo "ratio kleene/xargs: $(echo "$best_disk $best_xargs" | awk '{ printf "%.2f", $1 / $2 }') (disk)," \
     "$(echo "$best_shm $best_xargs" | awk '{ printf "%.2f", $1 / $2 }') (/dev/shm)"
+echo "paired rounds, kleene / xargs (min / median / max): /dev/shm $(spread "$rounds_shm")," \
+    "disk $(spread "$rounds_disk")"
 if [ -n "${KLEENE_BASELINE:-}" ]; then
-    echo "baseline $KLEENE_BASELINE (/dev/shm): $((best_base / 1000000)) ms," \
+    echo "baseline $KLEENE_BASELINE (/dev/shm): $((best_base / 1000000)) ms (paired rounds $(spread "$rounds_base"))," \
         "ratio $(echo "$best_base $best_xargs" | awk '{ printf "%.2f", $1 / $2 }')"
 fi
-echo "result: $tasks no-ops -j $jobs / xargs -P $jobs, /dev/shm|$(echo "$best_shm $best_xargs" | awk '{ printf "%.2f", $1 / $2 }')|1.2"
-echo "result: $tasks no-ops -j $jobs / xargs -P $jobs, state on ${DISK_NAME:-the work disk}|$(echo "$best_disk $best_xargs" | awk '{ printf "%.2f", $1 / $2 }')|1.2"
+echo "result: $tasks no-ops -j $jobs / xargs -P $jobs, /dev/shm|$(ratio "$best_shm" "$best_xargs") (rounds $(spread "$rounds_shm"))|1.2"
+echo "result: $tasks no-ops -j $jobs / xargs -P $jobs, state on ${DISK_NAME:-the work disk}|$(ratio "$best_disk" "$best_xargs") (rounds $(spread "$rounds_disk"))|1.2"

@@ -17,6 +17,7 @@ tasks=${1:-200}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 kleene="$root/target/release/kleene"
+. "$root/benches/cli_stats.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 {
@@ -50,6 +51,7 @@ trap 'rm -rf "$work" "$shm"' EXIT
 # their best times (noise only ever adds), then show hyperfine's view for the spread.
 now() { date +%s%N; }
 best_script=0 best_disk=0 best_shm=0 best_pg=0 best_sync=0 best_base=0 best_one=0 best_sh=0
+rounds_shm='' rounds_disk='' rounds_base='' rounds_floor=''
 round=0
 while [ "$round" -lt "${ROUNDS:-21}" ]; do
     # The disk's floor: each call's reservation is durable before its command runs, one
@@ -66,11 +68,15 @@ while [ "$round" -lt "${ROUNDS:-21}" ]; do
     KLEENE_CONTAINMENT=process-group "$kleene" run plan.json --state "$shm/st" -j 1 > /dev/null
     t4=$(now)
     s=$((t1 - t0)) d=$((t2 - t1)) m=$((t3 - t2)) g=$((t4 - t3))
+    rounds_shm="$rounds_shm $(ratio "$m" "$s")"
+    rounds_disk="$rounds_disk $(ratio "$d" "$s")"
+    rounds_floor="$rounds_floor $(ratio "$d" $((s + y)))"
     if [ -n "${KLEENE_BASELINE:-}" ]; then
         rm -rf "$shm/st"; t5=$(now)
         "$KLEENE_BASELINE" run plan.json --state "$shm/st" -j 1 > /dev/null; t6=$(now)
         b=$((t6 - t5))
         if [ "$best_base" -eq 0 ] || [ "$b" -lt "$best_base" ]; then best_base=$b; fi
+        rounds_base="$rounds_base $(ratio "$b" "$s")"
     fi
     # The fixed cost: one task against one command.
     rm -rf "$shm/st"; t7=$(now)
@@ -93,10 +99,12 @@ echo "best of ${ROUNDS:-21} interleaved rounds:" \
 echo "ratio kleene/script: $(echo "$best_disk $best_script" | awk '{ printf "%.2f", $1 / $2 }') (disk)," \
     "$(echo "$best_shm $best_script" | awk '{ printf "%.2f", $1 / $2 }') (/dev/shm)," \
     "$(echo "$best_pg $best_script" | awk '{ printf "%.2f", $1 / $2 }') (/dev/shm, process groups)"
+echo "paired rounds, kleene / script (min / median / max): /dev/shm $(spread "$rounds_shm")," \
+    "disk $(spread "$rounds_disk"), disk / its floor $(spread "$rounds_floor")"
 echo "one task: kleene (/dev/shm) $((best_one / 1000)) us, sh -c true $((best_sh / 1000)) us:" \
     "a run's fixed cost is about $(((best_one - best_sh) / 1000)) us"
 if [ -n "${KLEENE_BASELINE:-}" ]; then
-    echo "baseline $KLEENE_BASELINE (/dev/shm): $((best_base / 1000000)) ms," \
+    echo "baseline $KLEENE_BASELINE (/dev/shm): $((best_base / 1000000)) ms (paired rounds $(spread "$rounds_base"))," \
         "ratio $(echo "$best_base $best_script" | awk '{ printf "%.2f", $1 / $2 }')"
 fi
 floor=$((best_script + best_sync))
@@ -104,9 +112,9 @@ echo "the disk's floor: the script plus $tasks synchronous writes ($((best_sync 
     "$((best_sync / tasks / 1000)) us each) = $((floor / 1000000)) ms;" \
     "kleene (state on disk) / floor: $(echo "$best_disk $floor" | awk '{ printf "%.2f", $1 / $2 }')"
 # One line each for benches/cli_all.sh's table: bench, ratio, target.
-echo "result: 200 no-ops -j 1 / script, /dev/shm|$(echo "$best_shm $best_script" | awk '{ printf "%.2f", $1 / $2 }')|1.3"
-echo "result: 200 no-ops -j 1 / script, state on ${DISK_NAME:-the work disk}|$(echo "$best_disk $best_script" | awk '{ printf "%.2f", $1 / $2 }')|1.3"
-echo "result: 200 no-ops -j 1 / (script + one fdatasync per task), state on ${DISK_NAME:-the work disk}|$(echo "$best_disk $floor" | awk '{ printf "%.2f", $1 / $2 }')|1.3"
+echo "result: $tasks no-ops -j 1 / script, /dev/shm|$(ratio "$best_shm" "$best_script") (rounds $(spread "$rounds_shm"))|1.3"
+echo "result: $tasks no-ops -j 1 / script, state on ${DISK_NAME:-the work disk}|$(ratio "$best_disk" "$best_script") (rounds $(spread "$rounds_disk"))|1.3"
+echo "result: $tasks no-ops -j 1 / (script + one fdatasync per task), state on ${DISK_NAME:-the work disk}|$(ratio "$best_disk" "$floor") (rounds $(spread "$rounds_floor"))|1.3"
 if command -v hyperfine > /dev/null; then
     hyperfine --warmup 3 --min-runs 20 --prepare "rm -rf st $shm/st" \
         'sh script.sh' \
