@@ -61,15 +61,16 @@ the call run there, so the checks judge exactly what is accepted. The call's out
 it created or changed there; writing another task's path, deleting a prerequisite's file,
 leaving a symbolic link, a FIFO, a file name kleene cannot admit or something it may not
 read, removing its own stage, or writing more than 1 GiB outside the scratch, refuses the
-call. kleene never reads through a symbolic link. STATE/workspace receives the accepted files after the
-run; KLEENE_CACHE_DIR is a directory kept between calls for build caches.
+call. kleene never reads through a symbolic link. STATE/workspace receives the accepted
+files after the run; KLEENE_CACHE_DIR is a directory kept between calls for build caches.
 
 Commands run as `sh -c` in the stage with KLEENE_PLAN_DIR (the run's read-only copy of the
 plan's files, see `inputs` in `kleene help plan`), KLEENE_WORKSPACE (the stage),
 KLEENE_CACHE_DIR, KLEENE_TASK, KLEENE_SUBTASK, KLEENE_DEPTH, KLEENE_CALL and, for `fix`,
-KLEENE_RECOVERY_SPEC_FILE (every path absolute, whatever --state says). Where Linux allows it commands run in a PID namespace
-(inside a user namespace for anyone but root; no other program is needed) whose init, a helper kleene starts once per run, kills
-whatever a command left behind before the call is judged: nothing a command starts outlives
+KLEENE_RECOVERY_SPEC_FILE (every path absolute, whatever --state says). Where Linux allows
+it commands run in a PID namespace (inside a user namespace for anyone but root; no other
+program is needed) whose init, a helper kleene starts once per run, kills whatever a command
+left behind before the call is judged: nothing a command starts outlives
 its call or a killed kleene. Without one, where cgroup v2 is writable (as root in most
 containers), each command runs in a cgroup of its own that kleene kills when it ends, so
 nothing it started outlives its call either (KLEENE_CONTAINMENT=cgroup chooses this). Where
@@ -79,10 +80,10 @@ and it kills them all before the call is judged, and when kleene dies
 (KLEENE_CONTAINMENT=subreaper chooses this). With KLEENE_CONTAINMENT=process-group a command
 only leads a process group that kleene records, a later resume refuses to start while one is
 alive (--kill-stale kills it), and every call gets a stage directory never used before, so
-what a child that outlived its call writes reaches no later call. A missing command (exit 127/126) or a
-timeout is an infrastructure failure and is never handed to a fixer; kleene's own failure
-to write (a full disk) stops the run without counting the call (a fix that already ran
-stays spent).
+what a child that outlived its call writes reaches no later call. A missing command (exit
+127/126) or a timeout is an infrastructure failure and is never handed to a fixer; kleene's
+own failure to write (a full disk) stops the run without counting the call (a fix that
+already ran stays spent).
 
 A fix subtask's `fix` runs in the stage its call's `run` left. A retried call starts over:
 its `fix` runs instead of `run`, in a fresh stage holding only the prerequisites' files,
