@@ -1,5 +1,5 @@
 //! Keeps one contained host per thread: PID 1 of its own PID namespace, running the commands it
-//! is sent, so a call pays for one fork instead of a new namespace and two extra programs.
+//! is sent, so a call pays for one fork instead of a new namespace and a new host.
 //!
 //! The host is a program that calls [`serve_host_if_asked`] first thing in its `main` (the
 //! `kleene` binary does), named by [`contain_commands_with`] and started as `PROGRAM
