@@ -384,17 +384,16 @@ impl Host {
         let (socket, theirs) = UnixStream::pair()?;
         let mut cmd = Command::new(&probe.program);
         cmd.arg(HOST_ARG);
-        // Hosts that set their own parent-death signal check that their parent is still this
-        // process (it may have died in between).
-        match probe.how {
-            How::Namespace { own_user: false } => {}
-            How::Namespace { own_user: true } => {
-                cmd.arg(USER_NAMESPACE_ARG)
-                    .arg(std::process::id().to_string());
-            }
-            How::Reaper => {
-                cmd.arg(REAPER_ARG).arg(std::process::id().to_string());
-            }
+        // The hosts kleene does not start from a thread of its own check, once their
+        // parent-death signal is set, that their parent is still this process (it may have
+        // died in between).
+        let checks_parent = match probe.how {
+            How::Namespace { own_user: false } => None,
+            How::Namespace { own_user: true } => Some(USER_NAMESPACE_ARG),
+            How::Reaper => Some(REAPER_ARG),
+        };
+        if let Some(mode) = checks_parent {
+            cmd.arg(mode).arg(std::process::id().to_string());
         }
         // The host must pin no directory a task may want to remove.
         cmd.current_dir("/")
@@ -404,14 +403,18 @@ impl Host {
             .stderr(Stdio::null())
             // Where the run's key lives is none of a command's business.
             .env_remove("KLEENE_SIGNING_KEY");
-        // The command holds our copy of the host's end, and both ways of spawning drop it, so
-        // a host that dies says so.
+        // The command holds our copy of the host's end: each way of spawning drops it at once,
+        // so a host that dies says so.
         let (child, keeper) = match probe.how {
             How::Namespace { own_user: false } => {
                 let (child, keeper) = Keeper::spawn(cmd)?;
                 (child, Some(keeper))
             }
-            _ => (cmd.spawn()?, None),
+            _ => {
+                let child = cmd.spawn()?;
+                drop(cmd);
+                (child, None)
+            }
         };
         let group = child.id().cast_signed();
         Ok(Starting {
