@@ -60,18 +60,18 @@ for n in "$@"; do
         rm -rf st; KLEENE_CONTAINMENT=cgroup "$kleene" run plan.json --state st > /dev/null
         t5=$(now)
         c=$((t5 - t3))
-        if [ "$best_cg" -eq 0 ] || [ "$c" -lt "$best_cg" ]; then best_cg=$c; fi
+        best_cg=$(best "$best_cg" "$c")
         t3=$(now)
         rm -rf st; KLEENE_CONTAINMENT=subreaper "$kleene" run plan.json --state st > /dev/null
         t5=$(now)
         r=$((t5 - t3))
-        if [ "$best_sr" -eq 0 ] || [ "$r" -lt "$best_sr" ]; then best_sr=$r; fi
+        best_sr=$(best "$best_sr" "$r")
         t3=$(now)
         b=0
         if [ -n "${KLEENE_BASELINE:-}" ]; then
             rm -rf st; "$KLEENE_BASELINE" run plan.json --state st > /dev/null; t4=$(now)
             b=$((t4 - t3))
-            if [ "$best_base" -eq 0 ] || [ "$b" -lt "$best_base" ]; then best_base=$b; fi
+            best_base=$(best "$best_base" "$b")
         fi
         s=$((t1 - t0)) k=$((t2 - t1))
         # Each round's kleene against the same round's script.
@@ -80,9 +80,9 @@ for n in "$@"; do
         rounds_over="$rounds_over $(over "$k")"
         rounds_pg="$rounds_pg $(over "$g")"
         [ "$b" -eq 0 ] || rounds_base="$rounds_base $(over "$b")"
-        if [ "$best_script" -eq 0 ] || [ "$s" -lt "$best_script" ]; then best_script=$s; fi
-        if [ "$best_kleene" -eq 0 ] || [ "$k" -lt "$best_kleene" ]; then best_kleene=$k; fi
-        if [ "$best_pg" -eq 0 ] || [ "$g" -lt "$best_pg" ]; then best_pg=$g; fi
+        best_script=$(best "$best_script" "$s")
+        best_kleene=$(best "$best_kleene" "$k")
+        best_pg=$(best "$best_pg" "$g")
         round=$((round + 1))
     done
     echo "N=$n: script $((best_script / 1000000)) ms, kleene $((best_kleene / 1000000)) ms," \

@@ -12,6 +12,7 @@ n=${1:-100000}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 kleene="$root/target/release/kleene"
+. "$root/benches/cli_stats.sh"
 work=$(mktemp -d "${WORK:-/dev/shm}/kleene-many.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -25,7 +26,6 @@ task = {"id": "many", "owner": "shell", "spec": {"intent": f"write {n} files"},
 json.dump({"inputs": [], "tasks": [task]}, open("plan.json", "w"))
 PY
 now() { date +%s%N; }
-best() { if [ "$1" -eq 0 ] || [ "$2" -lt "$1" ]; then echo "$2"; else echo "$1"; fi; }
 best_cmd=0 best_run=0 best_accept=0 best_base=0 round=0
 while [ "$round" -lt "${ROUNDS:-3}" ]; do
     rm -rf ws st

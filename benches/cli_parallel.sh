@@ -49,12 +49,12 @@ while [ "$round" -lt "${ROUNDS:-21}" ]; do
         rm -rf "$shm/st"; t4=$(now)
         "$KLEENE_BASELINE" run plan.json --state "$shm/st" -j "$jobs" > /dev/null; t5=$(now)
         b=$((t5 - t4))
-        if [ "$best_base" -eq 0 ] || [ "$b" -lt "$best_base" ]; then best_base=$b; fi
+        best_base=$(best "$best_base" "$b")
         rounds_base="$rounds_base $(ratio "$b" "$x")"
     fi
-    if [ "$best_xargs" -eq 0 ] || [ "$x" -lt "$best_xargs" ]; then best_xargs=$x; fi
-    if [ "$best_disk" -eq 0 ] || [ "$d" -lt "$best_disk" ]; then best_disk=$d; fi
-    if [ "$best_shm" -eq 0 ] || [ "$m" -lt "$best_shm" ]; then best_shm=$m; fi
+    best_xargs=$(best "$best_xargs" "$x")
+    best_disk=$(best "$best_disk" "$d")
+    best_shm=$(best "$best_shm" "$m")
     round=$((round + 1))
 done
 echo "best of ${ROUNDS:-21} interleaved rounds, $tasks tasks, $jobs jobs:" \

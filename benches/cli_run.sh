@@ -60,7 +60,7 @@ while [ "$round" -lt "${ROUNDS:-21}" ]; do
     rm -f sync.probe; ts=$(now)
     dd if=/dev/zero of=sync.probe bs=400 count="$tasks" oflag=dsync status=none
     te=$(now); y=$((te - ts))
-    if [ "$best_sync" -eq 0 ] || [ "$y" -lt "$best_sync" ]; then best_sync=$y; fi
+    best_sync=$(best "$best_sync" "$y")
     t0=$(now); sh script.sh; t1=$(now)
     rm -rf st; "$kleene" run plan.json --state st -j 1 > /dev/null; t2=$(now)
     rm -rf "$shm/st"; "$kleene" run plan.json --state "$shm/st" -j 1 > /dev/null; t3=$(now)
@@ -75,7 +75,7 @@ while [ "$round" -lt "${ROUNDS:-21}" ]; do
         rm -rf "$shm/st"; t5=$(now)
         "$KLEENE_BASELINE" run plan.json --state "$shm/st" -j 1 > /dev/null; t6=$(now)
         b=$((t6 - t5))
-        if [ "$best_base" -eq 0 ] || [ "$b" -lt "$best_base" ]; then best_base=$b; fi
+        best_base=$(best "$best_base" "$b")
         rounds_base="$rounds_base $(ratio "$b" "$s")"
     fi
     # The fixed cost: one task against one command.
@@ -83,12 +83,12 @@ while [ "$round" -lt "${ROUNDS:-21}" ]; do
     "$kleene" run one.json --state "$shm/st" -j 1 > /dev/null; t8=$(now)
     sh -c true; t9=$(now)
     o=$((t8 - t7)) c=$((t9 - t8))
-    if [ "$best_one" -eq 0 ] || [ "$o" -lt "$best_one" ]; then best_one=$o; fi
-    if [ "$best_sh" -eq 0 ] || [ "$c" -lt "$best_sh" ]; then best_sh=$c; fi
-    if [ "$best_script" -eq 0 ] || [ "$s" -lt "$best_script" ]; then best_script=$s; fi
-    if [ "$best_disk" -eq 0 ] || [ "$d" -lt "$best_disk" ]; then best_disk=$d; fi
-    if [ "$best_shm" -eq 0 ] || [ "$m" -lt "$best_shm" ]; then best_shm=$m; fi
-    if [ "$best_pg" -eq 0 ] || [ "$g" -lt "$best_pg" ]; then best_pg=$g; fi
+    best_one=$(best "$best_one" "$o")
+    best_sh=$(best "$best_sh" "$c")
+    best_script=$(best "$best_script" "$s")
+    best_disk=$(best "$best_disk" "$d")
+    best_shm=$(best "$best_shm" "$m")
+    best_pg=$(best "$best_pg" "$g")
     round=$((round + 1))
 done
 echo "best of ${ROUNDS:-21} interleaved rounds:" \

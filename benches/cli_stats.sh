@@ -1,6 +1,10 @@
-# Sourced by the command-line benches (POSIX sh): the spread of paired rounds.
+# Sourced by the command-line benches (POSIX sh): the best of rounds and the spread of paired
+# rounds.
 # Each round times kleene and its baseline one after the other, so a round's ratio is paired
 # against the same moment's load; the best of each alone can come from different moments.
+
+# best BEST NEW: the smaller time, where BEST is 0 before the first round (noise only adds).
+best() { if [ "$1" -eq 0 ] || [ "$2" -lt "$1" ]; then echo "$2"; else echo "$1"; fi; }
 
 # ratio A B: A / B, two decimals.
 ratio() { echo "$1 $2" | awk '{ printf "%.2f", $1 / $2 }'; }
