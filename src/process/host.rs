@@ -12,13 +12,20 @@
 //! are not) and starts the host in them. No other program is needed. The host answers one
 //! request at a time: it runs the command with [`crate::runner`]'s own process-group logic and
 //! then, because it is the namespace's init, kills and reaps every process left in the
-//! namespace (`setsid` children included) before it answers. When kleene dies, even by
+//! namespace (`setsid` children included) before it answers. Where kleene's own thread made the
+//! namespace (root may enter it), no command is sent at all: the thread that runs one enters
+//! the namespace for the start alone (`setns`, and back at once), so the command is that
+//! thread's child inside the namespace and a call costs no exchange with the host. Once the
+//! command's leader is gone, whatever it left running is the init's child (every orphan's
+//! parent there), so the host's list of children tells whether anything else runs: only then
+//! is it asked to sweep. When kleene dies, even by
 //! SIGKILL, the host's parent-death signal takes it, and the kernel takes every process of the
 //! namespace with it; a kleene that died before that signal was set leaves the host a closed
 //! socket, on which it ends.
 //!
 //! ```text
-//! kleene ──socket── host (PID 1) ──fork── sh -c COMMAND …
+//! kleene ──socket── host (PID 1) ──fork── sh -c COMMAND …        (a user namespace of its own)
+//! kleene ──setns, fork── sh -c COMMAND …   host (PID 1): sweeps    (root)
 //! ```
 //!
 //! Where no PID namespace can be made and no cgroup is writable, the same program is started
@@ -47,7 +54,7 @@ use std::time::{Duration, Instant};
 use crate::closure::verdict::{OutputTail, TailLimits};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sched::{CloneFlags, unshare};
+use nix::sched::{CloneFlags, setns, unshare};
 use nix::sys::prctl;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -71,7 +78,7 @@ const USER_NAMESPACE_ARG: &str = "user-namespace";
 const REAPER_GRACE: Duration = Duration::from_secs(1);
 
 /// The first frame every host sends; another build's host is refused.
-const PROTOCOL: &str = concat!("kleene-contained-host/", env!("CARGO_PKG_VERSION"), "/1");
+const PROTOCOL: &str = concat!("kleene-contained-host/", env!("CARGO_PKG_VERSION"), "/2");
 
 /// The largest JSON frame either side accepts. Requests are a command line and a path; answers
 /// hold an output tail, which its limits keep far smaller.
@@ -324,6 +331,9 @@ struct Host {
     reaper: bool,
     /// Where that group is recorded, once it is.
     recorded: Option<GroupRecords>,
+    /// The host's namespace, where this process may start commands itself (root's namespace,
+    /// made by kleene's own thread); `None` where the host starts them.
+    entry: Option<Entry>,
 }
 
 /// A host that was started and has not said hello yet.
@@ -364,6 +374,8 @@ impl Starting {
             self.stop();
             return Err(err);
         }
+        // Only a namespace kleene's own thread made (so, root's) may be entered by kleene.
+        let entry = self.keeper.as_ref().and_then(|_| Entry::open(self.group));
         Ok(Host {
             child: self.child,
             socket: self.socket,
@@ -371,6 +383,7 @@ impl Starting {
             group: self.group,
             reaper: self.reaper,
             recorded: None,
+            entry,
         })
     }
 }
@@ -451,6 +464,9 @@ impl Host {
             );
             self.recorded = Some((*records).clone());
         }
+        if self.entry.is_some() {
+            return self.run_entered(inv, interrupt);
+        }
         let answer = self.exchange(inv, interrupt);
         let answer = match answer {
             Ok(answer) => answer,
@@ -489,8 +505,85 @@ impl Host {
                 tail,
             }),
             Answer::Wait { errno, message } => Err(lost(os_error(errno, message))),
+            Answer::Swept => {
+                self.stop();
+                return (
+                    None,
+                    Err(lost(io::Error::other(
+                        "the contained host answered a command with a sweep",
+                    ))),
+                );
+            }
         };
         (Some(self), result)
+    }
+
+    /// Runs `inv` as this thread's child inside the host's namespace, then makes sure nothing
+    /// it started still runs there: a call costs no exchange with the host unless the command
+    /// left something behind.
+    fn run_entered(
+        mut self,
+        inv: &Invocation<'_>,
+        interrupt: &Interrupt,
+    ) -> (Option<Self>, Result<Finished, RunError>) {
+        // The host's group is recorded: stopping it stops everything in its namespace.
+        let here = Invocation {
+            records: None,
+            ..inv.clone()
+        };
+        let result = run_here(&here, interrupt, self.entry.as_ref());
+        if interrupt.is_set() {
+            self.stop();
+            return (None, result);
+        }
+        // The command's leader is gone (reaped, or never started), so whatever it started and
+        // left running is the host's child now, the namespace's init being every orphan's
+        // parent there: with none, nothing but the host runs in the namespace.
+        let quiet = if self.leftovers() {
+            match self.ask(&Ask::Sweep, None, Instant::now() + BACKSTOP, interrupt) {
+                Ok(Answer::Swept) => Ok(()),
+                Ok(_) => Err(io::Error::other(
+                    "the contained host answered a sweep with something else",
+                )),
+                Err(Exchange::Io(err)) => Err(err),
+                Err(Exchange::Interrupted | Exchange::Backstop) => Err(io::Error::other(
+                    "the contained host did not finish sweeping its namespace",
+                )),
+            }
+        } else {
+            Ok(())
+        };
+        // A host that ended took the command with it (the kernel ends a namespace with its
+        // init): whatever the command's status says, it was not the command's own end.
+        let quiet = quiet.and_then(|()| {
+            if self.alive() {
+                Ok(())
+            } else {
+                Err(io::Error::other(
+                    "the contained host ended while the command ran",
+                ))
+            }
+        });
+        match quiet {
+            Ok(()) => (Some(self), result),
+            Err(source) => {
+                self.stop();
+                let lost = RunError::Wait {
+                    command: inv.command.to_owned(),
+                    source,
+                };
+                (None, result.and(Err(lost)))
+            }
+        }
+    }
+
+    /// Whether the host has a child: something a command started that outlived its leader
+    /// (an unreadable list counts as one).
+    fn leftovers(&self) -> bool {
+        self.entry.as_ref().is_none_or(|entry| {
+            std::fs::read(&entry.children)
+                .map_or(true, |list| list.iter().any(|b| !b.is_ascii_whitespace()))
+        })
     }
 
     fn exchange(
@@ -512,19 +605,32 @@ impl Host {
                 .collect(),
             limits: inv.limits,
         };
-        let stdin = inv.stdin.unwrap_or_default();
-        if stdin.len() > MAX_STDIN as usize {
+        if let Some(stdin) = inv.stdin
+            && stdin.len() > MAX_STDIN as usize
+        {
             return Err(Exchange::Io(io::Error::other(format!(
                 "a command's stdin of {} bytes is over the {MAX_STDIN} bytes a contained command \
                  may be handed",
                 stdin.len()
             ))));
         }
-        write_json(&mut self.socket, &request).map_err(Exchange::Io)?;
-        if inv.stdin.is_some() {
+        let backstop = Instant::now() + inv.timeout + BACKSTOP;
+        self.ask(&Ask::Run(request), inv.stdin, backstop, interrupt)
+    }
+
+    /// Sends `ask` (and `stdin`, in a frame of its own) and waits for the answer until
+    /// `backstop`, or until an interrupt.
+    fn ask(
+        &mut self,
+        ask: &Ask,
+        stdin: Option<&[u8]>,
+        backstop: Instant,
+        interrupt: &Interrupt,
+    ) -> Result<Answer, Exchange> {
+        write_json(&mut self.socket, ask).map_err(Exchange::Io)?;
+        if let Some(stdin) = stdin {
             write_frame(&mut self.socket, stdin).map_err(Exchange::Io)?;
         }
-        let backstop = Instant::now() + inv.timeout + BACKSTOP;
         loop {
             if interrupt.is_set() {
                 return Err(Exchange::Interrupted);
@@ -627,6 +733,62 @@ impl Keeper {
     }
 }
 
+/// The PID namespace of a host kleene's own thread made, which this process may start commands
+/// in itself: a thread enters it for one start and goes back to its own namespace at once (a
+/// thread whose children start in another namespace may not start threads). Entering takes
+/// the right to administer both namespaces, which root has and others do not.
+pub(super) struct Entry {
+    namespace: OwnedFd,
+    /// The host's list of its children (`/proc/PID/task/PID/children`).
+    children: PathBuf,
+}
+
+impl Entry {
+    /// The namespace whose init is `host` (a pid in this process's namespace), where it can be
+    /// entered and its init's children listed.
+    fn open(host: i32) -> Option<Self> {
+        let namespace = OwnedFd::from(std::fs::File::open(format!("/proc/{host}/ns/pid")).ok()?);
+        let children = PathBuf::from(format!("/proc/{host}/task/{host}/children"));
+        std::fs::metadata(&children).ok()?;
+        let own = own_namespace()?;
+        // Enter once and come back: where the right is missing, the host starts the commands.
+        setns(&namespace, CloneFlags::CLONE_NEWPID).ok()?;
+        setns(own, CloneFlags::CLONE_NEWPID).ok()?;
+        Some(Self {
+            namespace,
+            children,
+        })
+    }
+
+    /// Starts `cmd` in the namespace.
+    pub(super) fn spawn(&self, cmd: &mut Command) -> io::Result<Child> {
+        let own = own_namespace()
+            .ok_or_else(|| io::Error::other("this process's own PID namespace cannot be opened"))?;
+        setns(&self.namespace, CloneFlags::CLONE_NEWPID)?;
+        let child = cmd.spawn();
+        if let Err(errno) = setns(own, CloneFlags::CLONE_NEWPID) {
+            // Never seen: the same right entered. Nothing may run that kleene cannot judge.
+            if let Ok(mut child) = child {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            return Err(errno.into());
+        }
+        child
+    }
+}
+
+/// This process's own PID namespace, which every thread goes back to after a start.
+fn own_namespace() -> Option<&'static OwnedFd> {
+    static OWN: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    OWN.get_or_init(|| {
+        std::fs::File::open("/proc/self/ns/pid")
+            .ok()
+            .map(OwnedFd::from)
+    })
+    .as_ref()
+}
+
 enum Exchange {
     Interrupted,
     Backstop,
@@ -639,6 +801,15 @@ struct Hello {
     pid: i32,
     /// Whether the host became a subreaper that can list its children.
     reaper: bool,
+}
+
+/// What kleene asks of its host.
+#[derive(Serialize, Deserialize)]
+enum Ask {
+    /// Run a command, then sweep the namespace.
+    Run(Request),
+    /// Sweep the namespace: what a command kleene started itself in it left behind.
+    Sweep,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -677,6 +848,8 @@ enum Answer {
         errno: Option<i32>,
         message: String,
     },
+    /// Nothing runs in the namespace but the host.
+    Swept,
 }
 
 fn os_error(errno: Option<i32>, message: String) -> io::Error {
@@ -752,9 +925,12 @@ pub(crate) fn decode_both_ends(bytes: &[u8]) -> (usize, usize) {
     }
     let mut host_end = bytes;
     let mut requests = 0;
-    while let Ok(request) = read_json::<Request>(&mut host_end) {
+    while let Ok(ask) = read_json::<Ask>(&mut host_end) {
         requests += 1;
-        if request.stdin && read_frame(&mut host_end, MAX_STDIN).is_err() {
+        if let Ask::Run(request) = ask
+            && request.stdin
+            && read_frame(&mut host_end, MAX_STDIN).is_err()
+        {
             break;
         }
     }
@@ -858,31 +1034,36 @@ fn serve_requests(reaper_of: Option<i32>) -> io::Result<()> {
     };
     let interrupt = reaper.unwrap_or_default();
     loop {
-        let request: Request = match read_json(&mut socket) {
-            Ok(request) => request,
+        let ask: Ask = match read_json(&mut socket) {
+            Ok(ask) => ask,
             Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(err) => return Err(err),
         };
-        let stdin = if request.stdin {
-            Some(read_frame(&mut socket, MAX_STDIN)?)
-        } else {
-            None
+        let answer = match ask {
+            Ask::Run(request) => {
+                let stdin = if request.stdin {
+                    Some(read_frame(&mut socket, MAX_STDIN)?)
+                } else {
+                    None
+                };
+                let dir = PathBuf::from(std::ffi::OsString::from_vec(request.dir));
+                let inv = Invocation {
+                    command: &request.command,
+                    dir: &dir,
+                    timeout: Duration::from_millis(request.timeout_ms),
+                    stdin: stdin.as_deref(),
+                    env: request
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.clone()))
+                        .collect(),
+                    limits: request.limits,
+                    records: None,
+                };
+                answer(&inv, &interrupt)
+            }
+            Ask::Sweep => Answer::Swept,
         };
-        let dir = PathBuf::from(std::ffi::OsString::from_vec(request.dir));
-        let inv = Invocation {
-            command: &request.command,
-            dir: &dir,
-            timeout: Duration::from_millis(request.timeout_ms),
-            stdin: stdin.as_deref(),
-            env: request
-                .env
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.clone()))
-                .collect(),
-            limits: request.limits,
-            records: None,
-        };
-        let answer = answer(&inv, &interrupt);
         match sweep {
             Sweep::Namespace => sweep_namespace(),
             Sweep::Reaper => reap_orphans(),
@@ -918,7 +1099,7 @@ fn become_reaper(parent: i32) -> io::Result<Interrupt> {
 }
 
 fn answer(inv: &Invocation<'_>, interrupt: &Interrupt) -> Answer {
-    match run_here(inv, interrupt) {
+    match run_here(inv, interrupt, None) {
         Ok(Finished { code, signal, tail }) => Answer::Finished { code, signal, tail },
         Err(RunError::Spawn { source, .. }) => Answer::Spawn {
             errno: source.raw_os_error(),

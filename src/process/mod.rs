@@ -183,8 +183,8 @@ pub use host::{contain_commands_with, serve_host_if_asked};
 mod cgroup;
 mod host;
 
-/// Starts up to `count` contained hosts without waiting for them, so that their start (three
-/// programs, some milliseconds each) overlaps what the process does before its first
+/// Starts up to `count` contained hosts without waiting for them, so that their start (a
+/// program's, a millisecond or two) overlaps what the process does before its first
 /// commands; the first `count` threads to run a command take one each instead of starting
 /// their own. Does nothing before [`contain_commands_with`] named a host, or where hosts
 /// proved not to work. A host ends with the thread that started it (its parent-death
@@ -344,8 +344,11 @@ impl GroupRecords {
 }
 
 /// Whether a process of group `group` still runs. Zombies do not count: a killed command's
-/// processes stay zombies until someone reaps them, and they can write nothing. Without
-/// `/proc`, any member counts.
+/// processes stay zombies until someone reaps them, and they can write nothing. Nor does a
+/// process every thread of which is exiting: it runs no code of its own again (the init of a
+/// contained host's namespace whose kleene was killed waits, exiting, until the commands
+/// kleene started in the namespace are reaped, which on a machine whose init never reaps is
+/// never). Without `/proc`, any member counts.
 fn group_alive(group: i32) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return killpg(Pid::from_raw(group), None::<Signal>).is_ok();
@@ -361,14 +364,53 @@ fn group_alive(group: i32) -> bool {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             return false;
         };
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        let Some(fields) = StatFields::of(&stat) else {
             return false;
         };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1);
-        state != Some("Z") && state != Some("X") && pgrp == Some(group.to_string().as_str())
+        fields.pgrp == group.to_string()
+            && (fields.runs() || threads_run(&format!("/proc/{pid}/task")))
     })
+}
+
+/// Whether a thread of the process whose threads are listed at `tasks` runs: one whose
+/// process's first thread ended (or is ending) may still have others.
+fn threads_run(tasks: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(tasks) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .as_deref()
+            .and_then(StatFields::of)
+            .is_some_and(|fields| fields.runs())
+    })
+}
+
+/// The fields of a `/proc/PID/stat` line that tell whether a process runs, and its group.
+struct StatFields<'a> {
+    state: &'a str,
+    pgrp: &'a str,
+    flags: u64,
+}
+
+impl<'a> StatFields<'a> {
+    /// The kernel's flag of a task that is exiting (`PF_EXITING`).
+    const EXITING: u64 = 0x4;
+
+    fn of(stat: &'a str) -> Option<Self> {
+        // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
+        let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+        let state = fields.next()?;
+        let pgrp = fields.nth(1)?;
+        let flags = fields.nth(3)?.parse().ok()?;
+        Some(Self { state, pgrp, flags })
+    }
+
+    /// Neither a zombie nor dead nor exiting.
+    fn runs(&self) -> bool {
+        self.state != "Z" && self.state != "X" && self.flags & Self::EXITING == 0
+    }
 }
 
 /// The start time of process `pid` (field 22 of `/proc/PID/stat`), to tell a reused id.
@@ -511,15 +553,25 @@ fn detail(tail: &OutputTail) -> String {
 /// [`RunError`] for every infrastructure failure; an ordinary non-zero exit is a
 /// [`Finished`] value.
 pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunError> {
-    host::run(inv, interrupt).unwrap_or_else(|| run_here(inv, interrupt))
+    host::run(inv, interrupt).unwrap_or_else(|| run_here(inv, interrupt, None))
 }
 
-/// Runs `inv` as a child of this process, contained by its process group only (what a
-/// contained host does inside its namespace, and the fallback where there is none).
-fn run_here(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunError> {
+/// Runs `inv` as a child of this thread, in its own process group: inside `namespace` when
+/// one is given (a contained host's, entered for the start alone), else where this process
+/// runs, in a cgroup of its own where cgroups are available (what a contained host does
+/// inside its namespace, and the fallback where there is no host).
+fn run_here(
+    inv: &Invocation<'_>,
+    interrupt: &Interrupt,
+    namespace: Option<&host::Entry>,
+) -> Result<Finished, RunError> {
     let started = Instant::now();
     let command = inv.command.to_owned();
-    let cgroup = cgroup::CallCgroup::make();
+    // The namespace contains the command already.
+    let cgroup = match namespace {
+        Some(_) => None,
+        None => cgroup::CallCgroup::make(),
+    };
     let script = match &cgroup {
         Some(_) => cgroup::entering(inv.command),
         None => command.clone(),
@@ -544,7 +596,11 @@ fn run_here(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, Run
     if let Some(cgroup) = &cgroup {
         cmd.env(cgroup::PROCS_VAR, cgroup.procs());
     }
-    let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
+    let spawned = match namespace {
+        Some(namespace) => namespace.spawn(&mut cmd),
+        None => cmd.spawn(),
+    };
+    let mut child = spawned.map_err(|source| RunError::Spawn {
         command: command.clone(),
         dir: inv.dir.to_owned(),
         source,
@@ -970,6 +1026,42 @@ mod tests {
             "{seen:?}"
         );
         assert!(records.live().is_empty());
+    }
+
+    /// A process whose first thread ended while another still runs shows that thread as a
+    /// zombie: it was counted as gone, though its other thread could still write.
+    #[test]
+    fn a_process_whose_first_thread_ended_still_counts_while_another_runs() {
+        // Python's main thread can end the way C's can, leaving the other thread running.
+        let script = "import ctypes, threading, time\n\
+                      threading.Thread(target=lambda: time.sleep(30)).start()\n\
+                      ctypes.CDLL(None).pthread_exit(None)\n";
+        let Ok(mut child) = Command::new("python3")
+            .args(["-c", script])
+            .process_group(0)
+            .spawn()
+        else {
+            eprintln!("skipped: no python3 here");
+            return;
+        };
+        let group = child.id().cast_signed();
+        let stat = format!("/proc/{group}/stat");
+        let waiting = Instant::now();
+        let leader_gone = || {
+            std::fs::read_to_string(&stat)
+                .ok()
+                .as_deref()
+                .and_then(StatFields::of)
+                .is_some_and(|f| !f.runs())
+        };
+        while !leader_gone() && waiting.elapsed() < Duration::from_secs(30) {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(leader_gone(), "the first thread never ended");
+        assert!(group_alive(group));
+        signal_group(Pid::from_raw(group), Signal::SIGKILL);
+        let _ = child.wait();
+        assert!(!group_alive(group));
     }
 
     #[test]
