@@ -343,22 +343,20 @@ impl GroupRecords {
     }
 }
 
-/// Whether a process of group `group` still runs. Zombies do not count: a killed command's
-/// processes stay zombies until someone reaps them, and they can write nothing. Nor does a
-/// process every thread of which is exiting: it runs no code of its own again (the init of a
-/// contained host's namespace whose kleene was killed waits, exiting, until the commands
-/// kleene started in the namespace are reaped, which on a machine whose init never reaps is
-/// never). Without `/proc`, any member counts.
+/// Whether a process of group `group` may still run code of its own. Zombies do not count: a
+/// killed command's processes stay zombies until someone reaps them, and they can write
+/// nothing. Nor does a process every thread of which is exiting, once nothing else of its PID
+/// namespace can run: the init of a contained host's namespace whose kleene was killed waits,
+/// exiting, until the commands kleene started in the namespace are reaped, which on a machine
+/// whose init never reaps is never, and it has sent every one of them SIGKILL first. Without
+/// `/proc`, any member counts.
 fn group_alive(group: i32) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return killpg(Pid::from_raw(group), None::<Signal>).is_ok();
     };
+    let group = group.to_string();
     entries.flatten().any(|entry| {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
+        let Some(pid) = process_id(&entry) else {
             return false;
         };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -367,8 +365,64 @@ fn group_alive(group: i32) -> bool {
         let Some(fields) = StatFields::of(&stat) else {
             return false;
         };
-        fields.pgrp == group.to_string()
-            && (fields.runs() || threads_run(&format!("/proc/{pid}/task")))
+        fields.pgrp == group
+            && (fields.runs()
+                || threads_run(&format!("/proc/{pid}/task"))
+                || (fields.exiting() && namespace_runs(&pid)))
+    })
+}
+
+/// The process id an entry of `/proc` names, if it names one.
+fn process_id(entry: &std::fs::DirEntry) -> Option<String> {
+    entry
+        .file_name()
+        .to_str()
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .map(str::to_owned)
+}
+
+/// Whether another process of the PID namespace of `pid`, an exiting process, may still run
+/// code of its own: one that is neither a zombie nor exiting and has no SIGKILL pending. An
+/// exiting process of this process's own namespace leaves nothing behind it; the init of
+/// another kills everything in its namespace as it exits.
+fn namespace_runs(pid: &str) -> bool {
+    let namespace = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
+    let Some(theirs) = namespace(pid) else {
+        return false;
+    };
+    if namespace("self").as_ref() == Some(&theirs) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        let Some(other) = process_id(&entry).filter(|other| other != pid) else {
+            return false;
+        };
+        namespace(&other).as_ref() == Some(&theirs)
+            && (std::fs::read_to_string(format!("/proc/{other}/stat"))
+                .ok()
+                .as_deref()
+                .and_then(StatFields::of)
+                .is_some_and(|fields| fields.runs())
+                || threads_run(&format!("/proc/{other}/task")))
+            && !kill_pending(&other)
+    })
+}
+
+/// Whether SIGKILL is pending for process `pid` (then it runs no code of its own again).
+fn kill_pending(pid: &str) -> bool {
+    const SIGKILL_BIT: u64 = 1 << (9 - 1);
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status.lines().any(|line| {
+        ["ShdPnd:", "SigPnd:"].iter().any(|key| {
+            line.strip_prefix(key)
+                .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+                .is_some_and(|mask| mask & SIGKILL_BIT != 0)
+        })
     })
 }
 
@@ -409,7 +463,12 @@ impl<'a> StatFields<'a> {
 
     /// Neither a zombie nor dead nor exiting.
     fn runs(&self) -> bool {
-        self.state != "Z" && self.state != "X" && self.flags & Self::EXITING == 0
+        self.state != "Z" && self.state != "X" && !self.exiting()
+    }
+
+    /// Exiting, but not yet a zombie.
+    fn exiting(&self) -> bool {
+        self.flags & Self::EXITING != 0 && self.state != "Z" && self.state != "X"
     }
 }
 
@@ -1062,6 +1121,54 @@ mod tests {
         signal_group(Pid::from_raw(group), Signal::SIGKILL);
         let _ = child.wait();
         assert!(!group_alive(group));
+    }
+
+    /// The init of another PID namespace, exiting, leaves the namespace quiet only once every
+    /// other process there is gone or bound to die; of this process's own namespace, nothing
+    /// is left behind an exiting process.
+    #[test]
+    fn another_namespace_runs_while_a_process_there_does() {
+        let d = dir();
+        let ready = d.path().join("ready");
+        let script = format!("sleep 30 & sleep 30 & touch {}; wait", ready.display());
+        let Ok(mut init) = Command::new("unshare")
+            .args(["--pid", "--fork", "--kill-child", "sh", "-c", &script])
+            .spawn()
+        else {
+            eprintln!("skipped: no unshare here");
+            return;
+        };
+        let waiting = Instant::now();
+        while !ready.exists() && waiting.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(_)) = init.try_wait() {
+                eprintln!("skipped: no PID namespace may be made here");
+                return;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            ready.exists(),
+            "the namespace's shell never started its children"
+        );
+        // `unshare` forks the shell, which is the namespace's init.
+        let children =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", init.id())).unwrap();
+        let shell = children.split_whitespace().next().unwrap().to_owned();
+        assert!(namespace_runs(&shell));
+        assert!(!namespace_runs(&std::process::id().to_string()));
+        let sleeps =
+            std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+        for sleep in sleeps.split_whitespace() {
+            let _ = nix::sys::signal::kill(Pid::from_raw(sleep.parse().unwrap()), Signal::SIGKILL);
+        }
+        // Killed, they are zombies until the shell reaps them: nothing of theirs runs.
+        let waiting = Instant::now();
+        while namespace_runs(&shell) && waiting.elapsed() < Duration::from_secs(30) {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!namespace_runs(&shell));
+        let _ = init.kill();
+        let _ = init.wait();
     }
 
     #[test]
