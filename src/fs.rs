@@ -6,6 +6,8 @@
 //! replace_file(dir, &path, bytes)?;  // temp file, fsync, rename, fsync of dir
 //! ```
 
+pub(crate) mod unclosed;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

@@ -34,6 +34,12 @@
 //! child when its parent ends, and it kills and reaps its children until none is left before
 //! it answers; on SIGTERM (kleene died, or stops it) it stops its command and does the same.
 //!
+//! A thread's host outlives the thread (it lives as long as its keeper, the thread of kleene's
+//! that started it): when the thread ends the host goes back to the spares, for the next
+//! thread to take. As a host is stopped it is handed, over its socket, the inotify instances
+//! kleene's stages leave unclosed (see [`crate::fs::unclosed`]), so the host's exit, not
+//! kleene's, waits for the kernel to free their watches.
+//!
 //! The wire between kleene and its host is private to one build of the binary: frames of a
 //! little-endian `u32` length and a JSON body, the request's stdin bytes in a frame of their
 //! own. A host that does not answer with its protocol line as PID 1 is not used: kleene falls
@@ -41,7 +47,8 @@
 
 use std::cell::RefCell;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -52,6 +59,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::closure::verdict::{OutputTail, TailLimits};
+use crate::fs::unclosed;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sched::{CloneFlags, setns, unshare};
@@ -59,6 +67,7 @@ use nix::sys::prctl;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, getgid, getpid, getppid, getuid};
+use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
 use serde::{Deserialize, Serialize};
 
 use super::{Finished, GroupRecords, Interrupt, Invocation, RunError, run_here};
@@ -242,7 +251,7 @@ fn take_spare() -> Option<Host> {
             },
         };
         let mut host = host;
-        // A spare whose starting thread ended went with it (its parent-death signal).
+        // A spare that was killed, or whose program failed, is not handed out.
         if host.alive() {
             return Some(host);
         }
@@ -284,9 +293,29 @@ pub(super) fn kind() -> Option<super::Containment> {
 }
 
 thread_local! {
-    /// This thread's host. A parent-death signal follows the thread that started the host, so
-    /// each thread that runs commands keeps its own.
-    static HOST: RefCell<Option<Host>> = const { RefCell::new(None) };
+    /// This thread's host: each thread that runs commands has its own, so commands of
+    /// several threads run at once, each contained alone.
+    static HOST: Held = const { Held(RefCell::new(None)) };
+}
+
+/// A thread's host, which goes back to the spares when the thread ends: another thread (the
+/// next pass's, or the one that stops every host at the end) may take it, since a host lives
+/// as long as its keeper, not as long as the thread that ran commands in it.
+struct Held(RefCell<Option<Host>>);
+
+/// The most hosts kept among the spares when their threads end; others stop with them.
+const SPARE_MAX: usize = 8;
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let Some(host) = self.0.get_mut().take() else {
+            return;
+        };
+        let mut spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner);
+        if spare.len() < SPARE_MAX {
+            spare.push(Spare::Ready(host));
+        }
+    }
 }
 
 /// Runs `inv` in this thread's host, starting one if needed; `None` where no host works here.
@@ -296,7 +325,7 @@ pub(super) fn run(
 ) -> Option<Result<Finished, RunError>> {
     let probe = probe()?;
     Some(HOST.with(|slot| {
-        let mut slot = slot.borrow_mut();
+        let mut slot = slot.0.borrow_mut();
         // A host that was killed while idle is replaced before anything is sent to it.
         let mut held = slot.take();
         if held.as_mut().is_some_and(|h| !h.alive()) {
@@ -320,8 +349,8 @@ pub(super) fn run(
 struct Host {
     child: Child,
     socket: UnixStream,
-    /// The thread whose children start in the host's namespace, where kleene made it.
-    _keeper: Option<Keeper>,
+    /// The thread that started the host, whose end the host's parent-death signal follows.
+    _keeper: Keeper,
     /// The process group of the program kleene started (the host, or the one that made a user
     /// namespace for it), which kleene records from the host's first recorded call until the
     /// host stops.
@@ -340,9 +369,11 @@ struct Host {
 struct Starting {
     child: Child,
     socket: UnixStream,
-    keeper: Option<Keeper>,
+    keeper: Keeper,
     group: i32,
     reaper: bool,
+    /// Whether kleene's own thread made the host's namespace (root's), which kleene may enter.
+    made_namespace: bool,
 }
 
 impl Starting {
@@ -375,7 +406,11 @@ impl Starting {
             return Err(err);
         }
         // Only a namespace kleene's own thread made (so, root's) may be entered by kleene.
-        let entry = self.keeper.as_ref().and_then(|_| Entry::open(self.group));
+        let entry = if self.made_namespace {
+            Entry::open(self.group)
+        } else {
+            None
+        };
         Ok(Host {
             child: self.child,
             socket: self.socket,
@@ -397,7 +432,7 @@ impl Host {
         let (socket, theirs) = UnixStream::pair()?;
         let mut cmd = Command::new(&probe.program);
         cmd.arg(HOST_ARG);
-        // The hosts kleene does not start from a thread of its own check, once their
+        // The hosts that are not the init of a namespace kleene made check, once their
         // parent-death signal is set, that their parent is still this process (it may have
         // died in between).
         let checks_parent = match probe.how {
@@ -416,19 +451,10 @@ impl Host {
             .stderr(Stdio::null())
             // Where the run's key lives is none of a command's business.
             .env_remove("KLEENE_SIGNING_KEY");
-        // The command holds our copy of the host's end: each way of spawning drops it at once,
-        // so a host that dies says so.
-        let (child, keeper) = match probe.how {
-            How::Namespace { own_user: false } => {
-                let (child, keeper) = Keeper::spawn(cmd)?;
-                (child, Some(keeper))
-            }
-            _ => {
-                let child = cmd.spawn()?;
-                drop(cmd);
-                (child, None)
-            }
-        };
+        // The command holds our copy of the host's end, and the keeper drops it at once, so
+        // a host that dies says so.
+        let made_namespace = matches!(probe.how, How::Namespace { own_user: false });
+        let (child, keeper) = Keeper::spawn(cmd, made_namespace)?;
         let group = child.id().cast_signed();
         Ok(Starting {
             child,
@@ -436,6 +462,7 @@ impl Host {
             keeper,
             group,
             reaper: matches!(probe.how, How::Reaper),
+            made_namespace,
         })
     }
 
@@ -671,6 +698,9 @@ impl Host {
 
 impl Drop for Host {
     fn drop(&mut self) {
+        if self.alive() {
+            leave_unclosed_with(&self.socket);
+        }
         // Closing the socket ends an idle host; a busy one goes with its group, or, as a
         // subreaper, stops its command first.
         let signal = if self.reaper {
@@ -686,9 +716,31 @@ impl Drop for Host {
     }
 }
 
+/// Leaves the descriptors whose close would wait (see [`crate::fs::unclosed`]) in flight to a
+/// host that is stopped next: its end of the socket, never read again, holds them, and its
+/// exit closes them, so nothing of kleene's waits for that. Where sending fails, they close
+/// here as they would have.
+fn leave_unclosed_with(socket: &UnixStream) {
+    let kept = unclosed::take();
+    if kept.is_empty() {
+        return;
+    }
+    let fds: Vec<BorrowedFd<'_>> = kept.iter().map(AsFd::as_fd).collect();
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(unclosed::MAX))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        let _ = sendmsg(
+            socket,
+            &[io::IoSlice::new(&[0])],
+            &mut control,
+            SendFlags::NOSIGNAL,
+        );
+    }
+}
+
 /// Stops the calling thread's host and every spare one, and removes their records.
 pub(super) fn release() {
-    let _ = HOST.try_with(|slot| slot.borrow_mut().take());
+    let _ = HOST.try_with(|slot| slot.0.borrow_mut().take());
     let spares = std::mem::take(&mut *SPARE.lock().unwrap_or_else(PoisonError::into_inner));
     for spare in spares {
         // A greeted one goes when it is dropped.
@@ -698,17 +750,18 @@ pub(super) fn release() {
     }
 }
 
-/// A thread of kleene's that made a new PID namespace for the children it starts and started
-/// one host in it, the namespace's init. The host's parent-death signal follows the thread
-/// that started it, so the thread lives as long as the host is kept; dropping the keeper ends
-/// it. (A process must be alone to enter a user namespace; a thread may make a PID namespace
-/// for its own children, so no other program is needed.)
+/// A thread of kleene's that started one host, as root after making a new PID namespace for the
+/// children it starts, so the host is the namespace's init. The host's parent-death signal
+/// follows the thread that started it, so the thread lives as long as the host is kept (a
+/// host outlives the thread that ran commands in it, for the next one to take); dropping the
+/// keeper ends it. (A process must be alone to enter a user namespace; a thread may make a
+/// PID namespace for its own children, so no other program is needed.)
 struct Keeper {
     _keep: mpsc::Sender<()>,
 }
 
 impl Keeper {
-    fn spawn(mut cmd: Command) -> io::Result<(Child, Self)> {
+    fn spawn(mut cmd: Command, new_pid_namespace: bool) -> io::Result<(Child, Self)> {
         let (started_tx, started) = mpsc::sync_channel(1);
         let (keep, kept) = mpsc::channel::<()>();
         std::thread::Builder::new()
@@ -716,9 +769,12 @@ impl Keeper {
             .spawn(move || {
                 // The flag marks this thread only: no other thread's children, kleene's own
                 // included, start in the namespace.
-                let child = unshare(CloneFlags::CLONE_NEWPID)
-                    .map_err(io::Error::from)
-                    .and_then(|()| cmd.spawn());
+                let unshared = if new_pid_namespace {
+                    unshare(CloneFlags::CLONE_NEWPID).map_err(io::Error::from)
+                } else {
+                    Ok(())
+                };
+                let child = unshared.and_then(|()| cmd.spawn());
                 drop(cmd);
                 let started = child.is_ok();
                 if started_tx.send(child).is_ok() && started {

@@ -187,18 +187,18 @@ mod host;
 /// program's, a millisecond or two) overlaps what the process does before its first
 /// commands; the first `count` threads to run a command take one each instead of starting
 /// their own. Does nothing before [`contain_commands_with`] named a host, or where hosts
-/// proved not to work. A host ends with the thread that started it (its parent-death
-/// signal follows that thread), so call it from a thread that outlives the commands, such as
-/// `main` (the `kleene` binary calls it first thing in `run` and `resume`); a host whose
-/// thread ended is never handed out.
+/// proved not to work. Each host is started by a thread of its own that lives as long as the
+/// host is kept, so any thread may call this (the `kleene` binary calls it first thing in
+/// `run` and `resume`); a host that ended is never handed out. A thread's host goes back to
+/// the spares when the thread ends, for the next thread to take.
 pub fn start_hosts(count: usize) {
     host::start_early(count);
 }
 
-/// Stops the calling thread's contained host, if it started one, and every host started by
-/// [`start_hosts`] that no thread took, and removes the records of their process groups
-/// (call before the process ends; the `kleene` binary does). A later command on this thread
-/// starts a new host.
+/// Stops the calling thread's contained host, if it started one, and every spare host (those
+/// [`start_hosts`] started that no thread took, and those whose threads ended), and removes
+/// the records of their process groups (call before the process ends; the `kleene` binary
+/// does). A later command on this thread starts a new host.
 pub fn release_host() {
     host::release();
 }

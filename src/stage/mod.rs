@@ -326,6 +326,7 @@ impl Stage {
     /// that the links removed were kleene's own: removing a link moves its object's change
     /// time, and without this the next stage to link the object would read and hash it
     /// again, every object of every input, when each call gets a fresh stage.
+    #[cfg_attr(not(feature = "shell"), allow(dead_code))]
     pub(crate) fn discard_linked_from(self, store: &ObjectStore) -> Result<(), StageError> {
         let digests: Vec<Digest> = self.inputs.values().map(|s| s.digest).collect();
         sweep::remove_stage(&self.root)?;

@@ -61,6 +61,16 @@ pub(crate) struct Tracker {
     failed: bool,
 }
 
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        // Closing an instance that still watches waits for the kernel to free its watches: a
+        // copy left for a process about to end makes this close (the next line's) instant.
+        if let Ok(copy) = self.fd.try_clone() {
+            crate::fs::unclosed::leave(copy);
+        }
+    }
+}
+
 impl Tracker {
     /// A tracker watching the stage's root at `root`; `None` where the kernel gives none (no inotify, too
     /// many instances), and the stage is walked whole.

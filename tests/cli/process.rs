@@ -8,6 +8,17 @@ use std::time::{Duration, Instant};
 
 use kleene::process::{self, Containment, Interrupt, Invocation, RunError};
 
+/// These tests share the process's spare hosts: one at a time, each sees only its own.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds [`ONE_AT_A_TIME`] for a test (a test that failed while holding it does not stop
+/// the others).
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Names the `kleene` binary as the host; `false` where no PID namespace can be made here.
 fn contained() -> bool {
     assert!(process::contain_commands_with(env!("CARGO_BIN_EXE_kleene")));
@@ -27,6 +38,7 @@ fn inv<'a>(command: &'a str, dir: &'a Path) -> Invocation<'a> {
 
 #[test]
 fn exit_codes_output_stdin_and_env_cross_the_host() {
+    let _alone = alone();
     if !contained() {
         return;
     }
@@ -55,6 +67,7 @@ fn exit_codes_output_stdin_and_env_cross_the_host() {
 
 #[test]
 fn a_relative_directory_means_one_under_the_callers() {
+    let _alone = alone();
     if !contained() {
         return;
     }
@@ -68,6 +81,7 @@ fn a_relative_directory_means_one_under_the_callers() {
 
 #[test]
 fn a_setsid_child_is_gone_before_run_returns() {
+    let _alone = alone();
     if !contained() {
         return;
     }
@@ -85,6 +99,7 @@ fn a_setsid_child_is_gone_before_run_returns() {
 
 #[test]
 fn a_timeout_stops_the_command_and_the_host_serves_the_next() {
+    let _alone = alone();
     if !contained() {
         return;
     }
@@ -105,6 +120,7 @@ fn a_timeout_stops_the_command_and_the_host_serves_the_next() {
 
 #[test]
 fn an_interrupt_stops_the_command_and_a_new_host_serves_the_next() {
+    let _alone = alone();
     if !contained() {
         return;
     }
@@ -143,6 +159,7 @@ fn an_interrupt_stops_the_command_and_a_new_host_serves_the_next() {
 
 #[test]
 fn threads_run_commands_at_once_each_in_its_own_host() {
+    let _alone = alone();
     if !contained() {
         return;
     }
@@ -168,4 +185,32 @@ fn threads_run_commands_at_once_each_in_its_own_host() {
         assert!(done.success(), "command {n} never saw the others start");
         assert_eq!(done.tail.stdout().trim(), n.to_string());
     }
+}
+
+/// A thread's host outlives the thread: the next thread to run a command takes it instead of
+/// starting one (a run's next pass, on threads of its own, pays no host start).
+#[test]
+fn the_next_thread_takes_the_host_of_one_that_ended() {
+    let _alone = alone();
+    if !contained() {
+        return;
+    }
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let namespace = || {
+        let dir = Arc::clone(&dir);
+        thread::spawn(move || {
+            let done = process::run(
+                &inv("readlink /proc/self/ns/pid", dir.path()),
+                &Interrupt::default(),
+            )
+            .unwrap();
+            assert!(done.success(), "{}", done.tail.stderr());
+            done.tail.stdout().trim().to_owned()
+        })
+        .join()
+        .unwrap()
+    };
+    let first = namespace();
+    assert!(first.starts_with("pid:["), "{first}");
+    assert_eq!(namespace(), first);
 }
