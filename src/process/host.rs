@@ -471,6 +471,16 @@ impl Host {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// Whether the host is exiting or gone (it ends its namespace's processes first, then is
+    /// reaped).
+    fn exiting(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.group))
+            .ok()
+            .as_deref()
+            .and_then(super::StatFields::of)
+            .is_none_or(|fields| !fields.runs())
+    }
+
     /// Sends `inv`, waits for the answer; the host comes back unless it failed or was stopped.
     fn run(
         mut self,
@@ -563,10 +573,17 @@ impl Host {
             self.stop();
             return (None, result);
         }
-        // The command's leader is gone (reaped, or never started), so whatever it started and
-        // left running is the host's child now, the namespace's init being every orphan's
-        // parent there: with none, nothing but the host runs in the namespace.
-        let quiet = if self.leftovers() {
+        // A host that ended took the command with it (the kernel ends a namespace by killing
+        // everything in it as its init exits, and a namespace without an init starts
+        // nothing): whatever the command's status says, it was not the command's own end.
+        let quiet = if self.exiting() {
+            Err(io::Error::other(
+                "the contained host ended while the command ran",
+            ))
+        } else if self.leftovers() {
+            // The command's leader is gone (reaped, or never started), so whatever it started
+            // and left running is the host's child now, the namespace's init being every
+            // orphan's parent there: with none, nothing but the host runs in the namespace.
             match self.ask(&Ask::Sweep, None, Instant::now() + BACKSTOP, interrupt) {
                 Ok(Answer::Swept) => Ok(()),
                 Ok(_) => Err(io::Error::other(
@@ -580,17 +597,6 @@ impl Host {
         } else {
             Ok(())
         };
-        // A host that ended took the command with it (the kernel ends a namespace with its
-        // init): whatever the command's status says, it was not the command's own end.
-        let quiet = quiet.and_then(|()| {
-            if self.alive() {
-                Ok(())
-            } else {
-                Err(io::Error::other(
-                    "the contained host ended while the command ran",
-                ))
-            }
-        });
         match quiet {
             Ok(()) => (Some(self), result),
             Err(source) => {

@@ -214,3 +214,57 @@ fn the_next_thread_takes_the_host_of_one_that_ended() {
     assert!(first.starts_with("pid:["), "{first}");
     assert_eq!(namespace(), first);
 }
+
+/// The init of the namespace `namespace` (as `readlink /proc/self/ns/pid` names it): the
+/// process there whose id in it is 1.
+fn init_of(namespace: &str) -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let theirs = std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()?;
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let innermost = status
+                .lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))?
+                .split_whitespace()
+                .last()?
+                .to_owned();
+            (theirs.to_str() == Some(namespace) && innermost == "1").then_some(pid)
+        })
+}
+
+/// A host killed while its command runs takes the command with it (the kernel ends the
+/// namespace): the call is an infrastructure failure, not the command's own death by
+/// SIGKILL, and the next command gets a new host.
+#[test]
+fn a_host_killed_during_a_command_fails_the_call_and_a_new_host_serves_the_next() {
+    let _alone = alone();
+    if !contained() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("namespace");
+    let command = format!(
+        "readlink /proc/self/ns/pid > {0}.part && mv {0}.part {0}; sleep 30",
+        mark.display()
+    );
+    let killer = thread::spawn(move || {
+        let waiting = Instant::now();
+        while !mark.exists() && waiting.elapsed() < Duration::from_secs(30) {
+            thread::sleep(Duration::from_millis(10));
+        }
+        let namespace = std::fs::read_to_string(&mark).unwrap();
+        let host = init_of(namespace.trim()).expect("the namespace has an init");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(host), nix::sys::signal::SIGKILL)
+            .unwrap();
+    });
+    let started = Instant::now();
+    let err = process::run(&inv(&command, dir.path()), &Interrupt::default()).unwrap_err();
+    killer.join().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(25));
+    assert!(matches!(err, RunError::Wait { .. }), "{err}");
+    let done = process::run(&inv("echo again", dir.path()), &Interrupt::default()).unwrap();
+    assert_eq!(done.tail.stdout().trim(), "again");
+}
