@@ -576,7 +576,15 @@ impl Host {
         // A host that ended took the command with it (the kernel ends a namespace by killing
         // everything in it as its init exits, and a namespace without an init starts
         // nothing): whatever the command's status says, it was not the command's own end.
-        let quiet = if self.exiting() {
+        // Only those two ends need the look at the host's state.
+        let suspect = matches!(
+            &result,
+            Ok(Finished {
+                signal: Some(9),
+                ..
+            }) | Err(RunError::Spawn { .. })
+        );
+        let quiet = if !self.alive() || (suspect && self.exiting()) {
             Err(io::Error::other(
                 "the contained host ended while the command ran",
             ))
