@@ -19,6 +19,12 @@ fn alone() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// [`alone`], where commands are contained here (see [`contained`]).
+fn contained_alone() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let alone = alone();
+    contained().then_some(alone)
+}
+
 /// Names the `kleene` binary as the host; `false` where no PID namespace can be made here.
 fn contained() -> bool {
     assert!(process::contain_commands_with(env!("CARGO_BIN_EXE_kleene")));
@@ -38,10 +44,9 @@ fn inv<'a>(command: &'a str, dir: &'a Path) -> Invocation<'a> {
 
 #[test]
 fn exit_codes_output_stdin_and_env_cross_the_host() {
-    let _alone = alone();
-    if !contained() {
+    let Some(_alone) = contained_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let input = vec![b'x'; 3 << 20];
     let mut i = inv("wc -c; echo \"$K\" >&2; pwd >&2; exit 7", dir.path());
@@ -67,10 +72,9 @@ fn exit_codes_output_stdin_and_env_cross_the_host() {
 
 #[test]
 fn a_relative_directory_means_one_under_the_callers() {
-    let _alone = alone();
-    if !contained() {
+    let Some(_alone) = contained_alone() else {
         return;
-    }
+    };
     let done = process::run(&inv("pwd", Path::new("tests")), &Interrupt::default()).unwrap();
     assert!(
         done.tail.stdout().trim_end().ends_with("/tests"),
@@ -81,10 +85,9 @@ fn a_relative_directory_means_one_under_the_callers() {
 
 #[test]
 fn a_setsid_child_is_gone_before_run_returns() {
-    let _alone = alone();
-    if !contained() {
+    let Some(_alone) = contained_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("late");
     let command = format!(
@@ -99,10 +102,9 @@ fn a_setsid_child_is_gone_before_run_returns() {
 
 #[test]
 fn a_timeout_stops_the_command_and_the_host_serves_the_next() {
-    let _alone = alone();
-    if !contained() {
+    let Some(_alone) = contained_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut i = inv("echo started; sleep 30", dir.path());
     // Long enough for a loaded machine to start the shell and echo; far short of the sleep.
@@ -120,10 +122,9 @@ fn a_timeout_stops_the_command_and_the_host_serves_the_next() {
 
 #[test]
 fn an_interrupt_stops_the_command_and_a_new_host_serves_the_next() {
-    let _alone = alone();
-    if !contained() {
+    let Some(_alone) = contained_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let (started_mark, release, marker) = (
         dir.path().join("started"),
@@ -159,10 +160,9 @@ fn an_interrupt_stops_the_command_and_a_new_host_serves_the_next() {
 
 #[test]
 fn threads_run_commands_at_once_each_in_its_own_host() {
-    let _alone = alone();
-    if !contained() {
+    let Some(_alone) = contained_alone() else {
         return;
-    }
+    };
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let marks = dir.path().display().to_string();
     // Each command waits until all three have started: one host would run them one after
@@ -191,10 +191,9 @@ fn threads_run_commands_at_once_each_in_its_own_host() {
 /// starting one (a run's next pass, on threads of its own, pays no host start).
 #[test]
 fn the_next_thread_takes_the_host_of_one_that_ended() {
-    let _alone = alone();
-    if !contained() {
+    let Some(_alone) = contained_alone() else {
         return;
-    }
+    };
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let namespace = || {
         let dir = Arc::clone(&dir);
@@ -240,10 +239,9 @@ fn init_of(namespace: &str) -> Option<i32> {
 /// SIGKILL, and the next command gets a new host.
 #[test]
 fn a_host_killed_during_a_command_fails_the_call_and_a_new_host_serves_the_next() {
-    let _alone = alone();
-    if !contained() {
+    let Some(_alone) = contained_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let mark = dir.path().join("namespace");
     let command = format!(
