@@ -308,9 +308,14 @@ const SPARE_MAX: usize = 8;
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let Some(host) = self.0.get_mut().take() else {
+        let Some(mut host) = self.0.get_mut().take() else {
             return;
         };
+        // Idle, it runs nothing any record should name; the next thread records it where
+        // its own commands are recorded (another state directory, maybe).
+        if let Some(records) = host.recorded.take() {
+            records.forget(host.group);
+        }
         let mut spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner);
         if spare.len() < SPARE_MAX {
             spare.push(Spare::Ready(host));

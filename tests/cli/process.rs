@@ -266,3 +266,42 @@ fn a_host_killed_during_a_command_fails_the_call_and_a_new_host_serves_the_next(
     let done = process::run(&inv("echo again", dir.path()), &Interrupt::default()).unwrap();
     assert_eq!(done.tail.stdout().trim(), "again");
 }
+
+/// A host back from the spares is recorded where the commands of the thread that took it are
+/// recorded: the state directory it served before no longer names it once its thread ended.
+#[test]
+fn a_host_back_from_the_spares_is_recorded_where_its_next_commands_are() {
+    let Some(_alone) = contained_alone() else {
+        return;
+    };
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let first = process::GroupRecords::new(dir.path().join("first"));
+    let second = process::GroupRecords::new(dir.path().join("second"));
+    let (d, records) = (Arc::clone(&dir), first.clone());
+    thread::spawn(move || {
+        let mut i = inv("true", d.path());
+        i.records = Some((&records, "first".to_owned()));
+        assert!(process::run(&i, &Interrupt::default()).unwrap().success());
+    })
+    .join()
+    .unwrap();
+    assert!(first.live().is_empty(), "{:?}", first.live());
+    let release = dir.path().join("release");
+    let command = format!("while [ ! -e {} ]; do sleep 0.01; done", release.display());
+    let (d, records) = (Arc::clone(&dir), second.clone());
+    let user = thread::spawn(move || {
+        let mut i = inv(&command, d.path());
+        i.records = Some((&records, "second".to_owned()));
+        process::run(&i, &Interrupt::default()).unwrap()
+    });
+    let waiting = Instant::now();
+    let mut live = second.live();
+    while live.is_empty() && waiting.elapsed() < Duration::from_secs(30) {
+        thread::sleep(Duration::from_millis(10));
+        live = second.live();
+    }
+    std::fs::write(&release, "").unwrap();
+    assert!(user.join().unwrap().success());
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert!(live[0].label.starts_with("second"), "{live:?}");
+}
