@@ -479,11 +479,7 @@ impl Host {
     /// Whether the host is exiting or gone (it ends its namespace's processes first, then is
     /// reaped).
     fn exiting(&self) -> bool {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.group))
-            .ok()
-            .as_deref()
-            .and_then(super::StatFields::of)
-            .is_none_or(|fields| !fields.runs())
+        super::runs_at(format!("/proc/{}/stat", self.group)) != Some(true)
     }
 
     /// Sends `inv`, waits for the answer; the host comes back unless it failed or was stopped.
@@ -593,7 +589,7 @@ impl Host {
             Err(io::Error::other(
                 "the contained host ended while the command ran",
             ))
-        } else if self.leftovers() {
+        } else if self.entry.as_ref().is_none_or(Entry::leftovers) {
             // The command's leader is gone (reaped, or never started), so whatever it started
             // and left running is the host's child now, the namespace's init being every
             // orphan's parent there: with none, nothing but the host runs in the namespace.
@@ -621,15 +617,6 @@ impl Host {
                 (None, result.and(Err(lost)))
             }
         }
-    }
-
-    /// Whether the host has a child: something a command started that outlived its leader
-    /// (an unreadable list counts as one).
-    fn leftovers(&self) -> bool {
-        self.entry.as_ref().is_none_or(|entry| {
-            std::fs::read(&entry.children)
-                .map_or(true, |list| list.iter().any(|b| !b.is_ascii_whitespace()))
-        })
     }
 
     fn exchange(
@@ -833,6 +820,13 @@ impl Entry {
             namespace,
             children,
         })
+    }
+
+    /// Whether the namespace's init has a child: something a command started that outlived
+    /// its leader (an unreadable list counts as one).
+    fn leftovers(&self) -> bool {
+        std::fs::read(&self.children)
+            .map_or(true, |list| list.iter().any(|b| !b.is_ascii_whitespace()))
     }
 
     /// Starts `cmd` in the namespace.
@@ -1115,28 +1109,7 @@ fn serve_requests(reaper_of: Option<i32>) -> io::Result<()> {
             Err(err) => return Err(err),
         };
         let answer = match ask {
-            Ask::Run(request) => {
-                let stdin = if request.stdin {
-                    Some(read_frame(&mut socket, MAX_STDIN)?)
-                } else {
-                    None
-                };
-                let dir = PathBuf::from(std::ffi::OsString::from_vec(request.dir));
-                let inv = Invocation {
-                    command: &request.command,
-                    dir: &dir,
-                    timeout: Duration::from_millis(request.timeout_ms),
-                    stdin: stdin.as_deref(),
-                    env: request
-                        .env
-                        .iter()
-                        .map(|(k, v)| (k.as_str(), v.clone()))
-                        .collect(),
-                    limits: request.limits,
-                    records: None,
-                };
-                answer(&inv, &interrupt)
-            }
+            Ask::Run(request) => run_request(request, &mut socket, &interrupt)?,
             Ask::Sweep => Answer::Swept,
         };
         match sweep {
@@ -1171,6 +1144,35 @@ fn become_reaper(parent: i32) -> io::Result<Interrupt> {
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&interrupt.0))?;
     REAPING.store(true, Ordering::Relaxed);
     Ok(interrupt)
+}
+
+/// Runs the command `request` names, reading its stdin frame from `socket` first if it has
+/// one.
+fn run_request(
+    request: Request,
+    socket: &mut UnixStream,
+    interrupt: &Interrupt,
+) -> io::Result<Answer> {
+    let stdin = if request.stdin {
+        Some(read_frame(socket, MAX_STDIN)?)
+    } else {
+        None
+    };
+    let dir = PathBuf::from(std::ffi::OsString::from_vec(request.dir));
+    let inv = Invocation {
+        command: &request.command,
+        dir: &dir,
+        timeout: Duration::from_millis(request.timeout_ms),
+        stdin: stdin.as_deref(),
+        env: request
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect(),
+        limits: request.limits,
+        records: None,
+    };
+    Ok(answer(&inv, interrupt))
 }
 
 fn answer(inv: &Invocation<'_>, interrupt: &Interrupt) -> Answer {

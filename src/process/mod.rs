@@ -401,11 +401,7 @@ fn namespace_runs(pid: &str) -> bool {
             return false;
         };
         namespace(&other).as_ref() == Some(&theirs)
-            && (std::fs::read_to_string(format!("/proc/{other}/stat"))
-                .ok()
-                .as_deref()
-                .and_then(StatFields::of)
-                .is_some_and(|fields| fields.runs())
+            && (runs_at(format!("/proc/{other}/stat")) == Some(true)
                 || threads_run(&format!("/proc/{other}/task")))
             && !kill_pending(&other)
     })
@@ -432,20 +428,26 @@ fn threads_run(tasks: &str) -> bool {
     let Ok(entries) = std::fs::read_dir(tasks) else {
         return false;
     };
-    entries.flatten().any(|entry| {
-        std::fs::read_to_string(entry.path().join("stat"))
-            .ok()
-            .as_deref()
-            .and_then(StatFields::of)
-            .is_some_and(|fields| fields.runs())
-    })
+    entries
+        .flatten()
+        .any(|entry| runs_at(entry.path().join("stat")) == Some(true))
 }
 
-/// The fields of a `/proc/PID/stat` line that tell whether a process runs, and its group.
+/// Whether the process or thread whose `/proc/…/stat` is at `stat` runs (see
+/// [`StatFields::runs`]); `None` where it cannot be read: gone, or never there.
+fn runs_at(stat: impl AsRef<Path>) -> Option<bool> {
+    let stat = std::fs::read_to_string(stat).ok()?;
+    StatFields::of(&stat).map(|fields| fields.runs())
+}
+
+/// The fields of a `/proc/PID/stat` line that tell whether a process runs, its group, and
+/// when it started.
 struct StatFields<'a> {
     state: &'a str,
     pgrp: &'a str,
     flags: u64,
+    /// Field 22: when the process started, which tells a reused id.
+    started: &'a str,
 }
 
 impl<'a> StatFields<'a> {
@@ -458,7 +460,13 @@ impl<'a> StatFields<'a> {
         let state = fields.next()?;
         let pgrp = fields.nth(1)?;
         let flags = fields.nth(3)?.parse().ok()?;
-        Some(Self { state, pgrp, flags })
+        let started = fields.nth(12)?;
+        Some(Self {
+            state,
+            pgrp,
+            flags,
+            started,
+        })
     }
 
     /// Neither a zombie nor dead nor exiting.
@@ -475,9 +483,7 @@ impl<'a> StatFields<'a> {
 /// The start time of process `pid` (field 22 of `/proc/PID/stat`), to tell a reused id.
 fn start_time(pid: i32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19).map(str::to_owned)
+    StatFields::of(&stat).map(|fields| fields.started.to_owned())
 }
 
 /// A command that ran to its end.
@@ -1106,13 +1112,7 @@ mod tests {
         let group = child.id().cast_signed();
         let stat = format!("/proc/{group}/stat");
         let waiting = Instant::now();
-        let leader_gone = || {
-            std::fs::read_to_string(&stat)
-                .ok()
-                .as_deref()
-                .and_then(StatFields::of)
-                .is_some_and(|f| !f.runs())
-        };
+        let leader_gone = || runs_at(&stat) == Some(false);
         while !leader_gone() && waiting.elapsed() < Duration::from_secs(30) {
             thread::sleep(Duration::from_millis(10));
         }
