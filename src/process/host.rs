@@ -70,7 +70,7 @@ use nix::unistd::{Pid, getgid, getpid, getppid, getuid};
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
 use serde::{Deserialize, Serialize};
 
-use super::{Finished, GroupRecords, Interrupt, Invocation, RunError, run_here};
+use super::{Finished, GroupRecords, Interrupt, Invocation, Place, RunError, run_here};
 
 /// The argument that makes a program serve as a host instead of parsing a command line.
 const HOST_ARG: &str = "__contained-host";
@@ -529,7 +529,13 @@ impl Host {
             }
         };
         let result = match answer {
-            Answer::Finished { code, signal, tail } => Ok(Finished { code, signal, tail }),
+            // The host kills and reaps whatever its command left before it answers.
+            Answer::Finished { code, signal, tail } => Ok(Finished {
+                code,
+                signal,
+                tail,
+                quiet: true,
+            }),
             Answer::Spawn { errno, message } => Err(RunError::Spawn {
                 command,
                 dir: inv.dir.to_owned(),
@@ -569,7 +575,11 @@ impl Host {
             records: None,
             ..inv.clone()
         };
-        let result = run_here(&here, interrupt, self.entry.as_ref());
+        let place = match &self.entry {
+            Some(entry) => Place::Namespace(entry),
+            None => Place::Host,
+        };
+        let result = run_here(&here, interrupt, place);
         if interrupt.is_set() {
             self.stop();
             return (None, result);
@@ -1176,8 +1186,10 @@ fn run_request(
 }
 
 fn answer(inv: &Invocation<'_>, interrupt: &Interrupt) -> Answer {
-    match run_here(inv, interrupt, None) {
-        Ok(Finished { code, signal, tail }) => Answer::Finished { code, signal, tail },
+    match run_here(inv, interrupt, Place::Host) {
+        Ok(Finished {
+            code, signal, tail, ..
+        }) => Answer::Finished { code, signal, tail },
         Err(RunError::Spawn { source, .. }) => Answer::Spawn {
             errno: source.raw_os_error(),
             message: source.to_string(),

@@ -44,8 +44,9 @@
 //! a group whose kleene was killed with SIGKILL, can keep running. For that case each running
 //! group is recorded in a file (see [`GroupRecords`]) until it is stopped, so the next
 //! `kleene resume` can refuse to start while an earlier call's processes are still alive, or
-//! kill them when asked.
-//! [`containment`] says which of the two is in force.
+//! kill them when asked. [`Finished::left_nothing_running`] says whether a command's end was
+//! proved to leave nothing running (under process groups alone, by looking at the processes
+//! started while it ran). [`containment`] says which of the two is in force.
 //!
 //! A command either finishes ([`Finished`], success or an ordinary non-zero exit that a
 //! validator may judge and a fix may repair) or fails as infrastructure ([`RunError`]: it
@@ -182,6 +183,7 @@ pub use host::{contain_commands_with, serve_host_if_asked};
 
 mod cgroup;
 mod host;
+mod started;
 
 /// Starts up to `count` contained hosts without waiting for them, so that their start (a
 /// program's, a millisecond or two) overlaps what the process does before its first
@@ -495,9 +497,35 @@ pub struct Finished {
     pub signal: Option<i32>,
     /// Bounded stdout/stderr.
     pub tail: OutputTail,
+    /// Whether nothing the command started can still run: see
+    /// [`left_nothing_running`](Self::left_nothing_running).
+    quiet: bool,
 }
 
 impl Finished {
+    /// Whether kleene proved that nothing the command started still runs, so nothing of it
+    /// can write into its directory any more. Always so under a PID namespace, a cgroup or a
+    /// subreaper host, which kill and reap everything a command left before it is reported
+    /// ended. Under process groups only, so when no process started while the command ran
+    /// still runs once its group is killed (a process another program started meanwhile
+    /// makes it "maybe": the answer errs on the safe side, never the other).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use kleene::process::{self, Interrupt, Invocation};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let done = process::run(&Invocation::new("true", dir.path()), &Interrupt::default())?;
+    /// // `true` starts nothing; only where commands are contained by process groups alone
+    /// // may a process another program started meanwhile leave this unproved.
+    /// let _ = done.left_nothing_running();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn left_nothing_running(&self) -> bool {
+        self.quiet
+    }
+
     /// Whether the command succeeded (exit code 0).
     pub fn success(&self) -> bool {
         self.code == Some(0)
@@ -618,7 +646,20 @@ fn detail(tail: &OutputTail) -> String {
 /// [`RunError`] for every infrastructure failure; an ordinary non-zero exit is a
 /// [`Finished`] value.
 pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunError> {
-    host::run(inv, interrupt).unwrap_or_else(|| run_here(inv, interrupt, None))
+    host::run(inv, interrupt).unwrap_or_else(|| run_here(inv, interrupt, Place::Here))
+}
+
+/// Where [`run_here`] starts a command, which says what proves it left nothing running.
+#[derive(Clone, Copy)]
+enum Place<'a> {
+    /// Where this process runs, with no host: a cgroup of its own where cgroups are
+    /// available, else only its process group, and then the processes started while it ran
+    /// are looked at once it ended.
+    Here,
+    /// Inside a contained host's namespace, entered for the start alone: the host sweeps it.
+    Namespace(&'a host::Entry),
+    /// In a contained host, which kills and reaps whatever its commands leave.
+    Host,
 }
 
 /// Runs `inv` as a child of this thread, in its own process group: inside `namespace` when
@@ -628,15 +669,26 @@ pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunE
 fn run_here(
     inv: &Invocation<'_>,
     interrupt: &Interrupt,
-    namespace: Option<&host::Entry>,
+    place: Place<'_>,
 ) -> Result<Finished, RunError> {
     let started = Instant::now();
     let command = inv.command.to_owned();
+    let namespace = match place {
+        Place::Namespace(entry) => Some(entry),
+        Place::Here | Place::Host => None,
+    };
     // The namespace contains the command already.
     let cgroup = match namespace {
         Some(_) => None,
         None => cgroup::CallCgroup::make(),
     };
+    // With neither a host nor a cgroup, only the ids handed out while the command ran can
+    // tell that nothing it started outlives it.
+    let window = match (place, &cgroup) {
+        (Place::Here, None) => started::StartWindow::open(),
+        _ => None,
+    };
+    let contained = !matches!((place, &cgroup), (Place::Here, None));
     let script = match &cgroup {
         Some(_) => cgroup::entering(inv.command),
         None => command.clone(),
@@ -772,6 +824,7 @@ fn run_here(
             source: std::io::Error::other(cgroup::ENTER_FAILED),
         });
     }
+    let quiet = contained || window.is_some_and(|w| w.nothing_started_runs());
     match status.code() {
         Some(127) => Err(RunError::NotFound { command, tail }),
         Some(126) => Err(RunError::NotExecutable { command, tail }),
@@ -779,6 +832,7 @@ fn run_here(
             code,
             signal: status.signal(),
             tail,
+            quiet,
         }),
     }
 }

@@ -63,7 +63,8 @@ pub struct ShellAgent<'a> {
     /// The last call's stage, turned into the next call's by [`Stage::reuse`]: in a chain,
     /// a call then pays for the files that changed, not for linking every input again.
     spare: Option<Stage>,
-    /// Stages made so far, naming each one apart when commands can outlive their calls.
+    /// Stages made so far, naming each one apart when commands can outlive their calls (a
+    /// stage a call may still be writing into is never handed on, and never named again).
     stages_made: u64,
     /// The call under way.
     current: Option<CallState>,
@@ -86,6 +87,9 @@ struct CallState {
     own_io: Option<String>,
     /// The fix subtask whose spec file was written before its attempt was drawn, and where.
     prepared_fix: Option<(TaskId, PathBuf)>,
+    /// Whether every command of the call so far was proved to leave nothing running: the
+    /// stage is then quiet, and the next call may turn it into its own.
+    left_nothing_running: bool,
 }
 
 /// Why a command of the closure stopped it, classified for the batch.
@@ -260,6 +264,7 @@ impl BatchAgent for ShellAgent<'_> {
             exec_failure: None,
             own_io: None,
             prepared_fix: None,
+            left_nothing_running: true,
         });
         Ok(())
     }
@@ -323,7 +328,7 @@ impl BatchAgent for ShellAgent<'_> {
         let full = (!record.outcome().is_resolved())
             .then(|| state.stage.nearly_full())
             .flatten();
-        let changes = self.settle_stage(&task.id, state.stage);
+        let changes = self.settle_stage(&task.id, state.stage, state.left_nothing_running);
         if let Some(detail) = state.own_io {
             // The closure stopped before the fix it spawned could run: the call is withdrawn,
             // and so is its record (a resume makes the call again).
@@ -365,7 +370,7 @@ impl BatchAgent for ShellAgent<'_> {
         // The stage is settled as a finished call's is; no record is saved, since the call
         // made again under this number saves its own.
         if let Some(state) = self.current.take() {
-            let _ = self.settle_stage(&call.task().id, state.stage);
+            let _ = self.settle_stage(&call.task().id, state.stage, state.left_nothing_running);
         }
     }
 }
@@ -375,7 +380,12 @@ impl ShellAgent<'_> {
     /// when it cannot be read). The stage is walked whatever the outcome: an input damaged
     /// in place must be dropped from the store before any later stage links it. One refused
     /// unread as too large is not seen, so it counts as deleted: those are dropped too.
-    fn settle_stage(&mut self, task: &TaskId, stage: Stage) -> Result<StageChanges, StageError> {
+    fn settle_stage(
+        &mut self,
+        task: &TaskId,
+        stage: Stage,
+        left_nothing_running: bool,
+    ) -> Result<StageChanges, StageError> {
         let changes =
             stage.changes_within(&self.rt.scratch_for(task), self.rt.max_call_output_bytes);
         if let Ok(changes) = &changes {
@@ -387,7 +397,7 @@ impl ShellAgent<'_> {
         }
         // Kept for the next call, which turns it into its own stage, unless it cannot be
         // read or a command of this call may still be writing into it.
-        if changes.is_ok() && !self.rt.commands_can_outlive_calls {
+        if changes.is_ok() && left_nothing_running {
             self.spare = Some(stage);
         } else if let Err(err) = stage.discard_linked_from(&self.rt.store) {
             self.say(&format!("failed to remove a stage: {}", Chain(&err)));
@@ -444,7 +454,17 @@ impl ShellAgent<'_> {
                 .as_ref()
                 .map(|r| (r, format!("task {} call {}", state.task, state.call))),
         };
-        let done = process::run(&inv, &rt.interrupt).map_err(|source| Stopped::Run {
+        let done = process::run(&inv, &rt.interrupt);
+        // A command that did not finish was stopped as its containment stops everything, so
+        // only process groups alone leave its stage in doubt.
+        let left_nothing_running = done.as_ref().map_or(
+            !rt.commands_can_outlive_calls,
+            Finished::left_nothing_running,
+        );
+        if let Some(state) = self.current.as_mut() {
+            state.left_nothing_running &= left_nothing_running;
+        }
+        let done = done.map_err(|source| Stopped::Run {
             role: role.to_owned(),
             source: Box::new(source),
         })?;

@@ -177,6 +177,8 @@ pub struct ShellRuntime {
     pub(super) default_timeout: Duration,
     pub(super) interrupt: Interrupt,
     pub(super) records: Option<GroupRecords>,
+    /// Whether commands are contained by process groups alone, so that a call's stage is
+    /// handed on only when its commands are proved to have left nothing running.
     pub(super) commands_can_outlive_calls: bool,
     pub(super) max_call_output_bytes: u64,
     pub(super) observer: Arc<dyn ShellObserver>,

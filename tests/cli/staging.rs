@@ -773,6 +773,61 @@ fn a_command_that_outlives_its_call_never_writes_into_a_later_call_s_stage() {
     }
 }
 
+/// Under process groups alone a call's stage is kept for the next call once no process
+/// started while its commands ran still runs: a chain's calls then share one directory, as
+/// under a PID namespace, instead of linking every earlier file into a fresh one.
+#[test]
+fn under_process_groups_a_call_that_left_nothing_running_hands_its_stage_on() {
+    assert_stage_handed_on("");
+}
+
+/// What a command leaves in its own process group is killed as its call ends, and a killed
+/// process waiting to be reaped runs nothing of its own again: the stage is quiet all the
+/// same.
+#[test]
+fn under_process_groups_what_a_call_left_in_its_group_does_not_keep_its_stage_from_the_next() {
+    assert_stage_handed_on(" && { sleep 30 > /dev/null 2>&1 & }");
+}
+
+/// Runs a chain of ten tasks under process groups alone, each command followed by `tail`
+/// and recording the directory it ran in; asserts that two calls in a row ran in one.
+/// Other programs starting processes meanwhile (the other tests) make a call's proof fail
+/// now and then, so one directory handed on in the chain is what is asked.
+fn assert_stage_handed_on(tail: &str) {
+    let tmp = TempDir::new().unwrap();
+    let tasks: Vec<_> = (0..10)
+        .map(|i| {
+            let after: Vec<String> = (i > 0).then(|| format!("t{}", i - 1)).into_iter().collect();
+            let after: Vec<&str> = after.iter().map(String::as_str).collect();
+            task(
+                &format!("t{i}"),
+                "config",
+                &[&format!("out/f{i}")],
+                &after,
+                json!({"run": format!(
+                    "mkdir -p out && echo {i} > out/f{i} && pwd >> \"$KLEENE_CACHE_DIR/stages\"{tail}"
+                )}),
+            )
+        })
+        .collect();
+    let plan = write_plan(tmp.path(), tasks);
+    let out = kleene(tmp.path())
+        .env("KLEENE_CONTAINMENT", "process-group")
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    // A fresh stage is named apart from every earlier one, so a name seen twice running is
+    // one directory handed on.
+    let stages = std::fs::read_to_string(tmp.path().join("st/cache/stages")).unwrap();
+    let stages: Vec<&str> = stages.lines().collect();
+    assert_eq!(stages.len(), 10, "{stages:?}");
+    assert!(
+        stages.windows(2).any(|pair| pair[0] == pair[1]),
+        "every call had a fresh stage: {stages:?}"
+    );
+}
+
 /// Two tasks in one stage, one after the other: the first (after `prelude`) leaves a `setsid`
 /// child that records its pid in the cache, then would write the second task's file into the
 /// stage while that task runs, and sleeps a minute, unless something kills it.

@@ -79,8 +79,10 @@ subreaper of its commands: what a command started becomes its child when its par
 and it kills them all before the call is judged, and when kleene dies
 (KLEENE_CONTAINMENT=subreaper chooses this). With KLEENE_CONTAINMENT=process-group a command
 only leads a process group that kleene records, a later resume refuses to start while one is
-alive (--kill-stale kills it), and every call gets a stage directory never used before, so
-what a child that outlived its call writes reaches no later call. A missing command (exit
+alive (--kill-stale kills it), and a call's stage directory is handed to the next call
+only when no process started while its commands ran still runs once they ended; otherwise
+the next call gets a directory never used before, so what a child that outlived its call
+writes reaches no later call. A missing command (exit
 127/126) or a timeout is an infrastructure failure and is never handed to a fixer; kleene's
 own failure to write (a full disk) stops the run without counting the call (a fix that
 already ran stays spent).

@@ -1,0 +1,413 @@
+//! Whether any process started while a command ran still runs, told from `/proc`.
+//!
+//! Where commands are contained by process groups only, a command may leave a process
+//! running outside its group (one that called `setsid`), and the stage it ran in is then
+//! not quiet. Every process a command starts takes its id from the kernel while the command
+//! runs, and the kernel hands ids out in a cycle: so when the ids handed out between the
+//! command's start and its end did not go round the whole cycle, they hold every process it
+//! started, and none of those running proves that nothing it started runs. Processes that
+//! other programs started in the same time count too: they can only make the answer "maybe
+//! running", never hide a process of the command's.
+//!
+//! ```text
+//! let window = StartWindow::open();        // before the command starts
+//! // … the command runs, its leader is reaped, its group killed …
+//! let quiet = window.is_some_and(|w| w.nothing_started_runs());
+//! ```
+//!
+//! The proof assumes commands do not choose their own process ids (`clone3` with `set_tid`,
+//! or writing `ns_last_pid`), which takes `CAP_SYS_ADMIN`.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The kernel keeps ids below this for its own use once the ids wrap (in the first PID
+/// namespace; in others ids restart lower, which only makes the bound below safer).
+const RESERVED_IDS: u64 = 300;
+
+/// Up to this many ids are looked up one by one; a wider window lists `/proc` instead.
+const LOOKED_UP_ONE_BY_ONE: u32 = 64;
+
+/// How long a process sent SIGKILL is given to become a zombie before it counts as running.
+const DYING_GRACE: Duration = Duration::from_millis(100);
+
+/// The kernel's counters when a command started.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StartWindow {
+    /// The last id handed out before the command started.
+    last_id: u32,
+    /// Every process and thread the machine started since boot, then.
+    forks: u64,
+    /// The processes and threads that existed then, each an id the cycle skips.
+    existing: u64,
+}
+
+/// The kernel's counters at one moment.
+struct Counters {
+    last_id: u32,
+    existing: u64,
+    forks: u64,
+}
+
+impl StartWindow {
+    /// Opens a window now, before a command starts; `None` where `/proc` cannot tell (not
+    /// mounted, another PID namespace's, or hiding other users' processes).
+    pub(super) fn open() -> Option<Self> {
+        if !proc_tells_all() {
+            return None;
+        }
+        let now = counters()?;
+        Some(Self {
+            last_id: now.last_id,
+            forks: now.forks,
+            existing: now.existing,
+        })
+    }
+
+    /// Whether no process started since the window opened still runs, once the command's
+    /// leader is reaped and its group killed. A zombie counts as gone, and so does a process
+    /// sent SIGKILL once it became one (given [`DYING_GRACE`]). False whenever it cannot be
+    /// told: the ids wrapped, so many processes started that they may have gone round the
+    /// whole cycle, ids kept being handed out while it looked, or `/proc` failed.
+    pub(super) fn nothing_started_runs(&self) -> bool {
+        let Some(max) = id_max() else {
+            return false;
+        };
+        let until = Instant::now() + DYING_GRACE;
+        let mut looked_up_to = self.last_id;
+        // A process looked at and found running ends the look; one found gone starts nothing
+        // after. So what a process started between the last reading of the counters and the
+        // look at it is found by reading them again, until a reading finds no new id.
+        for _ in 0..LOOKS {
+            let Some(now) = counters() else {
+                return false;
+            };
+            // The cycle skips ids in use, at most those that existed plus those started since:
+            // it went round once only if it moved past every other id.
+            let started = now.forks.saturating_sub(self.forks);
+            let travel_bound = started
+                .saturating_mul(2)
+                .saturating_add(self.existing)
+                .saturating_add(RESERVED_IDS);
+            if now.last_id < looked_up_to || travel_bound >= max {
+                return false;
+            }
+            if now.last_id == looked_up_to {
+                return true;
+            }
+            let window = (looked_up_to, now.last_id);
+            let Some(ids) = ids_within(window) else {
+                return false;
+            };
+            let all_gone = ids.into_iter().all(|id| {
+                loop {
+                    match state_of(id) {
+                        State::Gone => break true,
+                        State::Runs => break false,
+                        State::Dying if Instant::now() >= until => break false,
+                        State::Dying => thread::sleep(Duration::from_millis(1)),
+                    }
+                }
+            });
+            if !all_gone {
+                return false;
+            }
+            looked_up_to = now.last_id;
+        }
+        false
+    }
+}
+
+/// How many times the counters are read before processes that keep starting leave the
+/// answer unknown.
+const LOOKS: usize = 8;
+
+/// The ids handed out within `window` that may name a process: each one, for a narrow
+/// window; those `/proc` lists (processes, not threads), for a wide one.
+fn ids_within(window: (u32, u32)) -> Option<Vec<u32>> {
+    let (after, last) = window;
+    if last - after <= LOOKED_UP_ONE_BY_ONE {
+        return Some((after + 1..=last).collect());
+    }
+    let entries = fs::read_dir("/proc").ok()?;
+    Some(
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|id| within(window, *id))
+            .collect(),
+    )
+}
+
+/// Whether `id` was handed out within `window` (after its first id, up to its last).
+fn within((after, last): (u32, u32), id: u32) -> bool {
+    id > after && id <= last
+}
+
+/// What became of the process or thread with an id handed out in the window.
+#[derive(Debug, PartialEq, Eq)]
+enum State {
+    /// No such id, a zombie, or a thread (its process is looked at under its own id, or
+    /// started before the window).
+    Gone,
+    /// Sent SIGKILL, not yet a zombie: it runs no code of its own again.
+    Dying,
+    /// Running, or it cannot be told.
+    Runs,
+}
+
+fn state_of(id: u32) -> State {
+    let status = match fs::read_to_string(format!("/proc/{id}/status")) {
+        Ok(status) => status,
+        Err(e) if e.kind() == ErrorKind::NotFound => return State::Gone,
+        Err(_) => return State::Runs,
+    };
+    match Status::of(&status) {
+        Some(status) => status.state(id, || super::threads_run(&format!("/proc/{id}/task"))),
+        None => State::Runs,
+    }
+}
+
+/// The fields of `/proc/ID/status` that tell what became of a process.
+struct Status {
+    /// The id of its process (its own, unless it is a thread).
+    process: u32,
+    zombie: bool,
+    /// SIGKILL pending, for the thread or its whole process.
+    killed: bool,
+}
+
+impl Status {
+    /// What became of the process or thread `id` this status is of, where `threads_run` says
+    /// whether a thread of its process other than the first runs.
+    fn state(&self, id: u32, threads_run: impl FnOnce() -> bool) -> State {
+        if self.process != id {
+            // A thread: of a process started in the window, looked at under the process's
+            // id (and its other threads with it), or of one started before, no command's.
+            return State::Gone;
+        }
+        if self.zombie {
+            // A first thread that ended while others of its process run shows as a zombie.
+            return if threads_run() {
+                State::Runs
+            } else {
+                State::Gone
+            };
+        }
+        if self.killed {
+            State::Dying
+        } else {
+            State::Runs
+        }
+    }
+
+    fn of(text: &str) -> Option<Self> {
+        const SIGKILL_BIT: u64 = 1 << (9 - 1);
+        let mut state = None;
+        let mut process = None;
+        let mut killed = false;
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once(':') else {
+                continue;
+            };
+            let value = value.trim();
+            match key {
+                "State" => state = value.chars().next(),
+                "Tgid" => process = value.parse().ok(),
+                "ShdPnd" | "SigPnd" => {
+                    killed |= u64::from_str_radix(value, 16).is_ok_and(|m| m & SIGKILL_BIT != 0);
+                }
+                _ => {}
+            }
+        }
+        let state = state?;
+        Some(Self {
+            process: process?,
+            zombie: state == 'Z' || state == 'X',
+            killed,
+        })
+    }
+}
+
+/// The kernel's counters now: the last id it handed out and the threads that exist (from
+/// `/proc/loadavg`), and every fork since boot (from `/proc/stat`).
+fn counters() -> Option<Counters> {
+    let loadavg = fs::read_to_string("/proc/loadavg").ok()?;
+    let mut fields = loadavg.split_whitespace().skip(3);
+    let existing = fields.next()?.split_once('/')?.1.parse().ok()?;
+    let last_id = fields.next()?.parse().ok()?;
+    let stat = fs::read_to_string("/proc/stat").ok()?;
+    let forks = stat
+        .lines()
+        .find_map(|line| line.strip_prefix("processes "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Counters {
+        last_id,
+        existing,
+        forks,
+    })
+}
+
+/// One more than the highest id the kernel hands out.
+fn id_max() -> Option<u64> {
+    static MAX: OnceLock<Option<u64>> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// Whether `/proc` shows this process's PID namespace, every user's processes in it.
+fn proc_tells_all() -> bool {
+    static TELLS: OnceLock<bool> = OnceLock::new();
+    *TELLS.get_or_init(|| {
+        let ours = fs::read_link("/proc/self")
+            .ok()
+            .is_some_and(|p| p.to_str() == Some(&std::process::id().to_string()));
+        ours && fs::read_to_string("/proc/self/mountinfo")
+            .is_ok_and(|mounts| !hides_processes(&mounts))
+    })
+}
+
+/// Whether the `proc` mount at `/proc` in `mountinfo` hides processes (`hidepid`) or shows
+/// them alone (`subset=pid` hides the counters).
+fn hides_processes(mountinfo: &str) -> bool {
+    mountinfo.lines().any(|line| {
+        let mut halves = line.splitn(2, " - ");
+        let (Some(mount), Some(source)) = (halves.next(), halves.next()) else {
+            return false;
+        };
+        let at_proc = mount.split(' ').nth(4) == Some("/proc");
+        let mut source = source.split(' ');
+        let is_proc = source.next() == Some("proc");
+        let options = source.nth(1).unwrap_or("");
+        at_proc
+            && is_proc
+            && options.split(',').any(|o| {
+                o.strip_prefix("hidepid=")
+                    .is_some_and(|v| v != "0" && v != "off")
+                    || o.starts_with("subset=")
+            })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// A child killed and reaped however the test ends.
+    struct Sleeping(std::process::Child);
+
+    impl Sleeping {
+        fn start() -> Self {
+            Self(Command::new("sleep").arg("30").spawn().unwrap())
+        }
+    }
+
+    impl Drop for Sleeping {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[test]
+    fn a_process_started_in_the_window_that_runs_is_seen_until_it_is_gone() {
+        let Some(window) = StartWindow::open() else {
+            eprintln!("skipped: /proc does not tell here");
+            return;
+        };
+        let sleeping = Sleeping::start();
+        assert!(
+            !window.nothing_started_runs(),
+            "a sleep started in the window"
+        );
+        drop(sleeping);
+        // Other processes of the machine may start and run meanwhile; one window of several
+        // in a row is free of them.
+        let quiet_once = (0..20).any(|_| {
+            let Some(window) = StartWindow::open() else {
+                return false;
+            };
+            Command::new("true").status().unwrap();
+            window.nothing_started_runs()
+        });
+        assert!(
+            quiet_once,
+            "no window was ever quiet after the command ended"
+        );
+    }
+
+    #[test]
+    fn a_stopped_process_still_counts_as_running() {
+        let Some(window) = StartWindow::open() else {
+            eprintln!("skipped: /proc does not tell here");
+            return;
+        };
+        let sleeping = Sleeping::start();
+        let pid = nix::unistd::Pid::from_raw(sleeping.0.id().cast_signed());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        assert!(!window.nothing_started_runs());
+    }
+
+    #[test]
+    fn a_status_is_read_for_its_process_state_and_pending_kill() {
+        let text = "Name:\tsh\nState:\tS (sleeping)\nTgid:\t42\nPid:\t43\nShdPnd:\t0000000000000100\nSigPnd:\t0000000000000000\n";
+        let status = Status::of(text).unwrap();
+        assert_eq!(status.process, 42);
+        assert!(!status.zombie);
+        assert!(status.killed);
+        let zombie = Status::of("State:\tZ (zombie)\nTgid:\t7\nSigPnd:\t0\nShdPnd:\t0\n").unwrap();
+        assert!(zombie.zombie && !zombie.killed);
+        assert!(Status::of("Name:\tx\n").is_none());
+    }
+
+    #[test]
+    fn a_status_says_what_became_of_its_process() {
+        let status = |process, zombie, killed| Status {
+            process,
+            zombie,
+            killed,
+        };
+        let never = || -> bool { panic!("only a zombie's threads are looked at") };
+        assert_eq!(status(5, false, false).state(5, never), State::Runs);
+        assert_eq!(status(5, false, true).state(5, never), State::Dying);
+        assert_eq!(status(5, true, false).state(5, || false), State::Gone);
+        assert_eq!(status(5, true, true).state(5, || true), State::Runs);
+        // A thread is looked at under its process's id.
+        assert_eq!(status(4, false, false).state(5, never), State::Gone);
+    }
+
+    #[test]
+    fn a_proc_mount_that_hides_processes_is_told_apart() {
+        let plain = "22 1 0:21 / /proc rw,nosuid - proc proc rw\n";
+        let hidden = "22 1 0:21 / /proc rw,nosuid - proc proc rw,hidepid=2\n";
+        let invisible = "22 1 0:21 / /proc rw - proc proc rw,hidepid=invisible\n";
+        let off = "22 1 0:21 / /proc rw - proc proc rw,hidepid=0\n";
+        let elsewhere = "30 1 0:40 / /mnt/proc rw - proc proc rw,hidepid=2\n";
+        let subset = "22 1 0:21 / /proc rw - proc proc rw,subset=pid\n";
+        assert!(!hides_processes(plain));
+        assert!(hides_processes(hidden));
+        assert!(hides_processes(invisible));
+        assert!(!hides_processes(off));
+        assert!(!hides_processes(elsewhere));
+        assert!(hides_processes(subset));
+    }
+
+    #[test]
+    fn ids_within_a_window_are_those_after_its_first_up_to_its_last() {
+        assert!(within((10, 12), 11));
+        assert!(within((10, 12), 12));
+        assert!(!within((10, 12), 10));
+        assert!(!within((10, 12), 13));
+    }
+}
