@@ -372,6 +372,34 @@ mod tests {
     }
 
     #[test]
+    fn a_process_whose_first_thread_ended_is_seen_while_another_runs() {
+        let Some(window) = StartWindow::open() else {
+            eprintln!("skipped: /proc does not tell here");
+            return;
+        };
+        // Python's main thread can end the way C's can, leaving the other thread running.
+        let script = "import ctypes, threading, time\n\
+                      threading.Thread(target=lambda: time.sleep(30)).start()\n\
+                      ctypes.CDLL(None).pthread_exit(None)\n";
+        let Ok(child) = Command::new("python3").args(["-c", script]).spawn() else {
+            eprintln!("skipped: no python3 here");
+            return;
+        };
+        let running = Sleeping(child);
+        let id = running.0.id();
+        let waiting = Instant::now();
+        let first_thread_ended = || {
+            Status::of(&fs::read_to_string(format!("/proc/{id}/status")).unwrap_or_default())
+                .is_some_and(|s| s.zombie)
+        };
+        while !first_thread_ended() && waiting.elapsed() < Duration::from_secs(30) {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(first_thread_ended(), "the first thread never ended");
+        assert!(!window.nothing_started_runs());
+    }
+
+    #[test]
     fn a_status_says_what_became_of_its_process() {
         let status = |process, zombie, killed| Status {
             process,
