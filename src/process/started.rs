@@ -82,23 +82,27 @@ impl StartWindow {
         // after. So what a process started between the last reading of the counters and the
         // look at it is found by reading them again, until a reading finds no new id.
         for _ in 0..LOOKS {
-            let Some(now) = counters() else {
+            let Some((last_id, _)) = last_handed_out() else {
                 return false;
             };
-            // The cycle skips ids in use, at most those that existed plus those started since:
-            // it went round once only if it moved past every other id.
-            let started = now.forks.saturating_sub(self.forks);
-            let travel_bound = started
-                .saturating_mul(2)
-                .saturating_add(self.existing)
-                .saturating_add(RESERVED_IDS);
-            if now.last_id < looked_up_to || travel_bound >= max {
+            if last_id < looked_up_to {
                 return false;
             }
-            if now.last_id == looked_up_to {
-                return true;
+            if last_id == looked_up_to {
+                // The cycle skips ids in use, at most those that existed plus those started
+                // since: it went round once only if it moved past every other id. The forks
+                // only grow, so their count now bounds every look before.
+                let Some(forks) = forks() else {
+                    return false;
+                };
+                let started = forks.saturating_sub(self.forks);
+                let travel_bound = started
+                    .saturating_mul(2)
+                    .saturating_add(self.existing)
+                    .saturating_add(RESERVED_IDS);
+                return travel_bound < max;
             }
-            let window = (looked_up_to, now.last_id);
+            let window = (looked_up_to, last_id);
             let Some(ids) = ids_within(window) else {
                 return false;
             };
@@ -115,7 +119,7 @@ impl StartWindow {
             if !all_gone {
                 return false;
             }
-            looked_up_to = now.last_id;
+            looked_up_to = last_id;
         }
         false
     }
@@ -232,25 +236,35 @@ impl Status {
     }
 }
 
-/// The kernel's counters now: the last id it handed out and the threads that exist (from
-/// `/proc/loadavg`), and every fork since boot (from `/proc/stat`).
+/// The kernel's counters now: the last id it handed out and the threads that exist, and
+/// every fork since boot.
 fn counters() -> Option<Counters> {
+    let (last_id, existing) = last_handed_out()?;
+    Some(Counters {
+        last_id,
+        existing,
+        forks: forks()?,
+    })
+}
+
+/// The last id the kernel handed out in this PID namespace, and the threads that exist on
+/// the machine (from `/proc/loadavg`).
+fn last_handed_out() -> Option<(u32, u64)> {
     let loadavg = fs::read_to_string("/proc/loadavg").ok()?;
     let mut fields = loadavg.split_whitespace().skip(3);
     let existing = fields.next()?.split_once('/')?.1.parse().ok()?;
     let last_id = fields.next()?.parse().ok()?;
+    Some((last_id, existing))
+}
+
+/// Every process and thread the machine started since boot (from `/proc/stat`).
+fn forks() -> Option<u64> {
     let stat = fs::read_to_string("/proc/stat").ok()?;
-    let forks = stat
-        .lines()
+    stat.lines()
         .find_map(|line| line.strip_prefix("processes "))?
         .trim()
         .parse()
-        .ok()?;
-    Some(Counters {
-        last_id,
-        existing,
-        forks,
-    })
+        .ok()
 }
 
 /// One more than the highest id the kernel hands out.
