@@ -220,9 +220,10 @@ impl Drop for CallCgroup {
     }
 }
 
-/// The shell text that moves the command's shell into its cgroup, then runs `command`.
+/// The shell text that moves the command's shell into its cgroup, then runs `command`, on
+/// the same line so the command's own lines keep their numbers.
 pub(crate) fn entering(command: &str) -> String {
     format!(
-        "echo $$ > \"${PROCS_VAR}\" 2>/dev/null || {{ echo '{ENTER_FAILED}' >&2; exit 125; }}; unset {PROCS_VAR}\n{command}"
+        "echo $$ > \"${PROCS_VAR}\" 2>/dev/null || {{ echo '{ENTER_FAILED}' >&2; exit 125; }}; unset {PROCS_VAR}; {command}"
     )
 }

@@ -122,6 +122,42 @@ fn an_edited_acceptance_record_fails_verify_and_export_naming_what_differs() {
         .success();
 }
 
+/// A run may take its signing key from the environment; no command it runs sees where it
+/// lives.
+#[test]
+fn a_command_never_sees_the_signing_key_s_variable() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path();
+    // Kept apart from the plan's files, which must not hold a secret.
+    let keys = TempDir::new().unwrap();
+    kleene(keys.path())
+        .args(["keygen", "--out", "keys"])
+        .assert()
+        .success();
+    let plan = crate::cli::basics::write_plan(
+        dir,
+        vec![crate::cli::basics::task(
+            "app_config",
+            "config",
+            &["config.txt"],
+            &[],
+            serde_json::json!({
+                "run": "test -z \"${KLEENE_SIGNING_KEY+set}\" && echo clean > config.txt"
+            }),
+        )],
+    );
+    let out = kleene(dir)
+        .env("KLEENE_SIGNING_KEY", keys.path().join("keys/kleene.key"))
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("st/workspace/config.txt")).unwrap(),
+        "clean\n"
+    );
+}
+
 #[test]
 fn keygen_sign_export_and_verify_with_a_public_key() {
     use std::os::unix::fs::PermissionsExt as _;
