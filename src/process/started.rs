@@ -318,6 +318,15 @@ mod tests {
     use super::*;
     use std::process::Command;
 
+    /// A window opened now, or `None` (said) where `/proc` cannot tell.
+    fn window() -> Option<StartWindow> {
+        let window = StartWindow::open();
+        if window.is_none() {
+            eprintln!("skipped: /proc does not tell here");
+        }
+        window
+    }
+
     /// A child killed and reaped however the test ends.
     struct Sleeping(std::process::Child);
 
@@ -336,8 +345,7 @@ mod tests {
 
     #[test]
     fn a_process_started_in_the_window_that_runs_is_seen_until_it_is_gone() {
-        let Some(window) = StartWindow::open() else {
-            eprintln!("skipped: /proc does not tell here");
+        let Some(window) = window() else {
             return;
         };
         let sleeping = Sleeping::start();
@@ -363,8 +371,7 @@ mod tests {
 
     #[test]
     fn a_stopped_process_still_counts_as_running() {
-        let Some(window) = StartWindow::open() else {
-            eprintln!("skipped: /proc does not tell here");
+        let Some(window) = window() else {
             return;
         };
         let sleeping = Sleeping::start();
@@ -387,8 +394,7 @@ mod tests {
 
     #[test]
     fn a_process_whose_first_thread_ended_is_seen_while_another_runs() {
-        let Some(window) = StartWindow::open() else {
-            eprintln!("skipped: /proc does not tell here");
+        let Some(window) = window() else {
             return;
         };
         // Python's main thread can end the way C's can, leaving the other thread running.

@@ -757,12 +757,7 @@ fn a_command_that_outlives_its_call_never_writes_into_a_later_call_s_stage() {
             ),
         ],
     );
-    let out = kleene(tmp.path())
-        .env("KLEENE_CONTAINMENT", "process-group")
-        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "1"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    run_under_process_groups(tmp.path(), &plan);
     for file in ["b", "c"] {
         assert_eq!(
             std::fs::read_to_string(tmp.path().join(format!("st/workspace/app/{file}.txt")))
@@ -811,12 +806,7 @@ fn assert_stage_handed_on(tail: &str) {
         })
         .collect();
     let plan = write_plan(tmp.path(), tasks);
-    let out = kleene(tmp.path())
-        .env("KLEENE_CONTAINMENT", "process-group")
-        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "1"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    run_under_process_groups(tmp.path(), &plan);
     // A fresh stage is named apart from every earlier one, so a name seen twice running is
     // one directory handed on.
     let stages = std::fs::read_to_string(tmp.path().join("st/cache/stages")).unwrap();
@@ -826,6 +816,17 @@ fn assert_stage_handed_on(tail: &str) {
         stages.windows(2).any(|pair| pair[0] == pair[1]),
         "every call had a fresh stage: {stages:?}"
     );
+}
+
+/// Runs `plan` in `dir` under process groups alone, one call at a time, into `st`; asserts
+/// that it succeeded.
+fn run_under_process_groups(dir: &Path, plan: &Path) {
+    let out = kleene(dir)
+        .env("KLEENE_CONTAINMENT", "process-group")
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "-j", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
 }
 
 /// Two tasks in one stage, one after the other: the first (after `prelude`) leaves a `setsid`
