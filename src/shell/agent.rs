@@ -31,7 +31,7 @@
 
 use foldhash::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use super::planfile::TaskCommands;
@@ -231,6 +231,14 @@ impl<'a> ShellAgent<'a> {
 impl Drop for ShellAgent<'_> {
     fn drop(&mut self) {
         if self.rt.leave_last_stages {
+            // Only a stage kept for a next call is quiet; one a call still held may not be.
+            if let Some(spare) = &self.spare {
+                self.rt
+                    .quiet_stages
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(spare.root().to_owned());
+            }
             return;
         }
         // The last stage holds nothing that is not in the journal and the workspace.

@@ -12,7 +12,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::agent::{ShellAgent, unavailable};
@@ -183,6 +183,8 @@ pub struct ShellRuntime {
     pub(super) max_call_output_bytes: u64,
     pub(super) observer: Arc<dyn ShellObserver>,
     pub(super) leave_last_stages: bool,
+    /// The stages agents left as they were dropped that nothing can still write into.
+    pub(super) quiet_stages: Mutex<Vec<PathBuf>>,
 }
 
 impl ShellRuntime {
@@ -232,6 +234,7 @@ impl ShellRuntime {
             max_call_output_bytes: DEFAULT_MAX_CALL_OUTPUT_BYTES,
             observer: Arc::new(Quiet),
             leave_last_stages: false,
+            quiet_stages: Mutex::new(Vec::new()),
         })
     }
 
@@ -297,6 +300,18 @@ impl ShellRuntime {
     /// Where the stages are made.
     pub fn stages_dir(&self) -> &Path {
         &self.stages
+    }
+
+    /// The stages agents left in [`stages_dir`](Self::stages_dir) as they were dropped (see
+    /// [`leaving_last_stages`](Self::leaving_last_stages)) that nothing a command started can
+    /// still write into: each one its last call handed on, which under process groups alone
+    /// means its commands were proved to have left nothing running. Files may be moved out of
+    /// these whole; anything else in the directory is for removing only.
+    pub fn quiet_last_stages(&self) -> Vec<PathBuf> {
+        self.quiet_stages
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Where recovery specs are written.

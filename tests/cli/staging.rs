@@ -818,6 +818,59 @@ fn assert_stage_handed_on(tail: &str) {
     );
 }
 
+/// Under process groups alone the last call's stage, once proved quiet, is where the
+/// workspace takes its directories from whole, as under a PID namespace. Other programs
+/// starting processes meanwhile can make the one call's proof fail, so a few runs are allowed
+/// to find the move.
+#[test]
+fn under_process_groups_a_quiet_last_stage_gives_the_workspace_its_directory() {
+    let moved_once = (0..10).any(|_| {
+        let tmp = TempDir::new().unwrap();
+        let plan = write_plan(
+            tmp.path(),
+            vec![task(
+                "app_config",
+                "config",
+                &["out/x"],
+                &[],
+                json!({"run": "mkdir -p out && echo accepted > out/x && stat -c %i out > \"$KLEENE_CACHE_DIR/inode\""}),
+            )],
+        );
+        run_under_process_groups(tmp.path(), &plan);
+        let written = std::fs::read_to_string(tmp.path().join("st/cache/inode")).unwrap();
+        let projected = std::os::unix::fs::MetadataExt::ino(
+            &std::fs::metadata(tmp.path().join("st/workspace/out")).unwrap(),
+        );
+        written.trim() == projected.to_string()
+    });
+    assert!(moved_once, "the workspace never took the stage's directory");
+}
+
+/// What a command left running is not moved into the workspace with its directory: a child
+/// that outlives its call, writing into its working directory, writes into a stage that was
+/// removed, never into the workspace.
+#[test]
+fn under_process_groups_what_outlives_the_last_call_never_writes_into_the_workspace() {
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![task(
+            "app_config",
+            "config",
+            &["out/x"],
+            &[],
+            json!({"run": "mkdir -p out && echo accepted > out/x && \
+                (cd out && setsid sh -c 'sleep 0.5; echo late > x' > /dev/null 2>&1 < /dev/null &); sleep 0.1"}),
+        )],
+    );
+    run_under_process_groups(tmp.path(), &plan);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("st/workspace/out/x")).unwrap(),
+        "accepted\n"
+    );
+}
+
 /// Runs `plan` in `dir` under process groups alone, one call at a time, into `st`; asserts
 /// that it succeeded.
 fn run_under_process_groups(dir: &Path, plan: &Path) {

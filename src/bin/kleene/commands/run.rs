@@ -361,6 +361,10 @@ fn execute(
             torn.discarded, torn.offset, torn.cause
         ));
     }
+    // The stages the last calls handed on, which nothing a command started writes into any
+    // more: a directory of accepted files is moved from there whole (writing each file again,
+    // then removing the stage, costs about twice what the command did).
+    let stages = runtime.quiet_last_stages();
     // The runtime's observer holds the reporter too.
     drop(runtime);
     let mut rep = Arc::try_unwrap(rep)
@@ -378,16 +382,6 @@ fn execute(
                 &mut rep,
             ));
         }
-    };
-    // The calls' last stages hold what the last calls wrote: where nothing a command started
-    // outlives its call, a directory of accepted files is moved from there whole (writing
-    // each file again, then removing the stage, costs about twice what the command did).
-    let stages = if process::containment() == Containment::ProcessGroup {
-        Vec::new()
-    } else {
-        fs::read_dir(state.stages_dir())
-            .map(|entries| entries.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default()
     };
     if let Err(message) = crate::projection::project(&outcome.evidence, &info.workspace, &stages) {
         rep.say(&format!(
