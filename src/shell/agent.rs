@@ -31,6 +31,7 @@
 
 use foldhash::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -63,9 +64,6 @@ pub struct ShellAgent<'a> {
     /// The last call's stage, turned into the next call's by [`Stage::reuse`]: in a chain,
     /// a call then pays for the files that changed, not for linking every input again.
     spare: Option<Stage>,
-    /// Stages made so far, naming each one apart when commands can outlive their calls (a
-    /// stage a call may still be writing into is never handed on, and never named again).
-    stages_made: u64,
     /// The call under way.
     current: Option<CallState>,
     /// The record of the last call that finished.
@@ -138,7 +136,6 @@ impl<'a> ShellAgent<'a> {
             slot,
             file_digests: HashMap::default(),
             spare: None,
-            stages_made: 0,
             current: None,
             last_record: None,
         }
@@ -209,13 +206,10 @@ impl<'a> ShellAgent<'a> {
     /// A new stage directory holding `inputs`.
     fn fresh_stage(&mut self, inputs: Vec<StageInput<'_>>) -> Result<Stage, WorkerFailure> {
         let name = if self.rt.commands_can_outlive_calls {
-            self.stages_made += 1;
-            format!(
-                "call-{}.{}-{}",
-                self.slot,
-                std::process::id(),
-                self.stages_made
-            )
+            // Numbered by the runtime, not the agent: a later pass's agent of the same slot
+            // never names a stage as an earlier one did.
+            let made = self.rt.stages_made.fetch_add(1, Ordering::Relaxed) + 1;
+            format!("call-{}.{}-{made}", self.slot, std::process::id())
         } else {
             format!("call-{}", self.slot)
         };

@@ -12,6 +12,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -185,6 +186,9 @@ pub struct ShellRuntime {
     pub(super) leave_last_stages: bool,
     /// The stages agents left as they were dropped that nothing can still write into.
     pub(super) quiet_stages: Mutex<Vec<PathBuf>>,
+    /// Stages made so far, naming each one apart when commands can outlive their calls (a
+    /// stage a call may still be writing into is never handed on, and never named again).
+    pub(super) stages_made: AtomicU64,
 }
 
 impl ShellRuntime {
@@ -235,6 +239,7 @@ impl ShellRuntime {
             observer: Arc::new(Quiet),
             leave_last_stages: false,
             quiet_stages: Mutex::new(Vec::new()),
+            stages_made: AtomicU64::new(0),
         })
     }
 
