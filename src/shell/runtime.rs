@@ -290,7 +290,8 @@ impl ShellRuntime {
     /// [`stages_dir`](Self::stages_dir) instead of removed then, for the caller to remove
     /// when it suits it: removing a stage of many files costs about as much as writing
     /// them, and the `kleene` binary does it on another thread while it writes the
-    /// workspace. (They hold nothing that is not in the journal.)
+    /// workspace. (They hold nothing that is not in the journal.) Those a caller may move
+    /// files out of are [`quiet_last_stages`](Self::quiet_last_stages).
     #[must_use]
     pub fn leaving_last_stages(mut self) -> Self {
         self.leave_last_stages = true;
