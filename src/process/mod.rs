@@ -1099,6 +1099,26 @@ mod tests {
         assert_eq!(done.tail.stdout(), expected);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(48))]
+
+        /// For every value (no NUL, which no environment can hold) and every name a shell can
+        /// assign, the command reads the value back exactly.
+        #[test]
+        fn any_value_reaches_the_command_exactly(
+            name in "[A-Za-z_][A-Za-z0-9_]{0,12}",
+            value in "[^\\x00]{0,64}",
+        ) {
+            let d = dir();
+            let command = format!("printf '%s' \"${name}\"");
+            let mut i = inv(&command, d.path(), 5000);
+            i.env.push((&name, value.clone()));
+            let done = run(&i, &Interrupt::default()).unwrap();
+            proptest::prop_assert!(done.success(), "{}", done.tail.stderr());
+            proptest::prop_assert_eq!(done.tail.stdout(), value);
+        }
+    }
+
     #[test]
     fn a_command_s_lines_keep_their_numbers() {
         let d = dir();
