@@ -505,12 +505,12 @@ pub struct Finished {
 }
 
 impl Finished {
-    /// Whether kleene proved that nothing the command started still runs, so nothing of it
-    /// can write into its directory any more. Always so under a PID namespace, a cgroup or a
-    /// subreaper host, which kill and reap everything a command left before it is reported
-    /// ended. Under process groups only, so when no process started while the command ran
-    /// still runs once its group is killed (a process another program started meanwhile
-    /// makes it "maybe": the answer errs on the safe side, never the other).
+    /// Whether kleene proved that nothing the command started still runs, so that nothing
+    /// of it can write into its directory any more. Always true under a PID namespace, a
+    /// cgroup or a subreaper host, which kill and reap everything a command left before it
+    /// is reported ended. Under process groups alone, true only when no process started
+    /// while the command ran still runs once its group is killed: a process another program
+    /// started meanwhile makes it false, so the answer errs on the safe side only.
     ///
     /// ```
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
