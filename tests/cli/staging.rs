@@ -826,17 +826,7 @@ fn assert_stage_handed_on(tail: &str) {
 fn under_process_groups_a_quiet_last_stage_gives_the_workspace_its_directory() {
     let moved_once = (0..10).any(|_| {
         let tmp = TempDir::new().unwrap();
-        let plan = write_plan(
-            tmp.path(),
-            vec![task(
-                "app_config",
-                "config",
-                &["out/x"],
-                &[],
-                json!({"run": "mkdir -p out && echo accepted > out/x && stat -c %i out > \"$KLEENE_CACHE_DIR/inode\""}),
-            )],
-        );
-        run_under_process_groups(tmp.path(), &plan);
+        run_out_x_under_process_groups(tmp.path(), "stat -c %i out > \"$KLEENE_CACHE_DIR/inode\"");
         let written = std::fs::read_to_string(tmp.path().join("st/cache/inode")).unwrap();
         let projected = std::os::unix::fs::MetadataExt::ino(
             &std::fs::metadata(tmp.path().join("st/workspace/out")).unwrap(),
@@ -852,23 +842,32 @@ fn under_process_groups_a_quiet_last_stage_gives_the_workspace_its_directory() {
 #[test]
 fn under_process_groups_what_outlives_the_last_call_never_writes_into_the_workspace() {
     let tmp = TempDir::new().unwrap();
-    let plan = write_plan(
+    run_out_x_under_process_groups(
         tmp.path(),
-        vec![task(
-            "app_config",
-            "config",
-            &["out/x"],
-            &[],
-            json!({"run": "mkdir -p out && echo accepted > out/x && \
-                (cd out && setsid sh -c 'sleep 0.5; echo late > x' > /dev/null 2>&1 < /dev/null &); sleep 0.1"}),
-        )],
+        "(cd out && setsid sh -c 'sleep 0.5; echo late > x' > /dev/null 2>&1 < /dev/null &); \
+         sleep 0.1",
     );
-    run_under_process_groups(tmp.path(), &plan);
     std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(
         std::fs::read_to_string(tmp.path().join("st/workspace/out/x")).unwrap(),
         "accepted\n"
     );
+}
+
+/// Runs, under process groups alone, one task that owns `out/x`, writes `accepted` into it,
+/// then runs `then`.
+fn run_out_x_under_process_groups(dir: &Path, then: &str) {
+    let plan = write_plan(
+        dir,
+        vec![task(
+            "app_config",
+            "config",
+            &["out/x"],
+            &[],
+            json!({"run": format!("mkdir -p out && echo accepted > out/x && {then}")}),
+        )],
+    );
+    run_under_process_groups(dir, &plan);
 }
 
 /// Runs `plan` in `dir` under process groups alone, one call at a time, into `st`; asserts
