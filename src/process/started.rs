@@ -45,13 +45,6 @@ pub(super) struct StartWindow {
     existing: u64,
 }
 
-/// The kernel's counters at one moment.
-struct Counters {
-    last_id: u32,
-    existing: u64,
-    forks: u64,
-}
-
 impl StartWindow {
     /// Opens a window now, before a command starts; `None` where `/proc` cannot tell (not
     /// mounted, another PID namespace's, or hiding other users' processes).
@@ -59,12 +52,7 @@ impl StartWindow {
         if !proc_tells_all() {
             return None;
         }
-        let now = counters()?;
-        Some(Self {
-            last_id: now.last_id,
-            forks: now.forks,
-            existing: now.existing,
-        })
+        Self::open_in(&mut Proc::new())
     }
 
     /// Whether no process started since the window opened still runs, once the command's
@@ -73,16 +61,30 @@ impl StartWindow {
     /// told: the ids wrapped, so many processes started that they may have gone round the
     /// whole cycle, ids kept being handed out while it looked, or `/proc` failed.
     pub(super) fn nothing_started_runs(&self) -> bool {
-        let Some(max) = id_max() else {
+        self.nothing_started_runs_in(&mut Proc::new())
+    }
+
+    /// [`open`](Self::open) on what `kernel` reads.
+    fn open_in(kernel: &mut impl Kernel) -> Option<Self> {
+        let (last_id, existing) = kernel.last_handed_out()?;
+        Some(Self {
+            last_id,
+            forks: kernel.forks()?,
+            existing,
+        })
+    }
+
+    /// [`nothing_started_runs`](Self::nothing_started_runs) on what `kernel` reads.
+    fn nothing_started_runs_in(&self, kernel: &mut impl Kernel) -> bool {
+        let Some(max) = kernel.id_max() else {
             return false;
         };
-        let until = Instant::now() + DYING_GRACE;
         let mut looked_up_to = self.last_id;
         // A process looked at and found running ends the look; one found gone starts nothing
         // after. So what a process started between the last reading of the counters and the
         // look at it is found by reading them again, until a reading finds no new id.
         for _ in 0..LOOKS {
-            let Some((last_id, _)) = last_handed_out() else {
+            let Some((last_id, _)) = kernel.last_handed_out() else {
                 return false;
             };
             if last_id < looked_up_to {
@@ -92,7 +94,7 @@ impl StartWindow {
                 // The cycle skips ids in use, at most those that existed plus those started
                 // since: it went round once only if it moved past every other id. The forks
                 // only grow, so their count now bounds every look before.
-                let Some(forks) = forks() else {
+                let Some(forks) = kernel.forks() else {
                     return false;
                 };
                 let started = forks.saturating_sub(self.forks);
@@ -103,16 +105,16 @@ impl StartWindow {
                 return travel_bound < max;
             }
             let window = (looked_up_to, last_id);
-            let Some(ids) = ids_within(window) else {
+            let Some(ids) = kernel.ids_within(window) else {
                 return false;
             };
             let all_gone = ids.into_iter().all(|id| {
                 loop {
-                    match state_of(id) {
+                    match kernel.state_of(id) {
                         State::Gone => break true,
                         State::Runs => break false,
-                        State::Dying if Instant::now() >= until => break false,
-                        State::Dying => thread::sleep(Duration::from_millis(1)),
+                        State::Dying if kernel.wait_a_moment() => {}
+                        State::Dying => break false,
                     }
                 }
             });
@@ -128,6 +130,67 @@ impl StartWindow {
 /// How many times the counters are read before processes that keep starting leave the
 /// answer unknown.
 const LOOKS: usize = 8;
+
+/// What the look reads of the kernel (from `/proc`, or a simulation in the tests).
+trait Kernel {
+    /// The last id handed out in this PID namespace, and the threads that exist.
+    fn last_handed_out(&mut self) -> Option<(u32, u64)>;
+    /// Every process and thread the machine started since boot.
+    fn forks(&mut self) -> Option<u64>;
+    /// One more than the highest id handed out.
+    fn id_max(&mut self) -> Option<u64>;
+    /// The ids handed out within `window` that may name a process.
+    fn ids_within(&mut self, window: (u32, u32)) -> Option<Vec<u32>>;
+    /// What became of the process or thread `id`.
+    fn state_of(&mut self, id: u32) -> State;
+    /// Waits a moment for a process sent SIGKILL to become a zombie; false once the grace
+    /// is spent.
+    fn wait_a_moment(&mut self) -> bool;
+}
+
+/// The kernel as `/proc` shows it.
+struct Proc {
+    /// When a process sent SIGKILL has had its grace.
+    until: Instant,
+}
+
+impl Proc {
+    fn new() -> Self {
+        Self {
+            until: Instant::now() + DYING_GRACE,
+        }
+    }
+}
+
+impl Kernel for Proc {
+    fn last_handed_out(&mut self) -> Option<(u32, u64)> {
+        last_handed_out()
+    }
+
+    fn forks(&mut self) -> Option<u64> {
+        forks()
+    }
+
+    fn id_max(&mut self) -> Option<u64> {
+        id_max()
+    }
+
+    fn ids_within(&mut self, window: (u32, u32)) -> Option<Vec<u32>> {
+        ids_within(window)
+    }
+
+    fn state_of(&mut self, id: u32) -> State {
+        state_of(id)
+    }
+
+    fn wait_a_moment(&mut self) -> bool {
+        if Instant::now() >= self.until {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(1));
+        true
+    }
+}
 
 /// The ids handed out within `window` that may name a process: each one, for a narrow
 /// window; those `/proc` lists (processes, not threads), for a wide one.
@@ -152,7 +215,7 @@ fn within((after, last): (u32, u32), id: u32) -> bool {
 }
 
 /// What became of the process or thread with an id handed out in the window.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// No such id, a zombie, or a thread (its process is looked at under its own id, or
     /// started before the window).
@@ -236,17 +299,6 @@ impl Status {
     }
 }
 
-/// The kernel's counters now: the last id it handed out and the threads that exist, and
-/// every fork since boot.
-fn counters() -> Option<Counters> {
-    let (last_id, existing) = last_handed_out()?;
-    Some(Counters {
-        last_id,
-        existing,
-        forks: forks()?,
-    })
-}
-
 /// The last id the kernel handed out in this PID namespace, and the threads that exist on
 /// the machine (from `/proc/loadavg`).
 fn last_handed_out() -> Option<(u32, u64)> {
@@ -316,7 +368,298 @@ fn hides_processes(mountinfo: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::{BTreeMap, VecDeque};
     use std::process::Command;
+
+    use proptest::prelude::*;
+
+    /// What happens on a simulated machine between two readings of its kernel.
+    #[derive(Debug, Clone)]
+    enum Event {
+        /// The n-th running process of the command's (counted round) starts a child.
+        CommandForks(usize),
+        /// The n-th running process of the command's ends: a zombie until reaped.
+        CommandEnds(usize),
+        /// The n-th running process of the command's is sent SIGKILL.
+        CommandKilled(usize),
+        /// The n-th process sent SIGKILL becomes a zombie.
+        Dies(usize),
+        /// The n-th zombie is reaped: its id is free again.
+        Reaped(usize),
+        /// Another program starts a process, which runs on or ends at once.
+        OtherStarts {
+            runs: bool,
+        },
+        /// Other programs start this many processes that end and are reaped at once: the ids
+        /// move on, nothing is left.
+        Burst(u32),
+        Nothing,
+    }
+
+    fn event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            3 => (0..8usize).prop_map(Event::CommandForks),
+            2 => (0..8usize).prop_map(Event::CommandEnds),
+            1 => (0..8usize).prop_map(Event::CommandKilled),
+            2 => (0..8usize).prop_map(Event::Dies),
+            2 => (0..8usize).prop_map(Event::Reaped),
+            2 => any::<bool>().prop_map(|runs| Event::OtherStarts { runs }),
+            1 => (1..80u32).prop_map(Event::Burst),
+            2 => Just(Event::Nothing),
+        ]
+    }
+
+    /// A process of the simulated machine.
+    #[derive(Debug, Clone, Copy)]
+    struct Simulated {
+        state: State,
+        /// Started by the command (after the window opened).
+        commands: bool,
+    }
+
+    /// A kernel that hands ids out in a cycle, with one scripted event before each reading
+    /// the look makes: processes fork, end, are killed and reaped while it looks.
+    #[derive(Debug)]
+    struct Sim {
+        /// Where ids start again after the highest.
+        min: u32,
+        /// One more than the highest id.
+        max: u32,
+        /// The last id handed out.
+        cursor: u32,
+        forks: u64,
+        processes: BTreeMap<u32, Simulated>,
+        events: VecDeque<Event>,
+        waits: u32,
+    }
+
+    impl Sim {
+        /// Hands out the next free id after the last, round the cycle.
+        fn start(&mut self, simulated: Simulated) -> Option<u32> {
+            let span = self.max - self.min;
+            let id = (1..=span)
+                .map(|step| self.min + (self.cursor - self.min + step) % span)
+                .find(|id| !self.processes.contains_key(id))?;
+            self.cursor = id;
+            self.forks += 1;
+            self.processes.insert(id, simulated);
+            Some(id)
+        }
+
+        fn nth(&self, n: usize, wanted: impl Fn(&Simulated) -> bool) -> Option<u32> {
+            let ids: Vec<u32> = self
+                .processes
+                .iter()
+                .filter(|(_, p)| wanted(p))
+                .map(|(id, _)| *id)
+                .collect();
+            (!ids.is_empty()).then(|| ids[n % ids.len()])
+        }
+
+        fn apply(&mut self, event: Event) {
+            let running = |p: &Simulated| p.commands && p.state == State::Runs;
+            let set = |sim: &mut Self, id: Option<u32>, state| {
+                if let Some(p) = id.and_then(|id| sim.processes.get_mut(&id)) {
+                    p.state = state;
+                }
+            };
+            match event {
+                Event::CommandForks(n) => {
+                    if self.nth(n, running).is_some() {
+                        self.start(Simulated {
+                            state: State::Runs,
+                            commands: true,
+                        });
+                    }
+                }
+                Event::CommandEnds(n) => set(self, self.nth(n, running), State::Gone),
+                Event::CommandKilled(n) => set(self, self.nth(n, running), State::Dying),
+                Event::Dies(n) => set(self, self.nth(n, |p| p.state == State::Dying), State::Gone),
+                Event::Reaped(n) => {
+                    if let Some(id) = self.nth(n, |p| p.state == State::Gone) {
+                        self.processes.remove(&id);
+                    }
+                }
+                Event::OtherStarts { runs } => {
+                    self.start(Simulated {
+                        state: if runs { State::Runs } else { State::Gone },
+                        commands: false,
+                    });
+                }
+                Event::Burst(count) => {
+                    for _ in 0..count {
+                        let ended = Simulated {
+                            state: State::Gone,
+                            commands: false,
+                        };
+                        if let Some(id) = self.start(ended) {
+                            self.processes.remove(&id);
+                        }
+                    }
+                }
+                Event::Nothing => {}
+            }
+        }
+
+        fn step(&mut self) {
+            if let Some(event) = self.events.pop_front() {
+                self.apply(event);
+            }
+        }
+
+        /// Whether a process the command started still runs (or may: sent SIGKILL only).
+        fn command_runs(&self) -> bool {
+            self.processes
+                .values()
+                .any(|p| p.commands && p.state != State::Gone)
+        }
+    }
+
+    impl Kernel for Sim {
+        fn last_handed_out(&mut self) -> Option<(u32, u64)> {
+            self.step();
+            Some((self.cursor, self.processes.len() as u64))
+        }
+
+        fn forks(&mut self) -> Option<u64> {
+            self.step();
+            Some(self.forks)
+        }
+
+        fn id_max(&mut self) -> Option<u64> {
+            Some(u64::from(self.max))
+        }
+
+        fn ids_within(&mut self, (after, last): (u32, u32)) -> Option<Vec<u32>> {
+            self.step();
+            Some((after + 1..=last).collect())
+        }
+
+        fn state_of(&mut self, id: u32) -> State {
+            self.step();
+            self.processes.get(&id).map_or(State::Gone, |p| p.state)
+        }
+
+        fn wait_a_moment(&mut self) -> bool {
+            self.step();
+            self.waits += 1;
+            self.waits < 100
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// For every machine (ids restarting at 1 or at 300, a cycle of 20 to 140 ids, any
+        /// last id, other processes running), every command (forking, ending, killed, its
+        /// processes forking while kleene looks) and every other program starting processes
+        /// meanwhile: when the look says nothing the command started runs, nothing it started
+        /// runs.
+        #[test]
+        fn the_look_never_says_quiet_while_a_process_of_the_command_runs(
+            restart_at_one in any::<bool>(),
+            span in 20u32..140,
+            last in 0u32..140,
+            others in 0usize..12,
+            during in proptest::collection::vec(event(), 0..24),
+            while_looking in proptest::collection::vec(event(), 0..48),
+        ) {
+            let max = RESERVED_IDS as u32 + span;
+            let min = if restart_at_one { 1 } else { RESERVED_IDS as u32 };
+            let mut sim = Sim {
+                min,
+                max,
+                cursor: min + last % (max - min),
+                forks: 1_000,
+                processes: BTreeMap::new(),
+                events: VecDeque::new(),
+                waits: 0,
+            };
+            for _ in 0..others {
+                sim.start(Simulated { state: State::Runs, commands: false });
+            }
+            let window = StartWindow::open_in(&mut sim).unwrap();
+            // The command's leader, what happens while it runs, then its end: kleene reaps it.
+            let leader = sim.start(Simulated { state: State::Runs, commands: true });
+            for event in during {
+                sim.apply(event);
+            }
+            if let Some(leader) = leader {
+                sim.processes.remove(&leader);
+            }
+            sim.events = while_looking.into();
+            let quiet = window.nothing_started_runs_in(&mut sim);
+            prop_assert!(!(quiet && sim.command_runs()), "{sim:?}");
+        }
+    }
+
+    #[test]
+    fn a_quiet_machine_is_told_quiet_and_one_the_command_left_a_process_on_is_not() {
+        let sim = |events: Vec<Event>| Sim {
+            min: 1,
+            max: 400,
+            cursor: 17,
+            forks: 0,
+            processes: BTreeMap::new(),
+            events: events.into(),
+            waits: 0,
+        };
+        let command = Simulated {
+            state: State::Runs,
+            commands: true,
+        };
+        // The leader alone, reaped.
+        let mut quiet = sim(Vec::new());
+        let window = StartWindow::open_in(&mut quiet).unwrap();
+        let leader = quiet.start(command).unwrap();
+        quiet.processes.remove(&leader);
+        assert!(window.nothing_started_runs_in(&mut quiet));
+        // A child that outlives the leader.
+        let mut left = sim(Vec::new());
+        let window = StartWindow::open_in(&mut left).unwrap();
+        let leader = left.start(command).unwrap();
+        left.start(command).unwrap();
+        left.processes.remove(&leader);
+        assert!(!window.nothing_started_runs_in(&mut left));
+        // A child killed as the group is, which becomes a zombie while kleene waits for it.
+        let mut killed = sim(vec![Event::Nothing, Event::Nothing, Event::Dies(0)]);
+        let window = StartWindow::open_in(&mut killed).unwrap();
+        let leader = killed.start(command).unwrap();
+        killed.start(Simulated {
+            state: State::Dying,
+            commands: true,
+        });
+        killed.processes.remove(&leader);
+        assert!(window.nothing_started_runs_in(&mut killed));
+    }
+
+    #[test]
+    fn ids_that_went_round_the_whole_cycle_leave_the_look_unsure() {
+        // Ids 300 to 319: the window opens at 305, the command's leader takes 306 and its
+        // child 307; other programs then take eighteen ids, round the cycle back to 305. The
+        // last id handed out is the window's first again, though the child still runs.
+        let mut sim = Sim {
+            min: 300,
+            max: 320,
+            cursor: 305,
+            forks: 0,
+            processes: BTreeMap::new(),
+            events: VecDeque::new(),
+            waits: 0,
+        };
+        let window = StartWindow::open_in(&mut sim).unwrap();
+        let command = Simulated {
+            state: State::Runs,
+            commands: true,
+        };
+        let leader = sim.start(command).unwrap();
+        sim.start(command).unwrap();
+        sim.apply(Event::Burst(18));
+        sim.processes.remove(&leader);
+        assert_eq!(sim.cursor, 305);
+        assert!(sim.command_runs());
+        assert!(!window.nothing_started_runs_in(&mut sim));
+    }
 
     /// A window opened now, or `None` (said) where `/proc` cannot tell.
     fn window() -> Option<StartWindow> {
