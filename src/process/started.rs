@@ -16,7 +16,9 @@
 //! ```
 //!
 //! The proof assumes commands do not choose their own process ids (`clone3` with `set_tid`,
-//! or writing `ns_last_pid`), which takes `CAP_SYS_ADMIN`.
+//! or writing `ns_last_pid`), which takes `CAP_SYS_ADMIN`. The look reads the kernel through
+//! a small trait, so that its tests can drive it with a simulated kernel whose processes fork,
+//! end and wrap the ids round while it looks, which no real machine does on demand.
 
 use std::fs;
 use std::io::ErrorKind;
