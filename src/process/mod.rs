@@ -119,7 +119,8 @@ pub struct Invocation<'a> {
     pub stdin: Option<&'a [u8]>,
     /// Extra environment variables, exported by the command's shell before the command (on
     /// its first line, so the command's lines keep their numbers). A name no shell can assign
-    /// (`A-B`) is handed to the shell's environment instead, and POSIX shells drop those.
+    /// (`A-B`) is put in the shell's environment instead, where it reaches the command or not
+    /// as `/bin/sh` decides (bash passes such names on, dash drops them).
     pub env: Vec<(&'a str, String)>,
     /// Bounds of the kept output tail.
     pub limits: TailLimits,
@@ -1091,7 +1092,7 @@ mod tests {
             .zip(values)
             .map(|(name, value)| (*name, value.to_owned()))
             .collect();
-        // A name no shell can assign is handed over as before (the shell drops it).
+        // A name no shell can assign is put in the shell's environment (dash drops it).
         i.env.push(("NOT-A-NAME", "odd".to_owned()));
         let done = run(&i, &Interrupt::default()).unwrap();
         assert!(done.success(), "{}", done.tail.stderr());
