@@ -502,8 +502,8 @@ impl Host {
             );
             self.recorded = Some((*records).clone());
         }
-        if self.entry.is_some() {
-            return self.run_entered(inv, interrupt);
+        if let Some(entry) = self.entry.take() {
+            return self.run_entered(entry, inv, interrupt);
         }
         let answer = self.exchange(inv, interrupt);
         let answer = match answer {
@@ -567,6 +567,7 @@ impl Host {
     /// left something behind.
     fn run_entered(
         mut self,
+        entry: Entry,
         inv: &Invocation<'_>,
         interrupt: &Interrupt,
     ) -> (Option<Self>, Result<Finished, RunError>) {
@@ -575,11 +576,10 @@ impl Host {
             records: None,
             ..inv.clone()
         };
-        let place = match &self.entry {
-            Some(entry) => Place::Namespace(entry),
-            None => Place::Host,
-        };
-        let result = run_here(&here, interrupt, place);
+        let result = run_here(&here, interrupt, Place::Namespace(&entry));
+        let leftovers = entry.leftovers();
+        // Back in place before anything below hands the host on or stops it.
+        self.entry = Some(entry);
         if interrupt.is_set() {
             self.stop();
             return (None, result);
@@ -599,7 +599,7 @@ impl Host {
             Err(io::Error::other(
                 "the contained host ended while the command ran",
             ))
-        } else if self.entry.as_ref().is_none_or(Entry::leftovers) {
+        } else if leftovers {
             // The command's leader is gone (reaped, or never started), so whatever it started
             // and left running is the host's child now, the namespace's init being every
             // orphan's parent there: with none, nothing but the host runs in the namespace.

@@ -414,17 +414,49 @@ fn namespace_runs(pid: &str) -> bool {
 
 /// Whether SIGKILL is pending for process `pid` (then it runs no code of its own again).
 fn kill_pending(pid: &str) -> bool {
-    const SIGKILL_BIT: u64 = 1 << (9 - 1);
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
-    };
-    status.lines().any(|line| {
-        ["ShdPnd:", "SigPnd:"].iter().any(|key| {
-            line.strip_prefix(key)
-                .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-                .is_some_and(|mask| mask & SIGKILL_BIT != 0)
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| StatusFields::of(&status))
+        .is_some_and(|status| status.killed)
+}
+
+/// The fields of a `/proc/ID/status` file that tell what became of a process or thread.
+struct StatusFields {
+    /// The id of its process (its own, unless it is a thread).
+    process: u32,
+    /// A zombie, or dead.
+    zombie: bool,
+    /// SIGKILL pending, for the thread or its whole process.
+    killed: bool,
+}
+
+impl StatusFields {
+    fn of(text: &str) -> Option<Self> {
+        const SIGKILL_BIT: u64 = 1 << (9 - 1);
+        let mut state = None;
+        let mut process = None;
+        let mut killed = false;
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once(':') else {
+                continue;
+            };
+            let value = value.trim();
+            match key {
+                "State" => state = value.chars().next(),
+                "Tgid" => process = value.parse().ok(),
+                "ShdPnd" | "SigPnd" => {
+                    killed |= u64::from_str_radix(value, 16).is_ok_and(|m| m & SIGKILL_BIT != 0);
+                }
+                _ => {}
+            }
+        }
+        let state = state?;
+        Some(Self {
+            process: process?,
+            zombie: state == 'Z' || state == 'X',
+            killed,
         })
-    })
+    }
 }
 
 /// Whether a thread of the process whose threads are listed at `tasks` runs: one whose
@@ -687,11 +719,8 @@ fn run_here(
     };
     // With neither a host nor a cgroup, only the ids handed out while the command ran can
     // tell that nothing it started outlives it.
-    let window = match (place, &cgroup) {
-        (Place::Here, None) => started::StartWindow::open(),
-        _ => None,
-    };
-    let contained = !matches!((place, &cgroup), (Place::Here, None));
+    let uncontained = matches!((place, &cgroup), (Place::Here, None));
+    let window = uncontained.then(started::StartWindow::open).flatten();
     let script = match &cgroup {
         Some(_) => cgroup::entering(inv.command),
         None => command.clone(),
@@ -839,7 +868,7 @@ fn run_here(
             source: std::io::Error::other(cgroup::ENTER_FAILED),
         });
     }
-    let quiet = contained || window.is_some_and(|w| w.nothing_started_runs());
+    let quiet = !uncontained || window.is_some_and(|w| w.nothing_started_runs());
     match status.code() {
         Some(127) => Err(RunError::NotFound { command, tail }),
         Some(126) => Err(RunError::NotExecutable { command, tail }),
@@ -1118,6 +1147,19 @@ mod tests {
             proptest::prop_assert!(done.success(), "{}", done.tail.stderr());
             proptest::prop_assert_eq!(done.tail.stdout(), value);
         }
+    }
+
+    #[test]
+    fn a_status_is_read_for_its_process_state_and_pending_kill() {
+        let text = "Name:\tsh\nState:\tS (sleeping)\nTgid:\t42\nPid:\t43\nShdPnd:\t0000000000000100\nSigPnd:\t0000000000000000\n";
+        let status = StatusFields::of(text).unwrap();
+        assert_eq!(status.process, 42);
+        assert!(!status.zombie);
+        assert!(status.killed);
+        let zombie =
+            StatusFields::of("State:\tZ (zombie)\nTgid:\t7\nSigPnd:\t0\nShdPnd:\t0\n").unwrap();
+        assert!(zombie.zombie && !zombie.killed);
+        assert!(StatusFields::of("Name:\tx\n").is_none());
     }
 
     #[test]

@@ -26,6 +26,8 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::StatusFields;
+
 /// The kernel keeps ids below this for its own use once the ids wrap (in the first PID
 /// namespace; in others ids restart lower, which only makes the bound below safer).
 const RESERVED_IDS: u64 = 300;
@@ -234,70 +236,34 @@ fn state_of(id: u32) -> State {
         Err(e) if e.kind() == ErrorKind::NotFound => return State::Gone,
         Err(_) => return State::Runs,
     };
-    match Status::of(&status) {
-        Some(status) => status.state(id, || super::threads_run(&format!("/proc/{id}/task"))),
+    match StatusFields::of(&status) {
+        Some(status) => what_became_of(&status, id, || {
+            super::threads_run(&format!("/proc/{id}/task"))
+        }),
         None => State::Runs,
     }
 }
 
-/// The fields of `/proc/ID/status` that tell what became of a process.
-struct Status {
-    /// The id of its process (its own, unless it is a thread).
-    process: u32,
-    zombie: bool,
-    /// SIGKILL pending, for the thread or its whole process.
-    killed: bool,
-}
-
-impl Status {
-    /// What became of the process or thread `id` this status is of, where `threads_run` says
-    /// whether a thread of its process other than the first runs.
-    fn state(&self, id: u32, threads_run: impl FnOnce() -> bool) -> State {
-        if self.process != id {
-            // A thread: of a process started in the window, looked at under the process's
-            // id (and its other threads with it), or of one started before, no command's.
-            return State::Gone;
-        }
-        if self.zombie {
-            // A first thread that ended while others of its process run shows as a zombie.
-            return if threads_run() {
-                State::Runs
-            } else {
-                State::Gone
-            };
-        }
-        if self.killed {
-            State::Dying
-        } else {
-            State::Runs
-        }
+/// What became of the process or thread `id` whose status is `status`, where `threads_run`
+/// says whether a thread of its process other than the first runs.
+fn what_became_of(status: &StatusFields, id: u32, threads_run: impl FnOnce() -> bool) -> State {
+    if status.process != id {
+        // A thread: of a process started in the window, looked at under the process's id
+        // (and its other threads with it), or of one started before, no command's.
+        return State::Gone;
     }
-
-    fn of(text: &str) -> Option<Self> {
-        const SIGKILL_BIT: u64 = 1 << (9 - 1);
-        let mut state = None;
-        let mut process = None;
-        let mut killed = false;
-        for line in text.lines() {
-            let Some((key, value)) = line.split_once(':') else {
-                continue;
-            };
-            let value = value.trim();
-            match key {
-                "State" => state = value.chars().next(),
-                "Tgid" => process = value.parse().ok(),
-                "ShdPnd" | "SigPnd" => {
-                    killed |= u64::from_str_radix(value, 16).is_ok_and(|m| m & SIGKILL_BIT != 0);
-                }
-                _ => {}
-            }
-        }
-        let state = state?;
-        Some(Self {
-            process: process?,
-            zombie: state == 'Z' || state == 'X',
-            killed,
-        })
+    if status.zombie {
+        // A first thread that ended while others of its process run shows as a zombie.
+        return if threads_run() {
+            State::Runs
+        } else {
+            State::Gone
+        };
+    }
+    if status.killed {
+        State::Dying
+    } else {
+        State::Runs
     }
 }
 
@@ -726,18 +692,6 @@ mod tests {
     }
 
     #[test]
-    fn a_status_is_read_for_its_process_state_and_pending_kill() {
-        let text = "Name:\tsh\nState:\tS (sleeping)\nTgid:\t42\nPid:\t43\nShdPnd:\t0000000000000100\nSigPnd:\t0000000000000000\n";
-        let status = Status::of(text).unwrap();
-        assert_eq!(status.process, 42);
-        assert!(!status.zombie);
-        assert!(status.killed);
-        let zombie = Status::of("State:\tZ (zombie)\nTgid:\t7\nSigPnd:\t0\nShdPnd:\t0\n").unwrap();
-        assert!(zombie.zombie && !zombie.killed);
-        assert!(Status::of("Name:\tx\n").is_none());
-    }
-
-    #[test]
     fn a_process_whose_first_thread_ended_is_seen_while_another_runs() {
         let Some(window) = window() else {
             return;
@@ -754,7 +708,7 @@ mod tests {
         let id = running.0.id();
         let waiting = Instant::now();
         let first_thread_ended = || {
-            Status::of(&fs::read_to_string(format!("/proc/{id}/status")).unwrap_or_default())
+            StatusFields::of(&fs::read_to_string(format!("/proc/{id}/status")).unwrap_or_default())
                 .is_some_and(|s| s.zombie)
         };
         while !first_thread_ended() && waiting.elapsed() < Duration::from_secs(30) {
@@ -766,18 +720,33 @@ mod tests {
 
     #[test]
     fn a_status_says_what_became_of_its_process() {
-        let status = |process, zombie, killed| Status {
+        let status = |process, zombie, killed| StatusFields {
             process,
             zombie,
             killed,
         };
         let never = || -> bool { panic!("only a zombie's threads are looked at") };
-        assert_eq!(status(5, false, false).state(5, never), State::Runs);
-        assert_eq!(status(5, false, true).state(5, never), State::Dying);
-        assert_eq!(status(5, true, false).state(5, || false), State::Gone);
-        assert_eq!(status(5, true, true).state(5, || true), State::Runs);
+        assert_eq!(
+            what_became_of(&status(5, false, false), 5, never),
+            State::Runs
+        );
+        assert_eq!(
+            what_became_of(&status(5, false, true), 5, never),
+            State::Dying
+        );
+        assert_eq!(
+            what_became_of(&status(5, true, false), 5, || false),
+            State::Gone
+        );
+        assert_eq!(
+            what_became_of(&status(5, true, true), 5, || true),
+            State::Runs
+        );
         // A thread is looked at under its process's id.
-        assert_eq!(status(4, false, false).state(5, never), State::Gone);
+        assert_eq!(
+            what_became_of(&status(4, false, false), 5, never),
+            State::Gone
+        );
     }
 
     #[test]
