@@ -18,6 +18,7 @@ use super::journal::JournalError;
 use super::worker::{AgentFailure, Proposal, Worker, WorkerCall, WorkerFailure};
 use crate::closure::{AgentError, AgentErrorKind};
 use crate::plan::PlannedTask;
+use crate::text::Chain;
 use crate::{
     closure::Agent, closure::Closure, closure::ClosureOutcome, closure::ClosureRecord,
     closure::RecoveryPolicy, closure::Task, closure::audit::AuditEntry,
@@ -38,6 +39,14 @@ pub trait BatchAgent: Agent {
     fn begin_call(&mut self, call: &WorkerCall<'_>) -> Result<(), WorkerFailure> {
         let _ = call;
         Ok(())
+    }
+
+    /// Whether every call of this agent waits for
+    /// [`call.reservation().wait_durable()`](super::Reservation::wait_durable) before it has
+    /// any effect, so its [`ClosureWorker`] gets each call while the reservation syncs (see
+    /// [`Worker::waits_for_reservation`]). Defaults to false.
+    fn waits_for_reservation(&self) -> bool {
+        false
     }
 
     /// Whether a failure of `task` may be fixed by fix subtasks; when false its closure runs
@@ -239,7 +248,15 @@ impl<A: BatchAgent> Worker for ClosureWorker<A> {
                 }
             };
         };
-        let agent_error = match withdrawal(error) {
+        // A call whose reservation never became durable did nothing (its agent waits for it)
+        // and is made again by a resume: nothing of it may say it ended.
+        let reserved =
+            call.reservation()
+                .wait_durable()
+                .map_err(|err| WorkerFailure::Unavailable {
+                    detail: format!("record the call in the journal: {}", Chain(&err)),
+                });
+        let agent_error = match reserved.and_then(|()| withdrawal(error)) {
             Ok(agent_error) => agent_error,
             Err(failure) => {
                 self.agent.withdraw_call(call, &record, &failure);
@@ -248,6 +265,10 @@ impl<A: BatchAgent> Worker for ClosureWorker<A> {
         };
         let finished = self.agent.finish_call(call, &record);
         closure_proposal(&task.id, &record, finished, agent_error)
+    }
+
+    fn waits_for_reservation(&self) -> bool {
+        self.agent.waits_for_reservation()
     }
 }
 

@@ -39,6 +39,7 @@ use std::cell::RefCell;
 use super::candidate::AcceptedOutput;
 use super::journal::JournalError;
 use super::machine::Dispatch;
+use super::reservation::Reservation;
 use super::worker::{FixLedger, Inputs, Proposal, Worker, WorkerCall, WorkerFailure};
 use crate::id::{ChannelId, TaskId};
 use crate::plan::ValidatedPlan;
@@ -111,6 +112,8 @@ impl DispatchedCall<'_> {
             correction: dispatch.correction(),
             ancestry: Inputs::Given(self.inputs),
             ledger: &ledger,
+            // A call made away from the machine was reserved by whoever dispatched it.
+            reservation: Reservation::durable(),
         })
     }
 }

@@ -106,7 +106,7 @@ impl<'p> Batch<'p> {
 
     /// Group commit: a settlement (and any drains after it) is committed together with the
     /// next reservation, in one durable append, instead of on its own. Every event is still
-    /// durable before the next worker call; only the number of syncs changes.
+    /// durable before the next call may have any effect; only the number of syncs changes.
     pub fn with_group_commit(mut self, group: bool) -> Self {
         self.group_commit = group;
         self

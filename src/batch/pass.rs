@@ -10,6 +10,7 @@ use super::executor::{Batch, RecoveryOutcome};
 use super::journal::{EvidenceJournal, JournalError};
 use super::machine::{AgentFailures, BatchMachine, Dispatch};
 use super::recovery::IneligibleReason;
+use super::reservation::Reservation;
 use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
 };
@@ -256,6 +257,22 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
         Ok(())
     }
 
+    /// [`flush`](Self::flush), handing back the append's sync as the reservation of the call
+    /// it holds instead of waiting for it.
+    pub(super) fn flush_deferred(&mut self) -> Result<Reservation, BatchError> {
+        if self.buffer.is_empty() {
+            return Ok(Reservation::durable());
+        }
+        let appended = self.buffer.len() as u64;
+        let sync = self
+            .journal
+            .append_deferred(&self.batch.channel, &mut self.buffer)
+            .map_err(|e| BatchError::new(self.batch.channel.clone(), e))?;
+        self.since_snapshot += appended;
+        self.buffer.clear();
+        Ok(Reservation::pending(&self.batch.channel, sync))
+    }
+
     /// Compacts when the tail is long enough. Only where the journal holds everything the
     /// machine folded (the machine folds a step's events before they are journaled, and a
     /// snapshot taken between would hold events the journal then appends again).
@@ -301,7 +318,7 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
                 return self.checkpoint();
             };
             // Drains are committed as they were made; the reservation (with anything
-            // buffered) is durable before its call.
+            // buffered) is durable before its call can have any effect.
             let reserved = events.pop();
             for event in events.drain(..) {
                 self.commit(event)?;
@@ -309,9 +326,19 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
             if let Some(event) = reserved {
                 self.commit_buffered(event);
             }
-            self.flush()?;
-            self.checkpoint()?;
-            let (result, drawn) = self.call(worker, &dispatch);
+            // A worker that waits for its reservation gets its call while the reservation
+            // syncs; nothing is compacted until it is durable.
+            let reservation = if worker.waits_for_reservation() {
+                self.flush_deferred()?
+            } else {
+                self.flush()?;
+                self.checkpoint()?;
+                Reservation::durable()
+            };
+            let (result, drawn) = self.call(worker, &dispatch, &reservation);
+            reservation
+                .complete()
+                .map_err(|e| BatchError::new(self.batch.channel.clone(), e))?;
             for event in drawn {
                 (self.observer)(&event);
                 self.machine.apply_drawn(event)?;
@@ -340,6 +367,7 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
         &mut self,
         worker: &mut impl Worker,
         dispatch: &Dispatch,
+        reservation: &Reservation,
     ) -> (Result<Proposal, WorkerFailure>, Vec<EvidenceEvent>) {
         let Run {
             batch,
@@ -393,6 +421,7 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
             }
             .into(),
             ledger: &ledger,
+            reservation: reservation.clone(),
         });
         (result, ledger.drawn.into_inner())
     }

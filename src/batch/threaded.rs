@@ -4,7 +4,10 @@
 //! The calling thread keeps the machine and the journal; the worker threads only call.
 //! Settlements (and fix draws) that arrive together are folded together and journaled in one
 //! append with the reservations they make possible, so they share one durable sync (group
-//! commit); nothing is acknowledged or dispatched before the append that holds it returns.
+//! commit); nothing is acknowledged or dispatched before the append that holds it returns,
+//! except to workers that wait for their call's reservation
+//! ([`Worker::waits_for_reservation`]): they get their calls while the append syncs, and the
+//! calling thread makes the sync meanwhile.
 //!
 //! The example is on [`Batch::run_threaded`].
 
@@ -19,6 +22,7 @@ use super::executor::{Batch, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
 use super::machine::{Dispatch, LowestFirst, Prerequisites};
 use super::pass::{Driver, Run, Sequential};
+use super::reservation::Reservation;
 use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
 };
@@ -305,11 +309,11 @@ fn serve<W: Worker>(
     slot: usize,
     worker: &mut W,
     shared: &Shared<'_>,
-    jobs: Receiver<Dispatch>,
+    jobs: Receiver<(Dispatch, Reservation)>,
     to_driver: Sender<Message>,
 ) {
     let _guard = PanicGuard(&to_driver);
-    while let Ok(dispatch) = jobs.recv() {
+    while let Ok((dispatch, reservation)) = jobs.recv() {
         // Declared per call: a call's view lives no longer than its dispatch.
         let accepted_at = |p: usize| shared.accepted_at(p);
         let prerequisites_of = |p: usize| shared.graph.of(p);
@@ -335,6 +339,7 @@ fn serve<W: Worker>(
                     }
                     .into(),
                     ledger: &ledger,
+                    reservation,
                 })
             }
         };
@@ -357,6 +362,7 @@ impl<W: Worker + Send> Driver for Threaded<W> {
     ) -> Result<(), BatchError> {
         let shared = Shared::of(run);
         let jobs = self.workers.len();
+        let deferred = self.workers.iter().all(Worker::waits_for_reservation);
         std::thread::scope(|scope| {
             let (to_driver, from_workers) = mpsc::channel();
             let mut to_slots = Vec::with_capacity(jobs);
@@ -370,6 +376,7 @@ impl<W: Worker + Send> Driver for Threaded<W> {
             let mut coordinator = Coordinator {
                 group: GroupCommit::new(jobs, &shared.accepted),
                 to_slots,
+                deferred,
             };
             let result = coordinator.run(run, &from_workers, contract);
             // Closing the slots' channels ends every thread once its call returns; the
@@ -481,6 +488,45 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         // One append for everything since the last: settlements, draws, drains and
         // reservations.
         self.flush(run)?;
+        Ok(self.assign(dispatches))
+    }
+
+    /// [`commit`](Self::commit), handing back the append's sync as the reservation of the
+    /// calls it starts instead of waiting for it: the calls go out while it syncs, and
+    /// [`synced`](Self::synced) completes it (nothing else is answered or compacted before).
+    pub(super) fn commit_deferred<J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
+        &mut self,
+        run: &mut Run<'_, '_, J, O>,
+    ) -> Result<(Vec<(usize, Dispatch)>, Reservation), BatchError> {
+        if self.stop.is_some() {
+            self.flush(run)?;
+            return Ok((Vec::new(), Reservation::durable()));
+        }
+        let mut dispatches = Vec::new();
+        run.reserve_buffered(self.slots.len(), &mut dispatches)?;
+        let reservation = run
+            .flush_deferred()
+            .inspect_err(|err| self.refuse_draws(err))?;
+        Ok((self.assign(dispatches), reservation))
+    }
+
+    /// Completes the sync of what [`commit_deferred`](Self::commit_deferred) appended, then
+    /// answers the draws it held.
+    pub(super) fn synced<J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
+        &mut self,
+        run: &mut Run<'_, '_, J, O>,
+        reservation: &Reservation,
+    ) -> Result<(), BatchError> {
+        let synced = reservation
+            .complete()
+            .map_err(|e| BatchError::new(run.batch.channel().clone(), e));
+        synced.inspect_err(|err| self.refuse_draws(err))?;
+        self.answer_draws();
+        run.checkpoint()
+    }
+
+    /// Gives each of `dispatches` a free slot: the calls to start now.
+    fn assign(&mut self, dispatches: Vec<Dispatch>) -> Vec<(usize, Dispatch)> {
         let mut starts = Vec::with_capacity(dispatches.len());
         for dispatch in dispatches {
             let Some(slot) = self.free.pop_first() else {
@@ -489,23 +535,30 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
             self.slots[slot] = Some((dispatch.position(), dispatch.attempt()));
             starts.push((slot, dispatch));
         }
-        Ok(starts)
+        starts
     }
 
     fn flush<J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
         &mut self,
         run: &mut Run<'_, '_, J, O>,
     ) -> Result<(), BatchError> {
-        if let Err(err) = run.flush() {
-            for reply in self.replies.drain(..) {
-                reply.answer(Err(format!("journal the batch's events: {err}")));
-            }
-            return Err(err);
+        run.flush().inspect_err(|err| self.refuse_draws(err))?;
+        self.answer_draws();
+        run.checkpoint()
+    }
+
+    /// Tells every draw waiting for the last append that it was not recorded.
+    fn refuse_draws(&mut self, err: &BatchError) {
+        for reply in self.replies.drain(..) {
+            reply.answer(Err(format!("journal the batch's events: {err}")));
         }
+    }
+
+    /// Tells every draw waiting for the last append that it is durable.
+    fn answer_draws(&mut self) {
         for reply in self.replies.drain(..) {
             reply.answer(Ok(()));
         }
-        run.checkpoint()
     }
 
     /// Whether no call is in flight: the pass ends with [`end`](Self::end).
@@ -580,7 +633,10 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
 /// The calling thread's side of a threaded pass.
 struct Coordinator<'a> {
     group: GroupCommit<'a, Sender<Result<(), String>>>,
-    to_slots: Vec<Sender<Dispatch>>,
+    to_slots: Vec<Sender<(Dispatch, Reservation)>>,
+    /// Whether every worker waits for its call's reservation: calls then go out while their
+    /// reservations sync.
+    deferred: bool,
 }
 
 impl Coordinator<'_> {
@@ -591,11 +647,22 @@ impl Coordinator<'_> {
         contract: &impl OutputContract,
     ) -> Result<(), BatchError> {
         loop {
-            for (slot, dispatch) in self.group.commit(run)? {
-                if self.to_slots[slot].send(dispatch).is_err() {
+            let (starts, reservation) = if self.deferred {
+                self.group.commit_deferred(run)?
+            } else {
+                (self.group.commit(run)?, Reservation::durable())
+            };
+            for (slot, dispatch) in starts {
+                if self.to_slots[slot]
+                    .send((dispatch, reservation.clone()))
+                    .is_err()
+                {
                     // The thread is gone (it panicked); the scope passes the panic on.
                     return Ok(());
                 }
+            }
+            if self.deferred {
+                self.group.synced(run, &reservation)?;
             }
             if self.group.is_idle() {
                 return self.group.end();

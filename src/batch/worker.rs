@@ -8,6 +8,7 @@ use super::candidate::{AcceptedOutput, Candidate, Rejection};
 use super::evidence::event::ClosureSettlement;
 use super::journal::JournalError;
 use super::machine::LowestFirst;
+use super::reservation::Reservation;
 use crate::closure::{AgentError, AgentErrorKind, ClosureRecord};
 use crate::id::digest::{Canonical, CanonicalHasher};
 use crate::plan::PlannedTask;
@@ -354,6 +355,7 @@ pub struct WorkerCall<'a> {
     pub(super) correction: Option<Correction<'a>>,
     pub(super) ancestry: Inputs<'a>,
     pub(super) ledger: &'a dyn FixLedger,
+    pub(super) reservation: Reservation,
 }
 
 /// What [`WorkerCall::inputs`] needs to walk the task's ancestors on demand: most workers
@@ -427,6 +429,13 @@ impl<'a> WorkerCall<'a> {
     /// The correction to make, if an earlier candidate was refused.
     pub fn correction(&self) -> Option<Correction<'a>> {
         self.correction
+    }
+
+    /// The call's reservation: durable already, unless the worker
+    /// [waits for it](Worker::waits_for_reservation), which must then
+    /// [`wait_durable`](Reservation::wait_durable) before the call has any effect.
+    pub fn reservation(&self) -> Reservation {
+        self.reservation.clone()
     }
 
     /// The fix attempts the whole run had used when this call started, from the evidence
@@ -507,11 +516,24 @@ pub trait Worker {
     ///
     /// [`WorkerFailure`] when the infrastructure failed or the call was cancelled.
     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure>;
+
+    /// Whether every call of this worker waits for
+    /// [`call.reservation().wait_durable()`](Reservation::wait_durable) before it has any
+    /// effect. The sequential and threaded drivers then hand it its calls while their
+    /// reservations sync, so what a call does first without effect overlaps with the sync.
+    /// Defaults to false: a call is made once its reservation is durable.
+    fn waits_for_reservation(&self) -> bool {
+        false
+    }
 }
 
 impl<W: Worker + ?Sized> Worker for &mut W {
     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
         (**self).call(call)
+    }
+
+    fn waits_for_reservation(&self) -> bool {
+        (**self).waits_for_reservation()
     }
 }
 

@@ -505,6 +505,10 @@ impl Host {
         if let Some(entry) = self.entry.take() {
             return self.run_entered(entry, inv, interrupt);
         }
+        // The host starts the command as soon as it reads the request, so the request waits.
+        if inv.hold.is_some_and(|hold| !hold()) {
+            return (Some(self), Err(RunError::Withheld { command }));
+        }
         let answer = self.exchange(inv, interrupt);
         let answer = match answer {
             Ok(answer) => answer,
@@ -1181,6 +1185,8 @@ fn run_request(
             .collect(),
         limits: request.limits,
         records: None,
+        // Whatever the command waited for, kleene waited for before it sent the request.
+        hold: None,
     };
     Ok(answer(&inv, interrupt))
 }
@@ -1205,6 +1211,11 @@ fn answer(inv: &Invocation<'_>, interrupt: &Interrupt) -> Answer {
         Err(RunError::Interrupted { .. }) => Answer::Wait {
             errno: None,
             message: "interrupted".to_owned(),
+        },
+        // A request holds nothing to wait for (kleene waited before it sent it).
+        Err(RunError::Withheld { .. }) => Answer::Wait {
+            errno: None,
+            message: "withheld".to_owned(),
         },
     }
 }

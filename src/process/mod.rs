@@ -107,7 +107,7 @@ impl Interrupt {
 }
 
 /// One command to run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Invocation<'a> {
     /// The shell command line, run as `sh -c`.
     pub command: &'a str,
@@ -127,6 +127,28 @@ pub struct Invocation<'a> {
     /// Where the running process group is recorded while the command runs, if anywhere,
     /// with a label (task and call) for the message that names it.
     pub records: Option<(&'a GroupRecords, String)>,
+    /// What the command waits for, if anything: called once its shell has started, and the
+    /// shell runs the command only if it returns true (else the run ends with
+    /// [`RunError::Withheld`] and nothing of the command ran). kleene holds a call's first
+    /// command until the call's reservation is durable, so the sync overlaps with the shell
+    /// loading itself. Where the shell cannot wait (a command given stdin, or one run by a
+    /// host process), it is called before the shell starts.
+    pub hold: Option<&'a (dyn Fn() -> bool + Sync)>,
+}
+
+impl std::fmt::Debug for Invocation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Invocation")
+            .field("command", &self.command)
+            .field("dir", &self.dir)
+            .field("timeout", &self.timeout)
+            .field("stdin", &self.stdin.map(<[u8]>::len))
+            .field("env", &self.env)
+            .field("limits", &self.limits)
+            .field("records", &self.records)
+            .field("hold", &self.hold.is_some())
+            .finish()
+    }
 }
 
 impl<'a> Invocation<'a> {
@@ -141,6 +163,7 @@ impl<'a> Invocation<'a> {
             env: Vec::new(),
             limits: TailLimits::default(),
             records: None,
+            hold: None,
         }
     }
 }
@@ -643,6 +666,12 @@ pub enum RunError {
         /// The command line.
         command: String,
     },
+    /// What the command waited for ([`Invocation::hold`]) said no: it never ran.
+    #[error("run `{command}`: withheld, it never ran")]
+    Withheld {
+        /// The command line.
+        command: String,
+    },
     /// Waiting for the command or reading its output failed.
     #[error("wait for `{command}`")]
     Wait {
@@ -708,6 +737,16 @@ fn run_here(
 ) -> Result<Finished, RunError> {
     let started = Instant::now();
     let command = inv.command.to_owned();
+    // A shell given stdin cannot also wait on it: its command waits before it starts.
+    let gate = match inv.hold {
+        Some(hold) if inv.stdin.is_some() => {
+            if !hold() {
+                return Err(RunError::Withheld { command });
+            }
+            None
+        }
+        hold => hold,
+    };
     let namespace = match place {
         Place::Namespace(entry) => Some(entry),
         Place::Here | Place::Host => None,
@@ -745,12 +784,15 @@ fn run_here(
         .iter()
         .map(|(key, value)| (*key, value.as_str()))
         .chain(procs.map(|p| (cgroup::PROCS_VAR, p)));
-    let script = exported(env, &script, &mut cmd);
+    let mut script = exported(env, &script, &mut cmd);
+    if gate.is_some() {
+        script.insert_str(0, GATE);
+    }
     cmd.arg("-c")
         .arg(&script)
         .current_dir(inv.dir)
         .process_group(0)
-        .stdin(if inv.stdin.is_some() {
+        .stdin(if inv.stdin.is_some() || gate.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -774,6 +816,27 @@ fn run_here(
             cgroup.as_ref().map(cgroup::CallCgroup::dir),
             &format!("{label}: `{command}`"),
         );
+    }
+    if let Some(hold) = gate {
+        let open = child.stdin.take();
+        if !hold() {
+            // The shell reads end of file and exits before a line of the command; its group
+            // goes too, in case anything got further.
+            drop(open);
+            signal_group(group, Signal::SIGKILL);
+            let _ = child.wait();
+            if let Some(cgroup) = &cgroup {
+                cgroup.kill_all();
+            }
+            if let Some((records, _)) = &inv.records {
+                records.forget(group.as_raw());
+            }
+            return Err(RunError::Withheld { command });
+        }
+        // A shell that is gone already says why in its status and output.
+        if let Some(mut open) = open {
+            let _ = open.write_all(b"\n");
+        }
     }
     let feeder = spawn_feeder(&mut child, inv.stdin);
     let mut streams = Streams::new(child.stdout.take(), child.stderr.take());
@@ -883,6 +946,12 @@ fn run_here(
 
 /// The POSIX shell every command runs in.
 const SHELL: &str = "/bin/sh";
+
+/// What a shell whose command waits ([`Invocation::hold`]) runs first, on the command's first
+/// line: it reads one line from its stdin, which kleene writes once the command may run, and
+/// exits at end of file, which is what it reads when kleene withholds the command or dies.
+/// Its stdin is then what every command's is.
+const GATE: &str = "IFS= read -r _ || exit 1; exec </dev/null; ";
 
 /// The variable that names the journal's signing key, which no command sees.
 const SIGNING_KEY_VAR: &str = "KLEENE_SIGNING_KEY";
@@ -1070,14 +1139,101 @@ mod tests {
 
     fn inv<'a>(command: &'a str, dir: &'a Path, timeout_ms: u64) -> Invocation<'a> {
         Invocation {
-            command,
-            dir,
             timeout: Duration::from_millis(timeout_ms),
-            stdin: None,
-            env: Vec::new(),
-            limits: TailLimits::default(),
-            records: None,
+            ..Invocation::new(command, dir)
         }
+    }
+
+    #[test]
+    fn a_held_command_runs_only_once_its_hold_returns_and_only_if_it_says_yes() {
+        let d = dir();
+        let marker = d.path().join("ran");
+        let command = format!("date +%s%N > '{}'", marker.display());
+        let released = std::sync::Mutex::new(None);
+        let hold = || {
+            // Long enough that a shell not held would have written the marker by now.
+            thread::sleep(Duration::from_millis(300));
+            assert!(!marker.exists(), "the command ran before its hold returned");
+            *released.lock().unwrap() = Some(std::time::SystemTime::now());
+            true
+        };
+        let held = Invocation {
+            hold: Some(&hold),
+            ..inv(&command, d.path(), 10_000)
+        };
+        assert!(run(&held, &Interrupt::default()).unwrap().success());
+        let ran: u128 = std::fs::read_to_string(&marker)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let released = released.lock().unwrap().unwrap();
+        let released = released.duration_since(std::time::UNIX_EPOCH).unwrap();
+        assert!(
+            ran >= released.as_nanos(),
+            "ran at {ran}, released at {released:?}"
+        );
+
+        std::fs::remove_file(&marker).unwrap();
+        let refuse = || false;
+        let refused = Invocation {
+            hold: Some(&refuse),
+            ..inv(&command, d.path(), 10_000)
+        };
+        let err = run(&refused, &Interrupt::default()).unwrap_err();
+        assert!(matches!(err, RunError::Withheld { .. }), "{err:?}");
+        thread::sleep(Duration::from_millis(100));
+        assert!(!marker.exists(), "a withheld command ran");
+    }
+
+    #[test]
+    fn a_held_command_given_stdin_waits_before_its_shell_starts() {
+        let d = dir();
+        let refuse = || false;
+        let refused = Invocation {
+            stdin: Some(b"input"),
+            hold: Some(&refuse),
+            ..inv("cat > got", d.path(), 10_000)
+        };
+        let err = run(&refused, &Interrupt::default()).unwrap_err();
+        assert!(matches!(err, RunError::Withheld { .. }), "{err:?}");
+        let yes = || true;
+        let held = Invocation {
+            stdin: Some(b"input"),
+            hold: Some(&yes),
+            ..inv("cat > got", d.path(), 10_000)
+        };
+        assert!(run(&held, &Interrupt::default()).unwrap().success());
+        assert_eq!(std::fs::read(d.path().join("got")).unwrap(), b"input");
+    }
+
+    #[test]
+    fn a_held_shell_whose_kleene_is_gone_exits_before_a_line_of_its_command() {
+        // What a held shell reads when kleene dies: end of file, with nothing written.
+        let d = dir();
+        let out = Command::new(SHELL)
+            .arg("-c")
+            .arg(format!("{GATE}touch ran"))
+            .current_dir(d.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(!d.path().join("ran").exists());
+        // And once released, its command reads the empty stdin every command has.
+        let mut shell = Command::new(SHELL)
+            .arg("-c")
+            .arg(format!("{GATE}wc -c > count"))
+            .current_dir(d.path())
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut gate = shell.stdin.take().unwrap();
+        gate.write_all(b"\nleft in the pipe\n").unwrap();
+        drop(gate);
+        assert!(shell.wait().unwrap().success());
+        let count = std::fs::read_to_string(d.path().join("count")).unwrap();
+        assert_eq!(count.trim(), "0");
     }
 
     fn dir() -> tempfile::TempDir {

@@ -37,6 +37,7 @@ use std::time::Duration;
 
 use super::planfile::TaskCommands;
 use super::text::{correction_text, spec_text};
+use crate::batch::reservation::Reservation;
 use crate::batch::{BatchAgent, Candidate, Proposal, Rejection, WorkerCall, WorkerFailure};
 use crate::closure::audit::{AuditEntry, AuditEvent};
 use crate::closure::{
@@ -88,6 +89,8 @@ struct CallState {
     /// Whether every command of the call so far was proved to leave nothing running: the
     /// stage is then quiet, and the next call may turn it into its own.
     left_nothing_running: bool,
+    /// The call's reservation, which its first command waits for (while its shell loads).
+    reservation: Reservation,
 }
 
 /// Why a command of the closure stopped it, classified for the batch.
@@ -267,8 +270,15 @@ impl BatchAgent for ShellAgent<'_> {
             own_io: None,
             prepared_fix: None,
             left_nothing_running: true,
+            reservation: call.reservation(),
         });
         Ok(())
+    }
+
+    fn waits_for_reservation(&self) -> bool {
+        // Only commands act, and every command waits for the reservation before its first
+        // line: making the stage is kleene's own work, which a resume finds and replaces.
+        true
     }
 
     fn fixes(&self, task: &PlannedTask) -> bool {
@@ -444,6 +454,9 @@ impl ShellAgent<'_> {
         if let Some((_, path)) = &stdin {
             env.push(("KLEENE_RECOVERY_SPEC_FILE", path.display().to_string()));
         }
+        let reservation = state.reservation.clone();
+        let waits = !reservation.is_durable();
+        let hold = move || reservation.wait_durable().is_ok();
         let inv = Invocation {
             command,
             dir: &dir,
@@ -455,6 +468,7 @@ impl ShellAgent<'_> {
                 .records
                 .as_ref()
                 .map(|r| (r, format!("task {} call {}", state.task, state.call))),
+            hold: waits.then_some(&hold as &(dyn Fn() -> bool + Sync)),
         };
         let done = process::run(&inv, &rt.interrupt);
         // A command that did not finish was stopped as its containment stops everything, so

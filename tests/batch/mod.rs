@@ -8,5 +8,8 @@ mod inputs;
 mod journal_crash;
 mod journal_integrity;
 pub(crate) mod machine;
+// Calls handed out while their reservations sync (the shell agent's held commands).
+#[cfg(feature = "shell")]
+mod reservation;
 mod simulation;
 mod threaded;

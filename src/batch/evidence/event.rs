@@ -45,7 +45,8 @@ pub enum EvidenceEvent {
         /// Every planned task, in topological order.
         inventory: Vec<InventoryEntry>,
     },
-    /// A call was reserved (committed before the worker is called).
+    /// A call was reserved (durable before the call may have any effect: before its worker
+    /// is called, or while a worker that waits for it prepares).
     Reserved {
         /// The task.
         task: TaskId,

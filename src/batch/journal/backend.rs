@@ -35,7 +35,12 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
+use super::error::JournalError;
+use super::pending::PendingSync;
 use crate::id::ChannelId;
 
 #[cfg(doc)]
@@ -103,6 +108,20 @@ pub trait LogBackend {
     /// [`BackendError`] when the store cannot promise durability.
     fn sync(&mut self, channel: &ChannelId) -> Result<(), BackendError>;
 
+    /// What makes everything appended to `channel`'s log durable, to run later and on any
+    /// thread (see [`EvidenceJournal::append_deferred`]). The default syncs now and returns
+    /// [`PendingSync::durable`]; a store that can sync from another thread (a file) returns
+    /// the sync instead.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError`] when the sync (or what it needs) fails now.
+    ///
+    /// [`EvidenceJournal::append_deferred`]: super::EvidenceJournal::append_deferred
+    fn sync_later(&mut self, channel: &ChannelId) -> Result<PendingSync, BackendError> {
+        self.sync(channel).map(|()| PendingSync::durable())
+    }
+
     /// Cuts `channel`'s log to its first `len` bytes, durably.
     ///
     /// # Errors
@@ -131,7 +150,33 @@ pub trait LogBackend {
 pub struct FileBackend {
     dir: PathBuf,
     read_only: bool,
-    open: HashMap<ChannelId, File>,
+    /// Each channel's log open for appending, shared with the syncs handed out for later.
+    open: HashMap<ChannelId, Arc<OpenLog>>,
+}
+
+/// A channel's log open for appending, with its path for the errors that name it (a sync
+/// handed out for later must not hash the channel id again to find it).
+#[derive(Debug)]
+struct OpenLog {
+    file: File,
+    path: PathBuf,
+    /// Whether its last sync took long enough to be worth overlapping with other work.
+    syncs_take_long: AtomicBool,
+}
+
+impl OpenLog {
+    /// A sync this long or longer is made later where it can be (see
+    /// [`LogBackend::sync_later`]): a disk's takes a hundred microseconds or more, tmpfs's
+    /// about one.
+    const LONG_SYNC: Duration = Duration::from_micros(40);
+
+    fn sync(&self) -> io::Result<()> {
+        let started = Instant::now();
+        let synced = self.file.sync_data();
+        self.syncs_take_long
+            .store(started.elapsed() >= Self::LONG_SYNC, Ordering::Relaxed);
+        synced
+    }
 }
 
 impl FileBackend {
@@ -167,7 +212,7 @@ impl FileBackend {
         journal_file(&self.dir, channel)
     }
 
-    fn file(&mut self, channel: &ChannelId) -> Result<&mut File, BackendError> {
+    fn file(&mut self, channel: &ChannelId) -> Result<&Arc<OpenLog>, BackendError> {
         if !self.open.contains_key(channel) {
             let path = self.path_for(channel);
             let existed = path.exists();
@@ -181,10 +226,17 @@ impl FileBackend {
                 crate::fs::sync_dir(&self.dir)
                     .map_err(|(path, source)| BackendError::Io { path, source })?;
             }
-            self.open.insert(channel.clone(), file);
+            self.open.insert(
+                channel.clone(),
+                Arc::new(OpenLog {
+                    file,
+                    path,
+                    syncs_take_long: AtomicBool::new(false),
+                }),
+            );
         }
         // The path is named only in an error: a commit's append and sync do not hash it.
-        match self.open.get_mut(channel) {
+        match self.open.get(channel) {
             Some(file) => Ok(file),
             None => Err(BackendError::Io {
                 path: journal_file(&self.dir, channel),
@@ -205,7 +257,7 @@ impl LogBackend for FileBackend {
     }
 
     fn append(&mut self, channel: &ChannelId, bytes: &[u8]) -> Result<(), BackendError> {
-        let written = self.file(channel)?.write_all(bytes);
+        let written = (&self.file(channel)?.file).write_all(bytes);
         written.map_err(|e| {
             self.open.remove(channel);
             BackendError::io(&self.path_for(channel))(e)
@@ -213,11 +265,26 @@ impl LogBackend for FileBackend {
     }
 
     fn sync(&mut self, channel: &ChannelId) -> Result<(), BackendError> {
-        let synced = self.file(channel)?.sync_data();
+        let synced = self.file(channel)?.sync();
         synced.map_err(|e| {
             self.open.remove(channel);
             BackendError::io(&self.path_for(channel))(e)
         })
+    }
+
+    fn sync_later(&mut self, channel: &ChannelId) -> Result<PendingSync, BackendError> {
+        let log = Arc::clone(self.file(channel)?);
+        // Where a sync costs next to nothing (tmpfs), holding back what waits for it would
+        // cost more than the sync: it is made now.
+        if !log.syncs_take_long.load(Ordering::Relaxed) {
+            return self.sync(channel).map(|()| PendingSync::durable());
+        }
+        Ok(PendingSync::new(move || {
+            log.sync().map_err(|source| JournalError::Io {
+                path: log.path.clone(),
+                source,
+            })
+        }))
     }
 
     fn truncate(&mut self, channel: &ChannelId, len: u64) -> Result<(), BackendError> {

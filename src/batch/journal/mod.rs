@@ -71,6 +71,8 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::evidence::event::EvidenceEvent;
 use super::evidence::{BatchEvidence, FoldError};
@@ -81,10 +83,12 @@ pub(crate) mod backend;
 mod error;
 mod frame;
 mod memory;
+mod pending;
 
 pub use backend::{BackendError, CrashBackend, FileBackend, LogBackend, MemoryBackend};
 pub use error::{JournalError, RecordDamage};
 pub use memory::MemoryJournal;
+pub use pending::PendingSync;
 
 use frame::{GENESIS, encode_commit, encode_snapshot, parse, record_ends, scan};
 
@@ -206,6 +210,29 @@ pub trait EvidenceJournal {
         Ok(())
     }
 
+    /// [`append_owned`](Self::append_owned), except that it may return once the commit is
+    /// written and before it is durable, handing back the sync that makes it so: the
+    /// threaded and sequential drivers append a call's reservation this way when the call's
+    /// worker waits for it (see [`Worker::waits_for_reservation`]), so the sync overlaps with
+    /// what the call prepares. Nothing that depends on the commit may be seen before
+    /// [`PendingSync::complete`] returns.
+    ///
+    /// The default appends durably and returns [`PendingSync::durable`].
+    ///
+    /// # Errors
+    ///
+    /// As [`append`](Self::append), for what fails before the sync.
+    ///
+    /// [`Worker::waits_for_reservation`]: crate::batch::Worker::waits_for_reservation
+    fn append_deferred(
+        &mut self,
+        channel: &ChannelId,
+        events: &mut Vec<EvidenceEvent>,
+    ) -> Result<PendingSync, JournalError> {
+        self.append_owned(channel, events)
+            .map(|()| PendingSync::durable())
+    }
+
     /// Loads `channel`'s journal, or `None` when the channel has no whole record. Never
     /// changes the journal: an incomplete final record is reported in
     /// [`JournalLoad::torn_tail`], never returned as data and never cut.
@@ -255,6 +282,8 @@ pub struct Journal<B> {
     last_seals: HashMap<ChannelId, [u8; 32]>,
     repairs: Vec<(ChannelId, TornTail)>,
     scratch: Vec<u8>,
+    /// Set by a deferred sync that failed, which may have lost what was written before it.
+    sync_failed: Arc<AtomicBool>,
 }
 
 /// A journal in a directory: one append-only file per channel, each append followed by
@@ -273,6 +302,7 @@ impl<B: LogBackend> Journal<B> {
             last_seals: HashMap::new(),
             repairs: Vec::new(),
             scratch: Vec::new(),
+            sync_failed: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -385,13 +415,21 @@ impl FileJournal {
     }
 }
 
-impl<B: LogBackend> EvidenceJournal for Journal<B> {
-    fn append(
+impl<B: LogBackend> Journal<B> {
+    /// Writes `events` to `channel`'s log as one sealed commit, then makes it durable with
+    /// `sync`; the seal the next commit chains to is kept only once both succeed, so a log
+    /// that may end in a partial record is checked again before the next append.
+    fn commit<T>(
         &mut self,
         channel: &ChannelId,
         events: &[EvidenceEvent],
-    ) -> Result<(), JournalError> {
+        sync: impl FnOnce(&mut B) -> Result<T, BackendError>,
+    ) -> Result<T, JournalError> {
         self.writable(channel)?;
+        if self.sync_failed.swap(false, Ordering::SeqCst) {
+            // A deferred sync failed: what this journal last wrote may not be on the disk.
+            self.last_seals.clear();
+        }
         let previous = self.last_seal(channel)?;
         let mut bytes = std::mem::take(&mut self.scratch);
         bytes.clear();
@@ -399,18 +437,45 @@ impl<B: LogBackend> EvidenceJournal for Journal<B> {
         let written = sealed.and_then(|seal| {
             self.backend
                 .append(channel, &bytes)
-                .and_then(|()| self.backend.sync(channel))
-                .map(|()| seal)
+                .and_then(|()| sync(&mut self.backend))
+                .map(|synced| (seal, synced))
                 .map_err(|e| {
-                    // The log may now end in a partial record; the next append must repair
-                    // first.
                     self.last_seals.remove(channel);
                     JournalError::from_backend(e)
                 })
         });
         self.scratch = bytes;
-        self.last_seals.insert(channel.clone(), written?);
-        Ok(())
+        let (seal, synced) = written?;
+        self.last_seals.insert(channel.clone(), seal);
+        Ok(synced)
+    }
+}
+
+impl<B: LogBackend> EvidenceJournal for Journal<B> {
+    fn append(
+        &mut self,
+        channel: &ChannelId,
+        events: &[EvidenceEvent],
+    ) -> Result<(), JournalError> {
+        self.commit(channel, events, |backend| backend.sync(channel))
+    }
+
+    fn append_deferred(
+        &mut self,
+        channel: &ChannelId,
+        events: &mut Vec<EvidenceEvent>,
+    ) -> Result<PendingSync, JournalError> {
+        let later = self.commit(channel, events, |backend| backend.sync_later(channel))?;
+        events.clear();
+        if later.is_durable() {
+            return Ok(later);
+        }
+        let failed = Arc::clone(&self.sync_failed);
+        Ok(PendingSync::new(move || {
+            later
+                .complete()
+                .inspect_err(|_| failed.store(true, Ordering::SeqCst))
+        }))
     }
 
     fn load(&self, channel: &ChannelId) -> Result<Option<JournalLoad>, JournalError> {
@@ -514,6 +579,51 @@ mod tests {
                 encode_commit(&chan(), None, &seal, std::slice::from_ref(event), &mut out).unwrap();
         }
         out
+    }
+
+    #[test]
+    fn a_deferred_append_loads_like_any_other_once_its_sync_completes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut journal = FileJournal::open(dir.path()).unwrap();
+        let all = events();
+        for event in &all {
+            let mut one = vec![event.clone()];
+            journal
+                .append_deferred(&chan(), &mut one)
+                .unwrap()
+                .complete()
+                .unwrap();
+            assert!(one.is_empty(), "the events are taken");
+        }
+        let load = journal.load(&chan()).unwrap().unwrap();
+        assert_eq!(load.events, all);
+        assert_eq!(fs::read(journal.path_for(&chan())).unwrap(), image(&all));
+    }
+
+    #[test]
+    fn after_a_deferred_sync_failed_the_next_append_checks_the_log_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut journal = FileJournal::open(dir.path()).unwrap();
+        let all = events();
+        journal.append(&chan(), &all[..1]).unwrap();
+        let kept = fs::metadata(journal.path_for(&chan())).unwrap().len();
+        let pending = journal
+            .append_deferred(&chan(), &mut all[1..2].to_vec())
+            .unwrap();
+        // What a failed sync may leave: the deferred record lost in part.
+        let file = OpenOptions::new()
+            .write(true)
+            .open(journal.path_for(&chan()))
+            .unwrap();
+        file.set_len(kept + 10).unwrap();
+        drop(pending);
+        journal.sync_failed.store(true, Ordering::SeqCst);
+        // Chaining on the lost record's seal would bury the damage under a valid record.
+        let err = journal.append(&chan(), &all[2..]).unwrap_err();
+        assert!(
+            matches!(err, JournalError::TornTailNotRepaired { .. }),
+            "{err:?}"
+        );
     }
 
     #[test]

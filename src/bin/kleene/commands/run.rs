@@ -336,7 +336,8 @@ fn execute(
         journal = journal.with_mac_key(key.clone());
     }
     // Group commit: one sync per task instead of two; every event is still durable before the
-    // next command runs, and an unsynced settlement is only ever replayed (allow), never lost.
+    // next command runs (which starts its shell while the sync is under way, held until it
+    // returns), and an unsynced settlement is only ever replayed (allow), never lost.
     let batch = loaded
         .batch(channel)
         .with_group_commit(true)
