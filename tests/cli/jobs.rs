@@ -301,3 +301,38 @@ fn calls_in_flight_together_keep_every_closure_record() {
     let log = std::fs::read_to_string(tmp.path().join("st/closures.jsonl")).unwrap();
     assert_eq!(log.lines().count(), 301);
 }
+
+/// Every command reads an empty stdin, as it always has, whether its shell was held while its
+/// call's reservation synced or not (where a sync takes long, as on a disk, a call's shell
+/// starts before its reservation is durable and waits on its stdin until it is).
+#[test]
+fn every_command_reads_an_empty_stdin_held_or_not() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path();
+    let tasks = (0..4)
+        .map(|i| {
+            let file = format!("t{i}.txt");
+            task(
+                &format!("t{i}"),
+                "config",
+                &[file.as_str()],
+                &[],
+                // A stdin left open would keep `cat` waiting until the timeout.
+                json!({"run": format!("cat > {file} && echo read >> {file}"), "timeout_secs": 30}),
+            )
+        })
+        .collect();
+    let plan = write_plan(dir, tasks);
+    for jobs in ["1", "2"] {
+        let state = format!("st{jobs}");
+        run_with_jobs(dir, &plan, &state, jobs);
+        for i in 0..4 {
+            let file = dir.join(&state).join(format!("workspace/t{i}.txt"));
+            assert_eq!(
+                std::fs::read_to_string(&file).unwrap(),
+                "read\n",
+                "-j {jobs}: t{i}"
+            );
+        }
+    }
+}
