@@ -735,7 +735,6 @@ fn run_here(
     interrupt: &Interrupt,
     place: Place<'_>,
 ) -> Result<Finished, RunError> {
-    let started = Instant::now();
     let command = inv.command.to_owned();
     // A shell given stdin cannot also wait on it: its command waits before it starts.
     let gate = match inv.hold {
@@ -747,6 +746,7 @@ fn run_here(
         }
         hold => hold,
     };
+    let mut started = Instant::now();
     let namespace = match place {
         Place::Namespace(entry) => Some(entry),
         Place::Here | Place::Host => None,
@@ -837,6 +837,8 @@ fn run_here(
         if let Some(mut open) = open {
             let _ = open.write_all(b"\n");
         }
+        // The command's time starts when it may run.
+        started = Instant::now();
     }
     let feeder = spawn_feeder(&mut child, inv.stdin);
     let mut streams = Streams::new(child.stdout.take(), child.stderr.take());
@@ -1184,6 +1186,24 @@ mod tests {
         assert!(matches!(err, RunError::Withheld { .. }), "{err:?}");
         thread::sleep(Duration::from_millis(100));
         assert!(!marker.exists(), "a withheld command ran");
+    }
+
+    #[test]
+    fn a_held_command_s_timeout_starts_when_it_is_let_run() {
+        let d = dir();
+        let slow = || {
+            thread::sleep(Duration::from_millis(400));
+            true
+        };
+        for stdin in [None, Some(&b"x"[..])] {
+            let held = Invocation {
+                stdin,
+                hold: Some(&slow),
+                ..inv("sleep 0.1", d.path(), 300)
+            };
+            let done = run(&held, &Interrupt::default());
+            assert!(done.is_ok_and(|d| d.success()), "stdin {stdin:?}");
+        }
     }
 
     #[test]
