@@ -130,10 +130,10 @@ pub struct Invocation<'a> {
     /// What the command waits for, if anything: called once its shell has started, and the
     /// shell runs the command only if it returns true (else the run ends with
     /// [`RunError::Withheld`] and nothing of the command ran); the timeout counts from its
-    /// return. kleene holds a call's first
-    /// command until the call's reservation is durable, so the sync overlaps with the shell
-    /// loading itself. Where the shell cannot wait (a command given stdin, or one run by a
-    /// host process), it is called before the shell starts.
+    /// return. kleene holds a call's first command until the call's reservation is durable,
+    /// so the sync overlaps with the shell loading itself. Where the shell cannot wait (a
+    /// command given stdin, or one run by a host process), it is called before the shell
+    /// starts.
     pub hold: Option<&'a (dyn Fn() -> bool + Sync)>,
 }
 
