@@ -72,6 +72,7 @@ pub mod machine;
 mod pass;
 pub mod recovery;
 pub(crate) mod reservation;
+mod syncer;
 mod threaded;
 pub(crate) mod wire;
 pub mod worker;

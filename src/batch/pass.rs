@@ -11,6 +11,7 @@ use super::journal::{EvidenceJournal, JournalError};
 use super::machine::{AgentFailures, BatchMachine, Dispatch};
 use super::recovery::IneligibleReason;
 use super::reservation::Reservation;
+use super::syncer::Syncer;
 use super::worker::{
     Ancestry, FixLedger, OutputContract, Proposal, Worker, WorkerCall, WorkerFailure,
 };
@@ -306,6 +307,18 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
         worker: &mut impl Worker,
         contract: &impl OutputContract,
     ) -> Result<(), BatchError> {
+        std::thread::scope(|scope| self.drive_syncing(worker, contract, scope))
+    }
+
+    /// [`drive`](Self::drive), starting each deferred reservation's sync on a syncer thread
+    /// in `scope` (made at the first) as soon as it is written.
+    fn drive_syncing<'scope>(
+        &mut self,
+        worker: &mut impl Worker,
+        contract: &impl OutputContract,
+        scope: &'scope std::thread::Scope<'scope, '_>,
+    ) -> Result<(), BatchError> {
+        let mut syncer: Option<Option<Syncer<'scope>>> = None;
         let (mut events, mut dispatches) = (Vec::new(), Vec::with_capacity(1));
         loop {
             // The call gets the prerequisites' outputs themselves, not their digests.
@@ -329,7 +342,13 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
             // A worker that waits for its reservation gets its call while the reservation
             // syncs; nothing is compacted until it is durable.
             let reservation = if worker.waits_for_reservation() {
-                self.flush_deferred()?
+                let reservation = self.flush_deferred()?;
+                if !reservation.is_durable()
+                    && let Some(syncer) = syncer.get_or_insert_with(|| Syncer::start(scope))
+                {
+                    syncer.begin(&reservation);
+                }
+                reservation
             } else {
                 self.flush()?;
                 self.checkpoint()?;

@@ -116,6 +116,26 @@ impl Reservation {
         self.settle(true)
     }
 
+    /// Makes the reservation durable if its sync is still due, keeping a failure's own
+    /// error for [`complete`](Self::complete): what the sequential drive's syncer does, on a
+    /// thread of its own, as soon as the reservation is written.
+    pub(crate) fn sync_for_driver(&self) {
+        if let Some(syncing) = &self.0 {
+            let state = syncing.lock();
+            if matches!(*state, State::Due(_)) {
+                let _ = syncing.run(state, true);
+            }
+        }
+    }
+
+    /// Whether nobody has started the sync yet.
+    #[cfg(test)]
+    pub(crate) fn is_due(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|s| matches!(*s.lock(), State::Due(_)))
+    }
+
     fn settle(&self, take_error: bool) -> Result<(), JournalError> {
         let Some(syncing) = &self.0 else {
             return Ok(());
@@ -126,11 +146,7 @@ impl Reservation {
                 State::Durable => return Ok(()),
                 State::Failed { error, detail } => {
                     let kept = if take_error { error.take() } else { None };
-                    return Err(kept.unwrap_or_else(|| JournalError::Store {
-                        channel: syncing.channel.clone(),
-                        detail: format!("make a call's reservation durable: {detail}"),
-                        source: None,
-                    }));
+                    return Err(kept.unwrap_or_else(|| syncing.failed(detail)));
                 }
                 State::Running => {
                     state = syncing
@@ -138,23 +154,7 @@ impl Reservation {
                         .wait(state)
                         .unwrap_or_else(PoisonError::into_inner);
                 }
-                State::Due(_) => {
-                    let State::Due(sync) = std::mem::replace(&mut *state, State::Running) else {
-                        continue;
-                    };
-                    drop(state);
-                    let synced = sync.complete();
-                    state = syncing.lock();
-                    *state = match &synced {
-                        Ok(()) => State::Durable,
-                        Err(err) => State::Failed {
-                            detail: Chain(err).to_string(),
-                            error: None,
-                        },
-                    };
-                    syncing.ended.notify_all();
-                    return synced;
-                }
+                State::Due(_) => return syncing.run(state, false),
             }
         }
     }
@@ -163,6 +163,44 @@ impl Reservation {
 impl Syncing {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs the due sync (`state` is `Due`), then tells every waiter how it ended. A failure's
+    /// own error goes to the caller, or is kept for the driver when `keep_error`.
+    fn run(&self, mut state: MutexGuard<'_, State>, keep_error: bool) -> Result<(), JournalError> {
+        let State::Due(sync) = std::mem::replace(&mut *state, State::Running) else {
+            return Ok(());
+        };
+        drop(state);
+        let synced = sync.complete();
+        let mut state = self.lock();
+        let result = match synced {
+            Ok(()) => {
+                *state = State::Durable;
+                Ok(())
+            }
+            Err(err) => {
+                let detail = Chain(&err).to_string();
+                let (error, returned) = if keep_error {
+                    (Some(err), self.failed(&detail))
+                } else {
+                    (None, err)
+                };
+                *state = State::Failed { error, detail };
+                Err(returned)
+            }
+        };
+        self.ended.notify_all();
+        result
+    }
+
+    /// A failed sync's error, in words, for every waiter but the one that gets it itself.
+    fn failed(&self, detail: &str) -> JournalError {
+        JournalError::Store {
+            channel: self.channel.clone(),
+            detail: format!("make a call's reservation durable: {detail}"),
+            source: None,
+        }
     }
 }
 
