@@ -520,8 +520,10 @@ pub trait Worker {
     /// Whether every call of this worker waits for
     /// [`call.reservation().wait_durable()`](Reservation::wait_durable) before it has any
     /// effect. The sequential and threaded drivers then hand it its calls while their
-    /// reservations sync, so what a call does first without effect overlaps with the sync.
-    /// Defaults to false: a call is made once its reservation is durable.
+    /// reservations sync, so what a call does first without effect overlaps with the sync
+    /// (the async driver and [`DispatchedCall`](super::DispatchedCall) make every
+    /// reservation durable first). Defaults to false: a call is made once its reservation is
+    /// durable.
     fn waits_for_reservation(&self) -> bool {
         false
     }
