@@ -51,7 +51,7 @@ use crate::text::Chain;
 
 /// A call's reservation: [`wait_durable`](Self::wait_durable) returns once the journal holds
 /// it durably. Cheap to clone; every clone waits for the same sync.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Reservation(Option<Arc<Syncing>>);
 
 /// A reservation's sync, shared by the call (or calls of one commit) and the driver: whoever
@@ -63,7 +63,7 @@ struct Syncing {
 }
 
 enum State {
-    /// Not started: the first to wait runs it.
+    /// Not started: the first to wait (or the drive's syncer) runs it.
     Due(PendingSync),
     /// Running on another thread.
     Running,
@@ -121,9 +121,9 @@ impl Reservation {
     /// thread of its own, as soon as the reservation is written.
     pub(crate) fn sync_for_driver(&self) {
         if let Some(syncing) = &self.0 {
-            let state = syncing.lock();
-            if matches!(*state, State::Due(_)) {
-                let _ = syncing.run(state, true);
+            let due = State::start(&mut syncing.lock());
+            if let Some(sync) = due {
+                let _ = syncing.run(sync, true);
             }
         }
     }
@@ -154,7 +154,26 @@ impl Reservation {
                         .wait(state)
                         .unwrap_or_else(PoisonError::into_inner);
                 }
-                State::Due(_) => return syncing.run(state, false),
+                State::Due(_) => {
+                    let due = State::start(&mut state);
+                    drop(state);
+                    // Due a moment ago under the same lock, so `due` holds the sync.
+                    return due.map_or(Ok(()), |sync| syncing.run(sync, false));
+                }
+            }
+        }
+    }
+}
+
+impl State {
+    /// Takes the sync out of a `Due` state, which is `Running` from then on; any other state
+    /// is left as it is.
+    fn start(state: &mut State) -> Option<PendingSync> {
+        match std::mem::replace(state, State::Running) {
+            State::Due(sync) => Some(sync),
+            other => {
+                *state = other;
+                None
             }
         }
     }
@@ -165,13 +184,9 @@ impl Syncing {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs the due sync (`state` is `Due`), then tells every waiter how it ended. A failure's
-    /// own error goes to the caller, or is kept for the driver when `keep_error`.
-    fn run(&self, mut state: MutexGuard<'_, State>, keep_error: bool) -> Result<(), JournalError> {
-        let State::Due(sync) = std::mem::replace(&mut *state, State::Running) else {
-            return Ok(());
-        };
-        drop(state);
+    /// Runs `sync`, taken by [`State::start`], then tells every waiter how it ended. A
+    /// failure's own error goes to the caller, or is kept for the driver when `keep_error`.
+    fn run(&self, sync: PendingSync, keep_error: bool) -> Result<(), JournalError> {
         let synced = sync.complete();
         let mut state = self.lock();
         let result = match synced {

@@ -34,12 +34,11 @@ impl<'scope> Syncer<'scope> {
         })
     }
 
-    /// Starts `reservation`'s sync on the syncer's thread, unless it is durable already.
+    /// Starts `reservation`'s sync on the syncer's thread (a sync already made or under way
+    /// is left as it is).
     pub(super) fn begin(&self, reservation: &Reservation) {
-        if !reservation.is_durable() {
-            // A syncer that is gone leaves the sync to whoever waits first.
-            let _ = self.requests.send(reservation.clone());
-        }
+        // A syncer that is gone leaves the sync to whoever waits first.
+        let _ = self.requests.send(reservation.clone());
     }
 }
 

@@ -818,28 +818,20 @@ fn run_here(
             &format!("{label}: `{command}`"),
         );
     }
+    // Withheld, the shell reads end of file (its stdin is dropped here either way) and exits
+    // before a line of the command; the run then ends as any other, its group killed.
+    let mut withheld = false;
     if let Some(hold) = gate {
         let open = child.stdin.take();
-        if !hold() {
-            // The shell reads end of file and exits before a line of the command; its group
-            // goes too, in case anything got further.
-            drop(open);
-            signal_group(group, Signal::SIGKILL);
-            let _ = child.wait();
-            if let Some(cgroup) = &cgroup {
-                cgroup.kill_all();
+        withheld = !hold();
+        if !withheld {
+            // A shell that is gone already says why in its status and output.
+            if let Some(mut open) = open {
+                let _ = open.write_all(b"\n");
             }
-            if let Some((records, _)) = &inv.records {
-                records.forget(group.as_raw());
-            }
-            return Err(RunError::Withheld { command });
+            // The command's time starts when it may run.
+            started = Instant::now();
         }
-        // A shell that is gone already says why in its status and output.
-        if let Some(mut open) = open {
-            let _ = open.write_all(b"\n");
-        }
-        // The command's time starts when it may run.
-        started = Instant::now();
     }
     let feeder = spawn_feeder(&mut child, inv.stdin);
     let mut streams = Streams::new(child.stdout.take(), child.stderr.take());
@@ -904,6 +896,9 @@ fn run_here(
     }
     if let Some((records, _)) = &inv.records {
         records.forget(group.as_raw());
+    }
+    if withheld {
+        return Err(RunError::Withheld { command });
     }
     let tail = OutputTail::capture(&streams.out.held, &streams.err.held, inv.limits);
     let status = match (status, interrupt.is_set()) {
