@@ -3,6 +3,10 @@
 # `xargs -P 2` running the same 200 commands two at a time (`sh -c true`, as kleene runs each
 # command). kleene runs with its state directory on the work disk (one fdatasync per group
 # commit, the journal's durability) and on /dev/shm (the same work without the sync latency).
+# The disk's floor, timed in the same rounds, is `xargs -P` with one synchronous write per task
+# running beside it on the same disk (dd oflag=dsync): every call's reservation is made
+# durable before its command runs, and no design with one durable commit per call can do
+# better than running those commits wholly alongside the commands.
 # Needs a POSIX shell, xargs and GNU date (%N).
 # Usage: sh benches/cli_parallel.sh [TASKS] [JOBS]   (ROUNDS=21 by default)
 set -eu
@@ -34,16 +38,24 @@ cd "$work"
 # The machine is shared and noisy: interleave the commands round by round and compare their
 # best times (noise only ever adds).
 now() { date +%s%N; }
-best_xargs=0 best_disk=0 best_shm=0 best_base=0
-rounds_shm='' rounds_disk='' rounds_base=''
+best_xargs=0 best_disk=0 best_shm=0 best_base=0 best_floor=0
+rounds_shm='' rounds_disk='' rounds_base='' rounds_floor='' rounds_floor_xargs=''
 round=0
 while [ "$round" -lt "${ROUNDS:-21}" ]; do
     t0=$(now); xargs -P "$jobs" -I CMD sh -c CMD < commands; t1=$(now)
     rm -rf st; "$kleene" run plan.json --state st -j "$jobs" > /dev/null; t2=$(now)
     rm -rf "$shm/st"; "$kleene" run plan.json --state "$shm/st" -j "$jobs" > /dev/null; t3=$(now)
-    x=$((t1 - t0)) d=$((t2 - t1)) m=$((t3 - t2))
+    rm -f sync.probe; tf=$(now)
+    dd if=/dev/zero of=sync.probe bs=400 count="$tasks" oflag=dsync status=none &
+    xargs -P "$jobs" -I CMD sh -c CMD < commands
+    wait
+    tg=$(now)
+    x=$((t1 - t0)) d=$((t2 - t1)) m=$((t3 - t2)) f=$((tg - tf))
     rounds_shm="$rounds_shm $(ratio "$m" "$x")"
     rounds_disk="$rounds_disk $(ratio "$d" "$x")"
+    rounds_floor="$rounds_floor $(ratio "$d" "$f")"
+    rounds_floor_xargs="$rounds_floor_xargs $(ratio "$f" "$x")"
+    best_floor=$(best "$best_floor" "$f")
     # KLEENE_BASELINE=/path/to/an/older/kleene: that binary on /dev/shm in the same rounds.
     if [ -n "${KLEENE_BASELINE:-}" ]; then
         rm -rf "$shm/st"; t4=$(now)
@@ -69,5 +81,11 @@ if [ -n "${KLEENE_BASELINE:-}" ]; then
     echo "baseline $KLEENE_BASELINE (/dev/shm): $((best_base / 1000000)) ms (paired rounds $(spread "$rounds_base"))," \
         "ratio $(echo "$best_base $best_xargs" | awk '{ printf "%.2f", $1 / $2 }')"
 fi
+echo "the disk's floor: xargs -P $jobs with $tasks synchronous writes beside it" \
+    "$((best_floor / 1000000)) ms, $(ratio "$best_floor" "$best_xargs") x xargs alone" \
+    "(paired rounds $(spread "$rounds_floor_xargs")); kleene (state on disk) / floor:" \
+    "$(ratio "$best_disk" "$best_floor") (paired rounds $(spread "$rounds_floor"))"
 echo "result: $tasks no-ops -j $jobs / xargs -P $jobs, /dev/shm|$(ratio "$best_shm" "$best_xargs") (rounds $(spread "$rounds_shm"))|1.2"
 echo "result: $tasks no-ops -j $jobs / xargs -P $jobs, state on ${DISK_NAME:-the work disk}|$(ratio "$best_disk" "$best_xargs") (rounds $(spread "$rounds_disk"))|1.2"
+echo "result: $tasks no-ops -j $jobs / (xargs -P $jobs with one fdatasync per task beside it), state on ${DISK_NAME:-the work disk}|$(ratio "$best_disk" "$best_floor") (rounds $(spread "$rounds_floor"))|1.2"
+echo "result: the disk's floor itself: (xargs -P $jobs with one fdatasync per task beside it) / xargs -P $jobs|$(ratio "$best_floor" "$best_xargs") (rounds $(spread "$rounds_floor_xargs"))|-"
