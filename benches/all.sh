@@ -6,7 +6,7 @@
 # sequential drivers against join_all and their floor, and the closure against the
 # hand-written equivalent. Each library bench runs its own alternating or interleaved rounds
 # (criterion's full measurement is skipped: `cargo bench` runs it).
-# Takes about 15 minutes on 2 cores. The same variables as benches/cli_all.sh apply
+# Takes about 3 minutes on 2 cores (once built). The same variables as benches/cli_all.sh apply
 # (KLEENE_BASELINE, WORK, MANY, ROUNDS_RUN).
 # Usage: sh benches/all.sh
 set -eu
@@ -15,7 +15,7 @@ root=$(cd "$here/.." && pwd)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 {
-    echo "== load before: $(uptime)"
+    # cli_all.sh says the load before it starts.
     sh "$here/cli_all.sh"
     echo "== the plan pipeline (cargo bench --bench plan -- fastest)"
     cargo bench --quiet --manifest-path "$root/Cargo.toml" --bench plan -- fastest 2>&1
