@@ -12,6 +12,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
+. "$here/cli_stats.sh"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 {
@@ -26,7 +27,4 @@ trap 'rm -f "$out"' EXIT
     cargo bench --quiet --manifest-path "$root/Cargo.toml" --bench closure -- interleaved 2>&1
     echo "== load after: $(uptime)"
 } | tee "$out"
-echo
-echo "| bench | measured | target (at most) |"
-echo "| --- | --- | --- |"
-sed -n 's/^result: \(.*\)|\(.*\)|\(.*\)$/| \1 | \2 | \3 |/p' "$out"
+results_table "$out"

@@ -8,6 +8,7 @@
 # WORK=DIR puts the chain's state on DIR instead of /dev/shm; MANY=N files, default 100000)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/cli_stats.sh"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 {
@@ -22,7 +23,4 @@ trap 'rm -f "$out"' EXIT
     sh "$here/cli_many_files.sh" "${MANY:-100000}"
     echo "== load after: $(uptime)"
 } | tee "$out"
-echo
-echo "| bench | measured | target (at most) |"
-echo "| --- | --- | --- |"
-sed -n 's/^result: \(.*\)|\(.*\)|\(.*\)$/| \1 | \2 | \3 |/p' "$out"
+results_table "$out"

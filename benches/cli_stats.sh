@@ -20,3 +20,11 @@ spread() {
             printf "%.2f / %.2f / %.2f", v[1], m, v[NR]
         }'
 }
+
+# results_table FILE: one table row for each `result: BENCH|MEASURED|TARGET` line in FILE.
+results_table() {
+    echo
+    echo "| bench | measured | target (at most) |"
+    echo "| --- | --- | --- |"
+    sed -n 's/^result: \(.*\)|\(.*\)|\(.*\)$/| \1 | \2 | \3 |/p' "$1"
+}
