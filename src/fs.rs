@@ -21,7 +21,7 @@ pub(crate) type IoFailure = (PathBuf, io::Error);
 /// Creates `dir` if needed and removes the temp files an interrupted [`replace_file`] left
 /// in it (a journal owns its directory).
 pub(crate) fn open_dir(dir: &Path) -> Result<(), IoFailure> {
-    fs::create_dir_all(dir).map_err(at(dir))?;
+    create_dir_durably(dir)?;
     for entry in fs::read_dir(dir).map_err(at(dir))? {
         let path = entry.map_err(at(dir))?.path();
         if path.to_string_lossy().ends_with(TEMP_SUFFIX) {
@@ -57,7 +57,62 @@ fn at(path: &Path) -> impl FnOnce(io::Error) -> IoFailure + '_ {
 
 /// Makes `dir`'s entries (a new or renamed file) durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), IoFailure> {
+    #[cfg(test)]
+    SYNCED_DIRS.with(|synced| synced.borrow_mut().push(dir.to_owned()));
     File::open(dir).and_then(|d| d.sync_all()).map_err(at(dir))
+}
+
+/// Creates `dir` and whichever of its ancestors are missing, syncing each new directory's
+/// parent: a directory made durable by a sync of its own, or of a file in it, can still
+/// vanish in a power loss while the entry that names it is not.
+pub(crate) fn create_dir_durably(dir: &Path) -> Result<(), IoFailure> {
+    let mut missing = Vec::new();
+    let mut at_or_above = dir;
+    while fs::symlink_metadata(at_or_above).is_err() {
+        missing.push(at_or_above);
+        match at_or_above.parent() {
+            Some(parent) => at_or_above = parent,
+            None => break,
+        }
+    }
+    for made in missing.into_iter().rev() {
+        match fs::create_dir(made) {
+            Ok(()) => {}
+            // Another process made it meanwhile: its entry is that process's to sync.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err((made.to_owned(), e)),
+        }
+        let parent = match made.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        match sync_dir(parent) {
+            // A directory one may write in but not read (mode -wx) cannot be opened to sync:
+            // its entry is as durable as its file system makes it, as it was before.
+            Err((_, e)) if e.kind() == io::ErrorKind::PermissionDenied => {}
+            synced => synced?,
+        }
+    }
+    if fs::metadata(dir).map_err(at(dir))?.is_dir() {
+        Ok(())
+    } else {
+        Err((
+            dir.to_owned(),
+            io::Error::from(io::ErrorKind::NotADirectory),
+        ))
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The directories `sync_dir` synced on this thread, oldest first.
+    static SYNCED_DIRS: std::cell::RefCell<Vec<PathBuf>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Takes the directories synced on this thread since the last call.
+#[cfg(test)]
+pub(crate) fn take_synced_dirs() -> Vec<PathBuf> {
+    SYNCED_DIRS.with(|synced| std::mem::take(&mut *synced.borrow_mut()))
 }
 
 #[cfg(test)]
@@ -80,5 +135,49 @@ mod tests {
         replace_file(&dir, &path, b"second").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"second");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn every_directory_made_is_named_durably_in_its_parent() {
+        let base = std::env::temp_dir().join(format!("kleene-dirs-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        fs::create_dir(&base).unwrap();
+        let deep = base.join("a").join("b").join("c");
+        take_synced_dirs();
+        open_dir(&deep).unwrap();
+        assert!(deep.is_dir());
+        assert_eq!(
+            take_synced_dirs(),
+            [base.clone(), base.join("a"), base.join("a").join("b")]
+        );
+        // Opening it again makes nothing and syncs nothing.
+        open_dir(&deep).unwrap();
+        assert_eq!(take_synced_dirs(), Vec::<PathBuf>::new());
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_directory_made_in_one_that_cannot_be_read_is_still_made() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir().join(format!("kleene-wx-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        fs::create_dir(&base).unwrap();
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o333)).unwrap();
+        let made = create_dir_durably(&base.join("journal"));
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o755)).unwrap();
+        made.unwrap();
+        assert!(base.join("journal").is_dir());
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_file_where_the_directory_should_be_is_an_error() {
+        let base = std::env::temp_dir().join(format!("kleene-notdir-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        fs::create_dir(&base).unwrap();
+        fs::write(base.join("f"), b"x").unwrap();
+        assert!(create_dir_durably(&base.join("f")).is_err());
+        assert!(create_dir_durably(&base.join("f").join("g")).is_err());
+        fs::remove_dir_all(&base).unwrap();
     }
 }

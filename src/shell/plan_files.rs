@@ -24,7 +24,7 @@
 //! bounded ([`MAX_PLAN_FILES`], [`MAX_PLAN_FILE_BYTES`]) so that a plan placed at the root
 //! of a large tree is refused, naming its largest files, before anything runs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -360,8 +360,19 @@ impl PlanFiles {
     /// [`PlanFilesError::Missing`] when a file's bytes are not held here, and
     /// [`PlanFilesError::Io`] when writing fails.
     pub fn write_copy(&self, dir: &Path) -> Result<(), PlanFilesError> {
+        use std::io::Write;
         use std::os::unix::fs::PermissionsExt;
-        std::fs::create_dir_all(dir).map_err(io_error("create", dir))?;
+        let durable_dir = |dir: &Path| {
+            crate::fs::create_dir_durably(dir).map_err(|(path, source)| PlanFilesError::Io {
+                what: "create",
+                path,
+                source,
+            })
+        };
+        durable_dir(dir)?;
+        // Each copy is synced, and so is each directory that gained one, so that a run whose
+        // record names these files finds them after a power loss, not empty or missing.
+        let mut filled: BTreeSet<PathBuf> = BTreeSet::new();
         for (path, digest) in &self.digests {
             let bytes = self
                 .bytes
@@ -371,14 +382,23 @@ impl PlanFiles {
                     digest: *digest,
                 })?;
             let target = dir.join(path.as_str());
-            if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent).map_err(io_error("create", parent))?;
-            }
+            let parent = target.parent().unwrap_or(dir);
+            durable_dir(parent)?;
             // A copy left by an interrupted write is replaced, never written through.
             let _ = std::fs::remove_file(&target);
-            std::fs::write(&target, bytes).map_err(io_error("write", &target))?;
-            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444))
+            let mut file = std::fs::File::create(&target).map_err(io_error("write", &target))?;
+            file.write_all(bytes).map_err(io_error("write", &target))?;
+            file.set_permissions(std::fs::Permissions::from_mode(0o444))
                 .map_err(io_error("protect", &target))?;
+            file.sync_all().map_err(io_error("sync", &target))?;
+            filled.insert(parent.to_owned());
+        }
+        for parent in &filled {
+            crate::fs::sync_dir(parent).map_err(|(path, source)| PlanFilesError::Io {
+                what: "sync",
+                path,
+                source,
+            })?;
         }
         Ok(())
     }
@@ -558,6 +578,34 @@ mod tests {
         std::fs::write(&target, "echo b").unwrap();
         let err = files.verify_copy(copy.path()).unwrap_err();
         assert!(matches!(err, PlanFilesError::Mismatch { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_copy_is_named_durably_in_every_directory_it_fills() {
+        let dir = tree(&[
+            ("plan.json", "{}"),
+            ("tasks/deep/a.sh", "a"),
+            ("tasks/b.sh", "b"),
+        ]);
+        let files = PlanFiles::collect(dir.path(), &[], &[], &[]).unwrap();
+        let parent = tempfile::tempdir().unwrap();
+        let copy = parent.path().join("copy");
+        crate::fs::take_synced_dirs();
+        files.write_copy(&copy).unwrap();
+        files.verify_copy(&copy).unwrap();
+        let synced: BTreeSet<PathBuf> = crate::fs::take_synced_dirs().into_iter().collect();
+        for dir in [
+            parent.path().to_owned(),
+            copy.clone(),
+            copy.join("tasks"),
+            copy.join("tasks/deep"),
+        ] {
+            assert!(
+                synced.contains(&dir),
+                "{} not synced: {synced:?}",
+                dir.display()
+            );
+        }
     }
 
     proptest::proptest! {

@@ -211,13 +211,59 @@ pub struct WriterLock {
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees
-/// half a file.
+/// half a file. The rename is durable once the caller syncs the directory (`sync_dir`).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     through_temp(path, |tmp| {
         let mut file = fs::File::create(tmp).map_err(io(tmp))?;
         file.write_all(bytes).map_err(io(tmp))?;
         file.sync_all().map_err(io(tmp))
     })
+}
+
+/// The directory that holds `path`'s entry.
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
+/// Makes the entries of `dir` durable: a file renamed or a directory made in it.
+fn sync_dir(dir: &Path) -> Result<(), StateError> {
+    sync_dir_if_readable(dir, false)
+}
+
+/// `sync_dir` of a directory kleene only made an entry in: one it may write in but not read
+/// (mode -wx) cannot be opened to sync, and its entries stay as durable as its file system
+/// makes them.
+fn sync_parent(dir: &Path) -> Result<(), StateError> {
+    sync_dir_if_readable(dir, true)
+}
+
+fn sync_dir_if_readable(dir: &Path, unreadable_is_fine: bool) -> Result<(), StateError> {
+    match fs::File::open(dir) {
+        Ok(opened) => {
+            #[cfg(test)]
+            tests::SYNCED.with(|synced| synced.borrow_mut().push(dir.to_owned()));
+            opened.sync_all().map_err(io(dir))
+        }
+        Err(e) if unreadable_is_fine && e.kind() == std::io::ErrorKind::PermissionDenied => Ok(()),
+        Err(e) => Err(io(dir)(e)),
+    }
+}
+
+/// Creates `dir` and its missing ancestors, each named durably in its parent: a state
+/// directory whose own entry a power loss takes loses its journal with it.
+fn create_dir_durably(dir: &Path) -> Result<(), StateError> {
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && fs::symlink_metadata(a).is_err())
+        .collect();
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    missing
+        .iter()
+        .rev()
+        .try_for_each(|made| sync_parent(parent_dir(made)))
 }
 
 /// Writes a temporary file beside `path` with `write`, then renames it to `path`. A failed
@@ -251,6 +297,11 @@ impl StateDir {
     /// [`StateError::Io`] when the directory or lock file cannot be made.
     pub fn lock(&self, command: &str) -> Result<WriterLock, StateError> {
         use nix::fcntl::{Flock, FlockArg};
+        // The root's own entry is made durable by `create`, with everything a new run writes
+        // (a directory that only ever holds a lock needs no durability).
+        if let Some(parent) = self.root.parent().filter(|p| !p.as_os_str().is_empty()) {
+            create_dir_durably(parent)?;
+        }
         fs::create_dir_all(&self.root).map_err(io(&self.root))?;
         let path = self.root.join("lock");
         let file = fs::OpenOptions::new()
@@ -324,7 +375,9 @@ impl StateDir {
                 channel: existing.channel,
             });
         }
-        for dir in [self.specs_dir(), info.workspace.clone()] {
+        // The journal's directory is made here, so that the sync below names it durably
+        // with the rest instead of a sync of its own when the journal opens.
+        for dir in [self.specs_dir(), info.workspace.clone(), self.journal_dir()] {
             fs::create_dir_all(&dir).map_err(io(&dir))?;
         }
         let plan = self.plan_path();
@@ -334,9 +387,15 @@ impl StateDir {
         if let Some(files) = plan_files {
             self.save_plan_files(files)?;
         }
+        // Everything above is named durably before run.json says the layout is complete,
+        // and run.json before the journal records a call: one sync of the directory each.
+        // The root's own entry first: on a journaling file system the root's sync then
+        // finds its changes committed, so the two cost about one.
+        sync_parent(parent_dir(&self.root))?;
+        sync_dir(&self.root)?;
         let json = encode_run_file(info, &self.absolute_root()?);
-        // run.json last: its presence means the layout is complete.
-        write_atomic(&self.run_path(), json.as_bytes())
+        write_atomic(&self.run_path(), json.as_bytes())?;
+        sync_dir(&self.root)
     }
 
     /// The run's settings and the plan text it ran.
@@ -497,6 +556,9 @@ impl StateDir {
         if dir.exists() {
             fs::remove_dir_all(&dir).map_err(io(&dir))?;
         }
+        // Made here, so that `create`'s sync of the root names it durably; the copy syncs
+        // its own files and the directories below.
+        fs::create_dir(&dir).map_err(io(&dir))?;
         files.write_copy(&dir).map_err(|e| StateError::Corrupt {
             path: dir.clone(),
             message: Chain(&e).to_string(),
@@ -589,6 +651,41 @@ mod tests {
     use super::*;
 
     use proptest::strategy::Strategy as _;
+
+    thread_local! {
+        /// The directories `sync_dir` synced on this thread.
+        pub(super) static SYNCED: std::cell::RefCell<Vec<PathBuf>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    fn take_synced() -> Vec<PathBuf> {
+        SYNCED.with(|synced| std::mem::take(&mut *synced.borrow_mut()))
+    }
+
+    /// A new state directory is named durably in every directory made for it, and what a
+    /// new run writes into it is named durably there, run.json last: otherwise a power loss
+    /// can take the directory, journal and all, after its journal said its records were safe.
+    #[test]
+    fn a_new_state_directory_and_its_files_are_named_durably() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("a").join("state");
+        let state = StateDir::at(&root);
+        take_synced();
+        let lock = state.lock("test").unwrap();
+        assert_eq!(take_synced(), [tmp.path().to_owned()]);
+        state
+            .create(&info(tmp.path()), "{\"tasks\": []}", None)
+            .unwrap();
+        assert_eq!(
+            take_synced(),
+            [tmp.path().join("a"), root.clone(), root.clone()]
+        );
+        assert!(state.journal_dir().is_dir());
+        drop(lock);
+        // Taking the lock of a directory that exists makes and syncs nothing.
+        let _lock = state.lock("test").unwrap();
+        assert_eq!(take_synced(), Vec::<PathBuf>::new());
+    }
 
     /// A write that fails (here the rename, onto a directory that holds a file; on a full
     /// disk, the write) leaves no temporary file beside its target.
