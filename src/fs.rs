@@ -139,9 +139,8 @@ mod tests {
 
     #[test]
     fn every_directory_made_is_named_durably_in_its_parent() {
-        let base = std::env::temp_dir().join(format!("kleene-dirs-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&base);
-        fs::create_dir(&base).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().to_owned();
         let deep = base.join("a").join("b").join("c");
         take_synced_dirs();
         open_dir(&deep).unwrap();
@@ -153,31 +152,26 @@ mod tests {
         // Opening it again makes nothing and syncs nothing.
         open_dir(&deep).unwrap();
         assert_eq!(take_synced_dirs(), Vec::<PathBuf>::new());
-        fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
     fn a_directory_made_in_one_that_cannot_be_read_is_still_made() {
         use std::os::unix::fs::PermissionsExt;
-        let base = std::env::temp_dir().join(format!("kleene-wx-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&base);
-        fs::create_dir(&base).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().to_owned();
         fs::set_permissions(&base, fs::Permissions::from_mode(0o333)).unwrap();
         let made = create_dir_durably(&base.join("journal"));
         fs::set_permissions(&base, fs::Permissions::from_mode(0o755)).unwrap();
         made.unwrap();
         assert!(base.join("journal").is_dir());
-        fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
     fn a_file_where_the_directory_should_be_is_an_error() {
-        let base = std::env::temp_dir().join(format!("kleene-notdir-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&base);
-        fs::create_dir(&base).unwrap();
-        fs::write(base.join("f"), b"x").unwrap();
-        assert!(create_dir_durably(&base.join("f")).is_err());
-        assert!(create_dir_durably(&base.join("f").join("g")).is_err());
-        fs::remove_dir_all(&base).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("f");
+        fs::write(&file, b"x").unwrap();
+        assert!(create_dir_durably(&file).is_err());
+        assert!(create_dir_durably(&file.join("g")).is_err());
     }
 }
