@@ -96,10 +96,7 @@ pub(crate) fn create_dir_durably(dir: &Path) -> Result<(), IoFailure> {
     if fs::metadata(dir).map_err(at(dir))?.is_dir() {
         Ok(())
     } else {
-        Err((
-            dir.to_owned(),
-            io::Error::from(io::ErrorKind::NotADirectory),
-        ))
+        Err((dir.to_owned(), rustix::io::Errno::NOTDIR.into()))
     }
 }
 
@@ -171,7 +168,15 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("f");
         fs::write(&file, b"x").unwrap();
-        assert!(create_dir_durably(&file).is_err());
-        assert!(create_dir_durably(&file.join("g")).is_err());
+        for below in [file.clone(), file.join("g")] {
+            let (path, err) = create_dir_durably(&below).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                io::ErrorKind::NotADirectory,
+                "{}",
+                path.display()
+            );
+        }
+        assert_eq!(create_dir_durably(&file).unwrap_err().0, file);
     }
 }

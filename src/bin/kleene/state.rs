@@ -259,7 +259,13 @@ fn create_dir_durably(dir: &Path) -> Result<(), StateError> {
         .ancestors()
         .take_while(|a| !a.as_os_str().is_empty() && fs::symlink_metadata(a).is_err())
         .collect();
-    fs::create_dir_all(dir).map_err(io(dir))?;
+    match fs::metadata(dir) {
+        // create_dir_all would say only "File exists" of a file where the directory goes.
+        Ok(meta) if !meta.is_dir() => {
+            return Err(io(dir)(nix::errno::Errno::ENOTDIR.into()));
+        }
+        _ => fs::create_dir_all(dir).map_err(io(dir))?,
+    }
     missing
         .iter()
         .rev()
@@ -780,6 +786,19 @@ mod tests {
         assert!(info.workspace.is_dir());
         let err = state.create(&info, "{}", None).unwrap_err();
         assert!(err.to_string().contains("kleene resume"), "{err}");
+    }
+
+    #[test]
+    fn a_state_directory_below_a_file_is_refused_naming_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("file");
+        fs::write(&file, "x").unwrap();
+        let err = StateDir::at(&file.join("st")).lock("test").unwrap_err();
+        let text = Chain(&err).to_string();
+        assert!(
+            text.contains(&file.display().to_string()) && text.contains("Not a directory"),
+            "{text}"
+        );
     }
 
     #[test]
