@@ -637,6 +637,29 @@ mod tests {
     }
 
     #[test]
+    fn every_file_is_synced_whichever_thread_has_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files: Vec<PathBuf> = (0..5 * SYNC_ALONE_AT_MOST)
+            .map(|i| dir.path().join(format!("f{i}")))
+            .collect();
+        for file in &files {
+            std::fs::write(file, "x").unwrap();
+        }
+        sync_files(&files).unwrap();
+        // A file the last thread has, and one the first has: each is reached and named.
+        for missing in [files.len() - 1, 0] {
+            let gone = files[missing].clone();
+            std::fs::remove_file(&gone).unwrap();
+            let err = sync_files(&files).unwrap_err();
+            assert!(
+                matches!(&err, PlanFilesError::Io { path, .. } if *path == gone),
+                "{err:?}"
+            );
+            files.remove(missing);
+        }
+    }
+
+    #[test]
     fn a_copy_is_named_durably_in_every_directory_it_fills() {
         let dir = tree(&[
             ("plan.json", "{}"),
