@@ -25,9 +25,14 @@
 //! of a large tree is refused, naming its largest files, before anything runs.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::{CStr, CString};
 use std::fmt;
-use std::io;
+use std::io::{self, Read as _};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 
 use serde::{Deserialize, Serialize};
 
@@ -169,94 +174,31 @@ impl PlanFiles {
         skip: &[PathBuf],
         scratch: &[PathGlob],
     ) -> Result<Self, PlanFilesError> {
-        let skip: Vec<PathBuf> = skip
-            .iter()
-            .filter_map(|p| std::path::absolute(p).ok())
-            .collect();
-        let scratch_rule = Scratch::new(scratch.iter());
-        let mut found: Vec<(String, PathBuf, u64)> = Vec::new();
-        let mut todo = vec![(
-            String::new(),
-            std::path::absolute(dir).map_err(io_error("read", dir))?,
-        )];
-        let mut total: u64 = 0;
-        while let Some((prefix, at)) = todo.pop() {
-            let entries = std::fs::read_dir(&at).map_err(io_error("list", &at))?;
-            for entry in entries {
-                let entry = entry.map_err(io_error("list", &at))?;
-                let path = entry.path();
-                let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                    return Err(PlanFilesError::Refused {
-                        path: format!("{prefix}{}", entry.file_name().to_string_lossy()),
-                        why: "its name is not UTF-8".to_owned(),
-                    });
-                };
-                let rel = format!("{prefix}{name}");
-                let kind = entry.file_type().map_err(io_error("inspect", &path))?;
-                if kind.is_dir() {
-                    if name == ".git"
-                        || skip.iter().any(|s| skipped(s, &path))
-                        || is_state_dir(&path)
-                    {
-                        continue;
-                    }
-                    if scratch_rule.covers_dir(&rel) {
-                        continue;
-                    }
-                    todo.push((format!("{rel}/"), path));
-                    continue;
-                }
-                if !inputs.is_empty() && !inputs.iter().any(|g| g.matches(&rel)) {
-                    continue;
-                }
-                if scratch_rule.is_scratch(&rel) {
-                    continue;
-                }
-                if kind.is_symlink() {
-                    return Err(PlanFilesError::Refused {
-                        path: rel,
-                        why: "it is a symlink (kleene copies files, never links)".to_owned(),
-                    });
-                }
-                if !kind.is_file() {
-                    return Err(PlanFilesError::Refused {
-                        path: rel,
-                        why: "it is not a regular file".to_owned(),
-                    });
-                }
-                let size = entry.metadata().map_err(io_error("inspect", &path))?.len();
-                total = total.saturating_add(size);
-                found.push((rel, path, size));
-            }
-        }
-        if total > MAX_PLAN_FILE_BYTES || found.len() > MAX_PLAN_FILES {
-            found.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
-            let largest = found
+        let root = std::path::absolute(dir).map_err(io_error("read", dir))?;
+        let root_fd = rustix::fs::open(
+            &root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| PlanFilesError::Io {
+            what: "list",
+            path: root.clone(),
+            source: e.into(),
+        })?;
+        let mut collector = Collector {
+            inputs,
+            skip: skip
                 .iter()
-                .take(5)
-                .map(|(rel, _, size)| format!("{rel} ({size} bytes)"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            return Err(PlanFilesError::TooLarge {
-                bytes: total,
-                count: found.len(),
-                max_bytes: MAX_PLAN_FILE_BYTES,
-                max_count: MAX_PLAN_FILES,
-                largest,
-            });
-        }
-        let mut files = Self::default();
-        for (rel, path, _) in found {
-            let admitted = AdmittedPath::admit(&rel).map_err(|e| PlanFilesError::Refused {
-                path: rel.clone(),
-                why: e.to_string(),
-            })?;
-            // Read with a bound: a file that grew since it was listed must not blow the bound.
-            let bytes = read_bounded(&path, MAX_PLAN_FILE_BYTES)?;
-            files.digests.insert(admitted.clone(), digest_of(&bytes));
-            files.bytes.insert(admitted, bytes);
-        }
-        Ok(files)
+                .filter_map(|p| std::path::absolute(p).ok())
+                .collect(),
+            scratch: Scratch::new(scratch.iter()),
+            found: Vec::new(),
+            listed_bytes: 0,
+            read_bytes: 0,
+            over: false,
+        };
+        collector.dir(&root_fd, &root, "", true, 0)?;
+        collector.finish()
     }
 
     /// The files a manifest names, with no bytes yet: add them with [`Self::add_bytes`].
@@ -435,6 +377,258 @@ impl PlanFiles {
     }
 }
 
+/// A file collected: its path relative to the plan's directory, the size it had (the larger
+/// of what its descriptor said and what was read), and its bytes unless the bound was
+/// passed before it was read.
+struct Collected {
+    rel: String,
+    size: u64,
+    bytes: Option<Vec<u8>>,
+}
+
+/// The walk that collects a plan's files: every directory opened relative to its parent and
+/// every file opened once, without following a link and without blocking, its type checked
+/// on the open descriptor and its bytes read from it. A file swapped for a link, a FIFO or
+/// a device between the listing and the open is refused, never followed or waited on; a
+/// file that grows is bounded by what is read, not by what was listed.
+struct Collector<'a> {
+    inputs: &'a [PathGlob],
+    skip: Vec<PathBuf>,
+    scratch: Scratch,
+    found: Vec<Collected>,
+    /// What the descriptors said the files held, for the refusal's figures.
+    listed_bytes: u64,
+    /// What was read: the bound is kept against this, so memory stays bounded.
+    read_bytes: u64,
+    /// Whether a bound was passed: nothing more is read, only listed for the refusal.
+    over: bool,
+}
+
+/// How deep the walk descends: a deeper tree is refused by name instead of holding a
+/// descriptor per level without end.
+const MAX_DEPTH: usize = 128;
+
+impl Collector<'_> {
+    /// Collects the entries of the directory `fd`, at `at` (for messages and the skip
+    /// rules) and `prefix` relative to the plan's directory. `utf8` says whether every
+    /// name on the way down was UTF-8: a file below a name that is not can only be refused.
+    fn dir(
+        &mut self,
+        fd: &OwnedFd,
+        at: &Path,
+        prefix: &str,
+        utf8: bool,
+        depth: usize,
+    ) -> Result<(), PlanFilesError> {
+        let listing = |e: rustix::io::Errno| PlanFilesError::Io {
+            what: "list",
+            path: at.to_owned(),
+            source: e.into(),
+        };
+        let mut names: Vec<CString> = Vec::new();
+        for entry in Dir::read_from(fd).map_err(listing)? {
+            let entry = entry.map_err(listing)?;
+            let name = entry.file_name();
+            if name.to_bytes() != b"." && name.to_bytes() != b".." {
+                names.push(name.to_owned());
+            }
+        }
+        // Sorted, so which file a refusal names does not depend on the directory's order.
+        names.sort_unstable();
+        for name in names {
+            let raw = name.to_bytes();
+            let path = at.join(std::ffi::OsStr::from_bytes(raw));
+            let text = String::from_utf8_lossy(raw);
+            let name_is_utf8 = utf8 && std::str::from_utf8(raw).is_ok();
+            let rel = format!("{prefix}{text}");
+            let st = match rustix::fs::statat(fd, &name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                // Removed since it was listed: it is not there.
+                Err(rustix::io::Errno::NOENT) => continue,
+                Err(e) => {
+                    return Err(PlanFilesError::Io {
+                        what: "inspect",
+                        path,
+                        source: e.into(),
+                    });
+                }
+            };
+            if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+                if raw == b".git"
+                    || self.skip.iter().any(|s| skipped(s, &path))
+                    || is_state_dir(&path)
+                    || self.scratch.covers_dir(&rel)
+                {
+                    continue;
+                }
+                if depth >= MAX_DEPTH {
+                    return Err(refused(
+                        rel,
+                        format!("it lies more than {MAX_DEPTH} directories deep"),
+                    ));
+                }
+                let child = match rustix::fs::openat(
+                    fd,
+                    &name,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                ) {
+                    Ok(child) => child,
+                    Err(rustix::io::Errno::NOENT) => continue,
+                    Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                        return Err(refused(rel, CHANGED.to_owned()));
+                    }
+                    Err(e) => {
+                        return Err(PlanFilesError::Io {
+                            what: "list",
+                            path,
+                            source: e.into(),
+                        });
+                    }
+                };
+                self.dir(&child, &path, &format!("{rel}/"), name_is_utf8, depth + 1)?;
+                continue;
+            }
+            // A file the plan leaves out is never opened, whatever it is or is named.
+            if !self.inputs.is_empty() && !self.inputs.iter().any(|g| g.matches(&rel)) {
+                continue;
+            }
+            if self.scratch.is_scratch(&rel) {
+                continue;
+            }
+            if !name_is_utf8 {
+                return Err(refused(rel, "its name is not UTF-8".to_owned()));
+            }
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::RegularFile => {}
+                FileType::Symlink => return Err(refused(rel, SYMLINK.to_owned())),
+                _ => return Err(refused(rel, SPECIAL.to_owned())),
+            }
+            #[cfg(test)]
+            tests::AFTER_LOOK.with(|hook| {
+                if let Some(hook) = hook.borrow_mut().as_mut() {
+                    hook(&path);
+                }
+            });
+            self.file(fd, &name, &path, rel)?;
+        }
+        Ok(())
+    }
+
+    /// Opens the regular file `name` in `dir` once and reads it from that descriptor,
+    /// within what the bound leaves.
+    fn file(
+        &mut self,
+        dir: &OwnedFd,
+        name: &CStr,
+        path: &Path,
+        rel: String,
+    ) -> Result<(), PlanFilesError> {
+        let io_err = |what: &'static str, e: io::Error| PlanFilesError::Io {
+            what,
+            path: path.to_owned(),
+            source: e,
+        };
+        let opened = match rustix::fs::openat(
+            dir,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(()),
+            Err(rustix::io::Errno::LOOP) => return Err(refused(rel, CHANGED_TO_LINK.to_owned())),
+            Err(e) => return Err(io_err("read", e.into())),
+        };
+        let st = rustix::fs::fstat(&opened).map_err(|e| io_err("inspect", e.into()))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(refused(rel, CHANGED_TO_SPECIAL.to_owned()));
+        }
+        let size = u64::try_from(st.st_size).unwrap_or(0);
+        self.listed_bytes = self.listed_bytes.saturating_add(size);
+        if self.found.len() >= MAX_PLAN_FILES {
+            self.over = true;
+        }
+        if self.over {
+            self.found.push(Collected {
+                rel,
+                size,
+                bytes: None,
+            });
+            return Ok(());
+        }
+        let room = MAX_PLAN_FILE_BYTES.saturating_sub(self.read_bytes);
+        let mut bytes = Vec::new();
+        // One byte past the room tells that the bound was passed, whatever the file held
+        // when it was listed.
+        std::io::Read::take(std::fs::File::from(opened), room.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_err("read", e))?;
+        let read = bytes.len() as u64;
+        self.read_bytes = self.read_bytes.saturating_add(read);
+        let size = size.max(read);
+        if read > room {
+            self.over = true;
+            self.found.push(Collected {
+                rel,
+                size,
+                bytes: None,
+            });
+        } else {
+            self.found.push(Collected {
+                rel,
+                size,
+                bytes: Some(bytes),
+            });
+        }
+        Ok(())
+    }
+
+    /// The files collected, or the refusal that names the largest when a bound was passed.
+    fn finish(mut self) -> Result<PlanFiles, PlanFilesError> {
+        if self.over || self.found.len() > MAX_PLAN_FILES {
+            self.found
+                .sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.rel.cmp(&b.rel)));
+            let largest = self
+                .found
+                .iter()
+                .take(5)
+                .map(|c| format!("{} ({} bytes)", c.rel, c.size))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(PlanFilesError::TooLarge {
+                bytes: self.listed_bytes.max(self.read_bytes),
+                count: self.found.len(),
+                max_bytes: MAX_PLAN_FILE_BYTES,
+                max_count: MAX_PLAN_FILES,
+                largest,
+            });
+        }
+        let mut files = PlanFiles::default();
+        for Collected { rel, bytes, .. } in self.found {
+            let admitted = AdmittedPath::admit(&rel).map_err(|e| PlanFilesError::Refused {
+                path: rel.clone(),
+                why: e.to_string(),
+            })?;
+            let bytes = bytes.unwrap_or_default();
+            files.digests.insert(admitted.clone(), digest_of(&bytes));
+            files.bytes.insert(admitted, bytes);
+        }
+        Ok(files)
+    }
+}
+
+const SYMLINK: &str = "it is a symlink (kleene copies files, never links)";
+const SPECIAL: &str = "it is not a regular file (a FIFO, socket or device)";
+const CHANGED: &str = "it was replaced by a link or a file while kleene read the directory";
+const CHANGED_TO_LINK: &str = "it was replaced by a symlink while kleene read it";
+const CHANGED_TO_SPECIAL: &str = "it was replaced by something other than a regular file \
+     while kleene read it";
+
+fn refused(path: String, why: String) -> PlanFilesError {
+    PlanFilesError::Refused { path, why }
+}
+
 /// Whether `dir` holds a run's state (its `run.json` beside its journal): what one run
 /// keeps is never another's input, wherever its state directory was put.
 fn is_state_dir(dir: &Path) -> bool {
@@ -498,10 +692,26 @@ fn sync_files(files: &[PathBuf]) -> Result<(), PlanFilesError> {
     })
 }
 
-/// The bytes of `path`, at most `max` (a longer file is refused as too large).
+/// The bytes of the regular file at `path`, at most `max` (a longer file is refused as too
+/// large), opened once without following a link or blocking on a FIFO.
 fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, PlanFilesError> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(io_error("read", path))?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags())
+        .open(path)
+        .map_err(io_error("read", path))?;
+    let kind = file
+        .metadata()
+        .map_err(io_error("inspect", path))?
+        .file_type();
+    if !kind.is_file() {
+        return Err(PlanFilesError::Io {
+            what: "read",
+            path: path.to_owned(),
+            source: io::Error::other("it is not a regular file"),
+        });
+    }
     let mut bytes = Vec::new();
     file.take(max.saturating_add(1))
         .read_to_end(&mut bytes)
@@ -518,9 +728,73 @@ fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, PlanFilesError> {
     Ok(bytes)
 }
 
+/// `O_NOFOLLOW | O_NONBLOCK`, as the `open` flags std passes through.
+fn libc_flags() -> i32 {
+    (OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a test runs on a file between its look and its open.
+    type Swap = Box<dyn FnMut(&Path)>;
+
+    thread_local! {
+        /// Run on this thread between a file's look and its open: where a swap lands in
+        /// the race the collection must survive.
+        pub(super) static AFTER_LOOK: std::cell::RefCell<Option<Swap>> =
+            std::cell::RefCell::new(None);
+    }
+
+    /// Collects `dir`'s `*.sh` files with `swap` run on each file between its look and its
+    /// open.
+    fn collect_swapping(
+        dir: &Path,
+        swap: impl FnMut(&Path) + 'static,
+    ) -> Result<PlanFiles, PlanFilesError> {
+        AFTER_LOOK.with(|hook| *hook.borrow_mut() = Some(Box::new(swap)));
+        let outcome = PlanFiles::collect(dir, &[PathGlob::parse("*.sh").unwrap()], &[], &[]);
+        AFTER_LOOK.with(|hook| *hook.borrow_mut() = None);
+        outcome
+    }
+
+    /// The swaps the races make, landed exactly between the look and the open: a link to
+    /// `/etc/passwd` is refused and never read, a FIFO is refused without waiting for a
+    /// writer, a file gone is not there.
+    #[test]
+    fn a_swap_between_the_look_and_the_open_is_refused() {
+        let dir = tree(&[("b.sh", "echo b")]);
+        let err = collect_swapping(dir.path(), |path| {
+            std::fs::remove_file(path).unwrap();
+            std::os::unix::fs::symlink("/etc/passwd", path).unwrap();
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("plan file b.sh: it was replaced by a symlink while kleene read it"),
+            "{err}"
+        );
+        let dir = tree(&[("b.sh", "echo b")]);
+        let err = collect_swapping(dir.path(), |path| {
+            std::fs::remove_file(path).unwrap();
+            rustix::fs::mkfifoat(rustix::fs::CWD, path, Mode::RUSR | Mode::WUSR).unwrap();
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("plan file b.sh: it was replaced by something other than a regular file"),
+            "{err}"
+        );
+        let dir = tree(&[("a.sh", "a"), ("b.sh", "echo b")]);
+        let files = collect_swapping(dir.path(), |path| {
+            if path.ends_with("b.sh") {
+                std::fs::remove_file(path).unwrap();
+            }
+        })
+        .unwrap();
+        assert_eq!(paths(&files), ["a.sh"]);
+    }
 
     fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
@@ -576,6 +850,212 @@ mod tests {
                 .contains("plan file evil.sh: it is a symlink"),
             "{err}"
         );
+    }
+
+    /// Runs `collect` 100 times on `dir` while `swap` runs in a loop beside it, and hands
+    /// each outcome to `check`; a collect that does not return within ten seconds fails the
+    /// test instead of hanging it.
+    fn race(
+        dir: &Path,
+        inputs: &[PathGlob],
+        swap: impl Fn() + Sync,
+        check: impl Fn(Result<PlanFiles, PlanFilesError>),
+    ) {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    swap();
+                }
+            });
+            for _ in 0..100 {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let (dir, inputs) = (dir.to_owned(), inputs.to_vec());
+                std::thread::spawn(move || {
+                    let _ = tx.send(PlanFiles::collect(&dir, &inputs, &[], &[]));
+                });
+                match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+                    Ok(outcome) => check(outcome),
+                    Err(_) => {
+                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        panic!("collect did not return within ten seconds");
+                    }
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+
+    /// A bound file swapped for a symlink to `/etc/passwd` while the files are collected is
+    /// refused or bound with its own bytes, never with the link's target.
+    #[test]
+    fn a_file_swapped_for_a_symlink_while_collected_is_never_followed() {
+        let dir = tree(&[("a.sh", "echo a"), ("b.sh", "echo b")]);
+        let (file, link, real) = (
+            dir.path().join("b.sh"),
+            dir.path().join("link.tmp"),
+            dir.path().join("real.tmp"),
+        );
+        let inputs = [PathGlob::parse("*.sh").unwrap()];
+        let own = digest_of(b"echo b");
+        race(
+            dir.path(),
+            &inputs,
+            || {
+                let _ = std::os::unix::fs::symlink("/etc/passwd", &link);
+                let _ = std::fs::rename(&file, &real);
+                let _ = std::fs::rename(&link, &file);
+                std::thread::yield_now();
+                let _ = std::fs::rename(&real, &file);
+            },
+            |outcome| match outcome {
+                Ok(files) => {
+                    // Caught between two renames, the file is not there at all.
+                    let path = AdmittedPath::admit("b.sh").unwrap();
+                    let bound = files.digests.get(&path);
+                    assert!(bound.is_none_or(|d| *d == own), "{files:?}");
+                }
+                Err(PlanFilesError::Refused { path, why }) => {
+                    assert_eq!(path, "b.sh", "{why}");
+                    assert!(why.contains("symlink"), "{why}");
+                }
+                Err(e) => panic!("{e}"),
+            },
+        );
+    }
+
+    /// A bound file swapped for a FIFO while the files are collected is refused or bound with
+    /// its own bytes; the collection never waits for a writer.
+    #[test]
+    fn a_file_swapped_for_a_fifo_while_collected_never_hangs() {
+        let dir = tree(&[("a.sh", "echo a"), ("b.sh", "echo b")]);
+        let (file, fifo, real) = (
+            dir.path().join("b.sh"),
+            dir.path().join("fifo.tmp"),
+            dir.path().join("real.tmp"),
+        );
+        let inputs = [PathGlob::parse("*.sh").unwrap()];
+        let own = digest_of(b"echo b");
+        race(
+            dir.path(),
+            &inputs,
+            || {
+                let _ = rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::RUSR | Mode::WUSR);
+                let _ = std::fs::rename(&file, &real);
+                let _ = std::fs::rename(&fifo, &file);
+                std::thread::yield_now();
+                let _ = std::fs::rename(&real, &file);
+            },
+            |outcome| match outcome {
+                Ok(files) => {
+                    // Caught between two renames, the file is not there at all.
+                    let path = AdmittedPath::admit("b.sh").unwrap();
+                    let bound = files.digests.get(&path);
+                    assert!(bound.is_none_or(|d| *d == own), "{files:?}");
+                }
+                Err(PlanFilesError::Refused { path, why }) => {
+                    assert_eq!(path, "b.sh", "{why}");
+                    assert!(why.contains("regular file"), "{why}");
+                }
+                Err(e) => panic!("{e}"),
+            },
+        );
+    }
+
+    /// Files that grow while they are collected never bind more than the bound: what is
+    /// read is counted, not what was listed.
+    #[test]
+    fn files_that_grow_while_collected_never_pass_the_bound() {
+        let half = usize::try_from(MAX_PLAN_FILE_BYTES / 2).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.bin"), vec![b'a'; half - 4096]).unwrap();
+        std::fs::write(dir.path().join("b.bin"), vec![b'b'; half - 4096]).unwrap();
+        let growing = dir.path().join("b.bin");
+        race(
+            dir.path(),
+            &[],
+            || {
+                use std::io::Write as _;
+                let mut file = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&growing)
+                    .unwrap();
+                for _ in 0..64 {
+                    file.write_all(&[b'b'; 1024]).unwrap();
+                }
+                file.set_len(u64::try_from(half - 4096).unwrap()).unwrap();
+            },
+            |outcome| match outcome {
+                Ok(files) => {
+                    let held: usize = files.bytes.values().map(Vec::len).sum();
+                    assert!(held as u64 <= MAX_PLAN_FILE_BYTES, "{held} bytes bound");
+                }
+                Err(PlanFilesError::TooLarge { bytes, .. }) => {
+                    assert!(bytes > MAX_PLAN_FILE_BYTES, "{bytes}");
+                }
+                Err(e) => panic!("{e}"),
+            },
+        );
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = tree(&[("a.sh", "a")]);
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            dir.path().join("pipe"),
+            Mode::RUSR | Mode::WUSR,
+        )
+        .unwrap();
+        let err = PlanFiles::collect(dir.path(), &[], &[], &[]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("plan file pipe: it is not a regular file"),
+            "{err}"
+        );
+        // Left out by the plan's inputs, it is never looked at.
+        let files =
+            PlanFiles::collect(dir.path(), &[PathGlob::parse("*.sh").unwrap()], &[], &[]).unwrap();
+        assert_eq!(paths(&files), ["a.sh"]);
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_refused_only_where_the_plan_takes_it() {
+        let dir = tree(&[("tasks/a.sh", "a")]);
+        let odd = std::ffi::OsStr::from_bytes(b"odd-\xff");
+        std::fs::write(dir.path().join(odd), "x").unwrap();
+        std::fs::create_dir(dir.path().join(odd).with_extension("d")).unwrap();
+        std::fs::write(dir.path().join(odd).with_extension("d").join("x.sh"), "x").unwrap();
+        let err = PlanFiles::collect(dir.path(), &[], &[], &[]).unwrap_err();
+        assert!(err.to_string().contains("is not UTF-8"), "{err}");
+        let files = PlanFiles::collect(
+            dir.path(),
+            &[PathGlob::parse("tasks/**").unwrap()],
+            &[],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(paths(&files), ["tasks/a.sh"]);
+        // A file below a directory whose name is not UTF-8 is refused when the plan takes it.
+        let err = PlanFiles::collect(dir.path(), &[PathGlob::parse("**/x.sh").unwrap()], &[], &[])
+            .unwrap_err();
+        assert!(err.to_string().contains("is not UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn a_copy_replaced_by_a_fifo_is_refused_without_waiting() {
+        let dir = tree(&[("a.sh", "a")]);
+        let files = PlanFiles::collect(dir.path(), &[], &[], &[]).unwrap();
+        let copy = tempfile::tempdir().unwrap();
+        files.write_copy(copy.path()).unwrap();
+        std::fs::remove_file(copy.path().join("a.sh")).unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            copy.path().join("a.sh"),
+            Mode::RUSR | Mode::WUSR,
+        )
+        .unwrap();
+        assert!(files.verify_copy(copy.path()).is_err());
     }
 
     #[test]

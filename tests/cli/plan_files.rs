@@ -173,3 +173,44 @@ fn an_empty_inputs_list_binds_no_files_whatever_lies_beside_the_plan() {
     let listed = std::fs::read_to_string(tmp.path().join("st/workspace/app/MODULE")).unwrap();
     assert_eq!(listed.trim(), "0", "the plan's copy holds no file");
 }
+
+/// What was added under a bound directory since the run started and cannot be carried (a
+/// FIFO, a symlink, a file past the bound) is named by `resume` with why, not only "no
+/// longer loads"; a FIFO never makes it wait.
+#[test]
+fn what_resume_cannot_carry_is_named_with_why() {
+    type Add = fn(&Path);
+    let cases: [(&str, Add); 3] = [
+        ("tasks/pipe: it is not a regular file", |dir| {
+            assert_eq!(
+                std::process::Command::new("mkfifo")
+                    .arg(dir.join("tasks/pipe"))
+                    .status()
+                    .unwrap()
+                    .code(),
+                Some(0)
+            );
+        }),
+        ("tasks/passwd: it is a symlink", |dir| {
+            std::os::unix::fs::symlink("/etc/passwd", dir.join("tasks/passwd")).unwrap();
+        }),
+        ("tasks/big.bin (9437184 bytes)", |dir| {
+            std::fs::write(dir.join("tasks/big.bin"), vec![0u8; 9 * 1024 * 1024]).unwrap();
+        }),
+    ];
+    for (named, add) in cases {
+        let tmp = TempDir::new().unwrap();
+        let plan = scripted(tmp.path(), "mkdir -p app && echo ok > app/model.txt\n");
+        let out = run(tmp.path(), &plan);
+        assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+        add(tmp.path());
+        let out = kleene(tmp.path())
+            .args(["resume", "--state", "st"])
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(named), "{named}: {err}");
+    }
+}

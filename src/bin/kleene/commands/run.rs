@@ -215,15 +215,19 @@ fn refuse_changed_plan(
         }
         None => ShellPlan::from_text(&current, &text, None),
     };
-    let Ok(fresh) = fresh else {
-        return Err(Failure::bad_input(format!(
-            "resume: {} no longer loads, and the run started from an earlier version of it; \
-             restore it, or start over with kleene run {} --restart --state {} (the old run \
-             is kept beside it)",
-            current.display(),
-            current.display(),
-            state.root().display()
-        )));
+    let fresh = match fresh {
+        Ok(fresh) => fresh,
+        Err(e) => {
+            return Err(Failure::bad_input(format!(
+                "resume: {} no longer loads ({}), and the run started from an earlier version \
+                 of it; restore it, or start over with kleene run {} --restart --state {} (the \
+                 old run is kept beside it)",
+                current.display(),
+                Chain(&e),
+                current.display(),
+                state.root().display()
+            )));
+        }
     };
     let changes = describe_changes(stored, &fresh);
     if changes.is_empty() {
