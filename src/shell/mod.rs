@@ -43,7 +43,8 @@ pub use plan_files::{
     MAX_PLAN_FILE_BYTES, MAX_PLAN_FILES, PlanFiles, PlanFilesError, PlanFilesManifest,
 };
 pub use planfile::{
-    Check, LoadError, PLAN_KEYS, Pos, ShellPlan, TASK_KEYS, TaskCommands, describe_changes, merges,
+    Check, LoadError, PLAN_KEYS, PlanBinding, Pos, ShellPlan, TASK_KEYS, TaskCommands,
+    describe_changes, merges,
 };
 pub use runtime::{
     DEFAULT_MAX_CALL_OUTPUT_BYTES, DEFAULT_MAX_DEPTH, DEFAULT_MAX_FIXES, DEFAULT_TIMEOUT,

@@ -18,6 +18,8 @@ mod plan_help;
 // `kleene worker`, `kleene restate` and `run --restate`: handed to the Restate adapter.
 #[cfg(unix)]
 mod restate;
+// Every kind of state file damaged, and named by every command that reads it.
+mod tampering;
 // Staged workspaces, state-directory integrity and process containment, end to end.
 mod staging;
 // The command runner, contained by the `kleene` binary as its host.

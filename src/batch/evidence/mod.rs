@@ -296,6 +296,24 @@ impl BatchEvidence {
     pub fn input_digests(&self) -> &BTreeMap<String, Digest> {
         &self.inputs
     }
+    /// Whether `bytes` are the immutable input the batch bound as `name` (see
+    /// [`Batch::with_input`](crate::batch::Batch::with_input)): `None` when it bound none by
+    /// that name. A copy of an input kept beside the evidence is checked with it.
+    ///
+    /// ```
+    /// # fn demo(evidence: &kleene::batch::BatchEvidence) {
+    /// match evidence.binds_input("plan file", b"{\"tasks\": []}") {
+    ///     Some(true) => println!("the copy is the plan the batch ran"),
+    ///     Some(false) => println!("the copy was changed since"),
+    ///     None => println!("the batch bound no plan file"),
+    /// }
+    /// # }
+    /// ```
+    pub fn binds_input(&self, name: &str, bytes: &[u8]) -> Option<bool> {
+        self.inputs
+            .get(name)
+            .map(|bound| *bound == Digest::of("batch input", bytes))
+    }
     /// How many events were folded.
     pub fn event_count(&self) -> u64 {
         self.events

@@ -3,7 +3,7 @@
 //! works with so that changing those never silently changes a file.
 //!
 //! ```text
-//! {"format": 2, "channel": "run-dc30a673498d", "workspace": "workspace", …}
+//! {"format": 3, "channel": "run-dc30a673498d", "workspace": "workspace", …, "digest": "…"}
 //! ```
 //!
 //! Every file and every event line carries `format`. A reader takes its own version and
@@ -17,6 +17,7 @@
 //! | `run.json` | (none) | the first layout: channel, workspace, plan file and dir, policy, timeout |
 //! | `run.json` | 1 | the same fields and `format` |
 //! | `run.json` | 2 | a workspace inside the state directory is named relative to it, so a moved or copied state directory (`run --restart` moves one aside) writes to its own workspace; one outside stays absolute |
+//! | `run.json` | 3 | `digest`: blake3 (derived key `kleene run.json settings`) of the other fields as compact JSON in the order of format 2, so a setting changed or damaged since the run started (a workspace pointed elsewhere) is refused by name |
 //! | `closures.jsonl` line | (none) | `task`, `call`, `record` (the library's closure record) |
 //! | `closures.jsonl` line | 1 | the same fields and `format` |
 //! | `--json` events | (none) | `event` and its fields |
@@ -28,7 +29,7 @@ use kleene::{closure::ClosureRecord, id::TaskId};
 use serde::{Deserialize, Serialize};
 
 /// The `run.json` format this kleene writes (it reads this one and every earlier one).
-pub const RUN_FILE_FORMAT: u32 = 2;
+pub const RUN_FILE_FORMAT: u32 = 3;
 /// The `closures.jsonl` line format this kleene writes.
 pub const CLOSURE_LINE_FORMAT: u32 = 1;
 /// The format of the `--json` event lines this kleene prints.
@@ -74,6 +75,18 @@ pub enum FormatError {
         /// The newest format this kleene reads.
         supported: u32,
     },
+    /// The file is of a format kleene reads, but what it says was changed or damaged since
+    /// kleene wrote it.
+    #[error(
+        "{message}: it was changed or damaged since kleene wrote it; restore the state \
+         directory, or start the run over"
+    )]
+    Changed {
+        /// Which file.
+        what: &'static str,
+        /// What does not match.
+        message: String,
+    },
     /// The text is not a file of the format it declares.
     #[error("it is not a {what} kleene wrote: {message}")]
     Malformed {
@@ -99,8 +112,9 @@ struct RunFileV0 {
     timeout_secs: f64,
 }
 
-/// `run.json`, formats 1 and 2: the same fields, but from format 2 a relative `workspace`
-/// lies inside the state directory (format 1 wrote only absolute paths).
+/// `run.json`, formats 1 to 3: the same fields, but from format 2 a relative `workspace`
+/// lies inside the state directory (format 1 wrote only absolute paths), and from format 3
+/// the settings carry their `digest`.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RunFileV1 {
@@ -114,6 +128,30 @@ struct RunFileV1 {
     recover_warnings: bool,
     batch_recovery: bool,
     timeout_secs: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    digest: Option<String>,
+}
+
+impl RunFileV1 {
+    /// The digest of every field but `digest`: blake3 under its own derived key, of their
+    /// compact JSON in declaration order (one encoding, whatever the file's layout).
+    fn settings_digest(&self) -> String {
+        let settings = serde_json::json!([
+            self.format,
+            self.channel,
+            self.workspace,
+            self.plan_file,
+            self.plan_dir,
+            self.max_depth,
+            self.max_fixes,
+            self.recover_warnings,
+            self.batch_recovery,
+            self.timeout_secs,
+        ]);
+        let mut hasher = blake3::Hasher::new_derive_key("kleene run.json settings");
+        hasher.update(settings.to_string().as_bytes());
+        hasher.finalize().to_hex().to_string()
+    }
 }
 
 impl From<RunFileV0> for RunInfo {
@@ -196,7 +234,7 @@ pub fn encode_run_file(info: &RunInfo, state_root: &Path) -> String {
         }
         _ => info.workspace.clone(),
     };
-    let wire = RunFileV1 {
+    let mut wire = RunFileV1 {
         format: RUN_FILE_FORMAT,
         channel: info.channel.clone(),
         workspace,
@@ -207,7 +245,9 @@ pub fn encode_run_file(info: &RunInfo, state_root: &Path) -> String {
         recover_warnings: info.recover_warnings,
         batch_recovery: info.batch_recovery,
         timeout_secs: info.timeout_secs,
+        digest: None,
     };
+    wire.digest = Some(wire.settings_digest());
     // Plain data with string keys: serialising it cannot fail.
     serde_json::to_string_pretty(&wire).unwrap_or_default()
 }
@@ -222,12 +262,30 @@ pub fn encode_run_file(info: &RunInfo, state_root: &Path) -> String {
 /// one that leaves the state directory.
 pub fn decode_run_file(text: &str, state_root: &Path) -> Result<RunFile, FormatError> {
     const WHAT: &str = "run.json";
+    let mut changed = None;
     let (mut info, format) = match declared_format(text, WHAT)? {
         None => (decode::<RunFileV0>(text, WHAT).map(RunInfo::from)?, 0),
-        Some(found @ (1 | 2)) => (
-            decode::<RunFileV1>(text, WHAT).map(RunInfo::from)?,
-            if found == 1 { 1 } else { RUN_FILE_FORMAT },
-        ),
+        Some(found @ (1..=3)) => {
+            let wire = decode::<RunFileV1>(text, WHAT)?;
+            // What is not a run file at all is said first; then whether it is the one
+            // kleene wrote.
+            changed = match (found, &wire.digest) {
+                (3, Some(digest)) if *digest == wire.settings_digest() => None,
+                (3, Some(_)) => Some("its settings do not match the digest it was written with"),
+                (3, None) => Some("it has lost the digest of its settings"),
+                (_, Some(_)) => {
+                    return Err(FormatError::Malformed {
+                        what: WHAT,
+                        message: format!("format {found} has no digest field"),
+                    });
+                }
+                (_, None) => None,
+            };
+            (
+                RunInfo::from(wire),
+                u32::try_from(found).unwrap_or(RUN_FILE_FORMAT),
+            )
+        }
         Some(found) => {
             return Err(FormatError::Newer {
                 what: WHAT,
@@ -252,6 +310,12 @@ pub fn decode_run_file(text: &str, state_root: &Path) -> Result<RunFile, FormatE
             });
         }
         info.workspace = state_root.join(&info.workspace);
+    }
+    if let Some(message) = changed {
+        return Err(FormatError::Changed {
+            what: WHAT,
+            message: message.to_owned(),
+        });
     }
     Ok(RunFile { info, format })
 }
@@ -374,7 +438,7 @@ mod tests {
         assert_eq!(info.workspace, Path::new("/tmp/kfx/st/workspace"));
         let text = encode_run_file(&info, root());
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(value["format"], 2);
+        assert_eq!(value["format"], 3);
         assert_eq!(value["workspace"], "/tmp/kfx/st/workspace");
         assert_eq!(decode_run_file(&text, root()).unwrap().info, info);
     }
@@ -507,14 +571,14 @@ mod tests {
     #[test]
     fn a_newer_run_file_is_refused_by_its_format() {
         let info = decode_run_file(V0_RUN_FILE, root()).unwrap().info;
-        let text = encode_run_file(&info, root()).replacen("\"format\": 2", "\"format\": 3", 1);
+        let text = encode_run_file(&info, root()).replacen("\"format\": 3", "\"format\": 4", 1);
         let err = decode_run_file(&text, root()).unwrap_err();
         assert!(
             matches!(
                 err,
                 FormatError::Newer {
-                    found: 3,
-                    supported: 2,
+                    found: 4,
+                    supported: 3,
                     ..
                 }
             ),
@@ -522,7 +586,7 @@ mod tests {
         );
         assert!(err.to_string().contains("newer kleene"), "{err}");
         let odd =
-            encode_run_file(&info, root()).replacen("\"format\": 2", "\"format\": \"one\"", 1);
+            encode_run_file(&info, root()).replacen("\"format\": 3", "\"format\": \"one\"", 1);
         assert!(matches!(
             decode_run_file(&odd, root()),
             Err(FormatError::Malformed { .. })

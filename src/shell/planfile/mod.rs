@@ -30,7 +30,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::plan_files::{MANIFEST_KEY, PlanFiles};
-use crate::batch::Batch;
+use crate::batch::{Batch, BatchEvidence};
 use crate::closure::Severity;
 use crate::id::{ChannelId, TaskId, ValidatorId};
 use crate::plan::{
@@ -165,6 +165,25 @@ pub struct TaskCommands {
     pub scratch: Vec<PathGlob>,
 }
 
+/// The name under which a plan file's text is bound into its batch's evidence.
+const PLAN_FILE_INPUT: &str = "plan file";
+
+/// How a loaded plan stands to the evidence of a batch ([`ShellPlan::binding_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PlanBinding {
+    /// The evidence binds this plan file's text and this plan's digest.
+    Same,
+    /// The evidence binds no plan text (a batch not run from a plan file), and this plan's
+    /// digest.
+    DigestOnly,
+    /// The evidence binds another plan file text.
+    TextDiffers,
+    /// The text is the one bound, but the plan's digest is not: the plan's files (their
+    /// manifest) differ from those the batch ran with.
+    DigestDiffers,
+}
+
 /// A plan file loaded and validated: the plan the batch may run, the commands per task and
 /// the files its commands may read.
 ///
@@ -239,7 +258,20 @@ impl ShellPlan {
     /// plan file's text is a named input of the evidence, so a resume with other bytes is
     /// refused and the same plan gives the same evidence wherever its calls run.
     pub fn batch(&self, channel: ChannelId) -> Batch<'_> {
-        Batch::new(&self.plan, channel).with_input("plan file", self.text.as_bytes())
+        Batch::new(&self.plan, channel).with_input(PLAN_FILE_INPUT, self.text.as_bytes())
+    }
+
+    /// Whether `evidence` is of this plan's batch: its text is the plan file the batch
+    /// bound, and its digest (which covers the plan's files) the plan the batch ran. A
+    /// stored copy of a plan that was changed or damaged since its run started is told
+    /// apart here from a plan file the user edited.
+    pub fn binding_in(&self, evidence: &BatchEvidence) -> PlanBinding {
+        match evidence.binds_input(PLAN_FILE_INPUT, self.text.as_bytes()) {
+            Some(false) => PlanBinding::TextDiffers,
+            _ if evidence.plan_digest() != self.plan.digest() => PlanBinding::DigestDiffers,
+            Some(true) => PlanBinding::Same,
+            None => PlanBinding::DigestOnly,
+        }
     }
 
     /// The commands of every task that declares them.

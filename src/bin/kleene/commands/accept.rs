@@ -21,14 +21,23 @@ use crate::state::{StateDir, write_atomic};
 use kleene::error::Chain;
 
 use super::closures::{closure_place, closure_problems, read_closure_log};
-use super::{Failure, Outcome, journal_key, load_evidence, signing_key};
+use super::{
+    Failure, Outcome, check_workspace, journal_key, journal_torn_tail, load_evidence, signing_key,
+};
 
 /// Builds the acceptance record of the run in `state`.
 fn acceptance(
     state: &StateDir,
     key: Option<&SigningKey>,
 ) -> Result<(kleene::acceptance::AcceptanceRecord, Snapshot), Failure> {
-    let (_, loaded, evidence) = load_evidence(state, journal_key(key).as_ref())?;
+    let journal_key = journal_key(key);
+    let (info, loaded, evidence) = load_evidence(state, journal_key.as_ref())?;
+    // Evidence read without the bytes a journal ends in is not all the run wrote: nothing
+    // is sealed until `resume` has dealt with them.
+    if let Some(torn) = journal_torn_tail(state, journal_key.as_ref()) {
+        return Err(Failure::halted(format!("accept the build: {torn}")));
+    }
+    check_workspace(&info, &evidence)?;
     let snapshot = Snapshot::from_evidence(&evidence).map_err(|e| Failure::halted(Chain(&e)))?;
     let binding = BuildBinding::new(
         evidence.channel().clone(),

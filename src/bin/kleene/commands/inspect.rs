@@ -11,7 +11,7 @@ use kleene::error::Chain;
 
 use super::accept::stored_record;
 use super::closures::closure_problems;
-use super::{Failure, Outcome, env_journal_key, load_evidence, stored_plan};
+use super::{Failure, Outcome, env_journal_key, journal_torn_tail, load_evidence, stored_plan};
 
 /// `kleene status`.
 pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
@@ -19,6 +19,8 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let key = env_journal_key(&state)?;
     let (info, loaded, evidence) = load_evidence(&state, key.as_ref())?;
     let summary = evidence.summary();
+    let workspace_differences = crate::projection::differences(&evidence, &info.workspace);
+    let torn = journal_torn_tail(&state, key.as_ref());
     let fixes = kleene::shell::fixes_by_task(&evidence);
     let mut rows = Vec::new();
     for id in loaded.plan().topological_order() {
@@ -53,6 +55,8 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
             "evidence_digest": evidence.digest().to_string(),
             "complete": summary.is_complete(),
             "tasks": tasks,
+            "workspace_differences": workspace_differences,
+            "journal_torn_tail": torn,
         }));
     } else {
         rep.say(&format!(
@@ -80,12 +84,24 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
             summary.pending,
             evidence.digest()
         ));
+        if let Some(torn) = &torn {
+            rep.say(&format!("note: {torn}"));
+        }
+        if !workspace_differences.is_empty() {
+            rep.say(&format!(
+                "the workspace does not hold what was accepted: {}; kleene resume writes the \
+                 accepted files again",
+                workspace_differences.join("; ")
+            ));
+        }
     }
-    Ok(if summary.is_complete() {
-        Exit::Ok
-    } else {
-        Exit::Halted
-    })
+    Ok(
+        if summary.is_complete() && workspace_differences.is_empty() && torn.is_none() {
+            Exit::Ok
+        } else {
+            Exit::Halted
+        },
+    )
 }
 
 /// `kleene audit`.
@@ -177,7 +193,16 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     }
     // The journal binds every settled closure, the acceptance record every accepted one.
     let key = env_journal_key(&state)?;
-    let evidence = load_evidence(&state, key.as_ref()).ok().map(|(_, _, e)| e);
+    let evidence = match load_evidence(&state, key.as_ref()) {
+        Ok((_, _, evidence)) => Some(evidence),
+        Err(failure) => {
+            broken.push(failure.message);
+            None
+        }
+    };
+    if let Some(torn) = journal_torn_tail(&state, key.as_ref()) {
+        broken.push(torn);
+    }
     let accepted = stored_record(&state, None)?;
     broken.extend(closure_problems(
         &state,

@@ -12,7 +12,7 @@ use crate::formats::RunInfo;
 use crate::state::StateDir;
 use kleene::batch::JournalKey;
 use kleene::error::Chain;
-use kleene::shell::ShellPlan;
+use kleene::shell::{PlanBinding, ShellPlan};
 
 mod accept;
 mod closures;
@@ -118,7 +118,96 @@ fn load_evidence(
     let evidence = load
         .into_evidence()
         .map_err(|e| Failure::bad_input(Chain(&e)))?;
+    check_copies(state, &loaded, &evidence)?;
     Ok((info, loaded, evidence))
+}
+
+/// The torn tail the run's journal ends in, said as a problem: bytes after its last whole
+/// record, which a crash mid-append leaves, and so does anything that appends to it or cuts
+/// it short. `run` and `resume` cut it, saying so; the commands that only read name it.
+fn journal_torn_tail(state: &StateDir, key: Option<&JournalKey>) -> Option<String> {
+    let (info, _) = state.open().ok()?;
+    let channel = ChannelId::new(info.channel).ok()?;
+    let journal = read_journal(state, key);
+    let torn = journal.load(&channel).ok()??.torn_tail?;
+    Some(format!(
+        "{}: the journal ends in {} byte(s) at byte {} that are no whole record ({}): an \
+         append cut short by a crash, or bytes written or cut by something other than kleene; \
+         kleene resume removes them",
+        journal.path_for(&channel).display(),
+        torn.discarded,
+        torn.offset,
+        torn.cause
+    ))
+}
+
+/// Checks kleene's own copies in the state directory against what the run's journal binds:
+/// the plan file's text, the manifest of the plan's files (through the plan's digest), and
+/// the copy of those files the commands read. A copy that differs is named as kleene's copy
+/// in the state directory, never as the user's plan file, which is not what changed.
+fn check_copies(
+    state: &StateDir,
+    loaded: &ShellPlan,
+    evidence: &BatchEvidence,
+) -> Result<(), Failure> {
+    let changed = |path: PathBuf, what: &str| {
+        Failure::halted(format!(
+            "{}: kleene's copy of {what} in the state directory is not the one this run's \
+             journal binds: it was changed or damaged there (the plan file you wrote is not \
+             what is meant); restore the state directory, or start over with kleene run PLAN \
+             --restart --state {}",
+            path.display(),
+            state.root().display()
+        ))
+    };
+    match loaded.binding_in(evidence) {
+        PlanBinding::TextDiffers => return Err(changed(state.plan_path(), "the plan file")),
+        PlanBinding::DigestDiffers if loaded.files().is_some() => {
+            return Err(changed(
+                state.plan_files_manifest_path(),
+                "the manifest of the plan's files",
+            ));
+        }
+        PlanBinding::DigestDiffers => return Err(changed(state.plan_path(), "the plan file")),
+        _ => {}
+    }
+    if let Some(files) = loaded.files() {
+        let copy = state.plan_files_dir();
+        files.verify_copy(&copy).map_err(|e| {
+            Failure::halted(format!(
+                "{}: kleene's copy of the plan's files in the state directory is not what this \
+                 run binds ({}); restore the state directory, or start over with kleene run \
+                 PLAN --restart --state {}",
+                copy.display(),
+                Chain(&e),
+                state.root().display()
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// Every accepted file the run's workspace does not hold as accepted, as one failure naming
+/// them (at most ten), for the commands that vouch for the workspace.
+fn check_workspace(info: &RunInfo, evidence: &BatchEvidence) -> Result<(), Failure> {
+    let found = crate::projection::differences(evidence, &info.workspace);
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::halted(format!(
+        "the workspace {} does not hold what was accepted ({} file(s)):\n  {}{}\nkleene \
+         resume writes the accepted files again; if you did not change them, something else \
+         wrote the workspace",
+        info.workspace.display(),
+        found.len(),
+        found
+            .iter()
+            .take(10)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n  "),
+        if found.len() > 10 { "\n  …" } else { "" }
+    )))
 }
 
 /// The signing key named by `--signing-key` or `KLEENE_SIGNING_KEY`, refused when it lies

@@ -29,7 +29,8 @@ use kleene::process::{self, Containment, GroupRecords, Interrupt};
 use kleene::shell::{ShellPlan, ShellRuntime, describe_changes, merges};
 
 use super::{
-    Failure, Outcome, absolute, journal_key, read_journal, read_plan, signing_key, stored_plan,
+    Failure, Outcome, absolute, check_copies, journal_key, read_journal, read_plan, signing_key,
+    stored_plan,
 };
 
 /// `kleene run PLAN`.
@@ -177,6 +178,18 @@ pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
     let (info, text) = state.open().map_err(|e| Failure::bad_input(Chain(&e)))?;
     let loaded = stored_plan(&state, &text)?;
     start_hosts(args.jobs, &loaded);
+    // kleene's own copies are checked against the journal before the user's plan file is
+    // compared with them: a damaged copy is named as such, not as the user's edit.
+    let key = journal_key(signing_key(&args.signing, &state)?.as_ref());
+    let mut rep = rep;
+    if let Some(evidence) = bound_evidence(&state, &info, key.as_ref())? {
+        check_copies(&state, &loaded, &evidence)?;
+        for found in crate::projection::differences(&evidence, &info.workspace) {
+            rep.say(&format!(
+                "note: the workspace's {found}; it is written again from the run's record"
+            ));
+        }
+    }
     refuse_changed_plan(&info, &loaded, &state)?;
     refuse_live_groups(&state, args.kill_stale)?;
     let pass = Pass {
@@ -184,6 +197,26 @@ pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
         jobs: jobs(args.jobs),
     };
     execute(&state, &info, &loaded, pass, &args.signing, rep)
+}
+
+/// The evidence the run's journal holds so far, read without writing; `None` before its
+/// first record.
+fn bound_evidence(
+    state: &StateDir,
+    info: &RunInfo,
+    key: Option<&JournalKey>,
+) -> Result<Option<BatchEvidence>, Failure> {
+    let channel =
+        ChannelId::new(info.channel.clone()).map_err(|e| Failure::bad_input(Chain(&e)))?;
+    let Some(load) = read_journal(state, key)
+        .load(&channel)
+        .map_err(|e| Failure::bad_input(Chain(&e)))?
+    else {
+        return Ok(None);
+    };
+    load.into_evidence()
+        .map(Some)
+        .map_err(|e| Failure::bad_input(Chain(&e)))
 }
 
 /// A resume runs the plan as it was when the run started; if the plan file has changed
