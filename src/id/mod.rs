@@ -4,13 +4,25 @@
 //! control characters. Ids that came from a file or a wire therefore cannot smuggle newlines
 //! into audit lines or grow without bound.
 //!
+//! A [`TaskId`] is also a name, never a path: kleene names files in its state directory
+//! after tasks (the spec a fixer reads), so a task id contains no `/`, does not start with
+//! `.` (which also refuses `.` and `..`), and, like every id, holds no NUL. A task id such
+//! as `web/api` or `../../escape` is refused when it is made, so no plan that holds one
+//! loads, instead of every run of it failing to write its files or writing them outside
+//! the state directory.
+//!
 //! ```
-//! use kleene::id::TaskId;
+//! use kleene::id::{IdError, NameRule, TaskId};
 //!
 //! let root = TaskId::new("task_X")?;
 //! assert_eq!(root.fix_id(1)?.as_str(), "task_X_fix_1");
 //! assert!(TaskId::new("").is_err());
 //! assert!(TaskId::new("a\nb").is_err());
+//! assert!(matches!(
+//!     TaskId::new("web/api"),
+//!     Err(IdError::NotAName { rule: NameRule::Separator { index: 3 }, .. })
+//! ));
+//! assert!(TaskId::new("..").is_err());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -27,6 +39,15 @@ use crate::text::quoted_char;
 
 /// The longest id, in bytes, that any id type accepts.
 pub const MAX_ID_LEN: usize = 256;
+
+/// The longest file name, in bytes, that Linux and the common file systems accept
+/// (`NAME_MAX`). A task id may be longer once a suffix is added, so
+/// [`TaskId::file_name`] shortens it.
+const NAME_MAX: usize = 255;
+
+/// How many hex digits of the id's digest a shortened file name keeps: 128 bits, so that
+/// even a plan written to make two long ids share a file would need about 2^64 tries.
+const NAME_DIGEST_HEX: usize = 32;
 
 /// Why a string was refused as an id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,6 +82,37 @@ pub enum IdError {
         /// Its byte offset.
         index: usize,
     },
+    /// The string cannot be a single file name, which a task id must be (see the
+    /// [module docs](self)).
+    #[error("validate {kind}: {rule}; a task id is a name, not a path")]
+    NotAName {
+        /// Which id type refused it.
+        kind: &'static str,
+        /// The rule it broke.
+        rule: NameRule,
+    },
+}
+
+/// Which rule of a name (see [`IdError::NotAName`]) a task id broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NameRule {
+    /// It contained `/`, which separates the parts of a path.
+    #[error("it contains '/' at byte {index}")]
+    Separator {
+        /// The byte offset of the first `/`.
+        index: usize,
+    },
+    /// It was `.`, which names the directory holding it.
+    #[error("it is \".\", which names the directory itself")]
+    Dot,
+    /// It was `..`, which names the parent directory.
+    #[error("it is \"..\", which names the parent directory")]
+    DotDot,
+    /// It started with `.`: a hidden file's name, and kleene's own temporary files start
+    /// with one.
+    #[error("it starts with '.', as hidden files do")]
+    LeadingDot,
 }
 
 fn check(kind: &'static str, s: &str) -> Result<(), IdError> {
@@ -84,8 +136,26 @@ fn check(kind: &'static str, s: &str) -> Result<(), IdError> {
     Ok(())
 }
 
+/// [`check`], and then the rules that make `s` usable as one file name: kleene writes files
+/// named after task ids, and a path there could point outside the state directory.
+fn check_name(kind: &'static str, s: &str) -> Result<(), IdError> {
+    check(kind, s)?;
+    let rule = if let Some(index) = s.find('/') {
+        NameRule::Separator { index }
+    } else if s == "." {
+        NameRule::Dot
+    } else if s == ".." {
+        NameRule::DotDot
+    } else if s.starts_with('.') {
+        NameRule::LeadingDot
+    } else {
+        return Ok(());
+    };
+    Err(IdError::NotAName { kind, rule })
+}
+
 macro_rules! id_type {
-    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+    ($(#[$doc:meta])* $name:ident, $kind:literal, $check:ident) => {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
         #[serde(try_from = "String")]
@@ -100,11 +170,12 @@ macro_rules! id_type {
             ///
             /// # Errors
             ///
-            /// [`IdError`] when `s` is empty, longer than [`MAX_ID_LEN`] bytes, or contains a
-            /// control character.
+            /// [`IdError`] when `s` is empty, longer than [`MAX_ID_LEN`] bytes or contains a
+            /// control character, and for a [`TaskId`] when it is not a name (see the
+            /// [module docs](crate::id)).
             pub fn new(s: impl Into<String>) -> Result<Self, IdError> {
                 let s = s.into();
-                check($kind, &s)?;
+                $check($kind, &s)?;
                 Ok(Self(Arc::from(s)))
             }
 
@@ -185,33 +256,39 @@ macro_rules! id_type {
 id_type!(
     /// Identifies a task: a planned task, a closure root, or a fix subtask (`x_fix_2`).
     TaskId,
-    "task id"
+    "task id",
+    check_name
 );
 id_type!(
     /// Identifies a validator whose result appears in a verdict.
     ValidatorId,
-    "validator id"
+    "validator id",
+    check
 );
 id_type!(
     /// Identifies the agent (worker) that owns a planned task.
     AgentId,
-    "agent id"
+    "agent id",
+    check
 );
 id_type!(
     /// Identifies the trusted channel a run belongs to; checkpoints are keyed by it and a
     /// resume must present the same one.
     ChannelId,
-    "channel id"
+    "channel id",
+    check
 );
 id_type!(
     /// The mode half of a [`Session`](crate::closure::step::Session) (for example `build` or `review`).
     SessionMode,
-    "session mode"
+    "session mode",
+    check
 );
 id_type!(
     /// The project half of a [`Session`](crate::closure::step::Session).
     ProjectId,
-    "project id"
+    "project id",
+    check
 );
 
 impl TaskId {
@@ -226,6 +303,27 @@ impl TaskId {
     /// [`MAX_ID_LEN`].
     pub fn fix_id(&self, depth: u32) -> Result<TaskId, IdError> {
         TaskId::new(format!("{}_fix_{depth}", self.0))
+    }
+
+    /// The name of a file kleene keeps about this task: the id followed by `suffix` (such as
+    /// `.call2.md`), always one path component of at most 255 bytes.
+    ///
+    /// A task id is a name (see the [module docs](crate::id)), so the file name is the id
+    /// itself whenever the whole name fits. An id too long for that (ids may be
+    /// [`MAX_ID_LEN`] bytes and a fix id adds `_fix_N`) is cut at a character boundary and
+    /// followed by `~` and 32 hex digits of the blake3 digest of the whole id: the same id
+    /// always names the same file, and two ids that share the kept part still name two.
+    /// `suffix` is kleene's own and short; one longer than about 200 bytes would leave no
+    /// room for the id.
+    pub(crate) fn file_name(&self, suffix: &str) -> String {
+        let id: &str = &self.0;
+        if id.len() + suffix.len() <= NAME_MAX {
+            return format!("{id}{suffix}");
+        }
+        let room = NAME_MAX.saturating_sub(suffix.len() + 1 + NAME_DIGEST_HEX);
+        let cut = id.floor_char_boundary(room);
+        let digest = blake3::hash(id.as_bytes()).to_hex();
+        format!("{}~{}{suffix}", &id[..cut], &digest[..NAME_DIGEST_HEX])
     }
 
     /// Whether `self` and `other` are clones of one id (so certainly equal), without
@@ -259,6 +357,72 @@ mod tests {
             Err(IdError::ControlCharacter { index: 2, .. })
         ));
         assert!(AgentId::new("a".repeat(MAX_ID_LEN)).is_ok());
+    }
+
+    #[test]
+    fn task_ids_are_names_not_paths() {
+        let refused = |s: &str| match TaskId::new(s) {
+            Err(IdError::NotAName { kind, rule }) => {
+                assert_eq!(kind, "task id");
+                rule
+            }
+            other => panic!("{s:?}: {other:?}"),
+        };
+        assert_eq!(refused("web/api"), NameRule::Separator { index: 3 });
+        assert_eq!(refused("../../escape"), NameRule::Separator { index: 2 });
+        assert_eq!(refused("/abs"), NameRule::Separator { index: 0 });
+        assert_eq!(refused("."), NameRule::Dot);
+        assert_eq!(refused(".."), NameRule::DotDot);
+        assert_eq!(refused(".hidden"), NameRule::LeadingDot);
+        assert_eq!(refused("..."), NameRule::LeadingDot);
+        assert!(matches!(
+            TaskId::new("a\0b"),
+            Err(IdError::ControlCharacter { index: 1, .. })
+        ));
+        assert!(matches!(
+            TaskId::new("a".repeat(MAX_ID_LEN + 1)),
+            Err(IdError::TooLong { .. })
+        ));
+        // Dots inside a name, and names only other kinds of ids keep, are fine.
+        for ok in ["a.b", "a..b", "x.", "v1.2_fix_1", "é"] {
+            assert!(TaskId::new(ok).is_ok(), "{ok}");
+        }
+        assert!(ValidatorId::new("a/b").is_ok());
+        assert!(ChannelId::new(".x").is_ok());
+        let msg = TaskId::new("web/api").unwrap_err().to_string();
+        assert_eq!(
+            msg,
+            "validate task id: it contains '/' at byte 3; a task id is a name, not a path"
+        );
+        assert!(
+            TaskId::new("..")
+                .unwrap_err()
+                .to_string()
+                .contains("parent directory"),
+            "{msg}"
+        );
+        // Serde goes through the same check, so ids read from plans and records do too.
+        assert!(serde_json::from_str::<TaskId>("\"../../escape\"").is_err());
+    }
+
+    #[test]
+    fn file_names_keep_the_id_when_it_fits_and_shorten_it_otherwise() {
+        let short = TaskId::new("app_model_fix_1").unwrap();
+        assert_eq!(short.file_name(".call2.md"), "app_model_fix_1.call2.md");
+        let fits = TaskId::new("a".repeat(NAME_MAX - ".call1.md".len())).unwrap();
+        assert_eq!(fits.file_name(".call1.md"), format!("{fits}.call1.md"));
+
+        let root = TaskId::new("é".repeat(MAX_ID_LEN / 2 - 3)).unwrap();
+        let fix = root.fix_id(1).unwrap();
+        let name = fix.file_name(".call4294967295.md");
+        assert!(name.len() <= NAME_MAX, "{}", name.len());
+        assert!(name.ends_with(".call4294967295.md"), "{name}");
+        assert!(name.starts_with("éé"), "{name}");
+        // Deterministic, and the digest tells apart ids that share the kept part.
+        assert_eq!(name, fix.file_name(".call4294967295.md"));
+        let other = root.fix_id(2).unwrap().file_name(".call4294967295.md");
+        assert_ne!(name, other);
+        assert_eq!(name.len(), other.len());
     }
 
     #[test]

@@ -496,9 +496,7 @@ impl ShellAgent<'_> {
     fn spec_file(&mut self, task: &Task, text: &str) -> Result<PathBuf, Stopped> {
         let rt = self.rt;
         let state = self.state()?;
-        let path = rt
-            .specs
-            .join(format!("{}.call{}.md", task.id(), state.call));
+        let path = rt.specs.join(spec_file_name(task.id(), state.call));
         // A spec kleene cannot write (a full disk) is kleene's failure, not the task's: the
         // call is withdrawn and never counted.
         if let Err(e) = write_replace(&path, text.as_bytes()) {
@@ -646,12 +644,72 @@ fn full_disk(rt: &ShellRuntime, free: u64) -> WorkerFailure {
 
 /// Writes `bytes` to `path` through a temporary file beside it and a rename, so a reader
 /// never sees half a file (no fsync: a spec is rewritten whenever its call is made again).
+/// The name of the spec file of `task`'s call number `call` in the specs directory: the
+/// task id and the call (`billing_fix_1.call2.md`), one component of at most 255 bytes however
+/// long the id is (see [`TaskId::file_name`]). Task ids are names, never paths, so the file
+/// is always inside the specs directory.
+fn spec_file_name(task: &TaskId, call: u32) -> String {
+    task.file_name(&format!(".call{call}.md"))
+}
+
 fn write_replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut temp = path.as_os_str().to_owned();
-    temp.push(format!(".tmp-{}", std::process::id()));
-    let temp = PathBuf::from(temp);
+    use std::sync::atomic::AtomicU64;
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    // Named apart from the file (a spec's name may already be 255 bytes, with no room for a
+    // suffix) and from every other writer: the process and a count, since agents on
+    // several threads write specs at once. Task ids never start with '.', so no spec is
+    // ever named like this.
+    let temp = path.with_file_name(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     std::fs::write(&temp, bytes)?;
     std::fs::rename(&temp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&temp);
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::spec_file_name;
+    use crate::id::TaskId;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Whatever string a task id accepts, the spec file of any call of it (or of any
+        /// of its fix ids) is one component of at most 255 bytes that stays in the specs
+        /// directory.
+        #[test]
+        fn every_spec_file_is_one_name_in_the_specs_directory(
+            s in proptest::prop_oneof![
+                proptest::prelude::any::<String>(),
+                "[./a\\\\\0é]{0,6}",
+                "[a-zé][a-zé.]{100,255}",
+            ],
+            call in proptest::prelude::any::<u32>(),
+            depth in 1..=u32::MAX,
+        ) {
+            let Ok(id) = TaskId::new(s) else { return Ok(()) };
+            for id in std::iter::once(id.clone()).chain(id.fix_id(depth).ok()) {
+                let name = spec_file_name(&id, call);
+                proptest::prop_assert!(name.len() <= 255, "{} bytes", name.len());
+                proptest::prop_assert!(!name.contains(['/', '\0']), "{name:?}");
+                proptest::prop_assert!(name != "." && name != "..", "{name:?}");
+                let specs = Path::new("/state/specs");
+                let path = specs.join(&name);
+                proptest::prop_assert_eq!(path.parent(), Some(specs));
+                proptest::prop_assert_eq!(path.file_name(), Some(name.as_ref()));
+            }
+        }
+    }
+
+    #[test]
+    fn a_short_id_names_its_spec_as_before() {
+        let id = TaskId::new("billing_service_fix_1").unwrap();
+        assert_eq!(spec_file_name(&id, 1), "billing_service_fix_1.call1.md");
+    }
 }

@@ -8,6 +8,8 @@ mod events;
 mod examples;
 // State directories left by earlier versions, and the versions of the CLI's own files.
 mod formats;
+// Task ids are names: a path is refused, and files named after tasks stay in the state.
+mod ids;
 // Acceptance-record tampering and signatures through the CLI.
 mod integrity;
 mod jobs;

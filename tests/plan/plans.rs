@@ -417,6 +417,42 @@ fn json_loading_names_field_position_and_rule() {
     );
 }
 
+/// A task id names files in kleene's state, so one that is a path (or hides, or is too
+/// long, or holds a NUL) is refused at load, at the id, with the rule it broke.
+#[test]
+fn json_loading_refuses_an_id_that_is_not_a_name() {
+    let long = "a".repeat(257);
+    for (id, field, rule) in [
+        ("web/api", "tasks[0].id", "contains '/' at byte 3"),
+        ("../../escape", "tasks[0].id", "contains '/' at byte 2"),
+        ("..", "tasks[0].id", "names the parent directory"),
+        (".", "tasks[0].id", "names the directory itself"),
+        (".hidden", "tasks[0].id", "starts with '.'"),
+        ("a\\u0000b", "tasks[0].id", "control character"),
+        (long.as_str(), "tasks[0].id", "257 bytes long"),
+    ] {
+        let json = format!(
+            r#"{{"tasks": [{{"id": "{id}", "kind": {{"lane": "config"}}, "owner": "o",
+                "spec": {{"intent": "x"}}}}]}}"#
+        );
+        let err = AppBuildPlan::from_json(&json).unwrap_err();
+        assert_eq!(err.field(), field, "{id}: {err}");
+        assert!(err.to_string().contains(rule), "{id}: {err}");
+        assert!(err.to_string().contains("task id"), "{id}: {err}");
+    }
+    // Ids that merely refer to a task are ids too.
+    let edge = AppBuildPlan::from_json(
+        r#"{"tasks": [{"id": "a", "kind": {"lane": "config"}, "owner": "o",
+            "spec": {"intent": "x"}, "depends_on": ["../b"]}]}"#,
+    )
+    .unwrap_err();
+    assert_eq!(edge.field(), "tasks[0].depends_on[0]", "{edge}");
+    assert!(
+        edge.to_string().contains("a task id is a name, not a path"),
+        "{edge}"
+    );
+}
+
 #[test]
 fn dot_export_colours_lanes_and_marks_synthesized_tasks() {
     let plan = AppBuildPlan::new(vec![model("model_t", "tasks"), service("svc_t", "tasks")])

@@ -127,7 +127,10 @@ Top level:
                                             8 MiB), so a run binds exactly what it ran
 
 Each task:
-  id *               string                 unique name, e.g. "unit_tests"; depends_on uses it
+  id *               string                 unique name, e.g. "unit_tests"; depends_on uses it.
+                                            A name, not a path (kleene names files after it):
+                                            no "/", not starting with ".", no control
+                                            characters, at most 256 bytes
   owner *            string                 who does the task, e.g. "shell" (a label kept in
                                             the evidence)
   spec *             object                 what the task must achieve:
