@@ -9,7 +9,8 @@
 //! `.` (which also refuses `.` and `..`), and, like every id, holds no NUL. A task id such
 //! as `web/api` or `../../escape` is refused when it is made, so no plan that holds one
 //! loads, instead of every run of it failing to write its files or writing them outside
-//! the state directory.
+//! the state directory. A [`ChannelId`] is a name by the same rule: a worker keeps each
+//! channel's calls in a directory named after it, and the channel comes from the wire.
 //!
 //! ```
 //! use kleene::id::{IdError, NameRule, TaskId};
@@ -93,7 +94,7 @@ pub enum IdError {
     },
 }
 
-/// Which rule of a name (see [`IdError::NotAName`]) a task id broke.
+/// Which rule of a name (see [`IdError::NotAName`]) a task or channel id broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NameRule {
@@ -171,8 +172,8 @@ macro_rules! id_type {
             /// # Errors
             ///
             /// [`IdError`] when `s` is empty, longer than [`MAX_ID_LEN`] bytes or contains a
-            /// control character, and for a [`TaskId`] when it is not a name (see the
-            /// [module docs](crate::id)).
+            /// control character, and for a [`TaskId`] or [`ChannelId`] when it is not a
+            /// name (see the [module docs](crate::id)).
             pub fn new(s: impl Into<String>) -> Result<Self, IdError> {
                 let s = s.into();
                 $check($kind, &s)?;
@@ -276,7 +277,7 @@ id_type!(
     /// resume must present the same one.
     ChannelId,
     "channel id",
-    check
+    check_name
 );
 id_type!(
     /// The mode half of a [`Session`](crate::closure::step::Session) (for example `build` or `review`).
@@ -388,7 +389,13 @@ mod tests {
             assert!(TaskId::new(ok).is_ok(), "{ok}");
         }
         assert!(ValidatorId::new("a/b").is_ok());
-        assert!(ChannelId::new(".x").is_ok());
+        // A channel names a worker's directory: it is a name too.
+        for hostile in ["../../etc", "a/b", ".x", ".."] {
+            assert!(
+                matches!(ChannelId::new(hostile), Err(IdError::NotAName { .. })),
+                "{hostile}"
+            );
+        }
         let msg = TaskId::new("web/api").unwrap_err().to_string();
         assert_eq!(
             msg,
