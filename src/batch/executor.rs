@@ -62,6 +62,7 @@ pub struct Batch<'p> {
     recovery: bool,
     replay: BTreeMap<AgentId, PendingTurnReplay>,
     pub(super) group_commit: bool,
+    pub(super) durable_observation: bool,
     pub(super) compaction_after: u64,
 }
 
@@ -76,6 +77,7 @@ impl<'p> Batch<'p> {
             recovery: false,
             replay: BTreeMap::new(),
             group_commit: false,
+            durable_observation: false,
             compaction_after: DEFAULT_COMPACTION_AFTER,
         }
     }
@@ -109,6 +111,24 @@ impl<'p> Batch<'p> {
     /// durable before the next call may have any effect; only the number of syncs changes.
     pub fn with_group_commit(mut self, group: bool) -> Self {
         self.group_commit = group;
+        self
+    }
+
+    /// Durable observation (default off): an observer of the run (`run_observed`,
+    /// `run_threaded_observed`, `run_async_observed`) is shown each event only once the
+    /// journal holds it durably, instead of as soon as it is decided. With group commit a
+    /// settlement is otherwise shown before the append that holds it, and a report made
+    /// from it (`accepted`) can say what a full disk or a crash then takes back. Each event
+    /// a group commit holds back is copied once for the observer.
+    ///
+    /// ```
+    /// # use kleene::batch::Batch;
+    /// # fn demo(batch: Batch<'_>) -> Batch<'_> {
+    /// batch.with_group_commit(true).with_durable_observation(true)
+    /// # }
+    /// ```
+    pub fn with_durable_observation(mut self, durable: bool) -> Self {
+        self.durable_observation = durable;
         self
     }
 
@@ -188,15 +208,23 @@ impl<'p> Batch<'p> {
         // Shown before it is handed to the journal by value (a memory journal keeps it rather
         // than a copy of the whole inventory), as a group commit shows its events before
         // their append; an append that fails ends the run before anything else is recorded.
-        observer(&started);
+        // With durable observation, a copy is shown once the append returns.
+        let shown_after = self.durable_observation.then(|| started.clone());
+        if shown_after.is_none() {
+            observer(&started);
+        }
         journal
             .append_owned(&self.channel, &mut vec![started])
             .map_err(|e| BatchError::new(self.channel.clone(), e))?;
+        if let Some(started) = &shown_after {
+            observer(started);
+        }
         Ok(Run::new(self, journal, evidence, 1, 0, observer))
     }
 
     /// Continues the batch from its journal: the restored evidence replaces any local state.
-    /// Calls left in flight are closed (counting against their budgets) and re-dispatched
+    /// Calls left in flight are closed as interrupted (free of their budgets, up to as many
+    /// as each budget) and re-dispatched
     /// for `allow` agents; a `block` agent's stops the resume.
     ///
     /// # Errors
@@ -547,7 +575,7 @@ impl<'p> Batch<'p> {
         if t.rejections().is_empty() || evidence.status(root) != Some(TaskStatus::Failed) {
             return Err(IneligibleReason::DiagnosticsMissing);
         }
-        if t.calls() >= t.budget() {
+        if t.calls_spent() >= t.budget() {
             return Err(IneligibleReason::BudgetExhausted);
         }
         let current = evidence

@@ -55,6 +55,11 @@ pub(crate) struct Run<'b, 'p, J, O = Observer<'b>> {
     since_snapshot: u64,
     snapshot_events: u64,
     observer: O,
+    /// With durable observation, the buffered events the observer has not been shown,
+    /// in order: each is shown once the append that holds it is durable.
+    unseen: Vec<EvidenceEvent>,
+    /// How many of `unseen` the last deferred append holds: shown once its sync completes.
+    unseen_in_sync: usize,
 }
 
 /// A recovery pass once its request is checked: already consumed (nothing to drive), or
@@ -135,7 +140,33 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
             since_snapshot,
             snapshot_events,
             observer,
+            unseen: Vec::new(),
+            unseen_in_sync: 0,
         }
+    }
+
+    /// Shows the observer an event that is buffered for the next append: now, or (with
+    /// durable observation) once that append is durable.
+    fn show_buffered(&mut self, event: &EvidenceEvent) {
+        if self.batch.durable_observation {
+            self.unseen.push(event.clone());
+        } else {
+            (self.observer)(event);
+        }
+    }
+
+    /// Shows the observer the first `count` unseen events, which are durable now.
+    fn show_durable(&mut self, count: usize) {
+        let count = count.min(self.unseen.len());
+        for event in self.unseen.drain(..count) {
+            (self.observer)(&event);
+        }
+        self.unseen_in_sync = self.unseen_in_sync.saturating_sub(count);
+    }
+
+    /// Shows the observer what the last deferred append held, once its sync has completed.
+    pub(super) fn synced(&mut self) {
+        self.show_durable(self.unseen_in_sync);
     }
 
     pub(super) fn evidence(&self) -> &BatchEvidence {
@@ -164,7 +195,7 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
     /// with the next reservation.
     pub(super) fn commit(&mut self, event: EvidenceEvent) -> Result<(), BatchError> {
         if self.batch.group_commit {
-            (self.observer)(&event);
+            self.show_buffered(&event);
             self.buffer.push(event);
         } else {
             self.journal
@@ -185,20 +216,21 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
     ) -> Result<(), BatchError> {
         if self.batch.group_commit {
             self.buffer.push(event.clone());
+            self.show_buffered(&event);
         } else {
             self.journal
                 .append(&self.batch.channel, std::slice::from_ref(&event))
                 .map_err(|e| BatchError::new(self.batch.channel.clone(), e))?;
             self.since_snapshot += 1;
+            (self.observer)(&event);
         }
-        (self.observer)(&event);
         self.machine.fold_settled(dispatch, event)
     }
 
     /// Buffers an event the machine already folded for the next [`flush`](Self::flush),
     /// whatever the batch's group-commit choice (a driver that commits in groups).
     pub(super) fn commit_buffered(&mut self, event: EvidenceEvent) {
-        (self.observer)(&event);
+        self.show_buffered(&event);
         self.buffer.push(event);
     }
 
@@ -215,8 +247,12 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
         // no digests of them.
         self.machine
             .reserve_into(limit, &mut self.buffer, dispatches, false)?;
-        for event in &self.buffer[from..] {
-            (self.observer)(event);
+        if self.batch.durable_observation {
+            self.unseen.extend_from_slice(&self.buffer[from..]);
+        } else {
+            for event in &self.buffer[from..] {
+                (self.observer)(event);
+            }
         }
         Ok(())
     }
@@ -236,7 +272,7 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
             .judge_into(dispatch, result, contract, &mut self.buffer)?;
         for at in from..self.buffer.len() {
             let event = self.buffer[at].clone();
-            (self.observer)(&event);
+            self.show_buffered(&event);
             self.machine.fold_settled(dispatch, event)?;
         }
         self.machine.close(dispatch, stop.is_some());
@@ -255,6 +291,7 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
             .map_err(|e| BatchError::new(self.batch.channel.clone(), e))?;
         self.since_snapshot += appended;
         self.buffer.clear();
+        self.show_durable(self.unseen.len());
         Ok(())
     }
 
@@ -271,6 +308,7 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
             .map_err(|e| BatchError::new(self.batch.channel.clone(), e))?;
         self.since_snapshot += appended;
         self.buffer.clear();
+        self.unseen_in_sync = self.unseen.len();
         Ok(Reservation::pending(&self.batch.channel, sync))
     }
 
@@ -341,7 +379,11 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
             }
             // A worker that waits for its reservation gets its call while the reservation
             // syncs; nothing is compacted until it is durable.
-            let reservation = if worker.waits_for_reservation() {
+            // Observed durably, what the reservation's append holds beside it (the last
+            // settlement) is made durable before the call, so it is shown before the call
+            // runs rather than after it: the sync is not overlapped with the call then.
+            let show_first = self.batch.durable_observation && !self.unseen.is_empty();
+            let reservation = if worker.waits_for_reservation() && !show_first {
                 let reservation = self.flush_deferred()?;
                 if !reservation.is_durable()
                     && let Some(syncer) = syncer.get_or_insert_with(|| Syncer::start(scope))
@@ -358,6 +400,7 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
             reservation
                 .complete()
                 .map_err(|e| BatchError::new(self.batch.channel.clone(), e))?;
+            self.synced();
             for event in drawn {
                 (self.observer)(&event);
                 self.machine.apply_drawn(event)?;

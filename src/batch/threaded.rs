@@ -114,9 +114,13 @@ impl<'p> Batch<'p> {
         // a hundred thousand threads.
         let slots = jobs.get().min(self.plan().tasks().count().max(1));
         let mut workers: Vec<W> = (0..slots).map(make_worker).collect();
-        if let [worker] = workers.as_mut_slice() {
+        if let [worker] = workers.as_mut_slice()
+            && !self.durable_observation
+        {
             // One slot makes the sequential drive's calls in its order (the same evidence):
-            // on the calling thread, each call saves two thread hand-offs.
+            // on the calling thread, each call saves two thread hand-offs. Observed durably,
+            // a call's thread of its own lets the calling thread show what its reservation's
+            // sync made durable while the call runs, instead of after it.
             return self.run_driven(&mut Sequential(worker), contract, journal, observer);
         }
         let mut driver = Threaded { workers };
@@ -521,6 +525,7 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
             .complete()
             .map_err(|e| BatchError::new(run.batch.channel().clone(), e));
         synced.inspect_err(|err| self.refuse_draws(err))?;
+        run.synced();
         self.answer_draws();
         run.checkpoint()
     }

@@ -68,7 +68,8 @@ impl Canonical for InfrastructureFailure {
 /// Agents declare it; the default keeps the existing behaviour (`Allow`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum PendingTurnReplay {
-    /// Re-dispatch the task; the interrupted call counts against its budget.
+    /// Re-dispatch the task; the interrupted call stays on record under its number and, up
+    /// to as many interruptions as the task's budget, does not count against it.
     #[default]
     Allow,
     /// Stop the resume, naming the agent, channel and task: the interrupted call may have

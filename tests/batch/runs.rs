@@ -843,7 +843,12 @@ fn complete(
 
 fn check_invariants(plan: &ValidatedPlan, evidence: &BatchEvidence, worker: &ScriptedWorker) {
     for (task, t) in evidence.inventory() {
-        assert!(t.calls() <= t.budget(), "{task} exceeded its budget");
+        // Interrupted calls go free up to the budget: at most twice the budget in all.
+        assert!(t.calls_spent() <= t.budget(), "{task} exceeded its budget");
+        assert!(
+            t.calls() <= 2 * t.budget(),
+            "{task} was called more than twice its budget"
+        );
         // Exactly a failed task has a cause, and it names one of the task's own calls.
         let cause = evidence.failure_cause(task);
         assert_eq!(

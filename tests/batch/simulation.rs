@@ -94,9 +94,13 @@ fn check_dispatch(plan: &ValidatedPlan, evidence: &BatchEvidence, dispatch: &Dis
         );
     }
     let t = evidence.task(task).unwrap();
+    // An interrupted call spends no budget, up to as many as the budget.
+    let free = u32::try_from(t.interrupted_attempts().len())
+        .unwrap()
+        .min(t.budget());
     assert!(
-        dispatch.attempt() <= t.budget(),
-        "{task} call {} exceeds its budget {}",
+        dispatch.attempt() <= t.budget() + free,
+        "{task} call {} exceeds its budget {} and {free} interruption(s)",
         dispatch.attempt(),
         t.budget()
     );
@@ -212,7 +216,7 @@ fn simulate(shape: &Shape, block: &[bool], limit: usize, seed: u64) -> Simulatio
             End::Settled => {
                 let evidence = machine.into_evidence();
                 for t in evidence.inventory() {
-                    assert!(t.1.calls() <= t.1.budget(), "{} over its budget", t.0);
+                    assert!(t.1.calls_spent() <= t.1.budget(), "{} over its budget", t.0);
                 }
                 return Simulation {
                     evidence: Some(evidence),

@@ -362,3 +362,84 @@ fn no_more_slots_than_tasks_are_started() {
     assert!(outcome.evidence.summary().is_complete());
     assert_eq!(made.load(Ordering::SeqCst), 3);
 }
+
+/// Refuses every append after the first `room` ones, as a disk that fills does.
+struct FillsUp {
+    inner: MemoryJournal,
+    room: usize,
+}
+
+impl EvidenceJournal for FillsUp {
+    fn append(
+        &mut self,
+        channel: &kleene::id::ChannelId,
+        events: &[EvidenceEvent],
+    ) -> Result<(), kleene::batch::journal::JournalError> {
+        if self.room == 0 {
+            return Err(kleene::batch::journal::JournalError::Io {
+                path: "memory".into(),
+                source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+            });
+        }
+        self.room -= 1;
+        self.inner.append(channel, events)
+    }
+    fn load(
+        &self,
+        channel: &kleene::id::ChannelId,
+    ) -> Result<Option<kleene::batch::journal::JournalLoad>, kleene::batch::journal::JournalError>
+    {
+        self.inner.load(channel)
+    }
+    fn compact(
+        &mut self,
+        channel: &kleene::id::ChannelId,
+        evidence: &kleene::batch::BatchEvidence,
+    ) -> Result<(), kleene::batch::journal::JournalError> {
+        self.inner.compact(channel, evidence)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// For all plans, scripts, job counts and appends at which the journal fills up: with
+    /// durable observation, every settlement the observer was shown is one the journal
+    /// holds, so a report made from them (`accepted`) never says what the journal lost.
+    #[test]
+    fn with_durable_observation_nothing_shown_is_missing_from_the_journal(
+        shape in shape_strategy(6),
+        n in 1usize..=3,
+        room in 0usize..12,
+    ) {
+        let plan = shape.plan();
+        let batch = Batch::new(&plan, chan("t"))
+            .with_group_commit(true)
+            .with_durable_observation(true);
+        let mut journal = FillsUp { inner: MemoryJournal::default(), room };
+        let mut shown = Vec::new();
+        let _ = batch.run_threaded_observed(
+            jobs(n),
+            |_| Scripted(&shape),
+            &(),
+            &mut journal,
+            &mut |event| shown.push(event.clone()),
+        );
+        let journaled = match journal.load(&chan("t")).unwrap() {
+            Some(load) => load.into_evidence().unwrap(),
+            None => {
+                prop_assert!(shown.is_empty(), "{shown:?}");
+                return Ok(());
+            }
+        };
+        for event in &shown {
+            if let EvidenceEvent::Settled { task, attempt, .. } = event {
+                let held = journaled.task(task).unwrap();
+                prop_assert!(
+                    held.calls() >= *attempt && held.in_flight().map(|(a, _)| a) != Some(*attempt),
+                    "{task} call {attempt} was shown settled, and the journal holds {held:?}"
+                );
+            }
+        }
+    }
+}

@@ -22,8 +22,8 @@ fn repairable(id: &str, file: &str, run: &str) -> serde_json::Value {
             "run": run,
             "checks": [{"id": "good", "command": format!("grep -q good {file} || {{ echo 'expected good in {file}'; exit 1; }}")}],
             "fix": format!("echo good > {file}"),
-            // Room for a replay of an interrupted call.
-            "retry_limit": 1,
+            // An interrupted call is replayed without spending this one call.
+            "retry_limit": 0,
         }),
     )
 }

@@ -12,6 +12,8 @@ mod formats;
 mod ids;
 // Acceptance-record tampering and signatures through the CLI.
 mod integrity;
+// Ctrl-C, SIGTERM and a killed kleene: recorded, not spent, and told apart from a live run.
+mod interruptions;
 mod jobs;
 // The files beside a plan: bound, copied, checked and named.
 mod plan_files;

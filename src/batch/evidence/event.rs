@@ -64,8 +64,9 @@ pub enum EvidenceEvent {
         /// How it settled.
         settlement: Settlement,
     },
-    /// A resume closed a reservation whose call never settled; the call counts against the
-    /// task's budget.
+    /// A resume closed a reservation whose call never settled (the run was stopped, or
+    /// kleene or its machine was lost): the call keeps its number and, up to as many
+    /// interruptions as the task's budget, does not count against it.
     Interrupted {
         /// The task.
         task: TaskId,

@@ -454,7 +454,7 @@ impl BatchEvidence {
                     && t.infrastructure.is_none()
                     && !t.rejections.is_empty()
                     && !t.correction_granted
-                    && t.calls < t.budget
+                    && t.calls_spent() < t.budget
             })
             .map(|(id, _)| id)
     }
@@ -704,6 +704,7 @@ mod tests {
                     .into()
             )
         );
+        // An interruption spends no budget: after one, the task may still be called.
         assert_eq!(
             cause(vec![
                 started(false),
@@ -712,7 +713,26 @@ mod tests {
                 reserved(2),
                 interrupted(2)
             ]),
-            Some("call 2 was interrupted and its 2 call(s) (retry_limit + 1) are spent".into())
+            None
+        );
+        // As many interruptions as its budget go free; the next ones count.
+        assert_eq!(
+            cause(vec![
+                started(false),
+                reserved(1),
+                interrupted(1),
+                reserved(2),
+                interrupted(2),
+                reserved(3),
+                interrupted(3),
+                reserved(4),
+                interrupted(4)
+            ]),
+            Some(
+                "call 4 was interrupted and its 2 call(s) (retry_limit + 1) are spent, with as \
+                 many interruptions as free calls before it"
+                    .into()
+            )
         );
         assert_eq!(
             cause(vec![
@@ -720,9 +740,11 @@ mod tests {
                 reserved(1),
                 interrupted(1),
                 reserved(2),
-                rejected(2)
+                rejected_for(2, "yes"),
+                reserved(3),
+                rejected(3)
             ]),
-            Some("call 2 refused: no".into())
+            Some("call 3 refused: no".into())
         );
         let infrastructure = EvidenceEvent::Settled {
             task: t(),

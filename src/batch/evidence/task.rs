@@ -98,7 +98,8 @@ pub enum FailureCause<'e> {
         /// Why it and the call before it were refused.
         rejection: &'e Rejection,
     },
-    /// `call`, its last, was interrupted and its `budget` of calls is spent.
+    /// `call`, its last, was interrupted and its `budget` of calls is spent (as many
+    /// interruptions as its budget went free before it).
     Interrupted {
         /// The call.
         call: u32,
@@ -130,7 +131,8 @@ impl std::fmt::Display for FailureCause<'_> {
             ),
             Self::Interrupted { call, budget } => write!(
                 f,
-                "call {call} was interrupted and its {budget} call(s) (retry_limit + 1) are spent"
+                "call {call} was interrupted and its {budget} call(s) (retry_limit + 1) are \
+                 spent, with as many interruptions as free calls before it"
             ),
             Self::CallsSpent { calls } => write!(f, "failed after {calls} call(s)"),
         }
@@ -175,8 +177,10 @@ impl TaskEvidence {
             (None, Some((attempt, _)), _) => format!("in flight with call {attempt}"),
             (None, None, Some(root)) => format!("drained behind {root}"),
             (None, None, None) => format!(
-                "settled after {} of its {} call(s), none in flight",
-                self.calls, self.budget
+                "settled after {} call(s), {} of its {} spent, none in flight",
+                self.calls,
+                self.calls_spent(),
+                self.budget
             ),
         }
     }
@@ -207,9 +211,22 @@ impl TaskEvidence {
     pub fn budget(&self) -> u32 {
         self.budget
     }
-    /// Calls made so far, interrupted ones included.
+    /// Calls made so far, interrupted ones included: the number of the last call.
     pub fn calls(&self) -> u32 {
         self.calls
+    }
+    /// The calls that count against the budget: every call made, less those interrupted.
+    ///
+    /// An interrupted call (the run was stopped, or kleene or its machine was lost, while it
+    /// ran) ended through no doing of the task's, so it does not spend the task's budget;
+    /// it keeps its call number and stays on record. At most `budget` interruptions go
+    /// free, so a task that is interrupted over and over is still called at most twice its
+    /// budget in all.
+    pub fn calls_spent(&self) -> u32 {
+        let free = u32::try_from(self.interrupted.len())
+            .unwrap_or(u32::MAX)
+            .min(self.budget);
+        self.calls.saturating_sub(free)
     }
     /// Every refused candidate, oldest first.
     pub fn rejections(&self) -> &[RejectedAttempt] {
@@ -283,7 +300,7 @@ impl TaskEvidence {
             && self.in_flight.is_none()
             && self.blocked_by.is_none()
             && self.infrastructure.is_none()
-            && self.calls < self.budget
+            && self.calls_spent() < self.budget
             && (self.rejections.len() as u64) < u64::from(self.allowance(recovery))
     }
 

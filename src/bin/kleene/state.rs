@@ -364,6 +364,26 @@ impl StateDir {
         }
     }
 
+    /// Who holds the writer's lock now (pid and command, as the holder wrote them), or
+    /// `None` when no kleene is writing the directory: a run in flight is then interrupted,
+    /// not running. Takes nothing a writer waits on for longer than a look.
+    pub fn writer(&self) -> Option<String> {
+        use nix::fcntl::{Flock, FlockArg};
+        let path = self.root.join("lock");
+        let file = fs::File::open(&path).ok()?;
+        match Flock::lock(file, FlockArg::LockSharedNonblock) {
+            Ok(_free) => None,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Some(
+                fs::read_to_string(&path)
+                    .ok()
+                    .map(|h| h.trim().to_owned())
+                    .filter(|h| !h.is_empty())
+                    .unwrap_or_else(|| "a kleene that has not said who it is".to_owned()),
+            ),
+            Err(_) => None,
+        }
+    }
+
     /// Creates the layout for a new run, refusing a directory that already holds one.
     ///
     /// # Errors

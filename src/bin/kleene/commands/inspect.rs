@@ -22,6 +22,8 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let workspace_differences = crate::projection::differences(&evidence, &info.workspace);
     let torn = journal_torn_tail(&state, key.as_ref());
     let fixes = kleene::shell::fixes_by_task(&evidence);
+    // A call in flight while a kleene holds the lock is running, not interrupted.
+    let writer = state.writer();
     let mut rows = Vec::new();
     for id in loaded.plan().topological_order() {
         let status = evidence.status(id);
@@ -32,10 +34,11 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
             Some(TaskStatus::Drained { blocked_by }) => {
                 Some(format!("prerequisite {blocked_by} failed"))
             }
-            Some(TaskStatus::InFlight { .. }) => {
-                Some("interrupted; kleene resume replays it".to_owned())
-            }
-            _ => None,
+            Some(TaskStatus::InFlight { .. }) => Some(match &writer {
+                Some(holder) => format!("running ({holder})"),
+                None => "interrupted; kleene resume calls it again".to_owned(),
+            }),
+            _ => interrupted_calls(evidence.task(id).map_or(&[], |t| t.interrupted_attempts())),
         };
         rows.push((id.clone(), status_word(status.as_ref()), calls, fixes, why));
     }
@@ -54,6 +57,7 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
             "workspace": info.workspace,
             "evidence_digest": evidence.digest().to_string(),
             "complete": summary.is_complete(),
+            "writer": writer,
             "tasks": tasks,
             "workspace_differences": workspace_differences,
             "journal_torn_tail": torn,
@@ -102,6 +106,22 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
             Exit::Halted
         },
     )
+}
+
+/// The calls of a task that were interrupted, in words (`None` for none).
+fn interrupted_calls(calls: &[u32]) -> Option<String> {
+    match calls {
+        [] => None,
+        [call] => Some(format!("call {call} was interrupted")),
+        calls => Some(format!(
+            "calls {} were interrupted",
+            calls
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
 }
 
 /// `kleene audit`.

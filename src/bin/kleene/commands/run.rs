@@ -184,7 +184,9 @@ pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
     let mut rep = rep;
     if let Some(evidence) = bound_evidence(&state, &info, key.as_ref())? {
         check_copies(&state, &loaded, &evidence)?;
-        for found in crate::projection::differences(&evidence, &info.workspace) {
+        // A file missing is one an interrupted run never wrote; one changed is named.
+        let differences = crate::projection::differences(&evidence, &info.workspace);
+        for found in differences.iter().filter(|d| !d.ends_with(" is missing")) {
             rep.say(&format!(
                 "note: the workspace's {found}; it is written again from the run's record"
             ));
@@ -375,9 +377,12 @@ fn execute(
     // Group commit: one sync per task instead of two; every event is still durable before the
     // next command runs (which starts its shell while the sync is under way, held until it
     // returns), and an unsynced settlement is only ever replayed (allow), never lost.
+    // A task's `accepted` is printed only once the journal holds it durably: a full disk
+    // or a crash must not take back a line already printed.
     let batch = loaded
         .batch(channel)
         .with_group_commit(true)
+        .with_durable_observation(true)
         .with_recovery(info.batch_recovery);
     let mut fixes = BTreeMap::new();
     // One worker per slot, each with its own stage; the threaded driver reserves the lowest
