@@ -81,20 +81,33 @@ pub fn project(
     Ok(())
 }
 
-/// Every accepted file of `evidence` that `workspace` does not hold as accepted: missing, a
-/// link or something other than a regular file, or other bytes. Each is named with what is
-/// wrong, in path order; nothing is written. A workspace that does not exist (never written,
-/// or removed whole) has none; one that cannot be opened is the one difference.
-pub fn differences(evidence: &BatchEvidence, workspace: &Path) -> Vec<String> {
+/// What a workspace holds otherwise than accepted ([`differences`]).
+#[derive(Debug, Default)]
+pub struct Differences {
+    /// Accepted files (or directories of them) that are not there: never written (a run
+    /// stopped before its workspace was), or removed.
+    pub missing: Vec<String>,
+    /// Accepted files that are there otherwise: a link, not a regular file, other bytes, or
+    /// unreadable; each with what is wrong.
+    pub changed: Vec<String>,
+}
+
+/// Every accepted file of `evidence` that `workspace` does not hold as accepted, in path
+/// order; nothing is written. A workspace that does not exist (never written, or removed
+/// whole) has nothing missing or changed; one that cannot be opened is the one change.
+pub fn differences(evidence: &BatchEvidence, workspace: &Path) -> Differences {
+    let mut found = Differences::default();
     let root = match rustix::fs::open(
         workspace,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     ) {
         Ok(root) => root,
-        // Never written, or removed whole: `resume` writes it; nothing in it was changed.
-        Err(Errno::NOENT) => return Vec::new(),
-        Err(e) => return vec![format!("{}: {e}", workspace.display())],
+        Err(Errno::NOENT) => return found,
+        Err(e) => {
+            found.changed.push(format!("{}: {e}", workspace.display()));
+            return found;
+        }
     };
     let mut tree = Tree::default();
     for (_, output) in evidence.accepted_outputs() {
@@ -102,13 +115,12 @@ pub fn differences(evidence: &BatchEvidence, workspace: &Path) -> Vec<String> {
             tree.insert(path.as_str(), content);
         }
     }
-    let mut found = Vec::new();
     differences_below(&root, "", &tree, &mut found);
     found
 }
 
 /// Adds to `found` what directory `at` (the workspace's `prefix`) lacks of `tree`.
-fn differences_below(at: &OwnedFd, prefix: &str, tree: &Tree<'_>, found: &mut Vec<String>) {
+fn differences_below(at: &OwnedFd, prefix: &str, tree: &Tree<'_>, found: &mut Differences) {
     let joined = |name: &str| {
         if prefix.is_empty() {
             name.to_owned()
@@ -120,13 +132,11 @@ fn differences_below(at: &OwnedFd, prefix: &str, tree: &Tree<'_>, found: &mut Ve
         let path = joined(name);
         match rustix::fs::openat(at, *name, DIRECTORY, Mode::empty()) {
             Ok(fd) => differences_below(&fd, &path, child, found),
-            Err(Errno::NOENT) => found.push(format!("{path}/ is missing")),
-            Err(Errno::NOTDIR | Errno::LOOP) => {
-                found.push(format!(
-                    "{path} is a link or a file, not the accepted directory"
-                ));
-            }
-            Err(e) => found.push(format!("{path}: {e}")),
+            Err(Errno::NOENT) => found.missing.push(format!("{path}/")),
+            Err(Errno::NOTDIR | Errno::LOOP) => found.changed.push(format!(
+                "{path} is a link or a file, not the accepted directory"
+            )),
+            Err(e) => found.changed.push(format!("{path}: {e}")),
         }
     }
     for (name, content) in &tree.files {
@@ -138,21 +148,22 @@ fn differences_below(at: &OwnedFd, prefix: &str, tree: &Tree<'_>, found: &mut Ve
             Mode::empty(),
         );
         let why = match opened {
-            Err(Errno::NOENT) => Some("is missing".to_owned()),
-            Err(Errno::LOOP) => Some("is a link".to_owned()),
-            Err(e) => Some(format!("cannot be read: {e}")),
+            Err(Errno::NOENT) => {
+                found.missing.push(path);
+                continue;
+            }
+            Err(Errno::LOOP) => "is a link".to_owned(),
+            Err(e) => format!("cannot be read: {e}"),
             Ok(fd) => match rustix::fs::fstat(&fd) {
                 Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile => {
-                    Some("is not a regular file".to_owned())
+                    "is not a regular file".to_owned()
                 }
-                Ok(_) if reads_as(fd, content) => None,
-                Ok(_) => Some("differs from its accepted bytes".to_owned()),
-                Err(e) => Some(format!("cannot be read: {e}")),
+                Ok(_) if reads_as(fd, content) => continue,
+                Ok(_) => "differs from its accepted bytes".to_owned(),
+                Err(e) => format!("cannot be read: {e}"),
             },
         };
-        if let Some(why) = why {
-            found.push(format!("{path} {why}"));
-        }
+        found.changed.push(format!("{path} {why}"));
     }
 }
 

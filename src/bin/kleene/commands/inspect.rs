@@ -19,7 +19,10 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let key = env_journal_key(&state)?;
     let (info, loaded, evidence) = load_evidence(&state, key.as_ref())?;
     let summary = evidence.summary();
-    let workspace_differences = crate::projection::differences(&evidence, &info.workspace);
+    let crate::projection::Differences {
+        missing,
+        changed: workspace_differences,
+    } = crate::projection::differences(&evidence, &info.workspace);
     let torn = journal_torn_tail(&state, key.as_ref());
     let fixes = kleene::shell::fixes_by_task(&evidence);
     // A call in flight while a kleene holds the lock is running, not interrupted.
@@ -60,6 +63,7 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
             "writer": writer,
             "tasks": tasks,
             "workspace_differences": workspace_differences,
+            "workspace_missing": missing,
             "journal_torn_tail": torn,
         }));
     } else {
@@ -90,6 +94,14 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
         ));
         if let Some(torn) = &torn {
             rep.say(&format!("note: {torn}"));
+        }
+        if !missing.is_empty() {
+            rep.say(&format!(
+                "note: {} accepted file(s) are not in the workspace yet (first: {}); kleene \
+                 resume writes them",
+                missing.len(),
+                missing[0]
+            ));
         }
         if !workspace_differences.is_empty() {
             rep.say(&format!(

@@ -185,8 +185,7 @@ pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
     if let Some(evidence) = bound_evidence(&state, &info, key.as_ref())? {
         check_copies(&state, &loaded, &evidence)?;
         // A file missing is one an interrupted run never wrote; one changed is named.
-        let differences = crate::projection::differences(&evidence, &info.workspace);
-        for found in differences.iter().filter(|d| !d.ends_with(" is missing")) {
+        for found in crate::projection::differences(&evidence, &info.workspace).changed {
             rep.say(&format!(
                 "note: the workspace's {found}; it is written again from the run's record"
             ));
