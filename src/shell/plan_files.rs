@@ -24,7 +24,7 @@
 //! bounded ([`MAX_PLAN_FILES`], [`MAX_PLAN_FILE_BYTES`]) so that a plan placed at the root
 //! of a large tree is refused, naming its largest files, before anything runs.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ffi::{CStr, CString};
 use std::fmt;
 use std::io::{self, Read as _};
@@ -164,6 +164,14 @@ impl PlanFiles {
     /// empty), leaving out `skip` (directories kleene writes: the state directory, the
     /// workspace), any `.git` directory and whatever `scratch` matches.
     ///
+    /// What the project tracks decides the rest. In a git work tree only the files git
+    /// tracks or would track are taken (`git ls-files --cached --others --exclude-standard`:
+    /// `.gitignore` is honoured, so a build directory or a virtualenv it names is never
+    /// opened). Everywhere, a directory that marks itself as a cache (`CACHEDIR.TAG`, as
+    /// cargo's `target/` does) or holds a Python virtualenv (`pyvenv.cfg`) is left out, and
+    /// so is a file this process is writing as its standard output or error (`kleene run
+    /// plan.json > run.out` never binds `run.out`).
+    ///
     /// # Errors
     ///
     /// [`PlanFilesError`] when a file cannot be read, is a symlink or special file, has a name
@@ -192,6 +200,8 @@ impl PlanFiles {
                 .filter_map(|p| std::path::absolute(p).ok())
                 .collect(),
             scratch: Scratch::new(scratch.iter()),
+            tracked: Tracked::by_git(&root),
+            own_outputs: own_outputs(),
             found: Vec::new(),
             listed_bytes: 0,
             read_bytes: 0,
@@ -395,6 +405,10 @@ struct Collector<'a> {
     inputs: &'a [PathGlob],
     skip: Vec<PathBuf>,
     scratch: Scratch,
+    /// In a git work tree, what git tracks or would track: nothing else is taken.
+    tracked: Option<Tracked>,
+    /// This process's standard output and error, by device and inode, where they are files.
+    own_outputs: Vec<(u64, u64)>,
     found: Vec<Collected>,
     /// What the descriptors said the files held, for the refusal's figures.
     listed_bytes: u64,
@@ -458,6 +472,11 @@ impl Collector<'_> {
                     || self.skip.iter().any(|s| skipped(s, &path))
                     || is_state_dir(&path)
                     || self.scratch.covers_dir(&rel)
+                    || self
+                        .tracked
+                        .as_ref()
+                        .is_some_and(|t| !t.dirs.contains(&rel))
+                    || is_cache_or_virtualenv(fd, &name)
                 {
                     continue;
                 }
@@ -491,6 +510,14 @@ impl Collector<'_> {
             }
             // A file the plan leaves out is never opened, whatever it is or is named.
             if !self.inputs.is_empty() && !self.inputs.iter().any(|g| g.matches(&rel)) {
+                continue;
+            }
+            if self
+                .tracked
+                .as_ref()
+                .is_some_and(|t| !t.files.contains(&rel))
+                || self.own_outputs.contains(&(st.st_dev, st.st_ino))
+            {
                 continue;
             }
             if self.scratch.is_scratch(&rel) {
@@ -616,6 +643,90 @@ impl Collector<'_> {
         }
         Ok(files)
     }
+}
+
+/// The files (and every directory on the way to one) git tracks or would track below a
+/// plan's directory, relative to it.
+struct Tracked {
+    files: HashSet<String>,
+    dirs: HashSet<String>,
+}
+
+impl Tracked {
+    /// What git says of `dir`, or `None` where it says nothing (no git, not a work tree, a
+    /// repository it refuses to read): the directory is then taken as it is.
+    fn by_git(dir: &Path) -> Option<Self> {
+        // No hook, filter or fsmonitor of the repository's own configuration runs for a
+        // listing; `-z` keeps any name whole.
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args([
+                "-c",
+                "core.fsmonitor=false",
+                "-c",
+                "core.quotepath=off",
+                "ls-files",
+                "-z",
+                "--cached",
+                "--others",
+                "--exclude-standard",
+                "--",
+                ".",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let mut tracked = Self {
+            files: HashSet::new(),
+            dirs: HashSet::new(),
+        };
+        for name in out.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+            let name = String::from_utf8_lossy(name).into_owned();
+            let mut at = 0;
+            while let Some(slash) = name[at..].find('/') {
+                tracked.dirs.insert(name[..at + slash].to_owned());
+                at += slash + 1;
+            }
+            tracked.files.insert(name);
+        }
+        Some(tracked)
+    }
+}
+
+/// Whether directory `name` in `dir` marks itself as a cache (`CACHEDIR.TAG`) or is a Python
+/// virtualenv (`pyvenv.cfg`): build output and installed packages, never a plan's input.
+fn is_cache_or_virtualenv(dir: &OwnedFd, name: &CStr) -> bool {
+    let Ok(child) = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    ["CACHEDIR.TAG", "pyvenv.cfg"]
+        .iter()
+        .any(|marker| rustix::fs::statat(&child, *marker, AtFlags::SYMLINK_NOFOLLOW).is_ok())
+}
+
+/// This process's standard output and error, by device and inode, where they are regular
+/// files: output redirected beside the plan is kleene's own writing, never its input.
+fn own_outputs() -> Vec<(u64, u64)> {
+    use std::os::fd::AsFd as _;
+    [
+        rustix::fs::fstat(std::io::stdout().as_fd()),
+        rustix::fs::fstat(std::io::stderr().as_fd()),
+    ]
+    .into_iter()
+    .filter_map(Result::ok)
+    .filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+    .map(|st| (st.st_dev, st.st_ino))
+    .collect()
 }
 
 const SYMLINK: &str = "it is a symlink (kleene copies files, never links)";
@@ -996,6 +1107,61 @@ mod tests {
                 Err(e) => panic!("{e}"),
             },
         );
+    }
+
+    fn git(dir: &Path, args: &[&str]) {
+        let status = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
+
+    /// In a git work tree what git tracks or would track is taken, and nothing it ignores is
+    /// opened: a 12 MiB ignored build directory and an ignored virtualenv refuse nothing.
+    #[test]
+    fn in_a_git_work_tree_what_git_ignores_is_never_taken() {
+        let dir = tree(&[
+            ("plan.json", "{}"),
+            ("src/lib.rs", "pub fn f() {}"),
+            (".gitignore", "/build/\n/venv/\n"),
+            ("notes.txt", "untracked, not ignored"),
+            ("venv/lib/site.py", "x"),
+        ]);
+        std::fs::create_dir(dir.path().join("build")).unwrap();
+        std::fs::write(dir.path().join("build/big.bin"), vec![0u8; 12 << 20]).unwrap();
+        if std::process::Command::new("git")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipped: no git here");
+            return;
+        }
+        git(dir.path(), &["init", "-q"]);
+        git(dir.path(), &["add", "plan.json", "src/lib.rs", ".gitignore"]);
+        let files = PlanFiles::collect(dir.path(), &[], &[], &[]).unwrap();
+        assert_eq!(
+            paths(&files),
+            [".gitignore", "notes.txt", "plan.json", "src/lib.rs"]
+        );
+    }
+
+    /// Outside git, a directory that marks itself as a cache or is a virtualenv is left out.
+    #[test]
+    fn a_cache_directory_and_a_virtualenv_are_never_taken() {
+        let dir = tree(&[
+            ("plan.json", "{}"),
+            ("target/CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55"),
+            ("target/debug/app", "binary"),
+            (".venv/pyvenv.cfg", "home = /usr/bin"),
+            (".venv/lib/site.py", "x"),
+        ]);
+        let files = PlanFiles::collect(dir.path(), &[], &[], &[]).unwrap();
+        assert_eq!(paths(&files), ["plan.json"]);
     }
 
     #[test]

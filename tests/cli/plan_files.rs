@@ -214,3 +214,63 @@ fn what_resume_cannot_carry_is_named_with_why() {
         assert!(err.contains(named), "{named}: {err}");
     }
 }
+
+/// A plan at the root of a project in git, with a 12 MiB build directory and a virtualenv
+/// that `.gitignore` names: run with the output redirected into the project, then resume
+/// with it redirected there again: nothing the commands never read is bound or refused.
+#[test]
+fn a_project_root_binds_what_git_tracks_and_never_kleenes_own_output() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?}");
+    };
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no git here");
+        return;
+    }
+    let plan = scripted(dir, "mkdir -p app && echo ok > app/model.txt\n");
+    std::fs::write(dir.join(".gitignore"), "/build/\n/.venv/\n/st/\n").unwrap();
+    std::fs::create_dir_all(dir.join("build")).unwrap();
+    std::fs::write(dir.join("build/big.bin"), vec![0u8; 12 << 20]).unwrap();
+    std::fs::create_dir_all(dir.join(".venv/lib")).unwrap();
+    std::fs::write(dir.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    let log = |name: &str| std::fs::File::create(dir.join(name)).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kleene"))
+        .current_dir(dir)
+        .args(["run", plan.to_str().unwrap(), "--state", "st"])
+        .stdout(log("run.out"))
+        .stderr(log("run.err"))
+        .status()
+        .unwrap();
+    let said = std::fs::read_to_string(dir.join("run.out")).unwrap()
+        + &std::fs::read_to_string(dir.join("run.err")).unwrap();
+    assert_eq!(out.code(), Some(0), "{said}");
+    let manifest = std::fs::read_to_string(dir.join("st/plan-files.json")).unwrap();
+    for never in ["run.out", "run.err", "build/", ".venv/"] {
+        assert!(!manifest.contains(never), "{never} bound: {manifest}");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kleene"))
+        .current_dir(dir)
+        .args(["resume", "--state", "st"])
+        .stdout(log("resume.out"))
+        .stderr(log("run.err"))
+        .status()
+        .unwrap();
+    let said = std::fs::read_to_string(dir.join("resume.out")).unwrap()
+        + &std::fs::read_to_string(dir.join("run.err")).unwrap();
+    assert_eq!(out.code(), Some(0), "{said}");
+}
