@@ -442,6 +442,11 @@ impl PlannedTask {
         self
     }
 
+    /// Whether `path` is one of the task's owned paths or lies below one.
+    pub fn owns(&self, path: &AdmittedPath) -> bool {
+        self.owned_paths.iter().any(|owned| path.starts_with(owned))
+    }
+
     /// The owned paths that `files` does not write: an owned path is written when `files`
     /// has it or any path beneath it (a directory is written by any file in it). In the
     /// order of [`owned_paths`](Self::owned_paths).

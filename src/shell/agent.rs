@@ -29,7 +29,7 @@
 //! cannot run (missing, not executable, timed out) is an infrastructure failure, and an
 //! interrupt cancels the call: neither is ever handed to a fixer.
 
-use foldhash::HashMap;
+use foldhash::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
@@ -184,16 +184,32 @@ impl<'a> ShellAgent<'a> {
             });
             digests.push(Arc::clone(files));
         }
-        let staged = inputs
+        // The plan's base under everything: a prerequisite's accepted file at one of its
+        // paths is the one staged.
+        let base = self
+            .rt
+            .base_files()
+            .map_err(|e| unavailable("read the plan's files", e))?;
+        let accepted: HashSet<&AdmittedPath> = inputs
             .iter()
-            .zip(&digests)
-            .flat_map(|((_, output), digests)| {
-                output
-                    .files()
+            .flat_map(|(_, output)| output.files().keys())
+            .collect();
+        let staged = base
+            .iter()
+            .filter(|(path, _, _)| !accepted.contains(path))
+            .map(|(path, content, d)| StageInput::with_digest(path, content, *d))
+            .chain(
+                inputs
                     .iter()
-                    .zip(digests.iter())
-                    .map(|((path, content), d)| StageInput::with_digest(path, content, *d))
-            });
+                    .zip(&digests)
+                    .flat_map(|((_, output), digests)| {
+                        output
+                            .files()
+                            .iter()
+                            .zip(digests.iter())
+                            .map(|((path, content), d)| StageInput::with_digest(path, content, *d))
+                    }),
+            );
         if let Some(spare) = self.spare.take() {
             let inputs: Vec<StageInput<'_>> = staged.collect();
             match spare.reuse(&self.rt.store, inputs.iter().copied()) {
@@ -362,7 +378,29 @@ impl BatchAgent for ShellAgent<'_> {
             .map_err(|e| unavailable("kleene could not write its own files", e))?;
         self.last_record = Some(record.clone());
         let refusal = changes.refusal_summary();
-        let candidate = Candidate::new(changes.into_written());
+        let deleted: HashSet<AdmittedPath> = changes.deleted().iter().cloned().collect();
+        let mut written = changes.into_written();
+        // What the task owns of the plan's base and left as it was is its output too: it
+        // owns those files, and what it leaves there is what it stands behind (a task that
+        // finds its file already right changes nothing and is still accepted with it). A
+        // prerequisite's accepted file at the path was staged instead, and is not the base.
+        if let Ok(base) = self.rt.base_files() {
+            let accepted: HashSet<&AdmittedPath> = call
+                .inputs()
+                .into_iter()
+                .flat_map(|(_, output)| output.files().keys())
+                .collect();
+            for (path, content, _) in base.iter() {
+                if task.owns(path)
+                    && !written.contains_key(path)
+                    && !deleted.contains(path)
+                    && !accepted.contains(path)
+                {
+                    written.insert(path.clone(), content.clone());
+                }
+            }
+        }
+        let candidate = Candidate::new(written);
         let missing: Vec<&str> = task
             .unwritten_owned_paths(candidate.files())
             .into_iter()

@@ -43,7 +43,7 @@ pub use plan_files::{
     MAX_PLAN_FILE_BYTES, MAX_PLAN_FILES, PlanFiles, PlanFilesError, PlanFilesManifest,
 };
 pub use planfile::{
-    Check, LoadError, PLAN_KEYS, PlanBinding, Pos, ShellPlan, TASK_KEYS, TaskCommands,
+    Base, Check, LoadError, PLAN_KEYS, PlanBinding, Pos, ShellPlan, TASK_KEYS, TaskCommands,
     describe_changes, merges,
 };
 pub use runtime::{

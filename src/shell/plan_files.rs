@@ -269,6 +269,27 @@ impl PlanFiles {
         Ok(())
     }
 
+    /// These files with the bytes of every one not held here read from the copy in `dir`,
+    /// each checked against its digest (as [`verify_copy`](Self::verify_copy) checks them).
+    ///
+    /// # Errors
+    ///
+    /// [`PlanFilesError::Mismatch`] or [`PlanFilesError::Io`] naming the first file that
+    /// differs or cannot be read.
+    pub fn with_bytes_from(mut self, dir: &Path) -> Result<Self, PlanFilesError> {
+        let missing: Vec<AdmittedPath> = self
+            .digests
+            .keys()
+            .filter(|p| !self.bytes.contains_key(*p))
+            .cloned()
+            .collect();
+        for path in missing {
+            let bytes = read_bounded(&dir.join(path.as_str()), MAX_PLAN_FILE_BYTES)?;
+            self.add_bytes(&path, bytes)?;
+        }
+        Ok(self)
+    }
+
     /// These files, less any whose path `other` does not name (to compare the files a
     /// run bound with the same paths as they are now, ignoring files added since).
     pub fn only_paths_of(&self, other: &PlanFiles) -> PlanFiles {
@@ -1142,7 +1163,10 @@ mod tests {
             return;
         }
         git(dir.path(), &["init", "-q"]);
-        git(dir.path(), &["add", "plan.json", "src/lib.rs", ".gitignore"]);
+        git(
+            dir.path(),
+            &["add", "plan.json", "src/lib.rs", ".gitignore"],
+        );
         let files = PlanFiles::collect(dir.path(), &[], &[], &[]).unwrap();
         assert_eq!(
             paths(&files),
@@ -1155,7 +1179,10 @@ mod tests {
     fn a_cache_directory_and_a_virtualenv_are_never_taken() {
         let dir = tree(&[
             ("plan.json", "{}"),
-            ("target/CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55"),
+            (
+                "target/CACHEDIR.TAG",
+                "Signature: 8a477f597d28d172789f06886806bc55",
+            ),
             ("target/debug/app", "binary"),
             (".venv/pyvenv.cfg", "home = /usr/bin"),
             (".venv/lib/site.py", "x"),

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use super::agent::{ShellAgent, unavailable};
@@ -24,9 +24,11 @@ use crate::batch::{
     machine::Dispatch,
 };
 use crate::closure::{ClosureRecord, RecoveryPolicy, Severity, step::Session};
-use crate::id::{ChannelId, IdError, TaskId, ValidatorId};
+use crate::id::{ChannelId, Digest, IdError, TaskId, ValidatorId};
+use crate::plan::AdmittedPath;
 use crate::process::{self, Containment, GroupRecords, Interrupt};
 use crate::stage::{ObjectStore, StageError};
+use crate::text::Chain;
 
 /// The recovery depth a shell run allows by default.
 pub const DEFAULT_MAX_DEPTH: u32 = 3;
@@ -189,7 +191,12 @@ pub struct ShellRuntime {
     /// Stages made so far, naming each one apart when commands can outlive their calls (a
     /// stage a call may still be writing into is never handed on, and never named again).
     pub(super) stages_made: AtomicU64,
+    /// The files every call's stage starts from (the plan's base), read once.
+    base: OnceLock<Result<Arc<BaseFiles>, String>>,
 }
+
+/// The files of a plan's base, by path, with their bytes and digests.
+pub(super) type BaseFiles = Vec<(AdmittedPath, Vec<u8>, Digest)>;
 
 impl ShellRuntime {
     /// The runtime of `plan`, keeping its objects, stages, specs and build cache under
@@ -240,7 +247,36 @@ impl ShellRuntime {
             leave_last_stages: false,
             quiet_stages: Mutex::new(Vec::new()),
             stages_made: AtomicU64::new(0),
+            base: OnceLock::new(),
         })
+    }
+
+    /// The files every call's stage starts from: none for a plan whose base is
+    /// [`Base::Empty`](super::Base::Empty) or that binds no files; otherwise every file the
+    /// plan binds, its bytes held by the plan or read from the plan's directory
+    /// ([`with_plan_dir`](Self::with_plan_dir)) and checked against their digests.
+    pub(super) fn base_files(&self) -> Result<Arc<BaseFiles>, String> {
+        self.base
+            .get_or_init(|| {
+                let files = match (self.plan.base(), self.plan.files()) {
+                    (super::Base::Project, Some(files)) => files.clone(),
+                    _ => return Ok(Arc::new(Vec::new())),
+                };
+                let files = files
+                    .with_bytes_from(&self.plan_dir)
+                    .map_err(|e| Chain(&e).to_string())?;
+                Ok(Arc::new(
+                    files
+                        .iter()
+                        .filter_map(|(path, digest)| {
+                            files
+                                .bytes(path)
+                                .map(|b| (path.clone(), b.to_vec(), *digest))
+                        })
+                        .collect(),
+                ))
+            })
+            .clone()
     }
 
     /// Commands find the plan's files in `dir` (`KLEENE_PLAN_DIR`, made absolute).

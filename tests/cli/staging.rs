@@ -268,6 +268,19 @@ fn a_stage_holds_exactly_the_transitive_prerequisites_outputs() {
     let out = run(tmp.path(), &plan);
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
     let files = std::fs::read_to_string(tmp.path().join("st/workspace/app/files.txt")).unwrap();
+    // The plan's base (here the plan file itself) lies under the prerequisites' outputs.
+    assert_eq!(files, "./app/MODULE\n./app/model.txt\n./plan.json\n");
+    // With an empty base, the prerequisites' outputs alone.
+    let mut text: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    text["base"] = json!("empty");
+    std::fs::write(&plan, text.to_string()).unwrap();
+    let out = kleene(tmp.path())
+        .args(["run", plan.to_str().unwrap(), "--state", "st", "--restart"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    let files = std::fs::read_to_string(tmp.path().join("st/workspace/app/files.txt")).unwrap();
     assert_eq!(files, "./app/MODULE\n./app/model.txt\n");
 }
 

@@ -48,7 +48,21 @@ pub use error::LoadError;
 pub const TASK_KEYS: [&str; 5] = ["run", "checks", "fix", "timeout_secs", "scratch"];
 
 /// The keys of the plan object that belong to shell plans.
-pub const PLAN_KEYS: [&str; 2] = ["scratch", "inputs"];
+pub const PLAN_KEYS: [&str; 3] = ["scratch", "inputs", "base"];
+
+/// What every call's stage starts from, beside its prerequisites' accepted files (the plan
+/// key `base`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Base {
+    /// The project's files the plan binds (what git tracks beside the plan, or the files
+    /// there): a task changes an existing repository in place, in its stage.
+    #[default]
+    Project,
+    /// Nothing: a plan that builds its project from nothing.
+    Empty,
+}
 
 /// The JSON each command key holds, for messages (`key[]`: one entry of the array `key`),
 /// as [`explain_value_error`] takes them.
@@ -72,6 +86,7 @@ const SHAPES: &[(&str, &str)] = &[
     ("scratch[]", r#"a glob such as "target/**""#),
     ("inputs", r#"an array of globs such as ["tasks/**"]"#),
     ("inputs[]", r#"a glob such as "tasks/**""#),
+    ("base", r#"one of "project", "empty""#),
 ];
 
 const EXTENSIONS: Extensions<'static> = Extensions {
@@ -205,6 +220,7 @@ pub struct ShellPlan {
     commands: BTreeMap<TaskId, TaskCommands>,
     scratch: Vec<PathGlob>,
     inputs: Option<Vec<PathGlob>>,
+    base: Base,
     files: Option<PlanFiles>,
     text: String,
 }
@@ -247,6 +263,12 @@ impl ShellPlan {
     /// scratch glob and plan file.
     pub fn plan(&self) -> &ValidatedPlan {
         &self.plan
+    }
+
+    /// What every call's stage starts from beside its prerequisites' accepted files: the
+    /// plan's files ([`Base::Project`], the default) or nothing.
+    pub fn base(&self) -> Base {
+        self.base
     }
 
     /// The plan file's text, as it was read.
@@ -347,6 +369,10 @@ fn build(file: &Path, text: &str, files: Files<'_>) -> Result<ShellPlan, LoadErr
         Some(value) => Some(reader.globs("-", "inputs", value)?),
         None => None,
     };
+    let base = match draft.extensions.get("base") {
+        Some(value) => reader.parse("-", "base", value)?,
+        None => Base::default(),
+    };
     let mut commands = BTreeMap::new();
     for task in &draft.tasks {
         if let Some(c) = reader.commands(task)? {
@@ -403,6 +429,7 @@ fn build(file: &Path, text: &str, files: Files<'_>) -> Result<ShellPlan, LoadErr
         commands,
         scratch,
         inputs,
+        base,
         files,
         text: text.to_owned(),
     })
