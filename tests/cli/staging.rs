@@ -1532,7 +1532,7 @@ fn readers_leave_a_torn_tail_alone_and_resume_cuts_it() {
         // Named, as what the journal holds beyond its last whole record, but never cut.
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", both(&out));
         assert!(
-            both(&out).contains("37 byte(s) at byte") && both(&out).contains("no whole record"),
+            both(&out).contains("37 bytes at byte") && both(&out).contains("no whole record"),
             "{args:?}: {}",
             both(&out)
         );

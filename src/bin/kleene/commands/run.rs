@@ -26,7 +26,7 @@ use crate::state::StateDir;
 use kleene::batch::JournalKey;
 use kleene::error::Chain;
 use kleene::process::{self, Containment, GroupRecords, Interrupt};
-use kleene::shell::{ShellPlan, ShellRuntime, describe_changes, merges};
+use kleene::shell::{ShellPlan, ShellRuntime, counted, describe_changes, merges};
 
 use super::{
     Failure, Outcome, absolute, check_copies, journal_key, read_journal, read_plan, signing_key,
@@ -399,8 +399,10 @@ fn execute(
     for (_, torn) in journal.repairs() {
         report().say(&format!(
             "note: the journal ended in a record cut short by an earlier crash; removed its \
-             {} byte(s) at byte {} ({})",
-            torn.discarded, torn.offset, torn.cause
+             {} at byte {} ({})",
+            counted(torn.discarded, "byte", "bytes"),
+            torn.offset,
+            torn.cause
         ));
     }
     // The stages the last calls handed on, which nothing a command started writes into any
@@ -478,10 +480,12 @@ fn finish(
     });
     let dir = state.root().display();
     if complete {
-        rep.say(&format!(
-            "all {} tasks accepted; next: kleene accept --state {dir}",
-            summary.accepted
-        ));
+        // "all 1 task accepted" reads wrong.
+        let accepted = match summary.accepted {
+            1 => "1 task accepted".to_owned(),
+            n => format!("all {n} tasks accepted"),
+        };
+        rep.say(&format!("{accepted}; next: kleene accept --state {dir}"));
         Ok(Exit::Ok)
     } else {
         for id in plan.topological_order() {
