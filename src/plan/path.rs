@@ -27,7 +27,8 @@
 //! 3. no backslash (so no `\\server` UNC prefix and no Windows separators);
 //! 4. relative: no leading `/` (which also covers `//server`) and no leading `~`;
 //! 5. no colon (drive prefixes such as `C:` and NTFS stream names such as `a:b`);
-//! 6. no empty component (`a//b`, a trailing `/`), no `.` component and no `..` component;
+//! 6. no empty component (`a//b`; a trailing `/` is named as such), no `.` component and no
+//!    `..` component;
 //! 7. no glob metacharacter `* ? [ ] { }`;
 //! 8. not secret-like (see [`PathError::SecretLike`]), unless the whole path is exactly
 //!    [`SECRETS_MANIFEST_PATH`].
@@ -128,8 +129,8 @@ pub enum PathError {
         /// Its byte offset.
         index: usize,
     },
-    /// The path had an empty component (`a//b`, a trailing `/`) or a `.` component, so it
-    /// is not in normal form.
+    /// The path had an empty component (`a//b`) or a `.` component, so it is not in normal
+    /// form. A trailing `/` is [`PathError::TrailingSlash`].
     #[error(
         "admit path {path}: component {index} is empty or `.`, the path is not normalised",
         path = quoted(.path)
@@ -139,6 +140,20 @@ pub enum PathError {
         path: String,
         /// The zero-based index of the offending component.
         index: usize,
+    },
+    /// The path ended in `/` (`app/`): a directory is named without it, and a directory
+    /// path already covers every file beneath it. Its own variant, although the rule is the
+    /// normal-form rule ([`rule`](Self::rule) says `not_normalised`), because "component 2
+    /// is empty" does not point at a slash the author wrote to mean "the directory".
+    #[error(
+        "admit path {path}: ends in '/'; write {dir} for the directory and every file \
+         beneath it, or name the files",
+        path = quoted(.path),
+        dir = quoted(.path.trim_end_matches('/'))
+    )]
+    TrailingSlash {
+        /// The refused path.
+        path: String,
     },
     /// The path had a `..` component.
     #[error("admit path {path}: component {index} is `..` (traversal)", path = quoted(.path))]
@@ -198,6 +213,7 @@ impl PathError {
             | Self::Absolute { path }
             | Self::DriveOrStream { path, .. }
             | Self::NotNormalised { path, .. }
+            | Self::TrailingSlash { path }
             | Self::Traversal { path, .. }
             | Self::Glob { path, .. }
             | Self::SecretLike { path, .. } => path,
@@ -214,7 +230,8 @@ impl PathError {
             Self::Backslash { .. } => "backslash",
             Self::Absolute { .. } => "absolute",
             Self::DriveOrStream { .. } => "drive_or_stream",
-            Self::NotNormalised { .. } => "not_normalised",
+            // The same rule as any other empty component: rule names stay stable.
+            Self::NotNormalised { .. } | Self::TrailingSlash { .. } => "not_normalised",
             Self::Traversal { .. } => "traversal",
             Self::Glob { .. } => "glob",
             Self::SecretLike { .. } => "secret_like",
@@ -313,8 +330,13 @@ fn check(raw: &str) -> Result<(), PathError> {
             index,
         });
     }
+    let last = raw.split('/').count() - 1;
     for (index, component) in raw.split('/').enumerate() {
         match component {
+            // `app/` (but not `a//`, whose first empty component comes before the end).
+            "" if index == last && index > 0 => {
+                return Err(PathError::TrailingSlash { path: path() });
+            }
             "" | "." => {
                 return Err(PathError::NotNormalised {
                     path: path(),
@@ -470,7 +492,19 @@ pub enum GlobError {
         /// The refused pattern.
         pattern: String,
     },
-    /// A component was empty (`a//b`, a trailing `/`), `.` or `..`.
+    /// The pattern ended in `/` (`target/`): a glob matches files, and `target/**` is the
+    /// one that matches every file beneath the directory, so the error says to write that.
+    #[error(
+        "parse glob `{}`: ends in '/'; write `{}/**` for every file beneath the directory, or \
+         name the files",
+        pattern.escape_debug(), pattern.trim_end_matches('/').escape_debug()
+    )]
+    TrailingSlash {
+        /// The refused pattern.
+        pattern: String,
+    },
+    /// A component was empty (`a//b`), `.` or `..`; a trailing `/` is
+    /// [`GlobError::TrailingSlash`].
     #[error(
         "parse glob `{}`: component {index} is empty, `.` or `..`; write each component as a name or a wildcard", pattern.escape_debug()
     )]
@@ -548,8 +582,8 @@ impl PathGlob {
     ///
     /// # Errors
     ///
-    /// [`GlobError`] naming the pattern and the rule: empty, absolute, an empty, `.` or `..`
-    /// component, a character other than names, `*`, `?` and `/` (backslashes, control
+    /// [`GlobError`] naming the pattern and the rule: empty, absolute, a trailing `/`, an
+    /// empty, `.` or `..` component, a character other than names, `*`, `?` and `/` (backslashes, control
     /// characters, brackets, braces), or `**` inside a component.
     pub fn parse(pattern: &str) -> Result<Self, GlobError> {
         let owned = || pattern.to_owned();
@@ -570,8 +604,13 @@ impl PathGlob {
             });
         }
         let mut segments = Vec::new();
+        let last = pattern.split('/').count() - 1;
         for (index, component) in pattern.split('/').enumerate() {
             match component {
+                // `target/` (but not `a//`, whose first empty component comes before the end).
+                "" if index == last && index > 0 => {
+                    return Err(GlobError::TrailingSlash { pattern: owned() });
+                }
                 "" | "." | ".." => {
                     return Err(GlobError::BadComponent {
                         pattern: owned(),
@@ -739,7 +778,8 @@ mod tests {
             ("../x", "component 0"),
             ("a/../b", "component 1"),
             ("a//b", "component 1"),
-            ("a/", "component 1"),
+            ("a/", "ends in '/'; write `a/**`"),
+            ("a//", "component 1"),
             ("./a", "component 0"),
             ("a\\b", "not supported"),
             ("[ab]", "not supported"),
@@ -749,6 +789,45 @@ mod tests {
             let err = PathGlob::parse(p).unwrap_err();
             assert!(err.to_string().contains(check), "{p}: {err}");
         }
+    }
+
+    #[test]
+    fn a_trailing_slash_is_named_with_what_to_write() {
+        let err = AdmittedPath::admit("src/app/").unwrap_err();
+        assert_eq!(
+            err,
+            PathError::TrailingSlash {
+                path: "src/app/".to_owned()
+            }
+        );
+        let text = err.to_string();
+        assert!(text.contains("ends in '/'"), "{text}");
+        assert!(
+            text.contains("write \"src/app\" for the directory"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("component") && !text.contains("  "),
+            "{text}"
+        );
+        // An earlier problem is still the one named.
+        assert!(matches!(
+            AdmittedPath::admit("a/../"),
+            Err(PathError::Traversal { index: 1, .. })
+        ));
+        assert!(matches!(
+            AdmittedPath::admit("a//"),
+            Err(PathError::NotNormalised { index: 1, .. })
+        ));
+
+        let err = PathGlob::parse("target/").unwrap_err();
+        assert_eq!(
+            err,
+            GlobError::TrailingSlash {
+                pattern: "target/".to_owned()
+            }
+        );
+        assert!(err.to_string().contains("write `target/**`"), "{err}");
     }
 
     fn rule(raw: &str) -> &'static str {

@@ -52,4 +52,4 @@ pub use runtime::{
     session,
 };
 pub use scratch::Scratch;
-pub use text::{calls_and_fixes, fixes_by_task};
+pub use text::{calls_and_fixes, counted, fixes_by_task};

@@ -37,6 +37,7 @@ use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 
 use super::scratch::Scratch;
+use super::text::counted;
 use crate::id::Digest;
 use crate::plan::{AdmittedPath, ExtensionValue, PathGlob};
 use crate::stage::ScratchRule;
@@ -92,10 +93,12 @@ pub enum PlanFilesError {
     },
     /// The files are more than a plan may carry.
     #[error(
-        "the plan's files hold {bytes} bytes in {count} files, more than the {max_bytes} bytes \
-         in {max_count} files a plan may carry; the largest: {largest}. Declare the files the \
-         commands read with the plan key \"inputs\" (globs such as [\"tasks/**\"]), or mark \
-         build output as \"scratch\""
+        "the plan's files hold {} in {}, more than the {max_bytes} bytes in {max_count} files \
+         a plan may carry; the largest: {largest}. Declare the files the commands read with \
+         the plan key \"inputs\" (globs such as [\"tasks/**\"]), or mark build output as \
+         \"scratch\"",
+        counted(*bytes, "byte", "bytes"),
+        counted(*count as u64, "file", "files")
     )]
     TooLarge {
         /// Bytes found.
@@ -641,7 +644,7 @@ impl Collector<'_> {
                 .found
                 .iter()
                 .take(5)
-                .map(|c| format!("{} ({} bytes)", c.rel, c.size))
+                .map(|c| format!("{} ({})", c.rel, counted(c.size, "byte", "bytes")))
                 .collect::<Vec<_>>()
                 .join(", ");
             return Err(PlanFilesError::TooLarge {
@@ -1261,7 +1264,7 @@ mod tests {
         assert!(matches!(err, PlanFilesError::TooLarge { .. }), "{text}");
         assert!(
             text.contains(&format!(
-                "the largest: huge.bin ({MAX_PLAN_FILE_BYTES} bytes), small.sh (1 bytes)"
+                "the largest: huge.bin ({MAX_PLAN_FILE_BYTES} bytes), small.sh (1 byte)"
             )),
             "{text}"
         );

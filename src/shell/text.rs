@@ -31,10 +31,10 @@ pub(crate) fn correction_text(
     let mut text = format!(
         "Corrective call for task {} (batch recovery). Achieve the original task below; its \
          last candidate was refused with the exact rejection after it.\n\n## Original task\n\n{}\n\n\
-         ## Exact rejection\n\n{rejection}\n\n## Refused candidate ({} files)\n\n",
+         ## Exact rejection\n\n{rejection}\n\n## Refused candidate ({})\n\n",
         task.id,
         spec_text(&task.spec),
-        candidate.files().len()
+        counted(candidate.files().len() as u64, "file", "files")
     );
     for path in candidate.files().keys() {
         text.push_str("- ");
@@ -55,6 +55,20 @@ pub fn fixes_by_task(evidence: &BatchEvidence) -> BTreeMap<&TaskId, u32> {
     fixes
 }
 
+/// `n` followed by `one` or `many`, whichever `n` takes: `1 task`, `0 tasks`, `2 entries`.
+/// Every count kleene prints goes through it, so none says `1 tasks`.
+///
+/// ```
+/// assert_eq!(kleene::shell::counted(1, "task", "tasks"), "1 task");
+/// assert_eq!(kleene::shell::counted(3, "entry", "entries"), "3 entries");
+/// ```
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    match n {
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
+    }
+}
+
 /// A task's calls and fixes as a status line shows them: `1 call`, `2 calls, 1 fix`.
 ///
 /// ```
@@ -62,13 +76,9 @@ pub fn fixes_by_task(evidence: &BatchEvidence) -> BTreeMap<&TaskId, u32> {
 /// assert_eq!(kleene::shell::calls_and_fixes(2, 3), "2 calls, 3 fixes");
 /// ```
 pub fn calls_and_fixes(calls: u32, fixes: u32) -> String {
-    let calls = match calls {
-        1 => "1 call".to_owned(),
-        n => format!("{n} calls"),
-    };
+    let calls = counted(u64::from(calls), "call", "calls");
     match fixes {
         0 => calls,
-        1 => format!("{calls}, 1 fix"),
-        n => format!("{calls}, {n} fixes"),
+        n => format!("{calls}, {}", counted(u64::from(n), "fix", "fixes")),
     }
 }

@@ -159,7 +159,7 @@ fn a_moved_run_of_an_earlier_kleene_uses_its_own_workspace() {
     let said = status(tmp.path());
     assert!(said.contains(&own), "{said}");
     assert!(
-        said.contains("2 accepted file(s) are not in the workspace yet (first: billing/)"),
+        said.contains("2 accepted files are not in the workspace yet (first: billing/)"),
         "{said}"
     );
     // Read, never rewritten: run.json keeps the format and path it was written with.

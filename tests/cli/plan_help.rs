@@ -84,11 +84,35 @@ fn help_plan_lists_every_key_and_its_minimal_plan_validates() {
     assert_eq!(code, Some(0), "{stderr}\n{plan}");
     assert!(stdout.contains("is valid: 2 tasks"), "{stdout}");
 
-    // `kleene run --help` ends with the same reference; `-h` stays short.
-    let long = kleene(tmp.path()).args(["run", "--help"]).output().unwrap();
-    assert!(text(&long.stdout).contains(&help.trim_end().to_string()));
-    let short = kleene(tmp.path()).args(["run", "-h"]).output().unwrap();
-    assert!(!text(&short.stdout).contains("----- begin plan -----"));
+    // The rules a path must pass are in the reference, the secret-name rule included.
+    for rule in [
+        "no trailing \"/\"",
+        ".env, id_rsa or credentials",
+        ".pem or .key",
+        "secrets.txt",
+        "security/secrets.yaml is the one exception",
+        "A task\n",
+    ] {
+        let flat = rule.replace('\n', " ");
+        let joined = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            joined.contains(flat.trim()),
+            "`{rule}` is not documented:\n{help}"
+        );
+    }
+
+    // `kleene run --help` shows the run's options and points at the reference instead of
+    // reprinting it; `-h` too.
+    for flag in ["--help", "-h"] {
+        let out = kleene(tmp.path()).args(["run", flag]).output().unwrap();
+        let usage = text(&out.stdout);
+        assert!(out.status.success(), "{usage}");
+        assert!(!usage.contains("----- begin plan -----"), "{usage}");
+        assert!(!usage.contains("Plan file keys"), "{usage}");
+        assert!(usage.contains("--restart"), "{usage}");
+        assert!(usage.contains(": kleene help plan"), "{usage}");
+        assert!(usage.lines().count() < help.lines().count() / 2, "{usage}");
+    }
 
     // `help` still explains commands, and refuses an unknown topic by name.
     let out = kleene(tmp.path())
@@ -288,4 +312,147 @@ fn validate_names_each_task_consolidation_merged() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stderr).matches(note).count(), 1, "{out:?}");
     assert!(!text(&out.stdout).contains(note), "{out:?}");
+}
+
+#[test]
+fn the_minimal_plan_runs_to_acceptance_with_only_a_posix_shell() {
+    let tmp = TempDir::new().unwrap();
+    let plan = minimal_plan(&help_plan(tmp.path()));
+    // Nothing beyond sh and its standard utilities (the old plan needed pytest and ruff).
+    for tool in ["pytest", "ruff", "python", "cargo", "npm"] {
+        assert!(!plan.contains(tool), "{tool} in:\n{plan}");
+    }
+    std::fs::write(tmp.path().join("plan.json"), &plan).unwrap();
+    let out = kleene(tmp.path())
+        .args(["validate", "plan.json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = kleene(tmp.path())
+        .args(["run", "plan.json"])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("all 2 tasks accepted"), "{stdout}");
+    let out = kleene(tmp.path()).args(["accept"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let workspace = tmp.path().join(".kleene/workspace");
+    for file in ["greeting.txt", "copy.txt"] {
+        assert_eq!(
+            std::fs::read_to_string(workspace.join(file)).unwrap(),
+            "hello\n",
+            "{file}"
+        );
+    }
+}
+
+#[test]
+fn a_task_that_owns_paths_without_run_is_refused_before_anything_runs() {
+    let tmp = TempDir::new().unwrap();
+    // As the issue found it: a lane with owned paths and no commands at all.
+    let plan_text = r#"{"tasks": [{"id": "lanes", "owner": "shell", "spec": {"intent": "x"},
+        "owned_paths": ["app/a.txt", "app/b.txt"]}]}"#;
+    let plan = tmp.path().join("plan.json");
+    let msg = refused(
+        plan_text,
+        "task lanes owns \"app/a.txt\" and \"app/b.txt\" but has no \"run\"",
+        None,
+    );
+    assert!(
+        msg.contains("add a \"run\" command that writes them"),
+        "{msg}"
+    );
+    assert!(msg.contains("kleene help plan"), "{msg}");
+
+    // `kleene run` refuses it the same way, before it makes a state directory.
+    std::fs::write(&plan, plan_text).unwrap();
+    let out = kleene(tmp.path())
+        .args(["run", "plan.json", "--state", "st"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("task lanes owns"), "{stderr}");
+    assert!(!tmp.path().join("st").exists());
+
+    // A task that owns nothing may leave `run` out: it runs nothing and is accepted, and a
+    // task after it runs once it is.
+    let plan = r#"{"tasks": [
+        {"id": "ready", "owner": "shell", "spec": {"intent": "a point to wait for"}},
+        {"id": "after", "owner": "shell", "spec": {"intent": "write a"}, "depends_on": ["ready"],
+         "owned_paths": ["a.txt"], "run": "echo a > a.txt"}
+    ]}"#;
+    std::fs::write(tmp.path().join("plan.json"), plan).unwrap();
+    let out = kleene(tmp.path())
+        .args(["run", "plan.json", "--state", "ok"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("all 2 tasks accepted"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn a_trailing_slash_is_named_with_what_to_write_instead() {
+    let plan = one_task(
+        "      \"owner\": \"shell\", \"spec\": {\"intent\": \"x\"}, \"run\": \"true\",\n      \"owned_paths\": [\"src/app/\"]",
+    );
+    let msg = refused(&plan, "ends in '/'", None);
+    assert!(msg.contains("write \"src/app\" for the directory"), "{msg}");
+    assert!(!msg.contains("is empty"), "{msg}");
+
+    let plan = one_task(
+        "      \"owner\": \"shell\", \"spec\": {\"intent\": \"x\"}, \"run\": \"true\",\n      \"scratch\": [\"target/\"]",
+    );
+    let msg = refused(&plan, "ends in '/'", None);
+    assert!(msg.contains("write `target/**`"), "{msg}");
+}
+
+#[test]
+fn one_of_anything_is_counted_in_the_singular() {
+    let tmp = TempDir::new().unwrap();
+    let plan = r#"{"tasks": [{"id": "only", "owner": "shell", "spec": {"intent": "write a"},
+        "owned_paths": ["a.txt"], "run": "echo a > a.txt"}]}"#;
+    std::fs::write(tmp.path().join("plan.json"), plan).unwrap();
+    let mut said = String::new();
+    for args in [
+        &["validate", "plan.json"][..],
+        &["run", "plan.json", "--state", "st"],
+        &["accept", "--state", "st"],
+        &["export", "out.tar", "--state", "st"],
+        &["verify", "out.tar", "--state", "st"],
+        &["audit", "--state", "st"],
+    ] {
+        let out = kleene(tmp.path()).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        said.push_str(&text(&out.stdout));
+        said.push_str(&text(&out.stderr));
+    }
+    for line in [
+        "is valid: 1 task,",
+        "running 1 task on channel",
+        "1 task accepted; next: kleene accept",
+        "accepted 1 file;",
+        "exported 1 file to",
+        "verified 1 file against",
+    ] {
+        assert!(said.contains(line), "`{line}` in:\n{said}");
+    }
+    for noun in [
+        "tasks", "files", "calls", "fixes", "entries", "bytes", "records", "problems",
+    ] {
+        assert!(
+            !said.contains(&format!(" 1 {noun}")),
+            "`1 {noun}` in:\n{said}"
+        );
+    }
 }

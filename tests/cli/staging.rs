@@ -314,6 +314,11 @@ fn resume_refuses_a_changed_plan_file_and_restart_keeps_the_old_run() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
     assert!(tmp.path().join("st.old-1/run.json").exists());
+    // It says where the old run went and how to remove it, once.
+    let said = text(&out.stdout);
+    let line = "set the earlier run aside in st.old-1 (kept for inspection; remove it with \
+                rm -rf st.old-1)";
+    assert_eq!(said.matches(line).count(), 1, "{said}");
     // The run set aside names its own workspace, not the new run's.
     assert_names_its_own_workspace(tmp.path(), "st.old-1");
 }
@@ -1545,7 +1550,7 @@ fn readers_leave_a_torn_tail_alone_and_resume_cuts_it() {
         // Named, as what the journal holds beyond its last whole record, but never cut.
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", both(&out));
         assert!(
-            both(&out).contains("37 byte(s) at byte") && both(&out).contains("no whole record"),
+            both(&out).contains("37 bytes at byte") && both(&out).contains("no whole record"),
             "{args:?}: {}",
             both(&out)
         );

@@ -98,20 +98,20 @@ name its holder); status, audit and verify only read and never change a byte.
 Exit codes: 0 accepted (or done), 1 halted or blocked (the reason is printed),
 2 bad input, 130 interrupted (resume with `kleene resume`).";
 
-/// The example at the end of `kleene run --help` (a macro, for `concat!`).
-macro_rules! run_example {
-    () => {
-        "Example:\n  kleene run examples/demo/plan.json --state .kleene --max-depth 3"
-    };
-}
+/// The end of `kleene run --help`: an example, and where the plan's keys are explained (all
+/// of `kleene help plan` there would bury the run's own options).
+const RUN_AFTER_HELP: &str = "\
+Example:
+  kleene run examples/demo/plan.json --state .kleene --max-depth 3
 
-/// Every key of a plan file, and a minimal plan between the marker lines (a test extracts it
-/// and validates it, so it cannot drift from what the loader accepts). Printed by `kleene help
-/// plan` and at the end of `kleene run --help`. The model's keys are read by the library
-/// (src/plan/load.rs, src/plan/model.rs), the command keys by kleene::shell (src/shell/planfile/mod.rs).
-macro_rules! plan_help {
-    () => {
-        r#"Plan file keys (JSON). * = required; otherwise the default is given.
+Every key of a plan file, and a minimal plan to start from: kleene help plan";
+
+/// Every key of a plan file, and a minimal plan between the marker lines (a test extracts it,
+/// validates it and runs it to acceptance, so it cannot drift from what the loader accepts or
+/// need a tool beyond a POSIX shell). Printed by `kleene help plan`. The model's keys are read
+/// by the library (src/plan/load.rs, src/plan/model.rs), the command keys by kleene::shell
+/// (src/shell/planfile/mod.rs).
+pub const PLAN_HELP: &str = r#"Plan file keys (JSON). * = required; otherwise the default is given.
 
 Top level:
   tasks *            array of task objects  the work, at least one task
@@ -144,8 +144,15 @@ Each task:
                                             (module required), or config or auth (optional)
   depends_on         array of task ids, []  tasks that must be accepted before this one
   owned_paths        array of paths, []     files or directories only this task writes:
-                                            relative, no "..", a directory owns all beneath it,
-                                            no path owned twice or nested in another's
+                                            relative, no "..", no trailing "/" (a directory
+                                            owns all beneath it: write "app", not "app/"), no
+                                            path owned twice or nested in another's. A task
+                                            that owns paths needs `run`. Names that look like
+                                            secrets are refused: a component that starts with
+                                            .env, id_rsa or credentials, ends in .pem or .key,
+                                            or is secret or secrets before its first "."
+                                            (.env.local, secrets.txt, secrets/, any letter
+                                            case); security/secrets.yaml is the one exception
   retry_limit        number, 3              calls after the first when a call fails; a call
                                             refused for the same reason as the one before it
                                             ends the task (recovery_stalled) instead
@@ -154,9 +161,12 @@ Each task:
   origin             string, "planned"      set by normalisation ("synthesized"); do not write
   consolidated_from  array of task ids, []  set by consolidation; do not write
 
-  Commands (what kleene runs for the task; a task without `run` runs nothing):
+  Commands (what kleene runs for the task):
   run                string, none           shell command that does the work and writes the
-                                            task's owned paths (sh -c, in the task's stage)
+                                            task's owned paths (sh -c, in the task's stage).
+                                            Required when the task owns paths or has any
+                                            other command key; a task without it runs nothing
+                                            and is accepted as it is (a step others wait for)
   checks             array of objects, []   validators; a non-zero exit is a failure:
                                             {"id": "tests", "command": "pytest -q"} (both
                                             required), optional "severity": "blocker" (default),
@@ -170,25 +180,20 @@ Each task:
 Persistence tasks of one module are merged into the one with the smallest id (consolidation);
 `kleene validate` names every task it merged. Unknown keys are refused with a suggestion.
 
-A minimal plan (kleene validate accepts it as is):
+A minimal plan (it needs only a POSIX shell; save it as plan.json, kleene run plan.json):
 ----- begin plan -----
 {
-  "scratch": [".pytest_cache/**", "**/__pycache__/**", ".ruff_cache/**"],
   "tasks": [
-    { "id": "setup", "owner": "shell",
-      "spec": {"intent": "write the test configuration"},
-      "owned_paths": ["pytest.ini"], "run": "printf '[pytest]\n' > pytest.ini" },
-    { "id": "tests", "owner": "shell", "depends_on": ["setup"],
-      "spec": {"intent": "the tests pass", "acceptance_criteria": ["pytest exits 0"]},
-      "run": "pytest -q", "checks": [{"id": "lint", "command": "ruff check ."}] }
+    { "id": "greet", "owner": "shell",
+      "spec": {"intent": "write the greeting"},
+      "owned_paths": ["greeting.txt"], "run": "echo hello > greeting.txt" },
+    { "id": "copy", "owner": "shell", "depends_on": ["greet"],
+      "spec": {"intent": "copy the greeting", "acceptance_criteria": ["it says hello"]},
+      "owned_paths": ["copy.txt"], "run": "cp greeting.txt copy.txt",
+      "checks": [{"id": "hello", "command": "grep -q hello copy.txt"}] }
   ]
 }
------ end plan -----"#
-    };
-}
-
-/// See [`plan_help`]; a macro so that `run`'s long help can `concat!` it.
-pub const PLAN_HELP: &str = plan_help!();
+----- end plan -----"#;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -221,10 +226,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a plan file from the start on a new channel.
-    #[command(
-        after_help = run_example!(),
-        after_long_help = concat!(run_example!(), "\n\n", plan_help!())
-    )]
+    #[command(after_help = RUN_AFTER_HELP)]
     Run(RunArgs),
     /// Continue an interrupted run on its own channel.
     #[command(after_help = "Example:\n  kleene resume --state .kleene")]
@@ -338,7 +340,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECS", default_value_t = 600.0)]
     pub timeout: f64,
     /// Start over: move an existing state directory aside to STATE.old-N first (kept for
-    /// inspection) instead of refusing it.
+    /// inspection) instead of refusing it. kleene never removes it: the line it prints names
+    /// the directory and the `rm -rf` that removes it once it is no longer wanted.
     #[arg(long)]
     pub restart: bool,
     /// Kill commands an earlier kleene left running in this state directory instead of

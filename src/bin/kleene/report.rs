@@ -16,6 +16,7 @@ use kleene::batch::{
     BatchEvidence, Rejection, TaskStatus, evidence::EvidenceEvent, evidence::FailureCause,
     evidence::Settlement,
 };
+use kleene::shell::counted;
 use kleene::{
     closure::audit::AuditEvent,
     closure::{GovernanceDecision, record::ClosureFailure, step::ExhaustedBound},
@@ -223,8 +224,13 @@ impl Live {
         let multi = MultiProgress::with_draw_target(target);
         let overall = multi.add(ProgressBar::new(tasks as u64));
         overall.set_style(
-            ProgressStyle::with_template("{bar:30.cyan/blue} {pos}/{len} tasks {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            // The template's noun is fixed text, so it is chosen here: `0/1 task`.
+            ProgressStyle::with_template(if tasks == 1 {
+                "{bar:30.cyan/blue} {pos}/{len} task {msg}"
+            } else {
+                "{bar:30.cyan/blue} {pos}/{len} tasks {msg}"
+            })
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         Self {
             multi,
@@ -448,8 +454,9 @@ pub fn plain(event: &Event) -> String {
             tasks,
             resumed,
         } => format!(
-            "{} {tasks} tasks on channel {channel}",
-            if *resumed { "resuming" } else { "running" }
+            "{} {} on channel {channel}",
+            if *resumed { "resuming" } else { "running" },
+            counted(*tasks as u64, "task", "tasks")
         ),
         Event::TaskStarted { task, call } if *call > 1 => format!("{task}: call {call}"),
         Event::TaskStarted { task, .. } => format!("{task}: started"),
@@ -671,7 +678,10 @@ pub fn detail(event: &AuditEvent) -> String {
             depth,
             fix_attempts,
             ..
-        } => format!("depth {depth}, {fix_attempts} fix attempt(s)"),
+        } => format!(
+            "depth {depth}, {}",
+            counted(u64::from(*fix_attempts), "fix attempt", "fix attempts")
+        ),
         AuditEvent::RecoveryExhausted { depth, bound, .. } => {
             format!("depth {depth}, {}", bound_text(*bound))
         }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::id::TaskId;
-use crate::plan::{PlanLoadError, PlanValidationError, ValidationStage};
+use crate::plan::{AdmittedPath, PlanLoadError, PlanValidationError, ValidationStage};
 use crate::shell::plan_files::PlanFilesError;
 
 use super::Pos;
@@ -11,6 +11,7 @@ use super::Pos;
 /// Why a plan file was refused. Every message names the file; the ones about a place in it
 /// name the line, column, task and field.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// The file could not be read.
     #[error("read plan {}", file.display())]
@@ -86,6 +87,29 @@ pub enum LoadError {
         /// What was wrong, naming the file.
         source: PlanFilesError,
     },
+    /// A task owns paths but has no `run`. Its calls run nothing, so they never write the
+    /// paths it owns, and every one of them would be refused ("owned paths not written"):
+    /// the plan is refused before anything runs. A task that owns nothing may leave `run`
+    /// out (a lane the plan only declares, or a point that others depend on).
+    #[error(
+        "validate plan {}: task {task}{} owns {} but has no \"run\": add a \"run\" command \
+         that writes {} (a task without \"run\" runs nothing, so only a task that owns no \
+         paths may leave it out; see `kleene help plan`)",
+        file.display(),
+        merged_note(merged),
+        owned_list(owned),
+        if owned.len() == 1 { "it" } else { "them" }
+    )]
+    NoRun {
+        /// The file.
+        file: PathBuf,
+        /// The task.
+        task: TaskId,
+        /// The paths it owns.
+        owned: Vec<AdmittedPath>,
+        /// The tasks consolidation merged into it (whose paths it now owns), if any.
+        merged: Vec<TaskId>,
+    },
     /// Consolidation merged away a task that has commands of its own.
     #[error(
         "validate plan {}: task {task} has commands but consolidation merged it into {survivor}; \
@@ -100,6 +124,26 @@ pub enum LoadError {
         /// The task it was merged into.
         survivor: TaskId,
     },
+}
+
+/// ` (merged with db_b)`: the tasks consolidation merged into a task, so an error about
+/// paths the author wrote on one of them names it.
+fn merged_note(merged: &[TaskId]) -> String {
+    if merged.is_empty() {
+        return String::new();
+    }
+    let ids: Vec<&str> = merged.iter().map(TaskId::as_str).collect();
+    format!(" (merged with {})", ids.join(", "))
+}
+
+/// `"a", "b" and "c"`: owned paths as a sentence names them.
+fn owned_list(owned: &[AdmittedPath]) -> String {
+    let quoted: Vec<String> = owned.iter().map(|p| format!("{:?}", p.as_str())).collect();
+    match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        Some((last, _)) => last.clone(),
+        None => "no paths".to_owned(),
+    }
 }
 
 /// Every problem of `error`, `; `-separated; a problem only the merge of persistence tasks

@@ -424,6 +424,19 @@ fn build(file: &Path, text: &str, files: Files<'_>) -> Result<ShellPlan, LoadErr
             });
         }
     }
+    // Checked on the validated plan, so a task that consolidation gave another's paths is
+    // held to the same rule as one that owned them as written.
+    if let Some(task) = plan
+        .tasks()
+        .find(|t| !t.owned_paths.is_empty() && !commands.contains_key(&t.id))
+    {
+        return Err(LoadError::NoRun {
+            file: file.to_owned(),
+            task: task.id.clone(),
+            owned: task.owned_paths.clone(),
+            merged: task.consolidated_from.clone(),
+        });
+    }
     Ok(ShellPlan {
         plan,
         commands,
@@ -669,6 +682,53 @@ mod tests {
 
     fn load_text(file: &Path, text: &str) -> Result<ShellPlan, LoadError> {
         ShellPlan::from_text(file, text, None)
+    }
+
+    #[test]
+    fn a_task_that_owns_paths_needs_run() {
+        let plan = |extra: &str| {
+            format!(
+                "{{\"tasks\": [{{\"id\": \"t\", \"owner\": \"sh\", \"spec\": {{\"intent\": \"x\"}}{extra}}}]}}"
+            )
+        };
+        let err = load(&plan(", \"owned_paths\": [\"a\"]")).unwrap_err();
+        assert!(
+            matches!(&err, LoadError::NoRun { task, owned, .. }
+                if task.as_str() == "t" && owned.len() == 1),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(
+                "task t owns \"a\" but has no \"run\": add a \"run\" command that writes it"
+            ),
+            "{err}"
+        );
+        // Owning nothing, a task may run nothing; owning paths, it runs something.
+        assert!(load(&plan("")).is_ok());
+        assert!(load(&plan(", \"owned_paths\": [\"a\"], \"run\": \"echo > a\"")).is_ok());
+
+        // A persistence task without commands that consolidation gave another's paths.
+        let task = |id: &str, extra: &str| {
+            format!(
+                "{{\"id\": \"{id}\", \"owner\": \"sh\", \"spec\": {{\"intent\": \"x\"}}, \
+                 \"kind\": {{\"lane\": \"persistence\", \"module\": \"m\"}}{extra}}}"
+            )
+        };
+        let text = format!(
+            "{{\"tasks\": [{}, {}]}}",
+            task("db_a", ""),
+            task("db_b", ", \"owned_paths\": [\"m/db.py\"]")
+        );
+        let err = load(&text).unwrap_err();
+        assert!(
+            matches!(&err, LoadError::NoRun { task, .. } if task.as_str() == "db_a"),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("task db_a (merged with db_b) owns \"m/db.py\""),
+            "{err}"
+        );
     }
 
     fn pos(err: &LoadError) -> Pos {

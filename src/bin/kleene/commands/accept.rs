@@ -5,6 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use kleene::shell::counted;
 use kleene::signing::{Envelope, PublicKey, SigningKey};
 use kleene::{
     acceptance::{
@@ -66,8 +67,8 @@ fn acceptance(
     match sealed {
         Ok(record) if problems.is_empty() => Ok((record, snapshot)),
         _ => Err(Failure::halted(format!(
-            "accept the build: {} problem(s), nothing was written:\n  {}",
-            problems.len(),
+            "accept the build: {}, nothing was written:\n  {}",
+            counted(problems.len() as u64, "problem", "problems"),
             problems.join("\n  ")
         ))),
     }
@@ -114,8 +115,8 @@ pub fn accept_run(args: &AcceptArgs, rep: &mut Reporter) -> Outcome {
             .map(|id| format!("; signed by key {id} in {}", envelope_path.display()))
             .unwrap_or_default();
         rep.say(&format!(
-            "accepted {} files; record {} written to {}{signed}",
-            record.files().entries().len(),
+            "accepted {}; record {} written to {}{signed}",
+            counted(record.files().entries().len() as u64, "file", "files"),
             record.digest(),
             path.display()
         ));
@@ -254,8 +255,8 @@ pub fn export_run(args: &ExportArgs, rep: &mut Reporter) -> Outcome {
             ),
         };
         rep.say(&format!(
-            "exported {} files to {} (record {}); {check}",
-            record.files().entries().len(),
+            "exported {} to {} (record {}); {check}",
+            counted(record.files().entries().len() as u64, "file", "files"),
             args.out.display(),
             record.digest(),
         ));
@@ -338,11 +339,11 @@ pub fn verify(args: &VerifyArgs, rep: &mut Reporter) -> Outcome {
         let problems = closure_problems(&state, &entries, None, Some(verified.record()));
         if !problems.is_empty() {
             return Err(Failure::halted(format!(
-                "verify {}: the archive verified, but {} closure record(s) in {} do not match \
-                 its record:\n  {}",
+                "verify {}: the archive verified, but {} in {} {} not match its record:\n  {}",
                 args.archive.display(),
-                problems.len(),
+                counted(problems.len() as u64, "closure record", "closure records"),
                 state.closure_log_path().display(),
+                if problems.len() == 1 { "does" } else { "do" },
                 problems.join("\n  ")
             )));
         }
@@ -360,8 +361,9 @@ pub fn verify(args: &VerifyArgs, rep: &mut Reporter) -> Outcome {
             .map(|id| format!(", signed by key {id}"))
             .unwrap_or_default();
         rep.say(&format!(
-            "{}: verified {files} files against record {}{signed}",
+            "{}: verified {} against record {}{signed}",
             args.archive.display(),
+            counted(files as u64, "file", "files"),
             verified.record_digest()
         ));
     }

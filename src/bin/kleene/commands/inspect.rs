@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use kleene::batch::TaskStatus;
+use kleene::shell::counted;
 
 use crate::cli::{Exit, StateArgs};
 use crate::report::{Reporter, detail, failure_reason, status_word};
@@ -97,10 +98,13 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
         }
         if !missing.is_empty() {
             rep.say(&format!(
-                "note: {} accepted file(s) are not in the workspace yet (first: {}); kleene \
-                 resume writes them",
-                missing.len(),
-                missing[0]
+                "note: {} not in the workspace yet (first: {}); kleene resume writes {}",
+                match missing.len() {
+                    1 => "1 accepted file is".to_owned(),
+                    n => format!("{n} accepted files are"),
+                },
+                missing[0],
+                if missing.len() == 1 { "it" } else { "them" }
             ));
         }
         if !workspace_differences.is_empty() {
@@ -188,10 +192,10 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
             }));
         } else {
             rep.say(&format!(
-                "{} call {}: {} entries, {}",
+                "{} call {}: {}, {}",
                 entry.task,
                 entry.call,
-                log.len(),
+                counted(log.len() as u64, "entry", "entries"),
                 match &verified {
                     Ok(()) => format!("hash chain verified, head {}", log.head()),
                     Err(e) => format!("HASH CHAIN BROKEN: {e}"),
@@ -246,8 +250,8 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
         Ok(Exit::Ok)
     } else {
         Err(Failure::halted(format!(
-            "audit: {} record(s) failed verification:\n  {}",
-            broken.len(),
+            "audit: {} failed verification:\n  {}",
+            counted(broken.len() as u64, "record", "records"),
             broken.join("\n  ")
         )))
     }

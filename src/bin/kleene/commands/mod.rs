@@ -12,7 +12,7 @@ use crate::formats::RunInfo;
 use crate::state::StateDir;
 use kleene::batch::JournalKey;
 use kleene::error::Chain;
-use kleene::shell::{PlanBinding, ShellPlan};
+use kleene::shell::{PlanBinding, ShellPlan, counted};
 
 mod accept;
 mod closures;
@@ -131,12 +131,13 @@ fn journal_torn_tail(state: &StateDir, key: Option<&JournalKey>) -> Option<Strin
     let journal = read_journal(state, key);
     let torn = journal.load(&channel).ok()??.torn_tail?;
     Some(format!(
-        "{}: the journal ends in {} byte(s) at byte {} that are no whole record ({}): an \
+        "{}: the journal ends in {} at byte {} that {} no whole record ({}): an \
          append cut short by a crash, or bytes written or cut by something other than kleene; \
          kleene resume removes them",
         journal.path_for(&channel).display(),
-        torn.discarded,
+        counted(torn.discarded, "byte", "bytes"),
         torn.offset,
+        if torn.discarded == 1 { "is" } else { "are" },
         torn.cause
     ))
 }
@@ -197,11 +198,11 @@ fn check_workspace(info: &RunInfo, evidence: &BatchEvidence) -> Result<(), Failu
         return Ok(());
     }
     Err(Failure::halted(format!(
-        "the workspace {} does not hold what was accepted ({} file(s)):\n  {}{}\nkleene \
+        "the workspace {} does not hold what was accepted ({}):\n  {}{}\nkleene \
          resume writes the accepted files again; if you did not change them, something else \
          wrote the workspace",
         info.workspace.display(),
-        found.len(),
+        counted(found.len() as u64, "file", "files"),
         found
             .iter()
             .take(10)

@@ -4,6 +4,7 @@ use crate::cli::{Exit, GraphArgs, HelpArgs, PlanArgs};
 use crate::report::Reporter;
 use crate::state::write_atomic;
 use kleene::error::Chain;
+use kleene::shell::counted;
 use kleene::shell::merges;
 
 use super::{Failure, Outcome, read_plan};
@@ -73,10 +74,10 @@ pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
     }
     let files = loaded.files().map_or(0, kleene::shell::PlanFiles::len);
     rep.say(&format!(
-        "{} is valid: {} tasks, {files} plan file{} bound, plan digest {}",
+        "{} is valid: {}, {} bound, plan digest {}",
         args.plan.display(),
-        plan.len(),
-        if files == 1 { "" } else { "s" },
+        counted(plan.len() as u64, "task", "tasks"),
+        counted(files as u64, "plan file", "plan files"),
         plan.digest()
     ));
     for (i, t) in plan.tasks().enumerate() {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::num::NonZeroUsize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ use crate::state::StateDir;
 use kleene::batch::JournalKey;
 use kleene::error::Chain;
 use kleene::process::{self, Containment, GroupRecords, Interrupt};
-use kleene::shell::{ShellPlan, ShellRuntime, describe_changes, merges};
+use kleene::shell::{ShellPlan, ShellRuntime, counted, describe_changes, merges};
 
 use super::{
     Failure, Outcome, absolute, check_copies, journal_key, read_journal, read_plan, signing_key,
@@ -34,7 +34,7 @@ use super::{
 };
 
 /// `kleene run PLAN`.
-pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
+pub fn run(args: &RunArgs, mut rep: Reporter) -> Outcome {
     if let Some(url) = &args.restate {
         return crate::restate::run(args, url);
     }
@@ -60,8 +60,16 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
         )));
     }
     let state = StateDir::at(&args.state.state);
-    if args.restart {
-        set_aside(&state)?;
+    if args.restart
+        && let Some(aside) = set_aside(&state)?
+    {
+        // Every restart keeps one more directory; say where it went and how to remove it,
+        // so the old runs do not pile up unseen.
+        rep.say(&format!(
+            "set the earlier run aside in {} (kept for inspection; remove it with rm -rf {})",
+            aside.display(),
+            shell_word(&aside.to_string_lossy())
+        ));
     }
     let _lock = state.lock("run").map_err(|e| Failure::halted(Chain(&e)))?;
     let workspace = match &args.workspace {
@@ -103,11 +111,12 @@ pub fn run(args: &RunArgs, rep: Reporter) -> Outcome {
 }
 
 /// Moves the state directory of an earlier run aside (`STATE.old-N`), so `run --restart`
-/// starts over and the old run stays there to inspect.
-fn set_aside(state: &StateDir) -> Result<(), Failure> {
+/// starts over and the old run stays there to inspect. Returns where it went, or `None`
+/// when there was no earlier run.
+fn set_aside(state: &StateDir) -> Result<Option<PathBuf>, Failure> {
     let root = state.root();
     if fs::symlink_metadata(root).is_err() {
-        return Ok(());
+        return Ok(None);
     }
     // Holding the old directory's lock while it moves keeps a writer from racing the move.
     let _lock = state
@@ -122,18 +131,38 @@ fn set_aside(state: &StateDir) -> Result<(), Failure> {
         if fs::symlink_metadata(&aside).is_ok() {
             continue;
         }
-        return fs::rename(root, &aside).map_err(|e| {
-            Failure::halted(format!(
+        return match fs::rename(root, &aside) {
+            Ok(()) => Ok(Some(aside)),
+            Err(e) => Err(Failure::halted(format!(
                 "move {} aside to {}: {e}",
                 root.display(),
                 aside.display()
-            ))
-        });
+            ))),
+        };
     }
     Err(Failure::halted(format!(
         "move {} aside: {name}.old-1 to {name}.old-999 all exist; remove some",
         root.display()
     )))
+}
+
+/// `path` as one word of a POSIX shell command: as it is when it holds only characters no
+/// shell treats specially, otherwise in single quotes. The `rm -rf` line is meant to be
+/// pasted, and a path with a space split in two would remove something else.
+fn shell_word(path: &str) -> String {
+    // `rm -rf -x.old-1` would read the path as options.
+    if path.starts_with('-') {
+        return shell_word(&format!("./{path}"));
+    }
+    let plain = !path.is_empty()
+        && path
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%".contains(&b));
+    if plain {
+        path.to_owned()
+    } else {
+        format!("'{}'", path.replace('\'', "'\\''"))
+    }
 }
 
 /// Refuses to start while a command of an earlier kleene in this state directory is still
@@ -399,8 +428,10 @@ fn execute(
     for (_, torn) in journal.repairs() {
         report().say(&format!(
             "note: the journal ended in a record cut short by an earlier crash; removed its \
-             {} byte(s) at byte {} ({})",
-            torn.discarded, torn.offset, torn.cause
+             {} at byte {} ({})",
+            counted(torn.discarded, "byte", "bytes"),
+            torn.offset,
+            torn.cause
         ));
     }
     // The stages the last calls handed on, which nothing a command started writes into any
@@ -478,10 +509,12 @@ fn finish(
     });
     let dir = state.root().display();
     if complete {
-        rep.say(&format!(
-            "all {} tasks accepted; next: kleene accept --state {dir}",
-            summary.accepted
-        ));
+        // "all 1 task accepted" reads wrong.
+        let accepted = match summary.accepted {
+            1 => "1 task accepted".to_owned(),
+            n => format!("all {n} tasks accepted"),
+        };
+        rep.say(&format!("{accepted}; next: kleene accept --state {dir}"));
         Ok(Exit::Ok)
     } else {
         for id in plan.topological_order() {
@@ -539,5 +572,19 @@ fn stopped(
     Failure {
         exit,
         message: Chain(&err).to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn a_path_to_remove_is_one_shell_word() {
+        assert_eq!(shell_word("st.old-1"), "st.old-1");
+        assert_eq!(shell_word("/tmp/a b/st.old-2"), "'/tmp/a b/st.old-2'");
+        assert_eq!(shell_word("it's.old-1"), "'it'\\''s.old-1'");
+        assert_eq!(shell_word("-x.old-1"), "./-x.old-1");
+        assert_eq!(shell_word("$HOME.old-1"), "'$HOME.old-1'");
     }
 }
