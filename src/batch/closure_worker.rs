@@ -423,7 +423,7 @@ pub(crate) fn halt_text(record: &ClosureRecord) -> Option<String> {
             task_ref, reason, ..
         } => {
             let mut text = format!("closure halted at {task_ref}: {}", describe_halt(reason));
-            if let Some(verdict) = verdict_of(reason) {
+            if let Some(verdict) = reason.verdict() {
                 let failed: Vec<String> = verdict
                     .failures()
                     .map(|r| r.validator_id.to_string())
@@ -458,17 +458,6 @@ pub(crate) fn halt_text(record: &ClosureRecord) -> Option<String> {
                 "closure stopped at {task_ref}: the fix at depth {depth} cannot be named: {message}"
             ),
         }),
-    }
-}
-
-fn verdict_of(reason: &HaltReason) -> Option<&Verdict> {
-    match reason {
-        HaltReason::PreExecuteRejected { verdict }
-        | HaltReason::NonOverridableBlocker { verdict }
-        | HaltReason::WarningWithheld { verdict }
-        | HaltReason::RecoveryExhausted { verdict, .. }
-        | HaltReason::RecoveryStalled { verdict } => Some(verdict),
-        _ => None,
     }
 }
 

@@ -304,6 +304,20 @@ impl HaltReason {
             HaltReason::RecoveryStalled { .. } => "recovery_stalled",
         }
     }
+
+    /// The verdict that stopped the task, when a verdict did (not for a governance denial
+    /// or the iteration cap): its failures, with their justifications, are what a person
+    /// reading why the task halted needs, and what a fix was (or would have been) given.
+    pub fn verdict(&self) -> Option<&Verdict> {
+        match self {
+            HaltReason::PreExecuteRejected { verdict }
+            | HaltReason::NonOverridableBlocker { verdict }
+            | HaltReason::WarningWithheld { verdict }
+            | HaltReason::RecoveryExhausted { verdict, .. }
+            | HaltReason::RecoveryStalled { verdict } => Some(verdict),
+            HaltReason::GovernanceDenied { .. } | HaltReason::IterationCap { .. } => None,
+        }
+    }
 }
 
 /// A task that stopped, with the reason and the iteration it stopped in.
@@ -777,6 +791,30 @@ mod tests {
             true,
             "unused",
         )])
+    }
+
+    /// A halt names the verdict that stopped it, and only a verdict did.
+    #[test]
+    fn a_halt_reason_gives_the_verdict_that_stopped_it() {
+        let v = blocker(false);
+        let with_verdict = [
+            HaltReason::PreExecuteRejected { verdict: v.clone() },
+            HaltReason::NonOverridableBlocker { verdict: v.clone() },
+            HaltReason::WarningWithheld { verdict: v.clone() },
+            HaltReason::RecoveryExhausted {
+                bound: ExhaustedBound::Depth { max: 0 },
+                verdict: v.clone(),
+            },
+            HaltReason::RecoveryStalled { verdict: v.clone() },
+        ];
+        for reason in &with_verdict {
+            assert_eq!(reason.verdict(), Some(&v), "{}", reason.halt_type());
+        }
+        let denied = HaltReason::GovernanceDenied {
+            reason: "no".into(),
+        };
+        assert_eq!(denied.verdict(), None);
+        assert_eq!(HaltReason::IterationCap { cap: 3 }.verdict(), None);
     }
 
     fn to_post(t: Task) -> Step<PostValidate> {

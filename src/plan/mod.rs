@@ -61,6 +61,7 @@ mod validate;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
+pub use dot::{NodeOutcome, NodeState};
 pub use explain::explain_value_error;
 pub use extension::{ExtensionValue, Extensions};
 pub use model::{

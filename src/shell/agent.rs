@@ -630,11 +630,22 @@ impl Agent for ShellAgent<'_> {
                 done.justification(&command),
             ));
         }
-        Ok(ExecutionOutput::new(format!(
+        let mut text = format!(
             "{role}: `{command}` finished with {}\n{}",
             done.status_text(),
             done.tail.stdout()
-        )))
+        );
+        // What a command says on stderr (a shell script's diagnostics, a fixer explaining
+        // itself) is as much its output as stdout: the record keeps both bounded tails, so
+        // `kleene audit` can show what a fix did.
+        if !done.tail.stderr().is_empty() {
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str("--- stderr (tail) ---\n");
+            text.push_str(done.tail.stderr());
+        }
+        Ok(ExecutionOutput::new(text))
     }
 
     fn post_validate(

@@ -4,6 +4,8 @@ pub(crate) mod basics;
 mod closures;
 // `--json` events: timestamps and durations with calls in flight.
 mod events;
+// A failure's evidence where the user looks: run, status, audit and a run's graph.
+mod evidence;
 // The bundled example projects (pytest, cargo test) run to acceptance.
 mod examples;
 // State directories left by earlier versions, and the versions of the CLI's own files.

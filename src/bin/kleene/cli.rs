@@ -253,8 +253,11 @@ pub enum Command {
     /// Make an ed25519 signing key (kleene.key, mode 0600) and its public key (kleene.pub).
     #[command(after_help = "Example:\n  kleene keygen --out ~/.config/kleene")]
     Keygen(KeygenArgs),
-    /// Print a plan's task graph as Graphviz DOT (and render SVG when `dot` is on PATH).
-    #[command(after_help = "Example:\n  kleene graph examples/demo/plan.json --out plan")]
+    /// Print a plan's task graph as Graphviz DOT (and render SVG when `dot` is on PATH);
+    /// with --state, a run's graph: each task coloured by how it ended.
+    #[command(
+        after_help = "Examples:\n  kleene graph examples/demo/plan.json --out plan\n  kleene graph --state .kleene --out run"
+    )]
     Graph(GraphArgs),
     /// Print the audit trail of every task's closure and verify its hash chain.
     #[command(after_help = "Example:\n  kleene audit --state .kleene")]
@@ -451,8 +454,17 @@ pub struct KeygenArgs {
 #[derive(Debug, Args)]
 pub struct GraphArgs {
     /// The plan file (JSON).
-    #[arg(value_name = "PLAN")]
-    pub plan: PathBuf,
+    #[arg(
+        value_name = "PLAN",
+        required_unless_present = "state",
+        conflicts_with = "state"
+    )]
+    pub plan: Option<PathBuf>,
+    /// Draw the plan a run in this state directory ran instead, each task filled by how it
+    /// ended (accepted, failed, drained, in flight, pending) and labelled with its calls and
+    /// fixes.
+    #[arg(long, value_name = "DIR")]
+    pub state: Option<PathBuf>,
     /// Write BASE.dot (and BASE.svg when Graphviz's `dot` is on PATH) instead of printing.
     #[arg(long, value_name = "BASE")]
     pub out: Option<PathBuf>,

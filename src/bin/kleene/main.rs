@@ -9,6 +9,7 @@
 
 mod cli;
 mod commands;
+mod excerpt;
 mod formats;
 mod observer;
 mod projection;

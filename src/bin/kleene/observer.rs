@@ -83,6 +83,13 @@ impl ShellObserver for Observer {
     fn call_ended(&self, task: &TaskId, call: u32, record: &ClosureRecord) -> Result<(), String> {
         self.state
             .append_closure(task, call, record)
-            .map_err(|e| Chain(&e).to_string())
+            .map_err(|e| Chain(&e).to_string())?;
+        // The line that reports the call's failure shows its failed checks' output, and
+        // only the record holds them (the journal binds the record by its digest).
+        self.rep
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .note_record(record);
+        Ok(())
     }
 }

@@ -19,11 +19,12 @@ use kleene::batch::{
 use kleene::shell::counted;
 use kleene::{
     closure::audit::AuditEvent,
-    closure::{GovernanceDecision, record::ClosureFailure, step::ExhaustedBound},
-    id::TaskId,
+    closure::{ClosureRecord, GovernanceDecision, record::ClosureFailure, step::ExhaustedBound},
+    id::{Digest, TaskId},
 };
 use serde::Serialize;
 
+use crate::excerpt::{self, CheckEvidence};
 use crate::formats::EVENTS_FORMAT;
 
 /// One thing that happened during a run.
@@ -106,6 +107,10 @@ pub enum Event {
         task: String,
         /// Why, in one line.
         reason: String,
+        /// The failed checks that halted the call's closure, each with a bounded excerpt
+        /// of its output (empty when no check failed: a refused file, an infrastructure
+        /// failure).
+        evidence: Vec<CheckEvidence>,
     },
     /// The task was not run because a prerequisite failed.
     TaskDrained {
@@ -157,6 +162,14 @@ pub struct Reporter {
     mode: Mode,
     live: Option<Live>,
     clock: Clock,
+    /// The failed checks of each recorded closure that halted, by record digest, until the
+    /// journal settles the closure: the record reaches the CLI when its call ends (from the
+    /// agent), the settlement later (from the journal), and only the settlement says the
+    /// task failed.
+    recorded: HashMap<Digest, Vec<CheckEvidence>>,
+    /// The failed checks of each task's closure the journal settled, until the call's own
+    /// settlement (journaled just after) is shown.
+    settled: HashMap<TaskId, Vec<CheckEvidence>>,
 }
 
 /// When the run and each running task and command began, for the durations the live display
@@ -321,7 +334,31 @@ impl Reporter {
             mode,
             live: None,
             clock: Clock::new(),
+            recorded: HashMap::new(),
+            settled: HashMap::new(),
         }
+    }
+
+    /// Keeps the failed checks of a call's closure `record` (when it halted on some) for the
+    /// line that reports the call's failure.
+    pub fn note_record(&mut self, record: &ClosureRecord) {
+        let evidence = excerpt::failed_checks(record);
+        if !evidence.is_empty() {
+            self.recorded.insert(record.digest(), evidence);
+        }
+    }
+
+    /// The journal settled `task`'s closure whose record has `digest`.
+    fn closure_settled(&mut self, task: &TaskId, digest: &Digest) {
+        match self.recorded.remove(digest) {
+            Some(evidence) => self.settled.insert(task.clone(), evidence),
+            None => self.settled.remove(task),
+        };
+    }
+
+    /// The failed checks of `task`'s last settled closure, taken.
+    fn take_settled(&mut self, task: &TaskId) -> Vec<CheckEvidence> {
+        self.settled.remove(task).unwrap_or_default()
     }
 
     /// The mode.
@@ -488,7 +525,18 @@ pub fn plain(event: &Event) -> String {
         Event::TaskAccepted { task, fixes: 0 } => format!("{task}: accepted"),
         Event::TaskAccepted { task, fixes: 1 } => format!("{task}: accepted after 1 fix"),
         Event::TaskAccepted { task, fixes } => format!("{task}: accepted after {fixes} fixes"),
-        Event::TaskFailed { task, reason } => format!("{task}: FAILED: {reason}"),
+        Event::TaskFailed {
+            task,
+            reason,
+            evidence,
+        } => {
+            let mut text = format!("{task}: FAILED: {reason}");
+            for line in excerpt::render_checks(evidence, "    ") {
+                text.push('\n');
+                text.push_str(&line);
+            }
+            text
+        }
         Event::TaskDrained { task, blocked_by } => {
             format!("{task}: drained (prerequisite {blocked_by} failed)")
         }
@@ -504,24 +552,30 @@ pub fn plain(event: &Event) -> String {
 /// Shows what one evidence event says happened, as it is recorded.
 pub fn report_event(rep: &mut Reporter, fixes: &mut BTreeMap<TaskId, u32>, event: &EvidenceEvent) {
     let failed = |rep: &mut Reporter, task: &TaskId, reason: String| {
+        let evidence = rep.take_settled(task);
         rep.emit(&Event::TaskFailed {
             task: task.to_string(),
             reason,
+            evidence,
         });
     };
     match event {
         EvidenceEvent::ClosureSettled { task, closure, .. } => {
             fixes.insert(task.clone(), closure.fix_attempts);
+            rep.closure_settled(task, &closure.record_digest);
         }
         EvidenceEvent::Settled {
             task,
             attempt,
             settlement,
         } => match settlement {
-            Settlement::Accepted { .. } => rep.emit(&Event::TaskAccepted {
-                task: task.to_string(),
-                fixes: fixes.remove(task).unwrap_or(0),
-            }),
+            Settlement::Accepted { .. } => {
+                rep.take_settled(task);
+                rep.emit(&Event::TaskAccepted {
+                    task: task.to_string(),
+                    fixes: fixes.remove(task).unwrap_or(0),
+                });
+            }
             Settlement::Rejected { rejection, .. } => {
                 let why = rejection.headline();
                 failed(rep, task, format!("call {attempt} refused: {why}"));
@@ -531,6 +585,7 @@ pub fn report_event(rep: &mut Reporter, fixes: &mut BTreeMap<TaskId, u32>, event
             }
             _ => {}
         },
+        // A withdrawn call settled no closure, so no check evidence goes with it.
         EvidenceEvent::Withdrawn { task, detail, .. } => failed(rep, task, detail.clone()),
         EvidenceEvent::RecoveryConsumed {
             granted, refused, ..
@@ -785,6 +840,7 @@ mod tests {
         let ended = Event::TaskFailed {
             task: "a".into(),
             reason: "r".into(),
+            evidence: Vec::new(),
         };
         let took = clock.observe(&ended);
         assert!(
@@ -801,6 +857,86 @@ mod tests {
         let ts = line["ts"].as_str().unwrap();
         assert_eq!(ts.len(), "2026-12-01T16:20:01.123Z".len(), "{ts}");
         assert!(ts.ends_with('Z'));
+    }
+
+    /// A closure whose check always fails with `justification`, and whose fixes change
+    /// nothing.
+    fn failing_record(justification: &str) -> ClosureRecord {
+        use kleene::closure::{
+            Agent, ExecutionOutput, RecoveryPolicy, Session, Severity, Spec, Task, ValidationToken,
+            ValidatorResult, Verdict, run_to_closure,
+        };
+        struct Failing(String);
+        impl Agent for Failing {
+            type Error = std::io::Error;
+            fn govern(
+                &mut self,
+                _: &Task,
+                _: &Session,
+                _: u32,
+            ) -> std::io::Result<GovernanceDecision> {
+                Ok(GovernanceDecision::Approve)
+            }
+            fn pre_validate(&mut self, _: &Task, _: u32) -> std::io::Result<Verdict> {
+                Ok(Verdict::clean())
+            }
+            fn execute(
+                &mut self,
+                _: &Task,
+                _: &ValidationToken,
+            ) -> std::io::Result<ExecutionOutput> {
+                Ok(ExecutionOutput::new("ran"))
+            }
+            fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> std::io::Result<Verdict> {
+                let id = kleene::id::ValidatorId::new("tests").unwrap();
+                Ok(Verdict::new([ValidatorResult::new(
+                    id,
+                    Severity::Blocker,
+                    true,
+                    self.0.clone(),
+                )]))
+            }
+        }
+        let task = Task::new(TaskId::new("svc").unwrap(), Spec::new("the service"));
+        run_to_closure(
+            task,
+            Session::new("build", "p").unwrap(),
+            &mut Failing(justification.to_owned()),
+            &RecoveryPolicy::default(),
+        )
+    }
+
+    /// The record reaches the reporter when the call ends; its failed checks are shown with
+    /// the settlement of the closure the journal binds by the record's digest, and only once.
+    #[test]
+    fn a_failed_calls_checks_go_with_its_settlement() {
+        let mut rep = Reporter::new(Mode::Plain);
+        let svc = TaskId::new("svc").unwrap();
+        let record =
+            failing_record("`sh t.sh` failed with exit code 1\nexpected 12000, got 10700\n");
+        rep.note_record(&record);
+        // Another record's settlement takes nothing of this one's.
+        rep.closure_settled(&svc, &Digest::from_bytes([7; 32]));
+        assert!(rep.take_settled(&svc).is_empty());
+        rep.closure_settled(&svc, &record.digest());
+        let evidence = rep.take_settled(&svc);
+        assert_eq!(evidence.len(), 1);
+        assert_eq!(evidence[0].check, "tests");
+        assert_eq!(evidence[0].excerpt.lines, ["expected 12000, got 10700"]);
+        assert!(rep.take_settled(&svc).is_empty());
+        assert!(rep.recorded.is_empty());
+
+        let line = plain(&Event::TaskFailed {
+            task: "svc".into(),
+            reason: "call 1 refused: closure halted at svc".into(),
+            evidence,
+        });
+        assert_eq!(
+            line,
+            "svc: FAILED: call 1 refused: closure halted at svc\n    \
+             check tests (blocker): `sh t.sh` failed with exit code 1\n    \
+             | expected 12000, got 10700"
+        );
     }
 
     #[test]

@@ -71,6 +71,27 @@ pub(super) fn read_closure_log<'e>(
     (logged, problems)
 }
 
+/// The closure record of `task`'s call `call` as the closure log holds it, when it is the
+/// record the journal binds for that call: a record changed since is never shown as the
+/// call's evidence (`kleene audit` names it).
+pub(super) fn bound_record<'e>(
+    entries: &'e [ClosureEntry],
+    evidence: &BatchEvidence,
+    task: &TaskId,
+    call: u32,
+) -> Option<&'e ClosureRecord> {
+    let digest = evidence
+        .closures_of(task)
+        .filter(|c| c.attempt() == call && !c.withdrawn())
+        .find_map(|c| c.settled())?
+        .record_digest;
+    entries
+        .iter()
+        .filter(|e| e.call == call && e.task == task.as_str())
+        .filter_map(|e| e.record.as_ref().ok())
+        .find(|r| r.digest() == digest)
+}
+
 /// Where the record a mismatch is about stands: its line, or the log when it has none.
 pub(super) fn closure_place(
     state: &StateDir,

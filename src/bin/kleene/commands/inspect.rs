@@ -2,16 +2,19 @@
 
 use std::collections::BTreeMap;
 
-use kleene::batch::TaskStatus;
+use kleene::batch::{BatchEvidence, TaskStatus, evidence::FailureCause};
+use kleene::closure::{ClosureRecord, audit::AuditEvent};
+use kleene::id::TaskId;
 use kleene::shell::counted;
 
 use crate::cli::{Exit, StateArgs};
+use crate::excerpt::{self, CheckEvidence};
 use crate::report::{Reporter, detail, failure_reason, status_word};
-use crate::state::StateDir;
+use crate::state::{ClosureEntry, StateDir};
 use kleene::error::Chain;
 
 use super::accept::stored_record;
-use super::closures::closure_problems;
+use super::closures::{bound_record, closure_problems};
 use super::{Failure, Outcome, env_journal_key, journal_torn_tail, load_evidence, stored_plan};
 
 /// `kleene status`.
@@ -28,6 +31,17 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     let fixes = kleene::shell::fixes_by_task(&evidence);
     // A call in flight while a kleene holds the lock is running, not interrupted.
     let writer = state.writer();
+    // The closure log is read only when a task failed: it holds the failed checks' output.
+    let failed_any = loaded
+        .plan()
+        .topological_order()
+        .iter()
+        .any(|id| evidence.status(id) == Some(TaskStatus::Failed));
+    let closure_log = if failed_any {
+        state.closure_log()
+    } else {
+        Vec::new()
+    };
     let mut rows = Vec::new();
     for id in loaded.plan().topological_order() {
         let status = evidence.status(id);
@@ -44,14 +58,23 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
             }),
             _ => interrupted_calls(evidence.task(id).map_or(&[], |t| t.interrupted_attempts())),
         };
-        rows.push((id.clone(), status_word(status.as_ref()), calls, fixes, why));
+        let checks = failed_checks(&closure_log, &evidence, id);
+        rows.push((
+            id.clone(),
+            status_word(status.as_ref()),
+            calls,
+            fixes,
+            why,
+            checks,
+        ));
     }
     if rep.mode() == crate::report::Mode::Json {
         let tasks: Vec<_> = rows
             .iter()
-            .map(|(id, status, calls, fixes, why)| {
+            .map(|(id, status, calls, fixes, why, checks)| {
                 serde_json::json!({
                     "task": id, "status": status, "calls": calls, "fixes": fixes, "why": why,
+                    "evidence": checks,
                 })
             })
             .collect();
@@ -76,13 +99,17 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
         ));
         let width = rows.iter().map(|r| r.0.as_str().len()).max().unwrap_or(0);
         let status_width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
-        for (id, status, calls, fixes, why) in &rows {
+        for (id, status, calls, fixes, why, checks) in &rows {
             let why = why.as_ref().map_or(String::new(), |w| format!("  {w}"));
             rep.say(&format!(
                 "  {:<width$}  {status:<status_width$} {:>15}{why}",
                 id.as_str(),
                 kleene::shell::calls_and_fixes(*calls, *fixes)
             ));
+            // Under the task's row, indented past it, so the table still reads as one.
+            for line in excerpt::render_checks(checks, "      ") {
+                rep.say(&line);
+            }
         }
         rep.say(&format!(
             "{} accepted, {} failed, {} drained, {} in flight, {} pending; evidence {}",
@@ -122,6 +149,42 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
             Exit::Halted
         },
     )
+}
+
+/// The failed checks (each with an excerpt of its output) of the call that made `id` fail,
+/// from its closure record when the journal binds it; empty for a task that did not fail
+/// on a check.
+fn failed_checks(
+    log: &[ClosureEntry],
+    evidence: &BatchEvidence,
+    id: &TaskId,
+) -> Vec<CheckEvidence> {
+    let call = match evidence.failure_cause(id) {
+        Some(FailureCause::Rejected { call, .. } | FailureCause::Stalled { call, .. }) => call,
+        _ => return Vec::new(),
+    };
+    bound_record(log, evidence, id, call)
+        .map(excerpt::failed_checks)
+        .unwrap_or_default()
+}
+
+/// The lines shown under an audit entry: the failed checks of a verdict with an excerpt of
+/// each one's output, and a fix's own output under its execution.
+fn evidence_lines(record: &ClosureRecord, event: &AuditEvent) -> Vec<String> {
+    const INDENT: &str = "        ";
+    match event {
+        AuditEvent::PreValidated { verdict, .. } | AuditEvent::PostValidated { verdict, .. } => {
+            excerpt::render_checks(&excerpt::check_evidence(verdict), INDENT)
+        }
+        AuditEvent::Executed {
+            task_ref,
+            iteration,
+            ..
+        } => excerpt::fix_output(record, task_ref, *iteration)
+            .map(|e| e.render(INDENT, "output: "))
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
 }
 
 /// The calls of a task that were interrupted, in words (`None` for none).
@@ -183,12 +246,21 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
                 "verified": verified.is_ok(),
                 "error": verified.as_ref().err().map(ToString::to_string),
                 "outcome": outcome,
-                "entries": log.entries().iter().map(|e| serde_json::json!({
-                    "kind": e.event().kind(),
-                    "task_ref": e.event().task_ref(),
-                    "hash": e.hash().to_string(),
-                    "event": e.event(),
-                })).collect::<Vec<_>>(),
+                "entries": log.entries().iter().map(|e| {
+                    let mut entry = serde_json::json!({
+                        "kind": e.event().kind(),
+                        "task_ref": e.event().task_ref(),
+                        "hash": e.hash().to_string(),
+                        "event": e.event(),
+                    });
+                    // The event holds only the output's digest; the record holds its text.
+                    if let AuditEvent::Executed { task_ref, iteration, .. } = e.event()
+                        && let Some(text) = excerpt::step_output(record, task_ref, *iteration)
+                    {
+                        entry["output"] = text.into();
+                    }
+                    entry
+                }).collect::<Vec<_>>(),
             }));
         } else {
             rep.say(&format!(
@@ -215,6 +287,9 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
                     detail(e.event())
                 );
                 rep.say(line.trim_end());
+                for line in evidence_lines(record, e.event()) {
+                    rep.say(&line);
+                }
             }
         }
         if let Err(e) = verified {

@@ -1,13 +1,17 @@
 //! The commands about a plan file alone: `help`, `validate` and `graph`.
 
+use std::path::Path;
+
 use crate::cli::{Exit, GraphArgs, HelpArgs, PlanArgs};
 use crate::report::Reporter;
-use crate::state::write_atomic;
+use crate::state::{StateDir, write_atomic};
+use kleene::batch::TaskStatus;
 use kleene::error::Chain;
+use kleene::plan::{NodeOutcome, NodeState};
 use kleene::shell::counted;
 use kleene::shell::merges;
 
-use super::{Failure, Outcome, read_plan};
+use super::{Failure, Outcome, env_journal_key, load_evidence, read_plan};
 
 /// `kleene help [TOPIC]`: the plan file reference for `plan`, a command's long help for a
 /// command's name, kleene's own help without a topic.
@@ -118,10 +122,17 @@ pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
     Ok(Exit::Ok)
 }
 
-/// `kleene graph PLAN [--out BASE]`.
+/// `kleene graph PLAN [--out BASE]`, or `kleene graph --state DIR [--out BASE]`.
 pub fn graph(args: &GraphArgs, rep: &mut Reporter) -> Outcome {
-    let (loaded, _) = read_plan(&args.plan, &[])?;
-    let dot = loaded.plan().to_dot();
+    let dot = match (&args.plan, &args.state) {
+        (_, Some(dir)) => run_graph(dir)?,
+        (Some(plan), None) => read_plan(plan, &[])?.0.plan().to_dot(),
+        (None, None) => {
+            return Err(Failure::bad_input(
+                "graph: give a plan file, or --state DIR for a run's graph",
+            ));
+        }
+    };
     let Some(base) = &args.out else {
         print!("{dot}");
         return Ok(Exit::Ok);
@@ -147,4 +158,34 @@ pub fn graph(args: &GraphArgs, rep: &mut Reporter) -> Outcome {
         Err(_) => rep.say("Graphviz `dot` is not on PATH: no SVG (the DOT file is complete)"),
     }
     Ok(Exit::Ok)
+}
+
+/// The graph of the plan the run in `dir` ran, from its journal (checked as `status` checks
+/// it): each task filled by how it ended and labelled with its calls and fixes.
+fn run_graph(dir: &Path) -> Result<String, Failure> {
+    let state = StateDir::at(dir);
+    let key = env_journal_key(&state)?;
+    let (_, loaded, evidence) = load_evidence(&state, key.as_ref())?;
+    let fixes = kleene::shell::fixes_by_task(&evidence);
+    Ok(loaded.plan().to_dot_with_outcomes(|id| {
+        let outcome = node_outcome(evidence.status(id).as_ref());
+        let calls = evidence.task(id).map_or(0, |t| t.calls());
+        let note = match calls {
+            0 => String::new(),
+            calls => kleene::shell::calls_and_fixes(calls, fixes.get(id).copied().unwrap_or(0)),
+        };
+        Some(NodeState { outcome, note })
+    }))
+}
+
+/// How a task ended, as the graph draws it; a status this kleene does not know, and a task
+/// the evidence does not hold, are pending (not yet ended).
+fn node_outcome(status: Option<&TaskStatus>) -> NodeOutcome {
+    match status {
+        Some(TaskStatus::Accepted) => NodeOutcome::Accepted,
+        Some(TaskStatus::Failed) => NodeOutcome::Failed,
+        Some(TaskStatus::Drained { .. }) => NodeOutcome::Drained,
+        Some(TaskStatus::InFlight { .. }) => NodeOutcome::InFlight,
+        _ => NodeOutcome::Pending,
+    }
 }
