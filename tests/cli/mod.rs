@@ -2,6 +2,8 @@
 pub(crate) mod basics;
 // Closure records as evidence: the fix budget from the journal, tampering named.
 mod closures;
+// An existing repository: a real crate changed in place, its change as a patch and applied.
+mod existing_repo;
 // `--json` events: timestamps and durations with calls in flight.
 mod events;
 // A failure's evidence where the user looks: run, status, audit and a run's graph.

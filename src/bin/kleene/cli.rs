@@ -259,6 +259,17 @@ pub enum Command {
         after_help = "Examples:\n  kleene graph examples/demo/plan.json --out plan\n  kleene graph --state .kleene --out run"
     )]
     Graph(GraphArgs),
+    /// Print the accepted changes as a patch against the project's files the run bound, for
+    /// `git apply`.
+    #[command(
+        after_help = "Examples:\n  kleene diff --state .kleene > accepted.patch\n  kleene diff | git apply --check"
+    )]
+    Diff(StateArgs),
+    /// Write the accepted changes into the project's working tree, where every file they
+    /// touch still holds what the run bound; otherwise write nothing and name the files
+    /// changed since.
+    #[command(after_help = "Example:\n  kleene apply --state .kleene")]
+    Apply(StateArgs),
     /// Print the audit trail of every task's closure and verify its hash chain.
     #[command(after_help = "Example:\n  kleene audit --state .kleene")]
     Audit(StateArgs),

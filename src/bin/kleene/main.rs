@@ -58,6 +58,8 @@ fn main() -> ExitCode {
         Command::Keygen(args) => commands::keygen(args, &mut rep),
         Command::Graph(args) => commands::graph(args, &mut rep),
         Command::Audit(args) => commands::audit(args, &mut rep),
+        Command::Diff(args) => commands::diff(args, &mut rep),
+        Command::Apply(args) => commands::apply(args, &mut rep),
         Command::Validate(args) => commands::validate(args, &mut rep),
         Command::Help(args) => commands::help(args),
         Command::Worker(args) => {

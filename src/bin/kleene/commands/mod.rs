@@ -15,12 +15,14 @@ use kleene::error::Chain;
 use kleene::shell::{PlanBinding, ShellPlan, counted};
 
 mod accept;
+mod changes;
 mod closures;
 mod inspect;
 mod plan;
 mod run;
 
 pub use accept::{accept_run, export_run, keygen, verify};
+pub use changes::{apply, diff};
 pub use inspect::{audit, status};
 pub use plan::{graph, help, validate};
 pub use run::{resume, run};
