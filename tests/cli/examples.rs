@@ -72,3 +72,31 @@ fn the_rust_crate_example_is_accepted_with_cargo_test() {
     assert!(!workspace.join("Cargo.lock").exists());
     assert!(!workspace.join("target").exists());
 }
+
+/// The existing-crate example: a bug in a real crate's file fixed in place, checked by its
+/// own `cargo test`, and the accepted change given back as a one-line patch.
+#[test]
+fn the_existing_crate_example_fixes_its_bug_in_place() {
+    let tmp = TempDir::new().unwrap();
+    let out = kleene(tmp.path())
+        .args(["run", example("existing-crate").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("stats_mean: accepted"), "{stdout}");
+    let out = kleene(tmp.path()).args(["diff"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let patch = text(&out.stdout);
+    assert!(
+        patch.contains("-    Some(xs.iter().sum::<f64>() / (xs.len() - 1) as f64)")
+            && patch.contains("+    Some(xs.iter().sum::<f64>() / xs.len() as f64)"),
+        "{patch}"
+    );
+    assert_eq!(patch.matches("diff --git").count(), 1, "{patch}");
+}
