@@ -117,14 +117,22 @@ Top level:
   tasks *            array of task objects  the work, at least one task
   scratch            array of globs, []     build output that is never part of any task's
                                             output, e.g. ["target/**"] (** = any depth)
-  inputs             array of globs, all    the files beside the plan file its commands read
-                                            through $KLEENE_PLAN_DIR, e.g. ["tasks/**"]; []
-                                            for none; by default every file in the plan file's
-                                            directory except .git, scratch and kleene's state.
-                                            They are
-                                            bound into the plan digest, copied into the run's
-                                            state and read from there (at most 4096 files,
-                                            8 MiB), so a run binds exactly what it ran
+  inputs             array of globs, all    the project's files the plan binds, e.g.
+                                            ["src/**", "Cargo.toml"]; [] for none; by default
+                                            what git tracks or would track beside the plan
+                                            (.gitignore honoured), or outside git every file
+                                            there; never .git, scratch, kleene's state, a
+                                            cache directory (CACHEDIR.TAG), a virtualenv or
+                                            kleene's own redirected output. They are bound
+                                            into the plan digest, copied into the run's state
+                                            (at most 4096 files, 8 MiB), read by commands
+                                            through $KLEENE_PLAN_DIR, and are the base of
+                                            every call's stage
+  base               "project" | "empty",   what every call's stage starts from beside its
+                     "project"              prerequisites' accepted files: the bound files
+                                            (a task changes the files it owns in place;
+                                            kleene diff and kleene apply give the changes
+                                            back), or nothing (a project built from nothing)
 
 Each task:
   id *               string                 unique name, e.g. "unit_tests"; depends_on uses it.
