@@ -1021,6 +1021,27 @@ mod tests {
         });
     }
 
+    /// What a race on `b.sh` may end in: `b.sh` bound with its own bytes (`own`) or not
+    /// there at all (caught between two renames), or refused by name for `why`.
+    fn b_sh_bound_as_itself_or_refused(
+        outcome: Result<PlanFiles, PlanFilesError>,
+        own: Digest,
+        why_contains: &str,
+    ) {
+        match outcome {
+            Ok(files) => {
+                let path = AdmittedPath::admit("b.sh").unwrap();
+                let bound = files.digests.get(&path);
+                assert!(bound.is_none_or(|d| *d == own), "{files:?}");
+            }
+            Err(PlanFilesError::Refused { path, why }) => {
+                assert_eq!(path, "b.sh", "{why}");
+                assert!(why.contains(why_contains), "{why}");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
     /// A bound file swapped for a symlink to `/etc/passwd` while the files are collected is
     /// refused or bound with its own bytes, never with the link's target.
     #[test]
@@ -1043,19 +1064,7 @@ mod tests {
                 std::thread::yield_now();
                 let _ = std::fs::rename(&real, &file);
             },
-            |outcome| match outcome {
-                Ok(files) => {
-                    // Caught between two renames, the file is not there at all.
-                    let path = AdmittedPath::admit("b.sh").unwrap();
-                    let bound = files.digests.get(&path);
-                    assert!(bound.is_none_or(|d| *d == own), "{files:?}");
-                }
-                Err(PlanFilesError::Refused { path, why }) => {
-                    assert_eq!(path, "b.sh", "{why}");
-                    assert!(why.contains("symlink"), "{why}");
-                }
-                Err(e) => panic!("{e}"),
-            },
+            |outcome| b_sh_bound_as_itself_or_refused(outcome, own, "symlink"),
         );
     }
 
@@ -1081,19 +1090,7 @@ mod tests {
                 std::thread::yield_now();
                 let _ = std::fs::rename(&real, &file);
             },
-            |outcome| match outcome {
-                Ok(files) => {
-                    // Caught between two renames, the file is not there at all.
-                    let path = AdmittedPath::admit("b.sh").unwrap();
-                    let bound = files.digests.get(&path);
-                    assert!(bound.is_none_or(|d| *d == own), "{files:?}");
-                }
-                Err(PlanFilesError::Refused { path, why }) => {
-                    assert_eq!(path, "b.sh", "{why}");
-                    assert!(why.contains("regular file"), "{why}");
-                }
-                Err(e) => panic!("{e}"),
-            },
+            |outcome| b_sh_bound_as_itself_or_refused(outcome, own, "regular file"),
         );
     }
 
