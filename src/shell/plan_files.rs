@@ -242,6 +242,20 @@ impl PlanFiles {
         self.digests.iter()
     }
 
+    /// How many bytes the files held here hold together, and the `n` largest of them,
+    /// largest first (by path where sizes tie): what a plan binds, in a line a person reads.
+    pub fn largest(&self, n: usize) -> (u64, Vec<(&AdmittedPath, u64)>) {
+        let mut sizes: Vec<(&AdmittedPath, u64)> = self
+            .bytes
+            .iter()
+            .map(|(path, bytes)| (path, bytes.len() as u64))
+            .collect();
+        let total = sizes.iter().map(|(_, size)| size).sum();
+        sizes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        sizes.truncate(n);
+        (total, sizes)
+    }
+
     /// The bytes of `path`, when they are held here.
     pub fn bytes(&self, path: &AdmittedPath) -> Option<&[u8]> {
         self.bytes.get(path).map(Vec::as_slice)

@@ -274,3 +274,28 @@ fn a_project_root_binds_what_git_tracks_and_never_kleenes_own_output() {
         + &std::fs::read_to_string(dir.join("run.err")).unwrap();
     assert_eq!(out.code(), Some(0), "{said}");
 }
+
+/// `validate` and `run` say how much of the project a plan binds, and where the bytes are.
+#[test]
+fn validate_and_run_say_what_the_plan_binds_and_its_largest_files() {
+    let tmp = TempDir::new().unwrap();
+    let plan = scripted(tmp.path(), "mkdir -p app && echo ok > app/model.txt\n");
+    std::fs::write(tmp.path().join("fixture.bin"), vec![7u8; 5000]).unwrap();
+    let out = kleene(tmp.path())
+        .args(["validate", plan.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("binds 3 files of the project")
+            && said.contains("the largest: fixture.bin (5000 bytes)"),
+        "{said}"
+    );
+    let out = run(tmp.path(), &plan);
+    assert!(
+        text(&out.stderr).contains("kleene: the plan binds 3 files of the project"),
+        "{}",
+        both(&out)
+    );
+}

@@ -84,6 +84,9 @@ pub fn validate(args: &PlanArgs, rep: &mut Reporter) -> Outcome {
         counted(files as u64, "plan file", "plan files"),
         plan.digest()
     ));
+    if let Some(line) = loaded.files().and_then(bound_files) {
+        rep.say(&line);
+    }
     for (i, t) in plan.tasks().enumerate() {
         let commands = match loaded.command(&t.id) {
             Some(c) => format!(
@@ -188,4 +191,23 @@ fn node_outcome(status: Option<&TaskStatus>) -> NodeOutcome {
         Some(TaskStatus::InFlight { .. }) => NodeOutcome::InFlight,
         _ => NodeOutcome::Pending,
     }
+}
+
+/// What a plan binds, in one line: how many files and bytes, and the largest three, so a
+/// plan that binds more than its commands read shows where the bytes come from.
+pub fn bound_files(files: &kleene::shell::PlanFiles) -> Option<String> {
+    if files.is_empty() {
+        return None;
+    }
+    let (total, largest) = files.largest(3);
+    let largest: Vec<String> = largest
+        .iter()
+        .map(|(path, size)| format!("{path} ({})", counted(*size, "byte", "bytes")))
+        .collect();
+    Some(format!(
+        "binds {} of the project, {}; the largest: {}",
+        counted(files.len() as u64, "file", "files"),
+        counted(total, "byte", "bytes"),
+        largest.join(", ")
+    ))
 }

@@ -52,6 +52,9 @@ pub fn run(args: &RunArgs, mut rep: Reporter) -> Outcome {
         for merge in merges(loaded.plan()) {
             eprintln!("kleene: note: {merge}");
         }
+        if let Some(line) = loaded.files().and_then(super::plan::bound_files) {
+            eprintln!("kleene: the plan {line}");
+        }
     }
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         return Err(Failure::bad_input(format!(
