@@ -113,6 +113,34 @@ fn a_task_changes_a_real_crate_and_the_change_comes_back_as_a_patch() {
     assert_eq!(patch.matches("diff --git").count(), 2, "{patch}");
     std::fs::write(tmp.path().join("accepted.patch"), &patch).unwrap();
     sh(&repo, "git apply --check ../accepted.patch");
+    // One commit per accepted task, once the run is accepted: `git am` takes them.
+    let out = kleene(&repo).args(["diff", "--per-task"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("run kleene accept"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = kleene(&repo).args(["accept"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = kleene(&repo).args(["diff", "--per-task"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    std::fs::write(tmp.path().join("series.mbox"), &out.stdout).unwrap();
+    sh(
+        tmp.path(),
+        "git clone -q semver am && cd am && git -c user.name=t -c user.email=t@t am -q ../series.mbox",
+    );
+    let log = StdCommand::new("git")
+        .args(["-C", "am", "log", "-1", "--format=%s%n%b"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let message = text(&log.stdout);
+    assert!(
+        message.starts_with("version_v_prefix: Version::parse accepts a leading v")
+            && message.contains("Kleene-Record: "),
+        "{message}"
+    );
     // A file the user edited meanwhile: nothing is written, and it is named.
     std::fs::write(repo.join("src/parse.rs"), "// edited by hand\n").unwrap();
     let out = kleene(&repo).args(["apply"]).output().unwrap();

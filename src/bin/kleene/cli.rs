@@ -270,9 +270,9 @@ pub enum Command {
     /// Print the accepted changes as a patch against the project's files the run bound, for
     /// `git apply`.
     #[command(
-        after_help = "Examples:\n  kleene diff --state .kleene > accepted.patch\n  kleene diff | git apply --check"
+        after_help = "Examples:\n  kleene diff --state .kleene > accepted.patch\n  kleene diff | git apply --check\n  kleene diff --per-task | git am   one commit per accepted task (after kleene accept)"
     )]
-    Diff(StateArgs),
+    Diff(DiffArgs),
     /// Write the accepted changes into the project's working tree, where every file they
     /// touch still holds what the run bound; otherwise write nothing and name the files
     /// changed since.
@@ -330,6 +330,18 @@ pub struct StateArgs {
     /// The state directory (journal, plan copy, closure records, acceptance record).
     #[arg(long, value_name = "DIR", default_value = ".kleene")]
     pub state: PathBuf,
+}
+
+/// `kleene diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// One patch per accepted task, as a mailbox `git am` takes: each commit's message names
+    /// the task and its intent, with the acceptance record's digest as a `Kleene-Record`
+    /// trailer (run kleene accept first).
+    #[arg(long)]
+    pub per_task: bool,
 }
 
 /// `kleene run`.

@@ -17,18 +17,21 @@ use std::path::{Path, PathBuf};
 
 use kleene::batch::BatchEvidence;
 use kleene::error::Chain;
+use kleene::id::TaskId;
 use kleene::plan::AdmittedPath;
 use kleene::shell::{PlanFiles, counted};
 
-use crate::cli::{Exit, StateArgs};
+use crate::cli::{DiffArgs, Exit, StateArgs};
 use crate::formats::RunInfo;
 use crate::report::Reporter;
 use crate::state::StateDir;
 
 use super::{Failure, Outcome, env_journal_key, load_evidence};
 
-/// One accepted file that differs from the base: its bytes then (`None`: a new file) and now.
+/// One accepted file that differs from the base: the task that wrote it, its bytes then
+/// (`None`: a new file) and now.
 struct Change<'e> {
+    task: &'e TaskId,
     path: &'e AdmittedPath,
     base: Option<Vec<u8>>,
     accepted: &'e [u8],
@@ -55,20 +58,21 @@ fn changes<'e>(
         ),
         None => None,
     };
-    let mut accepted: BTreeMap<&AdmittedPath, &[u8]> = BTreeMap::new();
-    for (_, output) in evidence.accepted_outputs() {
+    let mut accepted: BTreeMap<&AdmittedPath, (&TaskId, &[u8])> = BTreeMap::new();
+    for (task, output) in evidence.accepted_outputs() {
         for (path, content) in output.files() {
-            accepted.insert(path, content);
+            accepted.insert(path, (task, content));
         }
     }
     Ok(accepted
         .into_iter()
-        .filter_map(|(path, content)| {
+        .filter_map(|(path, (task, content))| {
             let then = base
                 .as_ref()
                 .and_then(|b| b.bytes(path))
                 .map(<[u8]>::to_vec);
             (then.as_deref() != Some(content)).then_some(Change {
+                task,
                 path,
                 base: then,
                 accepted: content,
@@ -94,15 +98,74 @@ fn git_prefix(dir: &Path) -> Option<String> {
 }
 
 /// `kleene diff`.
-pub fn diff(args: &StateArgs, rep: &mut Reporter) -> Outcome {
-    let state = StateDir::at(&args.state);
+pub fn diff(args: &DiffArgs, rep: &mut Reporter) -> Outcome {
+    let state = StateDir::at(&args.state.state);
     let key = env_journal_key(&state)?;
     let (info, loaded, evidence) = load_evidence(&state, key.as_ref())?;
     let changes = changes(&state, &evidence, loaded.files())?;
     let prefix = git_prefix(&info.plan_dir).unwrap_or_default();
-    let mut patch = String::new();
     let mut binary = Vec::new();
-    for change in &changes {
+    if args.per_task {
+        let Some(record) = super::accept::stored_record(&state, None)? else {
+            return Err(Failure::halted(format!(
+                "diff --per-task: {} has no acceptance record for the commits to name; run \
+                 kleene accept --state {} first",
+                state.root().display(),
+                state.root().display()
+            )));
+        };
+        let mut tasks: Vec<&TaskId> = changes.iter().map(|c| c.task).collect();
+        tasks.sort();
+        tasks.dedup();
+        for (n, task) in tasks.iter().enumerate() {
+            let intent = loaded
+                .plan()
+                .task(task)
+                .map(|t| t.spec.intent.clone())
+                .unwrap_or_default();
+            let mine: Vec<&Change<'_>> = changes.iter().filter(|c| c.task == *task).collect();
+            let subject = first_line(&format!("{task}: {intent}"));
+            print!(
+                "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n\
+                 From: kleene <kleene@localhost>\n\
+                 Date: Thu, 1 Jan 1970 00:00:00 +0000\n\
+                 Subject: [PATCH {}/{}] {subject}\n\n\
+                 Accepted task {task} of channel {}.\n\n\
+                 Kleene-Record: {}\n\
+                 ---\n{}-- \nkleene\n\n",
+                n + 1,
+                tasks.len(),
+                info.channel,
+                record.digest(),
+                unified(&prefix, &mine, &mut binary)
+            );
+        }
+    } else {
+        let all: Vec<&Change<'_>> = changes.iter().collect();
+        print!("{}", unified(&prefix, &all, &mut binary));
+    }
+    for name in &binary {
+        eprintln!(
+            "kleene: {name} is not text and is left out of the patch; kleene apply writes it"
+        );
+    }
+    if changes.is_empty() {
+        eprintln!("kleene: the accepted files change nothing the run bound");
+    }
+    let _ = rep;
+    Ok(Exit::Ok)
+}
+
+/// The first line of `text`, for a commit's subject.
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+/// `changes` as one git-style unified diff, paths below `prefix`; files that are not text
+/// are added to `binary` instead.
+fn unified(prefix: &str, changes: &[&Change<'_>], binary: &mut Vec<String>) -> String {
+    let mut patch = String::new();
+    for change in changes {
         let name = format!("{prefix}{}", change.path);
         let (Ok(old), Ok(new)) = (
             std::str::from_utf8(change.base.as_deref().unwrap_or_default()),
@@ -127,17 +190,7 @@ pub fn diff(args: &StateArgs, rep: &mut Reporter) -> Outcome {
                 .to_string(),
         );
     }
-    print!("{patch}");
-    for name in &binary {
-        eprintln!(
-            "kleene: {name} is not text and is left out of the patch; kleene apply writes it"
-        );
-    }
-    if changes.is_empty() {
-        eprintln!("kleene: the accepted files change nothing the run bound");
-    }
-    let _ = rep;
-    Ok(Exit::Ok)
+    patch
 }
 
 /// `kleene apply`.
