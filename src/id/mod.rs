@@ -316,6 +316,7 @@ impl TaskId {
     /// always names the same file, and two ids that share the kept part still name two.
     /// `suffix` is kleene's own and short; one longer than about 200 bytes would leave no
     /// room for the id.
+    #[cfg_attr(not(feature = "shell"), allow(dead_code))]
     pub(crate) fn file_name(&self, suffix: &str) -> String {
         let id: &str = &self.0;
         if id.len() + suffix.len() <= NAME_MAX {
