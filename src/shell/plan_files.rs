@@ -1056,29 +1056,40 @@ mod tests {
         }
     }
 
+    /// Races the collection of `b.sh` against a loop that swaps it for what `impostor`
+    /// makes at a path beside it, and back: each outcome is `b.sh` with its own bytes, or
+    /// absent, or refused for `why`.
+    fn race_a_swap(impostor: impl Fn(&Path) + Sync, why: &str) {
+        let dir = tree(&[("a.sh", "echo a"), ("b.sh", "echo b")]);
+        let (file, swapped, real) = (
+            dir.path().join("b.sh"),
+            dir.path().join("impostor.tmp"),
+            dir.path().join("real.tmp"),
+        );
+        let own = digest_of(b"echo b");
+        race(
+            dir.path(),
+            &[PathGlob::parse("*.sh").unwrap()],
+            || {
+                impostor(&swapped);
+                let _ = std::fs::rename(&file, &real);
+                let _ = std::fs::rename(&swapped, &file);
+                std::thread::yield_now();
+                let _ = std::fs::rename(&real, &file);
+            },
+            |outcome| b_sh_bound_as_itself_or_refused(outcome, own, why),
+        );
+    }
+
     /// A bound file swapped for a symlink to `/etc/passwd` while the files are collected is
     /// refused or bound with its own bytes, never with the link's target.
     #[test]
     fn a_file_swapped_for_a_symlink_while_collected_is_never_followed() {
-        let dir = tree(&[("a.sh", "echo a"), ("b.sh", "echo b")]);
-        let (file, link, real) = (
-            dir.path().join("b.sh"),
-            dir.path().join("link.tmp"),
-            dir.path().join("real.tmp"),
-        );
-        let inputs = [PathGlob::parse("*.sh").unwrap()];
-        let own = digest_of(b"echo b");
-        race(
-            dir.path(),
-            &inputs,
-            || {
-                let _ = std::os::unix::fs::symlink("/etc/passwd", &link);
-                let _ = std::fs::rename(&file, &real);
-                let _ = std::fs::rename(&link, &file);
-                std::thread::yield_now();
-                let _ = std::fs::rename(&real, &file);
+        race_a_swap(
+            |at| {
+                let _ = std::os::unix::fs::symlink("/etc/passwd", at);
             },
-            |outcome| b_sh_bound_as_itself_or_refused(outcome, own, "symlink"),
+            "symlink",
         );
     }
 
@@ -1086,25 +1097,11 @@ mod tests {
     /// its own bytes; the collection never waits for a writer.
     #[test]
     fn a_file_swapped_for_a_fifo_while_collected_never_hangs() {
-        let dir = tree(&[("a.sh", "echo a"), ("b.sh", "echo b")]);
-        let (file, fifo, real) = (
-            dir.path().join("b.sh"),
-            dir.path().join("fifo.tmp"),
-            dir.path().join("real.tmp"),
-        );
-        let inputs = [PathGlob::parse("*.sh").unwrap()];
-        let own = digest_of(b"echo b");
-        race(
-            dir.path(),
-            &inputs,
-            || {
-                let _ = rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::RUSR | Mode::WUSR);
-                let _ = std::fs::rename(&file, &real);
-                let _ = std::fs::rename(&fifo, &file);
-                std::thread::yield_now();
-                let _ = std::fs::rename(&real, &file);
+        race_a_swap(
+            |at| {
+                let _ = rustix::fs::mkfifoat(rustix::fs::CWD, at, Mode::RUSR | Mode::WUSR);
             },
-            |outcome| b_sh_bound_as_itself_or_refused(outcome, own, "regular file"),
+            "regular file",
         );
     }
 
