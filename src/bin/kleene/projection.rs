@@ -56,12 +56,7 @@ pub fn project(
         Mode::empty(),
     )
     .map_err(|e| format!("open {}: {e}", workspace.display()))?;
-    let mut tree = Tree::default();
-    for (_, output) in evidence.accepted_outputs() {
-        for (path, content) in output.files() {
-            tree.insert(path.as_str(), content);
-        }
-    }
+    let tree = Tree::of_accepted(evidence);
     // A stage on another file system cannot be renamed from: not worth checking.
     let device = rustix::fs::fstat(&root).map(|st| st.st_dev).ok();
     let stages: Vec<OwnedFd> = stages
@@ -109,12 +104,7 @@ pub fn differences(evidence: &BatchEvidence, workspace: &Path) -> Differences {
             return found;
         }
     };
-    let mut tree = Tree::default();
-    for (_, output) in evidence.accepted_outputs() {
-        for (path, content) in output.files() {
-            tree.insert(path.as_str(), content);
-        }
-    }
+    let tree = Tree::of_accepted(evidence);
     differences_below(&root, "", &tree, &mut found);
     found
 }
@@ -181,6 +171,17 @@ struct Tree<'a> {
 }
 
 impl<'a> Tree<'a> {
+    /// Every accepted file of `evidence`, by directory.
+    fn of_accepted(evidence: &'a BatchEvidence) -> Self {
+        let mut tree = Tree::default();
+        for (_, output) in evidence.accepted_outputs() {
+            for (path, content) in output.files() {
+                tree.insert(path.as_str(), content);
+            }
+        }
+        tree
+    }
+
     fn insert(&mut self, path: &'a str, content: &'a [u8]) {
         match path.split_once('/') {
             Some((dir, rest)) => self.dirs.entry(dir).or_default().insert(rest, content),

@@ -98,7 +98,7 @@ fn git_prefix(dir: &Path) -> Option<String> {
 }
 
 /// `kleene diff`.
-pub fn diff(args: &DiffArgs, rep: &mut Reporter) -> Outcome {
+pub fn diff(args: &DiffArgs, _rep: &mut Reporter) -> Outcome {
     let state = StateDir::at(&args.state.state);
     let key = env_journal_key(&state)?;
     let (info, loaded, evidence) = load_evidence(&state, key.as_ref())?;
@@ -152,7 +152,6 @@ pub fn diff(args: &DiffArgs, rep: &mut Reporter) -> Outcome {
     if changes.is_empty() {
         eprintln!("kleene: the accepted files change nothing the run bound");
     }
-    let _ = rep;
     Ok(Exit::Ok)
 }
 
