@@ -548,6 +548,50 @@ mod tests {
         assert_eq!(summary.lines().count(), 1);
     }
 
+    /// A directory kleene removes as it resets the stage, while something else still holds
+    /// it open (a process another thread forked, not yet past its exec), is told gone by the
+    /// kernel only when that last hold ends: the directory made anew at its name is watched
+    /// all the same, and what the next call writes there is found.
+    #[test]
+    fn a_directory_made_anew_while_the_old_one_is_held_open_is_watched() {
+        let (tmp, store) = setup();
+        let (f0, f2) = (p("out/f0"), p("out/sub/f2"));
+        let inputs = [
+            (f0.clone(), b"zero".to_vec()),
+            (f2.clone(), b"two".to_vec()),
+        ];
+        let staged = || inputs.iter().map(|(p, c)| StageInput::new(p, c));
+        let mut stage = Stage::prepare(tmp.path().join("s"), &store, staged()).unwrap();
+        stage.changes(&()).unwrap();
+        stage = stage.reuse(&store, staged()).unwrap();
+        let root = stage.root().to_owned();
+        // The call rewrites every input of `out`, so the reset removes `out` whole (its
+        // inputs dropped, the directories they leave empty pruned) and makes it anew.
+        fs::write(root.join("out/f0"), "changed").unwrap();
+        fs::write(root.join("out/sub/f2"), "changed").unwrap();
+        let held = fs::File::open(root.join("out")).unwrap();
+        let changes = stage.changes(&()).unwrap();
+        assert_eq!(changes.written().len(), 2);
+        for (path, _) in &inputs {
+            if let Some(digest) = stage.input_digest(path) {
+                let _ = store.forget(&digest);
+            }
+        }
+        stage = stage.reuse(&store, staged()).unwrap();
+        fs::write(root.join("out/new"), "new").unwrap();
+        let tracked = stage.changes(&()).unwrap();
+        drop(held);
+        assert_eq!(
+            tracked
+                .written()
+                .keys()
+                .map(AdmittedPath::as_str)
+                .collect::<Vec<_>>(),
+            ["out/new"],
+            "{tracked:?}"
+        );
+    }
+
     /// What a call can do to its stage, as a command would do it.
     #[derive(Debug, Clone)]
     enum Op {
@@ -567,6 +611,10 @@ mod tests {
         Symlink(usize),
         Chmod(usize),
         MoveDir(usize, usize),
+        /// Holds a directory open until the next call's walk, as a process another thread
+        /// forked holds what was open until its exec: the kernel tells of the directory's
+        /// removal only once it is let go.
+        HoldOpen(usize),
     }
 
     const NAMES: [&str; 8] = [
@@ -595,12 +643,14 @@ mod tests {
             (0..8usize).prop_map(Op::Symlink),
             (0..64usize).prop_map(Op::Chmod),
             (0..4usize, 0..4usize).prop_map(|(i, j)| Op::MoveDir(i, j)),
+            (0..4usize).prop_map(Op::HoldOpen),
         ]
     }
 
     /// Applies `op` to the stage at `root` holding `inputs`, ignoring what the file system
     /// refuses (a name that is not there, a parent that is a file): a command would too.
-    fn apply(root: &Path, inputs: &[AdmittedPath], op: &Op) {
+    /// Returns what it holds open.
+    fn apply(root: &Path, inputs: &[AdmittedPath], op: &Op) -> Option<fs::File> {
         let input =
             |i: usize| (!inputs.is_empty()).then(|| root.join(inputs[i % inputs.len()].as_str()));
         let put = |path: &Path, bytes: &[u8]| {
@@ -678,7 +728,9 @@ mod tests {
             Op::MoveDir(i, j) => {
                 let _ = fs::rename(root.join(DIRS[*i]), root.join(DIRS[*j]).join("moved"));
             }
+            Op::HoldOpen(d) => return fs::File::open(root.join(DIRS[*d])).ok(),
         }
+        None
     }
 
     /// A sorted, comparable form of what a walk found.
@@ -731,13 +783,17 @@ mod tests {
             // A first call with nothing done, so the stage is reused and tracked from here on.
             stage.changes(&TargetScratch).unwrap();
             stage = stage.reuse(&store, now.iter().map(|(p, c)| StageInput::new(p, c))).unwrap();
+            let mut held_open = Vec::new();
             for ops in &calls {
                 let root = stage.root().to_owned();
                 let held: Vec<AdmittedPath> = inputs.keys().cloned().collect();
+                let mut now_open = Vec::new();
                 for op in ops {
-                    apply(&root, &held, op);
+                    now_open.extend(apply(&root, &held, op));
                 }
                 let tracked = stage.changes(&TargetScratch).unwrap();
+                // What the last call held is let go once this call's walk is done.
+                drop(std::mem::replace(&mut held_open, now_open));
                 let whole = stage.changes_whole(&TargetScratch).unwrap();
                 proptest::prop_assert_eq!(summary(&tracked), summary(&whole), "after {:?}", ops);
                 // What a caller does with changed inputs: their objects may be damaged.

@@ -188,8 +188,9 @@ impl Stage {
                 *slot = track::Tracker::new(&self.root);
             }
             if let Some(tracker) = slot.as_mut() {
-                // What the reset removed is forgotten before anything is watched again: a
-                // directory made anew at a removed one's place needs a watch of its own.
+                // What the kernel has told of the reset so far is taken in before anything is
+                // watched again; a directory made anew at a removed one's place is watched
+                // anew even when the kernel has not told of the removal yet.
                 tracker.catch_up();
                 if incremental {
                     for path in changed {

@@ -51,6 +51,9 @@ pub(crate) struct Tracker {
     /// Watched directories: where each lies in the stage (`""` is the root).
     dirs: HashMap<i32, String>,
     dir_watches: HashMap<String, i32>,
+    /// Directories whose watch was checked against what now stands at their name since the
+    /// tracker was last armed.
+    dirs_checked: HashSet<String>,
     /// Watched inodes: the inputs each holds.
     files: HashMap<i32, Vec<AdmittedPath>>,
     /// Touched names: the directory (as in `dirs`) and the name's raw bytes.
@@ -80,6 +83,7 @@ impl Tracker {
             fd,
             dirs: HashMap::new(),
             dir_watches: HashMap::new(),
+            dirs_checked: HashSet::new(),
             files: HashMap::new(),
             touched: HashSet::new(),
             complete: false,
@@ -112,14 +116,28 @@ impl Tracker {
         }
     }
 
+    /// Watches the directory at `dir`, whatever was watched at that name before. The kernel
+    /// tells that a watched directory was removed only once nothing holds it any more (an
+    /// open descriptor, a process forked by another thread and not yet past its exec), which
+    /// can be long after a directory was made anew at its name; so the watch is added again
+    /// rather than assumed, and the kernel answers with the watch it already has when the
+    /// directory is the same one.
     fn watch_dir(&mut self, root: &Path, dir: &str) {
-        if self.dir_watches.contains_key(dir) {
+        if self.dirs_checked.contains(dir) {
             return;
         }
         match inotify::add_watch(&self.fd, root.join(dir), dir_mask()) {
             Ok(wd) => {
+                if let Some(stale) = self.dir_watches.insert(dir.to_owned(), wd)
+                    && stale != wd
+                {
+                    // What that watch reports from now on is about a directory no longer in
+                    // the stage.
+                    self.dirs.remove(&stale);
+                    let _ = inotify::remove_watch(&self.fd, stale);
+                }
                 self.dirs.insert(wd, dir.to_owned());
-                self.dir_watches.insert(dir.to_owned(), wd);
+                self.dirs_checked.insert(dir.to_owned());
             }
             Err(_) => self.failed = true,
         }
@@ -170,7 +188,10 @@ impl Tracker {
                 // armed anew.
                 self.complete = false;
                 self.dirs.remove(&wd);
-                self.dir_watches.remove(&dir);
+                if self.dir_watches.get(&dir) == Some(&wd) {
+                    self.dir_watches.remove(&dir);
+                }
+                self.dirs_checked.remove(&dir);
                 let _ = inotify::remove_watch(&self.fd, wd);
                 return;
             }
@@ -209,6 +230,7 @@ impl Tracker {
     pub(crate) fn arm(&mut self) {
         self.read_events();
         self.touched.clear();
+        self.dirs_checked.clear();
         self.complete = !self.failed;
     }
 
