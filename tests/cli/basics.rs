@@ -165,6 +165,23 @@ fn demo_succeeds_with_one_fix_that_reads_the_evidence() {
         "{}",
         text(&verify.stdout)
     );
+    // The project as the run leaves it: the plan's own files with the six accepted over them.
+    let out = kleene(tmp.path())
+        .args(["export", "--tree", "built", "--state", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("6 of them accepted"),
+        "{}",
+        text(&out.stdout)
+    );
+    let built = tmp.path().join("built");
+    assert_eq!(
+        std::fs::read(built.join("site/index.html")).unwrap(),
+        std::fs::read(tmp.path().join("st/workspace/site/index.html")).unwrap()
+    );
+    assert!(built.join("plan.json").is_file());
 }
 
 /// With a relative `--state` (the default `.kleene` is one), KLEENE_WORKSPACE was relative

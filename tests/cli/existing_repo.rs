@@ -154,4 +154,43 @@ fn a_task_changes_a_real_crate_and_the_change_comes_back_as_a_patch() {
     let parse = std::fs::read_to_string(repo.join("src/parse.rs")).unwrap();
     assert!(parse.contains("strip_prefix(\"v\")"), "{parse}");
     assert!(repo.join("tests/test_v_prefix.rs").is_file());
+    // The whole project as the run leaves it, in a directory of its own: file for file what
+    // the applied working tree tracks.
+    let built = tmp.path().join("built");
+    let out = kleene(&repo)
+        .args(["export", "--tree"])
+        .arg(&built)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("2 of them accepted"),
+        "{}",
+        text(&out.stdout)
+    );
+    let tracked = StdCommand::new("git")
+        .args(["ls-files", "--cached", "--others", "--exclude-standard"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let tracked = text(&tracked.stdout);
+    assert!(tracked.lines().count() > 10, "{tracked}");
+    for path in tracked.lines() {
+        assert_eq!(
+            std::fs::read(built.join(path)).ok(),
+            std::fs::read(repo.join(path)).ok(),
+            "{path}"
+        );
+    }
+    let out = kleene(&repo)
+        .args(["export", "--tree"])
+        .arg(&built)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("exists"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -86,7 +86,14 @@ fn every_damaged_state_file_is_named_by_every_command_that_reads_it() {
         .strip_prefix(&pristine)
         .unwrap()
         .to_owned();
-    let all: &[&str] = &["status", "audit", "accept", "export", "resume"];
+    let all: &[&str] = &[
+        "status",
+        "audit",
+        "accept",
+        "export",
+        "export --tree",
+        "resume",
+    ];
     let targets = [
         Target {
             file: "run.json".into(),
@@ -115,12 +122,12 @@ fn every_damaged_state_file_is_named_by_every_command_that_reads_it() {
         },
         Target {
             file: "closures.jsonl".into(),
-            commands: &["audit", "accept", "export"],
+            commands: &["audit", "accept", "export", "export --tree"],
             named: "closures.jsonl",
         },
         Target {
             file: "workspace/billing/vat.sh".into(),
-            commands: &["status", "accept", "export", "resume"],
+            commands: &["status", "accept", "export", "export --tree", "resume"],
             named: "billing/vat.sh",
         },
     ];
@@ -133,9 +140,9 @@ fn every_damaged_state_file_is_named_by_every_command_that_reads_it() {
                 let state = case.path().join("st");
                 copy_dir(&pristine, &state);
                 damage.apply(&state.join(&target.file));
-                let mut args = vec![*command, "--state", "st"];
-                if *command == "export" {
-                    args.push("out.tar");
+                let mut args: Vec<&str> = command.split(' ').chain(["--state", "st"]).collect();
+                if command.starts_with("export") {
+                    args.push("out");
                 }
                 let out = kleene(case.path()).args(&args).output().unwrap();
                 let said = both(&out);
@@ -152,6 +159,10 @@ fn every_damaged_state_file_is_named_by_every_command_that_reads_it() {
                 assert!(
                     !state.join("acceptance.json").exists(),
                     "{what} sealed a record:\n{said}"
+                );
+                assert!(
+                    !case.path().join("out").exists(),
+                    "{what} exported:\n{said}"
                 );
             }
         }

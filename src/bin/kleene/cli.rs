@@ -441,9 +441,14 @@ pub struct AcceptArgs {
 /// `kleene export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The archive to write.
+    /// The archive to write (with --tree, the directory to make).
     #[arg(value_name = "OUT.tar")]
     pub out: PathBuf,
+    /// Make OUT a directory holding the project as the run leaves it: every file the run
+    /// bound, with the accepted files over them. OUT must not exist. A tree is for building
+    /// and reading; the archive is what `kleene verify` checks.
+    #[arg(long)]
+    pub tree: bool,
     #[command(flatten)]
     pub state: StateArgs,
     #[command(flatten)]

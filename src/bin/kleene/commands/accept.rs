@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use kleene::shell::counted;
+use kleene::shell::{PlanFiles, counted};
 use kleene::signing::{Envelope, PublicKey, SigningKey};
 use kleene::{
     acceptance::{
@@ -30,7 +30,14 @@ use super::{
 fn acceptance(
     state: &StateDir,
     key: Option<&SigningKey>,
-) -> Result<(kleene::acceptance::AcceptanceRecord, Snapshot), Failure> {
+) -> Result<
+    (
+        kleene::acceptance::AcceptanceRecord,
+        Snapshot,
+        Option<PlanFiles>,
+    ),
+    Failure,
+> {
     let journal_key = journal_key(key);
     let (info, loaded, evidence) = load_evidence(state, journal_key.as_ref())?;
     // Evidence read without the bytes a journal ends in is not all the run wrote: nothing
@@ -65,7 +72,7 @@ fn acceptance(
         }));
     }
     match sealed {
-        Ok(record) if problems.is_empty() => Ok((record, snapshot)),
+        Ok(record) if problems.is_empty() => Ok((record, snapshot, loaded.files().cloned())),
         _ => Err(Failure::halted(format!(
             "accept the build: {}, nothing was written:\n  {}",
             counted(problems.len() as u64, "problem", "problems"),
@@ -81,7 +88,7 @@ pub fn accept_run(args: &AcceptArgs, rep: &mut Reporter) -> Outcome {
         .lock("accept")
         .map_err(|e| Failure::halted(Chain(&e)))?;
     let key = signing_key(&args.signing, &state)?;
-    let (record, _) = acceptance(&state, key.as_ref())?;
+    let (record, _, _) = acceptance(&state, key.as_ref())?;
     let path = state.acceptance_path();
     let envelope_path = record_envelope_path(&state);
     write_atomic(&path, record.to_json().as_bytes()).map_err(|e| Failure::halted(Chain(&e)))?;
@@ -185,7 +192,7 @@ pub fn export_run(args: &ExportArgs, rep: &mut Reporter) -> Outcome {
         .lock("export")
         .map_err(|e| Failure::halted(Chain(&e)))?;
     let key = signing_key(&args.signing, &state)?;
-    let (record, snapshot) = acceptance(&state, key.as_ref())?;
+    let (record, snapshot, bound) = acceptance(&state, key.as_ref())?;
     let stored = stored_record(&state, Some(&record))?;
     if let (Some(stored), Some(key)) = (&stored, &key) {
         check_record_signature(&state, stored, key)?;
@@ -222,6 +229,28 @@ pub fn export_run(args: &ExportArgs, rep: &mut Reporter) -> Outcome {
                 .map_err(|e| Failure::halted(Chain(&e)))?;
             }
         }
+    }
+    if args.tree {
+        let written = super::changes::write_tree(&state, &args.out, bound, &snapshot)?;
+        if rep.mode() == crate::report::Mode::Json {
+            rep.say_json(&serde_json::json!({
+                "event": "exported",
+                "tree": args.out,
+                "record_digest": record.digest().to_string(),
+                "files": written.files,
+                "accepted": written.accepted,
+            }));
+        } else {
+            rep.say(&format!(
+                "exported the project as the run leaves it to {}: {}, {} of them accepted \
+                 (record {})",
+                args.out.display(),
+                counted(written.files as u64, "file", "files"),
+                written.accepted,
+                record.digest(),
+            ));
+        }
+        return Ok(Exit::Ok);
     }
     let archive = export(&record, &snapshot).map_err(|e| Failure::halted(Chain(&e)))?;
     write_atomic(&args.out, archive.as_bytes()).map_err(|e| Failure::halted(Chain(&e)))?;

@@ -1,10 +1,12 @@
-//! `kleene diff` and `kleene apply`: a run's accepted changes against the project's files it
-//! bound, as a patch `git apply` takes, or written into the working tree.
+//! `kleene diff`, `kleene apply` and `kleene export --tree`: a run's accepted changes against
+//! the project's files it bound, as a patch `git apply` takes, written into the working tree,
+//! or laid over those files in a directory of their own.
 //!
 //! ```text
 //! kleene diff --state .kleene | git apply --check     # the patch applies to the repository
 //! kleene apply --state .kleene                        # or kleene writes it, where nothing
 //!                                                     # changed since the run bound it
+//! kleene export --tree built/ --state .kleene         # or the whole project, changes in
 //! ```
 //!
 //! The base is the run's own copy of the files it bound (`STATE/plan-files/`, checked against
@@ -20,6 +22,7 @@ use kleene::error::Chain;
 use kleene::id::TaskId;
 use kleene::plan::AdmittedPath;
 use kleene::shell::{PlanFiles, counted};
+use kleene::snapshot::Snapshot;
 
 use crate::cli::{DiffArgs, Exit, StateArgs};
 use crate::formats::RunInfo;
@@ -286,4 +289,76 @@ fn write_replacing(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// What [`write_tree`] wrote: every file, and how many of them are accepted files.
+pub(super) struct TreeWritten {
+    pub(super) files: usize,
+    pub(super) accepted: usize,
+}
+
+/// Makes `out` a directory holding the project as the run leaves it: every file the run
+/// bound (`bound`, read from the run's own checked copy), with the accepted files of
+/// `snapshot` over them. The tree is made beside `out` and renamed into place, so `out`
+/// either holds all of it or does not exist.
+pub(super) fn write_tree(
+    state: &StateDir,
+    out: &Path,
+    bound: Option<PlanFiles>,
+    snapshot: &Snapshot,
+) -> Result<TreeWritten, Failure> {
+    if std::fs::symlink_metadata(out).is_ok() {
+        return Err(Failure::bad_input(format!(
+            "export --tree: {} exists; name a directory that does not",
+            out.display()
+        )));
+    }
+    let base = match bound {
+        Some(files) => files
+            .with_bytes_from(&state.plan_files_dir())
+            .map_err(|e| {
+                Failure::halted(format!(
+                    "export --tree: read the project's files the run bound in {}: {}",
+                    state.plan_files_dir().display(),
+                    Chain(&e)
+                ))
+            })?,
+        None => PlanFiles::default(),
+    };
+    let mut tree: BTreeMap<&AdmittedPath, &[u8]> = BTreeMap::new();
+    for (path, _) in base.iter() {
+        if let Some(bytes) = base.bytes(path) {
+            tree.insert(path, bytes);
+        }
+    }
+    for (path, file) in snapshot.files() {
+        tree.insert(path, file.content());
+    }
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let making = out.with_file_name(format!(".{name}.kleene-export-{}", std::process::id()));
+    let made = (|| {
+        std::fs::create_dir(&making)?;
+        for (path, bytes) in &tree {
+            let target = making.join(path.as_str());
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&target, bytes)?;
+        }
+        std::fs::rename(&making, out)
+    })();
+    if let Err(e) = made {
+        let _ = std::fs::remove_dir_all(&making);
+        return Err(Failure::halted(format!(
+            "export --tree: make {}: {e}; nothing was left there",
+            out.display()
+        )));
+    }
+    Ok(TreeWritten {
+        files: tree.len(),
+        accepted: snapshot.len(),
+    })
 }
