@@ -61,6 +61,7 @@
 mod async_closure_worker;
 #[cfg(feature = "async")]
 mod asynchronous;
+pub mod cache;
 pub mod candidate;
 mod closure_worker;
 mod dispatched;

@@ -56,7 +56,7 @@ mod load;
 mod model;
 mod normalize;
 pub(crate) mod path;
-mod validate;
+pub(crate) mod validate;
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;

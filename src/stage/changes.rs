@@ -565,10 +565,13 @@ mod tests {
         stage.changes(&()).unwrap();
         stage = stage.reuse(&store, staged()).unwrap();
         let root = stage.root().to_owned();
-        // The call rewrites every input of `out`, so the reset removes `out` whole (its
+        // The call rewrites every input of `out` (each a new file at the input's name, as an
+        // editor saves: the inputs are read-only), so the reset removes `out` whole (its
         // inputs dropped, the directories they leave empty pruned) and makes it anew.
-        fs::write(root.join("out/f0"), "changed").unwrap();
-        fs::write(root.join("out/sub/f2"), "changed").unwrap();
+        for input in ["out/f0", "out/sub/f2"] {
+            fs::remove_file(root.join(input)).unwrap();
+            fs::write(root.join(input), "changed").unwrap();
+        }
         let held = fs::File::open(root.join("out")).unwrap();
         let changes = stage.changes(&()).unwrap();
         assert_eq!(changes.written().len(), 2);

@@ -572,6 +572,16 @@ fn digests() -> Vec<(&'static str, Digest)> {
         "file manifest",
         FileManifest::compute(&BTreeMap::from([(path("a.txt"), b"a".to_vec())])).digest(),
     ));
+    let task = plan.tasks().next().expect("the plan has tasks");
+    out.push((
+        "action key",
+        kleene::batch::cache::ActionKeyParts::new(task)
+            .setting("base", b"\"project\"")
+            .reads([(path("tools/make.sh"), d(4))])
+            .prerequisite(id("a"), d(5))
+            .key()
+            .digest(),
+    ));
     out
 }
 
@@ -932,6 +942,10 @@ const PINNED: &[(&str, &str)] = &[
     (
         "file manifest",
         "ed1ccbf25d0c80f85c9b5e8e427367f0b6efbc19781e18d18c700088c928cd15",
+    ),
+    (
+        "action key",
+        "f6b41930a70aa2cfc6f99e596b56eef6a1bc28b7715094ce3f5d3481e4dba973",
     ),
 ];
 

@@ -1,2 +1,3 @@
+mod action_key;
 mod extensions;
 mod plans;

@@ -486,6 +486,12 @@ impl ValidatedPlan {
 /// The canonical digest: a digest per task (its lists sorted), the task digests sorted, then
 /// digested together. Neither the order of tasks nor the order inside a task's lists changes
 /// it; any change to any field of any task does.
+/// The digest of one task's plan entry, as the plan digest takes it in: the same for the
+/// same entry in any plan, whatever the order of its lists.
+pub(crate) fn task_digest(task: &PlannedTask) -> Digest {
+    Digest::of("plan task", task)
+}
+
 fn plan_digest(tasks: &[PlannedTask], extensions: &BTreeMap<String, ExtensionValue>) -> Digest {
     let task = CanonicalHasher::new("plan task");
     let mut digests: Vec<Digest> = tasks.iter().map(|t| task.clone().put(t).finish()).collect();

@@ -30,12 +30,13 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::plan_files::{MANIFEST_KEY, PlanFiles};
+use crate::batch::cache::key::ActionKeyParts;
 use crate::batch::{Batch, BatchEvidence};
 use crate::closure::Severity;
 use crate::id::{ChannelId, TaskId, ValidatorId};
 use crate::plan::{
-    AppBuildPlan, ExtensionValue, Extensions, PathGlob, PlanLoadError, PlannedTask, ValidatedPlan,
-    explain_value_error,
+    AdmittedPath, AppBuildPlan, ExtensionValue, Extensions, PathGlob, PlanLoadError, PlannedTask,
+    ValidatedPlan, explain_value_error,
 };
 
 mod changes;
@@ -222,6 +223,8 @@ pub struct ShellPlan {
     inputs: Option<Vec<PathGlob>>,
     base: Base,
     files: Option<PlanFiles>,
+    /// The plan file's own name among its files (it lies beside them).
+    file_name: Option<AdmittedPath>,
     text: String,
 }
 
@@ -320,6 +323,51 @@ impl ShellPlan {
     /// The files the plan binds, if any.
     pub fn files(&self) -> Option<&PlanFiles> {
         self.files.as_ref()
+    }
+
+    /// What `task`'s call depends on in this plan, part by part (`None` for a task the plan
+    /// does not have): its own entry (its commands included), the plan's `scratch` and
+    /// `base`, and every file the plan binds, which its commands can read through
+    /// `$KLEENE_PLAN_DIR` whatever the base, except the plan file itself: of that, the
+    /// task's entry is what its call depends on, and an edit of another task is not. The
+    /// accepted outputs of the tasks the call is given are added by whoever runs it
+    /// ([`ActionKeyParts::prerequisite`]).
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use kleene::shell::ShellPlan;
+    ///
+    /// let text = |run_b: &str| format!(r#"{{"tasks": [
+    ///   {{"id": "a", "owner": "shell", "spec": {{"intent": "a"}}, "owned_paths": ["a"],
+    ///    "run": "echo a > a"}},
+    ///   {{"id": "b", "owner": "shell", "spec": {{"intent": "b"}}, "owned_paths": ["b"],
+    ///    "run": "{run_b}"}}]}}"#);
+    /// let key = |run_b: &str, id: &str| {
+    ///     let plan = ShellPlan::from_text(Path::new("plan.json"), &text(run_b), None).unwrap();
+    ///     let id = plan.plan().tasks().find(|t| t.id.as_str() == id).unwrap().id.clone();
+    ///     plan.action_key_parts(&id).unwrap().key()
+    /// };
+    /// // Editing b's command changes b's key, and a's not at all.
+    /// assert_ne!(key("echo b > b", "b"), key("echo B > b", "b"));
+    /// assert_eq!(key("echo b > b", "a"), key("echo B > b", "a"));
+    /// ```
+    pub fn action_key_parts(&self, task: &TaskId) -> Option<ActionKeyParts> {
+        let entry = self.plan.task(task)?;
+        let mut parts = ActionKeyParts::new(entry);
+        for key in PLAN_KEYS.iter().filter(|k| **k != "inputs") {
+            if let Some(value) = self.plan.extension(key) {
+                parts = parts.setting(key, value.canonical().as_bytes());
+            }
+        }
+        if let Some(files) = &self.files {
+            parts = parts.reads(
+                files
+                    .iter()
+                    .filter(|(path, _)| Some(*path) != self.file_name.as_ref())
+                    .map(|(path, digest)| (path.clone(), *digest)),
+            );
+        }
+        Some(parts)
     }
 
     /// The channel a run of this plan takes when none is named: `run-` and the first twelve
@@ -444,6 +492,10 @@ fn build(file: &Path, text: &str, files: Files<'_>) -> Result<ShellPlan, LoadErr
         inputs,
         base,
         files,
+        file_name: file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| AdmittedPath::admit(n).ok()),
         text: text.to_owned(),
     })
 }

@@ -1,0 +1,20 @@
+//! Results a run can reuse: what a task's call depends on, named by one digest (its
+//! [`ActionKey`]), so that a call whose inputs have not changed need not be made again.
+//!
+//! ```
+//! use kleene::AppBuildPlan;
+//! use kleene::batch::cache::ActionKeyParts;
+//!
+//! let plan = AppBuildPlan::from_json(r#"{"tasks": [
+//!   {"id": "a", "owner": "shell", "spec": {"intent": "write a"}, "owned_paths": ["a.txt"]}
+//! ]}"#)?.validate()?;
+//! let task = plan.tasks().next().unwrap();
+//! let key = ActionKeyParts::new(task).setting("base", b"project").key();
+//! assert_eq!(key, ActionKeyParts::new(task).setting("base", b"project").key());
+//! assert_ne!(key, ActionKeyParts::new(task).setting("base", b"empty").key());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod key;
+
+pub use key::{ActionKey, ActionKeyParts, CALL_SEMANTICS};
