@@ -3,6 +3,7 @@ pub(crate) mod runs;
 #[cfg(feature = "async")]
 mod async_driver;
 // Plans through the library's ClosureWorker: the fix budget across crashes.
+mod cache;
 mod closures;
 mod inputs;
 mod journal_crash;

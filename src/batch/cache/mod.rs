@@ -1,5 +1,5 @@
 //! Results a run can reuse: what a task's call depends on, named by one digest (its
-//! [`ActionKey`]), so that a call whose inputs have not changed need not be made again.
+//! [`ActionKey`]), and the accepted results kept under such keys, each with what proves it.
 //!
 //! ```
 //! use kleene::AppBuildPlan;
@@ -15,6 +15,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod entry;
 pub mod key;
+pub mod store;
 
+pub use entry::{CachedResult, EntryProblem, Provenance};
 pub use key::{ActionKey, ActionKeyParts, CALL_SEMANTICS};
+pub use store::{ActionCache, CacheError, CacheHit, FileCache, Lookup, MemoryCache};

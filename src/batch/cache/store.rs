@@ -1,0 +1,356 @@
+//! Where accepted results are kept: the [`ActionCache`] trait a run consults, a cache in
+//! memory, and a cache in a directory whose every read is checked.
+//!
+//! ```
+//! # use std::collections::BTreeMap;
+//! # use kleene::batch::Candidate;
+//! # use kleene::batch::candidate::AcceptedOutput;
+//! # use kleene::batch::cache::{ActionKeyParts, CachedResult, Provenance};
+//! # use kleene::id::{ChannelId, Digest, TaskId};
+//! # use kleene::plan::AdmittedPath;
+//! use kleene::batch::cache::{ActionCache, FileCache, Lookup};
+//! # let plan = kleene::AppBuildPlan::from_json(r#"{"tasks": [
+//! #   {"id": "a", "owner": "shell", "spec": {"intent": "a"}, "owned_paths": ["a.txt"]}]}"#)?
+//! #     .validate()?;
+//! # let key = ActionKeyParts::new(plan.tasks().next().unwrap()).key();
+//! # let files = Candidate::new(BTreeMap::from([(AdmittedPath::admit("a.txt")?, b"a".to_vec())]));
+//! # let output = AcceptedOutput::verified(files.clone(), files.digest()).unwrap();
+//! # let provenance = Provenance { channel: ChannelId::new("run-1")?, call: 1,
+//! #     closure_record: None, acceptance_record: Digest::from_bytes([1; 32]) };
+//! # let result = CachedResult::new(key, TaskId::new("a")?, provenance, &output);
+//! let dir = tempfile::tempdir()?;
+//! let cache = FileCache::new(dir.path());
+//! assert!(matches!(cache.lookup(&key), Lookup::Miss));
+//! cache.store(&result, &output)?;
+//! match cache.lookup(&key) {
+//!     Lookup::Hit(hit) => assert_eq!(hit.output().files(), output.files()),
+//!     other => panic!("{other:?}"),
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use super::entry::{CachedResult, EntryProblem, MAX_ENTRY_BYTES};
+use super::key::ActionKey;
+use crate::batch::Candidate;
+use crate::batch::candidate::AcceptedOutput;
+use crate::id::Digest;
+
+/// The most bytes one accepted output's files may hold together, as a call's output may.
+pub const MAX_OUTPUT_BYTES: u64 = 1 << 30;
+
+/// What a lookup found.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Lookup {
+    /// A result whose every digest was checked.
+    Hit(CacheHit),
+    /// Nothing is kept under the key.
+    Miss,
+    /// Something is kept under the key and was not taken: a miss, with why.
+    Refused {
+        /// Where the entry lies (a file's path for a [`FileCache`]).
+        entry: String,
+        /// What is wrong with it.
+        problem: EntryProblem,
+    },
+}
+
+/// A result found in a cache, checked: its entry's seal, and its files against the digests
+/// the entry names and the output digest it was accepted under.
+#[derive(Debug, Clone)]
+pub struct CacheHit {
+    result: CachedResult,
+    output: AcceptedOutput,
+}
+
+impl CacheHit {
+    /// What the entry says of the result: its key, task and provenance.
+    pub fn result(&self) -> &CachedResult {
+        &self.result
+    }
+
+    /// The accepted output, rebuilt and verified.
+    pub fn output(&self) -> &AcceptedOutput {
+        &self.output
+    }
+}
+
+/// Why a result could not be stored.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CacheError {
+    /// The output is not the one the result names.
+    #[error("the output {found} is not the accepted output {expected} the result names")]
+    OutputDiffers {
+        /// The result's output digest.
+        expected: Digest,
+        /// The output given.
+        found: Digest,
+    },
+    /// A file of the cache could not be written.
+    #[error("write {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+/// A store of accepted results by action key. Only accepted results are stored; a lookup
+/// never gives a result whose digests do not hold.
+pub trait ActionCache: Send + Sync {
+    /// The result kept under `key`, checked.
+    fn lookup(&self, key: &ActionKey) -> Lookup;
+
+    /// Keeps `result`, whose accepted output is `output`, under its key (replacing what was
+    /// kept there).
+    ///
+    /// # Errors
+    ///
+    /// [`CacheError`] when `output` is not the result's, or the cache cannot be written.
+    fn store(&self, result: &CachedResult, output: &AcceptedOutput) -> Result<(), CacheError>;
+}
+
+fn check_output(result: &CachedResult, output: &AcceptedOutput) -> Result<(), CacheError> {
+    if result.output() == output.digest() {
+        Ok(())
+    } else {
+        Err(CacheError::OutputDiffers {
+            expected: result.output(),
+            found: output.digest(),
+        })
+    }
+}
+
+/// Results kept in this process's memory: for tests, and for an orchestrator that keeps
+/// its own.
+#[derive(Debug, Default)]
+pub struct MemoryCache {
+    results: Mutex<HashMap<ActionKey, CacheHit>>,
+}
+
+impl MemoryCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl ActionCache for MemoryCache {
+    fn lookup(&self, key: &ActionKey) -> Lookup {
+        let results = self.results.lock().unwrap_or_else(PoisonError::into_inner);
+        results
+            .get(key)
+            .map_or(Lookup::Miss, |hit| Lookup::Hit(hit.clone()))
+    }
+
+    fn store(&self, result: &CachedResult, output: &AcceptedOutput) -> Result<(), CacheError> {
+        check_output(result, output)?;
+        let hit = CacheHit {
+            result: result.clone(),
+            output: output.clone(),
+        };
+        self.results
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(result.key(), hit);
+        Ok(())
+    }
+}
+
+/// Results kept in a directory: `entries/KEY.json` (a [`CachedResult`]'s JSON) and
+/// `objects/BLAKE3` (each accepted file's bytes). Every read checks the entry's seal (and,
+/// with a key, its MAC), each object against its digest and the files against the output
+/// digest; whatever does not hold is a [`Lookup::Refused`] naming the entry. Writes go
+/// through a temporary file and a rename, objects before the entry that names them, so a
+/// crash leaves no entry without its objects, and two writers never mix their bytes.
+///
+/// Without a key, the checks find damage (a flipped byte, a truncated file, swapped
+/// objects), not a forger who can write the directory: such a forger can seal an entry of
+/// their own. With [`with_mac_key`](Self::with_mac_key), an entry not sealed by the key is
+/// refused.
+#[derive(Debug, Clone)]
+pub struct FileCache {
+    dir: PathBuf,
+    mac_key: Option<[u8; 32]>,
+}
+
+impl FileCache {
+    /// The cache in `dir` (made on the first store).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            mac_key: None,
+        }
+    }
+
+    /// This cache, sealing each entry it stores with a MAC under `key` and refusing an entry
+    /// without one.
+    #[must_use]
+    pub fn with_mac_key(mut self, key: [u8; 32]) -> Self {
+        self.mac_key = Some(key);
+        self
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the entry of `key` lies.
+    pub fn entry_path(&self, key: &ActionKey) -> PathBuf {
+        self.dir.join("entries").join(format!("{key}.json"))
+    }
+
+    fn object_path(&self, digest: Digest) -> PathBuf {
+        self.dir.join("objects").join(digest.to_string())
+    }
+
+    fn read_hit(&self, key: &ActionKey, path: &Path) -> Result<Option<CacheHit>, EntryProblem> {
+        let bytes = match read_bounded(path, MAX_ENTRY_BYTES) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Err(EntryProblem::TooLarge),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(EntryProblem::Unreadable(e.to_string())),
+        };
+        let result = CachedResult::from_json(&bytes, self.mac_key.as_ref())?;
+        if result.key() != *key {
+            return Err(EntryProblem::OtherKey {
+                wanted: *key,
+                found: result.key(),
+            });
+        }
+        let mut files = BTreeMap::new();
+        let mut budget = MAX_OUTPUT_BYTES;
+        for (path, file) in result.files() {
+            let limit = file.len.min(budget);
+            let bytes = match read_bounded(&self.object_path(file.blake3), limit) {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => return Err(EntryProblem::ObjectDamaged { path: path.clone() }),
+                Err(e) => {
+                    return Err(EntryProblem::ObjectUnreadable {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    });
+                }
+            };
+            if bytes.len() as u64 != file.len || Digest::from(blake3::hash(&bytes)) != file.blake3 {
+                return Err(EntryProblem::ObjectDamaged { path: path.clone() });
+            }
+            budget -= file.len;
+            files.insert(path.clone(), bytes);
+        }
+        let output = AcceptedOutput::verified(Candidate::new(files), result.output())
+            .ok_or(EntryProblem::Output(result.output()))?;
+        Ok(Some(CacheHit { result, output }))
+    }
+}
+
+impl ActionCache for FileCache {
+    fn lookup(&self, key: &ActionKey) -> Lookup {
+        let path = self.entry_path(key);
+        match self.read_hit(key, &path) {
+            Ok(Some(hit)) => Lookup::Hit(hit),
+            Ok(None) => Lookup::Miss,
+            Err(problem) => Lookup::Refused {
+                entry: path.display().to_string(),
+                problem,
+            },
+        }
+    }
+
+    fn store(&self, result: &CachedResult, output: &AcceptedOutput) -> Result<(), CacheError> {
+        check_output(result, output)?;
+        let objects = self.dir.join("objects");
+        let entries = self.dir.join("entries");
+        for dir in [&objects, &entries] {
+            fs::create_dir_all(dir).map_err(|source| CacheError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        for bytes in output.files().values() {
+            let target = self.object_path(Digest::from(blake3::hash(bytes)));
+            // An object is named by its bytes: one already there is kept unless damaged.
+            if read_bounded(&target, bytes.len() as u64)
+                .ok()
+                .flatten()
+                .as_deref()
+                != Some(bytes.as_slice())
+            {
+                write_new(&objects, &target, bytes)?;
+            }
+        }
+        let entry = self.entry_path(&result.key());
+        write_new(
+            &entries,
+            &entry,
+            result.to_json(self.mac_key.as_ref()).as_bytes(),
+        )
+    }
+}
+
+/// The bytes of `path`, or `None` when it holds more than `limit`; read without trusting
+/// its size for any allocation.
+fn read_bounded(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    File::open(path)?
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
+/// Writes `bytes` to `target` in `dir` durably through a temporary file of this writer's
+/// own and a rename.
+fn write_new(dir: &Path, target: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| CacheError::Io { path, source }
+    };
+    let written = File::create_new(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .map_err(io(&tmp))
+        .and_then(|()| fs::rename(&tmp, target).map_err(io(target)));
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_larger_than_its_bound_is_told_apart_from_one_that_fits() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f");
+        fs::write(&path, b"12345").unwrap();
+        assert_eq!(read_bounded(&path, 5).unwrap(), Some(b"12345".to_vec()));
+        assert_eq!(read_bounded(&path, 4).unwrap(), None);
+    }
+
+    /// A write that fails leaves neither the target nor its temporary file behind.
+    #[test]
+    fn a_failed_write_leaves_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("missing-dir").join("f");
+        assert!(write_new(tmp.path(), &target, b"x").is_err());
+        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0);
+    }
+}
