@@ -339,8 +339,16 @@ pub(super) fn write_tree(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let making = out.with_file_name(format!(".{name}.kleene-export-{}", std::process::id()));
+    // Made here or not at all: what already stands at that name is someone else's, and is
+    // neither written into nor removed.
+    std::fs::create_dir(&making).map_err(|e| {
+        Failure::halted(format!(
+            "export --tree: make {} beside {}: {e}",
+            making.display(),
+            out.display()
+        ))
+    })?;
     let made = (|| {
-        std::fs::create_dir(&making)?;
         for (path, bytes) in &tree {
             let target = making.join(path.as_str());
             if let Some(parent) = target.parent() {
