@@ -157,11 +157,14 @@ fn a_task_changes_a_real_crate_and_the_change_comes_back_as_a_patch() {
     // The whole project as the run leaves it, in a directory of its own: file for file what
     // the applied working tree tracks.
     let built = tmp.path().join("built");
-    let out = kleene(&repo)
-        .args(["export", "--tree"])
-        .arg(&built)
-        .output()
-        .unwrap();
+    let export_tree = || {
+        kleene(&repo)
+            .args(["export", "--tree"])
+            .arg(&built)
+            .output()
+            .unwrap()
+    };
+    let out = export_tree();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         text(&out.stdout).contains("2 of them accepted"),
@@ -182,11 +185,7 @@ fn a_task_changes_a_real_crate_and_the_change_comes_back_as_a_patch() {
             "{path}"
         );
     }
-    let out = kleene(&repo)
-        .args(["export", "--tree"])
-        .arg(&built)
-        .output()
-        .unwrap();
+    let out = export_tree();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("exists"),

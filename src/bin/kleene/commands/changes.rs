@@ -46,21 +46,7 @@ fn changes<'e>(
     evidence: &'e BatchEvidence,
     bound: Option<&PlanFiles>,
 ) -> Result<Vec<Change<'e>>, Failure> {
-    let base = match bound {
-        Some(files) => Some(
-            files
-                .clone()
-                .with_bytes_from(&state.plan_files_dir())
-                .map_err(|e| {
-                    Failure::halted(format!(
-                        "read the project's files the run bound in {}: {}",
-                        state.plan_files_dir().display(),
-                        Chain(&e)
-                    ))
-                })?,
-        ),
-        None => None,
-    };
+    let base = with_bytes(state, bound.cloned(), "")?;
     let mut accepted: BTreeMap<&AdmittedPath, (&TaskId, &[u8])> = BTreeMap::new();
     for (task, output) in evidence.accepted_outputs() {
         for (path, content) in output.files() {
@@ -82,6 +68,25 @@ fn changes<'e>(
             })
         })
         .collect())
+}
+
+/// The files the run bound (`None`: it bound none) with their bytes, read from its own copy
+/// and checked against their digests; a failure says so after `context`.
+fn with_bytes(
+    state: &StateDir,
+    bound: Option<PlanFiles>,
+    context: &str,
+) -> Result<Option<PlanFiles>, Failure> {
+    bound
+        .map(|files| files.with_bytes_from(&state.plan_files_dir()))
+        .transpose()
+        .map_err(|e| {
+            Failure::halted(format!(
+                "{context}read the project's files the run bound in {}: {}",
+                state.plan_files_dir().display(),
+                Chain(&e)
+            ))
+        })
 }
 
 /// What `git rev-parse --show-prefix` says of `dir`: its path below the work tree's top
@@ -313,18 +318,7 @@ pub(super) fn write_tree(
             out.display()
         )));
     }
-    let base = match bound {
-        Some(files) => files
-            .with_bytes_from(&state.plan_files_dir())
-            .map_err(|e| {
-                Failure::halted(format!(
-                    "export --tree: read the project's files the run bound in {}: {}",
-                    state.plan_files_dir().display(),
-                    Chain(&e)
-                ))
-            })?,
-        None => PlanFiles::default(),
-    };
+    let base = with_bytes(state, bound, "export --tree: ")?.unwrap_or_default();
     let mut tree: BTreeMap<&AdmittedPath, &[u8]> = BTreeMap::new();
     for (path, _) in base.iter() {
         if let Some(bytes) = base.bytes(path) {
