@@ -5,18 +5,34 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use kleene::Task;
 use kleene::batch::Candidate;
 use kleene::batch::cache::{
     ActionCache, ActionKey, ActionKeyParts, CachedResult, EntryProblem, FileCache, Lookup,
     MemoryCache, Provenance,
 };
 use kleene::batch::candidate::AcceptedOutput;
+use kleene::closure::step::Session;
+use kleene::closure::{ClosureRecord, ExecutionOutput, RecoveryPolicy, Spec, run_to_closure};
 use kleene::id::{ChannelId, Digest, TaskId};
 use kleene::plan::AdmittedPath;
+use kleene::testing::closure::ScriptedAgent;
 use proptest::prelude::*;
 use tempfile::TempDir;
 
-/// The key of task `t{n}` of a one-task plan, and a result for it with `files`.
+/// The closure record of a call of task `t{n}` that passed at once.
+fn closure(n: u32) -> ClosureRecord {
+    let mut agent = ScriptedAgent::new().outputs([ExecutionOutput::new(format!("t{n} done"))]);
+    run_to_closure(
+        Task::new(TaskId::new(format!("t{n}")).unwrap(), Spec::new("t")),
+        Session::new("build", "cache").unwrap(),
+        &mut agent,
+        &RecoveryPolicy::default(),
+    )
+}
+
+/// The key of task `t{n}` of a one-task plan, and a result for it with `files` (its call's
+/// closure record is `closure(n)`).
 fn result(n: u32, files: &[(&str, &[u8])]) -> (ActionKey, CachedResult, AcceptedOutput) {
     let plan = kleene::AppBuildPlan::from_json(&format!(
         r#"{{"tasks": [{{"id": "t{n}", "owner": "shell", "spec": {{"intent": "t"}},
@@ -36,7 +52,6 @@ fn result(n: u32, files: &[(&str, &[u8])]) -> (ActionKey, CachedResult, Accepted
     let provenance = Provenance {
         channel: ChannelId::new("run-1").unwrap(),
         call: n + 1,
-        closure_record: Some(Digest::from_bytes([9; 32])),
         acceptance_record: Digest::from_bytes([7; 32]),
     };
     let result = CachedResult::new(
@@ -44,6 +59,7 @@ fn result(n: u32, files: &[(&str, &[u8])]) -> (ActionKey, CachedResult, Accepted
         TaskId::new(format!("t{n}")).unwrap(),
         provenance,
         &output,
+        Some(&closure(n)),
     );
     (key, result, output)
 }
@@ -51,8 +67,8 @@ fn result(n: u32, files: &[(&str, &[u8])]) -> (ActionKey, CachedResult, Accepted
 fn two(cache: &dyn ActionCache) -> [(ActionKey, AcceptedOutput); 2] {
     let (k0, r0, o0) = result(0, &[("out/a", b"alpha"), ("out/b", b"beta")]);
     let (k1, r1, o1) = result(1, &[("out/c", b"gamma")]);
-    cache.store(&r0, &o0).unwrap();
-    cache.store(&r1, &o1).unwrap();
+    cache.store(&r0, &o0, Some(&closure(0))).unwrap();
+    cache.store(&r1, &o1, Some(&closure(1))).unwrap();
     [(k0, o0), (k1, o1)]
 }
 
@@ -79,6 +95,10 @@ fn what_is_stored_reads_back_with_its_provenance_in_memory_and_on_disk() {
                         hit.result().provenance().acceptance_record,
                         Digest::from_bytes([7; 32])
                     );
+                    // The call's audit trail comes with it, the record the entry binds.
+                    let trail = hit.closure().map(ClosureRecord::digest);
+                    assert!(trail.is_some());
+                    assert_eq!(trail, hit.result().closure().map(|c| c.record));
                 }
                 other => panic!("{other:?}"),
             }
@@ -92,9 +112,12 @@ fn what_is_stored_reads_back_with_its_provenance_in_memory_and_on_disk() {
 fn an_output_that_is_not_the_results_is_not_stored() {
     let tmp = TempDir::new().unwrap();
     let cache = FileCache::new(tmp.path());
-    let (key, r0, _) = result(0, &[("out/a", b"alpha")]);
+    let (key, r0, o0) = result(0, &[("out/a", b"alpha")]);
     let (_, _, other) = result(0, &[("out/a", b"ALPHA")]);
-    assert!(cache.store(&r0, &other).is_err());
+    assert!(cache.store(&r0, &other, Some(&closure(0))).is_err());
+    // Nor a closure record that is not the one the result names.
+    assert!(cache.store(&r0, &o0, Some(&closure(1))).is_err());
+    assert!(cache.store(&r0, &o0, None).is_err());
     assert!(matches!(cache.lookup(&key), Lookup::Miss));
 }
 
@@ -146,6 +169,26 @@ fn swapped_objects_are_refused_naming_the_file() {
     let (_, problem) = refused(cache.lookup(&key));
     assert!(
         matches!(problem, EntryProblem::ObjectUnreadable { .. }),
+        "{problem}"
+    );
+}
+
+/// The call's closure record is kept as an object too: another call's record in its place is
+/// refused naming the record the entry binds.
+#[test]
+fn another_calls_closure_record_in_its_place_is_refused() {
+    let tmp = TempDir::new().unwrap();
+    let cache = FileCache::new(tmp.path());
+    let [(key, _), _] = two(&cache);
+    let object = |r: &ClosureRecord| {
+        tmp.path()
+            .join("objects")
+            .join(Digest::from(blake3::hash(r.to_json().as_bytes())).to_string())
+    };
+    std::fs::copy(object(&closure(1)), object(&closure(0))).unwrap();
+    let (_, problem) = refused(cache.lookup(&key));
+    assert!(
+        matches!(&problem, EntryProblem::Closure { record, .. } if *record == closure(0).digest()),
         "{problem}"
     );
 }

@@ -19,10 +19,9 @@
 //! let provenance = Provenance {
 //!     channel: ChannelId::new("run-1")?,
 //!     call: 1,
-//!     closure_record: None,
 //!     acceptance_record: Digest::from_bytes([1; 32]),
 //! };
-//! let result = CachedResult::new(key, TaskId::new("a")?, provenance, &output);
+//! let result = CachedResult::new(key, TaskId::new("a")?, provenance, &output, None);
 //! assert_eq!(result.output(), output.digest());
 //! // Sealed: the JSON a file cache keeps reads back as the same result.
 //! assert_eq!(CachedResult::from_json(result.to_json(None).as_bytes(), None)?, result);
@@ -35,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use super::key::ActionKey;
 use crate::batch::candidate::AcceptedOutput;
+use crate::closure::ClosureRecord;
 use crate::id::digest::CanonicalHasher;
 use crate::id::{ChannelId, Digest, TaskId};
 use crate::plan::AdmittedPath;
@@ -54,8 +54,6 @@ pub struct Provenance {
     pub channel: ChannelId,
     /// The call of that run whose output was accepted.
     pub call: u32,
-    /// The digest of that call's closure record, where the call kept one.
-    pub closure_record: Option<Digest>,
     /// The digest of the acceptance record that sealed the run.
     pub acceptance_record: Digest,
 }
@@ -69,6 +67,16 @@ pub struct CachedFile {
     pub blake3: Digest,
 }
 
+/// The closure record of the call that made a result, as an entry names it: the record's
+/// digest (what an acceptance record binds) and its JSON's bytes (what a cache keeps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CachedClosure {
+    /// The record's digest.
+    pub record: Digest,
+    /// Its JSON ([`ClosureRecord::to_json`]), by length and blake3.
+    pub json: CachedFile,
+}
+
 /// An accepted result as a cache keeps it (see the [module](self) docs). Built once and
 /// never changed; its [`digest`](Self::digest) seals every field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,19 +84,32 @@ pub struct CachedResult {
     key: ActionKey,
     task: TaskId,
     provenance: Provenance,
+    closure: Option<CachedClosure>,
     output: Digest,
     files: BTreeMap<AdmittedPath, CachedFile>,
     digest: Digest,
 }
 
 impl CachedResult {
-    /// The result `output` of `task`'s call under `key`, accepted as `provenance` says.
+    /// The result `output` of `task`'s call under `key`, accepted as `provenance` says, with
+    /// the call's closure record where it kept one.
     pub fn new(
         key: ActionKey,
         task: TaskId,
         provenance: Provenance,
         output: &AcceptedOutput,
+        closure: Option<&ClosureRecord>,
     ) -> Self {
+        let closure = closure.map(|record| {
+            let json = record.to_json();
+            CachedClosure {
+                record: record.digest(),
+                json: CachedFile {
+                    len: json.len() as u64,
+                    blake3: Digest::from(blake3::hash(json.as_bytes())),
+                },
+            }
+        });
         let files = output
             .files()
             .iter()
@@ -102,21 +123,33 @@ impl CachedResult {
                 )
             })
             .collect();
-        Self::sealed(key, task, provenance, output.digest(), files)
+        Self::sealed(key, task, provenance, closure, output.digest(), files)
     }
 
     fn sealed(
         key: ActionKey,
         task: TaskId,
         provenance: Provenance,
+        closure: Option<CachedClosure>,
         output: Digest,
         files: BTreeMap<AdmittedPath, CachedFile>,
     ) -> Self {
-        let digest = entry_digest(&key, &task, &provenance, output, &files);
+        let mut h = CanonicalHasher::new("cache entry");
+        h.put(&ENTRY_FORMAT)
+            .put(&key.digest())
+            .put(&task)
+            .put(&provenance.channel)
+            .put(&provenance.call)
+            .put(&provenance.acceptance_record)
+            .put(&closure.map(|c| (c.record, c.json.len, c.json.blake3)))
+            .put(&output)
+            .seq(files.iter().map(|(path, f)| (path, f.len, f.blake3)));
+        let digest = h.finish();
         Self {
             key,
             task,
             provenance,
+            closure,
             output,
             files,
             digest,
@@ -136,6 +169,11 @@ impl CachedResult {
     /// Where it was accepted.
     pub fn provenance(&self) -> &Provenance {
         &self.provenance
+    }
+
+    /// The closure record of the call that made it, where the call kept one.
+    pub fn closure(&self) -> Option<&CachedClosure> {
+        self.closure.as_ref()
     }
 
     /// The digest the output was accepted under.
@@ -161,8 +199,12 @@ impl CachedResult {
             task: self.task.clone(),
             channel: self.provenance.channel.clone(),
             call: self.provenance.call,
-            closure_record: self.provenance.closure_record,
             acceptance_record: self.provenance.acceptance_record,
+            closure: self.closure.map(|c| ClosureV1 {
+                record: c.record,
+                len: c.json.len,
+                blake3: c.json.blake3,
+            }),
             output: self.output,
             files: self
                 .files
@@ -216,9 +258,15 @@ impl CachedResult {
             Provenance {
                 channel: wire.channel,
                 call: wire.call,
-                closure_record: wire.closure_record,
                 acceptance_record: wire.acceptance_record,
             },
+            wire.closure.map(|c| CachedClosure {
+                record: c.record,
+                json: CachedFile {
+                    len: c.len,
+                    blake3: c.blake3,
+                },
+            }),
             wire.output,
             files,
         );
@@ -286,26 +334,14 @@ pub enum EntryProblem {
     /// The files do not make the output the entry says was accepted.
     #[error("its files do not make the accepted output {0}")]
     Output(Digest),
-}
-
-fn entry_digest(
-    key: &ActionKey,
-    task: &TaskId,
-    provenance: &Provenance,
-    output: Digest,
-    files: &BTreeMap<AdmittedPath, CachedFile>,
-) -> Digest {
-    let mut h = CanonicalHasher::new("cache entry");
-    h.put(&ENTRY_FORMAT)
-        .put(&key.digest())
-        .put(task)
-        .put(&provenance.channel)
-        .put(&provenance.call)
-        .put(&provenance.closure_record)
-        .put(&provenance.acceptance_record)
-        .put(&output)
-        .seq(files.iter().map(|(path, f)| (path, f.len, f.blake3)));
-    h.finish()
+    /// The call's closure record is missing, damaged, or not the record the entry names.
+    #[error("the closure record {record} of the call cannot be had: {reason}")]
+    Closure {
+        /// The record's digest, as the entry names it.
+        record: Digest,
+        /// Why.
+        reason: String,
+    },
 }
 
 fn mac(key: &[u8; 32], digest: Digest) -> Digest {
@@ -321,13 +357,21 @@ struct EntryV1 {
     task: TaskId,
     channel: ChannelId,
     call: u32,
-    closure_record: Option<Digest>,
     acceptance_record: Digest,
+    closure: Option<ClosureV1>,
     output: Digest,
     files: Vec<FileV1>,
     digest: Digest,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     mac: Option<Digest>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClosureV1 {
+    record: Digest,
+    len: u64,
+    blake3: Digest,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -356,9 +400,9 @@ mod tests {
             Provenance {
                 channel: ChannelId::new("c").unwrap(),
                 call: 1,
-                closure_record: None,
                 acceptance_record: Digest::from_bytes([2; 32]),
             },
+            None,
             Digest::from_bytes([3; 32]),
             files,
         )

@@ -19,6 +19,6 @@ pub mod entry;
 pub mod key;
 pub mod store;
 
-pub use entry::{CachedResult, EntryProblem, Provenance};
+pub use entry::{CachedClosure, CachedResult, EntryProblem, Provenance};
 pub use key::{ActionKey, ActionKeyParts, CALL_SEMANTICS};
 pub use store::{ActionCache, CacheError, CacheHit, FileCache, Lookup, MemoryCache};

@@ -16,12 +16,12 @@
 //! # let files = Candidate::new(BTreeMap::from([(AdmittedPath::admit("a.txt")?, b"a".to_vec())]));
 //! # let output = AcceptedOutput::verified(files.clone(), files.digest()).unwrap();
 //! # let provenance = Provenance { channel: ChannelId::new("run-1")?, call: 1,
-//! #     closure_record: None, acceptance_record: Digest::from_bytes([1; 32]) };
-//! # let result = CachedResult::new(key, TaskId::new("a")?, provenance, &output);
+//! #     acceptance_record: Digest::from_bytes([1; 32]) };
+//! # let result = CachedResult::new(key, TaskId::new("a")?, provenance, &output, None);
 //! let dir = tempfile::tempdir()?;
 //! let cache = FileCache::new(dir.path());
 //! assert!(matches!(cache.lookup(&key), Lookup::Miss));
-//! cache.store(&result, &output)?;
+//! cache.store(&result, &output, None)?;
 //! match cache.lookup(&key) {
 //!     Lookup::Hit(hit) => assert_eq!(hit.output().files(), output.files()),
 //!     other => panic!("{other:?}"),
@@ -40,6 +40,7 @@ use super::entry::{CachedResult, EntryProblem, MAX_ENTRY_BYTES};
 use super::key::ActionKey;
 use crate::batch::Candidate;
 use crate::batch::candidate::AcceptedOutput;
+use crate::closure::ClosureRecord;
 use crate::id::Digest;
 
 /// The most bytes one accepted output's files may hold together, as a call's output may.
@@ -49,8 +50,8 @@ pub const MAX_OUTPUT_BYTES: u64 = 1 << 30;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Lookup {
-    /// A result whose every digest was checked.
-    Hit(CacheHit),
+    /// A result whose every digest was checked (boxed: it carries a whole closure record).
+    Hit(Box<CacheHit>),
     /// Nothing is kept under the key.
     Miss,
     /// Something is kept under the key and was not taken: a miss, with why.
@@ -62,12 +63,14 @@ pub enum Lookup {
     },
 }
 
-/// A result found in a cache, checked: its entry's seal, and its files against the digests
-/// the entry names and the output digest it was accepted under.
+/// A result found in a cache, checked: its entry's seal, its files against the digests the
+/// entry names and the output digest it was accepted under, and the call's closure record
+/// against the digest the entry names.
 #[derive(Debug, Clone)]
 pub struct CacheHit {
     result: CachedResult,
     output: AcceptedOutput,
+    closure: Option<ClosureRecord>,
 }
 
 impl CacheHit {
@@ -79,6 +82,11 @@ impl CacheHit {
     /// The accepted output, rebuilt and verified.
     pub fn output(&self) -> &AcceptedOutput {
         &self.output
+    }
+
+    /// The closure record of the call that made it (its audit trail), where it kept one.
+    pub fn closure(&self) -> Option<&ClosureRecord> {
+        self.closure.as_ref()
     }
 }
 
@@ -93,6 +101,12 @@ pub enum CacheError {
         expected: Digest,
         /// The output given.
         found: Digest,
+    },
+    /// The closure record given is not the one the result names.
+    #[error("the closure record given is not the record {expected:?} the result names")]
+    ClosureDiffers {
+        /// The record the result names, if any.
+        expected: Option<Digest>,
     },
     /// A file of the cache could not be written.
     #[error("write {path}: {source}")]
@@ -110,24 +124,37 @@ pub trait ActionCache: Send + Sync {
     /// The result kept under `key`, checked.
     fn lookup(&self, key: &ActionKey) -> Lookup;
 
-    /// Keeps `result`, whose accepted output is `output`, under its key (replacing what was
-    /// kept there).
+    /// Keeps `result`, whose accepted output is `output` and whose call's closure record is
+    /// `closure`, under its key (replacing what was kept there).
     ///
     /// # Errors
     ///
-    /// [`CacheError`] when `output` is not the result's, or the cache cannot be written.
-    fn store(&self, result: &CachedResult, output: &AcceptedOutput) -> Result<(), CacheError>;
+    /// [`CacheError`] when `output` or `closure` is not the result's, or the cache cannot be
+    /// written.
+    fn store(
+        &self,
+        result: &CachedResult,
+        output: &AcceptedOutput,
+        closure: Option<&ClosureRecord>,
+    ) -> Result<(), CacheError>;
 }
 
-fn check_output(result: &CachedResult, output: &AcceptedOutput) -> Result<(), CacheError> {
-    if result.output() == output.digest() {
-        Ok(())
-    } else {
-        Err(CacheError::OutputDiffers {
+fn check_given(
+    result: &CachedResult,
+    output: &AcceptedOutput,
+    closure: Option<&ClosureRecord>,
+) -> Result<(), CacheError> {
+    if result.output() != output.digest() {
+        return Err(CacheError::OutputDiffers {
             expected: result.output(),
             found: output.digest(),
-        })
+        });
     }
+    let expected = result.closure().map(|c| c.record);
+    if expected != closure.map(ClosureRecord::digest) {
+        return Err(CacheError::ClosureDiffers { expected });
+    }
+    Ok(())
 }
 
 /// Results kept in this process's memory: for tests, and for an orchestrator that keeps
@@ -149,14 +176,20 @@ impl ActionCache for MemoryCache {
         let results = self.results.lock().unwrap_or_else(PoisonError::into_inner);
         results
             .get(key)
-            .map_or(Lookup::Miss, |hit| Lookup::Hit(hit.clone()))
+            .map_or(Lookup::Miss, |hit| Lookup::Hit(Box::new(hit.clone())))
     }
 
-    fn store(&self, result: &CachedResult, output: &AcceptedOutput) -> Result<(), CacheError> {
-        check_output(result, output)?;
+    fn store(
+        &self,
+        result: &CachedResult,
+        output: &AcceptedOutput,
+        closure: Option<&ClosureRecord>,
+    ) -> Result<(), CacheError> {
+        check_given(result, output, closure)?;
         let hit = CacheHit {
             result: result.clone(),
             output: output.clone(),
+            closure: closure.cloned(),
         };
         self.results
             .lock()
@@ -250,7 +283,35 @@ impl FileCache {
         }
         let output = AcceptedOutput::verified(Candidate::new(files), result.output())
             .ok_or(EntryProblem::Output(result.output()))?;
-        Ok(Some(CacheHit { result, output }))
+        let closure = result
+            .closure()
+            .map(|c| self.read_closure(c.record, c.json.len, c.json.blake3))
+            .transpose()?;
+        Ok(Some(CacheHit {
+            result,
+            output,
+            closure,
+        }))
+    }
+
+    /// The closure record kept as the object `blake3`, checked against the digest `record`.
+    fn read_closure(
+        &self,
+        record: Digest,
+        len: u64,
+        blake3: Digest,
+    ) -> Result<ClosureRecord, EntryProblem> {
+        let problem = |reason: String| EntryProblem::Closure { record, reason };
+        let bytes = read_bounded(&self.object_path(blake3), len.min(MAX_OUTPUT_BYTES))
+            .map_err(|e| problem(e.to_string()))?
+            .filter(|b| b.len() as u64 == len && Digest::from(blake3::hash(b)) == blake3)
+            .ok_or_else(|| problem("its object does not hold its bytes".to_owned()))?;
+        let text = String::from_utf8(bytes).map_err(|e| problem(e.to_string()))?;
+        let parsed = ClosureRecord::from_json(&text).map_err(|e| problem(e.to_string()))?;
+        if parsed.digest() != record {
+            return Err(problem(format!("it is record {}", parsed.digest())));
+        }
+        Ok(parsed)
     }
 }
 
@@ -258,7 +319,7 @@ impl ActionCache for FileCache {
     fn lookup(&self, key: &ActionKey) -> Lookup {
         let path = self.entry_path(key);
         match self.read_hit(key, &path) {
-            Ok(Some(hit)) => Lookup::Hit(hit),
+            Ok(Some(hit)) => Lookup::Hit(Box::new(hit)),
             Ok(None) => Lookup::Miss,
             Err(problem) => Lookup::Refused {
                 entry: path.display().to_string(),
@@ -267,8 +328,13 @@ impl ActionCache for FileCache {
         }
     }
 
-    fn store(&self, result: &CachedResult, output: &AcceptedOutput) -> Result<(), CacheError> {
-        check_output(result, output)?;
+    fn store(
+        &self,
+        result: &CachedResult,
+        output: &AcceptedOutput,
+        closure: Option<&ClosureRecord>,
+    ) -> Result<(), CacheError> {
+        check_given(result, output, closure)?;
         let objects = self.dir.join("objects");
         let entries = self.dir.join("entries");
         for dir in [&objects, &entries] {
@@ -277,14 +343,20 @@ impl ActionCache for FileCache {
                 source,
             })?;
         }
-        for bytes in output.files().values() {
+        let closure_json = closure.map(ClosureRecord::to_json);
+        for bytes in output
+            .files()
+            .values()
+            .map(Vec::as_slice)
+            .chain(closure_json.as_ref().map(String::as_bytes))
+        {
             let target = self.object_path(Digest::from(blake3::hash(bytes)));
             // An object is named by its bytes: one already there is kept unless damaged.
             if read_bounded(&target, bytes.len() as u64)
                 .ok()
                 .flatten()
                 .as_deref()
-                != Some(bytes.as_slice())
+                != Some(bytes)
             {
                 write_new(&objects, &target, bytes)?;
             }
