@@ -786,14 +786,19 @@ fn run_here(
         .map(|(key, value)| (*key, value.as_str()))
         .chain(procs.map(|p| (cgroup::PROCS_VAR, p)));
     let mut script = exported(env, &script, &mut cmd);
-    if gate.is_some() {
-        script.insert_str(0, GATE);
+    // A recorded group is on record before a line of its command runs: a kleene killed
+    // between the spawn and the record (a moment a loaded machine stretches) would otherwise
+    // leave a running command that no later kleene knows of.
+    let gated = gate.is_some() || inv.records.is_some();
+    if gated {
+        // A command given stdin reads it after the gate's line, from the same pipe.
+        script.insert_str(0, if inv.stdin.is_some() { GATE_LINE } else { GATE });
     }
     cmd.arg("-c")
         .arg(&script)
         .current_dir(inv.dir)
         .process_group(0)
-        .stdin(if inv.stdin.is_some() || gate.is_some() {
+        .stdin(if inv.stdin.is_some() || gated {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -811,6 +816,12 @@ fn run_here(
     })?;
     // The child leads its own group, so its pid is the group id.
     let group = Pid::from_raw(child.id().cast_signed());
+    #[cfg(test)]
+    tests::BEFORE_RECORD.with(|hook| {
+        if let Some(hook) = hook.borrow().as_ref() {
+            hook();
+        }
+    });
     if let Some((records, label)) = &inv.records {
         records.record_in(
             group.as_raw(),
@@ -818,19 +829,21 @@ fn run_here(
             &format!("{label}: `{command}`"),
         );
     }
-    // Withheld, the shell reads end of file (its stdin is dropped here either way) and exits
-    // before a line of the command; the run then ends as any other, its group killed.
+    // Withheld, the shell reads end of file (its stdin is dropped here) and exits before a
+    // line of the command; the run then ends as any other, its group killed.
     let mut withheld = false;
-    if let Some(hold) = gate {
-        let open = child.stdin.take();
-        withheld = !hold();
+    if gated {
+        withheld = gate.is_some_and(|hold| !hold());
         if !withheld {
             // A shell that is gone already says why in its status and output.
-            if let Some(mut open) = open {
+            if let Some(open) = child.stdin.as_mut() {
                 let _ = open.write_all(b"\n");
             }
             // The command's time starts when it may run.
             started = Instant::now();
+        }
+        if withheld || inv.stdin.is_none() {
+            drop(child.stdin.take());
         }
     }
     let feeder = spawn_feeder(&mut child, inv.stdin);
@@ -945,11 +958,15 @@ fn run_here(
 /// The POSIX shell every command runs in.
 const SHELL: &str = "/bin/sh";
 
-/// What a shell whose command waits ([`Invocation::hold`]) runs first, on the command's first
-/// line: it reads one line from its stdin, which kleene writes once the command may run, and
-/// exits at end of file, which is what it reads when kleene withholds the command or dies.
-/// Its stdin is then what every command's is.
+/// What a shell whose command waits (for its [`Invocation::hold`], or for its group to be
+/// recorded) runs first, on the command's first line: it reads one line from its stdin, which
+/// kleene writes once the command may run, and exits at end of file, which is what it reads
+/// when kleene withholds the command or dies. Its stdin is then what every command's is.
 const GATE: &str = "IFS= read -r _ || exit 1; exec </dev/null; ";
+
+/// The gate of a command given stdin: the line it waits for comes first on that stdin, and
+/// the shell reads a pipe no further than the line's end, so the command reads the rest.
+const GATE_LINE: &str = "IFS= read -r _ || exit 1; ";
 
 /// The variable that names the journal's signing key, which no command sees.
 const SIGNING_KEY_VAR: &str = "KLEENE_SIGNING_KEY";
@@ -1449,6 +1466,42 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(err, RunError::NotFound { .. }), "{err}");
+    }
+
+    thread_local! {
+        /// Run on this thread between a command's spawn and its group's record: the moment
+        /// a loaded machine stretches.
+        pub(super) static BEFORE_RECORD: std::cell::RefCell<Option<Box<dyn Fn()>>> =
+            std::cell::RefCell::new(None);
+    }
+
+    /// A kleene killed between a command's spawn and its group's record left a running
+    /// command no later kleene knew of (a resume went ahead beside it): no line of a recorded
+    /// command runs before its record exists, however long that takes, with or without stdin.
+    #[test]
+    fn no_line_of_a_recorded_command_runs_before_its_record() {
+        let d = dir();
+        let records = GroupRecords::new(d.path().join("running"));
+        BEFORE_RECORD.with(|hook| {
+            *hook.borrow_mut() = Some(Box::new(|| thread::sleep(Duration::from_millis(300))));
+        });
+        let check = format!(
+            "if [ -e '{}/'$$ ]; then echo recorded; else echo unrecorded; fi; cat",
+            d.path().join("running").display()
+        );
+        for stdin in [None, Some(&b"the spec\nline two\n"[..])] {
+            let mut i = inv(&check, d.path(), 60_000);
+            i.records = Some((&records, "task t call 1".to_owned()));
+            i.stdin = stdin;
+            let done = run(&i, &Interrupt::default()).unwrap();
+            assert!(done.success());
+            let expected = format!(
+                "recorded\n{}",
+                std::str::from_utf8(stdin.unwrap_or_default()).unwrap()
+            );
+            assert_eq!(done.tail.stdout(), expected, "stdin {stdin:?}");
+        }
+        BEFORE_RECORD.with(|hook| *hook.borrow_mut() = None);
     }
 
     #[test]

@@ -103,10 +103,16 @@ pub enum CacheError {
         found: Digest,
     },
     /// The closure record given is not the one the result names.
-    #[error("the closure record given is not the record {expected:?} the result names")]
+    #[error(
+        "the closure record given ({}) is not the one the result names ({})",
+        record_name(.given),
+        record_name(.expected)
+    )]
     ClosureDiffers {
         /// The record the result names, if any.
         expected: Option<Digest>,
+        /// The record given, if any.
+        given: Option<Digest>,
     },
     /// A file of the cache could not be written.
     #[error("write {path}: {source}")]
@@ -151,10 +157,15 @@ fn check_given(
         });
     }
     let expected = result.closure().map(|c| c.record);
-    if expected != closure.map(ClosureRecord::digest) {
-        return Err(CacheError::ClosureDiffers { expected });
+    let given = closure.map(ClosureRecord::digest);
+    if expected != given {
+        return Err(CacheError::ClosureDiffers { expected, given });
     }
     Ok(())
+}
+
+fn record_name(record: &Option<Digest>) -> String {
+    record.map_or_else(|| "none".to_owned(), |d| d.to_string())
 }
 
 /// Results kept in this process's memory: for tests, and for an orchestrator that keeps
