@@ -3,7 +3,7 @@
 # load issue 41 asks the suite to hold under); stops at the first failure. Usage: scripts/ci-under-load.sh COMMIT
 # (results in /tmp/ci3.results). Each run takes 33–50 minutes on 2 cores.
 commit=$1
-for n in a b c; do
+for n in ${RUNS:-a b c}; do
   root=/tmp/ciroot-$n
   rm -rf "$root"; mkdir -p "$root"
   git clone -q /work/main "$root/main" && git -C "$root/main" checkout -q "$commit"

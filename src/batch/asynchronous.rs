@@ -72,7 +72,7 @@ use super::error::BatchError;
 use super::evidence::event::EvidenceEvent;
 use super::executor::{Batch, RunOutcome};
 use super::journal::{EvidenceJournal, JournalError};
-use super::machine::Dispatch;
+use super::machine::{Dispatch, PassNotes};
 use super::pass::{RecoveryPass, Run};
 use super::threaded::{DrawReply, GroupCommit, Shared as Pass};
 use super::worker::{Correction, OutputContract, Proposal, WorkerFailure, transitive_inputs};
@@ -375,18 +375,19 @@ impl<'p> Batch<'p> {
             self.begin_dispatch(journal, &mut observer)?
         };
         drive(&mut run, &mut workers, contract).await?;
-        let (evidence, mut agent_failures) = run.finish()?;
+        let (evidence, mut notes) = run.finish()?;
         let Some(request) = self.pending_recovery(&evidence) else {
             return Ok(RunOutcome {
                 evidence,
                 resumed,
                 granted: Vec::new(),
                 refused: Vec::new(),
-                agent_failures,
+                agent_failures: notes.agent_failures,
+                cache_warnings: notes.cache_warnings,
             });
         };
         let (outcome, more) = match self.begin_recover(&request, journal, &mut observer)? {
-            RecoveryPass::Consumed(outcome) => (*outcome, Vec::new()),
+            RecoveryPass::Consumed(outcome) => (*outcome, PassNotes::default()),
             RecoveryPass::Granted {
                 mut run,
                 granted,
@@ -398,13 +399,14 @@ impl<'p> Batch<'p> {
                 RecoveryPass::finish(*run, granted, refused)?
             }
         };
-        agent_failures.extend(more);
+        notes.extend(more);
         Ok(RunOutcome {
             evidence: outcome.evidence,
             resumed,
             granted: outcome.granted,
             refused: outcome.refused,
-            agent_failures,
+            agent_failures: notes.agent_failures,
+            cache_warnings: notes.cache_warnings,
         })
     }
 }

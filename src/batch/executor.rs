@@ -1,18 +1,22 @@
 //! Running a validated plan: fresh dispatch, resume and bounded recovery over one channel.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::cache::binding::CacheSettings;
+use super::cache::{ActionCache, ActionKeyParts, CacheWarning};
 
 use super::error::{BatchError, BatchErrorKind};
 use super::evidence::event::{EvidenceEvent, InventoryEntry};
 use super::evidence::{BatchEvidence, EVIDENCE_VERSION, FoldError, TaskStatus};
 use super::journal::{EvidenceJournal, JournalError};
-use super::machine::{AgentFailures, BatchMachine, Prerequisites, input_digest};
+use super::machine::{BatchMachine, PassNotes, Prerequisites, input_digest};
 use super::pass::{Driver, Observer, RecoveryPass, Run, Sequential};
 use super::recovery::{self, IneligibleReason, RecoveryError, RecoveryRequest};
 use super::worker::{AgentFailure, OutputContract, PendingTurnReplay, Worker};
 
 use crate::id::digest::CanonicalHasher;
-use crate::plan::ValidatedPlan;
+use crate::plan::{PlannedTask, ValidatedPlan};
 use crate::{id::AgentId, id::ChannelId, id::TaskId, id::digest::Digest};
 
 /// The fewest journaled events after which the executor compacts the journal into a
@@ -47,6 +51,9 @@ pub struct RunOutcome {
     pub refused: Vec<(TaskId, IneligibleReason)>,
     /// The agent errors calls failed with (each call's task and number), in call order.
     pub agent_failures: Vec<(TaskId, u32, AgentFailure)>,
+    /// What the batch's cache did not give or take (refused entries, failed stores), in
+    /// the order they happened; none of them changes the evidence.
+    pub cache_warnings: Vec<CacheWarning>,
 }
 
 /// A batch of one validated plan on one trusted channel.
@@ -64,6 +71,7 @@ pub struct Batch<'p> {
     pub(super) group_commit: bool,
     pub(super) durable_observation: bool,
     pub(super) compaction_after: u64,
+    cache: CacheSettings,
 }
 
 impl<'p> Batch<'p> {
@@ -79,6 +87,7 @@ impl<'p> Batch<'p> {
             group_commit: false,
             durable_observation: false,
             compaction_after: DEFAULT_COMPACTION_AFTER,
+            cache: CacheSettings::default(),
         }
     }
 
@@ -139,6 +148,61 @@ impl<'p> Batch<'p> {
         self
     }
 
+    /// Reuses accepted outputs from `cache` and keeps this batch's in it. Before a task is
+    /// called, its action key (see [`ActionKeyParts`]) is looked up: a checked entry made
+    /// for the same task under the same key, writing only what the task owns, accepts the
+    /// task without a call, recorded as an [`EvidenceEvent::Reused`] event that names the
+    /// call that made it. Every accepted call's output is kept under its key. By default a
+    /// task's key covers its plan entry, the batch's inputs and its prerequisites' accepted
+    /// outputs; [`with_action_keys`](Self::with_action_keys) says what else a call reads.
+    /// A refused entry or a failed store is a warning ([`RunOutcome::cache_warnings`]),
+    /// never a failure.
+    ///
+    /// ```
+    /// use std::{collections::BTreeMap, sync::Arc};
+    /// use kleene::batch::{Batch, Candidate, MemoryJournal, Proposal, Worker, WorkerCall, WorkerFailure};
+    /// use kleene::batch::cache::MemoryCache;
+    /// use kleene::{plan::AdmittedPath, AppBuildPlan, id::ChannelId, plan::Plan};
+    ///
+    /// let plan = Plan::draft(AppBuildPlan::from_json(r#"{"tasks": [
+    ///   {"id": "a", "owner": "A", "spec": {"intent": "a"}, "owned_paths": ["a.txt"]}]}"#)?)
+    ///     .normalize().consolidate()?.validate()?;
+    /// struct Counting(u32);
+    /// impl Worker for Counting {
+    ///     fn call(&mut self, _: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+    ///         self.0 += 1;
+    ///         let file = AdmittedPath::admit("a.txt").unwrap();
+    ///         Ok(Candidate::new(BTreeMap::from([(file, b"a".to_vec())])).into())
+    ///     }
+    /// }
+    /// let cache = Arc::new(MemoryCache::new());
+    /// let mut worker = Counting(0);
+    /// for run in ["run-1", "run-2"] {
+    ///     let batch = Batch::new(&plan, ChannelId::new(run)?).with_cache(cache.clone());
+    ///     let outcome = batch.run(&mut worker, &(), &mut MemoryJournal::default())?;
+    ///     assert!(outcome.evidence.summary().is_complete());
+    /// }
+    /// assert_eq!(worker.0, 1); // the second run reused the first run's output
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_cache(mut self, cache: Arc<dyn ActionCache>) -> Self {
+        self.cache.cache = Some(cache);
+        self
+    }
+
+    /// What names each task's call for the cache, but for its prerequisites' accepted
+    /// outputs (which the batch adds): its plan entry and whatever else the call can read
+    /// or is affected by (files, settings), or `None` for a task that must never be cached
+    /// (one with effects outside its output). Replaces the default keys of
+    /// [`with_cache`](Self::with_cache), batch inputs included.
+    pub fn with_action_keys(
+        mut self,
+        keys: impl Fn(&PlannedTask) -> Option<ActionKeyParts> + Send + Sync + 'static,
+    ) -> Self {
+        self.cache.keys = Some(Arc::new(keys));
+        self
+    }
+
     /// The channel.
     pub fn channel(&self) -> &ChannelId {
         &self.channel
@@ -175,7 +239,7 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
-    ) -> Result<(BatchEvidence, AgentFailures), BatchError> {
+    ) -> Result<(BatchEvidence, PassNotes), BatchError> {
         let mut run = self.begin_dispatch(journal, observer)?;
         driver.drive(&mut run, contract)?;
         run.finish()
@@ -250,7 +314,7 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
-    ) -> Result<(BatchEvidence, AgentFailures), BatchError> {
+    ) -> Result<(BatchEvidence, PassNotes), BatchError> {
         let mut run = self.begin_resume(journal, observer)?;
         driver.drive(&mut run, contract)?;
         run.finish()
@@ -303,9 +367,9 @@ impl<'p> Batch<'p> {
         contract: &impl OutputContract,
         journal: &mut impl EvidenceJournal,
         observer: Observer<'_>,
-    ) -> Result<(RecoveryOutcome, AgentFailures), BatchError> {
+    ) -> Result<(RecoveryOutcome, PassNotes), BatchError> {
         match self.begin_recover(request, journal, observer)? {
-            RecoveryPass::Consumed(outcome) => Ok((*outcome, Vec::new())),
+            RecoveryPass::Consumed(outcome) => Ok((*outcome, PassNotes::default())),
             RecoveryPass::Granted {
                 mut run,
                 granted,
@@ -494,7 +558,7 @@ impl<'p> Batch<'p> {
         observer: &mut dyn FnMut(&EvidenceEvent),
     ) -> Result<RunOutcome, BatchError> {
         let resumed = self.has_evidence(journal)?;
-        let (evidence, mut agent_failures) = if resumed {
+        let (evidence, mut notes) = if resumed {
             self.resume_observed(driver, contract, journal, Box::new(&mut *observer))?
         } else {
             self.dispatch_observed(driver, contract, journal, Box::new(&mut *observer))?
@@ -505,18 +569,20 @@ impl<'p> Batch<'p> {
                 resumed,
                 granted: Vec::new(),
                 refused: Vec::new(),
-                agent_failures,
+                agent_failures: notes.agent_failures,
+                cache_warnings: notes.cache_warnings,
             });
         };
         let (outcome, more) =
             self.recover_observed(&request, driver, contract, journal, Box::new(observer))?;
-        agent_failures.extend(more);
+        notes.extend(more);
         Ok(RunOutcome {
             evidence: outcome.evidence,
             resumed,
             granted: outcome.granted,
             refused: outcome.refused,
-            agent_failures,
+            agent_failures: notes.agent_failures,
+            cache_warnings: notes.cache_warnings,
         })
     }
 
@@ -775,6 +841,9 @@ impl<'p> Batch<'p> {
             self.channel.clone(),
             self.input_template(),
             evidence,
+            self.cache
+                .binding()
+                .map(|binding| (binding, self.inputs.clone())),
         )
     }
 

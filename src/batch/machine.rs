@@ -15,7 +15,11 @@
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
 
-use super::candidate::{Candidate, Rejection};
+use std::collections::BTreeMap;
+
+use super::cache::binding::CacheBinding;
+use super::cache::{ActionKey, CacheWarning};
+use super::candidate::{AcceptedOutput, Candidate, Rejection};
 use super::error::{BatchError, BatchErrorKind};
 use super::evidence::event::{EvidenceEvent, Settlement};
 use super::evidence::{BatchEvidence, FoldError, TaskStatus};
@@ -28,7 +32,22 @@ use crate::plan::{PlannedTask, ValidatedPlan};
 use crate::{id::ChannelId, id::TaskId, id::digest::Digest};
 
 /// The agent errors calls failed with: each call's task and number, in settlement order.
-pub(crate) type AgentFailures = Vec<(TaskId, u32, AgentFailure)>;
+type AgentFailures = Vec<(TaskId, u32, AgentFailure)>;
+
+/// What a pass noted beside its evidence: the agent errors calls failed with, and what the
+/// cache did not give or take.
+#[derive(Debug, Default)]
+pub(crate) struct PassNotes {
+    pub(crate) agent_failures: AgentFailures,
+    pub(crate) cache_warnings: Vec<CacheWarning>,
+}
+
+impl PassNotes {
+    pub(crate) fn extend(&mut self, more: PassNotes) {
+        self.agent_failures.extend(more.agent_failures);
+        self.cache_warnings.extend(more.cache_warnings);
+    }
+}
 
 /// One reserved call, owned and serialisable: everything a worker anywhere needs to know
 /// about it except the prerequisites' outputs themselves (named here by their digests).
@@ -192,6 +211,9 @@ pub struct BatchMachine<'p> {
     /// Calls this machine handed out that have not settled.
     dispatched: usize,
     agent_failures: AgentFailures,
+    /// The batch's cache, with the batch's inputs (the default keys name them).
+    cache: Option<(CacheBinding, BTreeMap<String, Digest>)>,
+    cache_warnings: Vec<CacheWarning>,
 }
 
 impl std::fmt::Debug for BatchMachine<'_> {
@@ -210,6 +232,7 @@ impl<'p> BatchMachine<'p> {
         channel: ChannelId,
         template: CanonicalHasher,
         evidence: BatchEvidence,
+        cache: Option<(CacheBinding, BTreeMap<String, Digest>)>,
     ) -> Self {
         let graph = Prerequisites::of_plan(plan);
         let dependents = graph.reversed();
@@ -227,6 +250,8 @@ impl<'p> BatchMachine<'p> {
             ready: LowestFirst::default(),
             dispatched: 0,
             agent_failures: Vec::new(),
+            cache,
+            cache_warnings: Vec::new(),
         };
         machine.rebuild();
         machine
@@ -284,6 +309,48 @@ impl<'p> BatchMachine<'p> {
     /// Takes the agent errors calls failed with so far (task, call number, error).
     pub fn take_agent_failures(&mut self) -> Vec<(TaskId, u32, AgentFailure)> {
         std::mem::take(&mut self.agent_failures)
+    }
+
+    /// Takes what the batch's cache did not give or take so far (refused entries, failed
+    /// stores): none of them stops the batch.
+    pub fn take_cache_warnings(&mut self) -> Vec<CacheWarning> {
+        std::mem::take(&mut self.cache_warnings)
+    }
+
+    /// The action key of the task at `position`, whose prerequisites are all accepted, when
+    /// the batch has a cache and the task may be cached.
+    fn action_key(&self, position: usize) -> Option<ActionKey> {
+        let (binding, inputs) = self.cache.as_ref()?;
+        let order = self.plan.topological_order();
+        let prerequisites = self.by_id.of(position).iter().filter_map(|&p| {
+            let accepted = self.evidence.task_at(p)?.accepted()?;
+            Some((order[p].clone(), accepted.digest()))
+        });
+        binding.key(self.tasks[position], inputs, prerequisites)
+    }
+
+    /// The event that accepts the task at `position` with an output its cache keeps, if it
+    /// keeps one the task may take: made under the same key, naming the task, and writing
+    /// only what the task owns.
+    fn reuse(&mut self, position: usize, id: &TaskId) -> Option<EvidenceEvent> {
+        let key = self.action_key(position)?;
+        let (binding, _) = self.cache.as_ref()?;
+        let (from, output) = binding.lookup(id, key, &mut self.cache_warnings)?;
+        if let Err(rejection) = check_ownership(self.plan, self.tasks[position], output.candidate())
+        {
+            self.cache_warnings.push(CacheWarning::Unusable {
+                task: id.clone(),
+                key,
+                rejection,
+            });
+            return None;
+        }
+        Some(EvidenceEvent::Reused {
+            task: id.clone(),
+            from,
+            digest: output.digest(),
+            candidate: output.candidate().clone(),
+        })
     }
 
     pub(crate) fn graph(&self) -> &Prerequisites {
@@ -423,6 +490,13 @@ impl<'p> BatchMachine<'p> {
                     task: id,
                     blocked_by,
                 };
+                self.apply_at(Some(position), event.clone())?;
+                events.push(event);
+                self.finished(position);
+                continue;
+            }
+            if let Some(event) = self.reuse(position, &id) {
+                // Accepted without a call: its dependents may be reused in the same pass.
                 self.apply_at(Some(position), event.clone())?;
                 events.push(event);
                 self.finished(position);
@@ -594,6 +668,7 @@ impl<'p> BatchMachine<'p> {
                 rejection,
                 closure,
                 error,
+                record,
             }) => {
                 if let Some(failure) = error {
                     self.agent_failures.push((id.clone(), attempt, failure));
@@ -609,10 +684,13 @@ impl<'p> BatchMachine<'p> {
                     .and_then(|()| rejection.map_or(Ok(()), Err))
                     .and_then(|()| contract.check(task, &candidate));
                 match verdict {
-                    Ok(()) => Settlement::Accepted {
-                        digest: candidate.digest(),
-                        candidate,
-                    },
+                    Ok(()) => {
+                        let digest = candidate.digest();
+                        if let Some(position) = position.filter(|_| self.cache.is_some()) {
+                            self.keep(position, attempt, &candidate, digest, record.as_deref());
+                        }
+                        Settlement::Accepted { digest, candidate }
+                    }
                     Err(rejection) => Settlement::Rejected {
                         candidate,
                         rejection,
@@ -661,6 +739,33 @@ impl<'p> BatchMachine<'p> {
             settlement,
         });
         Ok(None)
+    }
+
+    /// Keeps call `attempt`'s accepted output of the task at `position` in the batch's cache, when it has
+    /// one and the task may be cached.
+    fn keep(
+        &mut self,
+        position: usize,
+        attempt: u32,
+        candidate: &Candidate,
+        digest: Digest,
+        record: Option<&crate::closure::ClosureRecord>,
+    ) {
+        let Some(key) = self.action_key(position) else {
+            return;
+        };
+        if let Some((binding, _)) = &self.cache {
+            let output = AcceptedOutput::trusted(candidate.clone(), digest);
+            binding.store(
+                key,
+                &self.tasks[position].id,
+                &self.channel,
+                attempt,
+                &output,
+                record,
+                &mut self.cache_warnings,
+            );
+        }
     }
 
     /// Folds one event of a [`judge`](Self::judge)d settlement, once it is journaled.

@@ -8,7 +8,7 @@ use super::evidence::BatchEvidence;
 use super::evidence::event::EvidenceEvent;
 use super::executor::{Batch, RecoveryOutcome};
 use super::journal::{EvidenceJournal, JournalError};
-use super::machine::{AgentFailures, BatchMachine, Dispatch};
+use super::machine::{BatchMachine, Dispatch, PassNotes};
 use super::recovery::IneligibleReason;
 use super::reservation::Reservation;
 use super::syncer::Syncer;
@@ -80,7 +80,7 @@ impl<J: EvidenceJournal, O: FnMut(&EvidenceEvent)> RecoveryPass<'_, '_, J, O> {
         run: Run<'_, '_, J, O>,
         granted: Vec<TaskId>,
         refused: Vec<(TaskId, IneligibleReason)>,
-    ) -> Result<(RecoveryOutcome, AgentFailures), BatchError> {
+    ) -> Result<(RecoveryOutcome, PassNotes), BatchError> {
         let (evidence, failures) = run.finish()?;
         Ok((
             RecoveryOutcome {
@@ -332,11 +332,14 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
         Ok(())
     }
 
-    pub(super) fn finish(mut self) -> Result<(BatchEvidence, AgentFailures), BatchError> {
+    pub(super) fn finish(mut self) -> Result<(BatchEvidence, PassNotes), BatchError> {
         self.flush()?;
         self.checkpoint()?;
-        let failures = self.machine.take_agent_failures();
-        Ok((self.machine.into_evidence(), failures))
+        let notes = PassNotes {
+            agent_failures: self.machine.take_agent_failures(),
+            cache_warnings: self.machine.take_cache_warnings(),
+        };
+        Ok((self.machine.into_evidence(), notes))
     }
 
     /// The sequential drive: one call at a time, in the plan's topological order.

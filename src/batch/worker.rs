@@ -203,6 +203,9 @@ pub struct Proposal {
     pub(super) closure: Option<ClosureSettlement>,
     /// The agent error the closure ended with, kept for the batch's caller.
     pub(super) error: Option<AgentFailure>,
+    /// The closure's whole record, kept with the output in a batch's cache (boxed: most
+    /// proposals carry none).
+    pub(super) record: Option<Box<ClosureRecord>>,
 }
 
 impl Proposal {
@@ -213,6 +216,7 @@ impl Proposal {
             rejection: None,
             closure: None,
             error: None,
+            record: None,
         }
     }
 
@@ -223,6 +227,7 @@ impl Proposal {
             rejection: Some(rejection),
             closure: None,
             error: None,
+            record: None,
         }
     }
 
@@ -285,6 +290,7 @@ impl Proposal {
             };
             self.rejection = Some(Rejection::contract(task, text));
         }
+        self.record = Some(Box::new(record.clone()));
         self.with_closure(ClosureSettlement::of(record))
     }
 
@@ -301,6 +307,13 @@ impl Proposal {
     /// The closure that produced it, if one did.
     pub fn closure(&self) -> Option<&ClosureSettlement> {
         self.closure.as_ref()
+    }
+
+    /// The whole record of the closure that produced it, when it was
+    /// [`closed_by`](Self::closed_by) one: a batch's cache keeps it with the output, so a
+    /// reused output's audit trail comes with it.
+    pub fn closure_record(&self) -> Option<&ClosureRecord> {
+        self.record.as_deref()
     }
 }
 

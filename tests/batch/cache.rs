@@ -49,11 +49,7 @@ fn result(n: u32, files: &[(&str, &[u8])]) -> (ActionKey, CachedResult, Accepted
             .collect::<BTreeMap<_, _>>(),
     );
     let output = AcceptedOutput::verified(candidate.clone(), candidate.digest()).unwrap();
-    let provenance = Provenance {
-        channel: ChannelId::new("run-1").unwrap(),
-        call: n + 1,
-        acceptance_record: Digest::from_bytes([7; 32]),
-    };
+    let provenance = Provenance::new(ChannelId::new("run-1").unwrap(), n + 1);
     let result = CachedResult::new(
         key,
         TaskId::new(format!("t{n}")).unwrap(),
@@ -91,10 +87,8 @@ fn what_is_stored_reads_back_with_its_provenance_in_memory_and_on_disk() {
                 Lookup::Hit(hit) => {
                     assert_eq!(hit.output().files(), output.files());
                     assert_eq!(hit.result().key(), *key);
-                    assert_eq!(
-                        hit.result().provenance().acceptance_record,
-                        Digest::from_bytes([7; 32])
-                    );
+                    assert_eq!(hit.result().provenance().channel.as_str(), "run-1");
+                    assert!(hit.result().provenance().call >= 1);
                     // The call's audit trail comes with it, the record the entry binds.
                     let trail = hit.closure().map(ClosureRecord::digest);
                     assert!(trail.is_some());

@@ -9,6 +9,7 @@ mod inputs;
 mod journal_crash;
 mod journal_integrity;
 pub(crate) mod machine;
+mod reuse;
 // Calls handed out while their reservations sync (the shell agent's held commands).
 #[cfg(feature = "shell")]
 mod reservation;

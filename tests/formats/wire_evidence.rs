@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use kleene::acceptance::{AcceptanceRecord, BuildBinding, RecordError, StoredRecord, accept};
+use kleene::batch::cache::ActionKeyParts;
+use kleene::batch::evidence::ReusedFrom;
 use kleene::batch::{
     Batch, BatchEvidence, Candidate, MemoryJournal, Rejection, evidence::ClosureEnd,
     evidence::ClosureSettlement, evidence::EVIDENCE_VERSION, evidence::EvidenceEvent,
@@ -361,31 +363,100 @@ fn snapshot_evidence() -> BatchEvidence {
     .unwrap()
 }
 
-/// Every event's envelope is pinned: it decodes to the event and re-encodes identically.
+/// `bytes`, an envelope, relabelled as format `version` and resealed.
+fn as_version(bytes: &[u8], version: u16) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    out[4..6].copy_from_slice(&version.to_le_bytes());
+    reseal(&out)
+}
+
+/// Every event's envelope of format version 2 is pinned (written before outputs were
+/// reused, never rewritten): it decodes to the event, and today's build writes the same
+/// payload under format version 3.
 #[test]
 fn every_evidence_event_keeps_its_bytes() {
     for (name, event) in events() {
-        let bytes = checkpoint::encode(&event).unwrap();
-        let committed = pinned(&format!("evidence_event_{name}.bevt"), &bytes);
+        let committed = std::fs::read(fixture(&format!("evidence_event_{name}.bevt"))).unwrap();
         let decoded = checkpoint::decode::<EvidenceEvent>(&committed).unwrap();
         assert_eq!(decoded, event, "{name}");
-        assert_eq!(checkpoint::encode(&decoded).unwrap(), committed, "{name}");
-        assert_eq!(bytes, committed, "{name}");
+        let today = checkpoint::encode(&event).unwrap();
+        assert_eq!(today, as_version(&committed, 3), "{name}");
     }
 }
 
-/// The snapshot of a run (every status, a closure, a recovery, the failure history) is
-/// pinned: it decodes to the evidence and re-encodes identically.
+/// Evidence of one task whose output was reused from call 3 of another run.
+fn reused_evidence() -> (EvidenceEvent, BatchEvidence) {
+    let plan: ValidatedPlan = validated(
+        r#"{"tasks": [{"id": "w", "owner": "W", "spec": {"intent": "w"}, "owned_paths": ["w.txt"]}]}"#,
+    );
+    let key = ActionKeyParts::new(plan.tasks().next().unwrap()).key();
+    let output = candidate("w.txt", b"reused\n");
+    let reused = EvidenceEvent::Reused {
+        task: id("w"),
+        from: ReusedFrom::new(key, chan("run-0"), 3, Some(d(21))),
+        digest: output.digest(),
+        candidate: output,
+    };
+    let evidence = BatchEvidence::fold([
+        EvidenceEvent::Started {
+            channel: chan("chan-wire"),
+            plan_digest: d(1),
+            evidence_version: EVIDENCE_VERSION,
+            inputs: BTreeMap::new(),
+            recovery: false,
+            inventory: vec![InventoryEntry {
+                task: id("w"),
+                owner: AgentId::new("W").unwrap(),
+                budget: 1,
+            }],
+        },
+        reused.clone(),
+    ])
+    .unwrap();
+    (reused, evidence)
+}
+
+/// The reused-output event (format version 3) is pinned: it decodes to the event and
+/// re-encodes identically.
+#[test]
+fn the_reused_output_event_keeps_its_bytes() {
+    let (event, _) = reused_evidence();
+    let bytes = checkpoint::encode(&event).unwrap();
+    let committed = pinned("evidence_event_reused_v3.bevt", &bytes);
+    assert_eq!(
+        checkpoint::decode::<EvidenceEvent>(&committed).unwrap(),
+        event
+    );
+    assert_eq!(bytes, committed);
+}
+
+/// The snapshot of a run (every status, a closure, a recovery, the failure history), pinned
+/// at format version 2: it decodes to the evidence, and today's build writes the same
+/// payload with an empty list of reused outputs under version 3. A snapshot with a reused
+/// output is pinned at version 3.
 #[test]
 fn an_evidence_snapshot_keeps_its_bytes() {
     let evidence = snapshot_evidence();
-    let bytes = checkpoint::encode(&evidence).unwrap();
-    let committed = pinned("evidence_snapshot.evid", &bytes);
+    let committed = std::fs::read(fixture("evidence_snapshot.evid")).unwrap();
     let decoded = checkpoint::decode::<BatchEvidence>(&committed).unwrap();
     assert_eq!(decoded, evidence);
     assert_eq!(decoded.digest(), evidence.digest());
     assert_eq!(decoded.fix_attempts_used(), 1);
-    assert_eq!(checkpoint::encode(&decoded).unwrap(), committed);
+    let today = checkpoint::encode(&evidence).unwrap();
+    // The payload's length (a u64 after the header) grows by the empty list's one byte.
+    let mut grown = committed.clone();
+    grown.push(0);
+    let len = u64::from_le_bytes(committed[11..19].try_into().unwrap()) + 1;
+    grown[11..19].copy_from_slice(&len.to_le_bytes());
+    assert_eq!(today, as_version(&grown, 3));
+
+    let (_, reused) = reused_evidence();
+    let bytes = checkpoint::encode(&reused).unwrap();
+    let committed = pinned("evidence_snapshot_reused_v3.evid", &bytes);
+    let decoded = checkpoint::decode::<BatchEvidence>(&committed).unwrap();
+    assert_eq!(decoded, reused);
+    assert_eq!(decoded.digest(), reused.digest());
+    assert_eq!(decoded.reused().count(), 1);
     assert_eq!(bytes, committed);
 }
 
@@ -514,7 +585,7 @@ fn evidence_payloads_of_a_newer_version_are_refused_by_number() {
     let event = checkpoint::encode(&events()[1].1).unwrap();
     let snapshot = checkpoint::encode(&snapshot_evidence()).unwrap();
     for (mut bytes, kind) in [(event, "BEVT"), (snapshot, "EVID")] {
-        bytes[4..6].copy_from_slice(&3u16.to_le_bytes());
+        bytes[4..6].copy_from_slice(&4u16.to_le_bytes());
         let resealed = reseal(&bytes);
         let err = match kind {
             "BEVT" => checkpoint::decode::<EvidenceEvent>(&resealed).map(|_| ()),
@@ -524,7 +595,7 @@ fn evidence_payloads_of_a_newer_version_are_refused_by_number() {
         assert!(
             matches!(
                 &err,
-                CheckpointError::UnsupportedVersion { kind: k, found: 3, min: 1, max: 2 } if k == kind
+                CheckpointError::UnsupportedVersion { kind: k, found: 4, min: 1, max: 3 } if k == kind
             ),
             "{err}"
         );

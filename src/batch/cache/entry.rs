@@ -16,11 +16,7 @@
 //! let key = ActionKeyParts::new(plan.tasks().next().unwrap()).key();
 //! let files = Candidate::new(BTreeMap::from([(AdmittedPath::admit("a.txt")?, b"a".to_vec())]));
 //! let output = AcceptedOutput::verified(files.clone(), files.digest()).unwrap();
-//! let provenance = Provenance {
-//!     channel: ChannelId::new("run-1")?,
-//!     call: 1,
-//!     acceptance_record: Digest::from_bytes([1; 32]),
-//! };
+//! let provenance = Provenance::new(ChannelId::new("run-1")?, 1);
 //! let result = CachedResult::new(key, TaskId::new("a")?, provenance, &output, None);
 //! assert_eq!(result.output(), output.digest());
 //! // Sealed: the JSON a file cache keeps reads back as the same result.
@@ -47,15 +43,21 @@ pub const ENTRY_FORMAT: u32 = 1;
 pub const MAX_ENTRY_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Where an accepted result came from: what a reused result's record names, so its audit
-/// trail can be found and checked.
+/// trail can be found and checked (with the call's closure record, which the entry binds).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Provenance {
     /// The run (channel) that accepted it.
     pub channel: ChannelId,
     /// The call of that run whose output was accepted.
     pub call: u32,
-    /// The digest of the acceptance record that sealed the run.
-    pub acceptance_record: Digest,
+}
+
+impl Provenance {
+    /// Call `call` of the run on `channel`.
+    pub fn new(channel: ChannelId, call: u32) -> Self {
+        Self { channel, call }
+    }
 }
 
 /// One accepted file, as an entry names it.
@@ -140,7 +142,6 @@ impl CachedResult {
             .put(&task)
             .put(&provenance.channel)
             .put(&provenance.call)
-            .put(&provenance.acceptance_record)
             .put(&closure.map(|c| (c.record, c.json.len, c.json.blake3)))
             .put(&output)
             .seq(files.iter().map(|(path, f)| (path, f.len, f.blake3)));
@@ -199,7 +200,6 @@ impl CachedResult {
             task: self.task.clone(),
             channel: self.provenance.channel.clone(),
             call: self.provenance.call,
-            acceptance_record: self.provenance.acceptance_record,
             closure: self.closure.map(|c| ClosureV1 {
                 record: c.record,
                 len: c.json.len,
@@ -255,11 +255,7 @@ impl CachedResult {
         let result = Self::sealed(
             ActionKey::from_digest(wire.key),
             wire.task,
-            Provenance {
-                channel: wire.channel,
-                call: wire.call,
-                acceptance_record: wire.acceptance_record,
-            },
+            Provenance::new(wire.channel, wire.call),
             wire.closure.map(|c| CachedClosure {
                 record: c.record,
                 json: CachedFile {
@@ -357,7 +353,6 @@ struct EntryV1 {
     task: TaskId,
     channel: ChannelId,
     call: u32,
-    acceptance_record: Digest,
     closure: Option<ClosureV1>,
     output: Digest,
     files: Vec<FileV1>,
@@ -397,11 +392,7 @@ mod tests {
         CachedResult::sealed(
             ActionKey::from_digest(Digest::from_bytes([1; 32])),
             TaskId::new("t").unwrap(),
-            Provenance {
-                channel: ChannelId::new("c").unwrap(),
-                call: 1,
-                acceptance_record: Digest::from_bytes([2; 32]),
-            },
+            Provenance::new(ChannelId::new("c").unwrap(), 1),
             None,
             Digest::from_bytes([3; 32]),
             files,

@@ -15,10 +15,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub(crate) mod binding;
 pub mod entry;
 pub mod key;
 pub mod store;
 
 pub use entry::{CachedClosure, CachedResult, EntryProblem, Provenance};
 pub use key::{ActionKey, ActionKeyParts, CALL_SEMANTICS};
-pub use store::{ActionCache, CacheError, CacheHit, FileCache, Lookup, MemoryCache};
+pub use store::{ActionCache, CacheError, CacheHit, CacheWarning, FileCache, Lookup, MemoryCache};

@@ -15,8 +15,7 @@
 //! # let key = ActionKeyParts::new(plan.tasks().next().unwrap()).key();
 //! # let files = Candidate::new(BTreeMap::from([(AdmittedPath::admit("a.txt")?, b"a".to_vec())]));
 //! # let output = AcceptedOutput::verified(files.clone(), files.digest()).unwrap();
-//! # let provenance = Provenance { channel: ChannelId::new("run-1")?, call: 1,
-//! #     acceptance_record: Digest::from_bytes([1; 32]) };
+//! # let provenance = Provenance::new(ChannelId::new("run-1")?, 1);
 //! # let result = CachedResult::new(key, TaskId::new("a")?, provenance, &output, None);
 //! let dir = tempfile::tempdir()?;
 //! let cache = FileCache::new(dir.path());
@@ -40,8 +39,10 @@ use super::entry::{CachedResult, EntryProblem, MAX_ENTRY_BYTES};
 use super::key::ActionKey;
 use crate::batch::Candidate;
 use crate::batch::candidate::AcceptedOutput;
+use crate::batch::candidate::Rejection;
 use crate::closure::ClosureRecord;
 use crate::id::Digest;
+use crate::id::TaskId;
 
 /// The most bytes one accepted output's files may hold together, as a call's output may.
 pub const MAX_OUTPUT_BYTES: u64 = 1 << 30;
@@ -87,6 +88,69 @@ impl CacheHit {
     /// The closure record of the call that made it (its audit trail), where it kept one.
     pub fn closure(&self) -> Option<&ClosureRecord> {
         self.closure.as_ref()
+    }
+}
+
+/// Something a batch's cache did not give or take: never a failure of the run, which makes
+/// the call instead (a refused entry) or goes on without the entry (a failed store).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum CacheWarning {
+    /// An entry kept under the task's key was refused: a miss, with why.
+    Refused {
+        /// The task.
+        task: TaskId,
+        /// Where the entry lies (a file's path for a [`FileCache`]).
+        entry: String,
+        /// What is wrong with it.
+        problem: EntryProblem,
+    },
+    /// An entry that holds together was not the task's to reuse (it names another task or
+    /// key, or its output writes outside what the task owns): a miss.
+    Unusable {
+        /// The task.
+        task: TaskId,
+        /// The task's key.
+        key: ActionKey,
+        /// Why the output was not taken.
+        rejection: Rejection,
+    },
+    /// A task's accepted output could not be kept.
+    NotStored {
+        /// The task.
+        task: TaskId,
+        /// Its key.
+        key: ActionKey,
+        /// Why.
+        error: std::sync::Arc<CacheError>,
+    },
+}
+
+impl std::fmt::Display for CacheWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Refused {
+                task,
+                entry,
+                problem,
+            } => write!(
+                f,
+                "task {task}: the cache entry {entry} was not taken ({problem}); the task is called"
+            ),
+            Self::Unusable {
+                task,
+                key,
+                rejection,
+            } => write!(
+                f,
+                "task {task}: the cache entry under key {key} was not taken ({}); the task is called",
+                rejection.headline()
+            ),
+            Self::NotStored { task, key, error } => write!(
+                f,
+                "task {task}: its accepted output was not kept in the cache under key {key}: {error}"
+            ),
+        }
     }
 }
 

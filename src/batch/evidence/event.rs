@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::batch::cache::ActionKey;
 use crate::batch::candidate::{Candidate, Rejection};
 use crate::batch::recovery::IneligibleReason;
 use crate::batch::worker::InfrastructureFailure;
@@ -122,7 +123,59 @@ pub enum EvidenceEvent {
         /// What the closure used and how it ended.
         closure: ClosureSettlement,
     },
+    /// The task's output was taken from an earlier accepted call with the same action key
+    /// (a cache hit): accepted without a call, and naming the call that made it.
+    Reused {
+        /// The task.
+        task: TaskId,
+        /// Where the output was accepted before.
+        from: ReusedFrom,
+        /// The reused output.
+        candidate: Candidate,
+        /// Its digest, as it was accepted.
+        digest: Digest,
+    },
 }
+
+/// Where a reused output was accepted: the action key it answered and the call that made
+/// it, with that call's closure record, so its audit trail can be found and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReusedFrom {
+    /// The action key the output answered (everything the call depended on).
+    pub key: ActionKey,
+    /// The run (channel) whose call made and accepted it.
+    pub channel: ChannelId,
+    /// That call's number in its run.
+    pub call: u32,
+    /// The digest of that call's closure record, where the call ran a closure.
+    pub closure_record: Option<Digest>,
+}
+
+impl ReusedFrom {
+    /// Where `key`'s output was accepted: call `call` of run `channel`, under the closure
+    /// record `closure_record` where it ran one.
+    pub fn new(
+        key: ActionKey,
+        channel: ChannelId,
+        call: u32,
+        closure_record: Option<Digest>,
+    ) -> Self {
+        Self {
+            key,
+            channel,
+            call,
+            closure_record,
+        }
+    }
+}
+
+canonical_struct!(ReusedFrom {
+    key => key.digest(),
+    channel,
+    call,
+    closure_record
+});
 
 /// How a reserved call settled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,7 +209,8 @@ impl EvidenceEvent {
             | Self::Withdrawn { task, .. }
             | Self::Drained { task, .. }
             | Self::FixDrawn { task, .. }
-            | Self::ClosureSettled { task, .. } => Some(task),
+            | Self::ClosureSettled { task, .. }
+            | Self::Reused { task, .. } => Some(task),
             Self::Started { .. } | Self::RecoveryConsumed { .. } => None,
         }
     }

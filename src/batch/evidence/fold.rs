@@ -172,6 +172,7 @@ impl BatchEvidence {
             failure_history: VecDeque::new(),
             events: 1,
             closures: Vec::new(),
+            reused: Vec::new(),
             fixes_used: 0,
             index: Arc::new(index),
         })
@@ -379,6 +380,30 @@ impl BatchEvidence {
                 call.settled = Some(closure);
                 let after = call.fix_attempts_used();
                 self.fixes_used = self.fixes_used.saturating_add(after - before);
+            }
+            EvidenceEvent::Reused {
+                task,
+                from,
+                candidate,
+                digest,
+            } => {
+                let t = self.task_hinted(index, &task, hint)?;
+                // Only a task that could be called now takes a reused output: nothing in
+                // flight, nothing accepted, not drained.
+                if t.accepted.is_some() || t.in_flight.is_some() || t.blocked_by.is_some() {
+                    return Err(out_of_order(&task, "reused", t));
+                }
+                let accepted = if verify {
+                    AcceptedOutput::verified(candidate, digest)
+                } else {
+                    Some(AcceptedOutput::trusted(candidate, digest))
+                };
+                t.accepted = Some(accepted.ok_or_else(|| FoldError::DigestMismatch {
+                    index,
+                    task: task.clone(),
+                    digest,
+                })?);
+                self.reused.push((task, from));
             }
         }
         self.events += 1;

@@ -19,7 +19,9 @@ mod fold;
 mod history;
 mod task;
 
-pub use event::{ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, Settlement};
+pub use event::{
+    ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, ReusedFrom, Settlement,
+};
 pub use fold::FoldError;
 pub use history::{ClosureCall, FailureKind, FailureNote, RecoveryRecord};
 pub use task::{FailureCause, RejectedAttempt, TaskEvidence, TaskStatus};
@@ -54,6 +56,9 @@ pub struct BatchEvidence {
     pub(super) events: u64,
     /// Every call that ran a closure, in plan order and, for one task, in call order.
     pub(super) closures: Vec<ClosureCall>,
+    /// Every task whose output was reused from an earlier accepted call, and where from,
+    /// in the order they were reused.
+    pub(super) reused: Vec<(TaskId, ReusedFrom)>,
     /// The run-wide fix attempts used (derived from `closures`), so a call need not sum them.
     pub(super) fixes_used: u32,
     /// Where each task sits in `order`; rebuilt on load, never persisted. Shared, as
@@ -78,6 +83,7 @@ impl PartialEq for BatchEvidence {
             && self.failure_history == other.failure_history
             && self.events == other.events
             && self.closures == other.closures
+            && self.reused == other.reused
     }
 }
 
@@ -97,6 +103,7 @@ impl Canonical for BatchEvidence {
             tasks,
             recoveries,
             closures,
+            reused,
             failure_history: _,
             events: _,
             fixes_used: _,
@@ -114,6 +121,14 @@ impl Canonical for BatchEvidence {
             let index = self.index();
             closures.sort_by_key(|c| (index.get(&c.task).copied(), c.attempt));
             h.put("closures").seq(closures.into_iter());
+        }
+        // Likewise evidence without reused outputs; in plan order, as for closures.
+        if !reused.is_empty() {
+            let mut reused: Vec<&(TaskId, ReusedFrom)> = reused.iter().collect();
+            let index = self.index();
+            reused.sort_by_key(|(task, _)| index.get(task).copied());
+            h.put("reused")
+                .seq(reused.into_iter().map(|(task, from)| (task, from)));
         }
     }
 }
@@ -407,6 +422,21 @@ impl BatchEvidence {
     pub fn closures(&self) -> &[ClosureCall] {
         &self.closures
     }
+    /// Every task whose output was reused from an earlier accepted call (a cache hit), with
+    /// where it was accepted, in the order they were reused.
+    pub fn reused(&self) -> impl Iterator<Item = (&TaskId, &ReusedFrom)> {
+        self.reused.iter().map(|(task, from)| (task, from))
+    }
+
+    /// Where `task`'s output was accepted, when it was reused rather than made by a call of
+    /// this batch.
+    pub fn reused_from(&self, task: &TaskId) -> Option<&ReusedFrom> {
+        self.reused
+            .iter()
+            .find(|(t, _)| t == task)
+            .map(|(_, from)| from)
+    }
+
     /// The closures of `task`'s calls, oldest first.
     pub fn closures_of<'e>(&'e self, task: &'e TaskId) -> impl Iterator<Item = &'e ClosureCall> {
         self.closures.iter().filter(move |c| &c.task == task)
@@ -815,6 +845,62 @@ mod tests {
             closure(1, 0),
             drawn(1)
         ]));
+    }
+
+    fn reused(digest: Option<Digest>) -> EvidenceEvent {
+        let candidate = Candidate::default();
+        EvidenceEvent::Reused {
+            task: t(),
+            from: ReusedFrom::new(
+                crate::batch::cache::ActionKey::from_digest(Digest::from_bytes([4; 32])),
+                ChannelId::new("run-0").unwrap(),
+                2,
+                None,
+            ),
+            digest: digest.unwrap_or_else(|| candidate.digest()),
+            candidate,
+        }
+    }
+
+    /// A reused output accepts a task without a call, once, and only a task that could be
+    /// called: never one in flight, accepted or drained, nor under a digest that does not
+    /// hold.
+    #[test]
+    fn a_reused_output_accepts_only_a_task_that_could_be_called() {
+        let e = BatchEvidence::fold([started(false), reused(None)]).unwrap();
+        assert_eq!(e.status(&t()), Some(TaskStatus::Accepted));
+        assert_eq!(e.task(&t()).map(TaskEvidence::calls), Some(0));
+        assert_eq!(e.reused_from(&t()).map(|f| f.call), Some(2));
+        let refused = |events: Vec<EvidenceEvent>| {
+            matches!(
+                BatchEvidence::fold(events),
+                Err(FoldError::OutOfOrder {
+                    event: "reused",
+                    ..
+                })
+            )
+        };
+        assert!(refused(vec![started(false), reserved(1), reused(None)]));
+        assert!(refused(vec![started(false), reused(None), reused(None)]));
+        assert!(matches!(
+            BatchEvidence::fold([started(false), reused(Some(Digest::from_bytes([9; 32])))]),
+            Err(FoldError::DigestMismatch { index: 1, .. })
+        ));
+        // Reused evidence digests apart from the same output made by a call.
+        let called = BatchEvidence::fold([
+            started(false),
+            reserved(1),
+            EvidenceEvent::Settled {
+                task: t(),
+                attempt: 1,
+                settlement: Settlement::Accepted {
+                    candidate: Candidate::default(),
+                    digest: Candidate::default().digest(),
+                },
+            },
+        ])
+        .unwrap();
+        assert_ne!(called.digest(), e.digest());
     }
 
     #[test]

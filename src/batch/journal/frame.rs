@@ -408,6 +408,7 @@ mod tests {
 
     use super::super::tests::{chan, events, image};
     use super::*;
+    use crate::id::ChannelId;
     use crate::id::TaskId;
     use crate::id::digest::Digest;
 
@@ -581,12 +582,11 @@ mod tests {
         all
     }
 
-    /// Today's formats (record format 2 framing; events and snapshots at format version 2,
-    /// closure events included), unkeyed and keyed: a change to the framing, the seals or
-    /// the event encoding shows here first. Run with `KLEENE_WRITE_FIXTURES=1` to (re)write
-    /// them after a deliberate format change (and bump the format version it changes).
+    /// Journals whose events and snapshot are at format version 2 (closure events, written
+    /// before outputs were reused), unkeyed and keyed: old data, kept as it was written;
+    /// they still load.
     #[test]
-    fn todays_journal_fixtures_are_what_this_build_writes() {
+    fn version_two_journals_with_closure_events_still_load() {
         let all = closure_events();
         let key = JournalKey::from_bytes(*b"kleene journal fixture key v2 ..");
         for (name, key) in [
@@ -595,6 +595,61 @@ mod tests {
                 "tests/fixtures/journal_v2_closures_keyed.journal",
                 Some(&key),
             ),
+        ] {
+            let bytes = fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(name)).unwrap();
+            let load = parse(&chan(), &bytes, key).unwrap();
+            assert_eq!(load.events, all[2..]);
+            let evidence = load.into_evidence().unwrap();
+            assert_eq!(
+                evidence.digest(),
+                BatchEvidence::fold(all.clone()).unwrap().digest()
+            );
+            assert_eq!(evidence.fix_attempts_used(), 1);
+        }
+    }
+
+    /// The events of [`closure_events`] for a batch of two tasks, the second of which is
+    /// reused: its output taken from call 3 of another run, with that call's closure record.
+    fn reuse_events() -> Vec<EvidenceEvent> {
+        let mut all = closure_events();
+        let u = TaskId::new("u").unwrap();
+        if let EvidenceEvent::Started { inventory, .. } = &mut all[0] {
+            inventory.push(crate::batch::evidence::InventoryEntry {
+                task: u.clone(),
+                owner: crate::id::AgentId::new("b").unwrap(),
+                budget: 1,
+            });
+        }
+        let candidate = crate::batch::Candidate::new(std::collections::BTreeMap::from([(
+            crate::plan::AdmittedPath::admit("u.txt").unwrap(),
+            b"reused".to_vec(),
+        )]));
+        all.push(EvidenceEvent::Reused {
+            task: u,
+            from: crate::batch::evidence::ReusedFrom::new(
+                crate::batch::cache::ActionKey::from_digest(Digest::from_bytes([10; 32])),
+                ChannelId::new("run-0").unwrap(),
+                3,
+                Some(Digest::from_bytes([11; 32])),
+            ),
+            digest: candidate.digest(),
+            candidate,
+        });
+        all
+    }
+
+    /// Today's formats (record format 2 framing; events and snapshots at format version 3,
+    /// closure events and a reused output included), unkeyed and keyed: a change to the
+    /// framing, the seals or the event encoding shows here first. Run with
+    /// `KLEENE_WRITE_FIXTURES=1` to (re)write them after a deliberate format change (and
+    /// bump the format version it changes).
+    #[test]
+    fn todays_journal_fixtures_are_what_this_build_writes() {
+        let all = reuse_events();
+        let key = JournalKey::from_bytes(*b"kleene journal fixture key v2 ..");
+        for (name, key) in [
+            ("tests/fixtures/journal_v3_reused.journal", None),
+            ("tests/fixtures/journal_v3_reused_keyed.journal", Some(&key)),
         ] {
             let (mut bytes, seal) = encode_snapshot(
                 &chan(),
@@ -615,7 +670,15 @@ mod tests {
                 evidence.digest(),
                 BatchEvidence::fold(all.clone()).unwrap().digest()
             );
-            assert_eq!(evidence.fix_attempts_used(), 1);
+            assert_eq!(evidence.reused().count(), 1);
+            // A snapshot taken after the reuse keeps where it came from.
+            let (snapshot, _) = encode_snapshot(&chan(), key, &evidence).unwrap();
+            let reread = parse(&chan(), &snapshot, key)
+                .unwrap()
+                .into_evidence()
+                .unwrap();
+            assert_eq!(reread, evidence);
+            assert_eq!(reread.digest(), evidence.digest());
         }
     }
 
@@ -626,15 +689,15 @@ mod tests {
     fn event_format_versions_are_refused_or_read_by_number() {
         let event = closure_events().remove(2);
         let payload = checkpoint::encode_payload(&event).unwrap();
-        let future = checkpoint::seal(*b"BEVT", 3, &payload);
+        let future = checkpoint::seal(*b"BEVT", 4, &payload);
         let err = checkpoint::decode::<EvidenceEvent>(&future).unwrap_err();
         assert!(
             matches!(
                 err,
                 CheckpointError::UnsupportedVersion {
-                    found: 3,
+                    found: 4,
                     min: 1,
-                    max: 2,
+                    max: 3,
                     ..
                 }
             ),
@@ -643,6 +706,13 @@ mod tests {
         let old = events().remove(1);
         let v1 = checkpoint::seal(*b"BEVT", 1, &checkpoint::encode_payload(&old).unwrap());
         assert_eq!(checkpoint::decode::<EvidenceEvent>(&v1).unwrap(), old);
+        // A reused output is a version-3 event: a version-2 envelope cannot hold one.
+        let reused = reuse_events().pop().unwrap();
+        let v2 = checkpoint::seal(*b"BEVT", 2, &checkpoint::encode_payload(&reused).unwrap());
+        let err = checkpoint::decode::<EvidenceEvent>(&v2).unwrap_err();
+        assert!(err.to_string().contains("reused"), "{err}");
+        let v3 = checkpoint::seal(*b"BEVT", 3, &checkpoint::encode_payload(&reused).unwrap());
+        assert_eq!(checkpoint::decode::<EvidenceEvent>(&v3).unwrap(), reused);
     }
 
     #[test]

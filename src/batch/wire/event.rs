@@ -2,12 +2,14 @@
 //! settlements inside it.
 
 use super::Text;
+use crate::batch::cache::ActionKey;
 use crate::batch::candidate::Candidate;
 use crate::batch::candidate::Rejection;
 use crate::batch::evidence::event::ClosureEnd;
 use crate::batch::evidence::event::ClosureSettlement;
 use crate::batch::evidence::event::EvidenceEvent;
 use crate::batch::evidence::event::InventoryEntry;
+use crate::batch::evidence::event::ReusedFrom;
 use crate::batch::evidence::event::Settlement;
 use crate::batch::recovery::IneligibleReason;
 use crate::batch::worker::InfrastructureFailure;
@@ -323,10 +325,10 @@ impl From<SettlementV1<'_>> for Settlement {
     }
 }
 
-/// One evidence event, format version 2 (version 1 is the same shape without the last two
-/// variants, so its bytes decode as this record).
+/// One evidence event, format version 3 (version 2 is the same shape without the last
+/// variant, version 1 without the last three, so their bytes decode as this record).
 #[derive(Serialize, Deserialize, bincode::Encode)]
-pub(crate) enum EvidenceEventV2<'a> {
+pub(crate) enum EvidenceEventV3<'a> {
     Started {
         channel: Text<'a, ChannelId>,
         plan_digest: Digest,
@@ -375,9 +377,19 @@ pub(crate) enum EvidenceEventV2<'a> {
         attempt: u32,
         closure: ClosureSettlementV1<'a>,
     },
+    // Added in version 3.
+    Reused {
+        task: Text<'a, TaskId>,
+        key: Digest,
+        channel: Text<'a, ChannelId>,
+        call: u32,
+        closure_record: Option<Digest>,
+        candidate: CandidateV1<'a>,
+        digest: Digest,
+    },
 }
 
-impl<'a> From<&'a EvidenceEvent> for EvidenceEventV2<'a> {
+impl<'a> From<&'a EvidenceEvent> for EvidenceEventV3<'a> {
     fn from(e: &'a EvidenceEvent) -> Self {
         use Cow::Borrowed as B;
         match e {
@@ -463,14 +475,28 @@ impl<'a> From<&'a EvidenceEvent> for EvidenceEventV2<'a> {
                 attempt: *attempt,
                 closure: closure.into(),
             },
+            EvidenceEvent::Reused {
+                task,
+                from,
+                candidate,
+                digest,
+            } => Self::Reused {
+                task: B(task),
+                key: from.key.digest(),
+                channel: B(&from.channel),
+                call: from.call,
+                closure_record: from.closure_record,
+                candidate: candidate.into(),
+                digest: *digest,
+            },
         }
     }
 }
 
-impl From<EvidenceEventV2<'_>> for EvidenceEvent {
-    fn from(e: EvidenceEventV2<'_>) -> Self {
+impl From<EvidenceEventV3<'_>> for EvidenceEvent {
+    fn from(e: EvidenceEventV3<'_>) -> Self {
         match e {
-            EvidenceEventV2::Started {
+            EvidenceEventV3::Started {
                 channel,
                 plan_digest,
                 evidence_version,
@@ -492,7 +518,7 @@ impl From<EvidenceEventV2<'_>> for EvidenceEvent {
                     })
                     .collect(),
             },
-            EvidenceEventV2::Reserved {
+            EvidenceEventV3::Reserved {
                 task,
                 attempt,
                 input_digest,
@@ -501,7 +527,7 @@ impl From<EvidenceEventV2<'_>> for EvidenceEvent {
                 attempt,
                 input_digest,
             },
-            EvidenceEventV2::Settled {
+            EvidenceEventV3::Settled {
                 task,
                 attempt,
                 settlement,
@@ -510,11 +536,11 @@ impl From<EvidenceEventV2<'_>> for EvidenceEvent {
                 attempt,
                 settlement: settlement.into(),
             },
-            EvidenceEventV2::Interrupted { task, attempt } => Self::Interrupted {
+            EvidenceEventV3::Interrupted { task, attempt } => Self::Interrupted {
                 task: task.into_owned(),
                 attempt,
             },
-            EvidenceEventV2::Withdrawn {
+            EvidenceEventV3::Withdrawn {
                 task,
                 attempt,
                 detail,
@@ -523,11 +549,11 @@ impl From<EvidenceEventV2<'_>> for EvidenceEvent {
                 attempt,
                 detail: detail.into_owned(),
             },
-            EvidenceEventV2::Drained { task, blocked_by } => Self::Drained {
+            EvidenceEventV3::Drained { task, blocked_by } => Self::Drained {
                 task: task.into_owned(),
                 blocked_by: blocked_by.into_owned(),
             },
-            EvidenceEventV2::RecoveryConsumed {
+            EvidenceEventV3::RecoveryConsumed {
                 request,
                 granted,
                 released,
@@ -538,12 +564,12 @@ impl From<EvidenceEventV2<'_>> for EvidenceEvent {
                 released: released.into_owned(),
                 refused: refused_from(refused),
             },
-            EvidenceEventV2::FixDrawn { task, attempt, fix } => Self::FixDrawn {
+            EvidenceEventV3::FixDrawn { task, attempt, fix } => Self::FixDrawn {
                 task: task.into_owned(),
                 attempt,
                 fix: fix.into_owned(),
             },
-            EvidenceEventV2::ClosureSettled {
+            EvidenceEventV3::ClosureSettled {
                 task,
                 attempt,
                 closure,
@@ -552,22 +578,38 @@ impl From<EvidenceEventV2<'_>> for EvidenceEvent {
                 attempt,
                 closure: closure.into(),
             },
+            EvidenceEventV3::Reused {
+                task,
+                key,
+                channel,
+                call,
+                closure_record,
+                candidate,
+                digest,
+            } => Self::Reused {
+                task: task.into_owned(),
+                from: ReusedFrom::new(
+                    ActionKey::from_digest(key),
+                    channel.into_owned(),
+                    call,
+                    closure_record,
+                ),
+                candidate: candidate.into(),
+                digest,
+            },
         }
     }
 }
 
-impl EvidenceEventV2<'_> {
-    /// The event read from a version-1 payload, which has no closure events.
-    pub(crate) fn of_version_one(self) -> Result<Self, InvalidPayload> {
+impl EvidenceEventV3<'_> {
+    /// The event read from a payload of an older `version`: version 1 has no closure
+    /// events, versions 1 and 2 no reused output.
+    pub(crate) fn of_version(self, version: u16) -> Result<Self, InvalidPayload> {
+        let newer = |event| Err(InvalidPayload::NewerEvent { version, event });
         match self {
-            Self::FixDrawn { .. } => Err(InvalidPayload::NewerEvent {
-                version: 1,
-                event: "fix_drawn",
-            }),
-            Self::ClosureSettled { .. } => Err(InvalidPayload::NewerEvent {
-                version: 1,
-                event: "closure_settled",
-            }),
+            Self::FixDrawn { .. } if version < 2 => newer("fix_drawn"),
+            Self::ClosureSettled { .. } if version < 2 => newer("closure_settled"),
+            Self::Reused { .. } if version < 3 => newer("reused"),
             old => Ok(old),
         }
     }

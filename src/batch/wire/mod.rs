@@ -7,8 +7,8 @@
 //! for every journal append, so no candidate, output or closure settlement is cloned.
 //!
 //! ```text
-//! let bytes = checkpoint::encode_payload(&EvidenceEventV2::from(&event))?;
-//! let back: EvidenceEvent = checkpoint::decode_payload::<EvidenceEventV2>(&bytes)?.into();
+//! let bytes = checkpoint::encode_payload(&EvidenceEventV3::from(&event))?;
+//! let back: EvidenceEvent = checkpoint::decode_payload::<EvidenceEventV3>(&bytes)?.into();
 //! ```
 
 mod checkpoint;
@@ -16,8 +16,8 @@ pub(crate) mod event;
 pub(crate) mod message;
 pub(crate) mod snapshot;
 
-use event::EvidenceEventV2;
-use snapshot::BatchEvidenceV2;
+use event::EvidenceEventV3;
+use snapshot::BatchEvidenceV3;
 
 use std::borrow::Cow;
 
@@ -34,25 +34,25 @@ type Text<'a, T> = Cow<'a, T>;
 // decoder does.
 impl Serialize for EvidenceEvent {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        EvidenceEventV2::from(self).serialize(s)
+        EvidenceEventV3::from(self).serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for EvidenceEvent {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        EvidenceEventV2::deserialize(d).map(Into::into)
+        EvidenceEventV3::deserialize(d).map(Into::into)
     }
 }
 
 impl Serialize for BatchEvidence {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        BatchEvidenceV2::from(self).serialize(s)
+        BatchEvidenceV3::from(self).serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for BatchEvidence {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let record = BatchEvidenceV2::deserialize(d)?;
+        let record = BatchEvidenceV3::deserialize(d)?;
         BatchEvidence::try_from(record).map_err(serde::de::Error::custom)
     }
 }
@@ -112,9 +112,9 @@ mod tests {
             },
         ])
         .unwrap();
-        let bytes = encode_payload(&BatchEvidenceV2::from(&evidence)).unwrap();
-        let read = |edit: &dyn Fn(&mut BatchEvidenceV2<'static>)| {
-            let mut wire: BatchEvidenceV2<'static> = decode_payload(&bytes).unwrap();
+        let bytes = encode_payload(&BatchEvidenceV3::from(&evidence)).unwrap();
+        let read = |edit: &dyn Fn(&mut BatchEvidenceV3<'static>)| {
+            let mut wire: BatchEvidenceV3<'static> = decode_payload(&bytes).unwrap();
             edit(&mut wire);
             BatchEvidence::try_from(wire)
         };

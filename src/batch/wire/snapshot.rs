@@ -8,6 +8,7 @@ use super::event::Refused;
 use super::event::RejectionV1;
 use super::event::refused_from;
 use super::event::refused_of;
+use crate::batch::cache::ActionKey;
 use crate::batch::candidate::AcceptedOutput;
 use crate::batch::evidence::BatchEvidence;
 use crate::batch::evidence::ClosureCall;
@@ -17,6 +18,7 @@ use crate::batch::evidence::FailureKind;
 use crate::batch::evidence::FailureNote;
 use crate::batch::evidence::RecoveryRecord;
 use crate::batch::evidence::RejectedAttempt;
+use crate::batch::evidence::ReusedFrom;
 use crate::batch::evidence::TaskEvidence;
 use crate::batch::evidence::index_of;
 use crate::checkpoint::InvalidPayload;
@@ -243,8 +245,38 @@ impl From<ClosureCallV2<'_>> for ClosureCall {
     }
 }
 
-/// A folded evidence snapshot, format version 2 (the closures of the calls).
+/// Where a reused output was accepted, as a snapshot holds it.
 #[derive(Serialize, Deserialize, bincode::Encode)]
+pub(crate) struct ReusedV1<'a> {
+    pub(super) task: Text<'a, TaskId>,
+    pub(super) key: Digest,
+    pub(super) channel: Text<'a, ChannelId>,
+    pub(super) call: u32,
+    pub(super) closure_record: Option<Digest>,
+}
+
+/// A folded evidence snapshot, format version 3 (version 2 with the reused outputs).
+#[derive(Serialize, Deserialize, bincode::Encode)]
+pub(crate) struct BatchEvidenceV3<'a> {
+    pub(super) channel: Text<'a, ChannelId>,
+    pub(super) plan_digest: Digest,
+    pub(super) evidence_version: u32,
+    pub(super) inputs: Cow<'a, BTreeMap<String, Digest>>,
+    pub(super) recovery: bool,
+    pub(super) order: Vec<Text<'a, TaskId>>,
+    pub(super) tasks: Vec<TaskEvidenceV1<'a>>,
+    pub(super) recoveries: Vec<RecoveryRecordV1<'a>>,
+    pub(super) failure_history: Vec<FailureNoteV1<'a>>,
+    pub(super) events: u64,
+    pub(super) closures: Vec<ClosureCallV2<'a>>,
+    // A JSON copy written before outputs were reused has none.
+    #[serde(default)]
+    pub(super) reused: Vec<ReusedV1<'a>>,
+}
+
+/// A folded evidence snapshot of format version 2 (the closures of the calls), written
+/// before outputs were reused.
+#[derive(Deserialize)]
 pub(crate) struct BatchEvidenceV2<'a> {
     pub(super) channel: Text<'a, ChannelId>,
     pub(super) plan_digest: Digest,
@@ -292,7 +324,26 @@ impl<'a> From<BatchEvidenceV1<'a>> for BatchEvidenceV2<'a> {
     }
 }
 
-impl<'a> From<&'a BatchEvidence> for BatchEvidenceV2<'a> {
+impl<'a> From<BatchEvidenceV2<'a>> for BatchEvidenceV3<'a> {
+    fn from(r: BatchEvidenceV2<'a>) -> Self {
+        Self {
+            channel: r.channel,
+            plan_digest: r.plan_digest,
+            evidence_version: r.evidence_version,
+            inputs: r.inputs,
+            recovery: r.recovery,
+            order: r.order,
+            tasks: r.tasks,
+            recoveries: r.recoveries,
+            failure_history: r.failure_history,
+            events: r.events,
+            closures: r.closures,
+            reused: Vec::new(),
+        }
+    }
+}
+
+impl<'a> From<&'a BatchEvidence> for BatchEvidenceV3<'a> {
     fn from(e: &'a BatchEvidence) -> Self {
         let (order, tasks) = e
             .inventory()
@@ -310,17 +361,27 @@ impl<'a> From<&'a BatchEvidence> for BatchEvidenceV2<'a> {
             failure_history: e.failure_history().map(Into::into).collect(),
             events: e.event_count(),
             closures: e.closures().iter().map(Into::into).collect(),
+            reused: e
+                .reused()
+                .map(|(task, from)| ReusedV1 {
+                    task: Cow::Borrowed(task),
+                    key: from.key.digest(),
+                    channel: Cow::Borrowed(&from.channel),
+                    call: from.call,
+                    closure_record: from.closure_record,
+                })
+                .collect(),
         }
     }
 }
 
-impl TryFrom<BatchEvidenceV2<'_>> for BatchEvidence {
+impl TryFrom<BatchEvidenceV3<'_>> for BatchEvidence {
     type Error = InvalidPayload;
 
     /// Checks what the snapshot states before trusting it: one evidence set per listed
     /// task, every accepted output matching its digest (the rest is checked as the domain
     /// type rebuilds its index).
-    fn try_from(r: BatchEvidenceV2<'_>) -> Result<Self, InvalidPayload> {
+    fn try_from(r: BatchEvidenceV3<'_>) -> Result<Self, InvalidPayload> {
         if r.order.len() != r.tasks.len() {
             return Err(InvalidPayload::TaskCount {
                 listed: r.order.len() as u64,
@@ -341,6 +402,7 @@ impl TryFrom<BatchEvidenceV2<'_>> for BatchEvidence {
             .closures
             .iter()
             .find_map(|c| unknown("closures", &c.task))
+            .or_else(|| r.reused.iter().find_map(|u| unknown("reused", &u.task)))
             .or_else(|| {
                 r.failure_history
                     .iter()
@@ -386,6 +448,19 @@ impl TryFrom<BatchEvidenceV2<'_>> for BatchEvidence {
                 .iter()
                 .fold(0u32, |n, c| n.saturating_add(c.fix_attempts_used())),
             closures,
+            reused: r
+                .reused
+                .into_iter()
+                .map(|u| {
+                    let from = ReusedFrom::new(
+                        ActionKey::from_digest(u.key),
+                        u.channel.into_owned(),
+                        u.call,
+                        u.closure_record,
+                    );
+                    (u.task.into_owned(), from)
+                })
+                .collect(),
             index,
         })
     }
