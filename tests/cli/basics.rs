@@ -618,8 +618,10 @@ fn a_tampered_export_fails_verify_naming_the_path() {
     assert!(stderr.contains("app/schema.txt"), "{stderr}");
 }
 
+/// `kleene run` is the everyday command: run again over a finished run, it replaces it
+/// (no pile of old state directories) and makes no call for what has not changed.
 #[test]
-fn a_second_run_in_the_same_state_is_refused() {
+fn a_second_run_over_a_finished_one_replaces_it_and_makes_no_call() {
     let tmp = TempDir::new().unwrap();
     let plan = write_plan(tmp.path(), vec![module()]);
     kleene(tmp.path())
@@ -627,12 +629,16 @@ fn a_second_run_in_the_same_state_is_refused() {
         .assert()
         .success();
     let out = run(tmp.path(), &plan);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("kleene resume"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("replaced the finished run"), "{stdout}");
+    assert!(stdout.contains("1 task up to date"), "{stdout}");
+    let siblings: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("st"))
+        .collect();
+    assert_eq!(siblings.len(), 2, "{siblings:?}"); // st and st-cache, nothing set aside
 }
 
 #[test]

@@ -1644,7 +1644,7 @@ fn a_full_disk_stops_the_run_and_resume_finishes_it_once_space_is_freed() {
     let demo = crate::cli::basics::demo_plan();
     let reference = tmp.path().join("reference");
     let out = kleene(tmp.path())
-        .args(["run", demo.to_str().unwrap(), "--state"])
+        .args(["run", "--no-cache", demo.to_str().unwrap(), "--state"])
         .arg(&reference)
         .output()
         .unwrap();
@@ -1661,7 +1661,7 @@ fn a_full_disk_stops_the_run_and_resume_finishes_it_once_space_is_freed() {
         let filler = mnt.join("fill");
         let _ = std::fs::write(&filler, vec![0u8; fill_kib * 1024]);
         let out = kleene(tmp.path())
-            .args(["run", demo.to_str().unwrap(), "--state", st])
+            .args(["run", "--no-cache", demo.to_str().unwrap(), "--state", st])
             .output()
             .unwrap();
         std::fs::remove_file(&filler).unwrap();
@@ -1685,7 +1685,7 @@ fn a_full_disk_stops_the_run_and_resume_finishes_it_once_space_is_freed() {
             "fill {fill_kib} KiB"
         );
         let out = kleene(tmp.path())
-            .args(["resume", "--state", st])
+            .args(["resume", "--no-cache", "--state", st])
             .output()
             .unwrap();
         assert_eq!(
@@ -1718,7 +1718,7 @@ fn a_full_disk_stops_the_run_and_resume_finishes_it_once_space_is_freed() {
     // Accepting on a full disk fails, leaves no temporary file, and succeeds once freed.
     let _ = std::fs::remove_dir_all(&state);
     let out = kleene(tmp.path())
-        .args(["run", demo.to_str().unwrap(), "--state", st])
+        .args(["run", "--no-cache", demo.to_str().unwrap(), "--state", st])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
@@ -1775,10 +1775,11 @@ fn a_check_that_leaves_an_unowned_cache_stalls_after_two_calls_and_names_scratch
     assert_eq!(out.status.code(), Some(0), "{}", both(&out));
 }
 
-/// `kleene run` on a directory that holds a run names `--restart`, what one needs after
-/// editing the plan.
+/// `kleene run` on a directory that holds a run that is not finished (interrupted before
+/// its last task) names `resume`, and `--restart` for after editing the plan: a run that
+/// could go on is never replaced unasked.
 #[test]
-fn a_second_run_in_one_state_directory_offers_restart() {
+fn a_second_run_over_an_unfinished_one_offers_resume_and_restart() {
     let tmp = TempDir::new().unwrap();
     let plan = one_task(
         tmp.path(),
@@ -1786,6 +1787,15 @@ fn a_second_run_in_one_state_directory_offers_restart() {
         json!({"run": "mkdir -p app && echo m > app/MODULE"}),
     );
     assert_eq!(run(tmp.path(), &plan).status.code(), Some(0));
+    // Cut the journal back to the run's start: the task is pending again.
+    let info: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("st/run.json")).unwrap()).unwrap();
+    let channel = kleene::id::ChannelId::new(info["channel"].as_str().unwrap()).unwrap();
+    let journal = kleene::batch::FileJournal::open_read_only(tmp.path().join("st/journal"));
+    let first = journal.record_ends(&channel).unwrap()[0];
+    let log = journal.path_for(&channel);
+    let bytes = std::fs::read(&log).unwrap();
+    std::fs::write(&log, &bytes[..first]).unwrap();
     let out = run(tmp.path(), &plan);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");

@@ -32,8 +32,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::entry::{CachedResult, EntryProblem, MAX_ENTRY_BYTES};
 use super::key::ActionKey;
@@ -278,8 +278,9 @@ impl ActionCache for MemoryCache {
 /// `objects/BLAKE3` (each accepted file's bytes). Every read checks the entry's seal (and,
 /// with a key, its MAC), each object against its digest and the files against the output
 /// digest; whatever does not hold is a [`Lookup::Refused`] naming the entry. Writes go
-/// through a temporary file and a rename, objects before the entry that names them, so a
-/// crash leaves no entry without its objects, and two writers never mix their bytes.
+/// through a temporary file and a rename, objects before the entry that names them, so two
+/// writers never mix their bytes; nothing is synced, since a crash can only leave what a
+/// read refuses (a missing or cut-short file): a miss, never a wrong hit.
 ///
 /// Without a key, the checks find damage (a flipped byte, a truncated file, swapped
 /// objects), not a forger who can write the directory: such a forger can seal an entry of
@@ -289,7 +290,16 @@ impl ActionCache for MemoryCache {
 pub struct FileCache {
     dir: PathBuf,
     mac_key: Option<[u8; 32]>,
+    /// Set once this value made the layout: a run stores thousands of results, and each
+    /// need not ask for its directories again.
+    prepared: Arc<AtomicBool>,
 }
+
+/// The cache directory tag (<https://bford.info/cachedir/>): backup tools skip a directory
+/// holding it, and kleene never binds one as a plan's file.
+const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
+# This directory is a cache of accepted results made by kleene.\n\
+# For information about cache directory tags see https://bford.info/cachedir/\n";
 
 impl FileCache {
     /// The cache in `dir` (made on the first store).
@@ -297,7 +307,28 @@ impl FileCache {
         Self {
             dir: dir.into(),
             mac_key: None,
+            prepared: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Makes the layout (and the cache directory tag) once.
+    fn prepare(&self) -> Result<(), CacheError> {
+        if self.prepared.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        for dir in [self.dir.join("objects"), self.dir.join("entries")] {
+            fs::create_dir_all(&dir).map_err(|source| CacheError::Io { path: dir, source })?;
+        }
+        // Tagged as a cache, and ignored by git as a whole (as pytest's cache is), so a
+        // cache beside a repository's state never shows as its untracked files.
+        for (name, text) in [("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", "*\n")] {
+            let path = self.dir.join(name);
+            if fs::symlink_metadata(&path).is_err() {
+                write_new(&self.dir, &path, text.as_bytes())?;
+            }
+        }
+        self.prepared.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// This cache, sealing each entry it stores with a MAC under `key` and refusing an entry
@@ -410,14 +441,9 @@ impl ActionCache for FileCache {
         closure: Option<&ClosureRecord>,
     ) -> Result<(), CacheError> {
         check_given(result, output, closure)?;
+        self.prepare()?;
         let objects = self.dir.join("objects");
         let entries = self.dir.join("entries");
-        for dir in [&objects, &entries] {
-            fs::create_dir_all(dir).map_err(|source| CacheError::Io {
-                path: dir.clone(),
-                source,
-            })?;
-        }
         let closure_json = closure.map(ClosureRecord::to_json);
         for bytes in output
             .files()
@@ -468,15 +494,16 @@ fn write_new(dir: &Path, target: &Path, bytes: &[u8]) -> Result<(), CacheError> 
         let path = path.to_owned();
         move |source| CacheError::Io { path, source }
     };
+    // Not synced: every read checks what it reads, so what a crash leaves (nothing, or a
+    // file cut short) is a miss, and a run does not pay two syncs for each file it keeps.
     let written = File::create_new(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .and_then(|mut f| f.write_all(bytes))
         .map_err(io(&tmp))
         .and_then(|()| fs::rename(&tmp, target).map_err(io(target)));
     if written.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    written?;
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+    written
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The command line: commands, arguments, help texts with an example each, exit codes.
 
 use std::num::NonZeroUsize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
@@ -332,6 +332,37 @@ pub struct StateArgs {
     pub state: PathBuf,
 }
 
+/// Where a run keeps the results it accepted, for later runs to reuse.
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    /// The cache of accepted results: a task whose action key (its plan entry, the files it
+    /// can read, its prerequisites' accepted outputs) has an accepted result there is not
+    /// called again; each accepted call's result is kept there. Give one directory to
+    /// several state directories to share it [default: beside the state directory,
+    /// STATE-cache].
+    #[arg(long, value_name = "DIR", env = "KLEENE_CACHE")]
+    pub cache: Option<PathBuf>,
+    /// Make every call: neither reuse an accepted result nor keep one.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+impl CacheArgs {
+    /// The cache directory for the state directory `state`, unless caching is off.
+    pub fn dir(&self, state: &Path) -> Option<PathBuf> {
+        if self.no_cache {
+            return None;
+        }
+        if let Some(dir) = &self.cache {
+            return Some(dir.clone());
+        }
+        let name = state
+            .file_name()
+            .map_or_else(|| "kleene".into(), |n| n.to_string_lossy().into_owned());
+        Some(state.with_file_name(format!("{name}-cache")))
+    }
+}
+
 /// `kleene diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
@@ -391,6 +422,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "URL")]
     pub restate: Option<String>,
     #[command(flatten)]
+    pub cache: CacheArgs,
+    #[command(flatten)]
     pub signing: SigningArgs,
 }
 
@@ -407,6 +440,8 @@ pub struct ResumeArgs {
     /// them one by one in the plan's order [default: the machine's available parallelism].
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<NonZeroUsize>,
+    #[command(flatten)]
+    pub cache: CacheArgs,
     #[command(flatten)]
     pub signing: SigningArgs,
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use kleene::batch::cache::FileCache;
 use kleene::batch::{
     BatchError, BatchErrorKind, BatchEvidence, ClosureWorker, FileJournal, TaskStatus,
     journal::EvidenceJournal,
@@ -63,6 +64,14 @@ pub fn run(args: &RunArgs, mut rep: Reporter) -> Outcome {
         )));
     }
     let state = StateDir::at(&args.state.state);
+    if !args.restart
+        && let Some(channel) = replace_finished(&state, &args.signing)?
+    {
+        rep.say(&format!(
+            "replaced the finished run on channel {channel} in {}",
+            state.root().display()
+        ));
+    }
     if args.restart
         && let Some(aside) = set_aside(&state)?
     {
@@ -109,8 +118,44 @@ pub fn run(args: &RunArgs, mut rep: Reporter) -> Outcome {
     let pass = Pass {
         resumed: false,
         jobs: jobs(args.jobs),
+        cache: args.cache.dir(&args.state.state),
     };
     execute(&state, &info, &loaded, pass, &args.signing, rep)
+}
+
+/// Removes the state directory's run when it is finished (every task accepted, failed or
+/// drained, nothing in flight): `kleene run` is the everyday command, and a finished run's
+/// accepted results live on in the cache. Returns its channel; `None` when there was no run.
+/// A run that is not finished is left for `resume` (or `--restart`), and `create` refuses
+/// it, saying so.
+fn replace_finished(state: &StateDir, signing: &SigningArgs) -> Result<Option<String>, Failure> {
+    let Ok((info, _)) = state.open() else {
+        return Ok(None);
+    };
+    let key = journal_key(signing_key(signing, state)?.as_ref());
+    let finished = match bound_evidence(state, &info, key.as_ref()) {
+        Ok(Some(evidence)) => {
+            let summary = evidence.summary();
+            summary.in_flight == 0 && summary.pending == 0
+        }
+        // A run killed before its first record made nothing: starting over loses nothing.
+        Ok(None) => true,
+        // A journal that does not read is the user's to look at, never removed unseen.
+        Err(_) => false,
+    };
+    if !finished {
+        return Ok(None);
+    }
+    let Some(aside) = set_aside(state)? else {
+        return Ok(None);
+    };
+    fs::remove_dir_all(&aside).map_err(|e| {
+        Failure::halted(format!(
+            "remove the finished run set aside in {}: {e}",
+            aside.display()
+        ))
+    })?;
+    Ok(Some(info.channel))
 }
 
 /// Moves the state directory of an earlier run aside (`STATE.old-N`), so `run --restart`
@@ -228,6 +273,7 @@ pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
     let pass = Pass {
         resumed: true,
         jobs: jobs(args.jobs),
+        cache: args.cache.dir(&args.state.state),
     };
     execute(&state, &info, &loaded, pass, &args.signing, rep)
 }
@@ -325,10 +371,12 @@ fn policy(info: &RunInfo, depth: u32) -> Result<RecoveryPolicy, Failure> {
 
 /// How `run` or `resume` drives the batch: whether it continues a run, and how many calls
 /// it makes at once.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Pass {
     resumed: bool,
     jobs: NonZeroUsize,
+    /// The cache of accepted results, unless caching is off.
+    cache: Option<PathBuf>,
 }
 
 fn execute(
@@ -339,7 +387,11 @@ fn execute(
     signing: &SigningArgs,
     mut rep: Reporter,
 ) -> Outcome {
-    let Pass { resumed, jobs } = pass;
+    let Pass {
+        resumed,
+        jobs,
+        cache,
+    } = pass;
     let journal_key = journal_key(signing_key(signing, state)?.as_ref());
     let channel = ChannelId::new(info.channel.clone()).map_err(|e| {
         Failure::bad_input(format!("read channel of {}: {e}", state.root().display()))
@@ -410,11 +462,17 @@ fn execute(
     // returns), and an unsynced settlement is only ever replayed (allow), never lost.
     // A task's `accepted` is printed only once the journal holds it durably: a full disk
     // or a crash must not take back a line already printed.
-    let batch = loaded
+    let mut batch = loaded
         .batch(channel)
         .with_group_commit(true)
         .with_durable_observation(true)
         .with_recovery(info.batch_recovery);
+    if let Some(dir) = cache {
+        let keys = loaded.clone();
+        batch = batch
+            .with_cache(Arc::new(FileCache::new(dir)))
+            .with_action_keys(move |task| keys.action_key_parts(&task.id));
+    }
     let mut fixes = BTreeMap::new();
     // One worker per slot, each with its own stage; the threaded driver reserves the lowest
     // ready task first, so one job makes the calls in the sequential order.
@@ -459,6 +517,9 @@ fn execute(
             ));
         }
     };
+    for warning in &outcome.cache_warnings {
+        rep.say(&format!("warning: {warning}"));
+    }
     if let Err(message) = crate::projection::project(&outcome.evidence, &info.workspace, &stages) {
         rep.say(&format!(
             "warning: failed to write the workspace: {message}"
@@ -504,6 +565,13 @@ fn finish(
     }
     let summary = evidence.summary();
     let complete = summary.is_complete();
+    let reused = evidence.reused().count();
+    if reused > 0 {
+        let tasks = counted(reused as u64, "task", "tasks");
+        rep.say(&format!(
+            "{tasks} up to date: accepted results of earlier runs reused, no call made"
+        ));
+    }
     rep.emit(&Event::RunFinished {
         outcome: if complete { "accepted" } else { "halted" }.to_owned(),
         accepted: summary.accepted,
