@@ -226,8 +226,17 @@ pub fn accept(
         .accepted_outputs()
         .map(|(id, out)| {
             let result = TaskResult::new(id.clone(), out.digest());
-            match evidence.accepted_closure(id) {
-                Some((call, c)) => result.with_closure(call, c.audit_head, c.record_digest),
+            // A reused output is bound to the closure of the call that made it; that it was
+            // reused, and from which run, the evidence digest binds.
+            let reused = evidence
+                .reused_from(id)
+                .and_then(|from| Some((from.call, from.closure?)))
+                .map(|(call, c)| (call, c.audit_head, c.record_digest));
+            let called = evidence
+                .accepted_closure(id)
+                .map(|(call, c)| (call, c.audit_head, c.record_digest));
+            match reused.or(called) {
+                Some((call, head, record)) => result.with_closure(call, head, record),
                 None => result,
             }
         })

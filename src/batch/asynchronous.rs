@@ -384,6 +384,7 @@ impl<'p> Batch<'p> {
                 refused: Vec::new(),
                 agent_failures: notes.agent_failures,
                 cache_warnings: notes.cache_warnings,
+                reused_closures: notes.reused_closures,
             });
         };
         let (outcome, more) = match self.begin_recover(&request, journal, &mut observer)? {
@@ -407,6 +408,7 @@ impl<'p> Batch<'p> {
             refused: outcome.refused,
             agent_failures: notes.agent_failures,
             cache_warnings: notes.cache_warnings,
+            reused_closures: notes.reused_closures,
         })
     }
 }

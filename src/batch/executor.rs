@@ -54,6 +54,10 @@ pub struct RunOutcome {
     /// What the batch's cache did not give or take (refused entries, failed stores), in
     /// the order they happened; none of them changes the evidence.
     pub cache_warnings: Vec<CacheWarning>,
+    /// The closure records of the calls whose outputs this run reused (the records their
+    /// [`Reused`](crate::batch::evidence::EvidenceEvent::Reused) events bind, checked), for
+    /// a caller that keeps each call's record beside the evidence.
+    pub reused_closures: Vec<(TaskId, crate::closure::ClosureRecord)>,
 }
 
 /// A batch of one validated plan on one trusted channel.
@@ -571,6 +575,7 @@ impl<'p> Batch<'p> {
                 refused: Vec::new(),
                 agent_failures: notes.agent_failures,
                 cache_warnings: notes.cache_warnings,
+                reused_closures: notes.reused_closures,
             });
         };
         let (outcome, more) =
@@ -583,6 +588,7 @@ impl<'p> Batch<'p> {
             refused: outcome.refused,
             agent_failures: notes.agent_failures,
             cache_warnings: notes.cache_warnings,
+            reused_closures: notes.reused_closures,
         })
     }
 

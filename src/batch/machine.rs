@@ -26,7 +26,7 @@ use super::evidence::{BatchEvidence, FoldError, TaskStatus};
 use super::worker::{
     AgentFailure, Correction, InfrastructureFailure, OutputContract, Proposal, WorkerFailure,
 };
-use crate::closure::AgentErrorKind;
+use crate::closure::{AgentErrorKind, ClosureRecord};
 use crate::id::digest::CanonicalHasher;
 use crate::plan::{PlannedTask, ValidatedPlan};
 use crate::{id::ChannelId, id::TaskId, id::digest::Digest};
@@ -40,12 +40,14 @@ type AgentFailures = Vec<(TaskId, u32, AgentFailure)>;
 pub(crate) struct PassNotes {
     pub(crate) agent_failures: AgentFailures,
     pub(crate) cache_warnings: Vec<CacheWarning>,
+    pub(crate) reused_closures: Vec<(TaskId, ClosureRecord)>,
 }
 
 impl PassNotes {
     pub(crate) fn extend(&mut self, more: PassNotes) {
         self.agent_failures.extend(more.agent_failures);
         self.cache_warnings.extend(more.cache_warnings);
+        self.reused_closures.extend(more.reused_closures);
     }
 }
 
@@ -214,6 +216,10 @@ pub struct BatchMachine<'p> {
     /// The batch's cache, with the batch's inputs (the default keys name them).
     cache: Option<(CacheBinding, BTreeMap<String, Digest>)>,
     cache_warnings: Vec<CacheWarning>,
+    reused_closures: Vec<(TaskId, ClosureRecord)>,
+    /// Positions accepted with a reused output since a driver last took them: a driver that
+    /// hands calls their prerequisites' outputs publishes these too.
+    reused_positions: Vec<usize>,
 }
 
 impl std::fmt::Debug for BatchMachine<'_> {
@@ -252,6 +258,8 @@ impl<'p> BatchMachine<'p> {
             agent_failures: Vec::new(),
             cache,
             cache_warnings: Vec::new(),
+            reused_closures: Vec::new(),
+            reused_positions: Vec::new(),
         };
         machine.rebuild();
         machine
@@ -311,6 +319,17 @@ impl<'p> BatchMachine<'p> {
         std::mem::take(&mut self.agent_failures)
     }
 
+    /// Takes the closure records of the calls whose outputs were reused so far (each
+    /// checked against the digest its reuse names), for a driver that keeps records.
+    pub fn take_reused_closures(&mut self) -> Vec<(TaskId, ClosureRecord)> {
+        std::mem::take(&mut self.reused_closures)
+    }
+
+    /// Takes the positions of the tasks accepted with a reused output since the last take.
+    pub(crate) fn take_reused_positions(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.reused_positions)
+    }
+
     /// Takes what the batch's cache did not give or take so far (refused entries, failed
     /// stores): none of them stops the batch.
     pub fn take_cache_warnings(&mut self) -> Vec<CacheWarning> {
@@ -335,7 +354,7 @@ impl<'p> BatchMachine<'p> {
     fn reuse(&mut self, position: usize, id: &TaskId) -> Option<EvidenceEvent> {
         let key = self.action_key(position)?;
         let (binding, _) = self.cache.as_ref()?;
-        let (from, output) = binding.lookup(id, key, &mut self.cache_warnings)?;
+        let (from, output, record) = binding.lookup(id, key, &mut self.cache_warnings)?;
         if let Err(rejection) = check_ownership(self.plan, self.tasks[position], output.candidate())
         {
             self.cache_warnings.push(CacheWarning::Unusable {
@@ -344,6 +363,9 @@ impl<'p> BatchMachine<'p> {
                 rejection,
             });
             return None;
+        }
+        if let Some(record) = record {
+            self.reused_closures.push((id.clone(), record));
         }
         Some(EvidenceEvent::Reused {
             task: id.clone(),
@@ -499,6 +521,7 @@ impl<'p> BatchMachine<'p> {
                 // Accepted without a call: its dependents may be reused in the same pass.
                 self.apply_at(Some(position), event.clone())?;
                 events.push(event);
+                self.reused_positions.push(position);
                 self.finished(position);
                 continue;
             }
@@ -749,7 +772,7 @@ impl<'p> BatchMachine<'p> {
         attempt: u32,
         candidate: &Candidate,
         digest: Digest,
-        record: Option<&crate::closure::ClosureRecord>,
+        record: Option<&ClosureRecord>,
     ) {
         let Some(key) = self.action_key(position) else {
             return;

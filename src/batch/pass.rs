@@ -338,6 +338,7 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
         let notes = PassNotes {
             agent_failures: self.machine.take_agent_failures(),
             cache_warnings: self.machine.take_cache_warnings(),
+            reused_closures: self.machine.take_reused_closures(),
         };
         Ok((self.machine.into_evidence(), notes))
     }

@@ -489,6 +489,7 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         }
         let mut dispatches = Vec::new();
         run.reserve_buffered(self.slots.len(), &mut dispatches)?;
+        self.publish_reused(run);
         // One append for everything since the last: settlements, draws, drains and
         // reservations.
         self.flush(run)?;
@@ -508,6 +509,7 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         }
         let mut dispatches = Vec::new();
         run.reserve_buffered(self.slots.len(), &mut dispatches)?;
+        self.publish_reused(run);
         let reservation = run
             .flush_deferred()
             .inspect_err(|err| self.refuse_draws(err))?;
@@ -528,6 +530,24 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         run.synced();
         self.answer_draws();
         run.checkpoint()
+    }
+
+    /// Publishes the outputs the last reservation reused, as a settlement publishes an
+    /// accepted one: the calls it starts may read them.
+    fn publish_reused<J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
+        &mut self,
+        run: &mut Run<'_, '_, J, O>,
+    ) {
+        for position in run.machine.take_reused_positions() {
+            let accepted = run
+                .machine
+                .evidence()
+                .task_at(position)
+                .and_then(|t| t.accepted());
+            if let (Some(a), Some(cell)) = (accepted, self.accepted.cell(position)) {
+                let _ = cell.set(a.clone());
+            }
+        }
     }
 
     /// Gives each of `dispatches` a free slot: the calls to start now.

@@ -35,8 +35,9 @@ fn plan(spec_b: &str) -> ValidatedPlan {
     ))
 }
 
-/// Writes `TASK.txt` holding what `contents` says for the task (its id by default), and
-/// logs every call it makes.
+/// Writes `TASK.txt` holding what `contents` says for the task (its id by default) and
+/// every file of its inputs (so a change reaches each task after it, and a missing input
+/// shows), and logs every call it makes.
 #[derive(Clone, Default)]
 struct Logged {
     calls: Arc<Mutex<Vec<String>>>,
@@ -51,13 +52,19 @@ impl Logged {
         calls
     }
 
-    fn proposal(&self, task: &TaskId) -> Proposal {
+    fn proposal(&self, task: &TaskId, inputs: &[(&TaskId, &AcceptedOutput)]) -> Proposal {
         self.calls.lock().unwrap().push(task.to_string());
-        let text = self
+        let mut text = self
             .contents
             .get(task.as_str())
             .cloned()
             .unwrap_or_else(|| task.to_string());
+        for (_, output) in inputs {
+            for bytes in output.files().values() {
+                text.push('|');
+                text.push_str(&String::from_utf8_lossy(bytes));
+            }
+        }
         let candidate = Candidate::new(BTreeMap::from([(
             path(&format!("{task}.txt")),
             text.into_bytes(),
@@ -75,7 +82,7 @@ impl Logged {
 
 impl Worker for Logged {
     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
-        Ok(self.proposal(&call.task().id))
+        Ok(self.proposal(&call.task().id, &call.inputs()))
     }
 }
 
@@ -226,7 +233,27 @@ fn the_threaded_and_async_drivers_reuse_as_the_sequential_one_does() {
             &mut MemoryJournal::default(),
         )
         .unwrap();
-    assert_eq!(threaded_worker.calls(), ["b"]);
+    let show = |o: &RunOutcome| {
+        o.evidence
+            .accepted_outputs()
+            .map(|(t, out)| {
+                format!(
+                    "{t}={:?}",
+                    out.files()
+                        .values()
+                        .map(|b| String::from_utf8_lossy(b).into_owned())
+                        .collect::<Vec<_>>()
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        threaded_worker.calls(),
+        ["b"],
+        "{:?} vs {:?}",
+        show(&threaded),
+        show(&sequential)
+    );
     assert_eq!(threaded.evidence.digest(), sequential.evidence.digest());
 
     #[cfg(feature = "async")]
@@ -238,7 +265,7 @@ fn the_threaded_and_async_drivers_reuse_as_the_sequential_one_does() {
                 &mut self,
                 call: &AsyncWorkerCall<'_>,
             ) -> Result<Proposal, WorkerFailure> {
-                Ok(self.0.proposal(&call.task().id))
+                Ok(self.0.proposal(&call.task().id, &call.inputs()))
             }
         }
         let cache_a: Arc<dyn ActionCache> = Arc::new(MemoryCache::new());

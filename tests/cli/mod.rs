@@ -17,6 +17,7 @@ mod ids;
 // Acceptance-record tampering and signatures through the CLI.
 mod integrity;
 // Ctrl-C, SIGTERM and a killed kleene: recorded, not spent, and told apart from a live run.
+mod incremental;
 mod interruptions;
 mod jobs;
 // The files beside a plan: bound, copied, checked and named.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use kleene::acceptance::{AcceptanceRecord, BuildBinding, RecordError, StoredRecord, accept};
 use kleene::batch::cache::ActionKeyParts;
-use kleene::batch::evidence::ReusedFrom;
+use kleene::batch::evidence::{ReusedClosure, ReusedFrom};
 use kleene::batch::{
     Batch, BatchEvidence, Candidate, MemoryJournal, Rejection, evidence::ClosureEnd,
     evidence::ClosureSettlement, evidence::EVIDENCE_VERSION, evidence::EvidenceEvent,
@@ -393,7 +393,12 @@ fn reused_evidence() -> (EvidenceEvent, BatchEvidence) {
     let output = candidate("w.txt", b"reused\n");
     let reused = EvidenceEvent::Reused {
         task: id("w"),
-        from: ReusedFrom::new(key, chan("run-0"), 3, Some(d(21))),
+        from: ReusedFrom::new(
+            key,
+            chan("run-0"),
+            3,
+            Some(ReusedClosure::new(d(21), d(22))),
+        ),
         digest: output.digest(),
         candidate: output,
     };

@@ -8,7 +8,7 @@ use super::entry::{CachedResult, Provenance};
 use super::key::{ActionKey, ActionKeyParts};
 use super::store::{ActionCache, CacheWarning, Lookup};
 use crate::batch::candidate::{AcceptedOutput, Rejection};
-use crate::batch::evidence::ReusedFrom;
+use crate::batch::evidence::{ReusedClosure, ReusedFrom};
 use crate::closure::ClosureRecord;
 use crate::id::digest::Digest;
 use crate::id::{ChannelId, TaskId};
@@ -82,7 +82,7 @@ impl CacheBinding {
         task: &TaskId,
         key: ActionKey,
         warnings: &mut Vec<CacheWarning>,
-    ) -> Option<(ReusedFrom, AcceptedOutput)> {
+    ) -> Option<(ReusedFrom, AcceptedOutput, Option<ClosureRecord>)> {
         match self.cache.lookup(&key) {
             Lookup::Hit(hit) => {
                 let result = hit.result();
@@ -101,13 +101,14 @@ impl CacheBinding {
                     });
                     return None;
                 }
+                // The hit's record was checked against the digest its entry names.
                 let from = ReusedFrom::new(
                     key,
                     result.provenance().channel.clone(),
                     result.provenance().call,
-                    result.closure().map(|c| c.record),
+                    hit.closure().map(ReusedClosure::of),
                 );
-                Some((from, hit.output().clone()))
+                Some((from, hit.output().clone(), hit.closure().cloned()))
             }
             Lookup::Miss => None,
             Lookup::Refused { entry, problem } => {

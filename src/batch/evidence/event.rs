@@ -138,7 +138,7 @@ pub enum EvidenceEvent {
 }
 
 /// Where a reused output was accepted: the action key it answered and the call that made
-/// it, with that call's closure record, so its audit trail can be found and checked.
+/// it, with that call's closure, so its audit trail can be found and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ReusedFrom {
@@ -148,24 +148,52 @@ pub struct ReusedFrom {
     pub channel: ChannelId,
     /// That call's number in its run.
     pub call: u32,
-    /// The digest of that call's closure record, where the call ran a closure.
-    pub closure_record: Option<Digest>,
+    /// That call's closure, where it ran one.
+    pub closure: Option<ReusedClosure>,
+}
+
+/// The closure of the call a reused output came from, by the digests that bind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReusedClosure {
+    /// The digest of its whole record ([`ClosureRecord::digest`]).
+    pub record_digest: Digest,
+    /// The head of its hash-chained audit log.
+    pub audit_head: Digest,
+}
+
+impl ReusedClosure {
+    /// The digests that bind `record`.
+    pub fn of(record: &ClosureRecord) -> Self {
+        Self {
+            record_digest: record.digest(),
+            audit_head: record.audit().head(),
+        }
+    }
+
+    /// A closure bound by these digests (as read back from a record of them).
+    pub fn new(record_digest: Digest, audit_head: Digest) -> Self {
+        Self {
+            record_digest,
+            audit_head,
+        }
+    }
 }
 
 impl ReusedFrom {
-    /// Where `key`'s output was accepted: call `call` of run `channel`, under the closure
-    /// record `closure_record` where it ran one.
+    /// Where `key`'s output was accepted: call `call` of run `channel`, under `closure`
+    /// where it ran one.
     pub fn new(
         key: ActionKey,
         channel: ChannelId,
         call: u32,
-        closure_record: Option<Digest>,
+        closure: Option<ReusedClosure>,
     ) -> Self {
         Self {
             key,
             channel,
             call,
-            closure_record,
+            closure,
         }
     }
 }
@@ -174,7 +202,12 @@ canonical_struct!(ReusedFrom {
     key => key.digest(),
     channel,
     call,
-    closure_record
+    closure
+});
+
+canonical_struct!(ReusedClosure {
+    record_digest,
+    audit_head
 });
 
 /// How a reserved call settled.

@@ -20,7 +20,8 @@ mod history;
 mod task;
 
 pub use event::{
-    ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, ReusedFrom, Settlement,
+    ClosureEnd, ClosureSettlement, EvidenceEvent, InventoryEntry, ReusedClosure, ReusedFrom,
+    Settlement,
 };
 pub use fold::FoldError;
 pub use history::{ClosureCall, FailureKind, FailureNote, RecoveryRecord};
@@ -453,7 +454,8 @@ impl BatchEvidence {
             .find_map(|c| c.settled.as_ref().map(|s| (c.attempt, s)))
     }
     /// Checks stored closure records (task, call, record) against every settled closure the
-    /// evidence journaled; returns how many matched. Records of calls the evidence does not
+    /// evidence journaled, and every reused output's closure (under the call of the run that
+    /// made it); returns how many matched. Records of calls the evidence does not
     /// know are ignored.
     ///
     /// # Errors
@@ -464,10 +466,19 @@ impl BatchEvidence {
         &self,
         closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::closure::ClosureRecord)>,
     ) -> Result<usize, crate::closure::bound::ClosuresError> {
-        let bound = self.closures.iter().filter_map(|c| {
-            let s = c.settled.as_ref()?;
-            Some((&c.task, c.attempt, s.audit_head, s.record_digest))
+        // A reused output's closure is bound by its reuse, under the call that made it.
+        let reused = self.reused.iter().filter_map(|(task, from)| {
+            let c = from.closure?;
+            Some((task, from.call, c.audit_head, c.record_digest))
         });
+        let bound = self
+            .closures
+            .iter()
+            .filter_map(|c| {
+                let s = c.settled.as_ref()?;
+                Some((&c.task, c.attempt, s.audit_head, s.record_digest))
+            })
+            .chain(reused);
         crate::closure::bound::verify_bound(bound, closures)
     }
     /// The run-wide fix attempts used so far: every settled closure's fixes and every fix an

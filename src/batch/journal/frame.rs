@@ -630,7 +630,10 @@ mod tests {
                 crate::batch::cache::ActionKey::from_digest(Digest::from_bytes([10; 32])),
                 ChannelId::new("run-0").unwrap(),
                 3,
-                Some(Digest::from_bytes([11; 32])),
+                Some(crate::batch::evidence::ReusedClosure::new(
+                    Digest::from_bytes([11; 32]),
+                    Digest::from_bytes([12; 32]),
+                )),
             ),
             digest: candidate.digest(),
             candidate,

@@ -9,6 +9,7 @@ use crate::batch::evidence::event::ClosureEnd;
 use crate::batch::evidence::event::ClosureSettlement;
 use crate::batch::evidence::event::EvidenceEvent;
 use crate::batch::evidence::event::InventoryEntry;
+use crate::batch::evidence::event::ReusedClosure;
 use crate::batch::evidence::event::ReusedFrom;
 use crate::batch::evidence::event::Settlement;
 use crate::batch::recovery::IneligibleReason;
@@ -383,7 +384,7 @@ pub(crate) enum EvidenceEventV3<'a> {
         key: Digest,
         channel: Text<'a, ChannelId>,
         call: u32,
-        closure_record: Option<Digest>,
+        closure: Option<(Digest, Digest)>,
         candidate: CandidateV1<'a>,
         digest: Digest,
     },
@@ -485,7 +486,7 @@ impl<'a> From<&'a EvidenceEvent> for EvidenceEventV3<'a> {
                 key: from.key.digest(),
                 channel: B(&from.channel),
                 call: from.call,
-                closure_record: from.closure_record,
+                closure: from.closure.map(|c| (c.record_digest, c.audit_head)),
                 candidate: candidate.into(),
                 digest: *digest,
             },
@@ -583,7 +584,7 @@ impl From<EvidenceEventV3<'_>> for EvidenceEvent {
                 key,
                 channel,
                 call,
-                closure_record,
+                closure,
                 candidate,
                 digest,
             } => Self::Reused {
@@ -592,7 +593,7 @@ impl From<EvidenceEventV3<'_>> for EvidenceEvent {
                     ActionKey::from_digest(key),
                     channel.into_owned(),
                     call,
-                    closure_record,
+                    closure.map(|(record, head)| ReusedClosure::new(record, head)),
                 ),
                 candidate: candidate.into(),
                 digest,

@@ -18,6 +18,7 @@ use crate::batch::evidence::FailureKind;
 use crate::batch::evidence::FailureNote;
 use crate::batch::evidence::RecoveryRecord;
 use crate::batch::evidence::RejectedAttempt;
+use crate::batch::evidence::ReusedClosure;
 use crate::batch::evidence::ReusedFrom;
 use crate::batch::evidence::TaskEvidence;
 use crate::batch::evidence::index_of;
@@ -252,7 +253,7 @@ pub(crate) struct ReusedV1<'a> {
     pub(super) key: Digest,
     pub(super) channel: Text<'a, ChannelId>,
     pub(super) call: u32,
-    pub(super) closure_record: Option<Digest>,
+    pub(super) closure: Option<(Digest, Digest)>,
 }
 
 /// A folded evidence snapshot, format version 3 (version 2 with the reused outputs).
@@ -368,7 +369,7 @@ impl<'a> From<&'a BatchEvidence> for BatchEvidenceV3<'a> {
                     key: from.key.digest(),
                     channel: Cow::Borrowed(&from.channel),
                     call: from.call,
-                    closure_record: from.closure_record,
+                    closure: from.closure.map(|c| (c.record_digest, c.audit_head)),
                 })
                 .collect(),
         }
@@ -456,7 +457,8 @@ impl TryFrom<BatchEvidenceV3<'_>> for BatchEvidence {
                         ActionKey::from_digest(u.key),
                         u.channel.into_owned(),
                         u.call,
-                        u.closure_record,
+                        u.closure
+                            .map(|(record, head)| ReusedClosure::new(record, head)),
                     );
                     (u.task.into_owned(), from)
                 })

@@ -56,7 +56,15 @@ pub fn status(args: &StateArgs, rep: &mut Reporter) -> Outcome {
                 Some(holder) => format!("running ({holder})"),
                 None => "interrupted; kleene resume calls it again".to_owned(),
             }),
-            _ => interrupted_calls(evidence.task(id).map_or(&[], |t| t.interrupted_attempts())),
+            _ => match evidence.reused_from(id) {
+                Some(from) => Some(format!(
+                    "up to date: reused from call {} of run {}",
+                    from.call, from.channel
+                )),
+                None => {
+                    interrupted_calls(evidence.task(id).map_or(&[], |t| t.interrupted_attempts()))
+                }
+            },
         };
         let checks = failed_checks(&closure_log, &evidence, id);
         rows.push((
@@ -227,8 +235,24 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     }
     let log_path = state.closure_log_path();
     let mut broken = Vec::new();
+    // The journal binds every settled closure, the acceptance record every accepted one.
+    let key = env_journal_key(&state)?;
+    let evidence = match load_evidence(&state, key.as_ref()) {
+        Ok((_, _, evidence)) => Some(evidence),
+        Err(failure) => {
+            broken.push(failure.message);
+            None
+        }
+    };
+    // The run a reused output's record comes from, named where its trail is shown.
+    let reused_from = |task: &str, call: u32| {
+        let evidence = evidence.as_ref()?;
+        let from = evidence.reused_from(&kleene::id::TaskId::new(task).ok()?)?;
+        (from.call == call).then(|| from.channel.to_string())
+    };
     for entry in &entries {
         let place = format!("{} line {}", log_path.display(), entry.line);
+        let reused = reused_from(&entry.task, entry.call);
         // An unreadable line is named once, with the log's other problems below.
         let Ok(record) = &entry.record else { continue };
         let log = record.audit();
@@ -242,6 +266,7 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
                 "event": "audit",
                 "task": entry.task,
                 "call": entry.call,
+                "reused_from": reused,
                 "line": entry.line,
                 "verified": verified.is_ok(),
                 "error": verified.as_ref().err().map(ToString::to_string),
@@ -264,9 +289,12 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
             }));
         } else {
             rep.say(&format!(
-                "{} call {}: {}, {}",
+                "{} call {}{}: {}, {}",
                 entry.task,
                 entry.call,
+                reused
+                    .as_ref()
+                    .map_or(String::new(), |run| format!(" of run {run}, reused")),
                 counted(log.len() as u64, "entry", "entries"),
                 match &verified {
                     Ok(()) => format!("hash chain verified, head {}", log.head()),
@@ -302,15 +330,6 @@ pub fn audit(args: &StateArgs, rep: &mut Reporter) -> Outcome {
     if entries.is_empty() {
         rep.say("no closure records yet");
     }
-    // The journal binds every settled closure, the acceptance record every accepted one.
-    let key = env_journal_key(&state)?;
-    let evidence = match load_evidence(&state, key.as_ref()) {
-        Ok((_, _, evidence)) => Some(evidence),
-        Err(failure) => {
-            broken.push(failure.message);
-            None
-        }
-    };
     if let Some(torn) = journal_torn_tail(&state, key.as_ref()) {
         broken.push(torn);
     }

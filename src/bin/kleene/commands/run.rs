@@ -520,6 +520,19 @@ fn execute(
     for warning in &outcome.cache_warnings {
         rep.say(&format!("warning: {warning}"));
     }
+    // A reused output's audit trail is the record of the call that made it: the closure
+    // log keeps it under that call, as the evidence binds it, for audit and accept.
+    for (task, record) in &outcome.reused_closures {
+        let Some(from) = outcome.evidence.reused_from(task) else {
+            continue;
+        };
+        if let Err(e) = state.append_closure(task, from.call, record) {
+            rep.say(&format!(
+                "warning: failed to keep the closure record of reused task {task}: {}",
+                Chain(&e)
+            ));
+        }
+    }
     if let Err(message) = crate::projection::project(&outcome.evidence, &info.workspace, &stages) {
         rep.say(&format!(
             "warning: failed to write the workspace: {message}"

@@ -1,0 +1,237 @@
+//! Incremental runs through the CLI: `kleene run` again after an edit calls exactly the
+//! edited task and what depends on it, reuses the rest with its audit trail, and ends with
+//! the files a run from scratch makes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::json;
+use tempfile::TempDir;
+
+use crate::cli::basics::{kleene, text};
+
+const TASKS: usize = 200;
+
+/// Task `i`'s prerequisites: chains of twenty, and the last fifty tasks fan out of task 75.
+fn deps(i: usize) -> Vec<usize> {
+    let mut d = Vec::new();
+    if !i.is_multiple_of(20) {
+        d.push(i - 1);
+    }
+    if i >= 150 && i != 75 {
+        d.push(75);
+    }
+    d
+}
+
+/// Every task that depends on `root`, directly or not, and `root`.
+fn called_after_editing(root: usize) -> BTreeSet<String> {
+    let mut called = BTreeSet::from([root]);
+    for i in 0..TASKS {
+        if deps(i).iter().any(|d| called.contains(d)) {
+            called.insert(i);
+        }
+    }
+    called.into_iter().map(|i| format!("t{i}")).collect()
+}
+
+/// The plan: each task writes `out/tI.txt`, its name and a checksum of what its
+/// prerequisites wrote (so an edit reaches every task after it), and logs its call to `log`
+/// (outside its stage);
+/// every 29th task writes a wrong first draft that its check refuses and its `fix`
+/// repairs. `edit` replaces task 75's `run`.
+fn write_plan(dir: &Path, log: &Path, edit: Option<&str>) -> std::path::PathBuf {
+    let log = log.display();
+    let tasks: Vec<serde_json::Value> = (0..TASKS)
+        .map(|i| {
+            let out = format!("out/t{i}.txt");
+            let inputs: Vec<String> = deps(i).iter().map(|d| format!("out/t{d}.txt")).collect();
+            let made = if inputs.is_empty() {
+                format!("echo t{i} > {out}")
+            } else {
+                format!("echo t{i} $(cat {} | cksum) > {out}", inputs.join(" "))
+            };
+            let mut task = json!({
+                "id": format!("t{i}"),
+                "owner": "shell",
+                "spec": {"intent": format!("write t{i}")},
+                "owned_paths": [out],
+                "depends_on": deps(i).iter().map(|d| format!("t{d}")).collect::<Vec<_>>(),
+                "run": format!("echo \"run $KLEENE_TASK\" >> {log}; mkdir -p out && {made}"),
+            });
+            if i % 29 == 3 {
+                task["run"] = json!(format!(
+                    "echo \"run $KLEENE_TASK\" >> {log}; mkdir -p out && echo draft > {out}"
+                ));
+                task["checks"] = json!([{"id": "final", "command": format!("grep -q t{i} {out}")}]);
+                task["fix"] = json!(format!("echo \"fix $KLEENE_TASK\" >> {log}; {made}"));
+            }
+            if i == 75
+                && let Some(run) = edit
+            {
+                task["run"] = json!(format!("echo \"run $KLEENE_TASK\" >> {log}; {run}"));
+            }
+            task
+        })
+        .collect();
+    let plan = dir.join("plan.json");
+    std::fs::write(
+        &plan,
+        serde_json::to_vec_pretty(&json!({"tasks": tasks})).unwrap(),
+    )
+    .unwrap();
+    plan
+}
+
+/// The tasks whose `run` the log shows since it was last taken, and empties it.
+fn take_calls(log: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    std::fs::write(log, "").unwrap();
+    let mut calls: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("run "))
+        .map(str::to_owned)
+        .collect();
+    calls.sort();
+    calls
+}
+
+fn run(dir: &Path, extra: &[&str]) -> std::process::Output {
+    let out = kleene(dir)
+        .args(["run", "plan.json", "-j", "2"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    out
+}
+
+/// Every file under `dir`, by path.
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut found = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).unwrap().display().to_string();
+                found.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn an_edit_in_the_middle_calls_that_task_and_its_dependents_and_reuses_the_rest() {
+    let tmp = TempDir::new().unwrap();
+    let project = tmp.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let log = tmp.path().join("calls.log");
+    write_plan(&project, &log, None);
+    run(&project, &[]);
+    let first = take_calls(&log);
+    assert_eq!(first.len(), TASKS, "every task called once");
+    let fixes = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(fixes.is_empty());
+
+    // Nothing changed: no call, and it says so.
+    let out = run(&project, &[]);
+    assert!(take_calls(&log).is_empty());
+    assert!(
+        text(&out.stdout).contains("200 tasks up to date"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // Task 75's run edited (its output changes): it and everything that depends on it.
+    write_plan(
+        &project,
+        &log,
+        Some("mkdir -p out && echo t75, edited > out/t75.txt"),
+    );
+    run(&project, &[]);
+    let expected: Vec<String> = called_after_editing(75).into_iter().collect();
+    assert_eq!(take_calls(&log), expected);
+    assert!(expected.len() > 50 && expected.len() < TASKS);
+
+    // The project as the reusing run leaves it is the one a run from scratch makes.
+    let scratch = tmp.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    std::fs::copy(project.join("plan.json"), scratch.join("plan.json")).unwrap();
+    run(&scratch, &["--no-cache"]);
+    assert_eq!(take_calls(&log).len(), TASKS);
+    // Exported beside the projects, not into them: a file the plan binds changes every
+    // task's key.
+    let project_tree = tmp.path().join("project-tree");
+    let scratch_tree = tmp.path().join("scratch-tree");
+    for (dir, tree) in [(&project, &project_tree), (&scratch, &scratch_tree)] {
+        let out = kleene(dir)
+            .args(["export", "--tree"])
+            .arg(tree)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let reused_files = files(&project_tree);
+    assert_eq!(reused_files.len(), TASKS + 1, "every output and the plan");
+    let scratch_files = files(&scratch_tree);
+    let differing: Vec<&String> = reused_files
+        .keys()
+        .chain(scratch_files.keys())
+        .filter(|k| reused_files.get(*k) != scratch_files.get(*k))
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "differ: {:?}",
+        differing
+            .iter()
+            .map(|k| (
+                k,
+                reused_files.get(*k).map(|b| text(b)),
+                scratch_files.get(*k).map(|b| text(b))
+            ))
+            .take(3)
+            .collect::<Vec<_>>()
+    );
+
+    // Accepted, exported and verified with the reused trail bound; audit names it.
+    let archive = tmp.path().join("out.tar");
+    let archive = archive.to_str().unwrap();
+    for args in [&["accept"][..], &["export", archive], &["verify", archive]] {
+        let out = kleene(&project).args(args).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let audit = kleene(&project).args(["audit"]).output().unwrap();
+    assert_eq!(audit.status.code(), Some(0), "{}", text(&audit.stderr));
+    let audit = text(&audit.stdout);
+    assert!(audit.contains("t0 call 1 of run"), "{audit}");
+    assert!(audit.contains("reused"), "{audit}");
+    assert!(
+        !audit.contains("t75 call 1 of run"),
+        "t75 was called: {audit}"
+    );
+
+    // An edit that leaves task 75's output byte for byte as it was calls none of its
+    // dependents (early cutoff).
+    write_plan(
+        &project,
+        &log,
+        Some("mkdir -p out && printf '%s\\n' 't75, edited' > out/t75.txt"),
+    );
+    let out = run(&project, &[]);
+    assert_eq!(take_calls(&log), ["t75"], "{}", text(&out.stderr));
+}
