@@ -194,9 +194,19 @@ impl<'a> ShellAgent<'a> {
             .iter()
             .flat_map(|(_, output)| output.files().keys())
             .collect();
+        // A task that names its inputs is keyed by those alone, so its stage holds those
+        // alone: it cannot read a bound file its key does not cover.
+        let named = self
+            .rt
+            .plan
+            .command(&call.task().id)
+            .and_then(|c| c.inputs.as_deref());
         let staged = base
             .iter()
             .filter(|(path, _, _)| !accepted.contains(path))
+            .filter(|(path, _, _)| {
+                named.is_none_or(|globs| globs.iter().any(|g| g.matches(path.as_str())))
+            })
             .map(|(path, content, d)| StageInput::with_digest(path, content, *d))
             .chain(
                 inputs

@@ -235,3 +235,53 @@ fn an_edit_in_the_middle_calls_that_task_and_its_dependents_and_reuses_the_rest(
     let out = run(&project, &[]);
     assert_eq!(take_calls(&log), ["t75"], "{}", text(&out.stderr));
 }
+
+/// A task that names its inputs is called again only when one of them changes, and its
+/// stage holds only those; a task that says `"cache": false` is called every run.
+#[test]
+fn a_tasks_inputs_narrow_what_calls_it_again_and_cache_false_opts_out() {
+    let tmp = TempDir::new().unwrap();
+    let project = tmp.path().join("project");
+    std::fs::create_dir_all(project.join("tasks")).unwrap();
+    let log = tmp.path().join("calls.log");
+    let log = log.display();
+    for name in ["a", "b"] {
+        std::fs::write(
+            project.join(format!("tasks/{name}.sh")),
+            format!("echo {name} > out/{name}.txt\n"),
+        )
+        .unwrap();
+    }
+    let task = |name: &str, other: &str, extra: serde_json::Value| {
+        let mut task = json!({
+            "id": name, "owner": "shell", "spec": {"intent": name},
+            "owned_paths": [format!("out/{name}.txt")],
+            // Its stage holds its own script, and not the other task's.
+            "run": format!(
+                "echo \"run $KLEENE_TASK\" >> {log}; test ! -e tasks/{other}.sh && \
+                 mkdir -p out && sh tasks/{name}.sh"
+            ),
+            "inputs": [format!("tasks/{name}.sh")],
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            task[k] = v.clone();
+        }
+        task
+    };
+    let plan = json!({"tasks": [
+        task("a", "b", json!({})),
+        task("b", "a", json!({})),
+        task("deploy", "a", json!({"cache": false, "inputs": [],
+            "run": format!("echo \"run $KLEENE_TASK\" >> {log}; test ! -e tasks/a.sh && \
+                            mkdir -p out && echo deployed > out/deploy.txt")})),
+    ]});
+    std::fs::write(project.join("plan.json"), plan.to_string()).unwrap();
+    let log_path = tmp.path().join("calls.log");
+    run(&project, &[]);
+    assert_eq!(take_calls(&log_path), ["a", "b", "deploy"]);
+    std::fs::write(project.join("tasks/b.sh"), "echo B > out/b.txt\n").unwrap();
+    run(&project, &[]);
+    assert_eq!(take_calls(&log_path), ["b", "deploy"]);
+    run(&project, &[]);
+    assert_eq!(take_calls(&log_path), ["deploy"]);
+}

@@ -184,6 +184,22 @@ Each task:
                                             for a retried call; none: failures are not auto-fixed
   timeout_secs       number, --timeout 600  seconds per command, above 0 and at most 86400
   scratch            array of globs, []     as at the top level, for this task only
+  inputs             array of globs, all    the bound files this task's commands read, e.g.
+                                            ["tasks/page.sh"]: its stage holds only these
+                                            beside its prerequisites' files, and only these
+                                            are in its action key, so editing a file it does
+                                            not name never calls it again
+  cache              true | false, true     false: never reuse an accepted result of this
+                                            task; for a task whose effects reach outside its
+                                            stage (a deploy, the network), which the key
+                                            cannot see
+
+A task's call is made again only when its action key changes: its entry in the plan (spec,
+owner, owned paths, commands, scratch, timeouts, retry limit), the plan's scratch and base,
+the bound files it reads (see inputs) and its prerequisites' accepted outputs. Otherwise
+kleene run reuses the result an earlier run accepted (kept in STATE-cache, or --cache DIR),
+with that call's record. The key cannot see tools outside the project, the network or the
+clock: opt such tasks out with "cache": false, or run with --no-cache.
 
 Persistence tasks of one module are merged into the one with the smallest id (consolidation);
 `kleene validate` names every task it merged. Unknown keys are refused with a suggestion.

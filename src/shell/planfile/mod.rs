@@ -46,7 +46,15 @@ pub use changes::describe_changes;
 pub use error::LoadError;
 
 /// The keys of a task object that belong to shell plans, not to the plan model.
-pub const TASK_KEYS: [&str; 5] = ["run", "checks", "fix", "timeout_secs", "scratch"];
+pub const TASK_KEYS: [&str; 7] = [
+    "run",
+    "checks",
+    "fix",
+    "timeout_secs",
+    "scratch",
+    "inputs",
+    "cache",
+];
 
 /// The keys of the plan object that belong to shell plans.
 pub const PLAN_KEYS: [&str; 3] = ["scratch", "inputs", "base"];
@@ -88,6 +96,7 @@ const SHAPES: &[(&str, &str)] = &[
     ("inputs", r#"an array of globs such as ["tasks/**"]"#),
     ("inputs[]", r#"a glob such as "tasks/**""#),
     ("base", r#"one of "project", "empty""#),
+    ("cache", "true or false"),
 ];
 
 const EXTENSIONS: Extensions<'static> = Extensions {
@@ -179,6 +188,13 @@ pub struct TaskCommands {
     /// The task's own scratch globs (the plan's apply too): files a call writes there are
     /// never part of its candidate.
     pub scratch: Vec<PathGlob>,
+    /// The plan's files the task's commands read, when the task names them (its `inputs`):
+    /// only these are part of its action key, so editing a file no task names reuses every
+    /// result. `None`: every file the plan binds.
+    pub inputs: Option<Vec<PathGlob>>,
+    /// Whether the task's accepted result may be kept and reused (`"cache": false` for a
+    /// task with effects outside its stage, such as a deploy: it is always called).
+    pub cache: bool,
 }
 
 /// The name under which a plan file's text is bound into its batch's evidence.
@@ -326,10 +342,12 @@ impl ShellPlan {
     }
 
     /// What `task`'s call depends on in this plan, part by part (`None` for a task the plan
-    /// does not have): its own entry (its commands included), the plan's `scratch` and
-    /// `base`, and every file the plan binds, which its commands can read through
-    /// `$KLEENE_PLAN_DIR` whatever the base, except the plan file itself: of that, the
-    /// task's entry is what its call depends on, and an edit of another task is not. The
+    /// does not have, or one that says `"cache": false`: it is never reused): its own entry
+    /// (its commands included), the plan's `scratch` and `base`, and the files it reads:
+    /// those its `inputs` name (its stage holds only those), or else every file the plan
+    /// binds, which its commands can read through `$KLEENE_PLAN_DIR` whatever the base. The
+    /// plan file itself is not one of them: of that, the task's entry is what its call
+    /// depends on, and an edit of another task is not. The
     /// accepted outputs of the tasks the call is given are added by whoever runs it
     /// ([`ActionKeyParts::prerequisite`]).
     ///
@@ -353,6 +371,11 @@ impl ShellPlan {
     /// ```
     pub fn action_key_parts(&self, task: &TaskId) -> Option<ActionKeyParts> {
         let entry = self.plan.task(task)?;
+        let commands = self.commands.get(task);
+        if commands.is_some_and(|c| !c.cache) {
+            return None;
+        }
+        let named = commands.and_then(|c| c.inputs.as_deref());
         let mut parts = ActionKeyParts::new(entry);
         for key in PLAN_KEYS.iter().filter(|k| **k != "inputs") {
             if let Some(value) = self.plan.extension(key) {
@@ -364,6 +387,9 @@ impl ShellPlan {
                 files
                     .iter()
                     .filter(|(path, _)| Some(*path) != self.file_name.as_ref())
+                    .filter(|(path, _)| {
+                        named.is_none_or(|globs| globs.iter().any(|g| g.matches(path.as_str())))
+                    })
                     .map(|(path, digest)| (path.clone(), *digest)),
             );
         }
@@ -617,7 +643,8 @@ impl Reader<'_> {
                     self.pos(first),
                     label,
                     "run",
-                    "missing (checks, fix, timeout_secs and scratch need a run command)".to_owned(),
+                    "missing (checks, fix, timeout_secs, scratch, inputs and cache need a run command)"
+                        .to_owned(),
                 ));
             }
         };
@@ -660,12 +687,22 @@ impl Reader<'_> {
             Some(value) => self.globs(label, "scratch", value)?,
             None => Vec::new(),
         };
+        let inputs = match get("inputs") {
+            Some(value) => Some(self.globs(label, "inputs", value)?),
+            None => None,
+        };
+        let cache = match get("cache") {
+            Some(value) => self.parse(label, "cache", value)?,
+            None => true,
+        };
         Ok(Some(TaskCommands {
             run,
             checks,
             fix,
             timeout,
             scratch,
+            inputs,
+            cache,
         }))
     }
 }
