@@ -256,7 +256,18 @@ impl SigningKey {
     pub fn journal_mac_key(&self) -> [u8; 32] {
         blake3::derive_key(JOURNAL_MAC_CONTEXT, self.0.as_bytes())
     }
+
+    /// The 32-byte key for the MAC that seals each entry of a cache of accepted results
+    /// ([`FileCache::with_mac_key`](crate::batch::cache::FileCache::with_mac_key)), derived
+    /// from this key's seed as the journal's is, under its own context: an entry sealed by
+    /// one key is refused under another, and the MAC key reveals nothing about this one.
+    pub fn cache_mac_key(&self) -> [u8; 32] {
+        blake3::derive_key(CACHE_MAC_CONTEXT, self.0.as_bytes())
+    }
 }
+
+/// The derive-key context of [`SigningKey::cache_mac_key`].
+const CACHE_MAC_CONTEXT: &str = "kleene cache entry mac v1";
 
 /// An ed25519 public key: what a verifier of signed acceptance holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

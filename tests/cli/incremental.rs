@@ -285,3 +285,50 @@ fn a_tasks_inputs_narrow_what_calls_it_again_and_cache_false_opts_out() {
     run(&project, &[]);
     assert_eq!(take_calls(&log_path), ["deploy"]);
 }
+
+/// `kleene cache` says what the cache holds; `--prune` removes a damaged entry and the
+/// objects no entry names, and the next run calls that task alone; `--clear` empties it.
+#[test]
+fn kleene_cache_sizes_prunes_and_clears() {
+    let tmp = TempDir::new().unwrap();
+    let project = tmp.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let log = tmp.path().join("calls.log");
+    write_plan(&project, &log, None);
+    run(&project, &[]);
+    take_calls(&log);
+    let say = |args: &[&str]| {
+        let out = kleene(&project).arg("cache").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let shown = say(&[]);
+    assert!(shown.contains("200 results"), "{shown}");
+    // Damage one entry: a prune removes it (and nothing else), the next run calls it alone.
+    let entries = project.join(".kleene-cache/entries");
+    let victim = std::fs::read_dir(&entries)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .contains(r#""task":"t0""#)
+        })
+        .unwrap();
+    let entry = std::fs::read_to_string(&victim).unwrap();
+    std::fs::write(&victim, entry.replace(r#""call":1"#, r#""call":7"#)).unwrap();
+    let pruned = say(&["--prune"]);
+    assert!(
+        pruned.contains("1 result that did not read back"),
+        "{pruned}"
+    );
+    assert!(pruned.contains("199 results kept"), "{pruned}");
+    assert!(!victim.exists());
+    run(&project, &[]);
+    assert_eq!(take_calls(&log), ["t0"]);
+    let cleared = say(&["--clear"]);
+    assert!(cleared.contains("200 results"), "{cleared}");
+    assert!(say(&[]).contains("0 results"));
+    run(&project, &[]);
+    assert_eq!(take_calls(&log).len(), TASKS);
+}

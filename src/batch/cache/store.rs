@@ -413,11 +413,153 @@ impl FileCache {
             .filter(|b| b.len() as u64 == len && Digest::from(blake3::hash(b)) == blake3)
             .ok_or_else(|| problem("its object does not hold its bytes".to_owned()))?;
         let text = String::from_utf8(bytes).map_err(|e| problem(e.to_string()))?;
-        let parsed = ClosureRecord::from_json(&text).map_err(|e| problem(e.to_string()))?;
+        let parsed =
+            ClosureRecord::from_json_as_written(text).map_err(|e| problem(e.to_string()))?;
         if parsed.digest() != record {
             return Err(problem(format!("it is record {}", parsed.digest())));
         }
         Ok(parsed)
+    }
+}
+
+/// What a cache directory holds ([`FileCache::usage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CacheUsage {
+    /// Entries (kept results), whether or not they read back.
+    pub entries: u64,
+    /// Objects (files' and closure records' bytes).
+    pub objects: u64,
+    /// Bytes in all, entries and objects.
+    pub bytes: u64,
+}
+
+/// What [`FileCache::prune`] removed, and what it kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Pruned {
+    /// Entries removed: refused on reading, or not kept.
+    pub entries: u64,
+    /// Objects removed: named by no entry kept (and temporary files left by a lost writer).
+    pub objects: u64,
+    /// Bytes freed.
+    pub bytes: u64,
+    /// Entries kept.
+    pub kept: u64,
+}
+
+impl FileCache {
+    /// How many entries and objects the cache holds, and their bytes; an empty cache (one
+    /// never written) holds none.
+    ///
+    /// # Errors
+    ///
+    /// [`CacheError::Io`] when a directory of the cache cannot be read.
+    pub fn usage(&self) -> Result<CacheUsage, CacheError> {
+        let mut usage = CacheUsage::default();
+        for (dir, count) in [
+            ("entries", &mut usage.entries),
+            ("objects", &mut usage.objects),
+        ] {
+            for (_, len) in self.listing(dir)? {
+                *count += 1;
+                usage.bytes += len;
+            }
+        }
+        Ok(usage)
+    }
+
+    /// Removes every entry that does not read back whole (each is checked as a lookup
+    /// checks it) or that `keep` declines, then every object no kept entry names, and the
+    /// temporary files of writers lost more than an hour ago. A run storing at the same
+    /// time can lose an object it just wrote to the sweep; its entry then reads back as a
+    /// miss, never as a wrong hit.
+    ///
+    /// ```
+    /// use kleene::batch::cache::FileCache;
+    /// let dir = tempfile::tempdir()?;
+    /// let cache = FileCache::new(dir.path());
+    /// let pruned = cache.prune(|_| true)?; // keep every entry that reads back
+    /// assert_eq!((pruned.entries, pruned.kept), (0, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`CacheError::Io`] when a directory cannot be read or a file removed.
+    pub fn prune(&self, keep: impl Fn(&CachedResult) -> bool) -> Result<Pruned, CacheError> {
+        let mut pruned = Pruned::default();
+        let mut named = std::collections::HashSet::new();
+        let remove = |path: &Path| {
+            fs::remove_file(path).map_err(|source| CacheError::Io {
+                path: path.to_owned(),
+                source,
+            })
+        };
+        for (path, len) in self.listing("entries")? {
+            let key = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|hex| hex.parse::<Digest>().ok())
+                .map(ActionKey::from_digest);
+            let kept = key.and_then(|key| match self.read_hit(&key, &path) {
+                Ok(Some(hit)) if keep(hit.result()) => Some(hit),
+                _ => None,
+            });
+            match kept {
+                Some(hit) => {
+                    pruned.kept += 1;
+                    named.extend(hit.result().files().values().map(|f| f.blake3));
+                    named.extend(hit.result().closure().map(|c| c.json.blake3));
+                }
+                None => {
+                    remove(&path)?;
+                    pruned.entries += 1;
+                    pruned.bytes += len;
+                }
+            }
+        }
+        let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for (path, len) in self.listing("objects")? {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let stale = match name.parse::<Digest>() {
+                Ok(digest) => !named.contains(&digest),
+                // A temporary file: a writer's until it renames it.
+                Err(_) => fs::symlink_metadata(&path)
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t < an_hour_ago),
+            };
+            if stale {
+                remove(&path)?;
+                pruned.objects += 1;
+                pruned.bytes += len;
+            }
+        }
+        Ok(pruned)
+    }
+
+    /// The files of `dir` in the cache (a missing directory has none), each with its length.
+    fn listing(&self, dir: &str) -> Result<Vec<(PathBuf, u64)>, CacheError> {
+        let dir = self.dir.join(dir);
+        let io = |source| CacheError::Io {
+            path: dir.clone(),
+            source,
+        };
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(e)),
+        };
+        let mut files = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(io)?;
+            let meta = entry.metadata().map_err(io)?;
+            if meta.is_file() {
+                files.push((entry.path(), meta.len()));
+            }
+        }
+        Ok(files)
     }
 }
 

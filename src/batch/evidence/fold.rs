@@ -403,6 +403,7 @@ impl BatchEvidence {
                     task: task.clone(),
                     digest,
                 })?);
+                t.reused = Some(Box::new(from.clone()));
                 self.reused.push((task, from));
             }
         }

@@ -432,10 +432,7 @@ impl BatchEvidence {
     /// Where `task`'s output was accepted, when it was reused rather than made by a call of
     /// this batch.
     pub fn reused_from(&self, task: &TaskId) -> Option<&ReusedFrom> {
-        self.reused
-            .iter()
-            .find(|(t, _)| t == task)
-            .map(|(_, from)| from)
+        self.task(task)?.reused.as_deref()
     }
 
     /// The closures of `task`'s calls, oldest first.

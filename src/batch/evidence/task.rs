@@ -167,6 +167,10 @@ pub struct TaskEvidence {
     pub(in crate::batch) interrupted: Vec<u32>,
     pub(in crate::batch) blocked_by: Option<TaskId>,
     pub(in crate::batch) correction_granted: bool,
+    /// Where its output came from, when it was reused: found by task in constant time (the
+    /// batch's list of reuses keeps their order, and is what the digest covers). Boxed:
+    /// rare, and every task has the field.
+    pub(in crate::batch) reused: Option<Box<super::ReusedFrom>>,
 }
 
 impl TaskEvidence {
@@ -200,6 +204,7 @@ impl TaskEvidence {
             interrupted: Vec::new(),
             blocked_by: None,
             correction_granted: false,
+            reused: None,
         }
     }
 
@@ -333,6 +338,8 @@ canonical_struct!(TaskEvidence {
     interrupted,
     blocked_by => OptByte(blocked_by.as_ref()),
     correction_granted,
+} skip {
+    reused,
 });
 
 canonical_struct!(RejectedAttempt {

@@ -133,6 +133,7 @@ impl TaskEvidenceV1<'_> {
             interrupted: self.interrupted.into_owned(),
             blocked_by: self.blocked_by.map(Cow::into_owned),
             correction_granted: self.correction_granted,
+            reused: None,
         })
     }
 }
@@ -412,7 +413,7 @@ impl TryFrom<BatchEvidenceV3<'_>> for BatchEvidence {
         if let Some(stray) = stray {
             return Err(stray);
         }
-        let tasks = order
+        let mut tasks: crate::batch::evidence::Tasks = order
             .iter()
             .zip(r.tasks)
             .map(|(task, evidence)| evidence.into_domain(task))
@@ -434,6 +435,26 @@ impl TryFrom<BatchEvidenceV3<'_>> for BatchEvidence {
             index_of(&order).map_err(|task| InvalidPayload::DuplicateTask { task })?,
         ));
         let closures: Vec<ClosureCall> = r.closures.into_iter().map(Into::into).collect();
+        let mut reused = Vec::with_capacity(r.reused.len());
+        for u in r.reused {
+            let from = ReusedFrom::new(
+                ActionKey::from_digest(u.key),
+                u.channel.into_owned(),
+                u.call,
+                u.closure
+                    .map(|(record, head)| ReusedClosure::new(record, head)),
+            );
+            let task = u.task.into_owned();
+            // Each task's own copy, found in constant time; the task is known (checked above).
+            if let Some(t) = index
+                .get()
+                .and_then(|i| i.get(&task).copied())
+                .and_then(|p| tasks.get_mut(p))
+            {
+                t.reused = Some(Box::new(from.clone()));
+            }
+            reused.push((task, from));
+        }
         Ok(BatchEvidence {
             channel: r.channel.into_owned(),
             plan_digest: r.plan_digest,
@@ -449,20 +470,7 @@ impl TryFrom<BatchEvidenceV3<'_>> for BatchEvidence {
                 .iter()
                 .fold(0u32, |n, c| n.saturating_add(c.fix_attempts_used())),
             closures,
-            reused: r
-                .reused
-                .into_iter()
-                .map(|u| {
-                    let from = ReusedFrom::new(
-                        ActionKey::from_digest(u.key),
-                        u.channel.into_owned(),
-                        u.call,
-                        u.closure
-                            .map(|(record, head)| ReusedClosure::new(record, head)),
-                    );
-                    (u.task.into_owned(), from)
-                })
-                .collect(),
+            reused,
             index,
         })
     }

@@ -294,6 +294,11 @@ pub enum Command {
     /// changed since.
     #[command(after_help = "Example:\n  kleene apply --state .kleene")]
     Apply(StateArgs),
+    /// Say how much the cache of accepted results holds; prune what no longer reads back.
+    #[command(
+        after_help = "Examples:\n  kleene cache                  entries, objects and bytes in .kleene-cache\n  kleene cache --prune          remove damaged entries and objects no entry names\n  kleene cache --clear          remove every entry and object"
+    )]
+    Cache(CacheCommandArgs),
     /// Print the audit trail of every task's closure and verify its hash chain.
     #[command(after_help = "Example:\n  kleene audit --state .kleene")]
     Audit(StateArgs),
@@ -377,6 +382,23 @@ impl CacheArgs {
             .map_or_else(|| "kleene".into(), |n| n.to_string_lossy().into_owned());
         Some(state.with_file_name(format!("{name}-cache")))
     }
+}
+
+/// `kleene cache`.
+#[derive(Debug, Args)]
+pub struct CacheCommandArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// The cache [default: beside the state directory, STATE-cache].
+    #[arg(long, value_name = "DIR", env = "KLEENE_CACHE")]
+    pub cache: Option<PathBuf>,
+    /// Remove every entry that does not read back whole, every object no entry names, and
+    /// the temporary files of writers lost over an hour ago.
+    #[arg(long, conflicts_with = "clear")]
+    pub prune: bool,
+    /// Remove every entry and object: the next run makes every call.
+    #[arg(long)]
+    pub clear: bool,
 }
 
 /// `kleene diff`.

@@ -60,6 +60,7 @@ fn main() -> ExitCode {
         Command::Audit(args) => commands::audit(args, &mut rep),
         Command::Diff(args) => commands::diff(args, &mut rep),
         Command::Apply(args) => commands::apply(args, &mut rep),
+        Command::Cache(args) => commands::cache(args, &mut rep),
         Command::Validate(args) => commands::validate(args, &mut rep),
         Command::Help(args) => commands::help(args),
         Command::Worker(args) => {

@@ -15,6 +15,7 @@ use kleene::error::Chain;
 use kleene::shell::{PlanBinding, ShellPlan, counted};
 
 mod accept;
+mod cache;
 mod changes;
 mod closures;
 mod inspect;
@@ -22,6 +23,7 @@ mod plan;
 mod run;
 
 pub use accept::{accept_run, export_run, keygen, verify};
+pub use cache::cache;
 pub use changes::{apply, diff};
 pub use inspect::{audit, status};
 pub use plan::{graph, help, validate};

@@ -392,7 +392,8 @@ fn execute(
         jobs,
         cache,
     } = pass;
-    let journal_key = journal_key(signing_key(signing, state)?.as_ref());
+    let signing_key = signing_key(signing, state)?;
+    let journal_key = journal_key(signing_key.as_ref());
     let channel = ChannelId::new(info.channel.clone()).map_err(|e| {
         Failure::bad_input(format!("read channel of {}: {e}", state.root().display()))
     })?;
@@ -469,8 +470,14 @@ fn execute(
         .with_recovery(info.batch_recovery);
     if let Some(dir) = cache {
         let keys = loaded.clone();
+        // With a signing key, every entry is sealed by a MAC derived from it: an entry
+        // written by anyone without the key is refused, never reused.
+        let cache = match &signing_key {
+            Some(key) => FileCache::new(dir).with_mac_key(key.cache_mac_key()),
+            None => FileCache::new(dir),
+        };
         batch = batch
-            .with_cache(Arc::new(FileCache::new(dir)))
+            .with_cache(Arc::new(cache))
             .with_action_keys(move |task| keys.action_key_parts(&task.id));
     }
     let mut fixes = BTreeMap::new();
