@@ -56,7 +56,7 @@ make_project() {
 }
 
 for n in "$@"; do
-    first_k='' first_n='' null_k='' null_n='' leaf_k='' leaf_one=''
+    first_k='' first_n='' first_c='' null_k='' null_n='' leaf_k='' leaf_one=''
     best_first_k=0 best_first_n=0 best_null_k=0 best_null_n=0
     round=0
     while [ "$round" -lt "${ROUNDS:-5}" ]; do
@@ -65,12 +65,16 @@ for n in "$@"; do
         rm -rf "$dir"
         make_project "$n" "mkdir -p out && touch out/t0" "$dir"
         cd "$dir"
+        # Without the cache first: what the stores add is the difference.
+        t0=$(now); "$kleene" run plan.json -j 2 --no-cache --state nc > /dev/null; t1=$(now)
+        kc=$((t1 - t0))
+        rm -rf nc
         t0=$(now); "$kleene" run plan.json -j 2 > /dev/null; t1=$(now)
         k=$((t1 - t0))
         mkdir -p nb && cp build.ninja nb/
         t0=$(now); (cd nb && "$ninja" -j 2 > /dev/null); t1=$(now)
         g=$((t1 - t0))
-        first_k="$first_k $k" first_n="$first_n $g"
+        first_k="$first_k $k" first_n="$first_n $g" first_c="$first_c $kc"
         t0=$(now); "$kleene" run plan.json -j 2 > /dev/null; t1=$(now)
         kn=$((t1 - t0))
         t0=$(now); (cd nb && "$ninja" -j 2 > /dev/null); t1=$(now)
@@ -92,8 +96,9 @@ for n in "$@"; do
     done
     # Medians, in ms; ratios of the medians.
     med() { echo "$@" | tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-    fk=$(med $first_k) fn=$(med $first_n) nk=$(med $null_k) nn=$(med $null_n)
+    fk=$(med $first_k) fn=$(med $first_n) fc=$(med $first_c) nk=$(med $null_k) nn=$(med $null_n)
     echo "result: N=$n first run -j 2: kleene $(ms "$fk") ms, ninja $(ms "$fn") ms, ratio $(ratio "$fk" "$fn")"
+    echo "result: N=$n first run -j 2 --no-cache: kleene $(ms "$fc") ms, ratio $(ratio "$fc" "$fn") to ninja"
     echo "result: N=$n null run: kleene $(ms "$nk") ms, ninja $(ms "$nn") ms, ratio $(ratio "$nk" "$nn")"
     if [ -n "$leaf_k" ]; then
         lk=$(med $leaf_k) lo=$(med $leaf_one)

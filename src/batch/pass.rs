@@ -366,6 +366,8 @@ impl<'b, 'p, J: EvidenceJournal, O: FnMut(&EvidenceEvent)> Run<'b, 'p, J, O> {
             // The call gets the prerequisites' outputs themselves, not their digests.
             self.machine
                 .reserve_into(1, &mut events, &mut dispatches, false)?;
+            // Its calls read their prerequisites' outputs from the evidence itself.
+            self.machine.take_reused_positions();
             let Some(dispatch) = dispatches.pop() else {
                 for event in events.drain(..) {
                     self.commit(event)?;

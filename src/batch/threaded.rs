@@ -539,14 +539,23 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         run: &mut Run<'_, '_, J, O>,
     ) {
         for position in run.machine.take_reused_positions() {
-            let accepted = run
-                .machine
-                .evidence()
-                .task_at(position)
-                .and_then(|t| t.accepted());
-            if let (Some(a), Some(cell)) = (accepted, self.accepted.cell(position)) {
-                let _ = cell.set(a.clone());
-            }
+            self.publish(run, position);
+        }
+    }
+
+    /// Sets the cell of the task at `position` to its accepted output, if it has both.
+    fn publish<J: EvidenceJournal, O: FnMut(&EvidenceEvent)>(
+        &self,
+        run: &Run<'_, '_, J, O>,
+        position: usize,
+    ) {
+        let accepted = run
+            .machine
+            .evidence()
+            .task_at(position)
+            .and_then(|t| t.accepted());
+        if let (Some(a), Some(cell)) = (accepted, self.accepted.cell(position)) {
+            let _ = cell.set(a.clone());
         }
     }
 
@@ -640,16 +649,8 @@ impl<'a, R: DrawReply> GroupCommit<'a, R> {
         }
         // Only a task with dependents has its output read by a later call.
         let position = dispatch.position();
-        if !run.machine.has_dependents(position) {
-            return Ok(());
-        }
-        let accepted = run
-            .machine
-            .evidence()
-            .task_at(position)
-            .and_then(|t| t.accepted());
-        if let (Some(a), Some(cell)) = (accepted, self.accepted.cell(position)) {
-            let _ = cell.set(a.clone());
+        if run.machine.has_dependents(position) {
+            self.publish(run, position);
         }
         Ok(())
     }
