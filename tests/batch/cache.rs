@@ -276,3 +276,37 @@ proptest! {
         prop_assert_eq!(refusals, 1);
     }
 }
+
+/// Whoever can write the cache can plant a link or a FIFO at an entry's or an object's
+/// name: each is refused at once, never read through and never waited on.
+#[test]
+fn a_link_or_a_fifo_at_an_entry_or_an_object_is_refused_without_waiting() {
+    let tmp = TempDir::new().unwrap();
+    let cache = FileCache::new(tmp.path());
+    let [(key, _), _] = two(&cache);
+    let entry = cache.entry_path(&key);
+    let object = tmp
+        .path()
+        .join("objects")
+        .join(Digest::from(blake3::hash(b"alpha")).to_string());
+    let outside = tmp.path().join("outside");
+    for victim in [&entry, &object] {
+        let kept = std::fs::read(victim).unwrap();
+        // A link to the very bytes that were there: still refused, never followed.
+        std::fs::write(&outside, &kept).unwrap();
+        std::fs::remove_file(victim).unwrap();
+        std::os::unix::fs::symlink(&outside, victim).unwrap();
+        let (_, problem) = refused(cache.lookup(&key));
+        assert!(!problem.to_string().is_empty());
+        // A FIFO: the lookup returns at once, refused.
+        std::fs::remove_file(victim).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(victim).status();
+        if made.is_ok_and(|s| s.success()) {
+            let (_, problem) = refused(cache.lookup(&key));
+            assert!(!problem.to_string().is_empty());
+            std::fs::remove_file(victim).unwrap();
+        }
+        std::fs::write(victim, &kept).unwrap();
+        assert!(matches!(cache.lookup(&key), Lookup::Hit(_)));
+    }
+}

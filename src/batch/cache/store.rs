@@ -617,10 +617,36 @@ impl ActionCache for FileCache {
 /// its size for any allocation.
 fn read_bounded(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
     let mut bytes = Vec::new();
-    File::open(path)?
+    open_regular(path)?
         .take(limit.saturating_add(1))
         .read_to_end(&mut bytes)?;
     Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
+/// Opens `path` for reading when it is a regular file: never through a link planted at its
+/// name, and never waiting on a FIFO put there (whoever can write the cache can put
+/// either); anything else is an error, which makes the entry a refused miss.
+#[cfg(unix)]
+fn open_regular(path: &Path) -> io::Result<File> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let kind = FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode);
+    if kind != FileType::RegularFile {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("it is not a regular file but a {kind:?}"),
+        ));
+    }
+    Ok(File::from(fd))
+}
+
+#[cfg(not(unix))]
+fn open_regular(path: &Path) -> io::Result<File> {
+    File::open(path)
 }
 
 /// Writes `bytes` to `target` in `dir` durably through a temporary file of this writer's
