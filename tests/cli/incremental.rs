@@ -332,3 +332,40 @@ fn kleene_cache_sizes_prunes_and_clears() {
     run(&project, &[]);
     assert_eq!(take_calls(&log).len(), TASKS);
 }
+
+/// A cache that cannot be a directory is refused once, as bad input, before anything is
+/// written; a cache whose entries all go bad says so in a few lines, not one a task.
+#[test]
+fn a_cache_that_cannot_be_one_is_refused_before_the_run_and_bad_entries_are_counted() {
+    let tmp = TempDir::new().unwrap();
+    let project = tmp.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let log = tmp.path().join("calls.log");
+    write_plan(&project, &log, None);
+    let file = tmp.path().join("not-a-directory");
+    std::fs::write(&file, "").unwrap();
+    let out = kleene(&project)
+        .args(["run", "plan.json", "--cache"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--cache"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!project.join(".kleene").exists());
+    assert!(take_calls(&log).is_empty());
+
+    run(&project, &[]);
+    take_calls(&log);
+    for entry in std::fs::read_dir(project.join(".kleene-cache/entries")).unwrap() {
+        std::fs::write(entry.unwrap().path(), "{}").unwrap();
+    }
+    let out = run(&project, &[]);
+    assert_eq!(take_calls(&log).len(), TASKS);
+    let said = text(&out.stdout);
+    assert_eq!(said.matches("warning:").count(), 6, "{said}");
+    assert!(said.contains("195 more warnings"), "{said}");
+}

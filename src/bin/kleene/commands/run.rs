@@ -19,7 +19,7 @@ use kleene::{
     id::ChannelId,
 };
 
-use crate::cli::{Exit, ResumeArgs, RunArgs, SigningArgs, jobs};
+use crate::cli::{CacheArgs, Exit, ResumeArgs, RunArgs, SigningArgs, jobs};
 use crate::formats::RunInfo;
 use crate::observer::Observer;
 use crate::report::{Event, Reporter, failure_reason, report_event};
@@ -63,6 +63,7 @@ pub fn run(args: &RunArgs, mut rep: Reporter) -> Outcome {
             args.timeout
         )));
     }
+    let cache = cache_dir(&args.cache, &args.state.state)?;
     let state = StateDir::at(&args.state.state);
     if !args.restart
         && let Some(channel) = replace_finished(&state, &args.signing)?
@@ -118,9 +119,24 @@ pub fn run(args: &RunArgs, mut rep: Reporter) -> Outcome {
     let pass = Pass {
         resumed: false,
         jobs: jobs(args.jobs),
-        cache: args.cache.dir(&args.state.state),
+        cache,
     };
     execute(&state, &info, &loaded, pass, &args.signing, rep)
+}
+
+/// The cache directory a run uses (made if missing), unless caching is off: one that
+/// cannot be a directory is the user's to fix, said once, before anything is written.
+fn cache_dir(args: &CacheArgs, state: &Path) -> Result<Option<PathBuf>, Failure> {
+    let Some(dir) = args.dir(state) else {
+        return Ok(None);
+    };
+    fs::create_dir_all(&dir).map_err(|e| {
+        Failure::bad_input(format!(
+            "use --cache DIR (or KLEENE_CACHE) naming a directory: {} cannot be one: {e}",
+            dir.display()
+        ))
+    })?;
+    Ok(Some(dir))
 }
 
 /// Removes the state directory's run when it is finished (every task accepted, failed or
@@ -273,7 +289,7 @@ pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
     let pass = Pass {
         resumed: true,
         jobs: jobs(args.jobs),
-        cache: args.cache.dir(&args.state.state),
+        cache: cache_dir(&args.cache, &args.state.state)?,
     };
     execute(&state, &info, &loaded, pass, &args.signing, rep)
 }
@@ -524,8 +540,21 @@ fn execute(
             ));
         }
     };
-    for warning in &outcome.cache_warnings {
+    // A cache gone bad warns once a task: the first few say what, the rest are counted.
+    const SHOWN: usize = 5;
+    for warning in outcome.cache_warnings.iter().take(SHOWN) {
         rep.say(&format!("warning: {warning}"));
+    }
+    if let Some(more) = outcome
+        .cache_warnings
+        .len()
+        .checked_sub(SHOWN)
+        .filter(|&n| n > 0)
+    {
+        rep.say(&format!(
+            "warning: and {} of the cache like them; kleene cache --prune removes what does not read back",
+            counted(more as u64, "more warning", "more warnings")
+        ));
     }
     // A reused output's audit trail is the record of the call that made it: the closure
     // log keeps it under that call, as the evidence binds it, for audit and accept.
