@@ -20,9 +20,10 @@ enum Edit {
     PlanScratch,
     /// The plan's base: every key changes.
     Base,
-    /// The bytes of one file beside the plan: every key changes (any command may read it).
+    /// The bytes of one file beside the plan: the key of every task that reads it changes
+    /// (every task that names no inputs; those that do, when they name it).
     File(usize),
-    /// A file added beside the plan: every key changes.
+    /// A file added beside the plan: the key of every task that names no inputs changes.
     NewFile,
     /// The tasks in another order, the file pretty-printed: no key changes.
     Reorder,
@@ -34,6 +35,9 @@ struct Shape {
     deps: Vec<Vec<usize>>,
     with_fix: Vec<bool>,
     plan_scratch: bool,
+    /// Tasks that name their inputs (`tools/make.sh` alone): only an edit of that file
+    /// reaches them.
+    named_inputs: Vec<bool>,
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
@@ -45,18 +49,20 @@ fn shape() -> impl Strategy<Value = Shape> {
                     .collect::<Vec<_>>(),
                 proptest::collection::vec(any::<bool>(), n),
                 any::<bool>(),
+                proptest::collection::vec(any::<bool>(), n),
             )
         })
-        .prop_map(|(deps, with_fix, plan_scratch)| Shape {
+        .prop_map(|(deps, with_fix, plan_scratch, named_inputs)| Shape {
             deps,
             with_fix,
             plan_scratch,
+            named_inputs,
         })
 }
 
 fn edit(n: usize) -> impl Strategy<Value = Edit> {
     prop_oneof![
-        (0..n, 0..7usize).prop_map(|(i, k)| Edit::Task(i, k)),
+        (0..n, 0..8usize).prop_map(|(i, k)| Edit::Task(i, k)),
         Just(Edit::PlanScratch),
         Just(Edit::Base),
         (0..3usize).prop_map(Edit::File),
@@ -77,6 +83,9 @@ fn task(shape: &Shape, i: usize) -> Value {
     });
     if shape.with_fix[i] {
         t["fix"] = json!("sh tools/fix.sh");
+    }
+    if shape.named_inputs[i] {
+        t["inputs"] = json!(["tools/make.sh"]);
     }
     t
 }
@@ -145,6 +154,7 @@ proptest! {
                     3 => t["checks"][0]["command"] = json!(format!("test -f o{i}")),
                     4 => t["scratch"] = json!(["cache/**"]),
                     5 => t["spec"]["acceptance_criteria"] = json!(["it is not empty"]),
+                    6 => t["inputs"] = json!(["tools/**"]),
                     _ => t["retry_limit"] = json!(1),
                 }
                 vec![TaskId::new(format!("t{i}")).unwrap()]
@@ -159,11 +169,18 @@ proptest! {
             }
             Edit::File(f) => {
                 std::fs::write(dir.join(FILES[*f]), "changed\n").unwrap();
-                before.keys().cloned().collect()
+                let reads = |i: usize| !shape.named_inputs[i] || FILES[*f] == "tools/make.sh";
+                (0..shape.deps.len())
+                    .filter(|&i| reads(i))
+                    .map(|i| TaskId::new(format!("t{i}")).unwrap())
+                    .collect()
             }
             Edit::NewFile => {
                 std::fs::write(dir.join("tools/new.sh"), "new\n").unwrap();
-                before.keys().cloned().collect()
+                (0..shape.deps.len())
+                    .filter(|&i| !shape.named_inputs[i])
+                    .map(|i| TaskId::new(format!("t{i}")).unwrap())
+                    .collect()
             }
             Edit::Reorder => {
                 doc["tasks"].as_array_mut().unwrap().reverse();
@@ -188,6 +205,7 @@ fn the_same_plan_elsewhere_has_the_same_keys() {
         deps: vec![vec![], vec![0]],
         with_fix: vec![true, false],
         plan_scratch: true,
+        named_inputs: vec![false, true],
     };
     let [a, b] = [TempDir::new().unwrap(), TempDir::new().unwrap()];
     for dir in [a.path(), b.path()] {
@@ -199,5 +217,29 @@ fn the_same_plan_elsewhere_has_the_same_keys() {
     assert_eq!(
         keys(a.path(), &plan(&shape), false),
         keys(b.path(), &plan(&shape), true)
+    );
+}
+
+/// A task that says `"cache": false` has no key: it is never reused.
+#[test]
+fn a_task_that_opts_out_has_no_key() {
+    let tmp = TempDir::new().unwrap();
+    let plan = json!({"tasks": [
+        {"id": "kept", "owner": "shell", "spec": {"intent": "k"}, "owned_paths": ["k"],
+         "run": "echo k > k"},
+        {"id": "deploy", "owner": "shell", "spec": {"intent": "d"}, "owned_paths": ["d"],
+         "run": "echo d > d", "cache": false},
+    ]});
+    std::fs::write(tmp.path().join("plan.json"), plan.to_string()).unwrap();
+    let (loaded, _) = ShellPlan::read(&tmp.path().join("plan.json"), &[]).unwrap();
+    assert!(
+        loaded
+            .action_key_parts(&TaskId::new("kept").unwrap())
+            .is_some()
+    );
+    assert!(
+        loaded
+            .action_key_parts(&TaskId::new("deploy").unwrap())
+            .is_none()
     );
 }
