@@ -247,14 +247,19 @@ fn out(text: &str) {
 }
 
 fn report(status: &ChannelStatus, json: bool) -> ExitCode {
-    if json {
-        println!(
+    // Written, not printed: a reader that closes the pipe early (`| head`) ends the
+    // output, never the process with a panic.
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = if json {
+        writeln!(
+            stdout,
             "{}",
             serde_json::to_string_pretty(status).unwrap_or_default()
-        );
+        )
     } else {
-        print!("{status}");
-    }
+        write!(stdout, "{status}")
+    };
     if status.is_complete() {
         ExitCode::SUCCESS
     } else {
