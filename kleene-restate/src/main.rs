@@ -23,7 +23,7 @@ use kleene::id::{AgentId, ChannelId};
 use kleene::shell::{self, ShellPlan, ShellRuntime};
 use kleene_restate::accept::{KeptRecords, acceptance};
 use kleene_restate::balance::Balancer;
-use kleene_restate::client::Restate;
+use kleene_restate::client::{ClientError, Restate};
 use kleene_restate::service::{RunReport, Submission, endpoint, serve};
 use kleene_restate::status::{ChannelStatus, closure_line};
 
@@ -189,6 +189,17 @@ fn fail(e: &(dyn std::error::Error + 'static), code: u8) -> Failure {
     Failure(format!("failed to {}", Chain(e)), code)
 }
 
+/// A request's failure: exit 3 when the server could not be reached (start it, or point at
+/// a node that answers), 2 when it answered with a refusal.
+fn client_fail(e: &ClientError) -> Failure {
+    let code = if matches!(e, ClientError::Transport { .. }) {
+        3
+    } else {
+        2
+    };
+    fail(e, code)
+}
+
 fn main() -> ExitCode {
     if let Some(exit) = kleene::process::serve_host_if_asked() {
         return exit;
@@ -310,7 +321,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 .client()
                 .register(&endpoint)
                 .await
-                .map_err(|e| fail(&e, 2))?;
+                .map_err(|e| client_fail(&e))?;
             eprintln!("kleene-restate: registered {endpoint}");
             Ok(ExitCode::SUCCESS)
         }
@@ -333,7 +344,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 .collect::<Result<Vec<_>, _>>()?;
             let client = server.client();
             // Refuse at once what the channel would refuse after the pass it is running.
-            let before = client.status(&channel).await.map_err(|e| fail(&e, 2))?;
+            let before = client.status(&channel).await.map_err(|e| client_fail(&e))?;
             if before.has_evidence() {
                 return Err(Failure(
                     format!(
@@ -363,10 +374,13 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             closures,
         } => {
             let client = server.client();
-            let status = client.status(&channel).await.map_err(|e| fail(&e, 2))?;
+            let status = client.status(&channel).await.map_err(|e| client_fail(&e))?;
             let code = report(&status, json);
             if closures {
-                let mut kept = client.closures(&channel).await.map_err(|e| fail(&e, 2))?;
+                let mut kept = client
+                    .closures(&channel)
+                    .await
+                    .map_err(|e| client_fail(&e))?;
                 kept.sort_by(|a, b| (&a.task, a.call).cmp(&(&b.task, b.call)));
                 out(&format!("closure records kept: {}", kept.len()));
                 for stored in &kept {
@@ -397,7 +411,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let shell = client
                 .submission(&channel)
                 .await
-                .map_err(|e| fail(&e, 2))?
+                .map_err(|e| client_fail(&e))?
                 .ok_or_else(|| {
                     Failure(
                         format!("failed to accept channel {channel}: it has no submission"),
@@ -423,7 +437,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let evidence = client
                 .evidence(&channel)
                 .await
-                .map_err(|e| fail(&e, 2))?
+                .map_err(|e| client_fail(&e))?
                 .ok_or_else(|| {
                     Failure(
                         format!("failed to accept channel {channel}: it has no evidence"),
@@ -433,7 +447,10 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             // Read after the evidence: a record is kept before the evidence that binds it,
             // so every record this evidence binds is there (a pass still running may have
             // added more, which acceptance ignores).
-            let closures = client.closures(&channel).await.map_err(|e| fail(&e, 2))?;
+            let closures = client
+                .closures(&channel)
+                .await
+                .map_err(|e| client_fail(&e))?;
             let (record, snapshot) =
                 acceptance(&shell, &evidence, &closures).map_err(|e| fail(&e, 1))?;
             if let Some(path) = export {
@@ -507,7 +524,7 @@ fn finish(
         }
         Err(e) => match e.handler_message() {
             Some(message) => Err(Failure(message.to_owned(), 2)),
-            None => Err(fail(&e, 2)),
+            None => Err(client_fail(&e)),
         },
     }
 }
