@@ -54,10 +54,15 @@ pub struct RunOutcome {
     /// What the batch's cache did not give or take (refused entries, failed stores), in
     /// the order they happened; none of them changes the evidence.
     pub cache_warnings: Vec<CacheWarning>,
-    /// The closure records of the calls whose outputs this run reused (the records their
-    /// [`Reused`](crate::batch::evidence::EvidenceEvent::Reused) events bind, checked), for
-    /// a caller that keeps each call's record beside the evidence.
-    pub reused_closures: Vec<(TaskId, crate::closure::ClosureRecord)>,
+    /// The closure records of the calls whose outputs this run reused, as the cache kept
+    /// their text (bound by the sealed entry its
+    /// [`Reused`](crate::batch::evidence::EvidenceEvent::Reused) event came from), for a
+    /// caller that keeps each call's record beside the evidence; reading one
+    /// ([`ClosureRecord::from_json`](crate::closure::ClosureRecord::from_json)) and checking
+    /// it against the reuse's digests
+    /// ([`BatchEvidence::verify_closures`](crate::batch::BatchEvidence::verify_closures)) is
+    /// the checker's part.
+    pub reused_closures: Vec<(TaskId, std::sync::Arc<str>)>,
 }
 
 /// A batch of one validated plan on one trusted channel.

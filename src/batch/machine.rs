@@ -40,7 +40,7 @@ type AgentFailures = Vec<(TaskId, u32, AgentFailure)>;
 pub(crate) struct PassNotes {
     pub(crate) agent_failures: AgentFailures,
     pub(crate) cache_warnings: Vec<CacheWarning>,
-    pub(crate) reused_closures: Vec<(TaskId, ClosureRecord)>,
+    pub(crate) reused_closures: Vec<(TaskId, std::sync::Arc<str>)>,
 }
 
 impl PassNotes {
@@ -216,7 +216,7 @@ pub struct BatchMachine<'p> {
     /// The batch's cache, with the batch's inputs (the default keys name them).
     cache: Option<(CacheBinding, BTreeMap<String, Digest>)>,
     cache_warnings: Vec<CacheWarning>,
-    reused_closures: Vec<(TaskId, ClosureRecord)>,
+    reused_closures: Vec<(TaskId, std::sync::Arc<str>)>,
     /// Positions accepted with a reused output since a driver last took them: a driver that
     /// hands calls their prerequisites' outputs publishes these too.
     reused_positions: Vec<usize>,
@@ -319,9 +319,10 @@ impl<'p> BatchMachine<'p> {
         std::mem::take(&mut self.agent_failures)
     }
 
-    /// Takes the closure records of the calls whose outputs were reused so far (each
-    /// checked against the digest its reuse names), for a driver that keeps records.
-    pub fn take_reused_closures(&mut self) -> Vec<(TaskId, ClosureRecord)> {
+    /// Takes the closure records' text of the calls whose outputs were reused so far (each
+    /// as the cache kept it, bound by the entry its reuse came from), for a driver that
+    /// keeps records.
+    pub fn take_reused_closures(&mut self) -> Vec<(TaskId, std::sync::Arc<str>)> {
         std::mem::take(&mut self.reused_closures)
     }
 

@@ -82,7 +82,7 @@ impl CacheBinding {
         task: &TaskId,
         key: ActionKey,
         warnings: &mut Vec<CacheWarning>,
-    ) -> Option<(ReusedFrom, AcceptedOutput, Option<ClosureRecord>)> {
+    ) -> Option<(ReusedFrom, AcceptedOutput, Option<Arc<str>>)> {
         match self.cache.lookup(&key) {
             Lookup::Hit(hit) => {
                 let result = hit.result();
@@ -101,14 +101,17 @@ impl CacheBinding {
                     });
                     return None;
                 }
-                // The hit's record was checked against the digest its entry names.
+                // The record's digests as the sealed entry names them; its text (bound by the
+                // entry's blake3) is read as a record by whoever checks the trail.
                 let from = ReusedFrom::new(
                     key,
                     result.provenance().channel.clone(),
                     result.provenance().call,
-                    hit.closure().map(ReusedClosure::of),
+                    result
+                        .closure()
+                        .map(|c| ReusedClosure::new(c.record, c.audit_head)),
                 );
-                Some((from, hit.output().clone(), hit.closure().cloned()))
+                Some((from, hit.output().clone(), hit.closure_json().cloned()))
             }
             Lookup::Miss => None,
             Lookup::Refused { entry, problem } => {

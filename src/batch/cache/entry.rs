@@ -75,6 +75,8 @@ pub struct CachedFile {
 pub struct CachedClosure {
     /// The record's digest.
     pub record: Digest,
+    /// The head of its hash-chained audit log (what a reuse names beside the digest).
+    pub audit_head: Digest,
     /// Its JSON ([`ClosureRecord::to_json`]), by length and blake3.
     pub json: CachedFile,
 }
@@ -106,6 +108,7 @@ impl CachedResult {
             let json = record.to_json();
             CachedClosure {
                 record: record.digest(),
+                audit_head: record.audit().head(),
                 json: CachedFile {
                     len: json.len() as u64,
                     blake3: Digest::from(blake3::hash(json.as_bytes())),
@@ -142,7 +145,7 @@ impl CachedResult {
             .put(&task)
             .put(&provenance.channel)
             .put(&provenance.call)
-            .put(&closure.map(|c| (c.record, c.json.len, c.json.blake3)))
+            .put(&closure.map(|c| (c.record, c.audit_head, c.json.len, c.json.blake3)))
             .put(&output)
             .seq(files.iter().map(|(path, f)| (path, f.len, f.blake3)));
         let digest = h.finish();
@@ -202,6 +205,7 @@ impl CachedResult {
             call: self.provenance.call,
             closure: self.closure.map(|c| ClosureV1 {
                 record: c.record,
+                audit_head: c.audit_head,
                 len: c.json.len,
                 blake3: c.json.blake3,
             }),
@@ -258,6 +262,7 @@ impl CachedResult {
             Provenance::new(wire.channel, wire.call),
             wire.closure.map(|c| CachedClosure {
                 record: c.record,
+                audit_head: c.audit_head,
                 json: CachedFile {
                     len: c.len,
                     blake3: c.blake3,
@@ -365,6 +370,7 @@ struct EntryV1 {
 #[serde(deny_unknown_fields)]
 struct ClosureV1 {
     record: Digest,
+    audit_head: Digest,
     len: u64,
     blake3: Digest,
 }

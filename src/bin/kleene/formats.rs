@@ -361,7 +361,29 @@ pub fn encode_closure_line_as(
     // The record's text is the one its digest was made of (`ClosureRecord::as_json`): the
     // line wraps it rather than encoding the record a second time, in the field order serde
     // writes for the line's struct (the tests hold the two alike).
-    let record = record.as_json();
+    encode_closure_text_as(format, task, call, record.as_json())
+}
+
+/// The `closures.jsonl` line for the record whose text is `record` (a reused call's record,
+/// as the cache kept it: `kleene audit` reads it as a record like any other line).
+///
+/// # Errors
+///
+/// When the task id cannot be encoded as JSON.
+pub fn encode_closure_text(
+    task: &TaskId,
+    call: u32,
+    record: &str,
+) -> Result<Vec<u8>, serde_json::Error> {
+    encode_closure_text_as(Some(CLOSURE_LINE_FORMAT), task, call, record)
+}
+
+fn encode_closure_text_as(
+    format: Option<u32>,
+    task: &TaskId,
+    call: u32,
+    record: &str,
+) -> Result<Vec<u8>, serde_json::Error> {
     let mut line = Vec::with_capacity(record.len() + 64);
     line.push(b'{');
     if let Some(format) = format {

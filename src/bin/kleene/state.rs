@@ -509,12 +509,34 @@ impl StateDir {
         call: u32,
         record: &ClosureRecord,
     ) -> Result<(), StateError> {
+        let line = encode_closure_line(task, call, record);
+        self.append_closure_line(line)
+    }
+
+    /// [`append_closure`](Self::append_closure) for a record given as its text (a reused
+    /// call's record as the cache kept it).
+    ///
+    /// # Errors
+    ///
+    /// As [`append_closure`](Self::append_closure).
+    pub fn append_closure_text(
+        &self,
+        task: &TaskId,
+        call: u32,
+        record: &str,
+    ) -> Result<(), StateError> {
+        self.append_closure_line(crate::formats::encode_closure_text(task, call, record))
+    }
+
+    fn append_closure_line(
+        &self,
+        line: Result<Vec<u8>, serde_json::Error>,
+    ) -> Result<(), StateError> {
         let path = self.closure_log_path();
-        let mut text =
-            encode_closure_line(task, call, record).map_err(|e| StateError::Corrupt {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
+        let mut text = line.map_err(|e| StateError::Corrupt {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
         text.push(b'\n');
         // The calls in flight together append from their own threads: the torn-tail check,
         // the cut and the write go together, or one thread's check sees another's line half

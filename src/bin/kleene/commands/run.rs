@@ -562,7 +562,7 @@ fn execute(
         let Some(from) = outcome.evidence.reused_from(task) else {
             continue;
         };
-        if let Err(e) = state.append_closure(task, from.call, record) {
+        if let Err(e) = state.append_closure_text(task, from.call, record) {
             rep.say(&format!(
                 "warning: failed to keep the closure record of reused task {task}: {}",
                 Chain(&e)
