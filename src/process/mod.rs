@@ -1600,15 +1600,22 @@ mod tests {
         let shell = children.split_whitespace().next().unwrap().to_owned();
         assert!(namespace_runs(&shell));
         assert!(!namespace_runs(&std::process::id().to_string()));
-        let sleeps =
-            std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
-        for sleep in sleeps.split_whitespace() {
-            let _ = nix::sys::signal::kill(Pid::from_raw(sleep.parse().unwrap()), Signal::SIGKILL);
-        }
+        // The kernel's list of a process's children may miss one while the list changes
+        // (`touch` exiting beside the sleeps; proc(5) says it is not reliable then): every
+        // look kills what it lists, so a sleep the first look missed is killed by the next.
+        let kill_children = || {
+            let listed = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+                .unwrap_or_default();
+            for child in listed.split_whitespace().filter_map(|c| c.parse().ok()) {
+                let _ = nix::sys::signal::kill(Pid::from_raw(child), Signal::SIGKILL);
+            }
+        };
+        kill_children();
         // Killed, they are zombies until the shell reaps them: nothing of theirs runs.
         let waiting = Instant::now();
         while namespace_runs(&shell) && waiting.elapsed() < Duration::from_secs(30) {
             thread::sleep(Duration::from_millis(10));
+            kill_children();
         }
         assert!(!namespace_runs(&shell));
         let _ = init.kill();
