@@ -1081,22 +1081,6 @@ fn a_call_too_large_for_a_message_is_refused_and_the_status_says_why() {
     // Since kleene ends a task whose call is refused for the same reason as the one before
     // as recovery_stalled, the line starts with that cause and then quotes the refusal.
     let shown = String::from_utf8_lossy(&cli(&["status", "--channel", &chan]).stdout).into_owned();
-    // A reader gone before the status is written (`| head`) ends the output, not in a panic.
-    let (reader, writer) = std::io::pipe().expect("pipe");
-    drop(reader);
-    let closed = Command::new(BIN)
-        .args(["status", "--channel", &chan])
-        .env("RESTATE_INGRESS_URL", ingress())
-        .env("RESTATE_ADMIN_URL", admin())
-        .stdout(writer)
-        .output()
-        .expect("run kleene-restate");
-    assert!(
-        !String::from_utf8_lossy(&closed.stderr).contains("panicked"),
-        "{}",
-        String::from_utf8_lossy(&closed.stderr)
-    );
-    assert_eq!(closed.status.code(), Some(0));
     assert!(
         shown.contains("2 calls  ") && shown.contains("refused") && shown.contains("big.bin"),
         "{shown}"
