@@ -443,8 +443,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECS", default_value_t = 600.0)]
     pub timeout: f64,
     /// Start over: move an existing state directory aside to STATE.old-N first (kept for
-    /// inspection) instead of refusing it. kleene never removes it: the line it prints names
-    /// the directory and the `rm -rf` that removes it once it is no longer wanted.
+    /// inspection) instead of refusing it (or, for a finished run, replacing it). kleene
+    /// never removes it: the line it prints names the directory and the `rm -rf` that removes
+    /// it once it is no longer wanted. Accepted results are still reused from the cache;
+    /// add --no-cache to make every call.
     #[arg(long)]
     pub restart: bool,
     /// Kill commands an earlier kleene left running in this state directory instead of
