@@ -369,3 +369,49 @@ fn a_cache_that_cannot_be_one_is_refused_before_the_run_and_bad_entries_are_coun
     assert_eq!(said.matches("warning:").count(), 6, "{said}");
     assert!(said.contains("195 more warnings"), "{said}");
 }
+
+/// Two runs at once in two state directories, sharing one cache: both are accepted, the
+/// cache reads back whole, and a third run of either plan makes no call.
+#[test]
+fn two_runs_at_once_share_one_cache() {
+    let tmp = TempDir::new().unwrap();
+    let cache = tmp.path().join("shared-cache");
+    let log = tmp.path().join("calls.log");
+    let projects: Vec<std::path::PathBuf> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            let dir = tmp.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            write_plan(&dir, &log, None);
+            dir
+        })
+        .collect();
+    let running: Vec<std::process::Child> = projects
+        .iter()
+        .map(|dir| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_kleene"))
+                .current_dir(dir)
+                .args(["run", "plan.json", "-j", "2", "--cache"])
+                .arg(&cache)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in running {
+        assert!(child.wait().unwrap().success());
+    }
+    let pruned = kleene(tmp.path())
+        .args(["cache", "--prune", "--cache"])
+        .arg(&cache)
+        .output()
+        .unwrap();
+    assert!(
+        text(&pruned.stdout).contains("0 results that did not read back"),
+        "{}",
+        text(&pruned.stdout)
+    );
+    take_calls(&log);
+    run(&projects[1], &["--cache", cache.to_str().unwrap()]);
+    assert!(take_calls(&log).is_empty());
+}
