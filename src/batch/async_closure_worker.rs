@@ -426,7 +426,7 @@ impl<A: AsyncBatchAgent + Send> AsyncWorker for AsyncClosureWorker<A> {
             }
         };
         let finished = self.agent.finish_call(call, &record).await;
-        closure_proposal(&task.id, &record, finished, agent_error)
+        closure_proposal(&task.id, record, finished, agent_error)
     }
 }
 

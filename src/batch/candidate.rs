@@ -118,6 +118,11 @@ impl AcceptedOutput {
     pub fn digest(&self) -> Digest {
         self.digest
     }
+
+    /// The accepted candidate, the output given up.
+    pub(crate) fn into_candidate(self) -> Candidate {
+        self.candidate
+    }
 }
 
 /// Why a candidate was refused: the exact rejection a corrective call receives.

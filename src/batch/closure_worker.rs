@@ -264,7 +264,7 @@ impl<A: BatchAgent> Worker for ClosureWorker<A> {
             }
         };
         let finished = self.agent.finish_call(call, &record);
-        closure_proposal(&task.id, &record, finished, agent_error)
+        closure_proposal(&task.id, record, finished, agent_error)
     }
 
     fn waits_for_reservation(&self) -> bool {
@@ -307,7 +307,7 @@ pub(crate) fn withdrawal<E: AgentError>(
 /// error of kind infrastructure or cancelled fails the call instead.
 pub(crate) fn closure_proposal<E: AgentError>(
     task: &TaskId,
-    record: &ClosureRecord,
+    record: ClosureRecord,
     finished: Result<Proposal, WorkerFailure>,
     agent_error: Option<E>,
 ) -> Result<Proposal, WorkerFailure> {
@@ -317,7 +317,7 @@ pub(crate) fn closure_proposal<E: AgentError>(
     {
         return Err(WorkerFailure::Agent(failure.clone()));
     }
-    let mut proposal = finished?.closed_by(task, record);
+    let mut proposal = finished?.closed_by_record(task, record);
     proposal.error = agent_error;
     Ok(proposal)
 }

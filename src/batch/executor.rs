@@ -852,9 +852,7 @@ impl<'p> Batch<'p> {
             self.channel.clone(),
             self.input_template(),
             evidence,
-            self.cache
-                .binding()
-                .map(|binding| (binding, self.inputs.clone())),
+            self.cache.binding(&self.inputs),
         )
     }
 

@@ -15,8 +15,6 @@
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
 
-use std::collections::BTreeMap;
-
 use super::cache::binding::CacheBinding;
 use super::cache::{ActionKey, CacheWarning};
 use super::candidate::{AcceptedOutput, Candidate, Rejection};
@@ -213,8 +211,8 @@ pub struct BatchMachine<'p> {
     /// Calls this machine handed out that have not settled.
     dispatched: usize,
     agent_failures: AgentFailures,
-    /// The batch's cache, with the batch's inputs (the default keys name them).
-    cache: Option<(CacheBinding, BTreeMap<String, Digest>)>,
+    /// The batch's cache.
+    cache: Option<CacheBinding>,
     cache_warnings: Vec<CacheWarning>,
     reused_closures: Vec<(TaskId, std::sync::Arc<str>)>,
     /// Positions accepted with a reused output since a driver last took them: a driver that
@@ -238,7 +236,7 @@ impl<'p> BatchMachine<'p> {
         channel: ChannelId,
         template: CanonicalHasher,
         evidence: BatchEvidence,
-        cache: Option<(CacheBinding, BTreeMap<String, Digest>)>,
+        cache: Option<CacheBinding>,
     ) -> Self {
         let graph = Prerequisites::of_plan(plan);
         let dependents = graph.reversed();
@@ -340,13 +338,13 @@ impl<'p> BatchMachine<'p> {
     /// The action key of the task at `position`, whose prerequisites are all accepted, when
     /// the batch has a cache and the task may be cached.
     fn action_key(&self, position: usize) -> Option<ActionKey> {
-        let (binding, inputs) = self.cache.as_ref()?;
+        let binding = self.cache.as_ref()?;
         let order = self.plan.topological_order();
         let prerequisites = self.by_id.of(position).iter().filter_map(|&p| {
             let accepted = self.evidence.task_at(p)?.accepted()?;
             Some((order[p].clone(), accepted.digest()))
         });
-        binding.key(self.tasks[position], inputs, prerequisites)
+        binding.key(self.tasks[position], prerequisites)
     }
 
     /// The event that accepts the task at `position` with an output its cache keeps, if it
@@ -354,7 +352,7 @@ impl<'p> BatchMachine<'p> {
     /// only what the task owns.
     fn reuse(&mut self, position: usize, id: &TaskId) -> Option<EvidenceEvent> {
         let key = self.action_key(position)?;
-        let (binding, _) = self.cache.as_ref()?;
+        let binding = self.cache.as_ref()?;
         let (from, output, record) = binding.lookup(id, key, &mut self.cache_warnings)?;
         if let Err(rejection) = check_ownership(self.plan, self.tasks[position], output.candidate())
         {
@@ -368,11 +366,12 @@ impl<'p> BatchMachine<'p> {
         if let Some(record) = record {
             self.reused_closures.push((id.clone(), record));
         }
+        let digest = output.digest();
         Some(EvidenceEvent::Reused {
             task: id.clone(),
             from,
-            digest: output.digest(),
-            candidate: output.candidate().clone(),
+            digest,
+            candidate: output.into_candidate(),
         })
     }
 
@@ -778,7 +777,7 @@ impl<'p> BatchMachine<'p> {
         let Some(key) = self.action_key(position) else {
             return;
         };
-        if let Some((binding, _)) = &self.cache {
+        if let Some(binding) = &self.cache {
             let output = AcceptedOutput::trusted(candidate.clone(), digest);
             binding.store(
                 key,

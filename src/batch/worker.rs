@@ -281,8 +281,14 @@ impl Proposal {
     /// assert!(proposal.closure().is_some());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn closed_by(mut self, task: &TaskId, record: &ClosureRecord) -> Self {
-        if let Some(halt) = super::closure_worker::halt_text(record) {
+    pub fn closed_by(self, task: &TaskId, record: &ClosureRecord) -> Self {
+        self.closed_by_record(task, record.clone())
+    }
+
+    /// [`closed_by`](Self::closed_by), keeping `record` itself: the closure workers own
+    /// their call's record and hand it over rather than copy it on every call.
+    pub(crate) fn closed_by_record(mut self, task: &TaskId, record: ClosureRecord) -> Self {
+        if let Some(halt) = super::closure_worker::halt_text(&record) {
             let text = match self.rejection.take() {
                 Some(Rejection::Contract { message, .. }) => format!("{message}\n\n{halt}"),
                 Some(other) => format!("{other}\n\n{halt}"),
@@ -290,8 +296,9 @@ impl Proposal {
             };
             self.rejection = Some(Rejection::contract(task, text));
         }
-        self.record = Some(Box::new(record.clone()));
-        self.with_closure(ClosureSettlement::of(record))
+        self.closure = Some(ClosureSettlement::of(&record));
+        self.record = Some(Box::new(record));
+        self
     }
 
     /// The candidate.

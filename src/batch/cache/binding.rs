@@ -35,11 +35,13 @@ impl std::fmt::Debug for CacheSettings {
 }
 
 impl CacheSettings {
-    /// The binding a batch's machine consults, when the batch has a cache.
-    pub(crate) fn binding(&self) -> Option<CacheBinding> {
+    /// The binding a batch's machine consults, when the batch has a cache; `inputs` are the
+    /// batch's (the default keys name them).
+    pub(crate) fn binding(&self, inputs: &BTreeMap<String, Digest>) -> Option<CacheBinding> {
         Some(CacheBinding {
             cache: self.cache.clone()?,
             keys: self.keys.clone(),
+            inputs: inputs.clone(),
         })
     }
 }
@@ -50,6 +52,7 @@ pub(crate) struct CacheBinding {
     cache: Arc<dyn ActionCache>,
     /// The caller's keys; without them, each task's plan entry and the batch's inputs.
     keys: Option<Arc<TaskKeys>>,
+    inputs: BTreeMap<String, Digest>,
 }
 
 impl CacheBinding {
@@ -58,12 +61,12 @@ impl CacheBinding {
     pub(crate) fn key(
         &self,
         task: &PlannedTask,
-        inputs: &BTreeMap<String, Digest>,
         prerequisites: impl IntoIterator<Item = (TaskId, Digest)>,
     ) -> Option<ActionKey> {
         let parts = match &self.keys {
             Some(keys) => keys(task)?,
-            None => inputs
+            None => self
+                .inputs
                 .iter()
                 .fold(ActionKeyParts::new(task), |parts, (name, d)| {
                     parts.setting(&format!("batch input {name}"), d.as_bytes())
@@ -85,7 +88,7 @@ impl CacheBinding {
     ) -> Option<(ReusedFrom, AcceptedOutput, Option<Arc<str>>)> {
         match self.cache.lookup(&key) {
             Lookup::Hit(hit) => {
-                let result = hit.result();
+                let (result, output, closure_json) = hit.into_parts();
                 if result.task() != task || result.key() != key {
                     warnings.push(CacheWarning::Unusable {
                         task: task.clone(),
@@ -111,7 +114,7 @@ impl CacheBinding {
                         .closure()
                         .map(|c| ReusedClosure::new(c.record, c.audit_head)),
                 );
-                Some((from, hit.output().clone(), hit.closure_json().cloned()))
+                Some((from, output, closure_json))
             }
             Lookup::Miss => None,
             Lookup::Refused { entry, problem } => {

@@ -102,6 +102,11 @@ impl CacheHit {
             .as_ref()
     }
 
+    /// The hit taken apart: what its entry says, its output, and its closure record's text.
+    pub(crate) fn into_parts(self) -> (CachedResult, AcceptedOutput, Option<Arc<str>>) {
+        (self.result, self.output, self.closure_json)
+    }
+
     /// The closure record's text, as the cache kept it (its blake3 and length are the ones
     /// the entry names): what a run that reuses the result keeps as the call's trail.
     pub fn closure_json(&self) -> Option<&Arc<str>> {

@@ -172,7 +172,6 @@ impl BatchEvidence {
             failure_history: VecDeque::new(),
             events: 1,
             closures: Vec::new(),
-            reused: Vec::new(),
             fixes_used: 0,
             index: Arc::new(index),
         })
@@ -403,8 +402,7 @@ impl BatchEvidence {
                     task: task.clone(),
                     digest,
                 })?);
-                t.reused = Some(Box::new(from.clone()));
-                self.reused.push((task, from));
+                t.reused = Some(Box::new(from));
             }
         }
         self.events += 1;

@@ -57,9 +57,6 @@ pub struct BatchEvidence {
     pub(super) events: u64,
     /// Every call that ran a closure, in plan order and, for one task, in call order.
     pub(super) closures: Vec<ClosureCall>,
-    /// Every task whose output was reused from an earlier accepted call, and where from,
-    /// in the order they were reused.
-    pub(super) reused: Vec<(TaskId, ReusedFrom)>,
     /// The run-wide fix attempts used (derived from `closures`), so a call need not sum them.
     pub(super) fixes_used: u32,
     /// Where each task sits in `order`; rebuilt on load, never persisted. Shared, as
@@ -84,7 +81,6 @@ impl PartialEq for BatchEvidence {
             && self.failure_history == other.failure_history
             && self.events == other.events
             && self.closures == other.closures
-            && self.reused == other.reused
     }
 }
 
@@ -104,7 +100,6 @@ impl Canonical for BatchEvidence {
             tasks,
             recoveries,
             closures,
-            reused,
             failure_history: _,
             events: _,
             fixes_used: _,
@@ -124,12 +119,9 @@ impl Canonical for BatchEvidence {
             h.put("closures").seq(closures.into_iter());
         }
         // Likewise evidence without reused outputs; in plan order, as for closures.
+        let reused: Vec<(&TaskId, &ReusedFrom)> = self.reused().collect();
         if !reused.is_empty() {
-            let mut reused: Vec<&(TaskId, ReusedFrom)> = reused.iter().collect();
-            let index = self.index();
-            reused.sort_by_key(|(task, _)| index.get(task).copied());
-            h.put("reused")
-                .seq(reused.into_iter().map(|(task, from)| (task, from)));
+            h.put("reused").seq(reused.into_iter());
         }
     }
 }
@@ -424,9 +416,10 @@ impl BatchEvidence {
         &self.closures
     }
     /// Every task whose output was reused from an earlier accepted call (a cache hit), with
-    /// where it was accepted, in the order they were reused.
+    /// where it was accepted, in the plan's topological order.
     pub fn reused(&self) -> impl Iterator<Item = (&TaskId, &ReusedFrom)> {
-        self.reused.iter().map(|(task, from)| (task, from))
+        self.inventory()
+            .filter_map(|(task, t)| Some((task, t.reused.as_deref()?)))
     }
 
     /// Where `task`'s output was accepted, when it was reused rather than made by a call of
@@ -464,7 +457,7 @@ impl BatchEvidence {
         closures: impl IntoIterator<Item = (&'r TaskId, u32, &'r crate::closure::ClosureRecord)>,
     ) -> Result<usize, crate::closure::bound::ClosuresError> {
         // A reused output's closure is bound by its reuse, under the call that made it.
-        let reused = self.reused.iter().filter_map(|(task, from)| {
+        let reused = self.reused().filter_map(|(task, from)| {
             let c = from.closure?;
             Some((task, from.call, c.audit_head, c.record_digest))
         });

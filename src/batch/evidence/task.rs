@@ -167,9 +167,8 @@ pub struct TaskEvidence {
     pub(in crate::batch) interrupted: Vec<u32>,
     pub(in crate::batch) blocked_by: Option<TaskId>,
     pub(in crate::batch) correction_granted: bool,
-    /// Where its output came from, when it was reused: found by task in constant time (the
-    /// batch's list of reuses keeps their order, and is what the digest covers). Boxed:
-    /// rare, and every task has the field.
+    /// Where its output came from, when it was reused (the evidence digest covers it, with
+    /// the other tasks' reuses, in plan order). Boxed: rare, and every task has the field.
     pub(in crate::batch) reused: Option<Box<super::ReusedFrom>>,
 }
 

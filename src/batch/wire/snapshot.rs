@@ -435,7 +435,6 @@ impl TryFrom<BatchEvidenceV3<'_>> for BatchEvidence {
             index_of(&order).map_err(|task| InvalidPayload::DuplicateTask { task })?,
         ));
         let closures: Vec<ClosureCall> = r.closures.into_iter().map(Into::into).collect();
-        let mut reused = Vec::with_capacity(r.reused.len());
         for u in r.reused {
             let from = ReusedFrom::new(
                 ActionKey::from_digest(u.key),
@@ -445,15 +444,14 @@ impl TryFrom<BatchEvidenceV3<'_>> for BatchEvidence {
                     .map(|(record, head)| ReusedClosure::new(record, head)),
             );
             let task = u.task.into_owned();
-            // Each task's own copy, found in constant time; the task is known (checked above).
+            // The task is known (checked above).
             if let Some(t) = index
                 .get()
                 .and_then(|i| i.get(&task).copied())
                 .and_then(|p| tasks.get_mut(p))
             {
-                t.reused = Some(Box::new(from.clone()));
+                t.reused = Some(Box::new(from));
             }
-            reused.push((task, from));
         }
         Ok(BatchEvidence {
             channel: r.channel.into_owned(),
@@ -470,7 +468,6 @@ impl TryFrom<BatchEvidenceV3<'_>> for BatchEvidence {
                 .iter()
                 .fold(0u32, |n, c| n.saturating_add(c.fix_attempts_used())),
             closures,
-            reused,
             index,
         })
     }
