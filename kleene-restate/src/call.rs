@@ -68,6 +68,49 @@ pub struct FixDraw {
     pub fix: TaskId,
     /// The run's budget: the draw is refused when this many were drawn on the channel.
     pub max: u32,
+    /// The call's turn: the nonce of the worker's claim, which every attempt of one task-worker
+    /// invocation shares. The ledger refuses a draw for a call number another execution drew
+    /// under, and any draw once the channel has sealed the call. Absent from an earlier
+    /// adapter's draw (left out when absent, so such a draw keeps its JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<String>,
+}
+
+/// The fix ledger's answer to a [`FixDraw`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum DrawAnswer {
+    /// Granted, and durable in the ledger: the fix may run.
+    Granted,
+    /// The run's budget was drawn already.
+    Spent,
+    /// The channel sealed the call: its turn ended (its invocation was retried and found
+    /// interrupted), so whatever still draws for it is an abandoned execution.
+    Sealed,
+    /// Another execution drew under the same call number first: a call number is one
+    /// execution.
+    OtherTurn,
+}
+
+impl DrawAnswer {
+    /// Why the fix may not run, in words; `None` when it was granted.
+    pub fn refusal(self, draw: &FixDraw, channel: &ChannelId) -> Option<String> {
+        let call = format!("call {} of task {}", draw.attempt, draw.task);
+        match self {
+            Self::Granted => None,
+            Self::Spent => Some(format!(
+                "the run's {} fix attempt(s) are drawn on channel {channel}",
+                draw.max
+            )),
+            Self::Sealed => Some(format!(
+                "channel {channel} sealed {call}: its turn ended, and another call replaces it"
+            )),
+            Self::OtherTurn => Some(format!(
+                "another execution of {call} drew on channel {channel} first; a call number is \
+                 one execution"
+            )),
+        }
+    }
 }
 
 /// What a worker answers.
@@ -94,8 +137,8 @@ pub enum TaskReply {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         record: Option<String>,
     },
-    /// The call could not be made and is not counted (a fix draw failed, the stage could
-    /// not be made, the closure was cancelled).
+    /// The call could not be made and is not counted (the stage or the plan's copy could not
+    /// be made before anything ran): the same call number is made again.
     Withdrawn {
         /// Why.
         detail: String,
@@ -103,10 +146,12 @@ pub enum TaskReply {
     /// The call could not run (its inputs did not arrive, the command could not start or
     /// timed out).
     Failed(InfrastructureFailure),
-    /// A retried invocation found this call claimed by an earlier attempt that left no
-    /// result: the work may have run, partly or wholly. kleene's resume rules decide.
+    /// The call may have run, partly or wholly, and left no result to settle: a retried
+    /// invocation found it claimed by an earlier attempt, or a fix draw did not go through
+    /// after its commands ran. Its number is spent, as a local run's interrupted call is;
+    /// kleene's resume rules decide whether another call is made.
     Interrupted {
-        /// The earlier attempt's claim.
+        /// The call's claim.
         nonce: String,
     },
 }

@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use kleene::batch::BatchEvidence;
 use kleene::id::Digest;
 
-use crate::call::{FixDraw, StoredClosure};
+use crate::call::{DrawAnswer, FixDraw, StoredClosure};
 use crate::service::{RunReport, Submission};
 use crate::status::ChannelStatus;
 
@@ -179,16 +179,23 @@ impl Restate {
         Ok(())
     }
 
-    /// Draws one fix attempt from `channel`'s run-wide budget in its fix ledger: `true` when
-    /// it was granted (durable once this returns), `false` when the budget is spent. Sent
-    /// with an idempotency key, so a retried request gets the first answer.
+    /// Draws one fix attempt from `channel`'s run-wide budget in its fix ledger: granted
+    /// (durable once this returns), or why not. Sent with an idempotency key, so a retried
+    /// request gets the first answer.
     ///
     /// # Errors
     ///
     /// [`ClientError`] when the ledger could not be reached or refused the request.
-    pub async fn draw_fix(&self, channel: &str, draw: &FixDraw) -> Result<bool, ClientError> {
+    pub async fn draw_fix(&self, channel: &str, draw: &FixDraw) -> Result<DrawAnswer, ClientError> {
         let url = format!("{}/FixLedger/{channel}/draw", self.ingress);
-        let key = format!("{channel}/{}/{}/{}", draw.task, draw.attempt, draw.fix);
+        // The turn is in the key: another execution's draw is answered for itself.
+        let key = format!(
+            "{channel}/{}/{}/{}/{}",
+            draw.task,
+            draw.attempt,
+            draw.fix,
+            draw.turn.as_deref().unwrap_or("")
+        );
         let bytes = self.post_bytes(url.clone(), Some(draw), Some(&key)).await?;
         serde_json::from_slice(&bytes).map_err(|source| ClientError::Json { url, source })
     }

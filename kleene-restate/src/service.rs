@@ -42,10 +42,14 @@
 //!   (`Channel/{channel}/closures`, shared) for acceptance to check every audit trail.
 //! - The worker claims a call with a journaled nonce before running it. Restate retries an
 //!   invocation whose worker died; the retry finds the claim and no result and answers
-//!   `Interrupted` instead of running the command again. The channel then lets the other
-//!   calls settle and rebuilds its machine from the evidence, which applies kleene's resume
-//!   rules to the interrupted call: `allow` makes a new call within the task's budget,
-//!   `block` stops the pass naming agent, channel and task.
+//!   `Interrupted` instead of running the command again. The channel seals the call in its
+//!   fix ledger, lets the other calls settle and rebuilds its machine from the evidence,
+//!   which applies kleene's resume rules to the interrupted call: `allow` makes a new call
+//!   within the task's budget, `block` stops the pass naming agent, channel and task.
+//! - A call is fenced to its turn: when the server ends an attempt, the SDK drops its
+//!   handler and the call's command stops with its process group; a fix draw carries the
+//!   call's turn, and the ledger refuses one for a sealed call or for a call number another
+//!   execution drew under.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -63,17 +67,18 @@ use kleene::closure::ClosureRecord;
 use kleene::error::Chain;
 use kleene::id::{AgentId, ChannelId, Digest, TaskId};
 use kleene::plan::ValidatedPlan;
+use kleene::process::Interrupt;
 use kleene::shell::{LoadError, PlanFiles, PlanFilesError, PlanFilesManifest, ShellPlan};
 use restate_sdk::prelude::*;
 use restate_sdk::service::IntoServiceDefinition;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
-use crate::call::{FixDraw, StoredClosure, TaskCall, TaskReply};
+use crate::call::{DrawAnswer, FixDraw, StoredClosure, TaskCall, TaskReply};
 use crate::client::Restate;
 use crate::content::{ContentError, Files, verify};
 use crate::status::ChannelStatus;
-use crate::worker::{WorkDir, WorkDirError};
+use crate::worker::{CallTurn, WorkDir, WorkDirError};
 
 /// The state key of the channel's checkpointed evidence.
 const EVIDENCE: &str = "evidence";
@@ -585,9 +590,11 @@ async fn drive(
         // go into the evidence before the call's settlement, as a local run journals them.
         let drawn: Vec<TaskId> = match &reply {
             TaskReply::Interrupted { .. } => {
+                // Sealed, so that an abandoned execution still drawing is refused from now on,
+                // and what it drew before is all in the evidence: ledger and evidence agree.
                 let call = (dispatch.task().clone(), dispatch.attempt());
                 ctx.object_client::<FixLedgerClient>(key.clone())
-                    .drawn(Json(call))
+                    .seal(Json(call))
                     .call()
                     .await?
                     .0
@@ -854,46 +861,139 @@ fn task_call(
 
 /// The state key of a channel's fix ledger: every draw granted, in order.
 const DRAWN: &str = "drawn";
+/// The state key of the calls a channel sealed: their turn ended, no draw is granted for them.
+const SEALED: &str = "sealed";
 
 /// The run-wide fix budget of one channel: a virtual object keyed by the channel id, apart
 /// from the channel object because that one is locked by its pass while calls run. Each
 /// draw is granted only while fewer than the budget were granted on the channel, and it is
 /// in the object's state before the grant is answered, so a fix never runs on a draw that
 /// could be lost and no sequence of crashes hands out more than the budget.
+///
+/// It also fences calls to their turn: a call number's draws must all carry the turn of the
+/// execution that drew first, and once the channel seals a call (its invocation came back
+/// interrupted) nothing more is granted for it. The seal answers what the call drew, so what
+/// the evidence counts is exactly what the ledger granted.
 #[derive(Debug, Default)]
 pub struct FixLedger;
 
+/// A channel's fix ledger as its state keeps it: the draws granted, in order, and the calls
+/// sealed. Its rules are here, apart from Restate, so they can be checked for every order
+/// of draws and seals.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Ledger {
+    granted: Vec<FixDraw>,
+    sealed: Vec<(TaskId, u32)>,
+}
+
+impl Ledger {
+    /// Answers `draw`, keeping it when it is granted for the first time; `true` with the
+    /// answer when the ledger changed.
+    fn draw(&mut self, draw: FixDraw) -> (DrawAnswer, bool) {
+        let call = |d: &FixDraw| d.task == draw.task && d.attempt == draw.attempt;
+        if self.is_sealed(&draw.task, draw.attempt) {
+            return (DrawAnswer::Sealed, false);
+        }
+        // A call number is one execution: its draws all carry the first one's turn (a draw
+        // without one is an earlier adapter's and is not fenced).
+        if self
+            .granted
+            .iter()
+            .any(|d| call(d) && d.turn.is_some() && draw.turn.is_some() && d.turn != draw.turn)
+        {
+            return (DrawAnswer::OtherTurn, false);
+        }
+        if self.granted.iter().any(|d| call(d) && d.fix == draw.fix) {
+            return (DrawAnswer::Granted, false);
+        }
+        if self.granted.len() >= usize::try_from(draw.max).unwrap_or(usize::MAX) {
+            return (DrawAnswer::Spent, false);
+        }
+        self.granted.push(draw);
+        (DrawAnswer::Granted, true)
+    }
+
+    /// Seals call `attempt` of `task` and answers the fix subtasks it drew for, in order;
+    /// `true` with them when the ledger changed.
+    fn seal(&mut self, task: &TaskId, attempt: u32) -> (Vec<TaskId>, bool) {
+        let changed = !self.is_sealed(task, attempt);
+        if changed {
+            self.sealed.push((task.clone(), attempt));
+        }
+        (self.drawn(task, attempt), changed)
+    }
+
+    fn is_sealed(&self, task: &TaskId, attempt: u32) -> bool {
+        self.sealed.iter().any(|(t, a)| t == task && *a == attempt)
+    }
+
+    /// The fix subtasks call `attempt` of `task` drew for, in order.
+    fn drawn(&self, task: &TaskId, attempt: u32) -> Vec<TaskId> {
+        self.granted
+            .iter()
+            .filter(|d| d.task == *task && d.attempt == attempt)
+            .map(|d| d.fix.clone())
+            .collect()
+    }
+}
+
+/// Reads the ledger from the state of the object `$ctx` (a macro: the SDK's read trait does
+/// not lend itself to a generic async function that its handlers' futures stay `Send` with).
+macro_rules! ledger {
+    ($ctx:expr) => {
+        Ledger {
+            granted: $ctx
+                .get::<Json<Vec<FixDraw>>>(DRAWN)
+                .await?
+                .map(|j| j.0)
+                .unwrap_or_default(),
+            sealed: $ctx
+                .get::<Json<Vec<(TaskId, u32)>>>(SEALED)
+                .await?
+                .map(|j| j.0)
+                .unwrap_or_default(),
+        }
+    };
+}
+
 #[restate_sdk::object]
 impl FixLedger {
-    /// Grants `draw` (`true`) unless the channel's budget is spent; granting the same draw
-    /// again answers `true` and counts it once.
+    /// Grants `draw` unless the channel's budget is spent, the call is sealed or another
+    /// execution drew under its number; granting the same draw again answers `Granted` and
+    /// counts it once.
     #[handler]
     async fn draw(
         &self,
         ctx: ObjectContext<'_>,
         draw: Json<FixDraw>,
-    ) -> Result<bool, HandlerError> {
-        let Json(draw) = draw;
-        let mut granted: Vec<FixDraw> = ctx
-            .get::<Json<Vec<FixDraw>>>(DRAWN)
-            .await?
-            .map(|j| j.0)
-            .unwrap_or_default();
-        let same =
-            |d: &FixDraw| d.task == draw.task && d.attempt == draw.attempt && d.fix == draw.fix;
-        if granted.iter().any(same) {
-            return Ok(true);
+    ) -> Result<Json<DrawAnswer>, HandlerError> {
+        let mut kept = ledger!(ctx);
+        let (answer, changed) = kept.draw(draw.0);
+        if changed {
+            ctx.set(DRAWN, Json(kept.granted));
         }
-        if granted.len() >= usize::try_from(draw.max).unwrap_or(usize::MAX) {
-            return Ok(false);
-        }
-        granted.push(draw);
-        ctx.set(DRAWN, Json(granted));
-        Ok(true)
+        Ok(Json(answer))
     }
 
-    /// The fix subtasks call `attempt` of `task` drew for, in order (what a call that was
-    /// interrupted used of the budget).
+    /// Seals call `attempt` of `task`: its turn ended, so no draw is granted for it from now
+    /// on. Answers the fix subtasks it drew for, in order (what the interrupted call used of
+    /// the budget). Sealing again answers the same.
+    #[handler]
+    async fn seal(
+        &self,
+        ctx: ObjectContext<'_>,
+        call: Json<(TaskId, u32)>,
+    ) -> Result<Json<Vec<TaskId>>, HandlerError> {
+        let Json((task, attempt)) = call;
+        let mut kept = ledger!(ctx);
+        let (drawn, changed) = kept.seal(&task, attempt);
+        if changed {
+            ctx.set(SEALED, Json(kept.sealed));
+        }
+        Ok(Json(drawn))
+    }
+
+    /// The fix subtasks call `attempt` of `task` drew for, in order.
     #[handler]
     async fn drawn(
         &self,
@@ -901,18 +1001,7 @@ impl FixLedger {
         call: Json<(TaskId, u32)>,
     ) -> Result<Json<Vec<TaskId>>, HandlerError> {
         let Json((task, attempt)) = call;
-        let granted: Vec<FixDraw> = ctx
-            .get::<Json<Vec<FixDraw>>>(DRAWN)
-            .await?
-            .map(|j| j.0)
-            .unwrap_or_default();
-        Ok(Json(
-            granted
-                .into_iter()
-                .filter(|d| d.task == task && d.attempt == attempt)
-                .map(|d| d.fix)
-                .collect(),
-        ))
+        Ok(Json(ledger!(ctx).drawn(&task, attempt)))
     }
 }
 
@@ -1117,6 +1206,12 @@ impl TaskWorker {
         let fresh = fresh.load(Ordering::SeqCst);
         let work = Arc::clone(&self.work);
         let ledger = self.restate.clone();
+        // The call's turn ends with this attempt: when the server ends it (a retry after a
+        // server or node loss, a leadership move, a kill), the SDK drops this future, and the
+        // fence stops the command's process group instead of leaving it running on a
+        // blocking thread beside the call that replaces it.
+        let fence = EndOfTurn(Interrupt::default());
+        let ended = fence.0.clone();
         let Json(reply) = ctx
             .run(|| async move {
                 if !fresh {
@@ -1130,15 +1225,15 @@ impl TaskWorker {
                 let ledger = ledger.clone();
                 let handle = tokio::runtime::Handle::current();
                 let reply = tokio::task::spawn_blocking(move || {
-                    work.run(plan, &plan_dir, &call, &inputs, &mut |draw| match handle
-                        .block_on(ledger.draw_fix(call.channel.as_str(), draw))
-                    {
-                        Ok(true) => Ok(()),
-                        Ok(false) => Err(format!(
-                            "the run's {} fix attempt(s) are drawn on channel {}",
-                            draw.max, call.channel
-                        )),
-                        Err(e) => Err(format!("failed to {}", Chain(&e))),
+                    let turn = CallTurn {
+                        claim: &nonce,
+                        ended: &ended,
+                    };
+                    work.run(plan, &plan_dir, &call, &inputs, turn, &mut |draw| {
+                        let answer = handle
+                            .block_on(ledger.draw_fix(call.channel.as_str(), draw))
+                            .map_err(|e| format!("failed to {}", Chain(&e)))?;
+                        answer.refusal(draw, &call.channel).map_or(Ok(()), Err)
                     })
                 })
                 .await?;
@@ -1146,7 +1241,17 @@ impl TaskWorker {
             })
             .name("work")
             .await?;
+        drop(fence);
         Ok(Json(reply))
+    }
+}
+
+/// Ends a call's turn when dropped: the command it runs stops with its process group.
+struct EndOfTurn(Interrupt);
+
+impl Drop for EndOfTurn {
+    fn drop(&mut self) {
+        self.0.set();
     }
 }
 
@@ -1174,6 +1279,10 @@ pub fn endpoint(dir: &Path, jobs: usize, ingress: &str) -> Result<Endpoint, Work
         .build())
 }
 
+/// How often a worker pings a connection the server has been silent on, and how long it
+/// waits for the answer before it takes the connection, and the calls on it, as lost.
+const KEEPALIVE: Duration = Duration::from_secs(5);
+
 /// Serves `endpoint` on `listener` over HTTP/2 with `TCP_NODELAY` on every connection: the
 /// Restate protocol sends small frames and waits for their answers, so Nagle's algorithm
 /// against delayed ACKs would add about 40 ms to every journal round trip (the SDK's own
@@ -1189,8 +1298,14 @@ pub async fn serve(listener: tokio::net::TcpListener, endpoint: Endpoint) -> std
         stream.set_nodelay(true)?;
         let endpoint = endpoint.clone();
         tokio::spawn(async move {
-            // A broken connection ends its invocations' attempts; the server retries them.
+            // A broken connection ends its invocations' attempts (the server retries them) and
+            // drops their handlers, whose fences stop their commands. Pings find a connection
+            // whose server went silent (a node lost without a reset): after KEEPALIVE and its
+            // timeout, it is broken too, so no call outlives its turn by more than that.
             let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .timer(hyper_util::rt::TokioTimer::new())
+                .keep_alive_interval(Some(KEEPALIVE))
+                .keep_alive_timeout(KEEPALIVE)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), endpoint)
                 .await;
         });
@@ -1268,6 +1383,85 @@ mod tests {
         let why = text(plan_files("c", &old, sent).unwrap_err());
         assert!(why.contains("carries no plan files"), "{why}");
         assert!(old.shell_plan("c").is_err());
+    }
+
+    fn fix_draw(task: &str, attempt: u32, fix: &str, turn: &str) -> FixDraw {
+        FixDraw {
+            task: TaskId::new(task).unwrap(),
+            attempt,
+            fix: TaskId::new(fix).unwrap(),
+            max: 3,
+            turn: Some(turn.to_owned()),
+        }
+    }
+
+    #[test]
+    fn the_ledger_fences_a_call_to_its_first_execution_and_to_its_turn() {
+        let mut ledger = Ledger::default();
+        let a1 = |fix, turn| fix_draw("a", 1, fix, turn);
+        assert_eq!(ledger.draw(a1("fa", "x")), (DrawAnswer::Granted, true));
+        // The same draw again (a retried request): granted, counted once.
+        assert_eq!(ledger.draw(a1("fa", "x")), (DrawAnswer::Granted, false));
+        // A second execution under the same call number is refused.
+        assert_eq!(ledger.draw(a1("fb", "y")), (DrawAnswer::OtherTurn, false));
+        // Sealed: what it drew is answered, and nothing more is granted for it.
+        let a = TaskId::new("a").unwrap();
+        assert_eq!(ledger.seal(&a, 1), (vec![TaskId::new("fa").unwrap()], true));
+        assert_eq!(ledger.draw(a1("fb", "x")), (DrawAnswer::Sealed, false));
+        assert!(!ledger.seal(&a, 1).1);
+        // The call that replaces it draws under its own number, within the budget.
+        assert_eq!(
+            ledger.draw(fix_draw("a", 2, "fb", "z")).0,
+            DrawAnswer::Granted
+        );
+        assert_eq!(
+            ledger.draw(fix_draw("b", 1, "fc", "w")).0,
+            DrawAnswer::Granted
+        );
+        assert_eq!(
+            ledger.draw(fix_draw("c", 1, "fd", "v")).0,
+            DrawAnswer::Spent
+        );
+    }
+
+    proptest::proptest! {
+        /// For every order of draws and seals, from any turns: the ledger never grants more
+        /// than the budget, never grants for a sealed call, grants one call's draws to one
+        /// turn only, and a seal answers exactly what the call was ever granted.
+        #[test]
+        fn the_ledger_and_its_seals_agree_for_every_order(
+            ops in proptest::collection::vec(
+                (0u8..3, 1u32..3, 0u8..3, 0u8..3, proptest::bool::ANY), 0..40)
+        ) {
+            let mut ledger = Ledger::default();
+            let mut sealed_with: BTreeMap<(String, u32), Vec<TaskId>> = BTreeMap::new();
+            for (task, attempt, fix, turn, seal) in ops {
+                let task = format!("t{task}");
+                let before = ledger.clone();
+                if seal {
+                    let (drawn, _) = ledger.seal(&TaskId::new(&task).unwrap(), attempt);
+                    let first = sealed_with.entry((task, attempt)).or_insert(drawn.clone());
+                    proptest::prop_assert_eq!(&drawn, first);
+                } else {
+                    let draw = fix_draw(&task, attempt, &format!("f{fix}"), &format!("u{turn}"));
+                    let (answer, changed) = ledger.draw(draw);
+                    proptest::prop_assert_eq!(changed, ledger != before);
+                    if sealed_with.contains_key(&(task, attempt)) {
+                        proptest::prop_assert_eq!(answer, DrawAnswer::Sealed);
+                    }
+                }
+                proptest::prop_assert!(ledger.granted.len() <= 3);
+                for d in &ledger.granted {
+                    let turns: BTreeSet<_> = ledger
+                        .granted
+                        .iter()
+                        .filter(|o| o.task == d.task && o.attempt == d.attempt)
+                        .map(|o| o.turn.clone())
+                        .collect();
+                    proptest::prop_assert_eq!(turns.len(), 1);
+                }
+            }
+        }
     }
 
     #[test]

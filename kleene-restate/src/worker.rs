@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use kleene::batch::candidate::AcceptedOutput;
 use kleene::error::Chain;
 use kleene::id::{Digest, TaskId};
+use kleene::process::Interrupt;
 use kleene::shell::{self, PlanFiles, PlanFilesError, ShellPlan, ShellRuntime};
 use kleene::stage::ObjectStore;
 
@@ -248,12 +249,19 @@ impl WorkDir {
     /// Makes `call` of `plan`, whose files are in `plan_dir`, in a stage holding `inputs`
     /// (the accepted outputs of its task's transitive prerequisites, each verified against
     /// its digest), drawing each fix attempt with `draw` before the fix runs.
+    ///
+    /// `turn` is the call's turn: once it is set (the invocation's attempt ended), the
+    /// command running is stopped with its process group and no further fix is drawn.
+    /// A draw that does not go through (refused, or the ledger unreachable) comes after the
+    /// call's commands ran, so the call is answered [`TaskReply::Interrupted`] with `claim`:
+    /// its number is spent, never made a second time.
     pub fn run(
         &self,
         plan: ShellPlan,
         plan_dir: &Path,
         call: &TaskCall,
         inputs: &[(TaskId, AcceptedOutput)],
+        turn: CallTurn<'_>,
         draw: &mut dyn FnMut(&FixDraw) -> Result<(), String>,
     ) -> TaskReply {
         // Stages and specs are named by task and call, which are unique in flight on one
@@ -262,6 +270,7 @@ impl WorkDir {
         let runtime = match ShellRuntime::with_shared_store(plan, &work, Arc::clone(&self.store)) {
             Ok(r) => r
                 .with_plan_dir(plan_dir)
+                .with_interrupt(turn.ended.clone())
                 .with_max_call_output_bytes(MAX_CALL_OUTPUT_BYTES),
             Err(e) => {
                 return TaskReply::Withdrawn {
@@ -273,25 +282,49 @@ impl WorkDir {
         let max = policy.max_total_fix_attempts();
         let dispatch = &call.dispatch;
         let mut drawn = Vec::new();
+        let mut refused = false;
         let outcome = runtime.run_dispatch(&call.channel, dispatch, inputs, &policy, &mut |fix| {
-            draw(&FixDraw {
+            if turn.ended.is_set() {
+                refused = true;
+                return Err("the call's turn ended before its fix was drawn".to_owned());
+            }
+            let asked = FixDraw {
                 task: dispatch.task().clone(),
                 attempt: dispatch.attempt(),
                 fix: fix.clone(),
                 max,
-            })?;
+                turn: Some(turn.claim.to_owned()),
+            };
+            if let Err(why) = draw(&asked) {
+                refused = true;
+                return Err(why);
+            }
             drawn.push(fix.clone());
             Ok(())
         });
+        if refused {
+            return TaskReply::Interrupted {
+                nonce: turn.claim.to_owned(),
+            };
+        }
         TaskReply::of(outcome.result, drawn, outcome.record.as_ref())
     }
+}
+
+/// The turn of one call: the claim that names its execution, and the flag that ends it.
+#[derive(Debug, Clone, Copy)]
+pub struct CallTurn<'a> {
+    /// The nonce the worker journaled when it claimed the call: every fix draw carries it.
+    pub claim: &'a str,
+    /// Set when the invocation's attempt ended: the command stops with its process group.
+    pub ended: &'a Interrupt,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use base64::Engine as _;
-    use kleene::batch::{Proposal, WorkerFailure};
+    use kleene::batch::Proposal;
     use kleene::id::ChannelId;
     use kleene::plan::AdmittedPath;
 
@@ -347,7 +380,11 @@ mod tests {
             plan_files: plan.files().map(PlanFiles::manifest),
             inputs: Vec::new(),
         };
-        work.run(plan, plan_dir, &call, &[], draw)
+        let turn = CallTurn {
+            claim: "claim-1",
+            ended: &Interrupt::default(),
+        };
+        work.run(plan, plan_dir, &call, &[], turn, draw)
     }
 
     fn no_draw(_: &FixDraw) -> Result<(), String> {
@@ -481,8 +518,10 @@ mod tests {
         )
     }
 
+    /// A refused draw came after the call's `run` command ran: withdrawing the call gave its
+    /// number to a second execution of that command.
     #[test]
-    fn a_refused_draw_withdraws_the_call_and_its_fix_never_runs() {
+    fn a_refused_draw_spends_the_call_and_its_fix_never_runs() {
         let submitted = tempfile::tempdir().unwrap();
         let marker = submitted.path().join("fixed");
         let plan = plan(submitted.path(), &fixable(&marker));
@@ -490,10 +529,104 @@ mod tests {
         let work = WorkDir::open(dir.path()).unwrap();
         let reply = first_call(&work, plan, submitted.path(), &mut no_draw);
         assert!(reply.drawn().is_empty());
-        assert!(
-            matches!(reply.into_result(), Some(Err(WorkerFailure::Unavailable { detail })) if detail.contains("no draws here")),
+        assert_eq!(
+            reply,
+            TaskReply::Interrupted {
+                nonce: "claim-1".into()
+            }
         );
         assert!(!marker.exists(), "the fix ran without a draw");
+    }
+
+    /// Whatever ends a call's turn sets its flag: the command stops with everything it
+    /// started, within a bound, and the call draws nothing after.
+    #[test]
+    fn a_call_whose_turn_ends_stops_its_process_group_and_draws_nothing() {
+        let submitted = tempfile::tempdir().unwrap();
+        let pids = submitted.path().join("pids");
+        let marker = submitted.path().join("fixed");
+        let run = format!(
+            r#", "run": "sleep 60 & echo $! > {p}.bg; echo $$ > {p}; wait",
+               "checks": [{{"id": "right", "command": "grep -q right a.txt"}}],
+               "fix": "echo right > a.txt && touch {m}""#,
+            p = pids.display(),
+            m = marker.display()
+        );
+        let plan = plan(submitted.path(), &run);
+        let dir = tempfile::tempdir().unwrap();
+        let work = WorkDir::open(dir.path()).unwrap();
+        let ended = Interrupt::default();
+        let draws = std::sync::atomic::AtomicUsize::new(0);
+        let reply = std::thread::scope(|scope| {
+            let call = scope.spawn(|| {
+                let channel = ChannelId::new("chan").unwrap();
+                let (mut machine, _) = plan.batch(channel.clone()).machine(None).unwrap();
+                let dispatch = machine.reserve(1).unwrap().dispatches.remove(0);
+                let call = TaskCall {
+                    channel,
+                    dispatch,
+                    plan: String::new(),
+                    plan_digest: None,
+                    plan_files: plan.files().map(PlanFiles::manifest),
+                    inputs: Vec::new(),
+                };
+                let turn = CallTurn {
+                    claim: "claim-1",
+                    ended: &ended,
+                };
+                work.run(
+                    plan.clone(),
+                    submitted.path(),
+                    &call,
+                    &[],
+                    turn,
+                    &mut |_| {
+                        draws.fetch_add(1, Ordering::SeqCst);
+                        Ok(())
+                    },
+                )
+            });
+            let read = |path: &Path| {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+                loop {
+                    if let Some(pid) = std::fs::read_to_string(path)
+                        .ok()
+                        .and_then(|t| t.trim().parse::<u32>().ok())
+                    {
+                        return pid;
+                    }
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the command never started"
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            };
+            let shell = read(&pids);
+            let background = read(&pids.with_extension("bg"));
+            ended.set();
+            let ended_at = std::time::Instant::now();
+            let alive = |pid: u32| {
+                // A zombie has ended; only its parent's wait is missing.
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                    !s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
+            };
+            while alive(shell) || alive(background) {
+                assert!(
+                    ended_at.elapsed() < std::time::Duration::from_secs(2),
+                    "the call's commands outlived its turn by 2 s"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            call.join().unwrap()
+        });
+        assert_eq!(draws.load(Ordering::SeqCst), 0, "{reply:?}");
+        assert!(!marker.exists(), "the fix ran after the turn ended");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use kleene::closure::ClosureRecord;
 use kleene::id::{AgentId, ChannelId, Digest, TaskId};
 use kleene::plan::AdmittedPath;
 use kleene::shell::PlanFilesManifest;
-use kleene_restate::call::{FixDraw, StoredClosure, TaskCall, TaskReply};
+use kleene_restate::call::{DrawAnswer, FixDraw, StoredClosure, TaskCall, TaskReply};
 use kleene_restate::content::Files;
 use kleene_restate::service::{PlanFileBytes, RunReport, Submission};
 use kleene_restate::status::{ChannelStatus, TaskLine};
@@ -103,8 +103,23 @@ fn a_task_call_and_a_fix_draw_keep_their_json() {
         attempt: 2,
         fix: id("b_fix_1"),
         max: 10,
+        turn: None,
     };
     pinned("fix_draw_v1.json", &draw);
+    // A draw carrying its call's turn (what a worker sends now).
+    let turned = FixDraw {
+        turn: Some("inv_1/4242/1765000000".into()),
+        ..draw
+    };
+    pinned("fix_draw_v2.json", &turned);
+    // The ledger's answers.
+    let answers = vec![
+        DrawAnswer::Granted,
+        DrawAnswer::Spent,
+        DrawAnswer::Sealed,
+        DrawAnswer::OtherTurn,
+    ];
+    pinned("draw_answers_v1.json", &answers);
 }
 
 #[test]
