@@ -18,9 +18,9 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
@@ -29,7 +29,6 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::{Client, connect::HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use std::sync::Mutex;
 
 type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
@@ -38,8 +37,11 @@ type ProxyBody = BoxBody<Bytes, hyper::Error>;
 struct Backend {
     url: String,
     open: AtomicUsize,
-    /// Until when the backend is skipped after a failed connection.
-    down_until: Mutex<Option<Instant>>,
+    /// Set when a request to it failed: it is skipped until a probe connects to it again
+    /// (a backend that refuses connections is never picked while it does).
+    down: AtomicBool,
+    /// Set while a probe of it runs.
+    probing: AtomicBool,
 }
 
 /// Spreads requests over backends by fewest open streams.
@@ -53,8 +55,8 @@ pub struct Balancer {
 /// The path prefix of the task-worker service's invocations.
 const TASK_CALLS: &str = "/invoke/TaskWorker/";
 
-/// How long a backend that refused a connection is skipped.
-const DOWN_FOR: Duration = Duration::from_secs(2);
+/// How often a backend that is down is probed with a connection.
+const PROBE_EVERY: Duration = Duration::from_millis(250);
 
 impl Balancer {
     /// A balancer over `backends` (`http://127.0.0.1:9081`, …).
@@ -72,7 +74,8 @@ impl Balancer {
                     .map(|url| Backend {
                         url: url.trim_end_matches('/').to_owned(),
                         open: AtomicUsize::new(0),
-                        down_until: Mutex::new(None),
+                        down: AtomicBool::new(false),
+                        probing: AtomicBool::new(false),
                     })
                     .collect(),
             ),
@@ -86,12 +89,7 @@ impl Balancer {
     fn pick(&self) -> Option<usize> {
         let n = self.backends.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let now = Instant::now();
-        let up = |b: &Backend| {
-            b.down_until
-                .lock()
-                .map_or(true, |d| d.is_none_or(|t| t <= now))
-        };
+        let up = |b: &Backend| !b.down.load(Ordering::Relaxed);
         (0..n)
             .map(|k| (start + k) % n)
             .filter(|&i| up(&self.backends[i]))
@@ -129,15 +127,46 @@ impl Balancer {
         match self.client.request(request).await {
             Ok(response) => response.map(|body| Tracked { body, _open: guard }.boxed()),
             Err(e) => {
-                if let Ok(mut d) = backend.down_until.lock() {
-                    *d = Some(Instant::now() + DOWN_FOR);
-                }
+                self.mark_down(i);
                 status(
                     StatusCode::BAD_GATEWAY,
                     &format!("worker {} did not answer: {e}", backend.url),
                 )
             }
         }
+    }
+
+    /// Takes backend `i` as down and probes it until a connection to it succeeds.
+    fn mark_down(&self, i: usize) {
+        let Some(backend) = self.backends.get(i) else {
+            return;
+        };
+        backend.down.store(true, Ordering::Relaxed);
+        if backend.probing.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let address = backend
+            .url
+            .parse::<hyper::Uri>()
+            .ok()
+            .and_then(|u| u.authority().map(|a| a.as_str().to_owned()));
+        let backends = Arc::clone(&self.backends);
+        tokio::spawn(async move {
+            let Some(backend) = backends.get(i) else {
+                return;
+            };
+            if let Some(address) = address {
+                loop {
+                    tokio::time::sleep(PROBE_EVERY).await;
+                    let probe = tokio::net::TcpStream::connect(&address);
+                    if let Ok(Ok(_)) = tokio::time::timeout(PROBE_EVERY * 4, probe).await {
+                        break;
+                    }
+                }
+            }
+            backend.down.store(false, Ordering::Relaxed);
+            backend.probing.store(false, Ordering::Relaxed);
+        });
     }
 
     /// Serves `listener` until the process ends.
@@ -217,6 +246,7 @@ impl Body for Tracked {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn the_least_loaded_backend_is_picked() {
@@ -230,9 +260,30 @@ mod tests {
     #[test]
     fn a_backend_marked_down_is_skipped() {
         let b = Balancer::new(vec!["http://a".into(), "http://b".into()]);
-        *b.backends[1].down_until.lock().unwrap() = Some(Instant::now() + DOWN_FOR);
+        b.backends[1].down.store(true, Ordering::Relaxed);
         b.backends[0].open.store(5, Ordering::Relaxed);
         assert_eq!(b.pick(), Some(0));
+    }
+
+    /// A backend that refuses connections was picked again after a 2 s skip window, and its
+    /// calls answered 502: it stays down until a probe connects to it.
+    #[tokio::test]
+    async fn a_backend_that_refuses_connections_stays_down_until_it_listens_again() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let b = Balancer::new(vec![format!("http://{address}"), "http://b".into()]);
+        b.mark_down(0);
+        tokio::time::sleep(PROBE_EVERY * 8).await;
+        assert!(b.backends[0].down.load(Ordering::Relaxed));
+        assert!((0..4).all(|_| b.pick() == Some(1)));
+        let _back = tokio::net::TcpListener::bind(address).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while b.backends[0].down.load(Ordering::Relaxed) {
+            assert!(Instant::now() < deadline, "the backend never came back");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!b.backends[0].probing.load(Ordering::Relaxed));
     }
 
     #[test]

@@ -40,25 +40,29 @@ struct Cli {
 
 #[derive(clap::Args)]
 struct Server {
-    /// Restate's ingress URL.
+    /// Restate's ingress URL; a cluster's nodes comma-separated (requests fail over).
     #[arg(
         long = "restate",
         default_value = "http://127.0.0.1:8080",
         env = "RESTATE_INGRESS_URL"
     )]
     ingress: String,
-    /// Restate's admin URL.
+    /// Restate's admin URL; a cluster's nodes comma-separated.
     #[arg(
         long,
         default_value = "http://127.0.0.1:9070",
         env = "RESTATE_ADMIN_URL"
     )]
     admin: String,
+    /// How long a request that no node serves is retried on the nodes, in seconds.
+    #[arg(long, default_value_t = 10, env = "KLEENE_RESTATE_RETRY_SECS")]
+    retry_secs: u64,
 }
 
 impl Server {
     fn client(&self) -> Restate {
         Restate::new(&self.ingress, &self.admin)
+            .with_retry_window(std::time::Duration::from_secs(self.retry_secs))
     }
 }
 
@@ -75,7 +79,8 @@ enum Command {
         /// Where stages and objects live (default: a temporary directory).
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// Restate's ingress URL, where the calls draw fix attempts.
+        /// Restate's ingress URL, where the calls draw fix attempts and fetch plan files; a
+        /// cluster's nodes comma-separated (a draw fails over to the next node).
         #[arg(
             long = "restate",
             default_value = "http://127.0.0.1:8080",

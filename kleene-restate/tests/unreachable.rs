@@ -13,6 +13,7 @@ fn a_server_that_cannot_be_reached_exits_3_naming_it() {
             .args(args)
             .env("RESTATE_INGRESS_URL", "http://127.0.0.1:1")
             .env("RESTATE_ADMIN_URL", "http://127.0.0.1:1")
+            .env("KLEENE_RESTATE_RETRY_SECS", "0")
             .output()
             .expect("run kleene-restate");
         let err = String::from_utf8_lossy(&out.stderr);
