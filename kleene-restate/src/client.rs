@@ -320,6 +320,20 @@ impl Restate {
         serde_json::from_slice(&bytes).map_err(|source| ClientError::Json { url, source })
     }
 
+    /// Every fix draw `channel`'s ledger granted, in order.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] when the server cannot be reached or the answer does not read.
+    pub async fn fix_grants(&self, channel: &str) -> Result<Vec<FixDraw>, ClientError> {
+        self.post(
+            Api::Ingress,
+            &format!("/FixLedger/{channel}/grants"),
+            None::<&()>,
+        )
+        .await
+    }
+
     /// Submits `submission` to `channel` and waits for the pass to end.
     ///
     /// # Errors

@@ -993,6 +993,16 @@ impl FixLedger {
         Ok(Json(drawn))
     }
 
+    /// Every draw the ledger granted on the channel, in order: what the evidence's fix count
+    /// must equal.
+    #[handler]
+    async fn grants(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<Vec<FixDraw>>, HandlerError> {
+        Ok(Json(ledger!(ctx).granted))
+    }
+
     /// The fix subtasks call `attempt` of `task` drew for, in order.
     #[handler]
     async fn drawn(
