@@ -17,9 +17,10 @@
 //!   has evidence, then runs the batch machine. Each commit is one journal entry (`ctx.run`
 //!   named `commit`), made before any call it reserves; settlements are committed with the
 //!   next reservation (group commit), which waits until half the submission's `jobs` calls
-//!   are free (or none is in flight). After every commit the folded evidence, checkpointed,
-//!   is written to the object's state: Restate keeps an invocation's journal for a day, the
-//!   evidence in state outlives it. `resume` continues from that evidence with kleene's
+//!   are free (or none is in flight). Every commit's events then go into the object's state
+//!   after a checkpoint of the whole evidence, written again every 64 commits and at the
+//!   pass's end: Restate keeps an invocation's journal for a day, the evidence in state
+//!   outlives it, and a commit costs its own events rather than the whole evidence. `resume` continues from that evidence with kleene's
 //!   resume rules; `status` (shared) reads it while a pass runs.
 //! - Each reserved call is a service call `TaskWorker/call`; the machine reserves up to
 //!   the submission's `jobs` calls at once, and they settle in whatever order they finish.
@@ -82,6 +83,57 @@ use crate::worker::{CallTurn, WorkDir, WorkDirError};
 
 /// The state key of the channel's checkpointed evidence.
 const EVIDENCE: &str = "evidence";
+/// The prefix of the state keys of the events committed after the checkpoint, one key a
+/// commit, named by the count of events before it (zero-padded, so they sort in order).
+const TAIL_PREFIX: &str = "evidence-tail/";
+/// The state key of the events of the commit that follows `before` events.
+fn tail_key(before: u64) -> String {
+    format!("{TAIL_PREFIX}{before:012}")
+}
+/// How many commits are appended after the checkpoint before it is written again whole.
+/// Writing the whole evidence at every commit cost O(tasks) per commit (the server's CPU and
+/// the invocation's journal, O(tasks²) a pass); now a commit costs its own events, and a
+/// reader folds at most this many appended commits onto the checkpoint.
+const TAIL_LIMIT: usize = 64;
+
+/// Reads the channel's evidence from the state of `$ctx`: the checkpoint with the commits
+/// appended after it folded on; `None` before a submission. (A macro: the SDK's read trait
+/// does not lend itself to a generic async function whose futures stay `Send`.)
+macro_rules! read_evidence {
+    ($ctx:expr, $channel:expr) => {
+        match $ctx.get::<Vec<u8>>(EVIDENCE).await? {
+            None => None,
+            Some(bytes) => {
+                let checkpoint: BatchEvidence =
+                    kleene::checkpoint::decode(&bytes).map_err(|source| {
+                        terminal(&ChannelError::Checkpoint {
+                            channel: $channel.to_owned(),
+                            source,
+                        })
+                    })?;
+                let mut keys: Vec<String> = $ctx
+                    .get_keys()
+                    .await?
+                    .into_iter()
+                    .filter(|k| k.starts_with(TAIL_PREFIX))
+                    .collect();
+                keys.sort();
+                let mut events = Vec::new();
+                for key in &keys {
+                    if let Some(Json(commit)) = $ctx.get::<Json<Vec<EvidenceEvent>>>(key).await? {
+                        events.extend(commit);
+                    }
+                }
+                Some(checkpoint.extended(events).map_err(|source| {
+                    terminal(&ChannelError::Tail {
+                        channel: $channel.to_owned(),
+                        source,
+                    })
+                })?)
+            }
+        }
+    };
+}
 /// The state key of the submission the evidence belongs to.
 const SUBMISSION: &str = "submission";
 /// The state key of the reason the last pass stopped.
@@ -308,6 +360,15 @@ pub enum ChannelError {
         /// The digest of the plan the channel keeps.
         kept: Digest,
     },
+    /// The commits kept after the evidence's checkpoint do not follow it.
+    #[error("fold the commits kept after the checkpoint of channel {channel}")]
+    Tail {
+        /// The channel.
+        channel: String,
+        /// Why.
+        #[source]
+        source: kleene::batch::evidence::FoldError,
+    },
     /// A replayed commit differs from the one the machine made (nondeterminism).
     #[error(
         "replay the commit of channel {channel}: the journal recorded other events than the \
@@ -356,18 +417,11 @@ impl Channel {
     #[handler]
     async fn resume(&self, ctx: ObjectContext<'_>) -> Result<Json<RunReport>, HandlerError> {
         let key = ctx.key().to_owned();
-        let (Some(Json(submission)), Some(bytes)) = (
-            ctx.get::<Json<Submission>>(SUBMISSION).await?,
-            ctx.get::<Vec<u8>>(EVIDENCE).await?,
-        ) else {
+        let submission = ctx.get::<Json<Submission>>(SUBMISSION).await?;
+        let evidence = read_evidence!(ctx, key);
+        let (Some(Json(submission)), Some(evidence)) = (submission, evidence) else {
             return Err(terminal(&ChannelError::NoEvidence { channel: key }));
         };
-        let evidence: BatchEvidence = kleene::checkpoint::decode(&bytes).map_err(|source| {
-            terminal(&ChannelError::Checkpoint {
-                channel: key.clone(),
-                source,
-            })
-        })?;
         ctx.clear(STOPPED);
         drive(&ctx, &submission, Some(evidence)).await
     }
@@ -427,7 +481,17 @@ impl Channel {
         &self,
         ctx: SharedObjectContext<'_>,
     ) -> Result<Option<Vec<u8>>, HandlerError> {
-        Ok(ctx.get::<Vec<u8>>(EVIDENCE).await?)
+        let key = ctx.key().to_owned();
+        let Some(evidence) = read_evidence!(ctx, key) else {
+            return Ok(None);
+        };
+        let bytes = kleene::checkpoint::encode(&evidence).map_err(|source| {
+            terminal(&ChannelError::Checkpoint {
+                channel: key.clone(),
+                source,
+            })
+        })?;
+        Ok(Some(bytes))
     }
 
     /// The closure record of every call the channel settled with a closure, by task and
@@ -458,23 +522,84 @@ impl Channel {
     ) -> Result<Json<ChannelStatus>, HandlerError> {
         let key = ctx.key().to_owned();
         let stopped = ctx.get::<String>(STOPPED).await?;
-        let Some(bytes) = ctx.get::<Vec<u8>>(EVIDENCE).await? else {
+        let Some(evidence) = read_evidence!(ctx, key) else {
             return Ok(Json(ChannelStatus::empty(&key)));
         };
-        let evidence: BatchEvidence = kleene::checkpoint::decode(&bytes).map_err(|source| {
-            terminal(&ChannelError::Checkpoint {
-                channel: key.clone(),
-                source,
-            })
-        })?;
         Ok(Json(ChannelStatus::of(&evidence, stopped)))
     }
 }
 
+/// Where the channel's evidence is kept: a checkpoint of the whole, and the commits made
+/// after it, each under its own key.
+struct EvidenceStore {
+    /// Whether a checkpoint is in the state (a submission writes its first one).
+    checkpointed: bool,
+    /// The keys of the commits appended after the checkpoint, in order.
+    tail: Vec<String>,
+}
+
+impl EvidenceStore {
+    /// The store as the channel's state holds it when a pass starts.
+    async fn open(ctx: &ObjectContext<'_>) -> Result<Self, HandlerError> {
+        let checkpointed = ctx.get::<Vec<u8>>(EVIDENCE).await?.is_some();
+        let mut tail: Vec<String> = ctx
+            .get_keys()
+            .await?
+            .into_iter()
+            .filter(|k| k.starts_with(TAIL_PREFIX))
+            .collect();
+        tail.sort();
+        Ok(Self { checkpointed, tail })
+    }
+
+    /// Keeps `events`, the commit that brought `machine`'s evidence to what it is: appended
+    /// after the checkpoint, or the whole evidence checkpointed when there is none yet or
+    /// [`TAIL_LIMIT`] commits are appended. A state write is itself journaled in order, so it
+    /// is durable before any call made after it.
+    fn append(
+        &mut self,
+        ctx: &ObjectContext<'_>,
+        machine: &BatchMachine<'_>,
+        events: Vec<EvidenceEvent>,
+    ) -> Result<(), HandlerError> {
+        if !self.checkpointed || self.tail.len() >= TAIL_LIMIT {
+            return self.checkpoint(ctx, machine);
+        }
+        let before = machine.evidence().event_count() - events.len() as u64;
+        let key = tail_key(before);
+        ctx.set(&key, Json(events));
+        self.tail.push(key);
+        Ok(())
+    }
+
+    /// Writes the whole evidence as the checkpoint and drops the commits appended after the
+    /// old one: what `status`, `resume` and acceptance read, long after Restate dropped the
+    /// invocation's journal.
+    fn checkpoint(
+        &mut self,
+        ctx: &ObjectContext<'_>,
+        machine: &BatchMachine<'_>,
+    ) -> Result<(), HandlerError> {
+        let snapshot = kleene::checkpoint::encode(machine.evidence()).map_err(|source| {
+            terminal(&ChannelError::Checkpoint {
+                channel: machine.evidence().channel().to_string(),
+                source,
+            })
+        })?;
+        ctx.set(EVIDENCE, snapshot);
+        for key in self.tail.drain(..) {
+            ctx.clear(&key);
+        }
+        self.checkpointed = true;
+        Ok(())
+    }
+}
+
 /// Journals the events made since the last commit as one journal entry (`ctx.run` named
-/// `commit`), then checkpoints the evidence they folded into.
+/// `commit`), then keeps them in the channel's state.
 async fn commit(
     ctx: &ObjectContext<'_>,
+    store: &mut EvidenceStore,
     machine: &BatchMachine<'_>,
     pending: &mut Vec<EvidenceEvent>,
 ) -> Result<(), HandlerError> {
@@ -491,22 +616,7 @@ async fn commit(
         let channel = machine.evidence().channel().to_string();
         return Err(terminal(&ChannelError::ReplayDiverged { channel }));
     }
-    checkpoint(ctx, machine)
-}
-
-/// Keeps the machine's evidence, encoded as a versioned checkpoint, in the object's state:
-/// what `status`, `resume` and a retried invocation read, long after Restate dropped the
-/// invocation's journal. A state write is itself journaled in order, so it is durable
-/// before any call made after it.
-fn checkpoint(ctx: &ObjectContext<'_>, machine: &BatchMachine<'_>) -> Result<(), HandlerError> {
-    let snapshot = kleene::checkpoint::encode(machine.evidence()).map_err(|source| {
-        terminal(&ChannelError::Checkpoint {
-            channel: machine.evidence().channel().to_string(),
-            source,
-        })
-    })?;
-    ctx.set(EVIDENCE, snapshot);
-    Ok(())
+    store.append(ctx, machine, recorded)
 }
 
 /// How many calls must be free before the channel reserves again while others are in
@@ -543,6 +653,7 @@ async fn drive(
         Ok(m) => m,
         Err(e) => return finish(ctx, None, Some(e), resumed, &key).await,
     };
+    let mut store = EvidenceStore::open(ctx).await?;
 
     let group = refill_group(jobs);
     let mut calls = DurableFuturesUnordered::new();
@@ -562,7 +673,7 @@ async fn drive(
             // with this reservation, before any of its calls is made.
             pending.extend(work.events);
             if !work.dispatches.is_empty() {
-                commit(ctx, &machine, &mut pending).await?;
+                commit(ctx, &mut store, &machine, &mut pending).await?;
             }
             for dispatch in work.dispatches {
                 let call = task_call(&shell, &machine, &channel, dispatch.clone());
@@ -657,7 +768,7 @@ async fn drive(
         }
         if interrupted && calls.is_empty() && stop.is_none() {
             interrupted = false;
-            commit(ctx, &machine, &mut pending).await?;
+            commit(ctx, &mut store, &machine, &mut pending).await?;
             let evidence = machine.into_evidence();
             match batch.machine(Some(evidence)) {
                 Ok((m, events)) => {
@@ -672,7 +783,11 @@ async fn drive(
             }
         }
     }
-    commit(ctx, &machine, &mut pending).await?;
+    commit(ctx, &mut store, &machine, &mut pending).await?;
+    // At rest, the state is one checkpoint: readers fold nothing onto it.
+    if !store.tail.is_empty() {
+        store.checkpoint(ctx, &machine)?;
+    }
     finish(ctx, Some(machine.evidence()), stop, resumed, &key).await
 }
 
@@ -751,16 +866,8 @@ async fn finish(
     }
     let status = match evidence {
         Some(e) => ChannelStatus::of(e, why),
-        None => match ctx.get::<Vec<u8>>(EVIDENCE).await? {
-            Some(bytes) => {
-                let e: BatchEvidence = kleene::checkpoint::decode(&bytes).map_err(|source| {
-                    terminal(&ChannelError::Checkpoint {
-                        channel: key.to_owned(),
-                        source,
-                    })
-                })?;
-                ChannelStatus::of(&e, why)
-            }
+        None => match read_evidence!(ctx, key) {
+            Some(e) => ChannelStatus::of(&e, why),
             None => ChannelStatus {
                 stopped: why,
                 ..ChannelStatus::empty(key)

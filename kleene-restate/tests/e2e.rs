@@ -488,6 +488,87 @@ fn eight_sleeps_on_two_workers_of_one_run_two_at_a_time() {
     );
 }
 
+/// The channel appends each commit's events after its checkpoint and writes the whole only
+/// every 64 commits (it wrote it at every commit: O(tasks) a commit). A pass of well over 64
+/// commits, read while it runs and at its end, gives the local run's evidence, and leaves one
+/// checkpoint at rest.
+#[test]
+fn a_long_pass_kept_as_checkpoint_and_appended_commits_reads_back_whole() {
+    let Some(_serial) = server() else { return };
+    let _cluster = Cluster::start(1, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = (0..150)
+        .map(|i| task(&format!("t{i:03}"), &format!("echo {i} > t{i:03}.txt"), &[]))
+        .collect();
+    let plan = plan_file(dir.path(), tasks);
+    let chan = channel("tail");
+    let plan_arg = plan.to_string_lossy().into_owned();
+    // `-j 2` refills one call at a time: a commit a call.
+    let child = Command::new(BIN)
+        .args(["run", "--json", "-j", "2", "--channel", &chan, &plan_arg])
+        .env("RESTATE_INGRESS_URL", ingress())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start run");
+    // Read while commits are appended: the state first (the checkpoint's events and those
+    // of the commits after it), then the status, which must count at least all of them (it
+    // can only have grown since), so it folded the tail onto the checkpoint.
+    let mut tails_seen = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let state = channel_state(&chan);
+        let bytes =
+            |v: &serde_json::Value| -> Vec<u8> { serde_json::from_value(v.clone()).unwrap() };
+        let kept = state.get("evidence").map_or(0, |v| {
+            kleene::checkpoint::decode::<kleene::batch::BatchEvidence>(&bytes(v))
+                .unwrap()
+                .event_count()
+        });
+        let appended: u64 = state
+            .iter()
+            .filter(|(k, _)| k.starts_with("evidence-tail/"))
+            .map(|(_, v)| {
+                serde_json::from_slice::<Vec<serde_json::Value>>(&bytes(v))
+                    .unwrap()
+                    .len() as u64
+            })
+            .sum();
+        if appended > 0 {
+            tails_seen += 1;
+        }
+        let status = status_of(&cli(&["status", "--json", "--channel", &chan]));
+        assert!(
+            status.events >= kept + appended,
+            "status counts {} events; the state held {kept} checkpointed and {appended} after",
+            status.events
+        );
+        let accepted = status.tasks.iter().filter(|t| t.accepted.is_some()).count();
+        if accepted == 150 || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(tails_seen > 0, "no read saw commits after the checkpoint");
+    let out = child.wait_with_output().unwrap();
+    let remote = status_of(&out);
+    let local = status_of(&cli(&["local", "--json", "--channel", &chan, &plan_arg]));
+    assert!(remote.is_complete(), "{remote}");
+    assert_eq!(remote.evidence_digest, local.evidence_digest);
+    assert!(remote.events > 2 * 64, "{} events", remote.events);
+    // At rest: the checkpoint alone.
+    let state = channel_state(&chan);
+    let tail: Vec<&String> = state
+        .keys()
+        .filter(|k| k.starts_with("evidence-tail/"))
+        .collect();
+    assert!(tail.is_empty(), "{tail:?}");
+    assert_eq!(
+        kleene_restate_evidence(&chan).digest(),
+        local.evidence_digest.unwrap()
+    );
+}
+
 /// Runs a plan whose first task sleeps, SIGKILLs the worker running it, and returns the
 /// run's output, its channel and the cluster (still serving).
 fn kill_mid_call(extra: &[&str]) -> (Output, String, Cluster) {

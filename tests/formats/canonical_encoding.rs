@@ -304,6 +304,11 @@ fn infrastructure() -> [InfrastructureFailure; 4] {
 /// withdrawn call, a drained task, a recovery that granted, released and refused a root for
 /// every reason, and closures that drew fixes and ended every way.
 pub(crate) fn evidence() -> BatchEvidence {
+    BatchEvidence::fold(every_kind_of_event()).unwrap()
+}
+
+/// The events [`evidence`] folds.
+fn every_kind_of_event() -> Vec<EvidenceEvent> {
     let names = [
         "ok", "rejected", "owned", "infra_0", "infra_1", "infra_2", "infra_3", "cut", "drained",
     ];
@@ -432,7 +437,7 @@ pub(crate) fn evidence() -> BatchEvidence {
                 .collect(),
         },
     ]);
-    BatchEvidence::fold(events).unwrap()
+    events
 }
 
 /// The ownership check's rejection, as a real batch makes it (its variant has no public
@@ -948,6 +953,30 @@ const PINNED: &[(&str, &str)] = &[
         "f6b41930a70aa2cfc6f99e596b56eef6a1bc28b7715094ce3f5d3481e4dba973",
     ),
 ];
+
+/// A store that checkpoints now and then and appends each commit's events after the
+/// checkpoint (the Restate channel) reads back the very evidence a whole fold gives, for
+/// every point the checkpoint could have been taken at, through the checkpoint's encoding.
+#[test]
+fn a_checkpoint_extended_with_the_events_after_it_is_the_whole_fold() {
+    let events = every_kind_of_event();
+    let whole = BatchEvidence::fold(events.clone()).unwrap();
+    for k in 1..=events.len() {
+        let checkpoint = BatchEvidence::fold(events[..k].to_vec()).unwrap();
+        let bytes = kleene::checkpoint::encode(&checkpoint).unwrap();
+        let read: BatchEvidence = kleene::checkpoint::decode(&bytes).unwrap();
+        let extended = read.extended(events[k..].to_vec()).unwrap();
+        assert_eq!(
+            extended.digest(),
+            whole.digest(),
+            "checkpoint after {k} events"
+        );
+        assert_eq!(extended.event_count(), whole.event_count());
+    }
+    // An event that does not follow is refused, as in a whole fold.
+    let checkpoint = BatchEvidence::fold(events[..2].to_vec()).unwrap();
+    assert!(checkpoint.extended(events[..1].to_vec()).is_err());
+}
 
 #[test]
 fn every_digest_keeps_its_pinned_value() {

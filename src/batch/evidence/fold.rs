@@ -99,6 +99,41 @@ impl BatchEvidence {
         Ok(evidence)
     }
 
+    /// This evidence with `events` folded on after it: how a store that keeps a checkpoint
+    /// and appends each commit's events after it reads the whole back, without writing the
+    /// whole evidence at every commit. Equal to folding every event from the start.
+    ///
+    /// ```
+    /// use kleene::AppBuildPlan;
+    /// use kleene::batch::{Batch, BatchEvidence};
+    /// use kleene::id::ChannelId;
+    ///
+    /// let plan = AppBuildPlan::from_json(r#"{"tasks": [{"id": "a", "kind": {"lane": "config"},
+    ///     "owner": "x", "spec": {"intent": "a"}, "owned_paths": ["a.txt"]}]}"#)?
+    ///     .validate()?;
+    /// let (mut machine, mut events) = Batch::new(&plan, ChannelId::new("c")?).machine(None)?;
+    /// let checkpoint = BatchEvidence::fold(events.clone())?;
+    /// let commit = machine.reserve(1)?.events;
+    /// events.extend(commit.clone());
+    /// let whole = checkpoint.extended(commit)?;
+    /// assert_eq!(whole.digest(), BatchEvidence::fold(events)?.digest());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`FoldError`] when an event does not follow (an unknown task, one out of order, an
+    /// accepted output whose digest does not match).
+    pub fn extended(
+        mut self,
+        events: impl IntoIterator<Item = EvidenceEvent>,
+    ) -> Result<Self, FoldError> {
+        for event in events {
+            self.apply(event)?;
+        }
+        Ok(self)
+    }
+
     /// Starts a fold with the `Started` event. By reference: the evidence copies each id of
     /// the inventory anyway, so a run that journals its start by value (a memory journal
     /// keeps it) need not copy the whole inventory first.
