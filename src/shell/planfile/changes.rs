@@ -15,13 +15,13 @@ use super::ShellPlan;
 pub fn describe_changes(old: &ShellPlan, new: &ShellPlan) -> Vec<String> {
     let mut changes = Vec::new();
     let ids: BTreeSet<&TaskId> = old
-        .plan
+        .plan()
         .tasks()
-        .chain(new.plan.tasks())
+        .chain(new.plan().tasks())
         .map(|t| &t.id)
         .collect();
     for id in ids {
-        match (old.plan.task(id), new.plan.task(id)) {
+        match (old.plan().task(id), new.plan().task(id)) {
             (Some(_), None) => changes.push(format!("task {id} was removed")),
             (None, Some(_)) => changes.push(format!("task {id} was added")),
             (Some(a), Some(b)) => {
@@ -32,14 +32,14 @@ pub fn describe_changes(old: &ShellPlan, new: &ShellPlan) -> Vec<String> {
             (None, None) => {}
         }
     }
-    for key in changed_keys(old.plan.extensions(), new.plan.extensions()) {
+    for key in changed_keys(old.plan().extensions(), new.plan().extensions()) {
         if key == MANIFEST_KEY {
-            changes.extend(changed_files(old.files.as_ref(), new.files.as_ref()));
+            changes.extend(changed_files(old.files(), new.files()));
         } else {
             changes.push(format!("plan: `{key}` changed"));
         }
     }
-    if changes.is_empty() && old.plan.digest() != new.plan.digest() {
+    if changes.is_empty() && old.plan().digest() != new.plan().digest() {
         // A difference the field names above do not cover; still never silent.
         changes.push("the plan changed".to_owned());
     }

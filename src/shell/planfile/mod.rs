@@ -25,6 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -231,8 +232,16 @@ pub enum PlanBinding {
 /// assert!(plan.default_channel()?.as_str().starts_with("run-"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// Cloning one is cheap (its parts are shared): a worker hands the same plan to every call.
 #[derive(Debug, Clone)]
 pub struct ShellPlan {
+    parts: Arc<ShellPlanParts>,
+}
+
+/// What a [`ShellPlan`] is made of, shared by its clones.
+#[derive(Debug)]
+struct ShellPlanParts {
     plan: ValidatedPlan,
     commands: BTreeMap<TaskId, TaskCommands>,
     scratch: Vec<PathGlob>,
@@ -281,25 +290,26 @@ impl ShellPlan {
     /// The validated plan (normalised, consolidated); its digest covers every command,
     /// scratch glob and plan file.
     pub fn plan(&self) -> &ValidatedPlan {
-        &self.plan
+        &self.parts.plan
     }
 
     /// What every call's stage starts from beside its prerequisites' accepted files: the
     /// plan's files ([`Base::Project`], the default) or nothing.
     pub fn base(&self) -> Base {
-        self.base
+        self.parts.base
     }
 
     /// The plan file's text, as it was read.
     pub fn text(&self) -> &str {
-        &self.text
+        &self.parts.text
     }
 
     /// The batch of this plan on `channel`, as every driver of shell plans runs it: the
     /// plan file's text is a named input of the evidence, so a resume with other bytes is
     /// refused and the same plan gives the same evidence wherever its calls run.
     pub fn batch(&self, channel: ChannelId) -> Batch<'_> {
-        Batch::new(&self.plan, channel).with_input(PLAN_FILE_INPUT, self.text.as_bytes())
+        Batch::new(&self.parts.plan, channel)
+            .with_input(PLAN_FILE_INPUT, self.parts.text.as_bytes())
     }
 
     /// Whether `evidence` is of this plan's batch: its text is the plan file the batch
@@ -307,9 +317,9 @@ impl ShellPlan {
     /// stored copy of a plan that was changed or damaged since its run started is told
     /// apart here from a plan file the user edited.
     pub fn binding_in(&self, evidence: &BatchEvidence) -> PlanBinding {
-        match evidence.binds_input(PLAN_FILE_INPUT, self.text.as_bytes()) {
+        match evidence.binds_input(PLAN_FILE_INPUT, self.parts.text.as_bytes()) {
             Some(false) => PlanBinding::TextDiffers,
-            _ if evidence.plan_digest() != self.plan.digest() => PlanBinding::DigestDiffers,
+            _ if evidence.plan_digest() != self.parts.plan.digest() => PlanBinding::DigestDiffers,
             Some(true) => PlanBinding::Same,
             None => PlanBinding::DigestOnly,
         }
@@ -317,28 +327,28 @@ impl ShellPlan {
 
     /// The commands of every task that declares them.
     pub fn commands(&self) -> &BTreeMap<TaskId, TaskCommands> {
-        &self.commands
+        &self.parts.commands
     }
 
     /// The commands of `task`; `None` for a task that declares none (it runs nothing).
     pub fn command(&self, task: &TaskId) -> Option<&TaskCommands> {
-        self.commands.get(task)
+        self.parts.commands.get(task)
     }
 
     /// The plan-level scratch globs, which apply to every task.
     pub fn scratch(&self) -> &[PathGlob] {
-        &self.scratch
+        &self.parts.scratch
     }
 
     /// The plan's `inputs` globs: `None` when it declares none (every file beside the plan
     /// counts), an empty list when it declares that its commands read none.
     pub fn inputs(&self) -> Option<&[PathGlob]> {
-        self.inputs.as_deref()
+        self.parts.inputs.as_deref()
     }
 
     /// The files the plan binds, if any.
     pub fn files(&self) -> Option<&PlanFiles> {
-        self.files.as_ref()
+        self.parts.files.as_ref()
     }
 
     /// What `task`'s call depends on in this plan, part by part (`None` for a task the plan
@@ -370,23 +380,23 @@ impl ShellPlan {
     /// assert_eq!(key("echo b > b", "a"), key("echo B > b", "a"));
     /// ```
     pub fn action_key_parts(&self, task: &TaskId) -> Option<ActionKeyParts> {
-        let entry = self.plan.task(task)?;
-        let commands = self.commands.get(task);
+        let entry = self.parts.plan.task(task)?;
+        let commands = self.parts.commands.get(task);
         if commands.is_some_and(|c| !c.cache) {
             return None;
         }
         let named = commands.and_then(|c| c.inputs.as_deref());
         let mut parts = ActionKeyParts::new(entry);
         for key in PLAN_KEYS.iter().filter(|k| **k != "inputs") {
-            if let Some(value) = self.plan.extension(key) {
+            if let Some(value) = self.parts.plan.extension(key) {
                 parts = parts.setting(key, value.canonical().as_bytes());
             }
         }
-        if let Some(files) = &self.files {
+        if let Some(files) = &self.parts.files {
             parts = parts.reads(
                 files
                     .iter()
-                    .filter(|(path, _)| Some(*path) != self.file_name.as_ref())
+                    .filter(|(path, _)| Some(*path) != self.parts.file_name.as_ref())
                     .filter(|(path, _)| {
                         named.is_none_or(|globs| globs.iter().any(|g| g.matches(path.as_str())))
                     })
@@ -404,7 +414,7 @@ impl ShellPlan {
     ///
     /// Never in practice: the id is `run-` and hex digits.
     pub fn default_channel(&self) -> Result<ChannelId, crate::id::IdError> {
-        let digest = self.plan.digest().to_string();
+        let digest = self.parts.plan.digest().to_string();
         ChannelId::new(format!("run-{}", &digest[..digest.len().min(12)]))
     }
 }
@@ -512,17 +522,19 @@ fn build(file: &Path, text: &str, files: Files<'_>) -> Result<ShellPlan, LoadErr
         });
     }
     Ok(ShellPlan {
-        plan,
-        commands,
-        scratch,
-        inputs,
-        base,
-        files,
-        file_name: file
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| AdmittedPath::admit(n).ok()),
-        text: text.to_owned(),
+        parts: Arc::new(ShellPlanParts {
+            plan,
+            commands,
+            scratch,
+            inputs,
+            base,
+            files,
+            file_name: file
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| AdmittedPath::admit(n).ok()),
+            text: text.to_owned(),
+        }),
     })
 }
 
@@ -849,7 +861,7 @@ mod tests {
     #[test]
     fn commands_and_scratch_globs_are_parsed() {
         let loaded = load(PLAN).unwrap();
-        let a = &loaded.commands[&TaskId::new("a").unwrap()];
+        let a = &loaded.commands()[&TaskId::new("a").unwrap()];
         assert_eq!(a.run, "echo a > a.txt");
         assert_eq!(a.checks.len(), 2);
         assert_eq!(a.checks[0].severity, Severity::Blocker);
@@ -860,19 +872,19 @@ mod tests {
         assert_eq!(a.timeout, Some(Duration::from_millis(2500)));
         assert!(a.scratch[0].matches("x/__pycache__/m.pyc"));
         assert!(a.scratch[1].matches("build.log"));
-        let b = &loaded.commands[&TaskId::new("b").unwrap()];
+        let b = &loaded.commands()[&TaskId::new("b").unwrap()];
         assert_eq!((b.checks.len(), b.fix.as_ref(), b.timeout), (0, None, None));
         assert!(b.scratch.is_empty());
-        assert!(!loaded.commands.contains_key(&TaskId::new("c").unwrap()));
-        assert_eq!(loaded.scratch.len(), 1);
-        assert!(loaded.scratch[0].matches("target/debug/app"));
+        assert!(!loaded.commands().contains_key(&TaskId::new("c").unwrap()));
+        assert_eq!(loaded.scratch().len(), 1);
+        assert!(loaded.scratch()[0].matches("target/debug/app"));
     }
 
     /// Regression (issue 10, defect 7): the commands were blanked out of the text before
     /// the plan was digested, so changing one kept the plan digest and the derived channel.
     #[test]
     fn every_command_and_glob_is_bound_into_the_plan_digest() {
-        let base = load(PLAN).unwrap().plan.digest();
+        let base = load(PLAN).unwrap().plan().digest();
         for (from, to) in [
             ("echo a > a.txt", "echo A > a.txt"),
             ("test -s a.txt", "test -f a.txt"),
@@ -886,13 +898,13 @@ mod tests {
         ] {
             assert!(PLAN.contains(from), "{from}");
             let changed = load(&PLAN.replacen(from, to, 1)).unwrap();
-            assert_ne!(changed.plan.digest(), base, "{from} -> {to}");
+            assert_ne!(changed.plan().digest(), base, "{from} -> {to}");
         }
         let reformatted: serde_json::Value = serde_json::from_str(PLAN).unwrap();
         assert_eq!(
             load(&serde_json::to_string_pretty(&reformatted).unwrap())
                 .unwrap()
-                .plan
+                .plan()
                 .digest(),
             base
         );
@@ -1032,9 +1044,9 @@ mod tests {
     #[test]
     fn the_demo_plan_loads_with_its_commands() {
         let loaded = load_text(Path::new("plan.json"), DEMO).unwrap();
-        assert_eq!(loaded.plan.len(), 4);
-        assert_eq!(loaded.commands.len(), 4);
-        let svc = &loaded.commands[&TaskId::new("billing_service").unwrap()];
+        assert_eq!(loaded.plan().len(), 4);
+        assert_eq!(loaded.commands().len(), 4);
+        let svc = &loaded.commands()[&TaskId::new("billing_service").unwrap()];
         assert!(svc.fix.is_some());
         assert_eq!(svc.checks.len(), 2);
     }
