@@ -334,7 +334,8 @@ impl Restate {
         .await
     }
 
-    /// Submits `submission` to `channel` and waits for the pass to end.
+    /// Submits `submission` to `channel` and waits for the pass to end (following it through
+    /// the invocations it hands over to).
     ///
     /// # Errors
     ///
@@ -350,21 +351,42 @@ impl Restate {
         let (url, bytes) = self
             .post_bytes(Api::Ingress, &path, Some(submission), Some(&key))
             .await?;
-        serde_json::from_slice(&bytes).map_err(|source| ClientError::Json { url, source })
+        let report: RunReport =
+            serde_json::from_slice(&bytes).map_err(|source| ClientError::Json { url, source })?;
+        self.follow(channel, report).await
     }
 
-    /// Resumes `channel` and waits for the pass to end.
+    /// Resumes `channel` and waits for the pass to end (following it through the invocations
+    /// it hands over to).
     ///
     /// # Errors
     ///
     /// [`ClientError::Status`] with the channel's refusal (no evidence).
     pub async fn resume(&self, channel: &str) -> Result<RunReport, ClientError> {
+        let report = self.resume_once(channel).await?;
+        self.follow(channel, report).await
+    }
+
+    /// One `resume` of `channel`: the report of the pass it ran.
+    async fn resume_once(&self, channel: &str) -> Result<RunReport, ClientError> {
         let key = once_key("resume", channel);
         let path = format!("/Channel/{channel}/resume");
         let (url, bytes) = self
             .post_bytes(Api::Ingress, &path, None::<&()>, Some(&key))
             .await?;
         serde_json::from_slice(&bytes).map_err(|source| ClientError::Json { url, source })
+    }
+
+    /// Follows a pass that handed over to a new invocation until one ends without handing
+    /// over: each `resume` queues behind the invocation going on with the pass, and goes on
+    /// from where it stops.
+    async fn follow(&self, channel: &str, mut report: RunReport) -> Result<RunReport, ClientError> {
+        let resumed = report.resumed;
+        while report.continued {
+            report = self.resume_once(channel).await?;
+        }
+        report.resumed = resumed;
+        Ok(report)
     }
 
     /// The channel's evidence, decoded from its checkpoint; `None` before a submission.

@@ -122,6 +122,11 @@ enum Command {
         /// An agent whose interrupted calls must not be replayed; repeat for each.
         #[arg(long = "block")]
         block: Vec<String>,
+        /// After this many commits a pass hands over to a new invocation of the channel,
+        /// which goes on from its evidence (bounding the server's memory for one
+        /// invocation, whatever the plan's size).
+        #[arg(long, default_value_t = kleene_restate::service::DEFAULT_CONTINUE_EVERY)]
+        continue_every: u32,
         /// Print the final status as JSON.
         #[arg(long)]
         json: bool,
@@ -336,6 +341,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             channel,
             jobs,
             block,
+            continue_every,
             json,
         } => {
             let shell = load(&plan)?;
@@ -359,7 +365,10 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                     2,
                 ));
             }
-            let submission = Submission::of(&shell, jobs, block);
+            let submission = Submission {
+                continue_every: Some(continue_every),
+                ..Submission::of(&shell, jobs, block)
+            };
             let follow = (!json).then(|| tokio::spawn(follow(client.clone(), channel.clone())));
             let result = client.submit(&channel, &submission).await;
             if let Some(f) = follow {

@@ -174,7 +174,19 @@ pub struct Submission {
     pub jobs: usize,
     /// Agents whose interrupted calls must not be replayed (`pending_turn_replay: block`).
     pub block: Vec<AgentId>,
+    /// After how many commits a pass hands over to a new invocation of the channel
+    /// ([`DEFAULT_CONTINUE_EVERY`] when absent). Left out when absent, so an earlier
+    /// adapter's submission keeps its JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continue_every: Option<u32>,
 }
+
+/// After how many commits a pass hands over to a new invocation by default. A pass is one
+/// Restate invocation, whose journal holds every commit and every call's result until it
+/// ends, inside the server's per-invocation memory (32 MiB by default) and at a server CPU
+/// cost per entry that grows with the journal: handing over bounds both, whatever the size
+/// of the plan.
+pub const DEFAULT_CONTINUE_EVERY: u32 = 1024;
 
 /// The bytes of one plan file as a submission carries them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -207,6 +219,7 @@ impl Submission {
             file_bytes,
             jobs,
             block,
+            continue_every: None,
         }
     }
 
@@ -249,6 +262,12 @@ pub struct RunReport {
     pub status: ChannelStatus,
     /// Whether the pass continued evidence already on the channel.
     pub resumed: bool,
+    /// Whether the pass handed over to a new invocation that goes on with it (see
+    /// [`DEFAULT_CONTINUE_EVERY`]): the status is the channel's at the handover.
+    /// [`Restate::submit`](crate::client::Restate::submit) and `resume` follow it to the
+    /// end. Left out when false, so a report keeps its JSON.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continued: bool,
 }
 
 /// Why a channel handler refused or stopped.
@@ -656,6 +675,11 @@ async fn drive(
     let mut store = EvidenceStore::open(ctx).await?;
 
     let group = refill_group(jobs);
+    let continue_every = submission
+        .continue_every
+        .unwrap_or(DEFAULT_CONTINUE_EVERY)
+        .max(1) as usize;
+    let mut commits = 0usize;
     let mut calls = DurableFuturesUnordered::new();
     let mut out: BTreeMap<usize, Dispatch> = BTreeMap::new();
     let mut stop: Option<BatchError> = None;
@@ -667,13 +691,17 @@ async fn drive(
         // (one commit and one evidence checkpoint per task). The count decides, never which
         // replies happen to have arrived, so a replay makes the same commits.
         let free = jobs.saturating_sub(calls.len());
-        if stop.is_none() && !interrupted && (calls.is_empty() || free >= group) {
+        // Past `continue_every` commits the pass reserves nothing more: its calls settle and
+        // a new invocation goes on from the evidence.
+        let handing_over = commits >= continue_every;
+        if stop.is_none() && !interrupted && !handing_over && (calls.is_empty() || free >= group) {
             let work = machine.reserve(jobs).map_err(|e| terminal(&e))?;
             // Group commit: the settlements since the last commit go in one journal entry
             // with this reservation, before any of its calls is made.
             pending.extend(work.events);
             if !work.dispatches.is_empty() {
                 commit(ctx, &mut store, &machine, &mut pending).await?;
+                commits += 1;
             }
             for dispatch in work.dispatches {
                 let call = task_call(&shell, &machine, &channel, dispatch.clone());
@@ -788,7 +816,16 @@ async fn drive(
     if !store.tail.is_empty() {
         store.checkpoint(ctx, &machine)?;
     }
-    finish(ctx, Some(machine.evidence()), stop, resumed, &key).await
+    let mut report = finish(ctx, Some(machine.evidence()), stop, resumed, &key).await?;
+    if commits >= continue_every && report.0.status.stopped.is_none() {
+        // Queued behind this invocation on the exclusive channel: it starts once this one
+        // ends, from the evidence just kept, with nobody waiting on it.
+        ctx.object_client::<ChannelClient>(key.clone())
+            .resume()
+            .send();
+        report.0.continued = true;
+    }
+    Ok(report)
 }
 
 /// The settlement `result` and the record that goes with it, after checking that `record`
@@ -874,7 +911,11 @@ async fn finish(
             },
         },
     };
-    Ok(Json(RunReport { status, resumed }))
+    Ok(Json(RunReport {
+        status,
+        resumed,
+        continued: false,
+    }))
 }
 
 /// The plan files `sent` with `submission`, each checked against the manifest: the bytes of

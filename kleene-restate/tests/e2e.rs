@@ -569,6 +569,51 @@ fn a_long_pass_kept_as_checkpoint_and_appended_commits_reads_back_whole() {
     );
 }
 
+/// A pass hands over to a new invocation every `--continue-every` commits (each draining its
+/// calls, keeping its evidence, and queueing a resume of the channel for itself); the run
+/// follows it to the end and gives the local run's evidence, each task called once.
+#[test]
+fn a_pass_handed_over_across_invocations_gives_the_local_run_s_evidence() {
+    let Some(_serial) = server() else { return };
+    let _cluster = Cluster::start(2, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let mut tasks: Vec<serde_json::Value> = (0..60)
+        .map(|i| task(&format!("t{i:02}"), &format!("echo {i} > t{i:02}.txt"), &[]))
+        .collect();
+    tasks.push(fixable_task("fixed", ""));
+    tasks.push(task(
+        "joined",
+        "cat t00.txt t59.txt fixed.txt > joined.txt",
+        &["t00", "t59", "fixed"],
+    ));
+    let plan = plan_file(dir.path(), tasks);
+    let chan = channel("handover");
+    let (out, _) = run(&plan, &chan, &["-j", "2", "--continue-every", "5"]);
+    let remote = status_of(&out);
+    assert!(
+        remote.is_complete(),
+        "{remote}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan_arg = plan.to_string_lossy().into_owned();
+    let local = status_of(&cli(&["local", "--json", "--channel", &chan, &plan_arg]));
+    assert_eq!(remote.tasks, local.tasks);
+    assert_eq!(remote.evidence_digest, local.evidence_digest);
+    // The channel ran in several invocations: the submission and the resumes it queued.
+    let query = format!(
+        "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'Channel' \
+         AND target_service_key = '{chan}' AND target_handler_name = 'resume'"
+    );
+    let (status, body) = post_json(
+        &format!("{}/query", admin()),
+        &serde_json::json!({ "query": query }),
+    );
+    assert_eq!(status, 200, "{body}");
+    let rows: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let resumes = rows["rows"][0]["n"].as_u64().unwrap_or(0);
+    assert!(resumes >= 5, "{resumes} resumes: {body}");
+}
+
 /// Runs a plan whose first task sleeps, SIGKILLs the worker running it, and returns the
 /// run's output, its channel and the cluster (still serving).
 fn kill_mid_call(extra: &[&str]) -> (Output, String, Cluster) {

@@ -193,8 +193,15 @@ fn a_submission_a_report_and_files_keep_their_json() {
         }],
         jobs: 4,
         block: vec![AgentId::new("coder").unwrap()],
+        continue_every: None,
     };
     pinned("submission_v2.json", &submission);
+    // One that says when a pass hands over to a new invocation.
+    let handing_over = Submission {
+        continue_every: Some(20),
+        ..submission.clone()
+    };
+    pinned("submission_v3.json", &handing_over);
     // The channel keeps it without the bytes; an earlier adapter's reads with no plan files,
     // and the channel refuses it.
     let kept = Submission {
@@ -223,6 +230,16 @@ fn a_submission_a_report_and_files_keep_their_json() {
         &RunReport {
             status: status.clone(),
             resumed: true,
+            continued: false,
+        },
+    );
+    // A pass that handed over says so.
+    pinned(
+        "run_report_continued_v1.json",
+        &RunReport {
+            status: status.clone(),
+            resumed: false,
+            continued: true,
         },
     );
     // A failed task's line says why; an answer without the field (the first above, or an
@@ -239,6 +256,7 @@ fn a_submission_a_report_and_files_keep_their_json() {
         &RunReport {
             status: failed,
             resumed: false,
+            continued: false,
         },
     );
     // A task accepted after a fix says how many (the field is left out when none, so the
