@@ -21,8 +21,9 @@ use serde::{Deserialize, Serialize};
 
 /// The most bytes a call's closure record may take in its reply (its `to_json` text, as the
 /// reply's JSON escapes it). With a candidate of at most
-/// [`MAX_CALL_OUTPUT_BYTES`](crate::worker::MAX_CALL_OUTPUT_BYTES), up to four characters a
-/// byte, the reply stays well under the 32 MiB Restate refuses by default. A record is
+/// [`MAX_CALL_OUTPUT_BYTES`](crate::worker::MAX_CALL_OUTPUT_BYTES), as base64 (four
+/// characters for three bytes), the reply stays well under the 32 MiB Restate refuses by
+/// default. A record is
 /// commands' output tails and verdicts, so only a runaway closure comes near it.
 pub const MAX_CLOSURE_RECORD_BYTES: usize = 4 * 1024 * 1024;
 
@@ -119,7 +120,9 @@ impl DrawAnswer {
 pub enum TaskReply {
     /// The command ran: what it wrote, and why the worker refuses it, if it does.
     Proposal {
-        /// The files the call wrote.
+        /// The files the call wrote (their bytes as base64 text; an earlier adapter's
+        /// arrays of numbers read too).
+        #[serde(with = "crate::content::wire_candidate")]
         candidate: Candidate,
         /// The worker's own rejection (the command failed, or left what a stage refuses).
         rejection: Option<Rejection>,

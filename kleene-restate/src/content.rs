@@ -24,9 +24,112 @@ use kleene::id::Digest;
 use kleene::plan::AdmittedPath;
 use serde::{Deserialize, Serialize};
 
-/// An accepted output's files as they travel: path and bytes, sorted by path.
+/// An accepted output's files as they travel: path and bytes, sorted by path. The bytes go
+/// as base64 text (a third more than the bytes; JSON's arrays of numbers took up to four
+/// times), and an earlier adapter's arrays still read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Vec<WireFile>", into = "Vec<WireFile>")]
 pub struct Files(pub Vec<(AdmittedPath, Vec<u8>)>);
+
+/// One file of [`Files`] on the wire.
+#[derive(Serialize, Deserialize)]
+struct WireFile(AdmittedPath, #[serde(with = "wire_bytes")] Vec<u8>);
+
+impl From<Vec<WireFile>> for Files {
+    fn from(files: Vec<WireFile>) -> Self {
+        Self(files.into_iter().map(|WireFile(p, b)| (p, b)).collect())
+    }
+}
+
+impl From<Files> for Vec<WireFile> {
+    fn from(files: Files) -> Self {
+        files.0.into_iter().map(|(p, b)| WireFile(p, b)).collect()
+    }
+}
+
+/// Bytes as they travel: standard base64 text; an array of numbers (what an earlier adapter
+/// sent) reads too.
+pub(crate) mod wire_bytes {
+    use base64::Engine as _;
+    use serde::de::{self, SeqAccess, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct Bytes;
+        impl<'de> Visitor<'de> for Bytes {
+            type Value = Vec<u8>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("base64 text or an array of bytes")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Vec<u8>, E> {
+                base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .map_err(|e| E::custom(format!("bytes that are not base64: {e}")))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+                // Grown as elements arrive, never sized by the sender's hint.
+                let mut bytes = Vec::new();
+                while let Some(b) = seq.next_element::<u8>()? {
+                    bytes.push(b);
+                }
+                Ok(bytes)
+            }
+        }
+        d.deserialize_any(Bytes)
+    }
+}
+
+/// A candidate as it travels in a reply: its files with their bytes as base64 text (see
+/// [`Files`]); an earlier adapter's arrays of numbers read too.
+pub(crate) mod wire_candidate {
+    use std::collections::BTreeMap;
+
+    use kleene::batch::Candidate;
+    use kleene::plan::AdmittedPath;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize)]
+    struct Out<'a> {
+        files: BTreeMap<&'a AdmittedPath, Text<'a>>,
+    }
+
+    struct Text<'a>(&'a [u8]);
+
+    impl Serialize for Text<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            super::wire_bytes::serialize(self.0, s)
+        }
+    }
+
+    #[derive(Deserialize)]
+    struct In {
+        files: BTreeMap<AdmittedPath, Bytes>,
+    }
+
+    #[derive(Deserialize)]
+    struct Bytes(#[serde(with = "super::wire_bytes")] Vec<u8>);
+
+    pub(crate) fn serialize<S: Serializer>(c: &Candidate, s: S) -> Result<S::Ok, S::Error> {
+        Out {
+            files: c.files().iter().map(|(p, b)| (p, Text(b))).collect(),
+        }
+        .serialize(s)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Candidate, D::Error> {
+        let In { files } = In::deserialize(d)?;
+        Ok(Candidate::new(
+            files.into_iter().map(|(p, Bytes(b))| (p, b)).collect(),
+        ))
+    }
+}
 
 impl Files {
     /// The files of `candidate`.
@@ -156,6 +259,33 @@ mod tests {
             verify(c.digest(), files),
             Err(ContentError::DuplicatePath { .. })
         ));
+    }
+
+    proptest! {
+        /// For all outputs: the files travel as base64 and read back whole, and the
+        /// arrays of numbers an earlier adapter sent read as the same files.
+        #[test]
+        fn files_read_back_from_either_wire_form(map in files()) {
+            let sent = Files::of(&Candidate::new(map));
+            let text = serde_json::to_string(&sent).unwrap();
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let texts = value.as_array().unwrap().iter().all(|f| f[1].is_string());
+            prop_assert!(texts, "{}", text);
+            prop_assert_eq!(&serde_json::from_str::<Files>(&text).unwrap(), &sent);
+            let arrays = serde_json::to_string(&sent.0).unwrap();
+            prop_assert_eq!(&serde_json::from_str::<Files>(&arrays).unwrap(), &sent);
+        }
+    }
+
+    #[test]
+    fn bytes_that_are_neither_base64_nor_numbers_are_refused() {
+        for bad in [
+            r#"[["a.txt","not base64!"]]"#,
+            r#"[["a.txt",[256]]]"#,
+            r#"[["a.txt",{}]]"#,
+        ] {
+            assert!(serde_json::from_str::<Files>(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -31,9 +31,10 @@ use kleene::stage::ObjectStore;
 use crate::call::{FixDraw, TaskCall, TaskReply};
 
 /// The most bytes one call may write outside its scratch. Its candidate travels as the call's
-/// result, in JSON that spends up to four characters a byte, and Restate refuses a message
-/// past 32 MiB by default (retrying it until the call fails, with no word of why): a call
-/// that writes more is refused naming the file, which is never read.
+/// result (base64, four characters for three bytes) and stays in the pass's journal until the
+/// pass hands over, and Restate refuses a message past 32 MiB by default (retrying it until
+/// the call fails, with no word of why): a call that writes more is refused naming the file,
+/// which is never read.
 pub const MAX_CALL_OUTPUT_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Why a worker's directory could not be set up.

@@ -152,7 +152,10 @@ fn every_reply_keeps_its_json() {
             nonce: "6b1e0c".into(),
         },
     ];
-    pinned("task_replies_v1.json", &replies);
+    // Candidates travel with their bytes as base64 now; the arrays of numbers an earlier
+    // adapter wrote read as the same replies.
+    pinned("task_replies_v2.json", &replies);
+    assert_eq!(read::<Vec<TaskReply>>("task_replies_v1.json"), replies);
 }
 
 /// kleene's committed version-1 closure record (a checkpoint).
@@ -176,7 +179,8 @@ fn a_reply_with_its_closure_record_and_the_kept_records_keep_their_json() {
     assert!(
         matches!(&reply, TaskReply::Proposal { record: Some(text), .. } if *text == record.to_json())
     );
-    pinned("task_reply_record_v1.json", &reply);
+    pinned("task_reply_record_v2.json", &reply);
+    assert_eq!(read::<TaskReply>("task_reply_record_v1.json"), reply);
     let kept = vec![StoredClosure::of(id("b"), 2, &record)];
     pinned("closures_v1.json", &kept);
     assert_eq!(kept[0].read().unwrap(), record);
@@ -265,5 +269,6 @@ fn a_submission_a_report_and_files_keep_their_json() {
     fixed.tasks[0].fixes = 1;
     pinned("status_fixes_v1.json", &fixed);
     let candidate: Candidate = kleene_fixture("candidate_v1.json");
-    pinned("files_v1.json", &Files::of(&candidate));
+    pinned("files_v2.json", &Files::of(&candidate));
+    assert_eq!(read::<Files>("files_v1.json"), Files::of(&candidate));
 }
