@@ -335,6 +335,23 @@ impl<'p> BatchMachine<'p> {
         std::mem::take(&mut self.cache_warnings)
     }
 
+    /// The action keys the next [`reserve`](Self::reserve) looks up in the batch's cache: one
+    /// for each task ready to be called that may be cached, with the task, in the order the
+    /// machine takes them. The machine never waits: a driver whose store answers
+    /// asynchronously (a cache kept by a remote service) fetches these entries into the
+    /// batch's cache (a [`MemoryCache`](super::cache::MemoryCache), say) before it reserves.
+    /// Empty when the batch has no cache.
+    pub fn ready_action_keys(&self) -> Vec<(TaskId, ActionKey)> {
+        if self.cache.is_none() {
+            return Vec::new();
+        }
+        let order = self.plan.topological_order();
+        self.ready
+            .iter()
+            .filter_map(|p| Some((order.get(p)?.clone(), self.action_key(p)?)))
+            .collect()
+    }
+
     /// The action key of the task at `position`, whose prerequisites are all accepted, when
     /// the batch has a cache and the task may be cached.
     fn action_key(&self, position: usize) -> Option<ActionKey> {
@@ -482,6 +499,52 @@ impl<'p> BatchMachine<'p> {
         let mut dispatches = Vec::new();
         self.reserve_into(limit, &mut events, &mut dispatches, true)?;
         Ok(Reservation { events, dispatches })
+    }
+
+    /// Accepts every ready task whose result the batch's cache holds (and, in turn, those
+    /// that become ready by it), making no call; the other ready tasks stay ready. The
+    /// events go in the next commit, as [`reserve`](Self::reserve)'s do.
+    ///
+    /// For a driver whose cache answers asynchronously: it fetches the entries of
+    /// [`ready_action_keys`](Self::ready_action_keys) into the batch's cache, calls this,
+    /// and repeats while new keys become ready; only then does it reserve calls. (`reserve`
+    /// itself reuses too, but goes on to call a task a reuse made ready before its entry
+    /// could be fetched.)
+    ///
+    /// # Errors
+    ///
+    /// [`BatchErrorKind::Fold`] when an event the machine made does not fold (an internal
+    /// invariant broke).
+    pub fn reserve_reused(&mut self) -> Result<Vec<EvidenceEvent>, BatchError> {
+        let mut events = Vec::new();
+        if self.cache.is_none() {
+            return Ok(events);
+        }
+        let mut waiting = Vec::new();
+        while let Some(position) = self.ready.pop_first() {
+            if !self.may_call(position) {
+                continue;
+            }
+            if self.blocker(position).is_some() {
+                // Drained by the next reservation, as ever.
+                waiting.push(position);
+                continue;
+            }
+            let id = self.plan.topological_order()[position].clone();
+            match self.reuse(position, &id) {
+                Some(event) => {
+                    self.apply_at(Some(position), event.clone())?;
+                    events.push(event);
+                    self.reused_positions.push(position);
+                    self.finished(position);
+                }
+                None => waiting.push(position),
+            }
+        }
+        for position in waiting {
+            self.ready.insert(position);
+        }
+        Ok(events)
     }
 
     /// [`reserve`](Self::reserve) into the caller's buffers (a driver reuses them); without

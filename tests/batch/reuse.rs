@@ -412,3 +412,64 @@ fn an_entry_that_writes_outside_the_task_or_names_another_is_not_taken() {
         assert_eq!(d.files().keys().collect::<Vec<_>>(), [&path("d.txt")]);
     }
 }
+
+/// A driver whose store answers asynchronously (a remote cache) asks the machine which keys
+/// its next reservation looks up, fetches those entries into the batch's in-memory cache,
+/// and takes the reuses (no call), round after round: every task is reused, in dependency
+/// order, and none is called. (`reserve` called `b` as soon as `a`'s reuse made it ready.)
+#[test]
+fn the_keys_a_reservation_looks_up_can_be_fetched_before_it() {
+    let original = plan("b");
+    let remote: Arc<dyn ActionCache> = Arc::new(MemoryCache::new());
+    let worker = Logged::default();
+    run(&original, "first", &remote, &worker);
+    assert_eq!(worker.calls().len(), 4);
+    let local = Arc::new(MemoryCache::new());
+    let batch = Batch::new(&original, chan("second")).with_cache(local.clone());
+    let (mut machine, _) = batch.machine(None).unwrap();
+    let mut asked = Vec::new();
+    while !machine.evidence().summary().is_complete() {
+        let keys = machine.ready_action_keys();
+        assert!(!keys.is_empty(), "a ready task names no key");
+        for (task, key) in keys {
+            asked.push(task.to_string());
+            let kleene::batch::cache::Lookup::Hit(hit) = remote.lookup(&key) else {
+                panic!("{task}: the first run kept no result under {key}");
+            };
+            local
+                .store(hit.result(), hit.output(), hit.closure())
+                .unwrap();
+        }
+        assert!(!machine.reserve_reused().unwrap().is_empty());
+    }
+    assert_eq!(asked, ["a", "d", "b", "c"]);
+    assert_eq!(machine.evidence().reused().count(), 4);
+    // With b edited, its key moves: a and d are reused, b and c stay ready for calls.
+    let edited = plan("b, edited");
+    let local = Arc::new(MemoryCache::new());
+    let (mut machine, _) = Batch::new(&edited, chan("fourth"))
+        .with_cache(local.clone())
+        .machine(None)
+        .unwrap();
+    for _ in 0..3 {
+        for (_, key) in machine.ready_action_keys() {
+            if let kleene::batch::cache::Lookup::Hit(hit) = remote.lookup(&key) {
+                local
+                    .store(hit.result(), hit.output(), hit.closure())
+                    .unwrap();
+            }
+        }
+        machine.reserve_reused().unwrap();
+    }
+    assert_eq!(machine.evidence().reused().count(), 2);
+    let work = machine.reserve(4).unwrap();
+    let called: Vec<String> = work
+        .dispatches
+        .iter()
+        .map(|d| d.task().to_string())
+        .collect();
+    assert_eq!(called, ["b"]);
+    // Without a cache there is nothing to look up.
+    let (bare, _) = Batch::new(&original, chan("third")).machine(None).unwrap();
+    assert!(bare.ready_action_keys().is_empty());
+}
