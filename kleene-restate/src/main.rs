@@ -127,6 +127,10 @@ enum Command {
         /// invocation, whatever the plan's size).
         #[arg(long, default_value_t = kleene_restate::service::DEFAULT_CONTINUE_EVERY)]
         continue_every: u32,
+        /// Make every call: consult no cache and keep nothing in it (the cache is kept in
+        /// Restate, one `ActionCache` object per action key, shared by every channel).
+        #[arg(long)]
+        no_cache: bool,
         /// Print the final status as JSON.
         #[arg(long)]
         json: bool,
@@ -342,6 +346,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             jobs,
             block,
             continue_every,
+            no_cache,
             json,
         } => {
             let shell = load(&plan)?;
@@ -367,6 +372,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             }
             let submission = Submission {
                 continue_every: Some(continue_every),
+                no_cache,
                 ..Submission::of(&shell, jobs, block)
             };
             let follow = (!json).then(|| tokio::spawn(follow(client.clone(), channel.clone())));
@@ -530,6 +536,16 @@ fn finish(
 ) -> Result<ExitCode, Failure> {
     match result {
         Ok(run) => {
+            // A refused entry was a miss; never silent, never a flood.
+            for warning in run.cache_warnings.iter().take(5) {
+                eprintln!("kleene-restate: cache entry refused, the task was called: {warning}");
+            }
+            if run.cache_warnings.len() > 5 {
+                eprintln!(
+                    "kleene-restate: {} more cache entries refused",
+                    run.cache_warnings.len() - 5
+                );
+            }
             let code = report(&run.status, json);
             if let Some(why) = &run.status.stopped {
                 eprintln!("kleene-restate: {why}");

@@ -59,6 +59,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
+use kleene::batch::cache::ActionKey;
 use kleene::batch::{
     BatchError, BatchEvidence, Proposal, WorkerFailure, candidate::AcceptedOutput,
     evidence::EvidenceEvent, evidence::Settlement, machine::BatchMachine, machine::Dispatch,
@@ -75,6 +76,7 @@ use restate_sdk::service::IntoServiceDefinition;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
+use crate::cache::{ActionCacheObject, ActionCacheObjectClient, ChannelCache};
 use crate::call::{DrawAnswer, FixDraw, StoredClosure, TaskCall, TaskReply};
 use crate::client::Restate;
 use crate::content::{ContentError, Files, verify};
@@ -179,6 +181,9 @@ pub struct Submission {
     /// adapter's submission keeps its JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continue_every: Option<u32>,
+    /// Make every call: consult no cache and keep nothing in it. Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_cache: bool,
 }
 
 /// After how many commits a pass hands over to a new invocation by default. A pass is one
@@ -220,6 +225,7 @@ impl Submission {
             jobs,
             block,
             continue_every: None,
+            no_cache: false,
         }
     }
 
@@ -268,6 +274,10 @@ pub struct RunReport {
     /// end. Left out when false, so a report keeps its JSON.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub continued: bool,
+    /// The cache entries the pass found and refused (damaged, another task's or another
+    /// key's), each naming the key and why: each was a miss. Left out when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache_warnings: Vec<String>,
 }
 
 /// Why a channel handler refused or stopped.
@@ -667,6 +677,17 @@ async fn drive(
     for agent in &submission.block {
         batch = batch.with_pending_turn_replay(agent.clone(), PendingTurnReplay::Block);
     }
+    // The results admitted from the `ActionCache` objects, which the machine looks up, and
+    // those it stores on acceptance, which go to them.
+    let cache = Arc::new(ChannelCache::default());
+    if !submission.no_cache {
+        let keys = shell.clone();
+        batch = batch
+            .with_cache(Arc::clone(&cache) as Arc<dyn kleene::batch::cache::ActionCache>)
+            .with_action_keys(move |task| keys.action_key_parts(&task.id));
+    }
+    let mut fetched: BTreeSet<ActionKey> = BTreeSet::new();
+    let mut cache_warnings: Vec<String> = Vec::new();
     let jobs = submission.jobs.max(1);
     let (mut machine, mut pending) = match batch.machine(evidence) {
         Ok(m) => m,
@@ -695,7 +716,44 @@ async fn drive(
         // a new invocation goes on from the evidence.
         let handing_over = commits >= continue_every;
         if stop.is_none() && !interrupted && !handing_over && (calls.is_empty() || free >= group) {
+            // The results the ready tasks' keys name, fetched before the machine (which
+            // never waits) looks them up: round after round, as reuses make more ready.
+            loop {
+                let wanted: Vec<(TaskId, ActionKey)> = machine
+                    .ready_action_keys()
+                    .into_iter()
+                    .filter(|(_, k)| fetched.insert(*k))
+                    .collect();
+                if wanted.is_empty() {
+                    break;
+                }
+                let mut gets = DurableFuturesUnordered::new();
+                let mut asked = BTreeMap::new();
+                for (task, key) in wanted {
+                    let get = ctx
+                        .object_client::<ActionCacheObjectClient>(key.to_string())
+                        .get()
+                        .call();
+                    asked.insert(gets.push(get), (task, key));
+                }
+                while let Some((index, answer)) = gets.next().await? {
+                    let (Some((task, key)), Ok(Json(Some(entry)))) = (asked.remove(&index), answer)
+                    else {
+                        continue;
+                    };
+                    if let Err(e) = cache.admit(&task, key, entry) {
+                        cache_warnings.push(format!("task {task}: {}", Chain(&e)));
+                    }
+                }
+                let reused = machine.reserve_reused().map_err(|e| terminal(&e))?;
+                keep_reused_outputs(ctx, &reused);
+                pending.extend(reused);
+                for (task, record) in machine.take_reused_closures() {
+                    keep_reused_closure(ctx, &machine, task, &record);
+                }
+            }
             let work = machine.reserve(jobs).map_err(|e| terminal(&e))?;
+            keep_reused_outputs(ctx, &work.events);
             // Group commit: the settlements since the last commit go in one journal entry
             // with this reservation, before any of its calls is made.
             pending.extend(work.events);
@@ -761,6 +819,13 @@ async fn drive(
                 let settled = machine
                     .settle(&dispatch, result, &())
                     .map_err(|e| terminal(&e))?;
+                // What the batch kept on acceptance goes to the cache objects (one-way: the
+                // pass never waits on them).
+                for (key, entry) in cache.take_stored_keyed() {
+                    ctx.object_client::<ActionCacheObjectClient>(key.to_string())
+                        .put(Json(entry))
+                        .send();
+                }
                 // Kept before the checkpoint below, so the evidence in state never binds a
                 // record the channel does not hold; only when the call settled its closure
                 // (a withdrawn call's number is made again, with its own record).
@@ -817,6 +882,7 @@ async fn drive(
         store.checkpoint(ctx, &machine)?;
     }
     let mut report = finish(ctx, Some(machine.evidence()), stop, resumed, &key).await?;
+    report.0.cache_warnings = cache_warnings;
     if commits >= continue_every && report.0.status.stopped.is_none() {
         // Queued behind this invocation on the exclusive channel: it starts once this one
         // ends, from the evidence just kept, with nobody waiting on it.
@@ -856,6 +922,42 @@ fn checked_record(
             Chain(&e)
         )),
     }
+}
+
+/// Keeps each output `events` reuse under its digest, as an accepted one is kept: what the
+/// dependents' calls fetch their inputs from.
+fn keep_reused_outputs(ctx: &ObjectContext<'_>, events: &[EvidenceEvent]) {
+    for event in events {
+        if let EvidenceEvent::Reused {
+            digest, candidate, ..
+        } = event
+        {
+            ctx.set(&output_key(*digest), Json(Files::of(candidate)));
+        }
+    }
+}
+
+/// Keeps the closure record of the call whose output `task` reused, as the cache entry held
+/// it, under `closure/{task}/reused`: acceptance checks it against the reuse the evidence
+/// binds (task, that call's number, its record's digest and audit head).
+fn keep_reused_closure(
+    ctx: &ObjectContext<'_>,
+    machine: &BatchMachine<'_>,
+    task: TaskId,
+    record: &str,
+) {
+    let Some(call) = machine.evidence().reused_from(&task).map(|from| from.call) else {
+        return;
+    };
+    let key = format!("{CLOSURE_PREFIX}{task}/reused");
+    ctx.set(
+        &key,
+        Json(StoredClosure {
+            task,
+            call,
+            record: record.to_owned(),
+        }),
+    );
 }
 
 /// Keeps the closure record `text` of call `call` of `task` in the channel's state. A call
@@ -915,6 +1017,7 @@ async fn finish(
         status,
         resumed,
         continued: false,
+        cache_warnings: Vec::new(),
     }))
 }
 
@@ -1428,6 +1531,7 @@ pub fn endpoint(dir: &Path, jobs: usize, ingress: &str) -> Result<Endpoint, Work
     };
     Ok(Endpoint::builder()
         .bind(Channel.into_service_definition().options(quick()))
+        .bind(ActionCacheObject.into_service_definition().options(quick()))
         .bind(FixLedger.into_service_definition().options(quick()))
         .bind(
             TaskWorker::new(dir, jobs, ingress)?

@@ -289,7 +289,7 @@ fn a_cluster_losing_the_node_in_use_and_then_the_leader_runs_nothing_twice() {
     let plan = plan(dir.path(), &log);
     let chan = format!("cluster-{}", std::process::id());
     let run = Command::new(BIN)
-        .args(["run", "--json", "--channel", &chan])
+        .args(["run", "--no-cache", "--json", "--channel", &chan])
         .arg(&plan)
         // Long enough to outlast two nodes' restarts: the submitter needs no manual step.
         .args(["--retry-secs", "300"])

@@ -274,7 +274,14 @@ fn status_of(out: &Output) -> ChannelStatus {
 
 fn run(plan: &Path, channel: &str, extra: &[&str]) -> (Output, Duration) {
     let plan = plan.to_string_lossy().into_owned();
-    let mut args = vec!["run", "--json", "--channel", channel, plan.as_str()];
+    let mut args = vec![
+        "run",
+        "--no-cache",
+        "--json",
+        "--channel",
+        channel,
+        plan.as_str(),
+    ];
     args.extend_from_slice(extra);
     let start = Instant::now();
     let out = cli(&args);
@@ -369,7 +376,7 @@ fn two_workers_give_the_local_run_s_results_and_a_second_submission_is_refused()
     let verified = kleene::acceptance::verify_archive(&bytes, digest).unwrap();
     assert_eq!(verified.files().len(), 5);
 
-    let again = cli(&["run", "--json", "--channel", &chan, &plan_arg]);
+    let again = cli(&["run", "--no-cache", "--json", "--channel", &chan, &plan_arg]);
     assert_eq!(again.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(
@@ -505,7 +512,16 @@ fn a_long_pass_kept_as_checkpoint_and_appended_commits_reads_back_whole() {
     let plan_arg = plan.to_string_lossy().into_owned();
     // `-j 2` refills one call at a time: a commit a call.
     let child = Command::new(BIN)
-        .args(["run", "--json", "-j", "2", "--channel", &chan, &plan_arg])
+        .args([
+            "run",
+            "--no-cache",
+            "--json",
+            "-j",
+            "2",
+            "--channel",
+            &chan,
+            &plan_arg,
+        ])
         .env("RESTATE_INGRESS_URL", ingress())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -614,6 +630,83 @@ fn a_pass_handed_over_across_invocations_gives_the_local_run_s_evidence() {
     assert!(resumes >= 5, "{resumes} resumes: {body}");
 }
 
+/// The cache kept in Restate: a plan submitted to one channel, then edited and submitted to
+/// another, calls only the edited task and its dependents; the rest are reused with their
+/// trail (the reused calls' closure records kept on the new channel, so `accept` checks
+/// them), and an edit that leaves the output byte-identical calls none of its dependents.
+#[test]
+fn a_second_submission_of_an_edited_plan_calls_only_what_changed() {
+    let Some(_serial) = server() else { return };
+    let _cluster = Cluster::start(2, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    // Outside the plan's directory: the plan binds the files beside it.
+    let log = elsewhere.path().join("calls.log");
+    // Unique to this run of the test, so no earlier run's results are in the cache.
+    let salt = channel("salt");
+    let logged = |id: &str, run: &str| format!("echo {id} >> {}; {run}", log.display());
+    let tasks = |b: &str| {
+        vec![
+            task("a", &logged("a", &format!("echo {salt} > a.txt")), &[]),
+            task("b", &logged("b", b), &["a"]),
+            task("c", &logged("c", "cat b.txt > c.txt"), &["b"]),
+            task("d", &logged("d", "cat a.txt > d.txt"), &["a"]),
+            task("e", &logged("e", "echo e > e.txt"), &[]),
+            task("f", &logged("f", "cat c.txt d.txt > f.txt"), &["c", "d"]),
+        ]
+    };
+    let calls = |from: usize| -> Vec<String> {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let mut ids: Vec<String> = text.lines().skip(from).map(str::to_owned).collect();
+        ids.sort();
+        ids
+    };
+    let submit = |b: &str, chan: &str| {
+        let plan = plan_file(dir.path(), tasks(b));
+        let plan_arg = plan.to_string_lossy().into_owned();
+        let out = cli(&["run", "--json", "-j", "4", "--channel", chan, &plan_arg]);
+        let status = status_of(&out);
+        assert!(
+            status.is_complete(),
+            "{status}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        status
+    };
+    let first = submit("cat a.txt > b.txt; echo b >> b.txt", &channel("cache1"));
+    assert_eq!(calls(0), ["a", "b", "c", "d", "e", "f"], "{first}");
+    // b edited: b, c and f are called; a, d and e are reused.
+    let seen = calls(0).len();
+    let chan = channel("cache2");
+    let second = submit("cat a.txt > b.txt; echo bb >> b.txt", &chan);
+    assert_eq!(calls(seen), ["b", "c", "f"], "{second}");
+    let called = |s: &ChannelStatus, id: &str| {
+        s.tasks
+            .iter()
+            .find(|t| t.task.as_str() == id)
+            .map(|t| t.calls)
+    };
+    for reused in ["a", "d", "e"] {
+        assert_eq!(called(&second, reused), Some(0), "{second}");
+    }
+    let evidence = kleene_restate_evidence(&chan);
+    let mut reused: Vec<String> = evidence.reused().map(|(t, _)| t.to_string()).collect();
+    reused.sort();
+    assert_eq!(reused, ["a", "d", "e"]);
+    // Acceptance checks the reused calls' closure records, kept on the new channel.
+    let plan = plan_file(dir.path(), tasks("cat a.txt > b.txt; echo bb >> b.txt"));
+    let (out, exported) = accept_exporting(elsewhere.path(), &chan, &plan);
+    assert!(
+        out.status.success() && exported,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // An edit that leaves b's output byte-identical: b is called, nothing after it.
+    let seen = calls(0).len();
+    let third = submit("cat a.txt > b.txt;  echo bb >> b.txt", &channel("cache3"));
+    assert_eq!(calls(seen), ["b"], "{third}");
+}
+
 /// Runs a plan whose first task sleeps, SIGKILLs the worker running it, and returns the
 /// run's output, its channel and the cluster (still serving).
 fn kill_mid_call(extra: &[&str]) -> (Output, String, Cluster) {
@@ -630,6 +723,7 @@ fn kill_mid_call(extra: &[&str]) -> (Output, String, Cluster) {
     let plan_arg = plan.to_string_lossy().into_owned();
     let mut args = vec![
         "run".to_owned(),
+        "--no-cache".into(),
         "--json".into(),
         "--channel".into(),
         chan.clone(),
@@ -764,7 +858,7 @@ fn a_plan_survives_a_server_killed_and_restarted_on_its_data() {
     let chan = channel("restart");
     let plan_arg = plan.to_string_lossy().into_owned();
     let submit = Command::new(BIN)
-        .args(["run", "--json", "--channel", &chan, &plan_arg])
+        .args(["run", "--no-cache", "--json", "--channel", &chan, &plan_arg])
         .env("RESTATE_INGRESS_URL", ingress())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -896,7 +990,7 @@ fn a_call_abandoned_by_a_server_crash_is_stopped_and_its_number_never_runs_twice
     let chan = channel("fence");
     let plan_arg = plan.to_string_lossy().into_owned();
     let submit = Command::new(BIN)
-        .args(["run", "--json", "--channel", &chan, &plan_arg])
+        .args(["run", "--no-cache", "--json", "--channel", &chan, &plan_arg])
         .env("RESTATE_INGRESS_URL", ingress())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -1285,7 +1379,7 @@ fn a_worker_killed_during_a_fix_leaves_its_draw_counted() {
     let chan = channel("killfix");
     let plan_arg = plan.to_string_lossy().into_owned();
     let child = Command::new(BIN)
-        .args(["run", "--json", "--channel", &chan, &plan_arg])
+        .args(["run", "--no-cache", "--json", "--channel", &chan, &plan_arg])
         .env("RESTATE_INGRESS_URL", ingress())
         .env("RESTATE_ADMIN_URL", admin())
         .stdout(Stdio::piped())

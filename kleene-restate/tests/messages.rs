@@ -198,6 +198,7 @@ fn a_submission_a_report_and_files_keep_their_json() {
         jobs: 4,
         block: vec![AgentId::new("coder").unwrap()],
         continue_every: None,
+        no_cache: false,
     };
     pinned("submission_v2.json", &submission);
     // One that says when a pass hands over to a new invocation.
@@ -235,6 +236,7 @@ fn a_submission_a_report_and_files_keep_their_json() {
             status: status.clone(),
             resumed: true,
             continued: false,
+            cache_warnings: Vec::new(),
         },
     );
     // A pass that handed over says so.
@@ -244,6 +246,7 @@ fn a_submission_a_report_and_files_keep_their_json() {
             status: status.clone(),
             resumed: false,
             continued: true,
+            cache_warnings: Vec::new(),
         },
     );
     // A failed task's line says why; an answer without the field (the first above, or an
@@ -261,6 +264,7 @@ fn a_submission_a_report_and_files_keep_their_json() {
             status: failed,
             resumed: false,
             continued: false,
+            cache_warnings: Vec::new(),
         },
     );
     // A task accepted after a fix says how many (the field is left out when none, so the
