@@ -661,19 +661,18 @@ fn a_second_submission_of_an_edited_plan_calls_only_what_changed() {
         ids.sort();
         ids
     };
-    let submit = |b: &str, chan: &str| {
+    let submit_telling = |b: &str, chan: &str| {
         let plan = plan_file(dir.path(), tasks(b));
         let plan_arg = plan.to_string_lossy().into_owned();
         let out = cli(&["run", "--json", "-j", "4", "--channel", chan, &plan_arg]);
         let status = status_of(&out);
-        assert!(
-            status.is_complete(),
-            "{status}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        status
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(status.is_complete(), "{status}\n{stderr}");
+        (status, stderr)
     };
-    let first = submit("cat a.txt > b.txt; echo b >> b.txt", &channel("cache1"));
+    let submit = |b: &str, chan: &str| submit_telling(b, chan).0;
+    let first_chan = channel("cache1");
+    let first = submit("cat a.txt > b.txt; echo b >> b.txt", &first_chan);
     assert_eq!(calls(0), ["a", "b", "c", "d", "e", "f"], "{first}");
     // b edited: b, c and f are called; a, d and e are reused.
     let seen = calls(0).len();
@@ -705,6 +704,48 @@ fn a_second_submission_of_an_edited_plan_calls_only_what_changed() {
     let seen = calls(0).len();
     let third = submit("cat a.txt > b.txt;  echo bb >> b.txt", &channel("cache3"));
     assert_eq!(calls(seen), ["b"], "{third}");
+    // Poisoned: e's entry (kept by the first run) with a byte of its file changed, through
+    // the admin API. It is a miss naming the task and the key, and e is called again.
+    let query = "SELECT service_key, value FROM state WHERE service_name = 'ActionCache'";
+    let (code, body) = post_json(
+        &format!("{}/query", admin()),
+        &serde_json::json!({ "query": query }),
+    );
+    assert_eq!(code, 200, "{body}");
+    let rows: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let (key, mut entry) = rows["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|row| {
+            let hex = row["value"].as_str()?;
+            let bytes: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                .collect();
+            let entry: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+            let result: serde_json::Value = serde_json::from_str(entry["result"].as_str()?).ok()?;
+            (result["task"] == "e" && result["channel"] == first_chan.as_str())
+                .then(|| (row["service_key"].as_str().unwrap().to_owned(), entry))
+        })
+        .expect("the first run kept e's result");
+    entry["files"][0][1] = serde_json::json!("Zgo="); // "f\n" where "e\n" was
+    let mut state = serde_json::Map::new();
+    state.insert(
+        "entry".into(),
+        serde_json::json!(serde_json::to_vec(&entry).unwrap()),
+    );
+    set_object_state("ActionCache", &key, &state);
+    let seen = calls(0).len();
+    let (fourth, stderr) =
+        submit_telling("cat a.txt > b.txt;  echo bb >> b.txt", &channel("cache4"));
+    assert_eq!(calls(seen), ["e"], "{fourth}");
+    assert!(
+        stderr.contains("cache entry refused")
+            && stderr.contains("task e")
+            && stderr.contains(&key),
+        "{stderr}"
+    );
 }
 
 /// Runs a plan whose first task sleeps, SIGKILLs the worker running it, and returns the
@@ -1591,9 +1632,14 @@ fn object_state(service: &str, key: &str) -> serde_json::Map<String, serde_json:
 /// Replaces the whole state of `Channel/{chan}` through the admin API, as an operator (or
 /// an attacker with the admin port) could.
 fn set_channel_state(chan: &str, state: &serde_json::Map<String, serde_json::Value>) {
+    set_object_state("Channel", chan, state);
+}
+
+/// Replaces the whole state of the virtual object `service/{key}` through the admin API.
+fn set_object_state(service: &str, key: &str, state: &serde_json::Map<String, serde_json::Value>) {
     let (status, body) = post_json(
-        &format!("{}/services/Channel/state", admin()),
-        &serde_json::json!({ "object_key": chan, "new_state": state }),
+        &format!("{}/services/{service}/state", admin()),
+        &serde_json::json!({ "object_key": key, "new_state": state }),
     );
     assert!((200..300).contains(&status), "{status} {body}");
 }
