@@ -363,6 +363,21 @@ mod tests {
         ShellPlan::from_text(Path::new("plan.json"), plan.text(), Some(files)).unwrap()
     }
 
+    /// The call a channel makes first for `plan`: its first task's first call.
+    fn first_task_call(plan: &ShellPlan) -> TaskCall {
+        let channel = ChannelId::new("chan").unwrap();
+        let (mut machine, _) = plan.batch(channel.clone()).machine(None).unwrap();
+        let dispatch = machine.reserve(1).unwrap().dispatches.remove(0);
+        TaskCall {
+            channel,
+            dispatch,
+            plan: plan.text().to_owned(),
+            plan_digest: None,
+            plan_files: plan.files().map(PlanFiles::manifest),
+            inputs: Vec::new(),
+        }
+    }
+
     /// The first call of `plan`'s first task, made by a worker in `work`.
     fn first_call(
         work: &WorkDir,
@@ -370,17 +385,7 @@ mod tests {
         plan_dir: &Path,
         draw: &mut dyn FnMut(&FixDraw) -> Result<(), String>,
     ) -> TaskReply {
-        let channel = ChannelId::new("chan").unwrap();
-        let (mut machine, _) = plan.batch(channel.clone()).machine(None).unwrap();
-        let dispatch = machine.reserve(1).unwrap().dispatches.remove(0);
-        let call = TaskCall {
-            channel,
-            dispatch,
-            plan: plan.text().to_owned(),
-            plan_digest: None,
-            plan_files: plan.files().map(PlanFiles::manifest),
-            inputs: Vec::new(),
-        };
+        let call = first_task_call(&plan);
         let turn = CallTurn {
             claim: "claim-1",
             ended: &Interrupt::default(),
@@ -560,17 +565,7 @@ mod tests {
         let draws = std::sync::atomic::AtomicUsize::new(0);
         let reply = std::thread::scope(|scope| {
             let call = scope.spawn(|| {
-                let channel = ChannelId::new("chan").unwrap();
-                let (mut machine, _) = plan.batch(channel.clone()).machine(None).unwrap();
-                let dispatch = machine.reserve(1).unwrap().dispatches.remove(0);
-                let call = TaskCall {
-                    channel,
-                    dispatch,
-                    plan: String::new(),
-                    plan_digest: None,
-                    plan_files: plan.files().map(PlanFiles::manifest),
-                    inputs: Vec::new(),
-                };
+                let call = first_task_call(&plan);
                 let turn = CallTurn {
                     claim: "claim-1",
                     ended: &ended,

@@ -862,6 +862,19 @@ fn server_script() -> Option<PathBuf> {
     (script.exists() && data.join("restate-server.pid").exists()).then_some(script)
 }
 
+/// The script that started the server, which a test that restarts it needs; `None` (skip,
+/// saying why) when it did not start it, a failure on CI.
+fn restartable() -> Option<PathBuf> {
+    let found = server_script();
+    if found.is_none() {
+        let message =
+            "the server was not started by scripts/restate-server.sh, which this test restarts";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
+        eprintln!("skipped: {message}");
+    }
+    found
+}
+
 fn script(script: &Path, command: &str, kill: bool) {
     let out = Command::new("bash")
         .arg(script)
@@ -879,11 +892,7 @@ fn script(script: &Path, command: &str, kill: bool) {
 #[test]
 fn a_plan_survives_a_server_killed_and_restarted_on_its_data() {
     let Some(_serial) = server() else { return };
-    let Some(script_path) = server_script() else {
-        let message =
-            "the server was not started by scripts/restate-server.sh, which this test restarts";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
-        eprintln!("skipped: {message}");
+    let Some(script_path) = restartable() else {
         return;
     };
     let cluster = Cluster::start(2, 4);
@@ -985,11 +994,7 @@ fn log_lines(log: &Path) -> Vec<String> {
 #[test]
 fn a_call_abandoned_by_a_server_crash_is_stopped_and_its_number_never_runs_twice() {
     let Some(_serial) = server() else { return };
-    let Some(script_path) = server_script() else {
-        let message =
-            "the server was not started by scripts/restate-server.sh, which this test restarts";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
-        eprintln!("skipped: {message}");
+    let Some(script_path) = restartable() else {
         return;
     };
     let _cluster = Cluster::start(2, 4);
