@@ -11,7 +11,8 @@
 # directories on exit.
 #
 # Usage: bash benches/restate_scaling.sh            (SIZES="1000 3000 8000", JOBS=8)
-# Environment: SIZES, JOBS, BINDIR (use the kleene-restate binary there, unbuilt),
+# Environment: SIZES, JOBS, BINDIR (use the kleene-restate binary there, unbuilt; one that
+#   knows `run --no-cache`),
 #   BENCH_PORT_BASE (default 18100: ingress +80, admin +70, node +22, worker +91).
 set -euo pipefail
 sizes=${SIZES:-1000 3000 8000}
@@ -76,7 +77,9 @@ for n in $sizes; do
     } >"$work/p$n/plan.json"
     s0=$(cpu_ms "$server_pid") w0=$(cpu_ms "$worker")
     t0=$(date +%s%N)
-    "$kr" run "$work/p$n/plan.json" --channel "scale-$n-$$" -j "$jobs" --json >"$work/out.json" || {
+    # No cache: the plans share their first tasks, which a cache would reuse.
+    "$kr" run "$work/p$n/plan.json" --channel "scale-$n-$$" -j "$jobs" --json --no-cache \
+        >"$work/out.json" || {
         echo "restate_scaling.sh: the $n-task plan did not accept every task:" >&2
         head -c 2000 "$work/out.json" >&2
         exit 1

@@ -101,7 +101,8 @@ measure() {
             [[ $cfg == restate2 ]] && endpoint="http://127.0.0.1:$((base + 90))"
             "$kr" register --endpoint "$endpoint" 2>/dev/null
             t0=$(now)
-            "$kr" run "$work/plan/plan.json" --channel "bench-$cfg-$round-$$" -j "$jobs" --json \
+            # No cache: every round makes every call (the plan is the same each round).
+            "$kr" run "$work/plan/plan.json" --channel "bench-$cfg-$round-$$" -j "$jobs" --json --no-cache \
                 >"$work/out.json" || {
                 echo "restate_throughput.sh: $cfg round $round did not accept every task:" >&2
                 cat "$work/out.json" >&2
@@ -112,7 +113,7 @@ measure() {
         disk | shm)
             local state="$work/st"
             [[ $cfg == shm ]] && state="$shm/st"
-            rm -rf "$state"
+            rm -rf "$state" "$state-cache"
             t0=$(now)
             (cd "$work/plan" && "$kleene" run plan.json --state "$state" -j "$jobs" >/dev/null)
             t1=$(now)
