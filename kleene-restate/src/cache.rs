@@ -22,7 +22,7 @@
 //! // A channel's stores become entries for the `ActionCache` objects…
 //! let channel = ChannelCache::default();
 //! channel.store(&result, &output, None)?;
-//! let entry: CacheEntry = channel.take_stored().remove(0);
+//! let (_, entry) = channel.take_stored().remove(0);
 //! // …which another channel reads back, checked, into its own batch's cache.
 //! let other = ChannelCache::default();
 //! other.admit(&task.id, key, entry)?;
@@ -31,13 +31,13 @@
 //! ```
 //!
 //! The channel's batch machine never waits: before it reserves, the channel asks it which
-//! keys its ready tasks have ([`BatchMachine::ready_action_keys`]), fetches those entries
+//! keys its newly ready tasks have ([`BatchMachine::take_ready_action_keys`]), fetches those entries
 //! (journaled calls, so a replay reads the same), admits each one that checks into the
 //! batch's in-memory cache, and takes the reuses ([`BatchMachine::reserve_reused`]) round
 //! after round; then it reserves calls. What the batch stores on acceptance goes to the
 //! objects as one-way messages.
 //!
-//! [`BatchMachine::ready_action_keys`]: kleene::batch::machine::BatchMachine::ready_action_keys
+//! [`BatchMachine::take_ready_action_keys`]: kleene::batch::machine::BatchMachine::take_ready_action_keys
 //! [`BatchMachine::reserve_reused`]: kleene::batch::machine::BatchMachine::reserve_reused
 
 use std::sync::{Mutex, PoisonError};
@@ -163,15 +163,7 @@ impl ChannelCache {
 
     /// The results the batch stored since the last take, each with its key: what goes to
     /// the `ActionCache` objects.
-    pub fn take_stored(&self) -> Vec<CacheEntry> {
-        self.take_stored_keyed()
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect()
-    }
-
-    /// [`take_stored`](Self::take_stored), with each entry's key.
-    pub(crate) fn take_stored_keyed(&self) -> Vec<(ActionKey, CacheEntry)> {
+    pub fn take_stored(&self) -> Vec<(ActionKey, CacheEntry)> {
         std::mem::take(&mut *self.stored.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
@@ -263,7 +255,7 @@ mod tests {
         );
         let cache = ChannelCache::default();
         cache.store(&result, &output, None).unwrap();
-        let entry = cache.take_stored().remove(0);
+        let (_, entry) = cache.take_stored().remove(0);
         (planned.id.clone(), key, entry)
     }
 

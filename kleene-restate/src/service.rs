@@ -92,6 +92,15 @@ const TAIL_PREFIX: &str = "evidence-tail/";
 fn tail_key(before: u64) -> String {
     format!("{TAIL_PREFIX}{before:012}")
 }
+/// The keys of the commits kept after the checkpoint among an object's `keys`, in order.
+fn tail_keys(keys: Vec<String>) -> Vec<String> {
+    let mut tail: Vec<String> = keys
+        .into_iter()
+        .filter(|k| k.starts_with(TAIL_PREFIX))
+        .collect();
+    tail.sort();
+    tail
+}
 /// How many commits are appended after the checkpoint before it is written again whole.
 /// Writing the whole evidence at every commit cost O(tasks) per commit (the server's CPU and
 /// the invocation's journal, O(tasks²) a pass); now a commit costs its own events, and a
@@ -113,13 +122,7 @@ macro_rules! read_evidence {
                             source,
                         })
                     })?;
-                let mut keys: Vec<String> = $ctx
-                    .get_keys()
-                    .await?
-                    .into_iter()
-                    .filter(|k| k.starts_with(TAIL_PREFIX))
-                    .collect();
-                keys.sort();
+                let keys = tail_keys($ctx.get_keys().await?);
                 let mut events = Vec::new();
                 for key in &keys {
                     if let Some(Json(commit)) = $ctx.get::<Json<Vec<EvidenceEvent>>>(key).await? {
@@ -571,13 +574,7 @@ impl EvidenceStore {
     /// The store as the channel's state holds it when a pass starts.
     async fn open(ctx: &ObjectContext<'_>) -> Result<Self, HandlerError> {
         let checkpointed = ctx.get::<Vec<u8>>(EVIDENCE).await?.is_some();
-        let mut tail: Vec<String> = ctx
-            .get_keys()
-            .await?
-            .into_iter()
-            .filter(|k| k.starts_with(TAIL_PREFIX))
-            .collect();
-        tail.sort();
+        let tail = tail_keys(ctx.get_keys().await?);
         Ok(Self { checkpointed, tail })
     }
 
@@ -594,7 +591,10 @@ impl EvidenceStore {
         if !self.checkpointed || self.tail.len() >= TAIL_LIMIT {
             return self.checkpoint(ctx, machine);
         }
-        let before = machine.evidence().event_count() - events.len() as u64;
+        let before = machine
+            .evidence()
+            .event_count()
+            .saturating_sub(events.len() as u64);
         let key = tail_key(before);
         ctx.set(&key, Json(events));
         self.tail.push(key);
@@ -716,20 +716,17 @@ async fn drive(
         // a new invocation goes on from the evidence.
         let handing_over = commits >= continue_every;
         if stop.is_none() && !interrupted && !handing_over && (calls.is_empty() || free >= group) {
-            // The results the ready tasks' keys name, fetched before the machine (which
-            // never waits) looks them up: round after round, as reuses make more ready.
+            // The results the newly ready tasks' keys name, fetched before the machine
+            // (which never waits) looks them up: round after round, as reuses make more
+            // ready. A key fetched before (by a machine rebuilt since) is admitted already.
             loop {
-                let wanted: Vec<(TaskId, ActionKey)> = machine
-                    .ready_action_keys()
-                    .into_iter()
-                    .filter(|(_, k)| fetched.insert(*k))
-                    .collect();
-                if wanted.is_empty() {
+                let taken = machine.take_ready_action_keys();
+                if taken.is_empty() {
                     break;
                 }
                 let mut gets = DurableFuturesUnordered::new();
                 let mut asked = BTreeMap::new();
-                for (task, key) in wanted {
+                for (task, key) in taken.into_iter().filter(|(_, k)| fetched.insert(*k)) {
                     let get = ctx
                         .object_client::<ActionCacheObjectClient>(key.to_string())
                         .get()
@@ -821,7 +818,7 @@ async fn drive(
                     .map_err(|e| terminal(&e))?;
                 // What the batch kept on acceptance goes to the cache objects (one-way: the
                 // pass never waits on them).
-                for (key, entry) in cache.take_stored_keyed() {
+                for (key, entry) in cache.take_stored() {
                     ctx.object_client::<ActionCacheObjectClient>(key.to_string())
                         .put(Json(entry))
                         .send();

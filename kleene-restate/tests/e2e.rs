@@ -918,20 +918,7 @@ fn a_plan_survives_a_server_killed_and_restarted_on_its_data() {
     cluster.running("slow-1");
     script(&script_path, "stop", true);
     script(&script_path, "start", false);
-    // The submit invocation resumes on its own; a resume queues behind it and reports.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        let out = cli(&["resume", "--json", "--channel", &chan]);
-        if out.status.code() != Some(2) {
-            break status_of(&out);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    let status = resume_once_served(&chan, Duration::from_secs(60));
     eprintln!("after the restart:\n{status}");
     assert!(status.is_complete(), "{status}");
     let calls = |id: &str| {
@@ -944,6 +931,25 @@ fn a_plan_survives_a_server_killed_and_restarted_on_its_data() {
     // Accepted before the crash, never called again.
     assert_eq!(calls("first"), Some(1), "{status}");
     assert_eq!(calls("last"), Some(1), "{status}");
+}
+
+/// The status `resume` reports once the restarted server serves the channel again (the
+/// submit invocation resumes on its own; a resume queues behind it and reports), retried
+/// for at most `within`.
+fn resume_once_served(chan: &str, within: Duration) -> ChannelStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        let out = cli(&["resume", "--json", "--channel", chan]);
+        if out.status.code() != Some(2) {
+            return status_of(&out);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// Whether process `pid` is still running (a zombie has ended; only its parent's wait is
@@ -1079,19 +1085,7 @@ fn a_call_abandoned_by_a_server_crash_is_stopped_and_its_number_never_runs_twice
         "the abandoned call's commands {pids:?} still ran {stopped_after:?} after its turn ended"
     );
     eprintln!("the abandoned call's commands stopped {stopped_after:?} after the crash");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let status = loop {
-        let out = cli(&["resume", "--json", "--channel", &chan]);
-        if out.status.code() != Some(2) {
-            break status_of(&out);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    let status = resume_once_served(&chan, Duration::from_secs(90));
     assert!(status.is_complete(), "{status}");
     // One execution per call number: no (command, task, call) logged twice.
     let lines = log_lines(&log);

@@ -218,6 +218,11 @@ pub struct BatchMachine<'p> {
     /// Positions accepted with a reused output since a driver last took them: a driver that
     /// hands calls their prerequisites' outputs publishes these too.
     reused_positions: Vec<usize>,
+    /// Ready tasks whose action keys [`take_ready_action_keys`](BatchMachine::take_ready_action_keys)
+    /// handed out: a ready task's key never changes, so each is computed and handed out once.
+    announced: LowestFirst,
+    /// Of those, the ones [`reserve_reused`](BatchMachine::reserve_reused) has not tried yet.
+    to_try: Vec<usize>,
 }
 
 impl std::fmt::Debug for BatchMachine<'_> {
@@ -258,6 +263,8 @@ impl<'p> BatchMachine<'p> {
             cache_warnings: Vec::new(),
             reused_closures: Vec::new(),
             reused_positions: Vec::new(),
+            announced: LowestFirst::default(),
+            to_try: Vec::new(),
         };
         machine.rebuild();
         machine
@@ -335,21 +342,33 @@ impl<'p> BatchMachine<'p> {
         std::mem::take(&mut self.cache_warnings)
     }
 
-    /// The action keys the next [`reserve`](Self::reserve) looks up in the batch's cache: one
-    /// for each task ready to be called that may be cached, with the task, in the order the
-    /// machine takes them. The machine never waits: a driver whose store answers
-    /// asynchronously (a cache kept by a remote service) fetches these entries into the
-    /// batch's cache (a [`MemoryCache`](super::cache::MemoryCache), say) before it reserves.
-    /// Empty when the batch has no cache.
-    pub fn ready_action_keys(&self) -> Vec<(TaskId, ActionKey)> {
+    /// The action keys the next [`reserve`](Self::reserve) looks up in the batch's cache that
+    /// were not taken before: one for each task that became ready to be called since the last
+    /// take and may be cached, with the task, in the order the machine takes them (a ready
+    /// task's key never changes, so each is computed and handed out once). The machine never
+    /// waits: a driver whose store answers asynchronously (a cache kept by a remote service)
+    /// fetches these entries into the batch's cache (a
+    /// [`MemoryCache`](super::cache::MemoryCache), say), then calls
+    /// [`reserve_reused`](Self::reserve_reused). Empty when the batch has no cache.
+    pub fn take_ready_action_keys(&mut self) -> Vec<(TaskId, ActionKey)> {
         if self.cache.is_none() {
             return Vec::new();
         }
-        let order = self.plan.topological_order();
-        self.ready
+        let fresh: Vec<usize> = self
+            .ready
             .iter()
-            .filter_map(|p| Some((order.get(p)?.clone(), self.action_key(p)?)))
-            .collect()
+            .filter(|&p| !self.announced.contains(p))
+            .collect();
+        let order = self.plan.topological_order();
+        let mut keys = Vec::with_capacity(fresh.len());
+        for position in fresh {
+            self.announced.insert(position);
+            if let (Some(id), Some(key)) = (order.get(position), self.action_key(position)) {
+                keys.push((id.clone(), key));
+                self.to_try.push(position);
+            }
+        }
+        keys
     }
 
     /// The action key of the task at `position`, whose prerequisites are all accepted, when
@@ -501,15 +520,17 @@ impl<'p> BatchMachine<'p> {
         Ok(Reservation { events, dispatches })
     }
 
-    /// Accepts every ready task whose result the batch's cache holds (and, in turn, those
-    /// that become ready by it), making no call; the other ready tasks stay ready. The
-    /// events go in the next commit, as [`reserve`](Self::reserve)'s do.
+    /// Accepts every task whose key was taken since the last call and whose result the
+    /// batch's cache holds, making no call; the other ready tasks stay ready, and those a
+    /// reuse makes ready wait for the next take. The events go in the next commit, as
+    /// [`reserve`](Self::reserve)'s do.
     ///
     /// For a driver whose cache answers asynchronously: it fetches the entries of
-    /// [`ready_action_keys`](Self::ready_action_keys) into the batch's cache, calls this,
-    /// and repeats while new keys become ready; only then does it reserve calls. (`reserve`
-    /// itself reuses too, but goes on to call a task a reuse made ready before its entry
-    /// could be fetched.)
+    /// [`take_ready_action_keys`](Self::take_ready_action_keys) into the batch's cache,
+    /// calls this, and repeats while new keys are taken; only then does it reserve calls.
+    /// (`reserve` itself reuses too, but goes on to call a task a reuse made ready before its
+    /// entry could be fetched.) Each ready task is tried once, so a pass of many tasks costs
+    /// one key and one lookup a task, not one a task a round.
     ///
     /// # Errors
     ///
@@ -517,32 +538,24 @@ impl<'p> BatchMachine<'p> {
     /// invariant broke).
     pub fn reserve_reused(&mut self) -> Result<Vec<EvidenceEvent>, BatchError> {
         let mut events = Vec::new();
-        if self.cache.is_none() {
-            return Ok(events);
-        }
-        let mut waiting = Vec::new();
-        while let Some(position) = self.ready.pop_first() {
-            if !self.may_call(position) {
-                continue;
-            }
-            if self.blocker(position).is_some() {
-                // Drained by the next reservation, as ever.
-                waiting.push(position);
+        // Only the tasks whose keys were taken since: the others were tried already, and a
+        // task found in no cache then is in none now (its key has not changed).
+        for position in std::mem::take(&mut self.to_try) {
+            if !self.ready.contains(position)
+                || !self.may_call(position)
+                || self.blocker(position).is_some()
+            {
+                // Reserved, drained or dropped by the next reservation, as ever.
                 continue;
             }
             let id = self.plan.topological_order()[position].clone();
-            match self.reuse(position, &id) {
-                Some(event) => {
-                    self.apply_at(Some(position), event.clone())?;
-                    events.push(event);
-                    self.reused_positions.push(position);
-                    self.finished(position);
-                }
-                None => waiting.push(position),
+            if let Some(event) = self.reuse(position, &id) {
+                self.ready.remove(position);
+                self.apply_at(Some(position), event.clone())?;
+                events.push(event);
+                self.reused_positions.push(position);
+                self.finished(position);
             }
-        }
-        for position in waiting {
-            self.ready.insert(position);
         }
         Ok(events)
     }
@@ -957,6 +970,26 @@ impl LowestFirst {
         self.len += 1;
         self.first = self.first.min(word);
         true
+    }
+
+    /// Whether `position` is in the set.
+    pub(super) fn contains(&self, position: usize) -> bool {
+        self.words
+            .get(position / 64)
+            .is_some_and(|w| w & (1u64 << (position % 64)) != 0)
+    }
+
+    /// Takes `position` out of the set; whether it was in it.
+    pub(super) fn remove(&mut self, position: usize) -> bool {
+        let bit = 1u64 << (position % 64);
+        match self.words.get_mut(position / 64) {
+            Some(word) if *word & bit != 0 => {
+                *word &= !bit;
+                self.len -= 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     pub(super) fn pop_first(&mut self) -> Option<usize> {

@@ -429,7 +429,7 @@ fn the_keys_a_reservation_looks_up_can_be_fetched_before_it() {
     let (mut machine, _) = batch.machine(None).unwrap();
     let mut asked = Vec::new();
     while !machine.evidence().summary().is_complete() {
-        let keys = machine.ready_action_keys();
+        let keys = machine.take_ready_action_keys();
         assert!(!keys.is_empty(), "a ready task names no key");
         for (task, key) in keys {
             asked.push(task.to_string());
@@ -452,7 +452,7 @@ fn the_keys_a_reservation_looks_up_can_be_fetched_before_it() {
         .machine(None)
         .unwrap();
     for _ in 0..3 {
-        for (_, key) in machine.ready_action_keys() {
+        for (_, key) in machine.take_ready_action_keys() {
             if let kleene::batch::cache::Lookup::Hit(hit) = remote.lookup(&key) {
                 local
                     .store(hit.result(), hit.output(), hit.closure())
@@ -462,6 +462,8 @@ fn the_keys_a_reservation_looks_up_can_be_fetched_before_it() {
         machine.reserve_reused().unwrap();
     }
     assert_eq!(machine.evidence().reused().count(), 2);
+    // Each ready task's key is handed out once: b's was, and nothing new is ready.
+    assert!(machine.take_ready_action_keys().is_empty());
     let work = machine.reserve(4).unwrap();
     let called: Vec<String> = work
         .dispatches
@@ -470,6 +472,6 @@ fn the_keys_a_reservation_looks_up_can_be_fetched_before_it() {
         .collect();
     assert_eq!(called, ["b"]);
     // Without a cache there is nothing to look up.
-    let (bare, _) = Batch::new(&original, chan("third")).machine(None).unwrap();
-    assert!(bare.ready_action_keys().is_empty());
+    let (mut bare, _) = Batch::new(&original, chan("third")).machine(None).unwrap();
+    assert!(bare.take_ready_action_keys().is_empty());
 }
