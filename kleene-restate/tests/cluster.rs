@@ -1,7 +1,8 @@
-//! End-to-end on a 3-node Restate cluster on loopback, started by
-//! `scripts/restate-server.sh cluster 3` (replicated log and metadata, replication 2): nodes
-//! are killed under a running pass and it ends accepted with nothing run twice. Skipped with a
-//! message where the server cannot be installed, unless `CI=true`, where that fails.
+//! End-to-end under crashes: on a 3-node Restate cluster on loopback, started by
+//! `scripts/restate-server.sh cluster 3` (replicated log and metadata, replication 2), nodes
+//! are killed under a running pass; on a single node started by the same script, a worker and
+//! then the server are SIGKILLed. Each pass ends accepted with nothing run twice. Skipped with
+//! a message where the server cannot be installed, unless `CI=true`, where that fails.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{TcpListener, TcpStream};
@@ -17,6 +18,13 @@ const BIN: &str = env!("CARGO_BIN_EXE_kleene-restate");
 /// Ports of this test's cluster: shifted from the script's defaults, clear of a user's.
 const PORT_SHIFT: &str = "300";
 
+/// Ports of this test's single node (ingress, admin, node-to-node), clear of the cluster's
+/// and of the default server the other end-to-end tests share.
+const SINGLE_PORTS: [&str; 3] = ["27480", "27470", "27422"];
+
+/// The two tests start servers and many processes each: one at a time on a small machine.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Kills the process (SIGKILL) when dropped.
 struct Proc(Child);
 
@@ -27,11 +35,13 @@ impl Drop for Proc {
     }
 }
 
-/// The cluster the script started; every node is stopped when dropped.
+/// The server the script started, a cluster or a single node; every node is stopped when
+/// dropped.
 struct Nodes {
     data: PathBuf,
     ingress: String,
     admin: String,
+    single: bool,
     _temp: tempfile::TempDir,
 }
 
@@ -40,20 +50,28 @@ fn script() -> PathBuf {
 }
 
 impl Nodes {
-    /// Three nodes, or `None` (skip) where the script cannot start them off CI.
-    fn start() -> Option<Self> {
+    /// Three nodes (or one, if `single`), or `None` (skip) where the script cannot start
+    /// them off CI.
+    fn start(single: bool) -> Option<Self> {
         let temp = tempfile::tempdir().expect("a temporary directory");
         let data = temp.path().join("data");
         let mut nodes = Self {
             data,
             ingress: String::new(),
             admin: String::new(),
+            single,
             _temp: temp,
         };
-        let out = nodes.script(&["cluster", "3"], false);
+        let args: &[&str] = if single {
+            &["start"]
+        } else {
+            &["cluster", "3"]
+        };
+        let out = nodes.script(args, false);
         if !out.status.success() {
             let message = format!(
-                "scripts/restate-server.sh cluster 3 failed: {}",
+                "scripts/restate-server.sh {} failed: {}",
+                args.join(" "),
                 String::from_utf8_lossy(&out.stderr)
             );
             assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
@@ -78,13 +96,23 @@ impl Nodes {
             .args(args)
             .env("KLEENE_RESTATE_DATA", &self.data)
             .env("KLEENE_RESTATE_CLUSTER_PORTS", PORT_SHIFT)
+            .env("KLEENE_RESTATE_INGRESS", SINGLE_PORTS[0])
+            .env("KLEENE_RESTATE_ADMIN", SINGLE_PORTS[1])
+            .env("KLEENE_RESTATE_NODE", SINGLE_PORTS[2])
             .env("SIGKILL_SERVER", if kill { "1" } else { "0" })
             .output()
             .expect("run the server script")
     }
 
+    /// SIGKILLs node `node` (the single node: any `node`).
     fn kill(&self, node: usize) {
-        let out = self.script(&["node-stop", &node.to_string()], true);
+        let node = node.to_string();
+        let args: &[&str] = if self.single {
+            &["stop"]
+        } else {
+            &["node-stop", &node]
+        };
+        let out = self.script(args, true);
         assert!(
             out.status.success(),
             "{}",
@@ -93,7 +121,13 @@ impl Nodes {
     }
 
     fn restart(&self, node: usize) {
-        let out = self.script(&["node-start", &node.to_string()], false);
+        let node = node.to_string();
+        let args: &[&str] = if self.single {
+            &["start"]
+        } else {
+            &["node-start", &node]
+        };
+        let out = self.script(args, false);
         assert!(
             out.status.success(),
             "{}",
@@ -130,7 +164,8 @@ impl Nodes {
 
 impl Drop for Nodes {
     fn drop(&mut self) {
-        let _ = self.script(&["cluster-stop"], true);
+        let stop = if self.single { "stop" } else { "cluster-stop" };
+        let _ = self.script(&[stop], true);
     }
 }
 
@@ -149,56 +184,117 @@ fn wait_for_port(port: u16) {
     }
 }
 
-/// Two workers, told every node's ingress, behind a balancer registered with the cluster.
-fn workers(nodes: &Nodes, dir: &Path) -> Vec<Proc> {
-    let mut procs = Vec::new();
-    let mut backends = Vec::new();
-    for i in 0..2 {
-        let port = free_port();
-        let work = dir.join(format!("w{i}"));
+/// Two workers, told every node's ingress, behind a balancer registered with the server.
+struct Workers {
+    ingress: String,
+    dir: PathBuf,
+    ports: Vec<u16>,
+    procs: Vec<Option<Proc>>,
+    _balance: Proc,
+}
+
+impl Workers {
+    fn start(nodes: &Nodes, dir: &Path) -> Self {
+        let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
+        let balance = free_port();
+        let mut command = Command::new(BIN);
+        command.args(["balance", "--listen", &format!("127.0.0.1:{balance}")]);
+        for p in &ports {
+            command.args(["--backend", &format!("http://127.0.0.1:{p}")]);
+        }
+        let mut workers = Self {
+            ingress: nodes.ingress.clone(),
+            dir: dir.to_owned(),
+            ports,
+            procs: Vec::new(),
+            _balance: Proc(command.stderr(Stdio::null()).spawn().unwrap()),
+        };
+        for i in 0..workers.ports.len() {
+            let worker = workers.spawn(i);
+            workers.procs.push(Some(worker));
+        }
+        wait_for_port(balance);
+        let out = Command::new(BIN)
+            .args(["register", "--admin", &nodes.admin])
+            .args(["--endpoint", &format!("http://127.0.0.1:{balance}")])
+            .env("KLEENE_RESTATE_RETRY_SECS", "60")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        workers
+    }
+
+    /// Worker `i`, listening on its port once this returns.
+    fn spawn(&self, i: usize) -> Proc {
+        let work = self.dir.join(format!("w{i}"));
         std::fs::create_dir_all(&work).unwrap();
-        procs.push(Proc(
+        let worker = Proc(
             Command::new(BIN)
                 .current_dir(&work)
                 .args([
                     "worker",
                     "--listen",
-                    &format!("127.0.0.1:{port}"),
+                    &format!("127.0.0.1:{}", self.ports[i]),
                     "--jobs",
                     "4",
                 ])
                 .arg("--dir")
                 .arg(&work)
-                .env("RESTATE_INGRESS_URL", &nodes.ingress)
+                .env("RESTATE_INGRESS_URL", &self.ingress)
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("start a worker"),
-        ));
-        backends.push(port);
+        );
+        wait_for_port(self.ports[i]);
+        worker
     }
-    for &p in &backends {
-        wait_for_port(p);
+
+    /// The worker whose process tree runs a command line containing `needle`, if any.
+    fn running(&self, needle: &str) -> Option<usize> {
+        let pids: Vec<u32> = self
+            .procs
+            .iter()
+            .map(|p| p.as_ref().map_or(0, |p| p.0.id()))
+            .collect();
+        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if !String::from_utf8_lossy(&cmdline).contains(needle) {
+                continue;
+            }
+            // Up the parents to a worker; other programs' commands lead elsewhere.
+            let mut at = Some(pid);
+            for _ in 0..8 {
+                let Some(here) = at else { break };
+                if let Some(i) = pids.iter().position(|&p| p == here) {
+                    return Some(i);
+                }
+                at = parent(here);
+            }
+        }
+        None
     }
-    let port = free_port();
-    let mut balance = Command::new(BIN);
-    balance.args(["balance", "--listen", &format!("127.0.0.1:{port}")]);
-    for p in &backends {
-        balance.args(["--backend", &format!("http://127.0.0.1:{p}")]);
+
+    /// SIGKILLs worker `i`, then starts it again on its port.
+    fn kill_and_restart(&mut self, i: usize) {
+        drop(self.procs[i].take());
+        std::thread::sleep(Duration::from_millis(500));
+        self.procs[i] = Some(self.spawn(i));
     }
-    procs.push(Proc(balance.stderr(Stdio::null()).spawn().unwrap()));
-    wait_for_port(port);
-    let out = Command::new(BIN)
-        .args(["register", "--admin", &nodes.admin])
-        .args(["--endpoint", &format!("http://127.0.0.1:{port}")])
-        .env("KLEENE_RESTATE_RETRY_SECS", "60")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    procs
+}
+
+/// The parent of process `pid`.
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name's closing parenthesis: state, then the parent's pid.
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// A plan of 22 tasks (chains and fan-outs, four needing a fix, two slow) whose commands
@@ -276,39 +372,125 @@ fn wait_for_line(log: &Path, prefix: &str) {
     }
 }
 
+/// Submits `plan` to channel `chan` with a retry window long enough to outlast the restarts
+/// the tests make: the submitter needs no manual step.
+fn submit(nodes: &Nodes, plan: &Path, chan: &str) -> Proc {
+    Proc(
+        Command::new(BIN)
+            .args(["run", "--no-cache", "--json", "--channel", chan])
+            .arg(plan)
+            .args(["--retry-secs", "300"])
+            .env("RESTATE_INGRESS_URL", &nodes.ingress)
+            .env("RESTATE_ADMIN_URL", &nodes.admin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start run"),
+    )
+}
+
+/// Waits until progress is logged past the `before` lines already there.
+fn wait_for_progress(log: &Path, before: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lines(log).len() == before {
+        assert!(Instant::now() < deadline, "no progress in 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits for the submitter to end, then checks what every crash test promises: the pass
+/// ended accepted, no command ran twice under one call number, the ledger granted exactly
+/// the fixes the evidence counts (and every fix that ran was granted), and every task's
+/// accepted output is the local run's.
+fn ends_accepted_with_nothing_run_twice(
+    mut run: Proc,
+    nodes: &Nodes,
+    plan: &Path,
+    log: &Path,
+    chan: &str,
+) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let (code, stdout, stderr) = loop {
+        if let Ok(Some(code)) = run.0.try_wait() {
+            let mut stdout = String::new();
+            let mut stderr = String::new();
+            use std::io::Read;
+            if let Some(mut s) = run.0.stdout.take() {
+                let _ = s.read_to_string(&mut stdout);
+            }
+            if let Some(mut s) = run.0.stderr.take() {
+                let _ = s.read_to_string(&mut stderr);
+            }
+            break (code, stdout, stderr);
+        }
+        assert!(Instant::now() < deadline, "the run did not end in 300 s");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let status: ChannelStatus =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    assert!(status.is_complete(), "{status}\n{stderr}");
+    assert_eq!(code.code(), Some(0), "{stderr}");
+    // One execution per call number.
+    let all = lines(log);
+    let mut seen = BTreeSet::new();
+    for line in &all {
+        assert!(
+            seen.insert(line.clone()),
+            "{line} ran twice:\n{}",
+            all.join("\n")
+        );
+    }
+    let restate = Restate::new(&nodes.ingress, &nodes.admin);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let evidence = runtime
+        .block_on(restate.evidence(chan))
+        .unwrap()
+        .expect("the channel has evidence");
+    let granted = runtime.block_on(restate.fix_grants(chan)).unwrap();
+    let granted = u32::try_from(granted.len()).unwrap();
+    assert_eq!(granted, evidence.fix_attempts_used(), "{}", all.join("\n"));
+    let fixes_logged = all.iter().filter(|l| l.starts_with("fix ")).count();
+    assert!(
+        u32::try_from(fixes_logged).unwrap() <= granted,
+        "{}",
+        all.join("\n")
+    );
+    let local = Command::new(BIN)
+        .args(["local", "--json", "--channel", chan])
+        .arg(plan)
+        .output()
+        .unwrap();
+    let local: ChannelStatus = serde_json::from_slice(&local.stdout).unwrap();
+    let accepted = |s: &ChannelStatus| -> BTreeMap<String, Option<kleene::id::Digest>> {
+        s.tasks
+            .iter()
+            .map(|t| (t.task.to_string(), t.accepted))
+            .collect()
+    };
+    assert_eq!(accepted(&status), accepted(&local));
+    eprintln!("{status}");
+}
+
 /// The node the workers and the submitter talk to is killed mid-call, then the partition's
-/// leader; both restart. The pass ends accepted with no manual step, no command ran twice
-/// under one call number, the ledger granted exactly the fixes the evidence counts, and
-/// every task's accepted output is the local run's.
+/// leader; both restart. The pass ends accepted with no manual step and nothing run twice.
 #[test]
 fn a_cluster_losing_the_node_in_use_and_then_the_leader_runs_nothing_twice() {
-    let Some(nodes) = Nodes::start() else { return };
+    let _one = ONE_AT_A_TIME.lock();
+    let Some(nodes) = Nodes::start(false) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
-    let _workers = workers(&nodes, dir.path());
+    let _workers = Workers::start(&nodes, dir.path());
     let log = dir.path().join("calls.log");
     let plan = plan(dir.path(), &log);
     let chan = format!("cluster-{}", std::process::id());
-    let run = Command::new(BIN)
-        .args(["run", "--no-cache", "--json", "--channel", &chan])
-        .arg(&plan)
-        // Long enough to outlast two nodes' restarts: the submitter needs no manual step.
-        .args(["--retry-secs", "300"])
-        .env("RESTATE_INGRESS_URL", &nodes.ingress)
-        .env("RESTATE_ADMIN_URL", &nodes.admin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start run");
+    let run = submit(&nodes, &plan, &chan);
     // Node 1 is first in every list: the one the workers and the submitter talk to.
     wait_for_line(&log, "run call-slow0-");
     nodes.kill(1);
     eprintln!("node 1 killed mid-call");
     // Progress after the first loss, then the leader goes too.
-    let before = lines(&log).len();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while lines(&log).len() == before && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_progress(&log, lines(&log).len());
     // The partition's leader among the nodes left, once one has taken over.
     let deadline = Instant::now() + Duration::from_secs(60);
     let leader = loop {
@@ -324,70 +506,50 @@ fn a_cluster_losing_the_node_in_use_and_then_the_leader_runs_nothing_twice() {
     nodes.restart(1);
     nodes.restart(leader);
     eprintln!("both restarted");
-    let out = Proc(run);
-    let mut child = out;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let output = loop {
-        if let Ok(Some(_)) = child.0.try_wait() {
-            let mut stdout = String::new();
-            let mut stderr = String::new();
-            use std::io::Read;
-            if let Some(mut s) = child.0.stdout.take() {
-                let _ = s.read_to_string(&mut stdout);
-            }
-            if let Some(mut s) = child.0.stderr.take() {
-                let _ = s.read_to_string(&mut stderr);
-            }
-            break (child.0.try_wait().ok().flatten(), stdout, stderr);
+    ends_accepted_with_nothing_run_twice(run, &nodes, &plan, &log, &chan);
+}
+
+/// On a single node: the worker running a slow call is SIGKILLed and started again, then the
+/// server is SIGKILLed mid-call and started again. The pass ends accepted with no manual step
+/// and nothing run twice: the killed worker's call is recorded as interrupted and made again
+/// under a new number.
+#[test]
+fn a_single_node_losing_a_worker_and_then_the_server_runs_nothing_twice() {
+    let _one = ONE_AT_A_TIME.lock();
+    let Some(nodes) = Nodes::start(true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut workers = Workers::start(&nodes, dir.path());
+    let log = dir.path().join("calls.log");
+    let plan = plan(dir.path(), &log);
+    let chan = format!("single-{}", std::process::id());
+    let run = submit(&nodes, &plan, &chan);
+    wait_for_line(&log, "run call-slow0-");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let busy = loop {
+        if let Some(i) = workers.running("sleep 4") {
+            break i;
         }
-        assert!(Instant::now() < deadline, "the run did not end in 300 s");
-        std::thread::sleep(Duration::from_millis(100));
+        assert!(Instant::now() < deadline, "no worker runs the slow call");
+        std::thread::sleep(Duration::from_millis(20));
     };
-    let (code, stdout, stderr) = output;
-    let status: ChannelStatus =
-        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
-    assert!(status.is_complete(), "{status}\n{stderr}");
-    assert_eq!(code.and_then(|c| c.code()), Some(0), "{stderr}");
-    // One execution per call number.
-    let all = lines(&log);
-    let mut seen = BTreeSet::new();
-    for line in &all {
+    workers.kill_and_restart(busy);
+    eprintln!("worker {busy} killed mid-call and restarted");
+    // The server next, while a slow call runs: the one the killed worker left is made again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while workers.running("sleep 4").is_none() {
         assert!(
-            seen.insert(line.clone()),
-            "{line} ran twice:\n{}",
-            all.join("\n")
+            Instant::now() < deadline,
+            "no slow call made again:\n{}",
+            lines(&log).join("\n")
         );
+        std::thread::sleep(Duration::from_millis(20));
     }
-    let restate = Restate::new(&nodes.ingress, &nodes.admin);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let evidence = runtime
-        .block_on(restate.evidence(&chan))
-        .unwrap()
-        .expect("the channel has evidence");
-    // Every grant the ledger made is a fix the evidence counts, and the other way round;
-    // every fix that ran was granted.
-    let granted = runtime.block_on(restate.fix_grants(&chan)).unwrap();
-    let granted = u32::try_from(granted.len()).unwrap();
-    assert_eq!(granted, evidence.fix_attempts_used(), "{}", all.join("\n"));
-    let fixes_logged = all.iter().filter(|l| l.starts_with("fix ")).count();
-    assert!(
-        u32::try_from(fixes_logged).unwrap() <= granted,
-        "{}",
-        all.join("\n")
-    );
-    // Every task accepted with the local run's output.
-    let local = Command::new(BIN)
-        .args(["local", "--json", "--channel", &chan])
-        .arg(&plan)
-        .output()
-        .unwrap();
-    let local: ChannelStatus = serde_json::from_slice(&local.stdout).unwrap();
-    let accepted = |s: &ChannelStatus| -> BTreeMap<String, Option<kleene::id::Digest>> {
-        s.tasks
-            .iter()
-            .map(|t| (t.task.to_string(), t.accepted))
-            .collect()
-    };
-    assert_eq!(accepted(&status), accepted(&local));
-    eprintln!("{status}");
+    nodes.kill(1);
+    eprintln!("server killed mid-call");
+    std::thread::sleep(Duration::from_secs(1));
+    nodes.restart(1);
+    eprintln!("server restarted");
+    ends_accepted_with_nothing_run_twice(run, &nodes, &plan, &log, &chan);
 }
