@@ -193,7 +193,10 @@ impl ActionCache for ChannelCache {
     }
 }
 
-/// The state key of an `ActionCache` object's entry.
+use crate::store::Carried;
+
+/// The state key of an `ActionCache` object's entry: inline, or (a large output's) in the
+/// channel's content store.
 const ENTRY: &str = "entry";
 
 /// The cache in Restate: one virtual object per action key (its hex digest), holding the
@@ -208,8 +211,12 @@ impl ActionCacheObject {
     async fn get(
         &self,
         ctx: SharedObjectContext<'_>,
-    ) -> Result<Json<Option<CacheEntry>>, HandlerError> {
-        Ok(Json(ctx.get::<Json<CacheEntry>>(ENTRY).await?.map(|j| j.0)))
+    ) -> Result<Json<Option<Carried<CacheEntry>>>, HandlerError> {
+        Ok(Json(
+            ctx.get::<Json<Carried<CacheEntry>>>(ENTRY)
+                .await?
+                .map(|j| j.0),
+        ))
     }
 
     /// Keeps `entry` under this key, replacing what was kept.
@@ -217,7 +224,7 @@ impl ActionCacheObject {
     async fn put(
         &self,
         ctx: ObjectContext<'_>,
-        entry: Json<CacheEntry>,
+        entry: Json<Carried<CacheEntry>>,
     ) -> Result<(), HandlerError> {
         ctx.set(ENTRY, entry);
         Ok(())

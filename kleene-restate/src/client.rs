@@ -35,6 +35,7 @@ use kleene::id::Digest;
 use crate::call::{DrawAnswer, FixDraw, StoredClosure};
 use crate::service::{RunReport, Submission};
 use crate::status::ChannelStatus;
+use crate::store::{ContentStore, StoreError, carried_bytes};
 
 /// Why a request to Restate failed.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +68,9 @@ pub enum ClientError {
         /// Restate's message (a handler's terminal error, verbatim).
         message: String,
     },
+    /// A value the channel keeps in the content store could not be read.
+    #[error("read the channel's evidence")]
+    Store(#[source] StoreError),
     /// The answer was not the JSON expected.
     #[error("read the answer of {url}")]
     Json {
@@ -144,6 +148,7 @@ pub struct Restate {
     admin: Arc<Nodes>,
     retry_window: Duration,
     http: Client<HttpConnector, Full<Bytes>>,
+    store: Option<ContentStore>,
 }
 
 impl Restate {
@@ -157,7 +162,16 @@ impl Restate {
             admin: Arc::new(Nodes::of(admin)),
             retry_window: DEFAULT_RETRY_WINDOW,
             http: Client::builder(TokioExecutor::new()).build(connector),
+            store: None,
         }
+    }
+
+    /// Reads values the channel kept in `store` (the workers' content store) from there:
+    /// without it, evidence larger than a message cannot be read.
+    #[must_use]
+    pub fn with_store(mut self, store: Option<ContentStore>) -> Self {
+        self.store = store;
+        self
     }
 
     /// Retries a request that found no node to serve it for at most `window` (zero: each
@@ -403,6 +417,8 @@ impl Restate {
         if bytes.is_empty() {
             return Ok(None);
         }
+        let bytes =
+            carried_bytes(bytes.to_vec(), self.store.as_ref()).map_err(ClientError::Store)?;
         kleene::checkpoint::decode(&bytes)
             .map(Some)
             .map_err(|e| ClientError::Transport {

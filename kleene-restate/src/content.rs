@@ -173,6 +173,14 @@ pub enum ContentError {
         /// The digest asked for.
         digest: Digest,
     },
+    /// The output is kept in the shared content store and could not be read there.
+    #[error("fetch the output with digest {digest}: {detail}")]
+    Stored {
+        /// The digest asked for.
+        digest: Digest,
+        /// Why, as the store said it.
+        detail: String,
+    },
 }
 
 /// The accepted output `files` make, when they hash to `expected` (the digest kleene

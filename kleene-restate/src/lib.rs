@@ -46,4 +46,5 @@ pub mod content;
 #[allow(missing_docs)]
 pub mod service;
 pub mod status;
+pub mod store;
 pub mod worker;

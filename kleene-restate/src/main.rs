@@ -26,6 +26,7 @@ use kleene_restate::balance::Balancer;
 use kleene_restate::client::{ClientError, Restate};
 use kleene_restate::service::{RunReport, Submission, endpoint, serve};
 use kleene_restate::status::{ChannelStatus, closure_line};
+use kleene_restate::store::ContentStore;
 
 #[derive(Parser)]
 #[command(
@@ -57,13 +58,26 @@ struct Server {
     /// How long a request that no node serves is retried on the nodes, in seconds.
     #[arg(long, default_value_t = 10, env = "KLEENE_RESTATE_RETRY_SECS")]
     retry_secs: u64,
+    /// The content store the workers were given (`worker --store`): where evidence larger
+    /// than a message is read from.
+    #[arg(long, env = "KLEENE_RESTATE_STORE")]
+    store: Option<PathBuf>,
 }
 
 impl Server {
-    fn client(&self) -> Restate {
-        Restate::new(&self.ingress, &self.admin)
+    fn client(&self) -> Result<Restate, Failure> {
+        let store = content_store(self.store.as_deref())?;
+        Ok(Restate::new(&self.ingress, &self.admin)
             .with_retry_window(std::time::Duration::from_secs(self.retry_secs))
+            .with_store(store))
     }
+}
+
+/// The content store in `dir`, if one is given.
+fn content_store(dir: Option<&Path>) -> Result<Option<ContentStore>, Failure> {
+    dir.map(ContentStore::open)
+        .transpose()
+        .map_err(|e| fail(&e, 2))
 }
 
 #[derive(Subcommand)]
@@ -79,6 +93,11 @@ enum Command {
         /// Where stages and objects live (default: a temporary directory).
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// A content store shared by every worker of the deployment (and given to `run`,
+        /// `status` and `accept`): outputs, replies and evidence larger than a message go
+        /// through it, and a call may write 1 GiB instead of 4 MiB.
+        #[arg(long, env = "KLEENE_RESTATE_STORE")]
+        store: Option<PathBuf>,
         /// Restate's ingress URL, where the calls draw fix attempts and fetch plan files; a
         /// cluster's nodes comma-separated (a draw fails over to the next node).
         #[arg(
@@ -298,6 +317,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             listen,
             jobs,
             dir,
+            store,
             ingress,
         } => {
             let temp;
@@ -308,7 +328,8 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                     temp.path().to_owned()
                 }
             };
-            let endpoint = endpoint(&dir, jobs, &ingress).map_err(|e| fail(&e, 2))?;
+            let store = content_store(store.as_deref())?;
+            let endpoint = endpoint(&dir, jobs, &ingress, store).map_err(|e| fail(&e, 2))?;
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .map_err(|e| Failure(format!("failed to listen on {listen}: {e}"), 2))?;
@@ -332,7 +353,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
         }
         Command::Register { server, endpoint } => {
             server
-                .client()
+                .client()?
                 .register(&endpoint)
                 .await
                 .map_err(|e| client_fail(&e))?;
@@ -358,7 +379,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                         .map_err(|e| Failure(format!("failed to use --block {a:?}: {e}"), 2))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let client = server.client();
+            let client = server.client()?;
             // Refuse at once what the channel would refuse after the pass it is running.
             let before = client.status(&channel).await.map_err(|e| client_fail(&e))?;
             if before.has_evidence() {
@@ -386,14 +407,14 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             server,
             channel,
             json,
-        } => finish(server.client().resume(&channel).await, json),
+        } => finish(server.client()?.resume(&channel).await, json),
         Command::Status {
             server,
             channel,
             json,
             closures,
         } => {
-            let client = server.client();
+            let client = server.client()?;
             let status = client.status(&channel).await.map_err(|e| client_fail(&e))?;
             let code = report(&status, json);
             if closures {
@@ -426,7 +447,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                     ));
                 }
             };
-            let client = server.client();
+            let client = server.client()?;
             // The plan the channel ran, as its workers rebuilt it: what the record binds.
             let shell = client
                 .submission(&channel)

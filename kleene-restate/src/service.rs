@@ -5,7 +5,9 @@
 //! ```no_run
 //! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
 //! use kleene_restate::service::{endpoint, serve};
-//! let endpoint = endpoint(std::path::Path::new("/tmp/kleene-worker"), 4, "http://127.0.0.1:8080")?;
+//! let dir = std::path::Path::new("/tmp/kleene-worker");
+//! // No content store: calls write at most 4 MiB, which travels in Restate's messages.
+//! let endpoint = endpoint(dir, 4, "http://127.0.0.1:8080", None)?;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:9080").await?;
 //! serve(listener, endpoint).await?;
 //! # Ok(()) }
@@ -81,6 +83,7 @@ use crate::call::{DrawAnswer, FixDraw, StoredClosure, TaskCall, TaskReply};
 use crate::client::Restate;
 use crate::content::{ContentError, Files, verify};
 use crate::status::ChannelStatus;
+use crate::store::{Carried, ContentStore, StoreError, carried_bytes, carry_bytes};
 use crate::worker::{CallTurn, WorkDir, WorkDirError};
 
 /// The state key of the channel's checkpointed evidence.
@@ -111,10 +114,17 @@ const TAIL_LIMIT: usize = 64;
 /// appended after it folded on; `None` before a submission. (A macro: the SDK's read trait
 /// does not lend itself to a generic async function whose futures stay `Send`.)
 macro_rules! read_evidence {
-    ($ctx:expr, $channel:expr) => {
+    ($ctx:expr, $channel:expr, $store:expr) => {
         match $ctx.get::<Vec<u8>>(EVIDENCE).await? {
             None => None,
             Some(bytes) => {
+                let stored = |source| {
+                    terminal(&ChannelError::Store {
+                        channel: $channel.to_owned(),
+                        source,
+                    })
+                };
+                let bytes = carried_bytes(bytes, $store).map_err(stored)?;
                 let checkpoint: BatchEvidence =
                     kleene::checkpoint::decode(&bytes).map_err(|source| {
                         terminal(&ChannelError::Checkpoint {
@@ -125,8 +135,10 @@ macro_rules! read_evidence {
                 let keys = tail_keys($ctx.get_keys().await?);
                 let mut events = Vec::new();
                 for key in &keys {
-                    if let Some(Json(commit)) = $ctx.get::<Json<Vec<EvidenceEvent>>>(key).await? {
-                        events.extend(commit);
+                    if let Some(Json(commit)) =
+                        $ctx.get::<Json<Carried<Vec<EvidenceEvent>>>>(key).await?
+                    {
+                        events.extend(commit.into_value($store).map_err(stored)?);
                     }
                 }
                 Some(checkpoint.extended(events).map_err(|source| {
@@ -287,6 +299,15 @@ pub struct RunReport {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ChannelError {
+    /// A value the channel keeps in the content store could not be kept or read.
+    #[error("batch on channel {channel}: the content store")]
+    Store {
+        /// The channel.
+        channel: String,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
     /// A submission found evidence on the channel.
     #[error("batch on channel {channel}: the channel already has evidence; resume it")]
     EvidenceExists {
@@ -418,7 +439,18 @@ fn terminal(e: &(dyn std::error::Error + 'static)) -> HandlerError {
 
 /// The channel: one virtual object per channel id.
 #[derive(Debug, Default)]
-pub struct Channel;
+pub struct Channel {
+    /// Where evidence, commits and outputs larger than a message go, if anywhere.
+    store: Option<ContentStore>,
+}
+
+impl Channel {
+    /// The channel object, keeping values larger than
+    /// [`INLINE_LIMIT`](crate::store::INLINE_LIMIT) in `store` when one is given.
+    pub fn new(store: Option<ContentStore>) -> Self {
+        Self { store }
+    }
+}
 
 #[restate_sdk::object]
 impl Channel {
@@ -442,7 +474,7 @@ impl Channel {
         }
         ctx.set(SUBMISSION, Json(submission.clone()));
         ctx.clear(STOPPED);
-        drive(&ctx, &submission, None).await
+        drive(&ctx, &submission, None, self.store.as_ref()).await
     }
 
     /// Continues the channel's batch from its evidence (kleene's resume rules).
@@ -450,12 +482,12 @@ impl Channel {
     async fn resume(&self, ctx: ObjectContext<'_>) -> Result<Json<RunReport>, HandlerError> {
         let key = ctx.key().to_owned();
         let submission = ctx.get::<Json<Submission>>(SUBMISSION).await?;
-        let evidence = read_evidence!(ctx, key);
+        let evidence = read_evidence!(ctx, key, self.store.as_ref());
         let (Some(Json(submission)), Some(evidence)) = (submission, evidence) else {
             return Err(terminal(&ChannelError::NoEvidence { channel: key }));
         };
         ctx.clear(STOPPED);
-        drive(&ctx, &submission, Some(evidence)).await
+        drive(&ctx, &submission, Some(evidence), self.store.as_ref()).await
     }
 
     /// Accepted outputs of the channel's batch by digest, in the order asked (what a
@@ -465,11 +497,12 @@ impl Channel {
         &self,
         ctx: SharedObjectContext<'_>,
         digests: Json<Vec<Digest>>,
-    ) -> Result<Json<Vec<Option<Files>>>, HandlerError> {
+    ) -> Result<Json<Vec<Option<Carried<Files>>>>, HandlerError> {
+        // As kept: a large output stays in the content store, where the worker reads it.
         let mut found = Vec::with_capacity(digests.0.len().min(4096));
         for digest in digests.0 {
             found.push(
-                ctx.get::<Json<Files>>(&output_key(digest))
+                ctx.get::<Json<Carried<Files>>>(&output_key(digest))
                     .await?
                     .map(|j| j.0),
             );
@@ -514,11 +547,18 @@ impl Channel {
         ctx: SharedObjectContext<'_>,
     ) -> Result<Option<Vec<u8>>, HandlerError> {
         let key = ctx.key().to_owned();
-        let Some(evidence) = read_evidence!(ctx, key) else {
+        let Some(evidence) = read_evidence!(ctx, key, self.store.as_ref()) else {
             return Ok(None);
         };
         let bytes = kleene::checkpoint::encode(&evidence).map_err(|source| {
             terminal(&ChannelError::Checkpoint {
+                channel: key.clone(),
+                source,
+            })
+        })?;
+        // Past a message's size, through the store: the client reads it there.
+        let bytes = carry_bytes(bytes, self.store.as_ref()).map_err(|source| {
+            terminal(&ChannelError::Store {
                 channel: key.clone(),
                 source,
             })
@@ -554,7 +594,7 @@ impl Channel {
     ) -> Result<Json<ChannelStatus>, HandlerError> {
         let key = ctx.key().to_owned();
         let stopped = ctx.get::<String>(STOPPED).await?;
-        let Some(evidence) = read_evidence!(ctx, key) else {
+        let Some(evidence) = read_evidence!(ctx, key, self.store.as_ref()) else {
             return Ok(Json(ChannelStatus::empty(&key)));
         };
         Ok(Json(ChannelStatus::of(&evidence, stopped)))
@@ -564,6 +604,8 @@ impl Channel {
 /// Where the channel's evidence is kept: a checkpoint of the whole, and the commits made
 /// after it, each under its own key.
 struct EvidenceStore {
+    /// Where checkpoints and commits larger than a message go.
+    store: Option<ContentStore>,
     /// Whether a checkpoint is in the state (a submission writes its first one).
     checkpointed: bool,
     /// The keys of the commits appended after the checkpoint, in order.
@@ -572,21 +614,41 @@ struct EvidenceStore {
 
 impl EvidenceStore {
     /// The store as the channel's state holds it when a pass starts.
-    async fn open(ctx: &ObjectContext<'_>) -> Result<Self, HandlerError> {
+    async fn open(
+        ctx: &ObjectContext<'_>,
+        store: Option<&ContentStore>,
+    ) -> Result<Self, HandlerError> {
         let checkpointed = ctx.get::<Vec<u8>>(EVIDENCE).await?.is_some();
         let tail = tail_keys(ctx.get_keys().await?);
-        Ok(Self { checkpointed, tail })
+        Ok(Self {
+            store: store.cloned(),
+            checkpointed,
+            tail,
+        })
+    }
+
+    fn stored(&self, machine: &BatchMachine<'_>) -> impl Fn(StoreError) -> HandlerError {
+        let channel = machine.evidence().channel().to_string();
+        move |source| {
+            terminal(&ChannelError::Store {
+                channel: channel.clone(),
+                source,
+            })
+        }
     }
 
     /// Keeps `events`, the commit that brought `machine`'s evidence to what it is: appended
     /// after the checkpoint, or the whole evidence checkpointed when there is none yet or
     /// [`TAIL_LIMIT`] commits are appended. A state write is itself journaled in order, so it
     /// is durable before any call made after it.
+    /// `events` as the commit's journal entry carried them (`count` events): a commit kept
+    /// in the content store is named again, not written twice.
     fn append(
         &mut self,
         ctx: &ObjectContext<'_>,
         machine: &BatchMachine<'_>,
-        events: Vec<EvidenceEvent>,
+        count: usize,
+        events: Carried<Vec<EvidenceEvent>>,
     ) -> Result<(), HandlerError> {
         if !self.checkpointed || self.tail.len() >= TAIL_LIMIT {
             return self.checkpoint(ctx, machine);
@@ -594,7 +656,7 @@ impl EvidenceStore {
         let before = machine
             .evidence()
             .event_count()
-            .saturating_sub(events.len() as u64);
+            .saturating_sub(count as u64);
         let key = tail_key(before);
         ctx.set(&key, Json(events));
         self.tail.push(key);
@@ -615,6 +677,7 @@ impl EvidenceStore {
                 source,
             })
         })?;
+        let snapshot = carry_bytes(snapshot, self.store.as_ref()).map_err(self.stored(machine))?;
         ctx.set(EVIDENCE, snapshot);
         for key in self.tail.drain(..) {
             ctx.clear(&key);
@@ -635,17 +698,23 @@ async fn commit(
     if pending.is_empty() {
         return Ok(());
     }
-    let events = std::mem::take(pending);
-    let made = events.clone();
-    let Json(recorded) = ctx
-        .run(|| async move { Ok(Json(events)) })
+    let made = std::mem::take(pending);
+    let count = made.len();
+    // Journaled as it travels: a commit that settles a large output is kept in the store,
+    // written before the journal entry that names it.
+    let mine = Carried::of(made, store.store.as_ref()).map_err(store.stored(machine))?;
+    let journaled = mine.clone();
+    let Json(carried) = ctx
+        .run(|| async move { Ok(Json(journaled)) })
         .name("commit")
         .await?;
-    if recorded != made {
+    // A replay reads back what the first attempt journaled, which must be what this one
+    // made: the same events, or the same stored bytes (a stored commit is named by its hash).
+    if carried != mine {
         let channel = machine.evidence().channel().to_string();
         return Err(terminal(&ChannelError::ReplayDiverged { channel }));
     }
-    store.append(ctx, machine, recorded)
+    store.append(ctx, machine, count, carried)
 }
 
 /// How many calls must be free before the channel reserves again while others are in
@@ -662,8 +731,15 @@ async fn drive(
     ctx: &ObjectContext<'_>,
     submission: &Submission,
     evidence: Option<BatchEvidence>,
+    content: Option<&ContentStore>,
 ) -> Result<Json<RunReport>, HandlerError> {
     let key = ctx.key().to_owned();
+    let stored = |source| {
+        terminal(&ChannelError::Store {
+            channel: key.clone(),
+            source,
+        })
+    };
     let channel = ChannelId::new(key.clone()).map_err(|source| {
         terminal(&ChannelError::BadChannel {
             key: key.clone(),
@@ -691,9 +767,9 @@ async fn drive(
     let jobs = submission.jobs.max(1);
     let (mut machine, mut pending) = match batch.machine(evidence) {
         Ok(m) => m,
-        Err(e) => return finish(ctx, None, Some(e), resumed, &key).await,
+        Err(e) => return finish(ctx, None, Some(e), resumed, &key, content).await,
     };
-    let mut store = EvidenceStore::open(ctx).await?;
+    let mut store = EvidenceStore::open(ctx, content).await?;
 
     let group = refill_group(jobs);
     let continue_every = submission
@@ -738,19 +814,27 @@ async fn drive(
                     else {
                         continue;
                     };
-                    if let Err(e) = cache.admit(&task, key, entry) {
-                        cache_warnings.push(format!("task {task}: {}", Chain(&e)));
+                    let admitted = entry
+                        .into_value(content)
+                        .map_err(|e| Chain(&e).to_string())
+                        .and_then(|entry| {
+                            cache
+                                .admit(&task, key, entry)
+                                .map_err(|e| Chain(&e).to_string())
+                        });
+                    if let Err(e) = admitted {
+                        cache_warnings.push(format!("task {task}: {e}"));
                     }
                 }
                 let reused = machine.reserve_reused().map_err(|e| terminal(&e))?;
-                keep_reused_outputs(ctx, &reused);
+                keep_reused_outputs(ctx, &reused, content).map_err(stored)?;
                 pending.extend(reused);
                 for (task, record) in machine.take_reused_closures() {
                     keep_reused_closure(ctx, &machine, task, &record);
                 }
             }
             let work = machine.reserve(jobs).map_err(|e| terminal(&e))?;
-            keep_reused_outputs(ctx, &work.events);
+            keep_reused_outputs(ctx, &work.events, content).map_err(stored)?;
             // Group commit: the settlements since the last commit go in one journal entry
             // with this reservation, before any of its calls is made.
             pending.extend(work.events);
@@ -773,8 +857,11 @@ async fn drive(
         let Some(dispatch) = out.remove(&index) else {
             continue;
         };
-        let mut reply = match reply {
-            Ok(Json(reply)) => reply,
+        let mut reply = match reply.map(|Json(carried)| carried.into_value(content)) {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(e)) => TaskReply::Failed(InfrastructureFailure::Transport {
+                detail: format!("failed to read the call's reply: {}", Chain(&e)),
+            }),
             Err(e) => TaskReply::Failed(InfrastructureFailure::Transport {
                 detail: format!("task-worker call failed: {}", e.message()),
             }),
@@ -819,6 +906,7 @@ async fn drive(
                 // What the batch kept on acceptance goes to the cache objects (one-way: the
                 // pass never waits on them).
                 for (key, entry) in cache.take_stored() {
+                    let entry = Carried::of(entry, content).map_err(stored)?;
                     ctx.object_client::<ActionCacheObjectClient>(key.to_string())
                         .put(Json(entry))
                         .send();
@@ -843,7 +931,8 @@ async fn drive(
                     {
                         // In the channel's own state: no round trip, and visible to the
                         // `outputs` handler before any call that names the digest is made.
-                        ctx.set(&output_key(*digest), Json(Files::of(candidate)));
+                        let files = Carried::of(Files::of(candidate), content).map_err(stored)?;
+                        ctx.set(&output_key(*digest), Json(files));
                     }
                 }
                 // Checkpointed with the next commit (group commit), not here: the evidence
@@ -868,7 +957,7 @@ async fn drive(
                 Err(e) => {
                     // The interruptions are not recorded: the evidence still holds the call
                     // in flight, so a resume refuses it the same way.
-                    return finish(ctx, None, Some(e), resumed, &key).await;
+                    return finish(ctx, None, Some(e), resumed, &key, content).await;
                 }
             }
         }
@@ -878,7 +967,7 @@ async fn drive(
     if !store.tail.is_empty() {
         store.checkpoint(ctx, &machine)?;
     }
-    let mut report = finish(ctx, Some(machine.evidence()), stop, resumed, &key).await?;
+    let mut report = finish(ctx, Some(machine.evidence()), stop, resumed, &key, content).await?;
     report.0.cache_warnings = cache_warnings;
     if commits >= continue_every && report.0.status.stopped.is_none() {
         // Queued behind this invocation on the exclusive channel: it starts once this one
@@ -923,15 +1012,23 @@ fn checked_record(
 
 /// Keeps each output `events` reuse under its digest, as an accepted one is kept: what the
 /// dependents' calls fetch their inputs from.
-fn keep_reused_outputs(ctx: &ObjectContext<'_>, events: &[EvidenceEvent]) {
+fn keep_reused_outputs(
+    ctx: &ObjectContext<'_>,
+    events: &[EvidenceEvent],
+    store: Option<&ContentStore>,
+) -> Result<(), StoreError> {
     for event in events {
         if let EvidenceEvent::Reused {
             digest, candidate, ..
         } = event
         {
-            ctx.set(&output_key(*digest), Json(Files::of(candidate)));
+            ctx.set(
+                &output_key(*digest),
+                Json(Carried::of(Files::of(candidate), store)?),
+            );
         }
     }
+    Ok(())
 }
 
 /// Keeps the closure record of the call whose output `task` reused, as the cache entry held
@@ -995,6 +1092,7 @@ async fn finish(
     stop: Option<BatchError>,
     resumed: bool,
     key: &str,
+    store: Option<&ContentStore>,
 ) -> Result<Json<RunReport>, HandlerError> {
     let why = stop.map(|e| format!("failed to {}", Chain(&ChannelError::Batch(e))));
     if let Some(w) = &why {
@@ -1002,7 +1100,7 @@ async fn finish(
     }
     let status = match evidence {
         Some(e) => ChannelStatus::of(e, why),
-        None => match read_evidence!(ctx, key) {
+        None => match read_evidence!(ctx, key, store) {
             Some(e) => ChannelStatus::of(&e, why),
             None => ChannelStatus {
                 stopped: why,
@@ -1278,21 +1376,36 @@ pub struct TaskWorker {
     /// The server's ingress: where fix draws go (the channel's fix ledger) and plan files
     /// come from, outside the invocation's journal.
     restate: Restate,
+    /// Where replies and inputs larger than a message go, shared with the channel.
+    store: Option<ContentStore>,
 }
 
 impl TaskWorker {
     /// A worker keeping stages, objects and plan copies under `dir`, running up to `jobs`
     /// calls at once and reaching the server's `ingress` URL for fix draws and plan files.
+    /// With a `store`, replies larger than [`INLINE_LIMIT`](crate::store::INLINE_LIMIT) go
+    /// through it and a call may write `kleene run`'s 1 GiB; without one, a call writes at
+    /// most [`MAX_CALL_OUTPUT_BYTES`](crate::worker::MAX_CALL_OUTPUT_BYTES).
     ///
     /// # Errors
     ///
     /// [`WorkDirError`] when the directories cannot be made.
-    pub fn new(dir: &Path, jobs: usize, ingress: &str) -> Result<Self, WorkDirError> {
+    pub fn new(
+        dir: &Path,
+        jobs: usize,
+        ingress: &str,
+        store: Option<ContentStore>,
+    ) -> Result<Self, WorkDirError> {
+        let mut work = WorkDir::open(dir)?;
+        if store.is_some() {
+            work = work.with_max_call_output_bytes(kleene::shell::DEFAULT_MAX_CALL_OUTPUT_BYTES);
+        }
         Ok(Self {
-            work: Arc::new(WorkDir::open(dir)?),
+            work: Arc::new(work),
             plans: std::sync::Mutex::new(BTreeMap::new()),
             slots: Arc::new(Semaphore::new(jobs.max(1))),
             restate: Restate::new(ingress, ""),
+            store,
         })
     }
 
@@ -1411,7 +1524,7 @@ impl TaskWorker {
         &self,
         ctx: Context<'_>,
         call: Json<TaskCall>,
-    ) -> Result<Json<TaskReply>, HandlerError> {
+    ) -> Result<Json<Carried<TaskReply>>, HandlerError> {
         let Json(call) = call;
         let _slot = self.slots.acquire().await?;
         // One call for every input, then each checked against the digest it was asked by.
@@ -1432,13 +1545,22 @@ impl TaskWorker {
                 .next()
                 .flatten()
                 .ok_or(ContentError::Missing { digest: *digest })
+                .and_then(|files| {
+                    files
+                        .into_value(self.store.as_ref())
+                        .map_err(|e| ContentError::Stored {
+                            digest: *digest,
+                            detail: Chain(&e).to_string(),
+                        })
+                })
                 .and_then(|files| verify(*digest, files));
             match verified {
                 Ok(output) => inputs.push((task.clone(), output)),
                 Err(e) => {
-                    return Ok(Json(TaskReply::Failed(InfrastructureFailure::Transport {
+                    let reply = TaskReply::Failed(InfrastructureFailure::Transport {
                         detail: format!("failed to {}", Chain(&e)),
-                    })));
+                    });
+                    return Ok(Json(Carried::Inline(reply)));
                 }
             }
         }
@@ -1470,15 +1592,18 @@ impl TaskWorker {
         // blocking thread beside the call that replaces it.
         let fence = EndOfTurn(Interrupt::default());
         let ended = fence.0.clone();
+        let store = self.store.clone();
         let Json(reply) = ctx
             .run(|| async move {
                 if !fresh {
                     // An earlier attempt claimed the call and left no result.
-                    return Ok(Json(TaskReply::Interrupted { nonce }));
+                    return Ok(Json(Carried::Inline(TaskReply::Interrupted { nonce })));
                 }
                 let (plan, plan_dir) = match plan {
                     Ok(ready) => ready,
-                    Err(detail) => return Ok(Json(TaskReply::Withdrawn { detail })),
+                    Err(detail) => {
+                        return Ok(Json(Carried::Inline(TaskReply::Withdrawn { detail })));
+                    }
                 };
                 let ledger = ledger.clone();
                 let handle = tokio::runtime::Handle::current();
@@ -1495,7 +1620,14 @@ impl TaskWorker {
                     })
                 })
                 .await?;
-                Ok(Json(reply))
+                // Kept in the store before the journal entry that names it; a reply the
+                // store cannot keep fails the call (its number is spent: it ran).
+                let carried = Carried::of(reply, store.as_ref()).unwrap_or_else(|e| {
+                    Carried::Inline(TaskReply::Failed(InfrastructureFailure::Transport {
+                        detail: format!("failed to keep the call's reply: {}", Chain(&e)),
+                    }))
+                });
+                Ok(Json(carried))
             })
             .name("work")
             .await?;
@@ -1515,23 +1647,34 @@ impl Drop for EndOfTurn {
 
 /// The endpoint a worker process serves: the channel object, its fix ledger and the
 /// task-worker service (every process serves all three; they keep nothing in-process
-/// between calls). `ingress` is the server's ingress URL, where fix draws go.
+/// between calls). `ingress` is the server's ingress URL, where fix draws go. `store`, if
+/// given, is the content store every worker and client of the deployment shares: outputs,
+/// replies and evidence larger than a message go through it (see [`crate::store`]).
 ///
 /// # Errors
 ///
 /// [`WorkDirError`] when the worker's directories cannot be made.
-pub fn endpoint(dir: &Path, jobs: usize, ingress: &str) -> Result<Endpoint, WorkDirError> {
+pub fn endpoint(
+    dir: &Path,
+    jobs: usize,
+    ingress: &str,
+    store: Option<ContentStore>,
+) -> Result<Endpoint, WorkDirError> {
     let quick = || {
         restate_sdk::endpoint::ServiceOptions::new()
             .retry_policy_initial_interval(Duration::from_millis(100))
             .retry_policy_max_interval(Duration::from_secs(2))
     };
     Ok(Endpoint::builder()
-        .bind(Channel.into_service_definition().options(quick()))
+        .bind(
+            Channel::new(store.clone())
+                .into_service_definition()
+                .options(quick()),
+        )
         .bind(ActionCacheObject.into_service_definition().options(quick()))
         .bind(FixLedger.into_service_definition().options(quick()))
         .bind(
-            TaskWorker::new(dir, jobs, ingress)?
+            TaskWorker::new(dir, jobs, ingress, store)?
                 .into_service_definition()
                 .options(quick()),
         )

@@ -97,6 +97,9 @@ pub struct WorkDir {
     /// checks its own copy once per pass.
     checked: Mutex<HashSet<Digest>>,
     serial: AtomicU64,
+    /// The most a call may write: [`MAX_CALL_OUTPUT_BYTES`] when its output travels in
+    /// Restate's messages, `kleene run`'s 1 GiB when it goes through a content store.
+    max_call_output_bytes: u64,
 }
 
 impl WorkDir {
@@ -119,7 +122,17 @@ impl WorkDir {
             store: Arc::new(store),
             checked: Mutex::new(HashSet::new()),
             serial: AtomicU64::new(0),
+            max_call_output_bytes: MAX_CALL_OUTPUT_BYTES,
         })
+    }
+
+    /// The directory with calls allowed to write up to `bytes` (past
+    /// [`MAX_CALL_OUTPUT_BYTES`] only when their replies go through a
+    /// [`ContentStore`](crate::store::ContentStore)).
+    #[must_use]
+    pub fn with_max_call_output_bytes(mut self, bytes: u64) -> Self {
+        self.max_call_output_bytes = bytes;
+        self
     }
 
     /// Where the copy of `plan`'s files goes.
@@ -272,7 +285,7 @@ impl WorkDir {
             Ok(r) => r
                 .with_plan_dir(plan_dir)
                 .with_interrupt(turn.ended.clone())
-                .with_max_call_output_bytes(MAX_CALL_OUTPUT_BYTES),
+                .with_max_call_output_bytes(self.max_call_output_bytes),
             Err(e) => {
                 return TaskReply::Withdrawn {
                     detail: format!("failed to {}", Chain(&e)),

@@ -110,12 +110,13 @@ struct Cluster {
 
 impl Cluster {
     fn start(workers: usize, jobs: usize) -> Self {
-        Self::start_as(workers, jobs, None)
+        Self::start_as(workers, jobs, None, None)
     }
 
     /// Workers as if on other machines: each in its own empty working directory with its own
-    /// `--dir`, and run as the user `uid` when one is given.
-    fn start_as(workers: usize, jobs: usize, uid: Option<u32>) -> Self {
+    /// `--dir`, and run as the user `uid` when one is given; all given the content store
+    /// `store` when there is one.
+    fn start_as(workers: usize, jobs: usize, uid: Option<u32>, store: Option<&Path>) -> Self {
         use std::os::unix::fs::PermissionsExt;
         let temp = tempfile::tempdir().expect("a temporary directory");
         let mut procs = Vec::new();
@@ -153,6 +154,7 @@ impl Cluster {
                 .args(["--jobs", &jobs.to_string()])
                 .arg("--dir")
                 .arg(&dir)
+                .args(store.map(|s| format!("--store={}", s.display())))
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("start a worker");
@@ -1259,7 +1261,7 @@ fn the_demo_runs_on_workers_that_never_saw_its_directory_and_gives_kleene_run_s_
     if uid.is_none() {
         eprintln!("note: workers run as this user (not root, or no setpriv)");
     }
-    let cluster = Cluster::start_as(2, 4, uid);
+    let cluster = Cluster::start_as(2, 4, uid, None);
     let client = kleene_restate::client::Restate::new(&ingress(), &admin());
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let report = runtime
@@ -1541,6 +1543,78 @@ fn a_call_too_large_for_a_message_is_refused_and_the_status_says_why() {
         shown.contains("2 calls  ") && shown.contains("refused") && shown.contains("big.bin"),
         "{shown}"
     );
+}
+
+/// A call that writes 100 MiB, 25 times what a message may carry, goes through the workers'
+/// shared content store: accepted, its dependent's stage holds the very bytes, the channel's
+/// state holds references only, and `accept --export` reads the evidence from the store (and
+/// without the store says which flag it needs).
+#[test]
+fn a_call_writing_100_mib_goes_through_the_content_store_and_is_accepted() {
+    let Some(_serial) = server() else { return };
+    let store = tempfile::tempdir().unwrap();
+    let _cluster = Cluster::start_as(2, 2, None, Some(store.path()));
+    let dir = tempfile::tempdir().unwrap();
+    let plan_dir = dir.path().join("plan");
+    std::fs::create_dir_all(&plan_dir).unwrap();
+    let bytes = 100 * 1024 * 1024;
+    let make = format!("yes kleene | head -c {bytes}");
+    let mut big = task(
+        "big",
+        &format!("{make} > big.bin && echo made > big.txt"),
+        &[],
+    );
+    big["owned_paths"] = serde_json::json!(["big.txt", "big.bin"]);
+    let check = task(
+        "check",
+        &format!("{make} | cmp - big.bin && wc -c < big.bin > check.txt"),
+        &["big"],
+    );
+    let plan = plan_file(&plan_dir, vec![big, check]);
+    let chan = channel("hundred-mib");
+    let store_flag = format!("--store={}", store.path().display());
+    let (out, took) = run(&plan, &chan, &[&store_flag]);
+    let status = status_of(&out);
+    assert!(
+        status.is_complete(),
+        "{status}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("100 MiB through Restate in {took:?}");
+    // Nothing in the channel's state is anywhere near the output's size.
+    let state = channel_state(&chan);
+    let largest = state
+        .values()
+        .map(|v| v.to_string().len())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        largest < 2 * 1024 * 1024,
+        "a state value of {largest} bytes"
+    );
+    let export = tempfile::tempdir().unwrap();
+    let archive = export.path().join("out.tar");
+    let accept = |extra: &[&str]| {
+        let mut args = vec!["accept", "--channel", &chan];
+        args.extend_from_slice(extra);
+        let archive = archive.to_string_lossy().into_owned();
+        let plan = plan.to_string_lossy().into_owned();
+        args.extend_from_slice(&["--export", &archive, &plan]);
+        cli(&args)
+    };
+    let refused = accept(&[]);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("--store"), "{said}");
+    assert!(!archive.exists());
+    let accepted = accept(&[&store_flag]);
+    assert!(
+        accepted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&accepted.stderr)
+    );
+    let exported = std::fs::metadata(&archive).unwrap().len();
+    assert!(exported > bytes, "the archive holds {exported} bytes");
 }
 
 /// A plan whose files are more than a plan may carry is refused before anything is sent,
