@@ -22,6 +22,7 @@
 # Usage: bash benches/restate_throughput.sh [TASKS] [JOBS]   (ROUNDS=7 by default)
 # Environment: ROUNDS, BINDIR (use the kleene and kleene-restate binaries there, unbuilt),
 #   WORKER_JOBS (calls each worker runs at once, default JOBS), TASK_CMD (default `true`),
+#   CALLS_PER_INVOCATION (`run --calls-per-invocation`, default 1),
 #   BENCH_PORT_BASE (default 18000: ingress +80, admin +70, node +22, workers +91..+97,
 #   balancers +89 (four workers) and +90 (two)).
 set -euo pipefail
@@ -30,6 +31,7 @@ jobs=${2:-8}
 rounds=${ROUNDS:-7}
 worker_jobs=${WORKER_JOBS:-$jobs}
 task_cmd=${TASK_CMD:-true}
+per_invocation=${CALLS_PER_INVOCATION:-1}
 base=${BENCH_PORT_BASE:-18000}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -118,6 +120,7 @@ measure() {
             t0=$(now)
             # No cache: every round makes every call (the plan is the same each round).
             "$kr" run "$work/plan/plan.json" --channel "bench-$cfg-$round-$$" -j "$jobs" --json --no-cache \
+                --calls-per-invocation "$per_invocation" \
                 >"$work/out.json" || {
                 echo "restate_throughput.sh: $cfg round $round did not accept every task:" >&2
                 cat "$work/out.json" >&2
@@ -148,7 +151,7 @@ echo "load after:  $(uptime)"
 
 label() {
     case $1 in
-        restate1) echo "Restate, 1 worker (-j $jobs, worker --jobs $worker_jobs)" ;;
+        restate1) echo "Restate, 1 worker (-j $jobs, worker --jobs $worker_jobs, $per_invocation a call)" ;;
         restate2) echo "Restate, 2 workers behind the balancer" ;;
         restate4) echo "Restate, 4 workers behind the balancer" ;;
         shm) echo "kleene run -j $jobs, state on /dev/shm" ;;

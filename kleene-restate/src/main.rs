@@ -150,6 +150,11 @@ enum Command {
         /// Restate, one `ActionCache` object per action key, shared by every channel).
         #[arg(long)]
         no_cache: bool,
+        /// How many of a reservation's calls go to a worker in one invocation: more lowers
+        /// the server's CPU per call (short calls run faster), and a group's replies come
+        /// back when its slowest call ends.
+        #[arg(long, default_value_t = kleene_restate::service::DEFAULT_CALLS_PER_INVOCATION)]
+        calls_per_invocation: u32,
         /// Print the final status as JSON.
         #[arg(long)]
         json: bool,
@@ -368,6 +373,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             block,
             continue_every,
             no_cache,
+            calls_per_invocation,
             json,
         } => {
             let shell = load(&plan)?;
@@ -394,6 +400,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let submission = Submission {
                 continue_every: Some(continue_every),
                 no_cache,
+                calls_per_invocation: Some(calls_per_invocation),
                 ..Submission::of(&shell, jobs, block)
             };
             let follow = (!json).then(|| tokio::spawn(follow(client.clone(), channel.clone())));

@@ -24,9 +24,10 @@
 //!   pass's end: Restate keeps an invocation's journal for a day, the evidence in state
 //!   outlives it, and a commit costs its own events rather than the whole evidence. `resume` continues from that evidence with kleene's
 //!   resume rules; `status` (shared) reads it while a pass runs.
-//! - Each reserved call is a service call `TaskWorker/call`; the machine reserves up to
-//!   the submission's `jobs` calls at once, and they settle in whatever order they finish.
-//!   Any number of worker processes serve the service behind one deployment URL.
+//! - Reserved calls go to the service handler `TaskWorker/calls`, one call to an invocation
+//!   or (the submission's `calls_per_invocation`) several; the machine reserves up to the
+//!   submission's `jobs` calls at once, and they settle in whatever order their invocations
+//!   end. Any number of worker processes serve the service behind one deployment URL.
 //! - A prerequisite's accepted output is kept in the channel's state under its digest when
 //!   it is accepted; the worker fetches them by digest (`Channel/{channel}/outputs`, a shared
 //!   handler, so it is served while the pass runs) and checks the bytes against it.
@@ -199,7 +200,16 @@ pub struct Submission {
     /// Make every call: consult no cache and keep nothing in it. Left out when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_cache: bool,
+    /// How many of one reservation's calls go to a worker in one invocation
+    /// ([`DEFAULT_CALLS_PER_INVOCATION`] when absent). Each invocation costs the server about
+    /// as much as the no-op call it carries, so grouping lowers the server's CPU per call; the
+    /// group's replies come back together, when its slowest call ends. Left out when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_per_invocation: Option<u32>,
 }
+
+/// How many calls go in one worker invocation by default.
+pub const DEFAULT_CALLS_PER_INVOCATION: u32 = 1;
 
 /// After how many commits a pass hands over to a new invocation by default. A pass is one
 /// Restate invocation, whose journal holds every commit and every call's result until it
@@ -240,6 +250,7 @@ impl Submission {
             jobs,
             block,
             continue_every: None,
+            calls_per_invocation: None,
             no_cache: false,
         }
     }
@@ -776,9 +787,15 @@ async fn drive(
         .continue_every
         .unwrap_or(DEFAULT_CONTINUE_EVERY)
         .max(1) as usize;
+    let per_invocation = submission
+        .calls_per_invocation
+        .unwrap_or(DEFAULT_CALLS_PER_INVOCATION)
+        .max(1) as usize;
     let mut commits = 0usize;
     let mut calls = DurableFuturesUnordered::new();
-    let mut out: BTreeMap<usize, Dispatch> = BTreeMap::new();
+    // Each worker invocation in flight, with the dispatches it carries in order.
+    let mut out: BTreeMap<usize, Vec<Dispatch>> = BTreeMap::new();
+    let mut in_flight = 0usize;
     let mut stop: Option<BatchError> = None;
     let mut interrupted = false;
     loop {
@@ -787,11 +804,11 @@ async fn drive(
         // after each settlement made the channel's single writer the limit of the whole run
         // (one commit and one evidence checkpoint per task). The count decides, never which
         // replies happen to have arrived, so a replay makes the same commits.
-        let free = jobs.saturating_sub(calls.len());
+        let free = jobs.saturating_sub(in_flight);
         // Past `continue_every` commits the pass reserves nothing more: its calls settle and
         // a new invocation goes on from the evidence.
         let handing_over = commits >= continue_every;
-        if stop.is_none() && !interrupted && !handing_over && (calls.is_empty() || free >= group) {
+        if stop.is_none() && !interrupted && !handing_over && (in_flight == 0 || free >= group) {
             // The results the newly ready tasks' keys name, fetched before the machine
             // (which never waits) looks them up: round after round, as reuses make more
             // ready. A key fetched before (by a machine rebuilt since) is admitted already.
@@ -842,110 +859,132 @@ async fn drive(
                 commit(ctx, &mut store, &machine, &mut pending).await?;
                 commits += 1;
             }
-            for dispatch in work.dispatches {
-                let call = task_call(&shell, &machine, &channel, dispatch.clone());
+            for group in work.dispatches.chunks(per_invocation) {
+                let group = group.to_vec();
+                let batch: Vec<TaskCall> = group
+                    .iter()
+                    .map(|d| task_call(&shell, &machine, &channel, d.clone()))
+                    .collect();
                 let future = ctx
                     .service_client::<TaskWorkerClient>()
-                    .call(Json(call))
+                    .calls(Json(batch))
                     .call();
-                out.insert(calls.push(future), dispatch);
+                in_flight += group.len();
+                out.insert(calls.push(future), group);
             }
         }
-        let Some((index, reply)) = calls.next().await? else {
+        let Some((index, replies)) = calls.next().await? else {
             break;
         };
-        let Some(dispatch) = out.remove(&index) else {
+        let Some(group) = out.remove(&index) else {
             continue;
         };
-        let mut reply = match reply.map(|Json(carried)| carried.into_value(content)) {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(e)) => TaskReply::Failed(InfrastructureFailure::Transport {
-                detail: format!("failed to read the call's reply: {}", Chain(&e)),
-            }),
-            Err(e) => TaskReply::Failed(InfrastructureFailure::Transport {
-                detail: format!("task-worker call failed: {}", e.message()),
-            }),
+        in_flight -= group.len();
+        let failed = |detail: String| {
+            let reply = TaskReply::Failed(InfrastructureFailure::Transport { detail });
+            vec![reply; group.len()]
         };
-        let record = reply.take_record();
-        // The fix attempts the call drew, each durable in the ledger before its fix ran,
-        // go into the evidence before the call's settlement, as a local run journals them.
-        let drawn: Vec<TaskId> = match &reply {
-            TaskReply::Interrupted { .. } => {
-                // Sealed, so that an abandoned execution still drawing is refused from now on,
-                // and what it drew before is all in the evidence: ledger and evidence agree.
-                let call = (dispatch.task().clone(), dispatch.attempt());
-                ctx.object_client::<FixLedgerClient>(key.clone())
-                    .seal(Json(call))
-                    .call()
-                    .await?
-                    .0
+        let replies: Vec<TaskReply> = match replies {
+            Ok(Json(replies)) if replies.len() == group.len() => replies
+                .into_iter()
+                .map(|carried| {
+                    carried.into_value(content).unwrap_or_else(|e| {
+                        TaskReply::Failed(InfrastructureFailure::Transport {
+                            detail: format!("failed to read the call's reply: {}", Chain(&e)),
+                        })
+                    })
+                })
+                .collect(),
+            Ok(Json(replies)) => failed(format!(
+                "the worker answered {} replies for {} calls",
+                replies.len(),
+                group.len()
+            )),
+            Err(e) => failed(format!("task-worker call failed: {}", e.message())),
+        };
+        for (dispatch, mut reply) in group.into_iter().zip(replies) {
+            let record = reply.take_record();
+            // The fix attempts the call drew, each durable in the ledger before its fix ran,
+            // go into the evidence before the call's settlement, as a local run journals them.
+            let drawn: Vec<TaskId> = match &reply {
+                TaskReply::Interrupted { .. } => {
+                    // Sealed, so that an abandoned execution still drawing is refused from now on,
+                    // and what it drew before is all in the evidence: ledger and evidence agree.
+                    let call = (dispatch.task().clone(), dispatch.attempt());
+                    ctx.object_client::<FixLedgerClient>(key.clone())
+                        .seal(Json(call))
+                        .call()
+                        .await?
+                        .0
+                }
+                other => other.drawn().to_vec(),
+            };
+            for fix in &drawn {
+                let event = machine.draw_fix(&dispatch, fix).map_err(|e| terminal(&e))?;
+                pending.push(event);
             }
-            other => other.drawn().to_vec(),
-        };
-        for fix in &drawn {
-            let event = machine.draw_fix(&dispatch, fix).map_err(|e| terminal(&e))?;
-            pending.push(event);
-        }
-        match reply.into_result() {
-            // Left in flight: once the other calls settle, the machine is rebuilt from the
-            // evidence and kleene's resume rules judge it.
-            None => interrupted = true,
-            Some(result) => {
-                let (result, record) = match checked_record(result, record) {
-                    Ok(checked) => checked,
-                    Err(detail) => (
-                        Err(WorkerFailure::Infrastructure(
-                            InfrastructureFailure::Transport { detail },
-                        )),
-                        None,
-                    ),
-                };
-                let settled = machine
-                    .settle(&dispatch, result, &())
-                    .map_err(|e| terminal(&e))?;
-                // What the batch kept on acceptance goes to the cache objects (one-way: the
-                // pass never waits on them).
-                for (key, entry) in cache.take_stored() {
-                    let entry = Carried::of(entry, content).map_err(stored)?;
-                    ctx.object_client::<ActionCacheObjectClient>(key.to_string())
-                        .put(Json(entry))
-                        .send();
-                }
-                // Kept before the checkpoint below, so the evidence in state never binds a
-                // record the channel does not hold; only when the call settled its closure
-                // (a withdrawn call's number is made again, with its own record).
-                let task = dispatch.task();
-                let call = dispatch.attempt();
-                let settles = machine
-                    .evidence()
-                    .closures_of(task)
-                    .any(|c| c.attempt() == call && c.settled().is_some());
-                if let Some(text) = record.filter(|_| settles) {
-                    keep_closure(ctx, &key, task, call, text).await?;
-                }
-                for event in &settled.events {
-                    if let EvidenceEvent::Settled {
-                        settlement: Settlement::Accepted { digest, candidate },
-                        ..
-                    } = event
-                    {
-                        // In the channel's own state: no round trip, and visible to the
-                        // `outputs` handler before any call that names the digest is made.
-                        let files = Carried::of(Files::of(candidate), content).map_err(stored)?;
-                        ctx.set(&output_key(*digest), Json(files));
+            match reply.into_result() {
+                // Left in flight: once the other calls settle, the machine is rebuilt from the
+                // evidence and kleene's resume rules judge it.
+                None => interrupted = true,
+                Some(result) => {
+                    let (result, record) = match checked_record(result, record) {
+                        Ok(checked) => checked,
+                        Err(detail) => (
+                            Err(WorkerFailure::Infrastructure(
+                                InfrastructureFailure::Transport { detail },
+                            )),
+                            None,
+                        ),
+                    };
+                    let settled = machine
+                        .settle(&dispatch, result, &())
+                        .map_err(|e| terminal(&e))?;
+                    // What the batch kept on acceptance goes to the cache objects (one-way: the
+                    // pass never waits on them).
+                    for (key, entry) in cache.take_stored() {
+                        let entry = Carried::of(entry, content).map_err(stored)?;
+                        ctx.object_client::<ActionCacheObjectClient>(key.to_string())
+                            .put(Json(entry))
+                            .send();
+                    }
+                    // Kept before the checkpoint below, so the evidence in state never binds a
+                    // record the channel does not hold; only when the call settled its closure
+                    // (a withdrawn call's number is made again, with its own record).
+                    let task = dispatch.task();
+                    let call = dispatch.attempt();
+                    let settles = machine
+                        .evidence()
+                        .closures_of(task)
+                        .any(|c| c.attempt() == call && c.settled().is_some());
+                    if let Some(text) = record.filter(|_| settles) {
+                        keep_closure(ctx, &key, task, call, text).await?;
+                    }
+                    for event in &settled.events {
+                        if let EvidenceEvent::Settled {
+                            settlement: Settlement::Accepted { digest, candidate },
+                            ..
+                        } = event
+                        {
+                            // In the channel's own state: no round trip, and visible to the
+                            // `outputs` handler before any call that names the digest is made.
+                            let files =
+                                Carried::of(Files::of(candidate), content).map_err(stored)?;
+                            ctx.set(&output_key(*digest), Json(files));
+                        }
+                    }
+                    // Checkpointed with the next commit (group commit), not here: the evidence
+                    // is the whole batch's, so writing it after every settlement cost the server
+                    // O(tasks) bytes per task. The journal holds the call's result meanwhile, so a
+                    // retried invocation settles it again; only `status` lags by a group.
+                    pending.extend(settled.events);
+                    if let Some(e) = settled.stop {
+                        stop.get_or_insert(e);
                     }
                 }
-                // Checkpointed with the next commit (group commit), not here: the evidence
-                // is the whole batch's, so writing it after every settlement cost the server
-                // O(tasks) bytes per task. The journal holds the call's result meanwhile, so a
-                // retried invocation settles it again; only `status` lags by a group.
-                pending.extend(settled.events);
-                if let Some(e) = settled.stop {
-                    stop.get_or_insert(e);
-                }
             }
         }
-        if interrupted && calls.is_empty() && stop.is_none() {
+        if interrupted && in_flight == 0 && stop.is_none() {
             interrupted = false;
             commit(ctx, &mut store, &machine, &mut pending).await?;
             let evidence = machine.into_evidence();
@@ -1518,56 +1557,63 @@ impl TaskWorker {
 
 #[restate_sdk::service]
 impl TaskWorker {
-    /// Makes one task call.
+    /// Makes the task calls the channel sent in one invocation, up to the worker's slots at
+    /// once, and answers each one's reply in the order sent.
     #[handler]
-    async fn call(
+    async fn calls(
         &self,
         ctx: Context<'_>,
-        call: Json<TaskCall>,
-    ) -> Result<Json<Carried<TaskReply>>, HandlerError> {
-        let Json(call) = call;
-        let _slot = self.slots.acquire().await?;
-        // One call for every input, then each checked against the digest it was asked by.
-        let digests: Vec<Digest> = call.inputs.iter().map(|(_, d)| *d).collect();
-        let fetched = if digests.is_empty() {
-            Vec::new()
-        } else {
-            ctx.object_client::<ChannelClient>(call.channel.to_string())
-                .outputs(Json(digests.clone()))
-                .call()
-                .await?
-                .0
+        calls: Json<Vec<TaskCall>>,
+    ) -> Result<Json<Vec<Carried<TaskReply>>>, HandlerError> {
+        let Json(calls) = calls;
+        // One request for every input of every call (the channel sends its own calls
+        // only), then each checked against the digest it was asked by.
+        let digests: Vec<Digest> = calls
+            .iter()
+            .flat_map(|c| c.inputs.iter().map(|(_, d)| *d))
+            .collect();
+        let fetched = match calls.first() {
+            Some(first) if !digests.is_empty() => {
+                ctx.object_client::<ChannelClient>(first.channel.to_string())
+                    .outputs(Json(digests))
+                    .call()
+                    .await?
+                    .0
+            }
+            _ => Vec::new(),
         };
-        let mut inputs: Vec<(TaskId, AcceptedOutput)> = Vec::new();
         let mut fetched = fetched.into_iter();
-        for (task, digest) in &call.inputs {
-            let verified = fetched
-                .next()
-                .flatten()
-                .ok_or(ContentError::Missing { digest: *digest })
-                .and_then(|files| {
-                    files
-                        .into_value(self.store.as_ref())
-                        .map_err(|e| ContentError::Stored {
-                            digest: *digest,
-                            detail: Chain(&e).to_string(),
-                        })
-                })
-                .and_then(|files| verify(*digest, files));
-            match verified {
-                Ok(output) => inputs.push((task.clone(), output)),
-                Err(e) => {
-                    let reply = TaskReply::Failed(InfrastructureFailure::Transport {
-                        detail: format!("failed to {}", Chain(&e)),
-                    });
-                    return Ok(Json(Carried::Inline(reply)));
+        let mut prepared = Vec::with_capacity(calls.len());
+        for call in calls {
+            let mut inputs: Vec<(TaskId, AcceptedOutput)> = Vec::new();
+            let mut unfetched = None;
+            for (task, digest) in &call.inputs {
+                let verified = fetched
+                    .next()
+                    .flatten()
+                    .ok_or(ContentError::Missing { digest: *digest })
+                    .and_then(|files| {
+                        files
+                            .into_value(self.store.as_ref())
+                            .map_err(|e| ContentError::Stored {
+                                digest: *digest,
+                                detail: Chain(&e).to_string(),
+                            })
+                    })
+                    .and_then(|files| verify(*digest, files));
+                match verified {
+                    Ok(output) => inputs.push((task.clone(), output)),
+                    Err(e) => {
+                        unfetched.get_or_insert(format!("failed to {}", Chain(&e)));
+                    }
                 }
             }
+            // The plan's files, outside the journal (idempotent: a copy is made once and
+            // checked); a refusal is answered by the work step below, so every attempt
+            // journals the same steps in the same order.
+            let plan = self.plan_copy(&call).await;
+            prepared.push((call, unfetched.map_or(Ok(inputs), Err), plan));
         }
-        // The plan's files, outside the journal (idempotent: a copy is made once and checked);
-        // a refusal is answered by the work step below, so every attempt journals the same
-        // steps in the same order.
-        let plan = self.plan_copy(&call).await;
         // The claim: journaled before the work. Its closure runs only in the attempt that
         // first reaches it; a retry replays it.
         let fresh = Arc::new(AtomicBool::new(false));
@@ -1584,55 +1630,78 @@ impl TaskWorker {
             .name("claim")
             .await?;
         let fresh = fresh.load(Ordering::SeqCst);
-        let work = Arc::clone(&self.work);
-        let ledger = self.restate.clone();
-        // The call's turn ends with this attempt: when the server ends it (a retry after a
+        // The calls' turn ends with this attempt: when the server ends it (a retry after a
         // server or node loss, a leadership move, a kill), the SDK drops this future, and the
-        // fence stops the command's process group instead of leaving it running on a
-        // blocking thread beside the call that replaces it.
+        // fence stops the commands' process groups instead of leaving them running on
+        // blocking threads beside the calls that replace them.
         let fence = EndOfTurn(Interrupt::default());
         let ended = fence.0.clone();
+        let work = Arc::clone(&self.work);
+        let ledger = self.restate.clone();
+        let slots = Arc::clone(&self.slots);
         let store = self.store.clone();
-        let Json(reply) = ctx
+        let Json(replies) = ctx
             .run(|| async move {
-                if !fresh {
-                    // An earlier attempt claimed the call and left no result.
-                    return Ok(Json(Carried::Inline(TaskReply::Interrupted { nonce })));
+                let mut running = Vec::with_capacity(prepared.len());
+                for (call, inputs, plan) in prepared {
+                    let nonce = nonce.clone();
+                    let ended = ended.clone();
+                    let work = Arc::clone(&work);
+                    let ledger = ledger.clone();
+                    let slots = Arc::clone(&slots);
+                    running.push(tokio::spawn(async move {
+                        if !fresh {
+                            // An earlier attempt claimed the call and left no result.
+                            return Ok(TaskReply::Interrupted { nonce });
+                        }
+                        let inputs = match inputs {
+                            Ok(inputs) => inputs,
+                            Err(detail) => {
+                                return Ok(TaskReply::Failed(InfrastructureFailure::Transport {
+                                    detail,
+                                }));
+                            }
+                        };
+                        let (plan, plan_dir) = match plan {
+                            Ok(ready) => ready,
+                            Err(detail) => return Ok(TaskReply::Withdrawn { detail }),
+                        };
+                        let _slot = slots.acquire_owned().await?;
+                        let handle = tokio::runtime::Handle::current();
+                        tokio::task::spawn_blocking(move || {
+                            let turn = CallTurn {
+                                claim: &nonce,
+                                ended: &ended,
+                            };
+                            work.run(plan, &plan_dir, &call, &inputs, turn, &mut |draw| {
+                                let answer = handle
+                                    .block_on(ledger.draw_fix(call.channel.as_str(), draw))
+                                    .map_err(|e| format!("failed to {}", Chain(&e)))?;
+                                answer.refusal(draw, &call.channel).map_or(Ok(()), Err)
+                            })
+                        })
+                        .await
+                        .map_err(HandlerError::from)
+                    }));
                 }
-                let (plan, plan_dir) = match plan {
-                    Ok(ready) => ready,
-                    Err(detail) => {
-                        return Ok(Json(Carried::Inline(TaskReply::Withdrawn { detail })));
-                    }
-                };
-                let ledger = ledger.clone();
-                let handle = tokio::runtime::Handle::current();
-                let reply = tokio::task::spawn_blocking(move || {
-                    let turn = CallTurn {
-                        claim: &nonce,
-                        ended: &ended,
-                    };
-                    work.run(plan, &plan_dir, &call, &inputs, turn, &mut |draw| {
-                        let answer = handle
-                            .block_on(ledger.draw_fix(call.channel.as_str(), draw))
-                            .map_err(|e| format!("failed to {}", Chain(&e)))?;
-                        answer.refusal(draw, &call.channel).map_or(Ok(()), Err)
-                    })
-                })
-                .await?;
-                // Kept in the store before the journal entry that names it; a reply the
-                // store cannot keep fails the call (its number is spent: it ran).
-                let carried = Carried::of(reply, store.as_ref()).unwrap_or_else(|e| {
-                    Carried::Inline(TaskReply::Failed(InfrastructureFailure::Transport {
-                        detail: format!("failed to keep the call's reply: {}", Chain(&e)),
-                    }))
-                });
-                Ok(Json(carried))
+                let mut replies = Vec::with_capacity(running.len());
+                for reply in running {
+                    let reply = reply.await.map_err(HandlerError::from)??;
+                    // Kept in the store before the journal entry that names it; a reply the
+                    // store cannot keep fails the call (its number is spent: it ran).
+                    let carried = Carried::of(reply, store.as_ref()).unwrap_or_else(|e| {
+                        Carried::Inline(TaskReply::Failed(InfrastructureFailure::Transport {
+                            detail: format!("failed to keep the call's reply: {}", Chain(&e)),
+                        }))
+                    });
+                    replies.push(carried);
+                }
+                Ok(Json(replies))
             })
             .name("work")
             .await?;
         drop(fence);
-        Ok(Json(reply))
+        Ok(Json(replies))
     }
 }
 

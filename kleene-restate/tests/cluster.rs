@@ -373,11 +373,13 @@ fn wait_for_line(log: &Path, prefix: &str) {
 }
 
 /// Submits `plan` to channel `chan` with a retry window long enough to outlast the restarts
-/// the tests make: the submitter needs no manual step.
-fn submit(nodes: &Nodes, plan: &Path, chan: &str) -> Proc {
+/// the tests make: the submitter needs no manual step. `per_invocation` calls go to a worker
+/// in one invocation.
+fn submit(nodes: &Nodes, plan: &Path, chan: &str, per_invocation: u32) -> Proc {
     Proc(
         Command::new(BIN)
             .args(["run", "--no-cache", "--json", "--channel", chan])
+            .arg(format!("--calls-per-invocation={per_invocation}"))
             .arg(plan)
             .args(["--retry-secs", "300"])
             .env("RESTATE_INGRESS_URL", &nodes.ingress)
@@ -484,7 +486,7 @@ fn a_cluster_losing_the_node_in_use_and_then_the_leader_runs_nothing_twice() {
     let log = dir.path().join("calls.log");
     let plan = plan(dir.path(), &log);
     let chan = format!("cluster-{}", std::process::id());
-    let run = submit(&nodes, &plan, &chan);
+    let run = submit(&nodes, &plan, &chan, 1);
     // Node 1 is first in every list: the one the workers and the submitter talk to.
     wait_for_line(&log, "run call-slow0-");
     nodes.kill(1);
@@ -509,10 +511,10 @@ fn a_cluster_losing_the_node_in_use_and_then_the_leader_runs_nothing_twice() {
     ends_accepted_with_nothing_run_twice(run, &nodes, &plan, &log, &chan);
 }
 
-/// On a single node: the worker running a slow call is SIGKILLed and started again, then the
-/// server is SIGKILLed mid-call and started again. The pass ends accepted with no manual step
-/// and nothing run twice: the killed worker's call is recorded as interrupted and made again
-/// under a new number.
+/// On a single node, with two calls to an invocation: the worker running a slow call is
+/// SIGKILLed and started again, then the server is SIGKILLed mid-call and started again. The
+/// pass ends accepted with no manual step and nothing run twice: the killed worker's calls are
+/// recorded as interrupted and made again under new numbers.
 #[test]
 fn a_single_node_losing_a_worker_and_then_the_server_runs_nothing_twice() {
     let _one = ONE_AT_A_TIME.lock();
@@ -524,7 +526,8 @@ fn a_single_node_losing_a_worker_and_then_the_server_runs_nothing_twice() {
     let log = dir.path().join("calls.log");
     let plan = plan(dir.path(), &log);
     let chan = format!("single-{}", std::process::id());
-    let run = submit(&nodes, &plan, &chan);
+    // Calls in pairs: a kill ends every call of the invocation it lands in.
+    let run = submit(&nodes, &plan, &chan, 2);
     wait_for_line(&log, "run call-slow0-");
     let deadline = Instant::now() + Duration::from_secs(10);
     let busy = loop {

@@ -404,6 +404,51 @@ fn two_workers_give_the_local_run_s_results_and_a_second_submission_is_refused()
     }
 }
 
+/// Calls grouped three to a worker invocation (`--calls-per-invocation 3`): every task,
+/// a fixed one and a failed one among them, ends as the local run's, with the same outputs.
+#[test]
+fn calls_grouped_into_invocations_give_the_local_run_s_results() {
+    let Some(_serial) = server() else { return };
+    let _cluster = Cluster::start(2, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let mut tasks: Vec<serde_json::Value> = (0..9)
+        .map(|i| task(&format!("r{i}"), &format!("echo {i} > r{i}.txt"), &[]))
+        .collect();
+    for i in 0..3 {
+        let deps: Vec<String> = (0..3).map(|k| format!("r{}", i * 3 + k)).collect();
+        let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
+        let inputs: Vec<String> = deps.iter().map(|d| format!("{d}.txt")).collect();
+        let run = format!("cat {} > j{i}.txt", inputs.join(" "));
+        tasks.push(task(&format!("j{i}"), &run, &deps));
+    }
+    let mut fixed = task("f", "echo wrong > f.txt", &["j0"]);
+    fixed["checks"] = serde_json::json!([{"id": "right", "command": "grep -q right f.txt"}]);
+    fixed["fix"] = "echo right > f.txt".into();
+    tasks.push(fixed);
+    tasks.push(task("x", "exit 3", &["j1"]));
+    let plan = plan_file(dir.path(), tasks);
+    let chan = channel("grouped");
+    let (out, _) = run(&plan, &chan, &["--calls-per-invocation", "3"]);
+    let remote = status_of(&out);
+    let plan_arg = plan.to_string_lossy().into_owned();
+    let local = status_of(&cli(&["local", "--json", "--channel", &chan, &plan_arg]));
+    let ends = |s: &ChannelStatus| -> Vec<(String, String, Option<kleene::id::Digest>)> {
+        let mut ends: Vec<_> = s
+            .tasks
+            .iter()
+            .map(|t| (t.task.to_string(), format!("{:?}", t.status), t.accepted))
+            .collect();
+        ends.sort();
+        ends
+    };
+    assert_eq!(ends(&remote), ends(&local), "{remote}");
+    assert_eq!(
+        remote.tasks.iter().filter(|t| t.accepted.is_some()).count(),
+        13,
+        "{remote}"
+    );
+}
+
 /// Eight tasks that each sleep a second, writing when they started and ended (nanoseconds
 /// since the epoch) under `log`, so a test can count how many ran at once.
 fn sleeps(dir: &Path, log: &Path) -> PathBuf {

@@ -199,8 +199,15 @@ fn a_submission_a_report_and_files_keep_their_json() {
         block: vec![AgentId::new("coder").unwrap()],
         continue_every: None,
         no_cache: false,
+        calls_per_invocation: None,
     };
     pinned("submission_v2.json", &submission);
+    // One that groups calls into worker invocations.
+    let grouped = Submission {
+        calls_per_invocation: Some(4),
+        ..submission.clone()
+    };
+    pinned("submission_v4.json", &grouped);
     // One that says when a pass hands over to a new invocation.
     let handing_over = Submission {
         continue_every: Some(20),
@@ -275,4 +282,24 @@ fn a_submission_a_report_and_files_keep_their_json() {
     let candidate: Candidate = kleene_fixture("candidate_v1.json");
     pinned("files_v2.json", &Files::of(&candidate));
     assert_eq!(read::<Files>("files_v1.json"), Files::of(&candidate));
+}
+
+/// A value kept in the content store travels as its reference; one not kept, as itself (so
+/// every message written before the store existed reads as inline).
+#[test]
+fn a_carried_value_keeps_its_json() {
+    use kleene_restate::store::{Carried, StoredRef};
+    let stored: Carried<Vec<u8>> = Carried::Stored {
+        stored: StoredRef {
+            blake3: "ab".repeat(32),
+            len: 104_857_600,
+        },
+    };
+    pinned("carried_stored_v1.json", &stored);
+    let inline: Carried<Vec<u8>> = Carried::Inline(vec![1, 2, 3]);
+    assert_eq!(serde_json::to_string(&inline).unwrap(), "[1,2,3]");
+    assert_eq!(
+        serde_json::from_str::<Carried<Vec<u8>>>("[1,2,3]").unwrap(),
+        inline
+    );
 }
