@@ -167,6 +167,30 @@ fn swapped_objects_are_refused_naming_the_file() {
     );
 }
 
+/// Objects are written in place, so a crash mid-write leaves one cut short: the entry that
+/// names it is refused (a miss, never a wrong hit), and the next store of the same result
+/// replaces it whole.
+#[test]
+fn an_object_cut_short_is_refused_and_the_next_store_repairs_it() {
+    let tmp = TempDir::new().unwrap();
+    let cache = FileCache::new(tmp.path());
+    let (key, result, output) = result(0, &[("out/a", b"alpha and more")]);
+    cache.store(&result, &output, Some(&closure(0))).unwrap();
+    let object = tmp
+        .path()
+        .join("objects")
+        .join(Digest::from(blake3::hash(b"alpha and more")).to_string());
+    std::fs::write(&object, b"alpha").unwrap();
+    let (_, problem) = refused(cache.lookup(&key));
+    assert!(
+        matches!(&problem, EntryProblem::ObjectDamaged { path } if path.as_str() == "out/a"),
+        "{problem}"
+    );
+    cache.store(&result, &output, Some(&closure(0))).unwrap();
+    assert_eq!(std::fs::read(&object).unwrap(), b"alpha and more");
+    assert!(matches!(cache.lookup(&key), Lookup::Hit(_)), "repaired");
+}
+
 /// The call's closure record is kept as an object too: another call's record in its place is
 /// refused naming the record the entry binds.
 #[test]
