@@ -68,7 +68,9 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), IoFailure> {
 pub(crate) fn create_dir_durably(dir: &Path) -> Result<(), IoFailure> {
     let mut missing = Vec::new();
     let mut at_or_above = dir;
-    while fs::symlink_metadata(at_or_above).is_err() {
+    // A bare relative name's parent is the empty path, the current directory: there the walk
+    // ends (it cannot be made, and `symlink_metadata("")` fails as if it were missing).
+    while !at_or_above.as_os_str().is_empty() && fs::symlink_metadata(at_or_above).is_err() {
         missing.push(at_or_above);
         match at_or_above.parent() {
             Some(parent) => at_or_above = parent,
@@ -115,6 +117,31 @@ pub(crate) fn take_synced_dirs() -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bare relative name (`state`, as a library user writes it) is made in the current
+    /// directory: its parent, the empty path, is not a directory to make. It runs again in a
+    /// child process of this test binary, alone there, since it changes the current directory.
+    #[test]
+    fn a_bare_relative_name_is_made_in_the_current_directory() {
+        const NAME: &str = "fs::tests::a_bare_relative_name_is_made_in_the_current_directory";
+        if let Some(dir) = std::env::var_os("KLEENE_FS_TEST_CWD") {
+            std::env::set_current_dir(dir).unwrap();
+            create_dir_durably(Path::new("state")).unwrap();
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--test-threads=1"])
+            .env("KLEENE_FS_TEST_CWD", dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(dir.path().join("state").is_dir());
+    }
 
     #[test]
     fn files_are_replaced_atomically_and_torn_temp_files_removed() {
