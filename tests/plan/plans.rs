@@ -333,6 +333,43 @@ fn validation_reports_every_problem_at_once() {
     assert!(err.problems()[6].is_cycle());
 }
 
+use proptest::strategy::Strategy as _;
+
+proptest::proptest! {
+    /// The problems come in one order whatever the order of the plan's tasks: by kind, then
+    /// by the ids and paths they name (two unknown dependencies swapped places when their
+    /// tasks did).
+    #[test]
+    fn the_problems_do_not_move_with_the_order_of_the_tasks(
+        order in proptest::strategy::Just((0..8usize).collect::<Vec<_>>()).prop_shuffle(),
+    ) {
+        let config = || TaskKind::Config { module: None };
+        let tasks = || vec![
+            task("lost", config()).after(id("ghost")),
+            task("astray", config()).after(id("phantom")),
+            task("selfish", config()).after(id("selfish")),
+            task("x", config()).after(id("y")).owning(path("a/b.py")),
+            task("y", config()).after(id("x")).owning(path("a/b.py")),
+            task("p", config()).owning(path("c")),
+            task("q", config()).owning(path("c/d")),
+            task("z", config()).after(id("nowhere")),
+        ];
+        let problems = |tasks: Vec<PlannedTask>| -> Vec<String> {
+            AppBuildPlan::new(tasks)
+                .validate()
+                .unwrap_err()
+                .problems()
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        let given = problems(tasks());
+        let mut shuffled: Vec<Option<PlannedTask>> = tasks().into_iter().map(Some).collect();
+        let reordered: Vec<PlannedTask> = order.iter().filter_map(|&i| shuffled[i].take()).collect();
+        proptest::prop_assert_eq!(problems(reordered), given);
+    }
+}
+
 #[test]
 fn validated_plan_answers_queries_in_deterministic_order() {
     let plan = AppBuildPlan::new(vec![

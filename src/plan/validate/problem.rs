@@ -6,7 +6,7 @@ use crate::plan::path::AdmittedPath;
 use std::fmt;
 
 /// One problem found in a plan. Every variant names the tasks involved.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum PlanProblem {
     /// The tasks form a cycle. `path` lists it in dependency order: each task is a
@@ -195,9 +195,10 @@ pub(super) fn summary(problems: &[PlanProblem]) -> String {
 }
 
 impl PlanValidationError {
-    /// Every problem found at `stage`, in a fixed order (by kind, then as found).
+    /// Every problem found at `stage`, in a fixed order: by kind, then by the ids and paths
+    /// they name, so the order of the plan's tasks never moves them.
     pub(crate) fn new(stage: ValidationStage, mut problems: Vec<PlanProblem>) -> Self {
-        problems.sort_by_key(PlanProblem::rank);
+        problems.sort_by(|a, b| a.rank().cmp(&b.rank()).then_with(|| a.cmp(b)));
         Self { stage, problems }
     }
 
