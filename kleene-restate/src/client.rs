@@ -418,7 +418,7 @@ impl Restate {
             return Ok(None);
         }
         let bytes =
-            carried_bytes(bytes.to_vec(), self.store.as_ref()).map_err(ClientError::Store)?;
+            carried_bytes(Vec::from(bytes), self.store.as_ref()).map_err(ClientError::Store)?;
         kleene::checkpoint::decode(&bytes)
             .map(Some)
             .map_err(|e| ClientError::Transport {

@@ -111,6 +111,17 @@ fn tail_keys(keys: Vec<String>) -> Vec<String> {
 /// reader folds at most this many appended commits onto the checkpoint.
 const TAIL_LIMIT: usize = 64;
 
+/// How a content-store failure on `channel` stops a handler: terminal, naming the channel.
+fn store_failure(channel: &str) -> impl Fn(StoreError) -> HandlerError + use<> {
+    let channel = channel.to_owned();
+    move |source| {
+        terminal(&ChannelError::Store {
+            channel: channel.clone(),
+            source,
+        })
+    }
+}
+
 /// Reads the channel's evidence from the state of `$ctx`: the checkpoint with the commits
 /// appended after it folded on; `None` before a submission. (A macro: the SDK's read trait
 /// does not lend itself to a generic async function whose futures stay `Send`.)
@@ -119,13 +130,8 @@ macro_rules! read_evidence {
         match $ctx.get::<Vec<u8>>(EVIDENCE).await? {
             None => None,
             Some(bytes) => {
-                let stored = |source| {
-                    terminal(&ChannelError::Store {
-                        channel: $channel.to_owned(),
-                        source,
-                    })
-                };
-                let bytes = carried_bytes(bytes, $store).map_err(stored)?;
+                let stored = store_failure(&$channel);
+                let bytes = carried_bytes(bytes, $store).map_err(&stored)?;
                 let checkpoint: BatchEvidence =
                     kleene::checkpoint::decode(&bytes).map_err(|source| {
                         terminal(&ChannelError::Checkpoint {
@@ -139,7 +145,7 @@ macro_rules! read_evidence {
                     if let Some(Json(commit)) =
                         $ctx.get::<Json<Carried<Vec<EvidenceEvent>>>>(key).await?
                     {
-                        events.extend(commit.into_value($store).map_err(stored)?);
+                        events.extend(commit.into_value($store).map_err(&stored)?);
                     }
                 }
                 Some(checkpoint.extended(events).map_err(|source| {
@@ -568,12 +574,7 @@ impl Channel {
             })
         })?;
         // Past a message's size, through the store: the client reads it there.
-        let bytes = carry_bytes(bytes, self.store.as_ref()).map_err(|source| {
-            terminal(&ChannelError::Store {
-                channel: key.clone(),
-                source,
-            })
-        })?;
+        let bytes = carry_bytes(bytes, self.store.as_ref()).map_err(store_failure(&key))?;
         Ok(Some(bytes))
     }
 
@@ -638,22 +639,12 @@ impl EvidenceStore {
         })
     }
 
-    fn stored(&self, machine: &BatchMachine<'_>) -> impl Fn(StoreError) -> HandlerError {
-        let channel = machine.evidence().channel().to_string();
-        move |source| {
-            terminal(&ChannelError::Store {
-                channel: channel.clone(),
-                source,
-            })
-        }
-    }
-
     /// Keeps `events`, the commit that brought `machine`'s evidence to what it is: appended
     /// after the checkpoint, or the whole evidence checkpointed when there is none yet or
     /// [`TAIL_LIMIT`] commits are appended. A state write is itself journaled in order, so it
-    /// is durable before any call made after it.
-    /// `events` as the commit's journal entry carried them (`count` events): a commit kept
-    /// in the content store is named again, not written twice.
+    /// is durable before any call made after it. The `count` events come as the commit's
+    /// journal entry carried them: a commit kept in the content store is named again, not
+    /// written twice.
     fn append(
         &mut self,
         ctx: &ObjectContext<'_>,
@@ -688,7 +679,8 @@ impl EvidenceStore {
                 source,
             })
         })?;
-        let snapshot = carry_bytes(snapshot, self.store.as_ref()).map_err(self.stored(machine))?;
+        let stored = store_failure(machine.evidence().channel().as_str());
+        let snapshot = carry_bytes(snapshot, self.store.as_ref()).map_err(stored)?;
         ctx.set(EVIDENCE, snapshot);
         for key in self.tail.drain(..) {
             ctx.clear(&key);
@@ -713,7 +705,8 @@ async fn commit(
     let count = made.len();
     // Journaled as it travels: a commit that settles a large output is kept in the store,
     // written before the journal entry that names it.
-    let mine = Carried::of(made, store.store.as_ref()).map_err(store.stored(machine))?;
+    let stored = store_failure(machine.evidence().channel().as_str());
+    let mine = Carried::of(made, store.store.as_ref()).map_err(&stored)?;
     let journaled = mine.clone();
     let Json(carried) = ctx
         .run(|| async move { Ok(Json(journaled)) })
@@ -745,12 +738,7 @@ async fn drive(
     content: Option<&ContentStore>,
 ) -> Result<Json<RunReport>, HandlerError> {
     let key = ctx.key().to_owned();
-    let stored = |source| {
-        terminal(&ChannelError::Store {
-            channel: key.clone(),
-            source,
-        })
-    };
+    let stored = store_failure(&key);
     let channel = ChannelId::new(key.clone()).map_err(|source| {
         terminal(&ChannelError::BadChannel {
             key: key.clone(),
@@ -844,14 +832,14 @@ async fn drive(
                     }
                 }
                 let reused = machine.reserve_reused().map_err(|e| terminal(&e))?;
-                keep_reused_outputs(ctx, &reused, content).map_err(stored)?;
+                keep_reused_outputs(ctx, &reused, content).map_err(&stored)?;
                 pending.extend(reused);
                 for (task, record) in machine.take_reused_closures() {
                     keep_reused_closure(ctx, &machine, task, &record);
                 }
             }
             let work = machine.reserve(jobs).map_err(|e| terminal(&e))?;
-            keep_reused_outputs(ctx, &work.events, content).map_err(stored)?;
+            keep_reused_outputs(ctx, &work.events, content).map_err(&stored)?;
             // Group commit: the settlements since the last commit go in one journal entry
             // with this reservation, before any of its calls is made.
             pending.extend(work.events);
@@ -859,8 +847,9 @@ async fn drive(
                 commit(ctx, &mut store, &machine, &mut pending).await?;
                 commits += 1;
             }
-            for group in work.dispatches.chunks(per_invocation) {
-                let group = group.to_vec();
+            let mut dispatches = work.dispatches.into_iter().peekable();
+            while dispatches.peek().is_some() {
+                let group: Vec<Dispatch> = dispatches.by_ref().take(per_invocation).collect();
                 let batch: Vec<TaskCall> = group
                     .iter()
                     .map(|d| task_call(&shell, &machine, &channel, d.clone()))
@@ -943,7 +932,7 @@ async fn drive(
                     // What the batch kept on acceptance goes to the cache objects (one-way: the
                     // pass never waits on them).
                     for (key, entry) in cache.take_stored() {
-                        let entry = Carried::of(entry, content).map_err(stored)?;
+                        let entry = Carried::of(entry, content).map_err(&stored)?;
                         ctx.object_client::<ActionCacheObjectClient>(key.to_string())
                             .put(Json(entry))
                             .send();
@@ -969,7 +958,7 @@ async fn drive(
                             // In the channel's own state: no round trip, and visible to the
                             // `outputs` handler before any call that names the digest is made.
                             let files =
-                                Carried::of(Files::of(candidate), content).map_err(stored)?;
+                                Carried::of(Files::of(candidate), content).map_err(&stored)?;
                             ctx.set(&output_key(*digest), Json(files));
                         }
                     }
