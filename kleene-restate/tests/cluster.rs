@@ -300,6 +300,8 @@ fn parent(pid: u32) -> Option<u32> {
 /// A plan of 22 tasks (chains and fan-outs, four needing a fix, two slow) whose commands
 /// each log their task and call to `log`, outside their stages.
 fn plan(dir: &Path, log: &Path) -> PathBuf {
+    // Each task's sandbox gives the log, which must exist to be given.
+    std::fs::File::create(log).unwrap();
     let logged = |what: &str| format!("echo \"{what} $(basename \"$PWD\")\" >> {};", log.display());
     let mut tasks = Vec::new();
     let mut task = |id: String, run: String, deps: Vec<String>, fix: bool| {
@@ -307,6 +309,7 @@ fn plan(dir: &Path, log: &Path) -> PathBuf {
             "id": id, "kind": {"lane": "config"}, "owner": "shell", "spec": {"intent": id},
             "owned_paths": [format!("{id}.txt")], "depends_on": deps,
             "run": format!("{} {run}", logged("run")),
+            "sandbox": {"write": [log]},
         });
         if fix {
             t["run"] = format!("{} {run}; echo wrong > {id}.txt", logged("run")).into();
@@ -483,7 +486,9 @@ fn a_cluster_losing_the_node_in_use_and_then_the_leader_runs_nothing_twice() {
     };
     let dir = tempfile::tempdir().unwrap();
     let _workers = Workers::start(&nodes, dir.path());
-    let log = dir.path().join("calls.log");
+    // Outside the plan's directory, whose files the plan binds.
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("calls.log");
     let plan = plan(dir.path(), &log);
     let chan = format!("cluster-{}", std::process::id());
     let run = submit(&nodes, &plan, &chan, 1);
@@ -523,7 +528,9 @@ fn a_single_node_losing_a_worker_and_then_the_server_runs_nothing_twice() {
     };
     let dir = tempfile::tempdir().unwrap();
     let mut workers = Workers::start(&nodes, dir.path());
-    let log = dir.path().join("calls.log");
+    // Outside the plan's directory, whose files the plan binds.
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("calls.log");
     let plan = plan(dir.path(), &log);
     let chan = format!("single-{}", std::process::id());
     // Calls in pairs: a kill ends every call of the invocation it lands in.

@@ -249,6 +249,23 @@ fn task(id: &str, run: &str, deps: &[&str]) -> serde_json::Value {
     })
 }
 
+/// `tasks`, each allowed by its sandbox to append to `log` (made here: a sandbox gives only
+/// what exists), which lies outside every stage.
+fn logging_to(log: &Path, tasks: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("make the log");
+    tasks
+        .into_iter()
+        .map(|mut t| {
+            t["sandbox"] = serde_json::json!({ "write": [log] });
+            t
+        })
+        .collect()
+}
+
 fn plan_file(dir: &Path, tasks: Vec<serde_json::Value>) -> PathBuf {
     let path = dir.join("plan.json");
     std::fs::write(&path, serde_json::json!({ "tasks": tasks }).to_string()).expect("write plan");
@@ -709,7 +726,7 @@ fn a_second_submission_of_an_edited_plan_calls_only_what_changed() {
         ids
     };
     let submit_telling = |b: &str, chan: &str| {
-        let plan = plan_file(dir.path(), tasks(b));
+        let plan = plan_file(dir.path(), logging_to(&log, tasks(b)));
         let plan_arg = plan.to_string_lossy().into_owned();
         let out = cli(&["run", "--json", "-j", "4", "--channel", chan, &plan_arg]);
         let status = status_of(&out);
@@ -740,7 +757,10 @@ fn a_second_submission_of_an_edited_plan_calls_only_what_changed() {
     reused.sort();
     assert_eq!(reused, ["a", "d", "e"]);
     // Acceptance checks the reused calls' closure records, kept on the new channel.
-    let plan = plan_file(dir.path(), tasks("cat a.txt > b.txt; echo bb >> b.txt"));
+    let plan = plan_file(
+        dir.path(),
+        logging_to(&log, tasks("cat a.txt > b.txt; echo bb >> b.txt")),
+    );
     let (out, exported) = accept_exporting(elsewhere.path(), &chan, &plan);
     assert!(
         out.status.success() && exported,
@@ -1052,8 +1072,10 @@ fn a_call_abandoned_by_a_server_crash_is_stopped_and_its_number_never_runs_twice
     };
     let _cluster = Cluster::start(2, 4);
     let dir = tempfile::tempdir().unwrap();
-    // Every command logs its stage (named after its task and call) to a file outside it.
-    let log = dir.path().join("calls.log");
+    // Every command logs its stage (named after its task and call) to a file outside it,
+    // and outside the plan's directory, whose files the plan binds.
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("calls.log");
     let logged = |what: &str| {
         format!(
             "echo \"{what} $(basename \"$PWD\") $$\" >> {};",
@@ -1085,7 +1107,7 @@ fn a_call_abandoned_by_a_server_crash_is_stopped_and_its_number_never_runs_twice
         &format!("{} cat slow.txt > after.txt", logged("run")),
         &["slow"],
     ));
-    let plan = plan_file(dir.path(), tasks);
+    let plan = plan_file(dir.path(), logging_to(&log, tasks));
     let chan = channel("fence");
     let plan_arg = plan.to_string_lossy().into_owned();
     let submit = Command::new(BIN)

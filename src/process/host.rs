@@ -70,6 +70,7 @@ use nix::unistd::{Pid, getgid, getpid, getppid, getuid};
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
 use serde::{Deserialize, Serialize};
 
+use super::sandbox::SandboxWire;
 use super::{Finished, GroupRecords, Interrupt, Invocation, Place, RunError, run_here};
 
 /// The argument that makes a program serve as a host instead of parsing a command line.
@@ -539,6 +540,7 @@ impl Host {
                 signal,
                 tail,
                 quiet: true,
+                denials: Vec::new(),
             }),
             Answer::Spawn { errno, message } => Err(RunError::Spawn {
                 command,
@@ -651,6 +653,7 @@ impl Host {
                 .map(|(k, v)| ((*k).to_owned(), v.clone()))
                 .collect(),
             limits: inv.limits,
+            sandbox: inv.sandbox.map(super::sandbox::Sandbox::to_wire),
         };
         if let Some(stdin) = inv.stdin
             && stdin.len() > MAX_STDIN as usize
@@ -905,6 +908,9 @@ struct Request {
     stdin: bool,
     env: Vec<(String, String)>,
     limits: TailLimits,
+    /// What the command may touch, when it is confined.
+    #[serde(default)]
+    sandbox: Option<SandboxWire>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -1173,6 +1179,7 @@ fn run_request(
         None
     };
     let dir = PathBuf::from(std::ffi::OsString::from_vec(request.dir));
+    let sandbox = request.sandbox.map(SandboxWire::into_sandbox);
     let inv = Invocation {
         command: &request.command,
         dir: &dir,
@@ -1187,6 +1194,7 @@ fn run_request(
         records: None,
         // Whatever the command waited for, kleene waited for before it sent the request.
         hold: None,
+        sandbox: sandbox.as_ref(),
     };
     Ok(answer(&inv, interrupt))
 }
@@ -1199,6 +1207,10 @@ fn answer(inv: &Invocation<'_>, interrupt: &Interrupt) -> Answer {
         Err(RunError::Spawn { source, .. }) => Answer::Spawn {
             errno: source.raw_os_error(),
             message: source.to_string(),
+        },
+        Err(RunError::Sandbox { source, .. }) => Answer::Spawn {
+            errno: None,
+            message: crate::text::Chain(&source).to_string(),
         },
         Err(RunError::NotFound { tail, .. }) => Answer::NotFound { tail },
         Err(RunError::NotExecutable { tail, .. }) => Answer::NotExecutable { tail },

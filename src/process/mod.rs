@@ -135,6 +135,11 @@ pub struct Invocation<'a> {
     /// command given stdin, or one run by a host process), it is called before the shell
     /// starts.
     pub hold: Option<&'a (dyn Fn() -> bool + Sync)>,
+    /// What the command may touch, if it is confined (see [`sandbox`]): it then writes only
+    /// what the sandbox gives and a private `TMPDIR`. `None` runs it as the user runs
+    /// anything. Where the kernel cannot confine ([`sandbox::mode`]), a command given a
+    /// sandbox runs unconfined.
+    pub sandbox: Option<&'a sandbox::Sandbox>,
 }
 
 impl std::fmt::Debug for Invocation<'_> {
@@ -148,13 +153,14 @@ impl std::fmt::Debug for Invocation<'_> {
             .field("limits", &self.limits)
             .field("records", &self.records)
             .field("hold", &self.hold.is_some())
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
 
 impl<'a> Invocation<'a> {
     /// `command` in `dir` with the defaults: a ten-minute timeout, empty stdin, no extra
-    /// environment, the default tail limits, and no record of its group.
+    /// environment, the default tail limits, no record of its group, and no sandbox.
     pub fn new(command: &'a str, dir: &'a Path) -> Self {
         Self {
             command,
@@ -165,6 +171,7 @@ impl<'a> Invocation<'a> {
             limits: TailLimits::default(),
             records: None,
             hold: None,
+            sandbox: None,
         }
     }
 }
@@ -210,6 +217,7 @@ pub use host::{contain_commands_with, serve_host_if_asked};
 
 mod cgroup;
 mod host;
+pub mod sandbox;
 mod started;
 
 /// Starts up to `count` contained hosts without waiting for them, so that their start (a
@@ -559,6 +567,9 @@ pub struct Finished {
     /// Whether nothing the command started can still run: see
     /// [`left_nothing_running`](Self::left_nothing_running).
     quiet: bool,
+    /// What the sandbox denied it, as read off its output: see
+    /// [`sandbox_denials`](Self::sandbox_denials).
+    denials: Vec<String>,
 }
 
 impl Finished {
@@ -583,6 +594,13 @@ impl Finished {
     /// ```
     pub fn left_nothing_running(&self) -> bool {
         self.quiet
+    }
+
+    /// What the command's sandbox denied it, when it failed confined: each path its output
+    /// says was denied ("Permission denied") that lies outside what the sandbox gave it.
+    /// Empty when it succeeded, ran unconfined, or no such line was printed.
+    pub fn sandbox_denials(&self) -> &[String] {
+        &self.denials
     }
 
     /// Whether the command succeeded (exit code 0).
@@ -615,6 +633,18 @@ impl Finished {
             if !text.ends_with('\n') {
                 text.push('\n');
             }
+        }
+        if !self.denials.is_empty() {
+            text.push_str("--- denied by kleene's sandbox ---\n");
+            for denial in &self.denials {
+                text.push_str(denial);
+                text.push('\n');
+            }
+            text.push_str(
+                "The command may write only its workspace (stage), its scratch and $TMPDIR, and \
+                 read those and the system's and toolchains' directories; a plan task declares \
+                 other paths in its `sandbox` (`\"sandbox\": {\"read\": [...], \"write\": [...]}`).\n",
+            );
         }
         text
     }
@@ -673,6 +703,15 @@ pub enum RunError {
         /// The command line.
         command: String,
     },
+    /// The command could not be confined as its sandbox says; it never ran.
+    #[error("run `{command}` in its sandbox")]
+    Sandbox {
+        /// The command line.
+        command: String,
+        /// Why.
+        #[source]
+        source: sandbox::SandboxError,
+    },
     /// Waiting for the command or reading its output failed.
     #[error("wait for `{command}`")]
     Wait {
@@ -711,7 +750,17 @@ fn detail(tail: &OutputTail) -> String {
 /// [`RunError`] for every infrastructure failure; an ordinary non-zero exit is a
 /// [`Finished`] value.
 pub fn run(inv: &Invocation<'_>, interrupt: &Interrupt) -> Result<Finished, RunError> {
-    host::run(inv, interrupt).unwrap_or_else(|| run_here(inv, interrupt, Place::Here))
+    let done = host::run(inv, interrupt).unwrap_or_else(|| run_here(inv, interrupt, Place::Here));
+    match (done, inv.sandbox) {
+        (Ok(mut finished), Some(sandbox))
+            if !finished.success() && sandbox::mode() != sandbox::Mode::Unavailable =>
+        {
+            let output = format!("{}\n{}", finished.tail.stdout(), finished.tail.stderr());
+            finished.denials = sandbox.denials(&output, inv.dir);
+            Ok(finished)
+        }
+        (done, _) => done,
+    }
 }
 
 /// Where [`run_here`] starts a command, which says what proves it left nothing running.
@@ -780,11 +829,27 @@ fn run_here(
         }
         None => None,
     };
+    // A confined command gets a temporary directory of its own, the one place beside what
+    // its sandbox gives where it may write; it goes when the command ends.
+    let confinement = inv
+        .sandbox
+        .filter(|_| sandbox::mode() != sandbox::Mode::Unavailable);
+    let private_tmp = match confinement {
+        Some(_) => Some(
+            sandbox::PrivateTmp::make().map_err(|source| RunError::Sandbox {
+                command: command.clone(),
+                source,
+            })?,
+        ),
+        None => None,
+    };
+    let tmp_text = private_tmp.as_ref().map(|t| t.path().to_string_lossy());
     let env = inv
         .env
         .iter()
         .map(|(key, value)| (*key, value.as_str()))
-        .chain(procs.map(|p| (cgroup::PROCS_VAR, p)));
+        .chain(procs.map(|p| (cgroup::PROCS_VAR, p)))
+        .chain(tmp_text.as_deref().map(|t| ("TMPDIR", t)));
     let mut script = exported(env, &script, &mut cmd);
     // A recorded group is on record before a line of its command runs: a kleene killed
     // between the spawn and the record (a moment a loaded machine stretches) would otherwise
@@ -805,9 +870,25 @@ fn run_here(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let spawned = match namespace {
-        Some(namespace) => namespace.spawn(&mut cmd),
-        None => cmd.spawn(),
+    let spawned = match (confinement, &private_tmp) {
+        (Some(sandbox), Some(tmp)) => {
+            let procs = cgroup.as_ref().map(cgroup::CallCgroup::procs);
+            let extra: Vec<&Path> = std::iter::once(tmp.path())
+                .chain(procs.as_deref())
+                .collect();
+            sandbox::confined(sandbox, inv.dir, &extra, || match namespace {
+                Some(namespace) => namespace.spawn(&mut cmd),
+                None => cmd.spawn(),
+            })
+            .map_err(|source| RunError::Sandbox {
+                command: command.clone(),
+                source,
+            })?
+        }
+        _ => match namespace {
+            Some(namespace) => namespace.spawn(&mut cmd),
+            None => cmd.spawn(),
+        },
     };
     let mut child = spawned.map_err(|source| RunError::Spawn {
         command: command.clone(),
@@ -951,6 +1032,7 @@ fn run_here(
             signal: status.signal(),
             tail,
             quiet,
+            denials: Vec::new(),
         }),
     }
 }

@@ -35,7 +35,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use super::planfile::TaskCommands;
+use super::planfile::{TaskCommands, TaskSandbox};
 use super::text::{correction_text, spec_text};
 use crate::batch::reservation::Reservation;
 use crate::batch::{BatchAgent, Candidate, Proposal, Rejection, WorkerCall, WorkerFailure};
@@ -47,6 +47,7 @@ use crate::closure::{
 };
 use crate::id::{Digest, TaskId, ValidatorId};
 use crate::plan::{AdmittedPath, PlannedTask};
+use crate::process::sandbox::Sandbox;
 use crate::process::{self, Finished, Invocation, RunError};
 use crate::stage::{Stage, StageChanges, StageError, StageInput, remove_stage};
 use crate::text::Chain;
@@ -502,6 +503,37 @@ impl ShellAgent<'_> {
         if let Some((_, path)) = &stdin {
             env.push(("KLEENE_RECOVERY_SPEC_FILE", path.display().to_string()));
         }
+        let sandbox = match (rt.confine, self.commands().map(|c| &c.sandbox)) {
+            (false, _) | (true, Some(TaskSandbox::Off)) => None,
+            (true, declared) => {
+                let mut sandbox = Sandbox::new()
+                    .writing(&dir)
+                    .writing(&rt.cache)
+                    .reading(&rt.plan_dir);
+                if let Some((_, path)) = &stdin {
+                    sandbox = sandbox.reading(path);
+                }
+                if let Some(TaskSandbox::Confined {
+                    read,
+                    write,
+                    network,
+                }) = declared
+                {
+                    sandbox = read.iter().fold(sandbox, |s, p| s.reading(p));
+                    sandbox = write.iter().fold(sandbox, |s, p| s.writing(p));
+                    if !network {
+                        sandbox = sandbox.without_network();
+                    }
+                }
+                Some(sandbox)
+            }
+        };
+        // A stage lies in the project's work tree: git would find the project's repository
+        // above it, which a confined command may not read (nor should change).
+        if let (Some(_), Some(stages)) = (&sandbox, dir.parent()) {
+            env.push(("GIT_CEILING_DIRECTORIES", stages.display().to_string()));
+        }
+        let state = self.state()?;
         let reservation = state.reservation.clone();
         let waits = !reservation.is_durable();
         let hold = move || reservation.wait_durable().is_ok();
@@ -517,6 +549,7 @@ impl ShellAgent<'_> {
                 .as_ref()
                 .map(|r| (r, format!("task {} call {}", state.task, state.call))),
             hold: waits.then_some(&hold as &(dyn Fn() -> bool + Sync)),
+            sandbox: sandbox.as_ref(),
         };
         let done = process::run(&inv, &rt.interrupt);
         // A command that did not finish was stopped as its containment stops everything, so

@@ -44,7 +44,7 @@ pub use plan_files::{
 };
 pub use planfile::{
     Base, Check, LoadError, PLAN_KEYS, PlanBinding, Pos, ShellPlan, TASK_KEYS, TaskCommands,
-    describe_changes, merges,
+    TaskSandbox, describe_changes, merges,
 };
 pub use runtime::{
     DEFAULT_MAX_CALL_OUTPUT_BYTES, DEFAULT_MAX_DEPTH, DEFAULT_MAX_FIXES, DEFAULT_TIMEOUT,

@@ -186,6 +186,9 @@ pub struct ShellRuntime {
     pub(super) max_call_output_bytes: u64,
     pub(super) observer: Arc<dyn ShellObserver>,
     pub(super) leave_last_stages: bool,
+    /// Whether commands run in the sandbox their task's `sandbox` key describes (the
+    /// default), or all unconfined.
+    pub(super) confine: bool,
     /// The stages agents left as they were dropped that nothing can still write into.
     pub(super) quiet_stages: Mutex<Vec<PathBuf>>,
     /// Stages made so far, naming each one apart when commands can outlive their calls (a
@@ -245,6 +248,7 @@ impl ShellRuntime {
             max_call_output_bytes: DEFAULT_MAX_CALL_OUTPUT_BYTES,
             observer: Arc::new(Quiet),
             leave_last_stages: false,
+            confine: true,
             quiet_stages: Mutex::new(Vec::new()),
             stages_made: AtomicU64::new(0),
             base: OnceLock::new(),
@@ -277,6 +281,27 @@ impl ShellRuntime {
                 ))
             })
             .clone()
+    }
+
+    /// Commands run unconfined, whatever their tasks' `sandbox` keys say (by default each
+    /// runs in a sandbox that lets it write only its stage, its scratch and a private
+    /// `TMPDIR`: see [`crate::process::sandbox`]).
+    #[must_use]
+    pub fn without_sandbox(self) -> Self {
+        self.confining_commands(false)
+    }
+
+    /// Commands run confined (`true`, the default) or not: see
+    /// [`without_sandbox`](Self::without_sandbox).
+    #[must_use]
+    pub fn confining_commands(mut self, confine: bool) -> Self {
+        self.confine = confine;
+        self
+    }
+
+    /// Whether commands run confined (see [`without_sandbox`](Self::without_sandbox)).
+    pub fn confines_commands(&self) -> bool {
+        self.confine
     }
 
     /// Commands find the plan's files in `dir` (`KLEENE_PLAN_DIR`, made absolute).

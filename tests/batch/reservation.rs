@@ -108,13 +108,14 @@ impl EvidenceJournal for SlowSync {
 }
 
 /// Three independent tasks whose commands note when they started in `notes` (outside any
-/// stage), then write their file.
+/// stage, given by their sandbox), then write their file.
 fn plan(notes: &Path) -> ShellPlan {
     let task = |i: usize| {
         format!(
             r#"{{"id": "t{i}", "owner": "shell", "spec": {{"intent": "t{i}"}},
                 "owned_paths": ["t{i}.txt"],
-                "run": "date +%s%N > '{notes}/t{i}'; echo {i} > t{i}.txt"}}"#,
+                "run": "date +%s%N > '{notes}/t{i}'; echo {i} > t{i}.txt",
+                "sandbox": {{"write": ["{notes}"]}}}}"#,
             notes = notes.display()
         )
     };

@@ -37,10 +37,11 @@ fn called_after_editing(root: usize) -> BTreeSet<String> {
 
 /// The plan: each task writes `out/tI.txt`, its name and a checksum of what its
 /// prerequisites wrote (so an edit reaches every task after it), and logs its call to `log`
-/// (outside its stage);
+/// (outside its stage, a path each task's sandbox declares);
 /// every 29th task writes a wrong first draft that its check refuses and its `fix`
 /// repairs. `edit` replaces task 75's `run`.
 fn write_plan(dir: &Path, log: &Path, edit: Option<&str>) -> std::path::PathBuf {
+    let sandbox = declared_log(log);
     let log = log.display();
     let tasks: Vec<serde_json::Value> = (0..TASKS)
         .map(|i| {
@@ -58,6 +59,7 @@ fn write_plan(dir: &Path, log: &Path, edit: Option<&str>) -> std::path::PathBuf 
                 "owned_paths": [out],
                 "depends_on": deps(i).iter().map(|d| format!("t{d}")).collect::<Vec<_>>(),
                 "run": format!("echo \"run $KLEENE_TASK\" >> {log}; mkdir -p out && {made}"),
+                "sandbox": sandbox,
             });
             if i % 29 == 3 {
                 task["run"] = json!(format!(
@@ -81,6 +83,17 @@ fn write_plan(dir: &Path, log: &Path, edit: Option<&str>) -> std::path::PathBuf 
     )
     .unwrap();
     plan
+}
+
+/// The sandbox of a task that appends to `log`, which is made here: a sandbox gives only
+/// what exists.
+fn declared_log(log: &Path) -> serde_json::Value {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    json!({"write": [log]})
 }
 
 /// The tasks whose `run` the log shows since it was last taken, and empties it.
@@ -244,6 +257,7 @@ fn a_tasks_inputs_narrow_what_calls_it_again_and_cache_false_opts_out() {
     let project = tmp.path().join("project");
     std::fs::create_dir_all(project.join("tasks")).unwrap();
     let log = tmp.path().join("calls.log");
+    let sandbox = declared_log(&log);
     let log = log.display();
     for name in ["a", "b"] {
         std::fs::write(
@@ -262,6 +276,7 @@ fn a_tasks_inputs_narrow_what_calls_it_again_and_cache_false_opts_out() {
                  mkdir -p out && sh tasks/{name}.sh"
             ),
             "inputs": [format!("tasks/{name}.sh")],
+            "sandbox": sandbox,
         });
         for (k, v) in extra.as_object().unwrap() {
             task[k] = v.clone();

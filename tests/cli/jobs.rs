@@ -19,7 +19,8 @@ fn run_with_jobs(dir: &Path, plan: &Path, state: &str, jobs: &str) {
 }
 
 /// A task's command that naps a second between writing when it started and when it ended
-/// (nanoseconds since the epoch) under `log`, then writes its output.
+/// (nanoseconds since the epoch) under `log` (which its task's sandbox must give), then
+/// writes its output.
 fn nap_logged(log: &Path, id: &str) -> String {
     let log = log.display();
     format!(
@@ -73,6 +74,7 @@ fn eight_one_second_tasks_with_eight_jobs_all_run_at_once() {
                 "owned_paths": [format!("out/{id}.txt")],
                 "retry_limit": 0,
                 "run": nap_logged(log.path(), id),
+                "sandbox": {"write": [log.path()]},
             })
         })
         .collect();
@@ -164,6 +166,7 @@ fn a_diamond_of_one_second_tasks_with_three_jobs_follows_its_critical_path() {
             "depends_on": after,
             "retry_limit": 0,
             "run": nap_logged(log.path(), id),
+                "sandbox": {"write": [log.path()]},
         })
     };
     let plan = write_plan(
@@ -216,7 +219,7 @@ fn ctrl_c_stops_every_call_in_flight_and_resume_finishes_them() {
                 &[file.as_str()],
                 &[],
                 // An interrupted call counts: one more is left for the resume.
-                json!({"run": run, "retry_limit": 1}),
+                json!({"run": run, "retry_limit": 1, "sandbox": {"write": [&marks]}}),
             )
         })
         .collect();

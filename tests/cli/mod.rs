@@ -27,6 +27,8 @@ mod plan_help;
 // `kleene worker`, `kleene restate` and `run --restate`: handed to the Restate adapter.
 #[cfg(unix)]
 mod restate;
+// Commands in the sandbox: hostile ones denied and named, toolchains at work, `--sandbox off`.
+mod sandbox;
 // Every kind of state file damaged, and named by every command that reads it.
 mod tampering;
 // Staged workspaces, state-directory integrity and process containment, end to end.

@@ -193,6 +193,12 @@ Each task:
                                             task; for a task whose effects reach outside its
                                             stage (a deploy, the network), which the key
                                             cannot see
+  sandbox            false | object, {}     what its commands may touch beside their stage,
+                                            scratch and a private TMPDIR (which is all they
+                                            may write by default): {"read": ["/opt/sdk"],
+                                            "write": ["~/.cache/tool"], "network": false}
+                                            (absolute or ~/ paths that exist; network false
+                                            cuts TCP, loopback too); false: unconfined
 
 A task's call is made again only when its action key changes: its entry in the plan (spec,
 owner, owned paths, commands, scratch, timeouts, retry limit), the plan's scratch and base,
@@ -353,6 +359,31 @@ pub struct StateArgs {
     pub state: PathBuf,
 }
 
+/// Whether a run's commands are confined.
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    /// on: each command writes only its stage, scratch and a private TMPDIR (see SECURITY.md
+    /// and the task key `sandbox`); off: commands can write anywhere you can
+    #[arg(
+        long,
+        value_enum,
+        value_name = "on|off",
+        env = "KLEENE_SANDBOX",
+        default_value = "on",
+        hide_possible_values = true
+    )]
+    pub sandbox: SandboxSwitch,
+}
+
+/// The values of `--sandbox`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SandboxSwitch {
+    /// Confine every command (where the kernel can; a run says when it cannot).
+    On,
+    /// Confine none.
+    Off,
+}
+
 /// Where a run keeps the results it accepted, for later runs to reuse.
 #[derive(Debug, Args)]
 pub struct CacheArgs {
@@ -464,6 +495,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub cache: CacheArgs,
     #[command(flatten)]
+    pub sandbox: SandboxArgs,
+    #[command(flatten)]
     pub signing: SigningArgs,
 }
 
@@ -482,6 +515,8 @@ pub struct ResumeArgs {
     pub jobs: Option<NonZeroUsize>,
     #[command(flatten)]
     pub cache: CacheArgs,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
     #[command(flatten)]
     pub signing: SigningArgs,
 }

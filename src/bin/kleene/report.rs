@@ -39,6 +39,9 @@ pub enum Event {
         tasks: usize,
         /// Whether this continues an interrupted run.
         resumed: bool,
+        /// How commands are confined: `landlock`, `off` (`--sandbox off`) or `none` (the
+        /// kernel cannot).
+        sandbox: String,
     },
     /// A task's closure began (its `run` command is next).
     TaskStarted {
@@ -490,10 +493,16 @@ pub fn plain(event: &Event) -> String {
             channel,
             tasks,
             resumed,
+            sandbox,
         } => format!(
-            "{} {} on channel {channel}",
+            "{} {} on channel {channel} ({})",
             if *resumed { "resuming" } else { "running" },
-            counted(*tasks as u64, "task", "tasks")
+            counted(*tasks as u64, "task", "tasks"),
+            match sandbox.as_str() {
+                "off" => "commands unconfined: --sandbox off",
+                "none" => "commands unconfined: no Landlock here",
+                _ => "commands sandboxed",
+            }
         ),
         Event::TaskStarted { task, call } if *call > 1 => format!("{task}: call {call}"),
         Event::TaskStarted { task, .. } => format!("{task}: started"),

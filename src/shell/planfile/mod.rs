@@ -47,7 +47,7 @@ pub use changes::describe_changes;
 pub use error::LoadError;
 
 /// The keys of a task object that belong to shell plans, not to the plan model.
-pub const TASK_KEYS: [&str; 7] = [
+pub const TASK_KEYS: [&str; 8] = [
     "run",
     "checks",
     "fix",
@@ -55,6 +55,7 @@ pub const TASK_KEYS: [&str; 7] = [
     "scratch",
     "inputs",
     "cache",
+    "sandbox",
 ];
 
 /// The keys of the plan object that belong to shell plans.
@@ -98,6 +99,10 @@ const SHAPES: &[(&str, &str)] = &[
     ("inputs[]", r#"a glob such as "tasks/**""#),
     ("base", r#"one of "project", "empty""#),
     ("cache", "true or false"),
+    (
+        "sandbox",
+        r#"false, or an object such as {"read": ["/opt/sdk"], "write": ["~/.cache/x"], "network": false}"#,
+    ),
 ];
 
 const EXTENSIONS: Extensions<'static> = Extensions {
@@ -196,6 +201,62 @@ pub struct TaskCommands {
     /// Whether the task's accepted result may be kept and reused (`"cache": false` for a
     /// task with effects outside its stage, such as a deploy: it is always called).
     pub cache: bool,
+    /// What the task's commands may touch beside their stage (the task key `sandbox`).
+    pub sandbox: TaskSandbox,
+}
+
+/// What a task's commands may touch beside their stage, their scratch and a private
+/// `TMPDIR` (the task key `sandbox`; see [`crate::process::sandbox`]).
+///
+/// ```json
+/// "sandbox": {"read": ["/opt/sdk"], "write": ["~/.cache/my-tool"], "network": false}
+/// ```
+///
+/// `"sandbox": false` runs the task's commands unconfined (a deploy that writes elsewhere);
+/// paths are absolute or start with `~/` (the home directory of whoever runs the plan).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskSandbox {
+    /// Confined: the defaults plus these paths, the network open or cut.
+    Confined {
+        /// Paths the commands may also read and execute.
+        read: Vec<PathBuf>,
+        /// Paths the commands may also write.
+        write: Vec<PathBuf>,
+        /// Whether the commands may use the network.
+        network: bool,
+    },
+    /// Not confined (`"sandbox": false`).
+    Off,
+}
+
+impl Default for TaskSandbox {
+    fn default() -> Self {
+        TaskSandbox::Confined {
+            read: Vec::new(),
+            write: Vec::new(),
+            network: true,
+        }
+    }
+}
+
+/// The JSON of the task key `sandbox`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SandboxField {
+    Switch(bool),
+    Rules(SandboxRules),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SandboxRules {
+    #[serde(default)]
+    read: Vec<String>,
+    #[serde(default)]
+    write: Vec<String>,
+    #[serde(default = "yes")]
+    network: bool,
 }
 
 /// The name under which a plan file's text is bound into its batch's evidence.
@@ -707,6 +768,10 @@ impl Reader<'_> {
             Some(value) => self.parse(label, "cache", value)?,
             None => true,
         };
+        let sandbox = match get("sandbox") {
+            Some(value) => self.sandbox(label, value)?,
+            None => TaskSandbox::default(),
+        };
         Ok(Some(TaskCommands {
             run,
             checks,
@@ -715,7 +780,52 @@ impl Reader<'_> {
             scratch,
             inputs,
             cache,
+            sandbox,
         }))
+    }
+
+    fn sandbox(&self, task: &str, value: &ExtensionValue) -> Result<TaskSandbox, LoadError> {
+        let rules = match self.parse(task, "sandbox", value)? {
+            SandboxField::Switch(true) => return Ok(TaskSandbox::default()),
+            SandboxField::Switch(false) => return Ok(TaskSandbox::Off),
+            SandboxField::Rules(rules) => rules,
+        };
+        let paths = |key: &str, given: &[String]| -> Result<Vec<PathBuf>, LoadError> {
+            given
+                .iter()
+                .enumerate()
+                .map(|(i, path)| {
+                    declared_path(path).map_err(|why| {
+                        self.error(self.pos(value), task, &format!("sandbox.{key}[{i}]"), why)
+                    })
+                })
+                .collect()
+        };
+        Ok(TaskSandbox::Confined {
+            read: paths("read", &rules.read)?,
+            write: paths("write", &rules.write)?,
+            network: rules.network,
+        })
+    }
+}
+
+/// A path a task's `sandbox` gives: absolute, or under the home directory of whoever runs
+/// the plan (`~/`).
+fn declared_path(path: &str) -> Result<PathBuf, String> {
+    if let Some(rest) = path.strip_prefix("~/") {
+        return match std::env::var_os("HOME").map(PathBuf::from) {
+            Some(home) if home.is_absolute() => Ok(home.join(rest)),
+            _ => Err(format!(
+                "`{path}` names the home directory, and HOME is not set"
+            )),
+        };
+    }
+    if Path::new(path).is_absolute() {
+        Ok(PathBuf::from(path))
+    } else {
+        Err(format!(
+            "`{path}` is relative: give an absolute path or one under `~/` (the stage is given already)"
+        ))
     }
 }
 

@@ -19,14 +19,14 @@ use kleene::{
     id::ChannelId,
 };
 
-use crate::cli::{CacheArgs, Exit, ResumeArgs, RunArgs, SigningArgs, jobs};
+use crate::cli::{CacheArgs, Exit, ResumeArgs, RunArgs, SandboxSwitch, SigningArgs, jobs};
 use crate::formats::RunInfo;
 use crate::observer::Observer;
 use crate::report::{Event, Reporter, failure_reason, report_event};
 use crate::state::StateDir;
 use kleene::batch::JournalKey;
 use kleene::error::Chain;
-use kleene::process::{self, Containment, GroupRecords, Interrupt};
+use kleene::process::{self, Containment, GroupRecords, Interrupt, sandbox};
 use kleene::shell::{ShellPlan, ShellRuntime, counted, describe_changes, merges};
 
 use super::{
@@ -120,6 +120,7 @@ pub fn run(args: &RunArgs, mut rep: Reporter) -> Outcome {
         resumed: false,
         jobs: jobs(args.jobs),
         cache,
+        confine: args.sandbox.sandbox == SandboxSwitch::On,
     };
     execute(&state, &info, &loaded, pass, &args.signing, rep)
 }
@@ -290,6 +291,7 @@ pub fn resume(args: &ResumeArgs, rep: Reporter) -> Outcome {
         resumed: true,
         jobs: jobs(args.jobs),
         cache: cache_dir(&args.cache, &args.state.state)?,
+        confine: args.sandbox.sandbox == SandboxSwitch::On,
     };
     execute(&state, &info, &loaded, pass, &args.signing, rep)
 }
@@ -393,6 +395,8 @@ struct Pass {
     jobs: NonZeroUsize,
     /// The cache of accepted results, unless caching is off.
     cache: Option<PathBuf>,
+    /// Whether commands run confined.
+    confine: bool,
 }
 
 fn execute(
@@ -407,6 +411,7 @@ fn execute(
         resumed,
         jobs,
         cache,
+        confine,
     } = pass;
     let signing_key = signing_key(signing, state)?;
     let journal_key = journal_key(signing_key.as_ref());
@@ -445,6 +450,7 @@ fn execute(
     });
     let runtime = ShellRuntime::new(loaded.clone(), state.root())
         .map_err(|e| Failure::halted(Chain(&e)))?
+        .confining_commands(confine)
         .with_plan_dir(&plan_dir)
         .with_default_timeout(Duration::from_secs_f64(info.timeout_secs))
         .with_interrupt(interrupt.clone())
@@ -453,11 +459,22 @@ fn execute(
         .leaving_last_stages();
     let plan = loaded.plan();
     let report = || rep.lock().unwrap_or_else(PoisonError::into_inner);
+    let sandbox = match (confine, sandbox::mode()) {
+        (false, _) => "off",
+        (true, mode) => mode.as_str(),
+    };
     report().emit(&Event::RunStarted {
         channel: info.channel.clone(),
         tasks: plan.len(),
         resumed,
+        sandbox: sandbox.to_owned(),
     });
+    if confine && sandbox::mode() == sandbox::Mode::Unavailable {
+        report().say(
+            "warning: this kernel has no Landlock, so commands run unconfined: they can write \
+             anywhere you can, the state directory and its journal included (SECURITY.md)",
+        );
+    }
     if process::containment() == Containment::ProcessGroup {
         report().say(&format!(
             "note: commands are contained by {} only (no PID namespace here): a child that \
