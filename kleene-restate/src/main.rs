@@ -98,6 +98,11 @@ enum Command {
         /// through it, and a call may write 1 GiB instead of 4 MiB.
         #[arg(long, env = "KLEENE_RESTATE_STORE")]
         store: Option<PathBuf>,
+        /// on: each command writes only its stage, scratch and a private TMPDIR, as under
+        /// `kleene run` (see kleene's SECURITY.md); off: commands can write anywhere you can.
+        #[arg(long, value_name = "on|off", env = "KLEENE_SANDBOX", default_value = "on",
+              value_parser = ["on", "off"])]
+        sandbox: String,
         /// Restate's ingress URL, where the calls draw fix attempts and fetch plan files; a
         /// cluster's nodes comma-separated (a draw fails over to the next node).
         #[arg(
@@ -323,6 +328,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             jobs,
             dir,
             store,
+            sandbox,
             ingress,
         } => {
             let temp;
@@ -334,7 +340,8 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 }
             };
             let store = content_store(store.as_deref())?;
-            let endpoint = endpoint(&dir, jobs, &ingress, store).map_err(|e| fail(&e, 2))?;
+            let endpoint =
+                endpoint(&dir, jobs, &ingress, store, sandbox == "on").map_err(|e| fail(&e, 2))?;
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .map_err(|e| Failure(format!("failed to listen on {listen}: {e}"), 2))?;

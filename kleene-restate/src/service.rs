@@ -1437,6 +1437,17 @@ impl TaskWorker {
         })
     }
 
+    /// The worker with its calls' commands run unconfined (see [`WorkDir::without_sandbox`]);
+    /// call it on a worker just made.
+    #[must_use]
+    pub fn without_sandbox(mut self) -> Self {
+        // Only a worker that handed its directory to nothing yet can change it.
+        if let Some(work) = Arc::get_mut(&mut self.work) {
+            work.confine = false;
+        }
+        self
+    }
+
     /// The plan with `digest` that `call` names: the one this process read before, or the
     /// channel's submission rebuilt with the call's manifest and checked to be that plan.
     async fn plan_by_digest(
@@ -1708,6 +1719,8 @@ impl Drop for EndOfTurn {
 /// between calls). `ingress` is the server's ingress URL, where fix draws go. `store`, if
 /// given, is the content store every worker and client of the deployment shares: outputs,
 /// replies and evidence larger than a message go through it (see [`crate::store`]).
+/// `confine`: whether calls' commands run in the sandbox their tasks describe (see
+/// [`TaskWorker::without_sandbox`]).
 ///
 /// # Errors
 ///
@@ -1717,7 +1730,14 @@ pub fn endpoint(
     jobs: usize,
     ingress: &str,
     store: Option<ContentStore>,
+    confine: bool,
 ) -> Result<Endpoint, WorkDirError> {
+    let worker = TaskWorker::new(dir, jobs, ingress, store.clone())?;
+    let worker = if confine {
+        worker
+    } else {
+        worker.without_sandbox()
+    };
     let quick = || {
         restate_sdk::endpoint::ServiceOptions::new()
             .retry_policy_initial_interval(Duration::from_millis(100))
@@ -1731,11 +1751,7 @@ pub fn endpoint(
         )
         .bind(ActionCacheObject.into_service_definition().options(quick()))
         .bind(FixLedger.into_service_definition().options(quick()))
-        .bind(
-            TaskWorker::new(dir, jobs, ingress, store)?
-                .into_service_definition()
-                .options(quick()),
-        )
+        .bind(worker.into_service_definition().options(quick()))
         .build())
 }
 

@@ -100,6 +100,8 @@ pub struct WorkDir {
     /// The most a call may write: [`MAX_CALL_OUTPUT_BYTES`] when its output travels in
     /// Restate's messages, `kleene run`'s 1 GiB when it goes through a content store.
     max_call_output_bytes: u64,
+    /// Whether calls' commands run in the sandbox their tasks describe (the default).
+    pub(crate) confine: bool,
 }
 
 impl WorkDir {
@@ -123,7 +125,17 @@ impl WorkDir {
             checked: Mutex::new(HashSet::new()),
             serial: AtomicU64::new(0),
             max_call_output_bytes: MAX_CALL_OUTPUT_BYTES,
+            confine: true,
         })
+    }
+
+    /// The directory with calls' commands run unconfined (by default each runs in the
+    /// sandbox its task describes, as `kleene run`'s do: see
+    /// [`kleene::process::sandbox`]).
+    #[must_use]
+    pub fn without_sandbox(mut self) -> Self {
+        self.confine = false;
+        self
     }
 
     /// The directory with calls allowed to write up to `bytes` (past
@@ -285,7 +297,8 @@ impl WorkDir {
             Ok(r) => r
                 .with_plan_dir(plan_dir)
                 .with_interrupt(turn.ended.clone())
-                .with_max_call_output_bytes(self.max_call_output_bytes),
+                .with_max_call_output_bytes(self.max_call_output_bytes)
+                .confining_commands(self.confine),
             Err(e) => {
                 return TaskReply::Withdrawn {
                     detail: format!("failed to {}", Chain(&e)),
@@ -532,8 +545,10 @@ mod tests {
         format!(
             r#", "run": "echo wrong > a.txt",
                "checks": [{{"id": "right", "command": "grep -q right a.txt"}}],
-               "fix": "grep -q 'is right' && echo right > a.txt && touch {}""#,
-            marker.display()
+               "fix": "grep -q 'is right' && echo right > a.txt && touch {}",
+               "sandbox": {{"write": ["{}"]}}"#,
+            marker.display(),
+            marker.parent().unwrap_or(marker).display()
         )
     }
 
@@ -542,7 +557,9 @@ mod tests {
     #[test]
     fn a_refused_draw_spends_the_call_and_its_fix_never_runs() {
         let submitted = tempfile::tempdir().unwrap();
-        let marker = submitted.path().join("fixed");
+        // Outside the plan's directory, whose files the plan binds; the fix's sandbox gives it.
+        let marks = tempfile::tempdir().unwrap();
+        let marker = marks.path().join("fixed");
         let plan = plan(submitted.path(), &fixable(&marker));
         let dir = tempfile::tempdir().unwrap();
         let work = WorkDir::open(dir.path()).unwrap();
@@ -562,14 +579,18 @@ mod tests {
     #[test]
     fn a_call_whose_turn_ends_stops_its_process_group_and_draws_nothing() {
         let submitted = tempfile::tempdir().unwrap();
-        let pids = submitted.path().join("pids");
-        let marker = submitted.path().join("fixed");
+        // Outside the plan's directory, whose files the plan binds; the task's sandbox gives it.
+        let marks = tempfile::tempdir().unwrap();
+        let pids = marks.path().join("pids");
+        let marker = marks.path().join("fixed");
         let run = format!(
             r#", "run": "sleep 60 & echo $! > {p}.bg; echo $$ > {p}; wait",
                "checks": [{{"id": "right", "command": "grep -q right a.txt"}}],
-               "fix": "echo right > a.txt && touch {m}""#,
+               "fix": "echo right > a.txt && touch {m}",
+               "sandbox": {{"write": ["{d}"]}}"#,
             p = pids.display(),
-            m = marker.display()
+            m = marker.display(),
+            d = marks.path().display()
         );
         let plan = plan(submitted.path(), &run);
         let dir = tempfile::tempdir().unwrap();
@@ -641,7 +662,9 @@ mod tests {
     #[test]
     fn a_granted_draw_runs_the_fix_with_the_recovery_spec() {
         let submitted = tempfile::tempdir().unwrap();
-        let marker = submitted.path().join("fixed");
+        // Outside the plan's directory, whose files the plan binds; the fix's sandbox gives it.
+        let marks = tempfile::tempdir().unwrap();
+        let marker = marks.path().join("fixed");
         let plan = plan(submitted.path(), &fixable(&marker));
         let dir = tempfile::tempdir().unwrap();
         let work = WorkDir::open(dir.path()).unwrap();

@@ -836,7 +836,7 @@ fn run_here(
         .filter(|_| sandbox::mode() != sandbox::Mode::Unavailable);
     let private_tmp = match confinement {
         Some(_) => Some(
-            sandbox::PrivateTmp::make().map_err(|source| RunError::Sandbox {
+            sandbox::PrivateTmp::take().map_err(|source| RunError::Sandbox {
                 command: command.clone(),
                 source,
             })?,
@@ -987,6 +987,9 @@ fn run_here(
     }
     if let Some(feeder) = feeder {
         let _ = feeder.join();
+    }
+    if let Some(tmp) = private_tmp {
+        tmp.give_back();
     }
     if let Some((records, _)) = &inv.records {
         records.forget(group.as_raw());

@@ -455,25 +455,68 @@ const DEVICES: [&str; 8] = [
     "/dev/pts",
 ];
 
-/// A private temporary directory for one command, removed when dropped.
+/// A private temporary directory for one command at a time, removed when dropped.
+///
+/// A thread keeps one for the commands it runs ([`PrivateTmp::take`], then
+/// [`PrivateTmp::give_back`] empties it): making and removing a directory costs a disk's
+/// journal twice a command, emptying an empty one a single read.
 #[derive(Debug)]
 pub(crate) struct PrivateTmp {
     path: PathBuf,
 }
 
+thread_local! {
+    static KEPT_TMP: std::cell::RefCell<Option<PrivateTmp>> = const { std::cell::RefCell::new(None) };
+}
+
 impl PrivateTmp {
-    pub(crate) fn make() -> Result<Self, SandboxError> {
+    /// This thread's temporary directory, emptied of what its last command left (by now
+    /// everything that command started is gone), or a new one.
+    pub(crate) fn take() -> Result<Self, SandboxError> {
+        match KEPT_TMP.with(|kept| kept.borrow_mut().take()) {
+            Some(tmp) if tmp.emptied() => Ok(tmp),
+            // One that cannot be emptied is removed whole as it is dropped.
+            _ => Self::make(),
+        }
+    }
+
+    /// Keeps the directory for this thread's next command.
+    pub(crate) fn give_back(self) {
+        KEPT_TMP.with(|kept| *kept.borrow_mut() = Some(self));
+    }
+
+    fn emptied(&self) -> bool {
+        std::fs::read_dir(&self.path).is_ok_and(|entries| {
+            entries.into_iter().all(|entry| {
+                entry.is_ok_and(|entry| {
+                    let path = entry.path();
+                    match entry.file_type() {
+                        Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
+                        Ok(_) => std::fs::remove_file(&path).is_ok(),
+                        Err(_) => false,
+                    }
+                })
+            })
+        })
+    }
+
+    fn make() -> Result<Self, SandboxError> {
         use std::os::unix::fs::DirBuilderExt;
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let base = std::env::temp_dir();
+        // A thread's directory goes with the thread, but not with a process that exits
+        // (the main thread's stays): what ended processes left is removed here, once a
+        // process.
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| sweep_ended(&base));
         let mut last = None;
         for _ in 0..16 {
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
             let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos());
-            let path = base.join(format!("kleene-call-{}-{n}-{nanos:x}", std::process::id()));
+            let path = base.join(format!("{TMP_PREFIX}{}-{n}-{nanos:x}", std::process::id()));
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => return Ok(Self { path }),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
@@ -490,6 +533,30 @@ impl PrivateTmp {
         &self.path
     }
 }
+
+/// Removes the temporary directories in `base` that processes no longer running made.
+fn sweep_ended(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TMP_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// How every command's private temporary directory is named: `kleene-call-PID-N-NANOS`.
+const TMP_PREFIX: &str = "kleene-call-";
 
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
@@ -572,11 +639,14 @@ pub(crate) fn confined<T: Send>(
 
 #[cfg(target_os = "linux")]
 mod imp {
+    use std::collections::HashMap;
     use std::path::{Path, PathBuf};
+    use std::sync::{Mutex, PoisonError};
 
     use landlock::{
         ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
-        PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+        PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr,
+        RulesetStatus, Scope,
     };
 
     use super::{DEVICES, Network, Sandbox, SandboxError, default_reads};
@@ -610,20 +680,82 @@ mod imp {
         }
     }
 
-    fn rule(
-        path: &Path,
-        is_file: bool,
-        access: BitFlags<AccessFs>,
-    ) -> Result<PathBeneath<PathFd>, SandboxError> {
-        let fd = PathFd::new(path).map_err(|_| SandboxError::MissingPath {
-            path: path.to_owned(),
-        })?;
-        let access = if is_file {
+    /// The grants every confined command gets, opened once per process: the system's and
+    /// toolchains' directories to read, and the devices to read and write. A call then costs
+    /// one rule each, not an open, a stat and a close.
+    fn default_grants() -> &'static [(PathFd, BitFlags<AccessFs>)] {
+        static GRANTS: std::sync::OnceLock<Vec<(PathFd, BitFlags<AccessFs>)>> =
+            std::sync::OnceLock::new();
+        GRANTS.get_or_init(|| {
+            let read = AccessFs::from_read(TARGET);
+            let device = read | AccessFs::WriteFile | AccessFs::IoctlDev;
+            let devices = DEVICES.iter().filter_map(|device_path| {
+                let meta = std::fs::metadata(device_path).ok()?;
+                Some((Path::new(device_path).to_owned(), !meta.is_dir(), device))
+            });
+            default_reads()
+                .iter()
+                .map(|(path, is_file)| (path.clone(), *is_file, read))
+                .chain(devices)
+                .filter_map(|(path, is_file, access)| {
+                    let fd = PathFd::new(&path).ok()?;
+                    Some((fd, masked(is_file, access)))
+                })
+                .collect()
+        })
+    }
+
+    /// `access` as a rule on a file may carry it: a directory's rights are refused there.
+    fn masked(is_file: bool, access: BitFlags<AccessFs>) -> BitFlags<AccessFs> {
+        if is_file {
             access & AccessFs::from_file(TARGET)
         } else {
             access
+        }
+    }
+
+    /// A rule giving `access` beneath `path`, which must exist.
+    fn rule(path: &Path, access: BitFlags<AccessFs>) -> Result<PathBeneath<PathFd>, SandboxError> {
+        let missing = || SandboxError::MissingPath {
+            path: path.to_owned(),
         };
-        Ok(PathBeneath::new(fd, access))
+        let fd = PathFd::new(path).map_err(|_| missing())?;
+        let is_file = rustix::fs::fstat(&fd)
+            .map(|st| {
+                rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory
+            })
+            .map_err(|_| missing())?;
+        Ok(PathBeneath::new(fd, masked(is_file, access)))
+    }
+
+    /// A ruleset built for a set of grants, kept with the files its paths named when it was
+    /// built: the same grants (a slot's stage, cache and temporary directory) cost one
+    /// `stat` a path and one restriction, not a rule each (a system call apiece).
+    struct Built {
+        ruleset: RulesetCreated,
+        files: Vec<Option<(u64, u64)>>,
+    }
+
+    type Grants = (Vec<PathBuf>, Vec<PathBuf>, bool);
+
+    /// The built rulesets, by the grants they were built for (at most [`KEPT_RULESETS`]).
+    fn built() -> &'static Mutex<HashMap<Grants, Built>> {
+        static BUILT: std::sync::OnceLock<Mutex<HashMap<Grants, Built>>> =
+            std::sync::OnceLock::new();
+        BUILT.get_or_init(Mutex::default)
+    }
+
+    const KEPT_RULESETS: usize = 64;
+
+    /// The device and inode each path names now (`None`: it names nothing).
+    fn files(paths: &[PathBuf]) -> Vec<Option<(u64, u64)>> {
+        paths
+            .iter()
+            .map(|p| {
+                use std::os::unix::fs::MetadataExt;
+                std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+            })
+            .collect()
     }
 
     pub(super) fn restrict_this_thread(
@@ -635,6 +767,62 @@ mod imp {
         if sandbox.network == Network::Closed && abi < 4 {
             return Err(SandboxError::NetworkUnsupported { abi });
         }
+        let reads: Vec<PathBuf> = sandbox.read.iter().chain(configs).cloned().collect();
+        let writes: Vec<PathBuf> = sandbox
+            .write
+            .iter()
+            .cloned()
+            .chain(extra_writes.iter().map(|p| p.to_path_buf()))
+            .collect();
+        let named: Vec<PathBuf> = reads.iter().chain(&writes).cloned().collect();
+        let now = files(&named);
+        let grants = (reads, writes, sandbox.network == Network::Open);
+        let kept = {
+            let built = built().lock().unwrap_or_else(PoisonError::into_inner);
+            built
+                .get(&grants)
+                .filter(|b| b.files == now)
+                .and_then(|b| b.ruleset.try_clone().ok())
+        };
+        let ruleset = match kept {
+            Some(ruleset) => ruleset,
+            None => {
+                let ruleset = build(sandbox, configs, extra_writes)?;
+                // Kept only when every path named a file: a missing configuration file
+                // would be looked for again at every call.
+                if now.iter().all(Option::is_some)
+                    && let Ok(copy) = ruleset.try_clone()
+                {
+                    let mut built = built().lock().unwrap_or_else(PoisonError::into_inner);
+                    if built.len() >= KEPT_RULESETS {
+                        built.clear();
+                    }
+                    built.insert(
+                        grants,
+                        Built {
+                            ruleset: copy,
+                            files: now,
+                        },
+                    );
+                }
+                ruleset
+            }
+        };
+        let status = ruleset.restrict_self().map_err(landlock)?;
+        match status.ruleset {
+            RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => Ok(()),
+            RulesetStatus::NotEnforced => Err(SandboxError::Landlock {
+                message: "the kernel enforced none of the rules".to_owned(),
+            }),
+        }
+    }
+
+    /// The ruleset of `sandbox`'s grants, beside the defaults.
+    fn build(
+        sandbox: &Sandbox,
+        configs: &[PathBuf],
+        extra_writes: &[&Path],
+    ) -> Result<RulesetCreated, SandboxError> {
         let read = AccessFs::from_read(TARGET);
         let all = AccessFs::from_all(TARGET);
         let mut ruleset = Ruleset::default()
@@ -649,50 +837,29 @@ mod imp {
                 .map_err(landlock)?;
         }
         let mut created = ruleset.create().map_err(landlock)?;
-        for (path, is_file) in default_reads() {
-            // A directory that vanished since it was looked at is simply not given.
-            if let Ok(rule) = rule(path, *is_file, read) {
-                created = created.add_rule(rule).map_err(landlock)?;
-            }
-        }
-        for device in DEVICES {
-            let path = Path::new(device);
-            if let Ok(meta) = std::fs::metadata(path) {
-                let access = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
-                if let Ok(rule) = rule(path, !meta.is_dir(), access | read) {
-                    created = created.add_rule(rule).map_err(landlock)?;
-                }
-            }
+        for (fd, access) in default_grants() {
+            created = created
+                .add_rule(PathBeneath::new(fd, *access))
+                .map_err(landlock)?;
         }
         for path in configs {
-            if let Ok(rule) = rule(path, true, AccessFs::ReadFile.into()) {
+            // A configuration file gone since it was looked up is simply not given.
+            if let Ok(rule) = rule(path, AccessFs::ReadFile.into()) {
                 created = created.add_rule(rule).map_err(landlock)?;
             }
         }
         for path in &sandbox.read {
-            let is_file = std::fs::metadata(path).is_ok_and(|m| !m.is_dir());
-            created = created
-                .add_rule(rule(path, is_file, read)?)
-                .map_err(landlock)?;
+            created = created.add_rule(rule(path, read)?).map_err(landlock)?;
         }
         for path in sandbox
             .write
             .iter()
-            .map(|p| p.as_path())
+            .map(PathBuf::as_path)
             .chain(extra_writes.iter().copied())
         {
-            let is_file = std::fs::metadata(path).is_ok_and(|m| !m.is_dir());
-            created = created
-                .add_rule(rule(path, is_file, all)?)
-                .map_err(landlock)?;
+            created = created.add_rule(rule(path, all)?).map_err(landlock)?;
         }
-        let status = created.restrict_self().map_err(landlock)?;
-        match status.ruleset {
-            RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => Ok(()),
-            RulesetStatus::NotEnforced => Err(SandboxError::Landlock {
-                message: "the kernel enforced none of the rules".to_owned(),
-            }),
-        }
+        Ok(created)
     }
 }
 
@@ -765,6 +932,37 @@ mod tests {
         assert!(read[0].starts_with("write to /usr/x denied"), "{read:?}");
     }
 
+    /// A slot's stage removed and made again at the same path is a new directory: the
+    /// ruleset built for the old one must not be the one that confines the next command.
+    #[test]
+    fn a_directory_made_again_at_its_path_is_given_again() {
+        if mode() != Mode::Landlock {
+            return;
+        }
+        let run = |dir: &Path, sandbox: &Sandbox| {
+            let inv = super::super::Invocation {
+                sandbox: Some(sandbox),
+                ..super::super::Invocation::new("echo x > f", dir)
+            };
+            super::super::run(&inv, &super::super::Interrupt::default())
+                .unwrap()
+                .success()
+        };
+        let root = tempfile::tempdir().unwrap();
+        let stage = root.path().join("stage");
+        let other = root.path().join("other");
+        std::fs::create_dir(&stage).unwrap();
+        std::fs::create_dir(&other).unwrap();
+        let sandbox = Sandbox::new().writing(&stage);
+        assert!(run(&stage, &sandbox));
+        std::fs::remove_dir_all(&stage).unwrap();
+        std::fs::create_dir(&stage).unwrap();
+        assert!(run(&stage, &sandbox), "the new directory at the old path was refused");
+        // The same sandbox never writes elsewhere, the kept ruleset notwithstanding.
+        assert!(!run(&other, &sandbox));
+        assert!(run(&other, &Sandbox::new().writing(&other)));
+    }
+
     #[test]
     fn a_denial_without_a_path_names_the_cut_network() {
         let sandbox = Sandbox::new().without_network();
@@ -784,13 +982,21 @@ mod tests {
     }
 
     #[test]
-    fn a_private_tmp_is_made_apart_and_removed() {
-        let a = PrivateTmp::make().unwrap();
-        let b = PrivateTmp::make().unwrap();
+    fn a_private_tmp_is_made_apart_kept_empty_and_removed() {
+        let a = PrivateTmp::take().unwrap();
+        let b = PrivateTmp::take().unwrap();
         assert_ne!(a.path(), b.path());
+        std::fs::create_dir(a.path().join("d")).unwrap();
+        std::fs::write(a.path().join("d/x"), b"x").unwrap();
         std::fs::write(a.path().join("x"), b"x").unwrap();
         let path = a.path().to_owned();
-        drop(a);
+        a.give_back();
+        // What the last command left is gone when the next takes it.
+        let again = PrivateTmp::take().unwrap();
+        assert_eq!(again.path(), path);
+        assert_eq!(std::fs::read_dir(&path).unwrap().count(), 0);
+        drop(again);
         assert!(!path.exists());
+        drop(b);
     }
 }

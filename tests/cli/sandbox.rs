@@ -384,3 +384,84 @@ fn make_and_a_virtualenv_work_in_the_sandbox() {
         );
     }
 }
+
+/// A confined command cannot signal kleene (Landlock ABI 6): under process groups alone,
+/// where the command's parent is kleene itself, `kill -0 $PPID` is refused; unconfined it
+/// is not.
+#[test]
+fn a_confined_command_cannot_signal_kleene() {
+    if !confined_here() || kleene::process::sandbox::landlock_abi() < 6 {
+        eprintln!("skipped: this kernel's Landlock cannot scope signals");
+        return;
+    }
+    let tmp = TempDir::new().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        vec![task(
+            "a",
+            "config",
+            &["a.txt"],
+            &[],
+            json!({"run": "kill -0 $PPID; echo $? > a.txt"}),
+        )],
+    );
+    for (mode, expected) in [("on", "1\n"), ("off", "0\n")] {
+        let out = kleene(tmp.path())
+            .env("KLEENE_CONTAINMENT", "process-group")
+            .args(["run", plan.to_str().unwrap(), "--state", "st", "--no-cache"])
+            .args(["--restart", "--sandbox", mode])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+        let got = std::fs::read_to_string(tmp.path().join("st/workspace/a.txt")).unwrap();
+        assert_eq!(got, expected, "--sandbox {mode}");
+    }
+}
+
+/// Every containment confines alike: under a cgroup per command (whose shell enters its
+/// cgroup through a file the sandbox gives it), a subreaper host (which receives the sandbox
+/// in its request) and process groups alone, a benign task is accepted and a write outside
+/// its stage is denied and named.
+#[test]
+fn every_containment_confines_alike() {
+    if !confined_here() {
+        return;
+    }
+    let outside = TempDir::new().unwrap();
+    for containment in ["default", "cgroup", "subreaper", "process-group"] {
+        let tmp = TempDir::new().unwrap();
+        let escape = outside.path().join(containment);
+        let plan = write_plan(
+            tmp.path(),
+            vec![
+                task(
+                    "benign",
+                    "config",
+                    &["b.txt"],
+                    &[],
+                    json!({"run": "echo b > b.txt && cat b.txt > /dev/null"}),
+                ),
+                task(
+                    "hostile",
+                    "config",
+                    &["h.txt"],
+                    &[],
+                    json!({"run": format!("echo h > h.txt && echo x > {}", escape.display())}),
+                ),
+            ],
+        );
+        let out = kleene(tmp.path())
+            .env("KLEENE_CONTAINMENT", containment)
+            .args(["run", plan.to_str().unwrap(), "--state", "st", "--no-cache"])
+            .output()
+            .unwrap();
+        let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{containment}: {said}");
+        assert!(said.contains("benign: accepted"), "{containment}: {said}");
+        assert!(
+            said.contains(&format!("{} denied by the sandbox", escape.display())),
+            "{containment}: {said}"
+        );
+        assert!(!escape.exists(), "{containment}");
+    }
+}
