@@ -2,11 +2,11 @@
 # Every figure the per-call cost targets name, in one sitting, then one table of each ratio
 # against its target: the command-line benches (benches/cli_all.sh: the chain in every
 # containment, 200 no-ops with -j 1 and -j 2 on /dev/shm and on the work disk, one task
-# writing many files), the plan pipeline against petgraph's toposort, the async and
+# writing many files, the sandbox on against off), the plan pipeline against petgraph's toposort, the async and
 # sequential drivers against join_all and their floor, and the closure against the
 # hand-written equivalent. Each library bench runs its own alternating or interleaved rounds
 # (criterion's full measurement is skipped: `cargo bench` runs it).
-# Takes about 3 minutes on 2 cores (once built). The same variables as benches/cli_all.sh apply
+# Takes about 10 minutes on 2 cores (once built). The same variables as benches/cli_all.sh apply
 # (KLEENE_BASELINE, WORK, MANY, ROUNDS_RUN).
 # Usage: sh benches/all.sh
 set -eu

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Every command-line bench in one sitting, so their ratios share one machine state: the chain
 # (overhead per task at N = 50 / 200 / 1000 in every containment), 200 no-op tasks sequential
-# and with -j 2 (state on /dev/shm and on the work disk), and one task writing many files.
+# and with -j 2 (state on /dev/shm and on the work disk), one task writing many files, and
+# what the sandbox costs a call.
 # Each prints its own lines, then a table of every ratio against its target; uptime before
 # and after says how loaded the machine was.
 # Usage: sh benches/cli_all.sh   (KLEENE_BASELINE=/old/kleene adds it to every bench's rounds;
@@ -21,6 +22,8 @@ trap 'rm -f "$out"' EXIT
     ROUNDS=${ROUNDS_RUN:-11} sh "$here/cli_parallel.sh" 200 2
     echo "== one task writing ${MANY:-100000} files (sh benches/cli_many_files.sh)"
     sh "$here/cli_many_files.sh" "${MANY:-100000}"
+    echo "== the sandbox on against off (sh benches/cli_sandbox.sh)"
+    ROUNDS=${ROUNDS_RUN:-11} sh "$here/cli_sandbox.sh" 200
     echo "== load after: $(uptime)"
 } | tee "$out"
 results_table "$out"

@@ -957,7 +957,10 @@ mod tests {
         assert!(run(&stage, &sandbox));
         std::fs::remove_dir_all(&stage).unwrap();
         std::fs::create_dir(&stage).unwrap();
-        assert!(run(&stage, &sandbox), "the new directory at the old path was refused");
+        assert!(
+            run(&stage, &sandbox),
+            "the new directory at the old path was refused"
+        );
         // The same sandbox never writes elsewhere, the kept ruleset notwithstanding.
         assert!(!run(&other, &sandbox));
         assert!(run(&other, &Sandbox::new().writing(&other)));
