@@ -39,7 +39,7 @@ if [[ -n "${BINDIR:-}" ]]; then
     # Binaries built elsewhere (an earlier commit's, to compare in the same sitting).
     kleene="$BINDIR/kleene" kr="$BINDIR/kleene-restate"
 else
-    cargo build --release --quiet --manifest-path "$root/Cargo.toml" -p kleene -p kleene-restate
+    cargo build --release --quiet --manifest-path "$root/Cargo.toml" -p kleene-cli -p kleene-restate
     target=$(cargo metadata --format-version 1 --no-deps --manifest-path "$root/Cargo.toml" |
         sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
     kleene="$target/release/kleene" kr="$target/release/kleene-restate"

@@ -53,8 +53,18 @@ use crate::stage::StageError;
 ///
 /// Each variant is transparent: its message and its [`source`](std::error::Error::source)
 /// are those of the error it holds, so wrapping adds nothing to print and loses nothing to
-/// match on.
-#[derive(Debug, thiserror::Error)]
+/// match on. Its `Debug` is the whole chain on one line, as [`Chain`] prints it, so a
+/// `fn main() -> Result<(), kleene::Error>` that fails prints what failed and why:
+///
+/// ```
+/// use kleene::batch::FileJournal;
+///
+/// let err = kleene::Error::from(FileJournal::open("/dev/null/state").unwrap_err());
+/// // What failed, then why.
+/// let printed = format!("{err:?}");
+/// assert!(printed.starts_with("access journal at /dev/null/state: "), "{printed}");
+/// ```
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An id was refused.
@@ -169,6 +179,13 @@ impl AgentError for Error {
             Error::Batch(error) if error.is_cancelled() => AgentErrorKind::Cancelled,
             _ => AgentErrorKind::Other,
         }
+    }
+}
+
+impl std::fmt::Debug for Error {
+    /// The whole chain, so `main`'s `?` and `unwrap` say why, not only what.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", Chain(self))
     }
 }
 

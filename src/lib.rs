@@ -46,7 +46,7 @@
 //! | your own runtime (async, a queue, a UI) that must make every call itself | the sans-IO [`Closure`] machine above: feed it one answer at a time and persist its [`closure::ClosureState`] between steps |
 //! | a plan of many tasks | [`AppBuildPlan`] → [`ValidatedPlan`] → [`Batch::run`] with a [`ClosureWorker`] over your agent: every task runs to its closure, then [`acceptance::accept`] and [`acceptance::export`] |
 //! | agents that run commands (`cargo test`, a coding agent's CLI) | [`process::run`](crate::process) (feature `process`, unix): a process group, a timeout, bounded output, and a PID namespace where the host allows it |
-//! | shell commands and no Rust | the `kleene` command-line tool (feature `cli`): `kleene run PLAN`, then `kleene accept` and `kleene export` |
+//! | shell commands and no Rust | the `kleene` command-line tool (the package `kleene-cli`; `cargo install --path cli` in this repository): `kleene run PLAN`, then `kleene accept` and `kleene export` |
 //!
 //! The modules are named for the concepts: [`plan`] (plans, tasks' kinds, owned paths),
 //! [`closure`] (a task, its phases, verdicts and the closure that runs it), [`batch`] (a plan's

@@ -5,9 +5,6 @@
 mod acceptance;
 // Running plans: the machine, its drivers, the journal.
 mod batch;
-// End-to-end tests of the `kleene` binary.
-#[cfg(feature = "cli")]
-mod cli;
 // One task's closure: runs, its incremental form, tampering.
 mod closure;
 // Every persisted byte pinned: digests, envelopes, wire records.

@@ -1,5 +1,5 @@
 //! The CLI's own state files: `run.json` and the lines of `closures.jsonl`, of every format
-//! version (`src/bin/kleene/formats.rs`, compiled in here as a module: no library API reaches
+//! version (`cli/src/formats.rs`, compiled in here as a module: no library API reaches
 //! the binary's decoders).
 //!
 //! Checks: decoding never panics; what decodes re-encodes in the current format and decodes
@@ -10,7 +10,7 @@ use kleene::id::TaskId;
 use libfuzzer_sys::fuzz_target;
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../../src/bin/kleene/formats.rs"]
+#[path = "../../cli/src/formats.rs"]
 mod formats;
 
 fuzz_target!(|data: &[u8]| {

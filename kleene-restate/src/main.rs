@@ -24,7 +24,7 @@ use kleene::shell::{self, ShellPlan, ShellRuntime};
 use kleene_restate::accept::{KeptRecords, acceptance};
 use kleene_restate::balance::Balancer;
 use kleene_restate::client::{ClientError, Restate};
-use kleene_restate::service::{RunReport, Submission, endpoint, serve};
+use kleene_restate::service::{RunReport, Submission, TaskWorker, endpoint_of, serve};
 use kleene_restate::status::{ChannelStatus, closure_line};
 use kleene_restate::store::ContentStore;
 
@@ -340,8 +340,14 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 }
             };
             let store = content_store(store.as_deref())?;
-            let endpoint =
-                endpoint(&dir, jobs, &ingress, store, sandbox == "on").map_err(|e| fail(&e, 2))?;
+            let worker =
+                TaskWorker::new(&dir, jobs, &ingress, store.clone()).map_err(|e| fail(&e, 2))?;
+            let worker = if sandbox == "on" {
+                worker
+            } else {
+                worker.without_sandbox()
+            };
+            let endpoint = endpoint_of(worker, store);
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .map_err(|e| Failure(format!("failed to listen on {listen}: {e}"), 2))?;

@@ -1719,8 +1719,8 @@ impl Drop for EndOfTurn {
 /// between calls). `ingress` is the server's ingress URL, where fix draws go. `store`, if
 /// given, is the content store every worker and client of the deployment shares: outputs,
 /// replies and evidence larger than a message go through it (see [`crate::store`]).
-/// `confine`: whether calls' commands run in the sandbox their tasks describe (see
-/// [`TaskWorker::without_sandbox`]).
+/// Calls' commands run in the sandbox their tasks describe; [`endpoint_of`] serves a worker
+/// made otherwise ([`TaskWorker::without_sandbox`]).
 ///
 /// # Errors
 ///
@@ -1730,29 +1730,31 @@ pub fn endpoint(
     jobs: usize,
     ingress: &str,
     store: Option<ContentStore>,
-    confine: bool,
 ) -> Result<Endpoint, WorkDirError> {
-    let worker = TaskWorker::new(dir, jobs, ingress, store.clone())?;
-    let worker = if confine {
-        worker
-    } else {
-        worker.without_sandbox()
-    };
+    Ok(endpoint_of(
+        TaskWorker::new(dir, jobs, ingress, store.clone())?,
+        store,
+    ))
+}
+
+/// The endpoint serving `worker`, with the channel object and the fix ledger beside it;
+/// `store` is the content store `worker` was made with.
+pub fn endpoint_of(worker: TaskWorker, store: Option<ContentStore>) -> Endpoint {
     let quick = || {
         restate_sdk::endpoint::ServiceOptions::new()
             .retry_policy_initial_interval(Duration::from_millis(100))
             .retry_policy_max_interval(Duration::from_secs(2))
     };
-    Ok(Endpoint::builder()
+    Endpoint::builder()
         .bind(
-            Channel::new(store.clone())
+            Channel::new(store)
                 .into_service_definition()
                 .options(quick()),
         )
         .bind(ActionCacheObject.into_service_definition().options(quick()))
         .bind(FixLedger.into_service_definition().options(quick()))
         .bind(worker.into_service_definition().options(quick()))
-        .build())
+        .build()
 }
 
 /// How often a worker pings a connection the server has been silent on, and how long it

@@ -1,5 +1,5 @@
 //! The batch executor: runs a validated plan through a worker, keeps everything it learns as
-//! append-only evidence, and recovers failed roots with one bounded corrective call (R11).
+//! append-only evidence, and recovers failed roots with one bounded corrective call.
 //!
 //! Tasks run in the plan's topological order. Each call is reserved in an
 //! [`EvidenceJournal`](crate::batch::journal::EvidenceJournal) before the [`Worker`] is called and settled after; a candidate is

@@ -64,7 +64,7 @@ pub trait Agent {
     }
 
     /// The pre-execute validators' verdict on `task` (its spec is new content at every
-    /// depth, so it is validated again, R21). Defaults to [`Verdict::clean`]: an agent with
+    /// depth, so it is validated again). Defaults to [`Verdict::clean`]: an agent with
     /// no pre-execute validators has nothing to object to.
     ///
     /// # Errors
@@ -167,7 +167,7 @@ impl Closure {
 
 /// Runs `task` to its closure: the inner loop for the root, and a fix subtask (rendered from
 /// the root spec and every failure so far) after each recoverable post-execute failure,
-/// until a clean completion or a bound (R13, R21).
+/// until a clean completion or a bound.
 ///
 /// The closure gets its own fix budget of `policy.max_total_fix_attempts()`; use
 /// [`run_to_closure_with`] to share a budget across closures or to forward audit events.

@@ -1,4 +1,4 @@
-//! Bounded auto-fix recovery: run a task to its closure (R13, R21).
+//! Bounded auto-fix recovery: run a task to its closure.
 //!
 //! A task runs the inner loop `governance → pre_validate → execute → post_validate →
 //! move_next`. A recoverable post-execute failure (an overridable blocker; a warning only

@@ -46,7 +46,8 @@ pub enum PolicyError {
     },
 }
 
-/// How a closure recovers (R13, R21).
+/// How a closure recovers: how deep fixes may nest, how many there may be, and which
+/// failures are recovered.
 ///
 /// | bound | default | meaning |
 /// |---|---|---|

@@ -1,5 +1,5 @@
 //! Rendering a fix subtask's spec from the root's spec and the whole attributed failure
-//! list (R21 §1–3).
+//! list.
 
 use crate::{closure::task::FailureEntry, closure::task::Spec, id::TaskId};
 

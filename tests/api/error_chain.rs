@@ -279,10 +279,10 @@ fn message_sources() -> Vec<(String, String)> {
         &text[start..]
     }
     let mut paths = Vec::new();
-    files(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut paths,
-    );
+    // The library's messages and the command-line tool's (its own package, `cli/`).
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    files(&root.join("src"), &mut paths);
+    files(&root.join("cli/src"), &mut paths);
     let mut found = Vec::new();
     for path in paths {
         let text = std::fs::read_to_string(&path).unwrap();

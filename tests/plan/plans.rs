@@ -707,3 +707,44 @@ fn a_task_that_takes_a_synthesized_lane_id_is_reported_not_merged() {
         "and no self-dependency was invented"
     );
 }
+
+/// With a duplicated id, a cycle through it was reported or not depending on which task with
+/// the id came first (a prerequisite resolved to the first): x → y → x through the first `x`
+/// only. Every order of the three tasks now reports the duplicate and the cycle alike.
+#[test]
+fn a_cycle_through_a_duplicated_id_is_reported_in_every_order() {
+    let config = || TaskKind::Config { module: None };
+    let tasks = || {
+        vec![
+            task("x", config()).after(id("y")),
+            task("y", config()).after(id("x")),
+            task("x", config()),
+        ]
+    };
+    let orders = [
+        [0, 1, 2],
+        [0, 2, 1],
+        [1, 0, 2],
+        [1, 2, 0],
+        [2, 0, 1],
+        [2, 1, 0],
+    ];
+    let shown: Vec<Vec<String>> = orders
+        .iter()
+        .map(|order| {
+            let mut given: Vec<Option<PlannedTask>> = tasks().into_iter().map(Some).collect();
+            let ordered: Vec<PlannedTask> = order.iter().filter_map(|&i| given[i].take()).collect();
+            AppBuildPlan::new(ordered)
+                .validate()
+                .unwrap_err()
+                .problems()
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        })
+        .collect();
+    for (order, problems) in orders.iter().zip(&shown) {
+        assert_eq!(problems, &shown[0], "order {order:?}");
+    }
+    assert_eq!(shown[0], ["2 tasks have id x", "cycle x -> y -> x"]);
+}

@@ -1,5 +1,5 @@
 //! Comparing verdicts for stall detection without the noise two runs of one failure differ
-//! by (R21 §5).
+//! by.
 
 use crate::{closure::verdict::Severity, closure::verdict::Verdict, id::ValidatorId};
 

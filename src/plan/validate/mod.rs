@@ -121,6 +121,16 @@ fn resolve(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) -> Resolved {
             }
         }
     }
+    // With a duplicated id, a prerequisite naming it names every task with it: resolved to
+    // the first alone, a cycle through a later one was reported or not by their order.
+    let mut same_id: HashMap<&str, Vec<u32>> = HashMap::new();
+    if has_duplicates {
+        for (i, task) in tasks.iter().enumerate() {
+            if duplicates.contains_key(&task.id) {
+                same_id.entry(task.id.as_str()).or_default().push(index(i));
+            }
+        }
+    }
     problems.extend(
         duplicates
             .into_iter()
@@ -164,7 +174,10 @@ fn resolve(tasks: &[PlannedTask], problems: &mut Vec<PlanProblem>) -> Resolved {
                         task: task.id.clone(),
                     });
                 }
-                Some(&j) => pre.push(j),
+                Some(&j) => match same_id.get(dep.as_str()) {
+                    Some(all) => pre.extend(all.iter().copied().filter(|&k| k as usize != i)),
+                    None => pre.push(j),
+                },
                 None => problems.push(PlanProblem::UnknownDependency {
                     task: task.id.clone(),
                     dependency: dep.clone(),

@@ -10,7 +10,7 @@ use tempfile::TempDir;
 use crate::cli::basics::{kleene, text};
 
 fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}/plan.json"))
+    crate::cli::basics::in_repository(format!("examples/{name}/plan.json"))
 }
 
 /// Runs `plan` in an empty directory, then accepts it: both must succeed, one fix included.

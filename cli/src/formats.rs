@@ -441,9 +441,9 @@ pub fn decode_closure_line(line: &str) -> Result<ClosureLine, FormatError> {
 mod tests {
     use super::*;
 
-    const V0_RUN_FILE: &str = include_str!("../../../tests/fixtures/cli_state_v0/run.json");
-    const V1_RUN_FILE: &str = include_str!("../../../tests/fixtures/cli_state_v1/run.json");
-    const V0_CLOSURES: &str = include_str!("../../../tests/fixtures/cli_state_v0/closures.jsonl");
+    const V0_RUN_FILE: &str = include_str!("../../tests/fixtures/cli_state_v0/run.json");
+    const V1_RUN_FILE: &str = include_str!("../../tests/fixtures/cli_state_v1/run.json");
+    const V0_CLOSURES: &str = include_str!("../../tests/fixtures/cli_state_v0/closures.jsonl");
 
     fn root() -> &'static Path {
         Path::new("/srv/build/st")

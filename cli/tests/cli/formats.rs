@@ -29,7 +29,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// A copy of the state directory an earlier kleene left (the demo, accepted).
 pub(crate) fn v0_state(tmp: &TempDir) -> std::path::PathBuf {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cli_state_v0");
+    let fixture = crate::cli::basics::in_repository("tests/fixtures/cli_state_v0");
     let state = tmp.path().join("st");
     copy_dir(&fixture, &state);
     state
@@ -165,9 +165,9 @@ fn a_moved_run_of_an_earlier_kleene_uses_its_own_workspace() {
     // Read, never rewritten: run.json keeps the format and path it was written with.
     assert_eq!(
         std::fs::read(state.join("run.json")).unwrap(),
-        std::fs::read(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cli_state_v0/run.json")
-        )
+        std::fs::read(crate::cli::basics::in_repository(
+            "tests/fixtures/cli_state_v0/run.json"
+        ))
         .unwrap()
     );
 }

@@ -756,7 +756,7 @@ mod tests {
     /// writing: 19 of 2001 records were missing after one run with two jobs).
     #[test]
     fn closure_records_appended_from_many_threads_are_all_kept() {
-        let fixture = include_str!("../../../tests/fixtures/cli_state_v0/closures.jsonl");
+        let fixture = include_str!("../../tests/fixtures/cli_state_v0/closures.jsonl");
         let line = crate::formats::decode_closure_line(fixture.lines().next().unwrap()).unwrap();
         let task = TaskId::new(line.task).unwrap();
         let tmp = tempfile::tempdir().unwrap();

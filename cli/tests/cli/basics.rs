@@ -35,8 +35,14 @@ pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// `path` in the repository (this package is its `cli/` directory).
+pub(crate) fn in_repository(path: impl AsRef<Path>) -> PathBuf {
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
+    cli.parent().unwrap_or(cli).join(path)
+}
+
 pub(crate) fn demo_plan() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo/plan.json")
+    crate::cli::basics::in_repository("examples/demo/plan.json")
 }
 
 /// A task of the `app` module with the given lane, owned paths, prerequisites and extra
