@@ -61,22 +61,8 @@ fn probe() -> Option<PathBuf> {
 /// library user that never called [`release_cgroups`]); one still holding a process cannot be
 /// removed and stays.
 fn remove_stale(base: &Path) {
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("kleene-"))
-            .and_then(|rest| rest.split('-').next())
-            .filter(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        if !Path::new("/proc").join(pid).exists() {
-            let _ = std::fs::remove_dir(entry.path());
-        }
+    for left in super::left_by_ended_processes(base, "kleene-") {
+        let _ = std::fs::remove_dir(left);
     }
 }
 

@@ -220,6 +220,27 @@ mod host;
 pub mod sandbox;
 mod started;
 
+/// The entries of `dir` named `PREFIX<pid>-…` whose process no longer runs: what processes
+/// of kleene's kept for their next commands (a cgroup, a temporary directory) and left when
+/// they ended.
+pub(crate) fn left_by_ended_processes(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name();
+            name.to_str()
+                .and_then(|n| n.strip_prefix(prefix))
+                .and_then(|rest| rest.split('-').next())
+                .filter(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+                .is_some_and(|pid| !Path::new("/proc").join(pid).exists())
+        })
+        .map(|entry| entry.path())
+        .collect()
+}
+
 /// Starts up to `count` contained hosts without waiting for them, so that their start (a
 /// program's, a millisecond or two) overlaps what the process does before its first
 /// commands; the first `count` threads to run a command take one each instead of starting
@@ -1356,6 +1377,25 @@ mod tests {
 
     fn dir() -> tempfile::TempDir {
         tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn only_what_ended_processes_left_is_found() {
+        let dir = dir();
+        // Past the largest pid_max Linux allows: never a running process.
+        let ended = dir.path().join("kleene-call-4194305-0-1");
+        let running = dir
+            .path()
+            .join(format!("kleene-call-{}-0-1", std::process::id()));
+        for path in [
+            &ended,
+            &running,
+            &dir.path().join("kleene-call-x-0"),
+            &dir.path().join("other"),
+        ] {
+            std::fs::create_dir(path).unwrap();
+        }
+        assert_eq!(left_by_ended_processes(dir.path(), "kleene-call-"), [ended]);
     }
 
     #[test]

@@ -536,22 +536,8 @@ impl PrivateTmp {
 
 /// Removes the temporary directories in `base` that processes no longer running made.
 fn sweep_ended(base: &Path) {
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(TMP_PREFIX))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
+    for left in super::left_by_ended_processes(base, TMP_PREFIX) {
+        let _ = std::fs::remove_dir_all(left);
     }
 }
 
