@@ -852,19 +852,22 @@ fn run_here(
     };
     // A confined command gets a temporary directory of its own, the one place beside what
     // its sandbox gives where it may write; it goes when the command ends.
-    let confinement = inv
+    let confined = match inv
         .sandbox
-        .filter(|_| sandbox::mode() != sandbox::Mode::Unavailable);
-    let private_tmp = match confinement {
-        Some(_) => Some(
+        .filter(|_| sandbox::mode() != sandbox::Mode::Unavailable)
+    {
+        Some(sandbox) => Some((
+            sandbox,
             sandbox::PrivateTmp::take().map_err(|source| RunError::Sandbox {
                 command: command.clone(),
                 source,
             })?,
-        ),
+        )),
         None => None,
     };
-    let tmp_text = private_tmp.as_ref().map(|t| t.path().to_string_lossy());
+    let tmp_text = confined
+        .as_ref()
+        .map(|(_, tmp)| tmp.path().to_string_lossy());
     let env = inv
         .env
         .iter()
@@ -891,25 +894,24 @@ fn run_here(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let spawned = match (confinement, &private_tmp) {
-        (Some(sandbox), Some(tmp)) => {
+    let mut start = || match namespace {
+        Some(namespace) => namespace.spawn(&mut cmd),
+        None => cmd.spawn(),
+    };
+    let spawned = match &confined {
+        Some((sandbox, tmp)) => {
             let procs = cgroup.as_ref().map(cgroup::CallCgroup::procs);
             let extra: Vec<&Path> = std::iter::once(tmp.path())
                 .chain(procs.as_deref())
                 .collect();
-            sandbox::confined(sandbox, inv.dir, &extra, || match namespace {
-                Some(namespace) => namespace.spawn(&mut cmd),
-                None => cmd.spawn(),
-            })
-            .map_err(|source| RunError::Sandbox {
-                command: command.clone(),
-                source,
+            sandbox::confined(sandbox, inv.dir, &extra, start).map_err(|source| {
+                RunError::Sandbox {
+                    command: command.clone(),
+                    source,
+                }
             })?
         }
-        _ => match namespace {
-            Some(namespace) => namespace.spawn(&mut cmd),
-            None => cmd.spawn(),
-        },
+        None => start(),
     };
     let mut child = spawned.map_err(|source| RunError::Spawn {
         command: command.clone(),
@@ -1009,7 +1011,7 @@ fn run_here(
     if let Some(feeder) = feeder {
         let _ = feeder.join();
     }
-    if let Some(tmp) = private_tmp {
+    if let Some((_, tmp)) = confined {
         tmp.give_back();
     }
     if let Some((records, _)) = &inv.records {

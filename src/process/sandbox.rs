@@ -151,34 +151,25 @@ impl Sandbox {
             }
             // cargo names what it failed on a few lines above the cause; a denied connection
             // names no path at all.
-            let above = lines[i.saturating_sub(3)..i].join(" ");
-            let paths = denied_path(line, dir)
-                .or_else(|| {
-                    (self.network == Network::Open)
-                        .then(|| paths_in(&above, dir).pop())
-                        .flatten()
-                })
-                .into_iter()
-                .collect::<Vec<_>>();
-            let outside: Vec<&PathBuf> = paths
-                .iter()
-                .filter(|p| !self.write.iter().any(|w| p.starts_with(w)))
-                .collect();
-            let said = match (outside.first(), paths.is_empty()) {
-                (Some(path), _) if self.may_read(path) => format!(
+            let denied = denied_path(line, dir).or_else(|| match self.network {
+                Network::Open => paths_in(&lines[i.saturating_sub(3)..i].join(" "), dir).pop(),
+                Network::Closed => None,
+            });
+            let said = match denied {
+                // A path the command may write was refused by its own permissions.
+                Some(path) if self.write.iter().any(|w| path.starts_with(w)) => continue,
+                Some(path) if self.may_read(&path) => format!(
                     "write to {} denied by the sandbox (the command may read it, not write it)",
                     path.display()
                 ),
-                (Some(path), _) => format!(
+                Some(path) => format!(
                     "{} denied by the sandbox (outside what the command may read or write)",
                     path.display()
                 ),
-                // A path the command may write was refused by its own permissions.
-                (None, false) => continue,
-                (None, true) if self.network == Network::Closed => {
+                None if self.network == Network::Closed => {
                     format!("denied (the network is cut for this command): {line}")
                 }
-                (None, true) => format!("denied: {line}"),
+                None => format!("denied: {line}"),
             };
             if !found.contains(&said) {
                 found.push(said);
@@ -457,9 +448,9 @@ const DEVICES: [&str; 8] = [
 
 /// A private temporary directory for one command at a time, removed when dropped.
 ///
-/// A thread keeps one for the commands it runs ([`PrivateTmp::take`], then
-/// [`PrivateTmp::give_back`] empties it): making and removing a directory costs a disk's
-/// journal twice a command, emptying an empty one a single read.
+/// A thread keeps one for the commands it runs ([`PrivateTmp::give_back`] keeps it,
+/// [`PrivateTmp::take`] empties it for the next): making and removing a directory costs a
+/// disk's journal twice a command, emptying an empty one a single read.
 #[derive(Debug)]
 pub(crate) struct PrivateTmp {
     path: PathBuf,
@@ -722,7 +713,9 @@ mod imp {
         files: Vec<Option<(u64, u64)>>,
     }
 
-    type Grants = (Vec<PathBuf>, Vec<PathBuf>, bool);
+    /// What a ruleset was built for: the paths given to read, the configuration files, the
+    /// paths to write, and whether the network is open.
+    type Grants = (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>, bool);
 
     /// The built rulesets, by the grants they were built for (at most [`KEPT_RULESETS`]).
     fn built() -> &'static Mutex<HashMap<Grants, Built>> {
@@ -734,9 +727,8 @@ mod imp {
     const KEPT_RULESETS: usize = 64;
 
     /// The device and inode each path names now (`None`: it names nothing).
-    fn files(paths: &[PathBuf]) -> Vec<Option<(u64, u64)>> {
+    fn files<'p>(paths: impl Iterator<Item = &'p PathBuf>) -> Vec<Option<(u64, u64)>> {
         paths
-            .iter()
             .map(|p| {
                 use std::os::unix::fs::MetadataExt;
                 std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
@@ -753,16 +745,19 @@ mod imp {
         if sandbox.network == Network::Closed && abi < 4 {
             return Err(SandboxError::NetworkUnsupported { abi });
         }
-        let reads: Vec<PathBuf> = sandbox.read.iter().chain(configs).cloned().collect();
         let writes: Vec<PathBuf> = sandbox
             .write
             .iter()
             .cloned()
             .chain(extra_writes.iter().map(|p| p.to_path_buf()))
             .collect();
-        let named: Vec<PathBuf> = reads.iter().chain(&writes).cloned().collect();
-        let now = files(&named);
-        let grants = (reads, writes, sandbox.network == Network::Open);
+        let now = files(sandbox.read.iter().chain(configs).chain(&writes));
+        let grants = (
+            sandbox.read.clone(),
+            configs.to_vec(),
+            writes,
+            sandbox.network == Network::Open,
+        );
         let kept = {
             let built = built().lock().unwrap_or_else(PoisonError::into_inner);
             built
