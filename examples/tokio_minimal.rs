@@ -1,30 +1,47 @@
-use kleene::{AppBuildPlan, Error, Task, acceptance::*, batch::*, closure::*, id::*, snapshot::*};
-struct Model; // writes each task's intent as its file; `api` fails its tests once, its fix passes
+//! The smallest tokio program: a 3-task plan whose `api` task fails its tests once and is
+//! fixed, run two calls at once, and its acceptance record. `minimal.rs` is its sync twin.
+use kleene::{
+    AppBuildPlan, AsyncAgent, Batch, Error, ExecutionOutput, Task, ValidationToken, Verdict,
+};
+
+/// Writes each task's intent as its file; `api` fails its tests until a fix runs.
+struct Model;
 impl AsyncAgent for Model {
     type Error = Error;
     async fn execute(&mut self, t: &Task, _: &ValidationToken) -> Result<ExecutionOutput, Error> {
         Ok(ExecutionOutput::new(format!("// {}\n", t.spec().intent)))
     }
     async fn post_validate(&mut self, t: &Task, _: &ExecutionOutput) -> Result<Verdict, Error> {
-        let fail = ValidatorResult::new(ValidatorId::new("tests")?, Severity::Blocker, true, "red");
-        Ok(Verdict::new((t.id().as_str() == "api").then_some(fail)))
+        let fails = t.id() == "api"; // the fix's id is `api_fix_1`: it passes
+        Ok(if fails {
+            Verdict::blocker("tests", "test api ... FAILED")?
+        } else {
+            Verdict::clean()
+        })
     }
 }
+
 #[tokio::main] // `cargo run --example tokio_minimal --features async`
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let plan = AppBuildPlan::from_json(r#"{"tasks": [
-  {"id": "api", "owner": "M", "spec": {"intent": "the API"}, "owned_paths": ["api.rs"]},
-  {"id": "ui", "owner": "M", "spec": {"intent": "the UI"}, "owned_paths": ["ui.rs"]},
-  {"id": "doc", "owner": "M", "spec": {"intent": "docs"}, "owned_paths": ["doc.md"], "depends_on": ["api", "ui"]}]}"#)?.validate()?;
-    let (channel, session) = (ChannelId::new("c")?, Session::new("build", "demo")?);
-    let policy = RecoveryPolicy::default(); // fixes are bounded: at most 10 in the whole run
-    let make = |_| AsyncClosureWorker::new(OutputFile::new(Model), session.clone(), policy.clone());
-    let ev = Batch::new(&plan, channel.clone()) // one expression: the run owns its batch
-        .run_async(2.try_into()?, make, &(), &mut MemoryJournal::default())
+async fn main() -> Result<(), Error> {
+    let plan = AppBuildPlan::from_json(
+        r#"{"tasks": [
+      {"id": "api", "owner": "M", "spec": {"intent": "the API"}, "owned_paths": ["api.rs"]},
+      {"id": "ui", "owner": "M", "spec": {"intent": "the UI"}, "owned_paths": ["ui.rs"]},
+      {"id": "doc", "owner": "M", "spec": {"intent": "docs"}, "owned_paths": ["doc.md"],
+       "depends_on": ["api", "ui"]}]}"#,
+    )?
+    .validate()?;
+    let batch = Batch::new(&plan, "main".parse()?);
+    let mut journal = kleene::batch::MemoryJournal::default(); // a FileJournal resumes a crash
+    let evidence = batch
+        .run_agents_async(2, |_slot| Model, &mut journal)
         .await?
         .evidence;
-    let binding = BuildBinding::new(channel, plan.digest(), ev.evidence_version());
-    let record = accept(&plan, &ev, &Snapshot::from_evidence(&ev)?, &binding)?;
-    println!("{} fix, record {}", ev.fix_attempts_used(), record.digest());
+    let record = batch.accept(&evidence)?;
+    println!(
+        "{} fix, record {}",
+        evidence.fix_attempts_used(),
+        record.digest()
+    );
     Ok(())
 }

@@ -162,6 +162,32 @@ impl AcceptanceError {
     }
 }
 
+impl crate::batch::Batch<'_> {
+    /// Accepts `evidence` of this batch's run: the snapshot of its accepted outputs checked
+    /// against the plan and sealed in an [`AcceptanceRecord`] bound to this batch's channel,
+    /// the plan's digest and the evidence's format. One call for [`accept`] with the
+    /// [`Snapshot::from_evidence`] and [`BuildBinding`] it needs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Acceptance`](crate::Error::Acceptance) listing every problem (a task not
+    /// accepted, evidence of another plan), or
+    /// [`Error::Snapshot`](crate::Error::Snapshot) when two accepted outputs hold one path.
+    ///
+    /// # Examples
+    ///
+    /// See [`Batch::run_agents`](crate::batch::Batch::run_agents).
+    pub fn accept(&self, evidence: &BatchEvidence) -> Result<AcceptanceRecord, crate::Error> {
+        let snapshot = Snapshot::from_evidence(evidence)?;
+        let binding = BuildBinding::new(
+            self.channel().clone(),
+            self.plan().digest(),
+            evidence.evidence_version(),
+        );
+        Ok(accept(self.plan(), evidence, &snapshot, &binding)?)
+    }
+}
+
 /// Checks the complete final `snapshot` against `plan` and `evidence` under `binding`:
 /// every planned file present, nothing outside its task's ownership, every planned task
 /// accepted, and every digest consistent. Returns the [`AcceptanceRecord`] that binds them.

@@ -10,20 +10,25 @@
 //! [`ClosureWorker`] under [`Batch::run`](super::Batch::run).
 //!
 //! An agent that only answers the phases, and whose last execution output is its task's one
-//! file, needs no [`AsyncBatchAgent`] of its own: wrap it in [`OutputFile`].
+//! file, needs no [`AsyncBatchAgent`] of its own: wrap it in
+//! [`OutputFile`](super::OutputFile), or let
+//! [`Batch::run_agents_async`](super::Batch::run_agents_async) do it.
 //!
 //! The example is on [`AsyncClosureWorker`]; `examples/tokio_minimal.rs` is a whole tokio
-//! program with [`OutputFile`] in 30 lines.
+//! program in 30 lines.
 //!
 //! [`ClosureWorker`]: super::ClosureWorker
 
-use std::collections::BTreeMap;
 use std::future::Future;
+use std::num::NonZeroUsize;
 
 use super::asynchronous::{AsyncWorker, AsyncWorkerCall};
-use super::candidate::Candidate;
 use super::closure_worker::{GuardError, closure_proposal, withdrawal, without_fixes};
-use super::worker::{InfrastructureFailure, Proposal, WorkerFailure};
+use super::error::BatchError;
+use super::executor::{Batch, RunOutcome};
+use super::journal::EvidenceJournal;
+use super::output_file::OutputFile;
+use super::worker::{Proposal, WorkerFailure};
 use crate::closure::{AsyncAgent, Closure, ClosureRecord, RecoveryPolicy};
 use crate::plan::PlannedTask;
 use crate::{
@@ -111,85 +116,66 @@ pub trait AsyncBatchAgent: AsyncAgent {
     }
 }
 
-/// An [`AsyncAgent`] whose last execution output is its task's file: the one trait to
-/// implement for an agent that writes nothing but that text (no shell, no workspace).
-///
-/// Wrap your agent in it and hand it to [`AsyncClosureWorker::new`]: it answers every phase
-/// with your agent, keeps the output of the call's last [`execute`](AsyncAgent::execute)
-/// (a fix's output replaces the one it fixes), and proposes that text as the content of
-/// the task's one owned path. A call whose closure never executed proposes no file (a
-/// halted closure's refusal still comes with it). An agent that writes several files, or
-/// prepares workspaces, implements [`AsyncBatchAgent`] itself instead.
-///
-/// A call of a task that owns no path or several fails with
-/// [`InfrastructureFailure::Agent`] naming the task: which file gets the text is not this
-/// adapter's guess to make. That task fails (never repaired); the others go on.
-///
-/// # Examples
-///
-/// ```
-/// use kleene::batch::{AsyncClosureWorker, Batch, MemoryJournal, OutputFile};
-/// use kleene::closure::{AsyncAgent, ExecutionOutput, GovernanceDecision, RecoveryPolicy,
-///                       step::Session, step::ValidationToken, Verdict};
-/// use kleene::{AppBuildPlan, Task, id::ChannelId};
-///
-/// /// Writes its task's intent.
-/// struct Echo;
-/// impl AsyncAgent for Echo {
-///     type Error = std::io::Error;
-///     async fn govern(&mut self, _: &Task, _: &Session, _: u32) -> std::io::Result<GovernanceDecision> {
-///         Ok(GovernanceDecision::Approve)
-///     }
-///     async fn pre_validate(&mut self, _: &Task, _: u32) -> std::io::Result<Verdict> { Ok(Verdict::clean()) }
-///     async fn execute(&mut self, task: &Task, _: &ValidationToken) -> std::io::Result<ExecutionOutput> {
-///         Ok(ExecutionOutput::new(task.spec().intent.clone()))
-///     }
-///     async fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> std::io::Result<Verdict> {
-///         Ok(Verdict::clean())
-///     }
-/// }
-///
-/// let plan = AppBuildPlan::from_json(r#"{"tasks": [{"id": "svc", "kind": {"lane": "config"},
-///   "owner": "Echo", "spec": {"intent": "port = 80"}, "owned_paths": ["app.toml"]}]}"#)?
-///     .validate()?;
-/// let session = Session::new("build", "demo")?;
-/// let make = |_slot| AsyncClosureWorker::new(OutputFile::new(Echo), session.clone(),
-///                                            RecoveryPolicy::default());
-/// let outcome = futures_executor::block_on(Batch::new(&plan, ChannelId::new("chan-1")?)
-///     .run_async(std::num::NonZeroUsize::MIN, make, &(), &mut MemoryJournal::default()))?;
-/// assert!(outcome.evidence.summary().is_complete());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Default)]
-pub struct OutputFile<A> {
-    agent: A,
-    /// The current call's last execution output: a call is one closure, run by one slot's
-    /// agent at a time, so this is never shared between calls.
-    last: Option<ExecutionOutput>,
-}
-
-impl<A> OutputFile<A> {
-    /// Wraps `agent`.
-    pub fn new(agent: A) -> Self {
-        Self { agent, last: None }
-    }
-
-    /// The agent.
-    pub fn agent(&self) -> &A {
-        &self.agent
-    }
-
-    /// The agent, to change between runs.
-    pub fn agent_mut(&mut self) -> &mut A {
-        &mut self.agent
-    }
-
-    /// The agent back.
-    pub fn into_agent(self) -> A {
-        self.agent
+impl Batch<'_> {
+    /// [`run_agents`](Batch::run_agents) for an [`AsyncAgent`]: every task of the plan runs
+    /// to its closure, up to `jobs` calls at once as futures under any executor, and the
+    /// text of a call's last execution is its task's one file.
+    ///
+    /// `jobs` of 0 is taken as 1. Dropping the future keeps every reservation in the
+    /// journal for a resume. For a session, policy or agent of your own, run an
+    /// [`AsyncClosureWorker`] with [`run_async`](Batch::run_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`run_async`](Batch::run_async).
+    ///
+    /// # Examples
+    ///
+    /// `examples/tokio_minimal.rs` is a whole tokio program; with a single-threaded executor:
+    ///
+    /// ```
+    /// use kleene::{AppBuildPlan, AsyncAgent, Batch, ExecutionOutput, Task, ValidationToken, Verdict};
+    ///
+    /// struct Model;
+    /// impl AsyncAgent for Model {
+    ///     type Error = kleene::Error;
+    ///     async fn execute(&mut self, t: &Task, _: &ValidationToken) -> Result<ExecutionOutput, kleene::Error> {
+    ///         Ok(ExecutionOutput::new(t.spec().intent.clone()))
+    ///     }
+    ///     async fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> Result<Verdict, kleene::Error> {
+    ///         Ok(Verdict::clean())
+    ///     }
+    /// }
+    ///
+    /// let plan = AppBuildPlan::from_json(r#"{"tasks": [{"id": "a", "owner": "M",
+    ///   "spec": {"intent": "x"}, "owned_paths": ["a.txt"]}]}"#)?.validate()?;
+    /// let batch = Batch::new(&plan, "main".parse()?);
+    /// let mut journal = kleene::batch::MemoryJournal::default();
+    /// let outcome = futures_executor::block_on(batch.run_agents_async(2, |_| Model, &mut journal))?;
+    /// assert!(batch.accept(&outcome.evidence).is_ok());
+    /// # Ok::<(), kleene::Error>(())
+    /// ```
+    pub async fn run_agents_async<A: AsyncAgent + Send>(
+        &self,
+        jobs: usize,
+        mut make_agent: impl FnMut(usize) -> A,
+        journal: &mut impl EvidenceJournal,
+    ) -> Result<RunOutcome, BatchError> {
+        let session = Session::build_on(self.channel());
+        let policy = RecoveryPolicy::default();
+        let jobs = NonZeroUsize::new(jobs).unwrap_or(NonZeroUsize::MIN);
+        let make = |slot| {
+            AsyncClosureWorker::new(
+                OutputFile::new(make_agent(slot)),
+                session.clone(),
+                policy.clone(),
+            )
+        };
+        self.run_async(jobs, make, &(), journal).await
     }
 }
 
+// The async half of the adapter; its sync half and its docs are in `output_file`.
 impl<A: AsyncAgent + Send> AsyncAgent for OutputFile<A> {
     type Error = A::Error;
 
@@ -199,7 +185,7 @@ impl<A: AsyncAgent + Send> AsyncAgent for OutputFile<A> {
         session: &Session,
         iteration: u32,
     ) -> impl Future<Output = Result<GovernanceDecision, Self::Error>> + Send {
-        self.agent.govern(task, session, iteration)
+        self.agent_mut().govern(task, session, iteration)
     }
 
     fn pre_validate(
@@ -207,7 +193,7 @@ impl<A: AsyncAgent + Send> AsyncAgent for OutputFile<A> {
         task: &Task,
         iteration: u32,
     ) -> impl Future<Output = Result<Verdict, Self::Error>> + Send {
-        self.agent.pre_validate(task, iteration)
+        self.agent_mut().pre_validate(task, iteration)
     }
 
     async fn execute(
@@ -215,8 +201,8 @@ impl<A: AsyncAgent + Send> AsyncAgent for OutputFile<A> {
         task: &Task,
         token: &ValidationToken,
     ) -> Result<ExecutionOutput, Self::Error> {
-        let output = self.agent.execute(task, token).await?;
-        self.last = Some(output.clone());
+        let output = self.agent_mut().execute(task, token).await?;
+        self.keep(&output);
         Ok(output)
     }
 
@@ -225,7 +211,7 @@ impl<A: AsyncAgent + Send> AsyncAgent for OutputFile<A> {
         task: &Task,
         output: &ExecutionOutput,
     ) -> impl Future<Output = Result<Verdict, Self::Error>> + Send {
-        self.agent.post_validate(task, output)
+        self.agent_mut().post_validate(task, output)
     }
 
     fn move_next(
@@ -233,18 +219,16 @@ impl<A: AsyncAgent + Send> AsyncAgent for OutputFile<A> {
         task: &Task,
         iteration: u32,
     ) -> impl Future<Output = Result<Next, Self::Error>> + Send {
-        self.agent.move_next(task, iteration)
+        self.agent_mut().move_next(task, iteration)
     }
 }
 
 impl<A: AsyncAgent + Send> AsyncBatchAgent for OutputFile<A> {
     fn begin_call(
         &mut self,
-        call: &AsyncWorkerCall<'_>,
+        _call: &AsyncWorkerCall<'_>,
     ) -> impl Future<Output = Result<(), WorkerFailure>> + Send {
-        let _ = call;
-        // What an earlier call (withdrawn before it finished) executed is not this call's.
-        self.last = None;
+        self.begin();
         std::future::ready(Ok(()))
     }
 
@@ -253,25 +237,7 @@ impl<A: AsyncAgent + Send> AsyncBatchAgent for OutputFile<A> {
         call: &AsyncWorkerCall<'_>,
         _record: &ClosureRecord,
     ) -> impl Future<Output = Result<Proposal, WorkerFailure>> + Send {
-        let task = call.task();
-        let proposal = match (task.owned_paths.as_slice(), self.last.take()) {
-            (_, None) => Ok(Candidate::default().into()),
-            ([path], Some(output)) => {
-                let files = BTreeMap::from([(path.clone(), output.text.into_bytes())]);
-                Ok(Candidate::new(files).into())
-            }
-            (paths, Some(_)) => Err(WorkerFailure::Infrastructure(
-                InfrastructureFailure::Agent {
-                    detail: format!(
-                        "OutputFile writes a task's one owned path, and task {} owns {}: \
-                         implement AsyncBatchAgent::finish_call to say which file gets what",
-                        task.id,
-                        paths.len()
-                    ),
-                },
-            )),
-        };
-        std::future::ready(proposal)
+        std::future::ready(self.proposal(call.task(), "AsyncBatchAgent"))
     }
 }
 

@@ -14,7 +14,12 @@
 //!
 //! The example is on [`ClosureWorker`].
 
-use super::journal::JournalError;
+use std::num::NonZeroUsize;
+
+use super::error::BatchError;
+use super::executor::{Batch, RunOutcome};
+use super::journal::{EvidenceJournal, JournalError};
+use super::output_file::OutputFile;
 use super::worker::{AgentFailure, Proposal, Worker, WorkerCall, WorkerFailure};
 use crate::closure::{AgentError, AgentErrorKind};
 use crate::plan::PlannedTask;
@@ -103,6 +108,76 @@ pub trait BatchAgent: Agent {
         failure: &WorkerFailure,
     ) {
         let _ = (failure, self.finish_call(call, record));
+    }
+}
+
+impl Batch<'_> {
+    /// Runs every task of the plan to its closure with agents `make_agent` makes, up to
+    /// `jobs` calls at once: the shortest way from a plan and an [`Agent`] to evidence.
+    ///
+    /// Each call of a task is one closure: your agent executes the task, its post-execute
+    /// verdict decides, and a failure spawns a fix subtask (bounded by
+    /// [`RecoveryPolicy::default`]: at most 10 fixes in the whole run, 3 deep). The text of a
+    /// call's last execution is the content of the task's one owned path (see
+    /// [`OutputFile`]). `make_agent` is called once per slot with the slot's number, so each
+    /// thread has an agent of its own; `jobs` of 0 is taken as 1. The closures run in the
+    /// session of mode `build` on the project named as the channel.
+    ///
+    /// The journal keeps the evidence: a [`MemoryJournal`](super::MemoryJournal) for a run
+    /// you keep alive, a [`FileJournal`](super::FileJournal) to resume after a crash (the
+    /// same call resumes). Then [`accept`](Self::accept) the evidence. For a session,
+    /// policy or agent of your own (several files a call, a workspace), run a
+    /// [`ClosureWorker`] with [`run_threaded`](Self::run_threaded).
+    ///
+    /// # Errors
+    ///
+    /// As [`run`](Self::run).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kleene::{Agent, AppBuildPlan, Batch, ExecutionOutput, Task, ValidationToken, Verdict};
+    ///
+    /// /// Writes each task's intent; the API's tests fail until a fix runs.
+    /// struct Model;
+    /// impl Agent for Model {
+    ///     type Error = kleene::Error;
+    ///     fn execute(&mut self, t: &Task, _: &ValidationToken) -> Result<ExecutionOutput, kleene::Error> {
+    ///         Ok(ExecutionOutput::new(format!("// {}\n", t.spec().intent)))
+    ///     }
+    ///     fn post_validate(&mut self, t: &Task, _: &ExecutionOutput) -> Result<Verdict, kleene::Error> {
+    ///         Ok(if t.id() == "api" { Verdict::blocker("tests", "1 failed")? } else { Verdict::clean() })
+    ///     }
+    /// }
+    ///
+    /// let plan = AppBuildPlan::from_json(r#"{"tasks": [
+    ///   {"id": "api", "owner": "M", "spec": {"intent": "the API"}, "owned_paths": ["api.rs"]},
+    ///   {"id": "doc", "owner": "M", "spec": {"intent": "docs"}, "owned_paths": ["doc.md"],
+    ///    "depends_on": ["api"]}]}"#)?.validate()?;
+    /// let batch = Batch::new(&plan, "main".parse()?);
+    /// let evidence = batch.run_agents(2, |_slot| Model, &mut kleene::batch::MemoryJournal::default())?.evidence;
+    /// assert_eq!(evidence.fix_attempts_used(), 1);
+    /// let record = batch.accept(&evidence)?;
+    /// assert_eq!(record.task_results().len(), 2);
+    /// # Ok::<(), kleene::Error>(())
+    /// ```
+    pub fn run_agents<A: Agent + Send>(
+        &self,
+        jobs: usize,
+        mut make_agent: impl FnMut(usize) -> A,
+        journal: &mut impl EvidenceJournal,
+    ) -> Result<RunOutcome, BatchError> {
+        let session = Session::build_on(self.channel());
+        let policy = RecoveryPolicy::default();
+        let jobs = NonZeroUsize::new(jobs).unwrap_or(NonZeroUsize::MIN);
+        let make = |slot| {
+            ClosureWorker::new(
+                OutputFile::new(make_agent(slot)),
+                session.clone(),
+                policy.clone(),
+            )
+        };
+        self.run_threaded(jobs, make, &(), journal)
     }
 }
 

@@ -70,6 +70,7 @@ pub mod evidence;
 mod executor;
 pub mod journal;
 pub mod machine;
+mod output_file;
 mod pass;
 pub mod recovery;
 pub(crate) mod reservation;
@@ -79,7 +80,7 @@ pub(crate) mod wire;
 pub mod worker;
 
 #[cfg(feature = "async")]
-pub use async_closure_worker::{AsyncBatchAgent, AsyncClosureWorker, OutputFile};
+pub use async_closure_worker::{AsyncBatchAgent, AsyncClosureWorker};
 #[cfg(feature = "async")]
 pub use asynchronous::{AsyncWorker, AsyncWorkerCall};
 pub use candidate::{Candidate, Rejection};
@@ -89,5 +90,6 @@ pub use error::{BatchError, BatchErrorKind};
 pub use evidence::{BatchEvidence, TaskStatus};
 pub use executor::{Batch, DEFAULT_COMPACTION_AFTER, RecoveryOutcome, RunOutcome};
 pub use journal::{FileJournal, JournalKey, MemoryJournal};
+pub use output_file::OutputFile;
 pub use reservation::Reservation;
 pub use worker::{Proposal, Worker, WorkerCall, WorkerFailure};

@@ -48,7 +48,24 @@ pub const DEFAULT_ITERATION_CAP: NonZeroU32 = match NonZeroU32::new(50) {
     None => unreachable!(),
 };
 
-/// The governance scope a task and all its fix subtasks run in.
+/// What governance is asked about: the kind of work (the *mode*, such as `build` or
+/// `review`) and the project it is for.
+///
+/// An agent's [`govern`](crate::closure::Agent::govern) receives it with every iteration,
+/// so one governance gate can approve a build in one project and refuse it in another.
+/// A task and every fix subtask of its closure run in the same session. It is recorded in
+/// the closure's audit log, not in the plan: the same plan can run in several sessions.
+/// [`Batch::run_agents`](crate::batch::Batch::run_agents) uses mode `build` and the run's
+/// channel as the project.
+///
+/// ```
+/// use kleene::closure::step::Session;
+///
+/// let session = Session::new("build", "shop")?;
+/// assert_eq!(session.mode().as_str(), "build");
+/// assert_eq!(session.project().as_str(), "shop");
+/// # Ok::<(), kleene::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Session {
     pub(in crate::closure) mode: SessionMode,
@@ -56,16 +73,25 @@ pub struct Session {
 }
 
 impl Session {
-    /// A session for `mode` in `project`.
+    /// The session of `mode` work on `project`.
     ///
     /// # Errors
     ///
-    /// [`IdError`] when either part is not a valid id.
+    /// [`IdError`] when either part is empty, too long or holds a control character.
     pub fn new(mode: impl Into<String>, project: impl Into<String>) -> Result<Self, IdError> {
         Ok(Self {
             mode: SessionMode::new(mode)?,
             project: ProjectId::new(project)?,
         })
+    }
+
+    /// Mode `build` in the project named as `channel` is: what a run that was given no
+    /// session of its own uses.
+    pub(crate) fn build_on(channel: &crate::id::ChannelId) -> Self {
+        Self {
+            mode: SessionMode::build(),
+            project: ProjectId::named_as(channel),
+        }
     }
 
     /// The mode.

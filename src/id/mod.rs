@@ -206,6 +206,20 @@ macro_rules! id_type {
             }
         }
 
+        /// An id equals the text it was made from, so `task.id() == "api"` reads as it
+        /// should.
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+
         impl TryFrom<String> for $name {
             type Error = IdError;
             fn try_from(s: String) -> Result<Self, IdError> {
@@ -291,6 +305,20 @@ id_type!(
     "project id",
     check
 );
+
+impl SessionMode {
+    /// `build`.
+    pub(crate) fn build() -> Self {
+        Self(Arc::from("build"))
+    }
+}
+
+impl ProjectId {
+    /// The project named as `channel` is (a channel id is also a valid project id).
+    pub(crate) fn named_as(channel: &ChannelId) -> Self {
+        Self(channel.0.clone())
+    }
+}
 
 impl TaskId {
     /// The id of the fix subtask at `depth` in the closure rooted at `self`.

@@ -142,6 +142,37 @@ impl Verdict {
         Self::default()
     }
 
+    /// The verdict of one failing check: `validator` reports a blocker, with `justification`
+    /// (a failing test's output, say) kept verbatim for the fix that follows. The blocker is
+    /// overridable, so the closure spawns a fix subtask rather than halting; build a
+    /// [`ValidatorResult`] for any other severity.
+    ///
+    /// ```
+    /// use kleene::Verdict;
+    ///
+    /// let verdict = Verdict::blocker("tests", "test login ... FAILED")?;
+    /// assert!(!verdict.is_clean());
+    /// assert!(!verdict.has_non_overridable_blocker());
+    /// # Ok::<(), kleene::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`IdError`](crate::id::IdError) when `validator` is not a valid validator id (empty,
+    /// too long, a control character).
+    pub fn blocker(
+        validator: impl Into<String>,
+        justification: impl Into<String>,
+    ) -> Result<Self, crate::id::IdError> {
+        let id = ValidatorId::new(validator)?;
+        Ok(Self::new([ValidatorResult::new(
+            id,
+            Severity::Blocker,
+            true,
+            justification,
+        )]))
+    }
+
     /// The results in canonical order.
     pub fn results(&self) -> &[ValidatorResult] {
         &self.results
