@@ -31,7 +31,7 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use kleene::{
-    Agent, Closure, Task, checkpoint,
+    Agent, Task, checkpoint, closure::Closure,
     closure::audit::{AuditEvent, AuditLog},
     closure::{
         ClosureRecord, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Severity, Spec,

@@ -1,42 +1,30 @@
-//! The smallest program: a 3-task plan whose `api` task fails its tests once and is
-//! fixed, run two calls at once (on threads), and its acceptance record. `tokio_minimal.rs` is its async twin.
-use kleene::{Agent, AppBuildPlan, Batch, Error, ExecutionOutput, Task, ValidationToken, Verdict};
-
-/// Writes each task's intent as its file; `api` fails its tests until a fix runs.
-struct Model;
+use kleene::{Agent, AppBuildPlan, Batch, Error, ExecutionOutput, Task, ValidationToken};
+use kleene::{Verdict, batch::MemoryJournal};
+struct Model; // writes each task's intent as its file; `api` fails its tests, its fix passes
 impl Agent for Model {
     type Error = Error;
     fn execute(&mut self, t: &Task, _: &ValidationToken) -> Result<ExecutionOutput, Error> {
         Ok(ExecutionOutput::new(format!("// {}\n", t.spec().intent)))
     }
     fn post_validate(&mut self, t: &Task, _: &ExecutionOutput) -> Result<Verdict, Error> {
-        let fails = t.id() == "api"; // the fix's id is `api_fix_1`: it passes
-        Ok(if fails {
-            Verdict::blocker("tests", "test api ... FAILED")?
-        } else {
-            Verdict::clean()
-        })
+        let red = Verdict::blocker("tests", "test api ... FAILED")?;
+        let api = t.id() == "api";
+        Ok(if api { red } else { Verdict::clean() })
     }
 }
-
-// `cargo run --example minimal`
+const PLAN: &str = r#"{"tasks": [
+  {"id": "api", "owner": "M", "spec": {"intent": "the API"}, "owned_paths": ["api.rs"]},
+  {"id": "ui", "owner": "M", "spec": {"intent": "the UI"}, "owned_paths": ["ui.rs"]},
+  {"id": "doc", "owner": "M", "spec": {"intent": "docs"}, "owned_paths": ["doc.md"],
+   "depends_on": ["api", "ui"]}]}"#;
+// `cargo run --example minimal`; two calls at once on threads; async twin: tokio_minimal.rs
 fn main() -> Result<(), Error> {
-    let plan = AppBuildPlan::from_json(
-        r#"{"tasks": [
-      {"id": "api", "owner": "M", "spec": {"intent": "the API"}, "owned_paths": ["api.rs"]},
-      {"id": "ui", "owner": "M", "spec": {"intent": "the UI"}, "owned_paths": ["ui.rs"]},
-      {"id": "doc", "owner": "M", "spec": {"intent": "docs"}, "owned_paths": ["doc.md"],
-       "depends_on": ["api", "ui"]}]}"#,
-    )?
-    .validate()?;
+    let plan = AppBuildPlan::from_json(PLAN)?.validate()?;
     let batch = Batch::new(&plan, "main".parse()?);
-    let mut journal = kleene::batch::MemoryJournal::default(); // a FileJournal resumes a crash
-    let evidence = batch.run_agents(2, |_slot| Model, &mut journal)?.evidence;
-    let record = batch.accept(&evidence)?;
-    println!(
-        "{} fix, record {}",
-        evidence.fix_attempts_used(),
-        record.digest()
-    );
+    let mut journal = MemoryJournal::default(); // a FileJournal resumes after a crash
+    let running = batch.run_agents(2, |_slot| Model, &mut journal);
+    let evidence = running?.evidence;
+    let fixes = evidence.fix_attempts_used();
+    println!("{fixes} fix, record {}", batch.accept(&evidence)?.digest());
     Ok(())
 }

@@ -1,47 +1,30 @@
-//! The smallest tokio program: a 3-task plan whose `api` task fails its tests once and is
-//! fixed, run two calls at once, and its acceptance record. `minimal.rs` is its sync twin.
-use kleene::{
-    AppBuildPlan, AsyncAgent, Batch, Error, ExecutionOutput, Task, ValidationToken, Verdict,
-};
-
-/// Writes each task's intent as its file; `api` fails its tests until a fix runs.
-struct Model;
+use kleene::{AppBuildPlan, AsyncAgent, Batch, Error, ExecutionOutput, Task, ValidationToken};
+use kleene::{Verdict, batch::MemoryJournal};
+struct Model; // writes each task's intent as its file; `api` fails its tests, its fix passes
 impl AsyncAgent for Model {
     type Error = Error;
     async fn execute(&mut self, t: &Task, _: &ValidationToken) -> Result<ExecutionOutput, Error> {
         Ok(ExecutionOutput::new(format!("// {}\n", t.spec().intent)))
     }
     async fn post_validate(&mut self, t: &Task, _: &ExecutionOutput) -> Result<Verdict, Error> {
-        let fails = t.id() == "api"; // the fix's id is `api_fix_1`: it passes
-        Ok(if fails {
-            Verdict::blocker("tests", "test api ... FAILED")?
-        } else {
-            Verdict::clean()
-        })
+        let red = Verdict::blocker("tests", "test api ... FAILED")?;
+        let api = t.id() == "api";
+        Ok(if api { red } else { Verdict::clean() })
     }
 }
-
-#[tokio::main] // `cargo run --example tokio_minimal --features async`
+const PLAN: &str = r#"{"tasks": [
+  {"id": "api", "owner": "M", "spec": {"intent": "the API"}, "owned_paths": ["api.rs"]},
+  {"id": "ui", "owner": "M", "spec": {"intent": "the UI"}, "owned_paths": ["ui.rs"]},
+  {"id": "doc", "owner": "M", "spec": {"intent": "docs"}, "owned_paths": ["doc.md"],
+   "depends_on": ["api", "ui"]}]}"#;
+#[tokio::main] // `cargo run --example tokio_minimal --features async`; sync twin: minimal.rs
 async fn main() -> Result<(), Error> {
-    let plan = AppBuildPlan::from_json(
-        r#"{"tasks": [
-      {"id": "api", "owner": "M", "spec": {"intent": "the API"}, "owned_paths": ["api.rs"]},
-      {"id": "ui", "owner": "M", "spec": {"intent": "the UI"}, "owned_paths": ["ui.rs"]},
-      {"id": "doc", "owner": "M", "spec": {"intent": "docs"}, "owned_paths": ["doc.md"],
-       "depends_on": ["api", "ui"]}]}"#,
-    )?
-    .validate()?;
+    let plan = AppBuildPlan::from_json(PLAN)?.validate()?;
     let batch = Batch::new(&plan, "main".parse()?);
-    let mut journal = kleene::batch::MemoryJournal::default(); // a FileJournal resumes a crash
-    let evidence = batch
-        .run_agents_async(2, |_slot| Model, &mut journal)
-        .await?
-        .evidence;
-    let record = batch.accept(&evidence)?;
-    println!(
-        "{} fix, record {}",
-        evidence.fix_attempts_used(),
-        record.digest()
-    );
+    let mut journal = MemoryJournal::default(); // a FileJournal resumes after a crash
+    let running = batch.run_agents_async(2, |_slot| Model, &mut journal);
+    let evidence = running.await?.evidence;
+    let fixes = evidence.fix_attempts_used();
+    println!("{fixes} fix, record {}", batch.accept(&evidence)?.digest());
     Ok(())
 }

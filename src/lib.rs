@@ -9,7 +9,7 @@
 //! use kleene::closure::{ExecutionOutput, GovernanceDecision, step::Next, RecoveryPolicy, step::Session,
 //!                       Severity, Spec, ValidatorResult, Verdict};
 //! use kleene::id::{TaskId, ValidatorId};
-//! use kleene::{Closure, Task};
+//! use kleene::{closure::Closure, Task};
 //!
 //! let failing = |test: &str| -> Result<Verdict, kleene::id::IdError> {
 //!     Ok(Verdict::new([ValidatorResult::new(ValidatorId::new("tests")?, Severity::Blocker,
@@ -43,9 +43,9 @@
 //! | You have | Start with |
 //! |---|---|
 //! | one task and an agent that can govern, validate and execute it | [`closure::run_to_closure`] over your [`Agent`]; it returns the [`closure::ClosureRecord`] |
-//! | your own runtime (async, a queue, a UI) that must make every call itself | the sans-IO [`Closure`] machine above: feed it one answer at a time and persist its [`closure::ClosureState`] between steps |
+//! | your own runtime (async, a queue, a UI) that must make every call itself | the sans-IO [`closure::Closure`] machine above: feed it one answer at a time and persist its [`closure::ClosureState`] between steps |
 //! | a plan of many tasks and an agent that writes each task's file | [`AppBuildPlan`] → [`ValidatedPlan`] → [`Batch::run_agents`] (or `run_agents_async` for an `AsyncAgent`, feature `async`): every task runs to its closure; then [`Batch::accept`] seals the record |
-//! | a plan whose calls write several files, or a session and policy of your own | [`Batch::run`] with a [`ClosureWorker`] over your [`batch::BatchAgent`], then [`acceptance::accept`] and [`acceptance::export`] |
+//! | a plan whose calls write several files, or a session and policy of your own | [`Batch::run`] with a [`batch::ClosureWorker`] over your [`batch::BatchAgent`], then [`acceptance::accept`] and [`acceptance::export`] |
 //! | agents that run commands (`cargo test`, a coding agent's CLI) | [`process::run`](crate::process) (feature `process`, unix): a process group, a timeout, bounded output, and a PID namespace where the host allows it |
 //! | shell commands and no Rust | the `kleene` command-line tool (the package `kleene-cli`; `cargo install --path cli` in this repository): `kleene run PLAN`, then `kleene accept` and `kleene export` |
 //!
@@ -127,11 +127,11 @@ pub mod testing;
 mod text;
 mod wire;
 
-pub use batch::{Batch, ClosureWorker};
+pub use batch::Batch;
 #[cfg(feature = "async")]
 pub use closure::AsyncAgent;
 pub use closure::step::{ExecutionOutput, ValidationToken};
 pub use closure::verdict::Verdict;
-pub use closure::{Agent, Closure, Task};
+pub use closure::{Agent, Task};
 pub use error::Error;
 pub use plan::{AppBuildPlan, ValidatedPlan};

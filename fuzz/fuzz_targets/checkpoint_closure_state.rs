@@ -2,7 +2,7 @@
 //! that restores must come back unchanged from the restored machine, and restore again.
 #![no_main]
 
-use kleene::{closure::ClosureState, Closure};
+use kleene::{closure::ClosureState, closure::Closure};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,7 +6,7 @@
 //! gives its own history back, and that history restores to the same state.
 #![no_main]
 
-use kleene::{closure::machine::ClosureDelta, Closure};
+use kleene::{closure::machine::ClosureDelta, closure::Closure};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -9,7 +9,7 @@ use crate::closure::ClosureRecord;
 use crate::closure::bound::ClosureMismatch;
 use crate::id::digest::{Canonical, CanonicalHasher, Unordered};
 use crate::plan::{PlannedTask, ValidatedPlan};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, SnapshotError};
 use crate::{id::ChannelId, id::TaskId, id::digest::Digest, plan::path::AdmittedPath};
 
 /// One reason a build cannot be accepted.
@@ -60,6 +60,9 @@ pub enum AcceptanceProblem {
     /// not the one the evidence binds: sealing would bind a trail nobody can show.
     #[error("the audit trail the evidence binds is not in the closure records: {0}")]
     ClosureRecord(ClosureMismatch),
+    /// Two accepted outputs hold the same path, so the evidence projects no snapshot.
+    #[error("{0}")]
+    ConflictingOutputs(SnapshotError),
     /// A planned task is not accepted.
     #[error("task {task} is not accepted: it {}; finish the run before accepting", standing(.status))]
     TaskNotAccepted {
@@ -170,21 +173,23 @@ impl crate::batch::Batch<'_> {
     ///
     /// # Errors
     ///
-    /// [`Error::Acceptance`](crate::Error::Acceptance) listing every problem (a task not
-    /// accepted, evidence of another plan), or
-    /// [`Error::Snapshot`](crate::Error::Snapshot) when two accepted outputs hold one path.
+    /// [`AcceptanceError::Rejected`] listing every problem (a task not accepted, evidence of
+    /// another plan), or [`AcceptanceProblem::ConflictingOutputs`] alone when two accepted
+    /// outputs hold one path.
     ///
     /// # Examples
     ///
     /// See [`Batch::run_agents`](crate::batch::Batch::run_agents).
-    pub fn accept(&self, evidence: &BatchEvidence) -> Result<AcceptanceRecord, crate::Error> {
-        let snapshot = Snapshot::from_evidence(evidence)?;
+    pub fn accept(&self, evidence: &BatchEvidence) -> Result<AcceptanceRecord, AcceptanceError> {
+        let snapshot = Snapshot::from_evidence(evidence).map_err(|e| AcceptanceError::Rejected {
+            problems: vec![AcceptanceProblem::ConflictingOutputs(e)],
+        })?;
         let binding = BuildBinding::new(
             self.channel().clone(),
             self.plan().digest(),
             evidence.evidence_version(),
         );
-        Ok(accept(self.plan(), evidence, &snapshot, &binding)?)
+        accept(self.plan(), evidence, &snapshot, &binding)
     }
 }
 

@@ -17,7 +17,7 @@
 //! `async`).
 //!
 //! ```
-//! use kleene::{Closure, closure::ExecutionOutput, closure::GovernanceDecision, closure::step::Next, closure::RecoveryPolicy, closure::step::Session,
+//! use kleene::{closure::Closure, closure::ExecutionOutput, closure::GovernanceDecision, closure::step::Next, closure::RecoveryPolicy, closure::step::Session,
 //!              closure::Severity, closure::Spec, Task, id::TaskId, id::ValidatorId, closure::ValidatorResult, closure::Verdict};
 //!
 //! let failing = Verdict::new([ValidatorResult::new(

@@ -14,7 +14,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 
 use crate::batch::journal::Journal;
 use crate::batch::journal::backend::MemoryBackend;
@@ -23,7 +24,13 @@ use crate::batch::{
     evidence::EvidenceEvent, journal::EvidenceJournal, journal::JournalError, journal::JournalLoad,
     journal::TornTail, worker::InfrastructureFailure,
 };
+use crate::testing::closure::locked;
+use crate::testing::completion::CompletionOrder;
 use crate::{id::ChannelId, id::TaskId, id::digest::Digest};
+
+/// The journal backend that cuts the power at any sync, for crash tests of your own (see
+/// [`ImageJournal`] for a journal whose bytes a test cuts by hand).
+pub use crate::batch::journal::CrashBackend;
 
 /// What a scripted worker does on one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,10 +59,46 @@ pub struct ScriptedCall {
 
 /// A worker that answers from per-task scripts: call `n` of a task gets the script's `n`th
 /// outcome (the last one repeats); tasks without a script get an empty candidate.
+///
+/// Calls are counted by their call number, so a task's calls get the same outcomes whichever
+/// slot makes them and whatever worker a resume brings. A call a crash interrupted never
+/// answered: tell a worker scripted afresh for the resume what it resumes
+/// ([`resuming`](Self::resuming)), and the call made again gets the outcome the interrupted
+/// one was due, so the script does not shift. [`completing_in`](Self::completing_in) makes
+/// its async answers wait a scripted number of turns, so the calls of a `run_async` finish
+/// in the order a test chooses. It is a [`Worker`] and, with feature `async`, an
+/// [`AsyncWorker`](crate::batch::AsyncWorker); `Arc<Mutex<ScriptedWorker>>` is one worker
+/// shared by every slot of a run, so that [`calls`](Self::calls) lists them all.
+///
+/// ```
+/// use kleene::batch::{Batch, FileJournal, TaskStatus, journal::EvidenceJournal};
+/// use kleene::testing::batch::{ScriptedOutcome, ScriptedWorker};
+/// use kleene::{AppBuildPlan, batch::Candidate, id::TaskId};
+///
+/// let plan = AppBuildPlan::from_json(r#"{"tasks": [{"id": "a", "owner": "M",
+///   "spec": {"intent": "a"}, "owned_paths": []}]}"#)?.validate()?;
+/// let a = TaskId::new("a")?;
+/// let script = || ScriptedWorker::new().script(a.clone(), [ScriptedOutcome::Cancel,
+///     ScriptedOutcome::Candidate(Candidate::default())]);
+/// let dir = tempfile::tempdir()?;
+/// let mut journal = FileJournal::open(dir.path())?;
+/// let batch = Batch::new(&plan, "main".parse()?);
+/// assert!(batch.run(&mut script(), &(), &mut journal).is_err()); // call 1 stops the run
+///
+/// // The resume makes call 2; scripted afresh and told what it resumes, the worker answers
+/// // it with the outcome call 1 was due.
+/// let before = journal.load(batch.channel())?.map(|l| l.into_evidence()).transpose()?;
+/// let mut worker = script().resuming(before.as_ref().ok_or("no evidence")?);
+/// assert!(batch.run(&mut worker, &(), &mut journal).is_err()); // cancelled again
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct ScriptedWorker {
     scripts: BTreeMap<TaskId, Vec<ScriptedOutcome>>,
+    /// Per task, the call numbers that never answered (a crash interrupted them).
+    unanswered: BTreeMap<TaskId, BTreeSet<u32>>,
     calls: Vec<ScriptedCall>,
+    order: CompletionOrder,
 }
 
 impl ScriptedWorker {
@@ -74,6 +117,31 @@ impl ScriptedWorker {
         self
     }
 
+    /// Counts out the calls `evidence` holds that never answered (in flight when the journal
+    /// was cut, or interrupted by an earlier resume): the call a resume makes again gets the
+    /// outcome the interrupted one was due.
+    #[must_use]
+    pub fn resuming(mut self, evidence: &BatchEvidence) -> Self {
+        let interrupted = evidence.inventory().flat_map(|(task, t)| {
+            t.interrupted_attempts().iter().map(move |&a| (task, a))
+        });
+        for (task, attempt) in interrupted.chain(evidence.in_flight()) {
+            self.unanswered
+                .entry(task.clone())
+                .or_default()
+                .insert(attempt);
+        }
+        self
+    }
+
+    /// Makes each async answer for a task wait the turns `order` gives it (the synchronous
+    /// [`Worker`] answers at once).
+    #[must_use]
+    pub fn completing_in(mut self, order: CompletionOrder) -> Self {
+        self.order = order;
+        self
+    }
+
     /// Every call received, in order.
     pub fn calls(&self) -> &[ScriptedCall] {
         &self.calls
@@ -83,13 +151,36 @@ impl ScriptedWorker {
     pub fn calls_of(&self, task: &TaskId) -> Vec<&ScriptedCall> {
         self.calls.iter().filter(|c| &c.task == task).collect()
     }
+
+    /// Records `call` and answers it from its task's script.
+    fn answer(&mut self, call: ScriptedCall) -> Result<Proposal, WorkerFailure> {
+        let skipped = self
+            .unanswered
+            .get(&call.task)
+            .map_or(0, |calls| calls.range(..call.attempt).count());
+        let due = usize::try_from(call.attempt.saturating_sub(1))
+            .unwrap_or(usize::MAX)
+            .saturating_sub(skipped);
+        let outcome = self
+            .scripts
+            .get(&call.task)
+            .and_then(|script| script.get(due).or_else(|| script.last()));
+        self.calls.push(call);
+        match outcome {
+            None => Ok(Candidate::default().into()),
+            Some(ScriptedOutcome::Candidate(c)) => Ok(c.clone().into()),
+            Some(ScriptedOutcome::Infrastructure(f)) => {
+                Err(WorkerFailure::Infrastructure(f.clone()))
+            }
+            Some(ScriptedOutcome::Cancel) => Err(WorkerFailure::Cancelled),
+        }
+    }
 }
 
 impl Worker for ScriptedWorker {
     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
-        let task = &call.task().id;
-        self.calls.push(ScriptedCall {
-            task: task.clone(),
+        self.answer(ScriptedCall {
+            task: call.task().id.clone(),
             attempt: call.attempt(),
             prerequisites: call
                 .prerequisites()
@@ -99,18 +190,59 @@ impl Worker for ScriptedWorker {
             correction: call
                 .correction()
                 .map(|c| (c.rejection().clone(), c.candidate().digest())),
-        });
-        let outcome = self.scripts.get(task).and_then(|script| {
-            let at = usize::try_from(call.attempt().saturating_sub(1)).unwrap_or(usize::MAX);
-            script.get(at).or_else(|| script.last())
-        });
-        match outcome {
-            None => Ok(Candidate::default().into()),
-            Some(ScriptedOutcome::Candidate(c)) => Ok(c.clone().into()),
-            Some(ScriptedOutcome::Infrastructure(f)) => {
-                Err(WorkerFailure::Infrastructure(f.clone()))
-            }
-            Some(ScriptedOutcome::Cancel) => Err(WorkerFailure::Cancelled),
+        })
+    }
+}
+
+/// One scripted worker shared by the slots of a threaded run.
+impl Worker for Arc<Mutex<ScriptedWorker>> {
+    fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+        locked(self).call(call)
+    }
+}
+
+#[cfg(feature = "async")]
+mod asynchronous {
+    use super::{ScriptedCall, ScriptedWorker, locked};
+    use crate::batch::{AsyncWorker, AsyncWorkerCall, Proposal, WorkerFailure};
+    use crate::testing::completion::turns;
+    use std::sync::{Arc, Mutex};
+
+    fn scripted_call(call: &AsyncWorkerCall<'_>) -> ScriptedCall {
+        ScriptedCall {
+            task: call.task().id.clone(),
+            attempt: call.attempt(),
+            prerequisites: call
+                .prerequisites()
+                .iter()
+                .map(|(id, _)| (*id).clone())
+                .collect(),
+            correction: call
+                .correction()
+                .map(|c| (c.rejection().clone(), c.candidate().digest())),
+        }
+    }
+
+    /// The same answers as the synchronous worker, each after its task's turns.
+    impl AsyncWorker for ScriptedWorker {
+        async fn call(&mut self, call: &AsyncWorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+            let answer = self.answer(scripted_call(call));
+            turns(self.order.turns_of(&call.task().id)).await;
+            answer
+        }
+    }
+
+    /// One scripted worker shared by the slots of an async run; the lock is never held
+    /// across a wait.
+    impl AsyncWorker for Arc<Mutex<ScriptedWorker>> {
+        async fn call(&mut self, call: &AsyncWorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
+            let (answer, wait) = {
+                let mut worker = locked(self);
+                let answer = worker.answer(scripted_call(call));
+                (answer, worker.order.turns_of(&call.task().id))
+            };
+            turns(wait).await;
+            answer
         }
     }
 }

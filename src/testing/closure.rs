@@ -36,7 +36,8 @@
 //! });
 //! ```
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use proptest::prelude::*;
 
@@ -45,7 +46,8 @@ use crate::{
     closure::step::GovernanceDecision, closure::step::Next, closure::step::RecoverOn,
     closure::step::Session, closure::step::ValidationToken, closure::task::Task,
     closure::verdict::Severity, closure::verdict::ValidatorResult, closure::verdict::Verdict,
-    closure::verdict::VerdictNormalizer, id::ValidatorId,
+    closure::verdict::VerdictNormalizer, id::TaskId, id::ValidatorId,
+    testing::completion::CompletionOrder,
 };
 
 /// One scripted answer: a reply, or a failure of the agent itself.
@@ -70,18 +72,52 @@ pub struct ScriptedFailure(pub String);
 
 impl crate::closure::AgentError for ScriptedFailure {}
 
-/// An [`Agent`] that replays scripted answers, one per call, per phase.
+/// An [`Agent`] (and, with feature `async`, an [`AsyncAgent`](crate::closure::AsyncAgent))
+/// that replays scripted answers, one per call, per phase.
 ///
 /// When a list runs out the agent answers as a passing run would: approve, a clean
 /// verdict, an empty output, [`Next::Complete`]. It remembers every task it executed.
+///
+/// In a plan's run, give each task its own script with [`of_task`](Self::of_task): the
+/// closure rooted at that task (its fix subtasks included) answers from it, so the answers
+/// do not depend on the order in which tasks run. [`completing_in`](Self::completing_in)
+/// makes the async answers of each task's executions wait a scripted number of turns of
+/// the executor, so the calls of a `run_async` finish in the order a test chooses. Clones
+/// share nothing; several slots share one agent through `Arc<Mutex<ScriptedAgent>>`,
+/// which is an agent too.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use kleene::testing::closure::ScriptedAgent;
+/// use kleene::{AppBuildPlan, Batch, Verdict, batch::MemoryJournal};
+///
+/// let plan = AppBuildPlan::from_json(r#"{"tasks": [
+///   {"id": "a", "owner": "M", "spec": {"intent": "a"}, "owned_paths": ["a"]},
+///   {"id": "b", "owner": "M", "spec": {"intent": "b"}, "owned_paths": ["b"]}]}"#)?.validate()?;
+/// // `b` fails its tests once; its fix passes.
+/// let fails_once = ScriptedAgent::new().post_verdicts([Verdict::blocker("tests", "red")?]);
+/// let agent = Arc::new(Mutex::new(ScriptedAgent::new().of_task("b".parse()?, fails_once)));
+/// let batch = Batch::new(&plan, "main".parse()?);
+/// let evidence = batch.run_agents(2, |_| agent.clone(), &mut MemoryJournal::default())?.evidence;
+/// assert_eq!(evidence.fix_attempts_used(), 1);
+/// # Ok::<(), kleene::Error>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct ScriptedAgent {
+    any_task: Answers,
+    by_root: BTreeMap<TaskId, Answers>,
+    executed: Vec<Task>,
+    order: CompletionOrder,
+}
+
+/// The scripted answers of one closure's phases.
+#[derive(Debug, Clone, Default)]
+struct Answers {
     governance: VecDeque<Scripted<GovernanceDecision>>,
     pre_verdicts: VecDeque<Scripted<Verdict>>,
     outputs: VecDeque<Scripted<ExecutionOutput>>,
     post_verdicts: VecDeque<Scripted<Verdict>>,
     nexts: VecDeque<Scripted<Next>>,
-    executed: Vec<Task>,
 }
 
 macro_rules! script {
@@ -93,7 +129,7 @@ macro_rules! script {
             I: IntoIterator,
             I::Item: Into<Scripted<$t>>,
         {
-            self.$field.extend(answers.into_iter().map(Into::into));
+            self.any_task.$field.extend(answers.into_iter().map(Into::into));
             self
         }
     };
@@ -126,9 +162,34 @@ impl ScriptedAgent {
         nexts, nexts, Next
     );
 
+    /// Answers the closures rooted at `root` (the root task and its fix subtasks) from
+    /// `script`'s lists instead of this agent's own, so a task's answers are its own
+    /// whatever order the tasks of a plan run in. A second script for one root replaces the
+    /// first.
+    #[must_use]
+    pub fn of_task(mut self, root: TaskId, script: ScriptedAgent) -> Self {
+        self.by_root.insert(root, script.any_task);
+        self
+    }
+
+    /// Makes each async execution wait as many turns of the executor as `order` gives its
+    /// closure's root task, before it answers (the synchronous [`Agent`] answers at once).
+    #[must_use]
+    pub fn completing_in(mut self, order: CompletionOrder) -> Self {
+        self.order = order;
+        self
+    }
+
     /// Every task the agent was asked to execute, in order (one entry per iteration).
     pub fn executed_tasks(&self) -> &[Task] {
         &self.executed
+    }
+
+    fn answers(&mut self, task: &Task) -> &mut Answers {
+        match self.by_root.get_mut(task.root_task_ref()) {
+            Some(answers) => answers,
+            None => &mut self.any_task,
+        }
     }
 }
 
@@ -145,15 +206,18 @@ impl Agent for ScriptedAgent {
 
     fn govern(
         &mut self,
-        _task: &Task,
+        task: &Task,
         _session: &Session,
         _iteration: u32,
     ) -> Result<GovernanceDecision, ScriptedFailure> {
-        answer(&mut self.governance, GovernanceDecision::Approve)
+        answer(
+            &mut self.answers(task).governance,
+            GovernanceDecision::Approve,
+        )
     }
 
-    fn pre_validate(&mut self, _task: &Task, _iteration: u32) -> Result<Verdict, ScriptedFailure> {
-        answer(&mut self.pre_verdicts, Verdict::clean())
+    fn pre_validate(&mut self, task: &Task, _iteration: u32) -> Result<Verdict, ScriptedFailure> {
+        answer(&mut self.answers(task).pre_verdicts, Verdict::clean())
     }
 
     fn execute(
@@ -162,19 +226,176 @@ impl Agent for ScriptedAgent {
         _token: &ValidationToken,
     ) -> Result<ExecutionOutput, ScriptedFailure> {
         self.executed.push(task.clone());
-        answer(&mut self.outputs, ExecutionOutput::default())
+        answer(&mut self.answers(task).outputs, ExecutionOutput::default())
     }
 
     fn post_validate(
         &mut self,
-        _task: &Task,
+        task: &Task,
         _output: &ExecutionOutput,
     ) -> Result<Verdict, ScriptedFailure> {
-        answer(&mut self.post_verdicts, Verdict::clean())
+        answer(&mut self.answers(task).post_verdicts, Verdict::clean())
     }
 
-    fn move_next(&mut self, _task: &Task, _iteration: u32) -> Result<Next, ScriptedFailure> {
-        answer(&mut self.nexts, Next::Complete)
+    fn move_next(&mut self, task: &Task, _iteration: u32) -> Result<Next, ScriptedFailure> {
+        answer(&mut self.answers(task).nexts, Next::Complete)
+    }
+}
+
+/// One scripted agent shared by the slots of a threaded run: each call locks it for one
+/// answer.
+impl Agent for Arc<Mutex<ScriptedAgent>> {
+    type Error = ScriptedFailure;
+
+    fn govern(
+        &mut self,
+        task: &Task,
+        session: &Session,
+        iteration: u32,
+    ) -> Result<GovernanceDecision, ScriptedFailure> {
+        locked(self).govern(task, session, iteration)
+    }
+
+    fn pre_validate(&mut self, task: &Task, iteration: u32) -> Result<Verdict, ScriptedFailure> {
+        locked(self).pre_validate(task, iteration)
+    }
+
+    fn execute(
+        &mut self,
+        task: &Task,
+        token: &ValidationToken,
+    ) -> Result<ExecutionOutput, ScriptedFailure> {
+        locked(self).execute(task, token)
+    }
+
+    fn post_validate(
+        &mut self,
+        task: &Task,
+        output: &ExecutionOutput,
+    ) -> Result<Verdict, ScriptedFailure> {
+        locked(self).post_validate(task, output)
+    }
+
+    fn move_next(&mut self, task: &Task, iteration: u32) -> Result<Next, ScriptedFailure> {
+        locked(self).move_next(task, iteration)
+    }
+}
+
+/// The script behind a shared handle: a panicking test thread leaves it as it was, which is
+/// still a script.
+pub(crate) fn locked<T>(shared: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(feature = "async")]
+mod asynchronous {
+    use super::{
+        Agent, ExecutionOutput, GovernanceDecision, Next, ScriptedAgent, ScriptedFailure, Session,
+        Task, ValidationToken, Verdict, locked,
+    };
+    use crate::closure::AsyncAgent;
+    use crate::testing::completion::turns;
+    use std::sync::{Arc, Mutex};
+
+    /// The same answers as the synchronous agent; an execution waits its task's turns.
+    impl AsyncAgent for ScriptedAgent {
+        type Error = ScriptedFailure;
+
+        async fn govern(
+            &mut self,
+            task: &Task,
+            session: &Session,
+            iteration: u32,
+        ) -> Result<GovernanceDecision, ScriptedFailure> {
+            Agent::govern(self, task, session, iteration)
+        }
+
+        async fn pre_validate(
+            &mut self,
+            task: &Task,
+            iteration: u32,
+        ) -> Result<Verdict, ScriptedFailure> {
+            Agent::pre_validate(self, task, iteration)
+        }
+
+        async fn execute(
+            &mut self,
+            task: &Task,
+            token: &ValidationToken,
+        ) -> Result<ExecutionOutput, ScriptedFailure> {
+            let answer = Agent::execute(self, task, token);
+            turns(self.order.turns_of(task.root_task_ref())).await;
+            answer
+        }
+
+        async fn post_validate(
+            &mut self,
+            task: &Task,
+            output: &ExecutionOutput,
+        ) -> Result<Verdict, ScriptedFailure> {
+            Agent::post_validate(self, task, output)
+        }
+
+        async fn move_next(
+            &mut self,
+            task: &Task,
+            iteration: u32,
+        ) -> Result<Next, ScriptedFailure> {
+            Agent::move_next(self, task, iteration)
+        }
+    }
+
+    /// One scripted agent shared by the slots of an async run; the lock is never held
+    /// across a wait.
+    impl AsyncAgent for Arc<Mutex<ScriptedAgent>> {
+        type Error = ScriptedFailure;
+
+        async fn govern(
+            &mut self,
+            task: &Task,
+            session: &Session,
+            iteration: u32,
+        ) -> Result<GovernanceDecision, ScriptedFailure> {
+            Agent::govern(&mut *locked(self), task, session, iteration)
+        }
+
+        async fn pre_validate(
+            &mut self,
+            task: &Task,
+            iteration: u32,
+        ) -> Result<Verdict, ScriptedFailure> {
+            Agent::pre_validate(&mut *locked(self), task, iteration)
+        }
+
+        async fn execute(
+            &mut self,
+            task: &Task,
+            token: &ValidationToken,
+        ) -> Result<ExecutionOutput, ScriptedFailure> {
+            let (answer, wait) = {
+                let mut agent = locked(self);
+                let answer = Agent::execute(&mut *agent, task, token);
+                (answer, agent.order.turns_of(task.root_task_ref()))
+            };
+            turns(wait).await;
+            answer
+        }
+
+        async fn post_validate(
+            &mut self,
+            task: &Task,
+            output: &ExecutionOutput,
+        ) -> Result<Verdict, ScriptedFailure> {
+            Agent::post_validate(&mut *locked(self), task, output)
+        }
+
+        async fn move_next(
+            &mut self,
+            task: &Task,
+            iteration: u32,
+        ) -> Result<Next, ScriptedFailure> {
+            Agent::move_next(&mut *locked(self), task, iteration)
+        }
     }
 }
 

@@ -1,9 +1,13 @@
 //! Test support for users' own property-test suites (feature `testing`): scripted agents and
 //! workers, and proptest strategies for kleene's inputs.
 //!
-//! [`closure`] scripts an [`Agent`](crate::closure::Agent), [`batch`] a batch worker and a journal
-//! whose bytes a test can cut, [`plan`] and [`foundation`] generate plans, paths, ids and
-//! verdicts. A property over every generated plan, checked against kleene's own rules:
+//! [`closure`] scripts an agent (sync or async, task by task), [`batch`] a batch worker
+//! (sync or async), a journal whose bytes a test can cut and the
+//! [`CrashBackend`](batch::CrashBackend) that cuts the power at any sync, [`completion`]
+//! the order in which an async run's calls finish, and [`plan`] and [`foundation`]
+//! generate plans, paths, ids and verdicts. Every driver runs them: `Batch::run`,
+//! `run_threaded` and `run_agents` (through `Arc<Mutex<_>>` for one script over several
+//! slots), and `run_async` and `run_agents_async` with feature `async`. A property over every generated plan, checked against kleene's own rules:
 //!
 //! ```
 //! use kleene::testing::plan::acyclic_plan;
@@ -26,6 +30,7 @@
 
 pub mod batch;
 pub mod closure;
+pub mod completion;
 pub mod foundation;
 pub mod plan;
 #[cfg(all(unix, feature = "process"))]

@@ -171,7 +171,7 @@ mod verdict_props {
         /// A verdict persisted inside a closure state reads back equal.
         #[test]
         fn equality_survives_serialisation(v in verdict()) {
-            use kleene::{Closure, Task, checkpoint, id::TaskId};
+            use kleene::{Task, checkpoint, closure::Closure, id::TaskId};
             use kleene::closure::{ClosureState, RecoveryPolicy, step::Session, Spec};
             let task = Task::new(TaskId::new("t").unwrap(), Spec::new("x"));
             let session = Session::new("build", "p").unwrap();

@@ -5,6 +5,9 @@ mod async_driver;
 // Plans through the library's ClosureWorker: the fix budget across crashes.
 mod cache;
 mod closures;
+// A plan's record whatever order its calls finish in, written with `kleene::testing` only.
+#[cfg(feature = "async")]
+mod completion_order;
 mod inputs;
 mod journal_crash;
 mod journal_integrity;

@@ -10,7 +10,7 @@
 
 use kleene::testing::closure::{ScriptedAgent, policy, scripted_agent};
 use kleene::{
-    Closure, Task, checkpoint,
+    Task, checkpoint, closure::Closure,
     closure::{
         ClosureState, ExecutionOutput, RecoveryPolicy, Severity, Spec, ValidatorResult, Verdict,
         machine::ClosureDelta, machine::ClosureDeltaError, machine::ClosureStateError,

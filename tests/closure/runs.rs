@@ -3,7 +3,7 @@
 
 use kleene::testing::closure::{ScriptedAgent, policy, scripted_agent};
 use kleene::{
-    Closure, Task, checkpoint,
+    Task, checkpoint, closure::Closure,
     closure::audit::{AuditEvent, AuditLog},
     closure::{
         ClosureOutcome, ClosureRecord, ClosureState, FixBudget, GovernanceDecision, RecoveryPolicy,

@@ -4,7 +4,7 @@
 
 use kleene::testing::closure::{policy, scripted_agent};
 use kleene::{
-    Closure, Task,
+    Task, closure::Closure,
     closure::{Spec, machine::ClosureDelta, step::Session},
     id::TaskId,
 };

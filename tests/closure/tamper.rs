@@ -6,7 +6,7 @@
 
 use kleene::testing::closure::ScriptedAgent;
 use kleene::{
-    Closure, Task, checkpoint,
+    Task, checkpoint, closure::Closure,
     closure::{
         ClosureState, RecoveryPolicy, Severity, Spec, ValidatorResult, Verdict,
         machine::ClosureStateError, machine::StateField, step::Session,

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use kleene::{
-    Closure, Task, checkpoint,
+    Task, checkpoint, closure::Closure,
     checkpoint::CheckpointError,
     closure::{
         ClosureRecord, ClosureState, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Severity,

@@ -32,7 +32,7 @@ use crate::{closure::task::Task, id::TaskId};
 /// entries), and that an execution's output matches the digest its entry recorded.
 ///
 /// ```
-/// use kleene::{Closure, Task, id::TaskId};
+/// use kleene::{closure::Closure, Task, id::TaskId};
 /// use kleene::closure::{machine::ClosureDelta, ExecutionOutput, GovernanceDecision, step::Next, RecoveryPolicy,
 ///                       step::Session, Spec, Verdict};
 ///

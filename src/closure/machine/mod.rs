@@ -54,7 +54,7 @@ struct Core {
 /// # Examples
 ///
 /// ```
-/// use kleene::{checkpoint, Closure, closure::ClosureState, closure::ExecutionOutput, closure::GovernanceDecision,
+/// use kleene::{checkpoint, closure::Closure, closure::ClosureState, closure::ExecutionOutput, closure::GovernanceDecision,
 ///              closure::step::Next, closure::RecoveryPolicy, closure::step::Session, closure::Spec, Task, id::TaskId, closure::Verdict};
 ///
 /// let task = Task::new(TaskId::new("x")?, Spec::new("add /login"));
