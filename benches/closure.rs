@@ -31,7 +31,8 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use kleene::{
-    Agent, Task, checkpoint, closure::Closure,
+    Agent, Task, checkpoint,
+    closure::Closure,
     closure::audit::{AuditEvent, AuditLog},
     closure::{
         ClosureRecord, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Severity, Spec,

@@ -67,7 +67,7 @@ impl Agent for Coder {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), kleene::Error> {
     let task = Task::new(
         TaskId::new("task_X")?,
         Spec::new("Handle webhooks: log the payload size and parse the event name.")

@@ -62,6 +62,8 @@ impl BatchAgent for Cargo {
         Ok(Candidate::new(files.collect()).into())
     }
 }
+// Its own files (a temporary crate) fail with `std::io::Error`, so it returns any error; a
+// kleene error in the box still prints its whole chain.
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let plan = kleene::AppBuildPlan::from_json(PLAN)?.validate()?;
     let (dir, channel) = (tempfile::tempdir()?, kleene::id::ChannelId::new("tiny-1")?);

@@ -15,7 +15,7 @@ use kleene::{
     id::{TaskId, ValidatorId},
 };
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), kleene::Error> {
     let session = Session::new("build", "demo")?;
     let task = Task::new(
         TaskId::new("task_X")?,
@@ -90,7 +90,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let moving = match post.post_validate(verdict, RecoverOn::Blockers) {
             PostValidation::Clean(moving) => moving,
             PostValidation::Recoverable(r) => {
-                return Err(format!("recoverable failure: {:?}", r.verdict).into());
+                // The closure driver would spawn a fix here; this example walks one pass.
+                println!("recoverable failure {:?}: a fix subtask is due", r.verdict);
+                return Ok(());
             }
             PostValidation::Halted(halt) => return Err(halt.into()),
         };
@@ -130,7 +132,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Moved::Halted(halt) => return Err(halt.into()),
         }
     }
-    Err("the task neither completed nor halted".into())
+    // The scripted work ends with `Next::Complete`, so the loop returns before this.
+    println!("the scripted work ran out before the task completed");
+    Ok(())
 }
 
 /// The first 8 hex digits of a token's digest: enough to tell tokens apart in a log.

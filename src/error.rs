@@ -36,7 +36,7 @@ use crate::batch::{
 };
 use crate::checkpoint::CheckpointError;
 use crate::closure::audit::AuditError;
-use crate::closure::step::{TokenError, TokenRejected};
+use crate::closure::step::{Halt, TokenError, TokenRejected};
 use crate::closure::task::TaskError;
 use crate::closure::{AgentError, AgentErrorKind};
 use crate::closure::{machine::ClosureStateError, policy::PolicyError};
@@ -97,6 +97,10 @@ pub enum Error {
     /// A recovery policy or fix budget was refused.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// A task halted in a step of the inner loop (the typestate
+    /// [`Step`](crate::closure::step::Step) returns it).
+    #[error(transparent)]
+    Halt(#[from] Halt),
     /// A persisted closure state was refused.
     #[error(transparent)]
     ClosureState(#[from] ClosureStateError),

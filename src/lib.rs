@@ -59,6 +59,31 @@
 //!
 //! [`audit`]: closure::audit
 //!
+//! # Terms
+//!
+//! The words the rest of these docs use, each in one sentence:
+//!
+//! - **Closure**: one task run until its checks pass or a bound stops it; every failure
+//!   spawns a *fix subtask* (`x_fix_1`, `x_fix_2`, …) whose spec carries the task's
+//!   *prior failures*.
+//! - **Verdict**: what validators said about one attempt; a *blocker* in it is a failure a
+//!   fix may address.
+//! - **Session**: the kind of work (`build`, `review`) and the project it is for, which
+//!   governance approves each iteration against ([`closure::step::Session`]).
+//! - **Channel**: the name a run's evidence is kept under, in a journal. It is *trusted*:
+//!   kleene resumes only evidence of the same channel, so two runs never mix.
+//! - **Call**: one attempt of a planned task by your worker, numbered from 1. It is
+//!   *reserved* in the journal before it starts and *settled* after. A call a crash left
+//!   reserved is a *pending turn*; `pending_turn_replay` says whether a resume may make it
+//!   again ([`batch::worker::PendingTurnReplay`]).
+//! - **Drained**: a task never called because a prerequisite failed.
+//! - **Evidence**: everything a run learnt, as append-only events; the **acceptance record**
+//!   binds the plan, the evidence and the accepted files by digest.
+//! - **Lane** and **module**: a plan task's kind (model, persistence, service, page,
+//!   config, auth) and the feature it belongs to. *Normalisation* adds the module lane a
+//!   module needs and the edges between lanes; *consolidation* merges a module's
+//!   persistence tasks into one ([`plan`]).
+//!
 //! # Errors
 //!
 //! Each concern returns its own error enum ([`plan::PlanLoadError`], [`batch::BatchError`],

@@ -181,9 +181,10 @@ impl crate::batch::Batch<'_> {
     ///
     /// See [`Batch::run_agents`](crate::batch::Batch::run_agents).
     pub fn accept(&self, evidence: &BatchEvidence) -> Result<AcceptanceRecord, AcceptanceError> {
-        let snapshot = Snapshot::from_evidence(evidence).map_err(|e| AcceptanceError::Rejected {
-            problems: vec![AcceptanceProblem::ConflictingOutputs(e)],
-        })?;
+        let snapshot =
+            Snapshot::from_evidence(evidence).map_err(|e| AcceptanceError::Rejected {
+                problems: vec![AcceptanceProblem::ConflictingOutputs(e)],
+            })?;
         let binding = BuildBinding::new(
             self.channel().clone(),
             self.plan().digest(),

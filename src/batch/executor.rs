@@ -65,7 +65,9 @@ pub struct RunOutcome {
     pub reused_closures: Vec<(TaskId, std::sync::Arc<str>)>,
 }
 
-/// A batch of one validated plan on one trusted channel.
+/// A batch of one validated plan on one trusted channel: the name its evidence is kept under
+/// in the journal, which a resume must present again (evidence of another channel is never
+/// read).
 ///
 /// # Examples
 ///
@@ -118,7 +120,8 @@ impl<'p> Batch<'p> {
         self
     }
 
-    /// Declares `agent`'s `pending_turn_replay` policy (default `allow`).
+    /// Declares what a resume does with `agent`'s pending turns: calls a crash left
+    /// reserved and never settled (default [`PendingTurnReplay::Allow`]: make them again).
     pub fn with_pending_turn_replay(mut self, agent: AgentId, policy: PendingTurnReplay) -> Self {
         self.replay.insert(agent, policy);
         self

@@ -7,34 +7,6 @@
 //! content of the task's one owned path. [`Batch::run_agents`](super::Batch::run_agents) and
 //! [`Batch::run_agents_async`](super::Batch::run_agents_async) wrap your agent in it, so most
 //! programs never name it.
-//!
-//! ```
-//! use kleene::batch::{Batch, ClosureWorker, MemoryJournal, OutputFile};
-//! use kleene::closure::{RecoveryPolicy, step::Session};
-//! use kleene::{Agent, AppBuildPlan, ExecutionOutput, Task, ValidationToken};
-//!
-//! /// Writes its task's intent.
-//! struct Echo;
-//! impl Agent for Echo {
-//!     type Error = std::io::Error;
-//!     fn execute(&mut self, task: &Task, _: &ValidationToken) -> std::io::Result<ExecutionOutput> {
-//!         Ok(ExecutionOutput::new(task.spec().intent.clone()))
-//!     }
-//!     fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> std::io::Result<kleene::Verdict> {
-//!         Ok(kleene::Verdict::clean())
-//!     }
-//! }
-//!
-//! let plan = AppBuildPlan::from_json(r#"{"tasks": [{"id": "svc", "owner": "Echo",
-//!   "spec": {"intent": "port = 80"}, "owned_paths": ["app.toml"]}]}"#)?.validate()?;
-//! // What `Batch::run_agents` does for you, with a session and policy of your own.
-//! let mut worker = ClosureWorker::new(OutputFile::new(Echo), Session::new("build", "demo")?,
-//!                                     RecoveryPolicy::default());
-//! let batch = Batch::new(&plan, "chan-1".parse()?);
-//! let outcome = batch.run(&mut worker, &(), &mut MemoryJournal::default())?;
-//! assert!(outcome.evidence.summary().is_complete());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
 
 use std::collections::BTreeMap;
 
@@ -66,7 +38,33 @@ use crate::{
 ///
 /// # Examples
 ///
-/// See the [module documentation](self).
+/// ```
+/// use kleene::batch::{Batch, ClosureWorker, MemoryJournal, OutputFile};
+/// use kleene::closure::{RecoveryPolicy, step::Session};
+/// use kleene::{Agent, AppBuildPlan, ExecutionOutput, Task, ValidationToken};
+///
+/// /// Writes its task's intent.
+/// struct Echo;
+/// impl Agent for Echo {
+///     type Error = std::io::Error;
+///     fn execute(&mut self, task: &Task, _: &ValidationToken) -> std::io::Result<ExecutionOutput> {
+///         Ok(ExecutionOutput::new(task.spec().intent.clone()))
+///     }
+///     fn post_validate(&mut self, _: &Task, _: &ExecutionOutput) -> std::io::Result<kleene::Verdict> {
+///         Ok(kleene::Verdict::clean())
+///     }
+/// }
+///
+/// let plan = AppBuildPlan::from_json(r#"{"tasks": [{"id": "svc", "owner": "Echo",
+///   "spec": {"intent": "port = 80"}, "owned_paths": ["app.toml"]}]}"#)?.validate()?;
+/// // What `Batch::run_agents` does for you, with a session and policy of your own.
+/// let mut worker = ClosureWorker::new(OutputFile::new(Echo), Session::new("build", "demo")?,
+///                                     RecoveryPolicy::default());
+/// let batch = Batch::new(&plan, "chan-1".parse()?);
+/// let outcome = batch.run(&mut worker, &(), &mut MemoryJournal::default())?;
+/// assert!(outcome.evidence.summary().is_complete());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct OutputFile<A> {
     agent: A,

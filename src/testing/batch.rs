@@ -122,9 +122,9 @@ impl ScriptedWorker {
     /// outcome the interrupted one was due.
     #[must_use]
     pub fn resuming(mut self, evidence: &BatchEvidence) -> Self {
-        let interrupted = evidence.inventory().flat_map(|(task, t)| {
-            t.interrupted_attempts().iter().map(move |&a| (task, a))
-        });
+        let interrupted = evidence
+            .inventory()
+            .flat_map(|(task, t)| t.interrupted_attempts().iter().map(move |&a| (task, a)));
         for (task, attempt) in interrupted.chain(evidence.in_flight()) {
             self.unanswered
                 .entry(task.clone())

@@ -15,7 +15,8 @@ use kleene::batch::{
 use kleene::error::{Chain, Error};
 use kleene::testing::closure::ScriptedAgent;
 use kleene::{
-    AppBuildPlan, Task, closure::Closure,
+    AppBuildPlan, Task,
+    closure::Closure,
     closure::{
         ClosureState, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Severity, Spec,
         ValidatorResult, Verdict, step::Session, step::Step,

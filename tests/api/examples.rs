@@ -35,7 +35,10 @@ fn kleene_names(source: &str) -> std::collections::BTreeSet<String> {
         }
         parts.push(&text[start..]);
         for part in parts.into_iter().map(str::trim).filter(|p| !p.is_empty()) {
-            assert!(!part.contains('*'), "a glob import hides the names it brings: {part}");
+            assert!(
+                !part.contains('*'),
+                "a glob import hides the names it brings: {part}"
+            );
             match part.find('{') {
                 Some(open) => tree(&part[open + 1..part.rfind('}').unwrap()], names),
                 None => path(part, names),
@@ -88,8 +91,15 @@ fn a_plan_with_fixes_meets_at_most_ten_kleene_names() {
     for example in ["minimal", "tokio_minimal"] {
         let path = format!("{}/examples/{example}.rs", env!("CARGO_MANIFEST_DIR"));
         let names = kleene_names(&std::fs::read_to_string(&path).unwrap());
-        assert!(names.len() <= 10, "{example} meets {} names: {names:?}", names.len());
-        assert!(names.contains("Batch") && names.contains("Verdict"), "{names:?}");
+        assert!(
+            names.len() <= 10,
+            "{example} meets {} names: {names:?}",
+            names.len()
+        );
+        assert!(
+            names.contains("Batch") && names.contains("Verdict"),
+            "{names:?}"
+        );
     }
     // The counter itself: a use tree, nested braces, an inline path and a free function.
     let counted = kleene_names(

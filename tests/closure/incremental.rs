@@ -10,7 +10,8 @@
 
 use kleene::testing::closure::{ScriptedAgent, policy, scripted_agent};
 use kleene::{
-    Task, checkpoint, closure::Closure,
+    Task, checkpoint,
+    closure::Closure,
     closure::{
         ClosureState, ExecutionOutput, RecoveryPolicy, Severity, Spec, ValidatorResult, Verdict,
         machine::ClosureDelta, machine::ClosureDeltaError, machine::ClosureStateError,

@@ -3,7 +3,8 @@
 
 use kleene::testing::closure::{ScriptedAgent, policy, scripted_agent};
 use kleene::{
-    Task, checkpoint, closure::Closure,
+    Task, checkpoint,
+    closure::Closure,
     closure::audit::{AuditEvent, AuditLog},
     closure::{
         ClosureOutcome, ClosureRecord, ClosureState, FixBudget, GovernanceDecision, RecoveryPolicy,

@@ -4,7 +4,8 @@
 
 use kleene::testing::closure::{policy, scripted_agent};
 use kleene::{
-    Task, closure::Closure,
+    Task,
+    closure::Closure,
     closure::{Spec, machine::ClosureDelta, step::Session},
     id::TaskId,
 };

@@ -6,7 +6,8 @@
 
 use kleene::testing::closure::ScriptedAgent;
 use kleene::{
-    Task, checkpoint, closure::Closure,
+    Task, checkpoint,
+    closure::Closure,
     closure::{
         ClosureState, RecoveryPolicy, Severity, Spec, ValidatorResult, Verdict,
         machine::ClosureStateError, machine::StateField, step::Session,

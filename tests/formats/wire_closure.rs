@@ -11,8 +11,9 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use kleene::{
-    Task, checkpoint, closure::Closure,
+    Task, checkpoint,
     checkpoint::CheckpointError,
+    closure::Closure,
     closure::{
         ClosureRecord, ClosureState, ExecutionOutput, GovernanceDecision, RecoveryPolicy, Severity,
         Spec, ValidatorResult, Verdict, machine::ClosureDelta, step::Next, step::RecoverOn,

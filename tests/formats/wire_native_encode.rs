@@ -8,7 +8,8 @@ use kleene::batch::{Batch, MemoryJournal, journal::EvidenceJournal, recovery::Re
 use kleene::checkpoint::{self, Checkpoint, HEADER_LEN};
 use kleene::testing::closure::{policy, scripted_agent};
 use kleene::{
-    Task, closure::Closure,
+    Task,
+    closure::Closure,
     closure::{Spec, step::Session},
     id::TaskId,
 };
