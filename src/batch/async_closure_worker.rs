@@ -20,7 +20,6 @@
 //! [`ClosureWorker`]: super::ClosureWorker
 
 use std::future::Future;
-use std::num::NonZeroUsize;
 
 use super::asynchronous::{AsyncWorker, AsyncWorkerCall};
 use super::closure_worker::{GuardError, closure_proposal, withdrawal, without_fixes};
@@ -161,15 +160,10 @@ impl Batch<'_> {
         mut make_agent: impl FnMut(usize) -> A,
         journal: &mut impl EvidenceJournal,
     ) -> Result<RunOutcome, BatchError> {
-        let session = Session::build_on(self.channel());
-        let policy = RecoveryPolicy::default();
-        let jobs = NonZeroUsize::new(jobs).unwrap_or(NonZeroUsize::MIN);
+        let (jobs, session, policy) = self.agents_setting(jobs);
         let make = |slot| {
-            AsyncClosureWorker::new(
-                OutputFile::new(make_agent(slot)),
-                session.clone(),
-                policy.clone(),
-            )
+            let agent = OutputFile::new(make_agent(slot));
+            AsyncClosureWorker::new(agent, session.clone(), policy.clone())
         };
         self.run_async(jobs, make, &(), journal).await
     }

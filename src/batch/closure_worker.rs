@@ -167,17 +167,23 @@ impl Batch<'_> {
         mut make_agent: impl FnMut(usize) -> A,
         journal: &mut impl EvidenceJournal,
     ) -> Result<RunOutcome, BatchError> {
-        let session = Session::build_on(self.channel());
-        let policy = RecoveryPolicy::default();
-        let jobs = NonZeroUsize::new(jobs).unwrap_or(NonZeroUsize::MIN);
+        let (jobs, session, policy) = self.agents_setting(jobs);
         let make = |slot| {
-            ClosureWorker::new(
-                OutputFile::new(make_agent(slot)),
-                session.clone(),
-                policy.clone(),
-            )
+            let agent = OutputFile::new(make_agent(slot));
+            ClosureWorker::new(agent, session.clone(), policy.clone())
         };
         self.run_threaded(jobs, make, &(), journal)
+    }
+
+    /// What [`run_agents`](Self::run_agents) and `run_agents_async` run with: at least one
+    /// slot, mode `build` on the project named as the channel, the default policy.
+    pub(super) fn agents_setting(&self, jobs: usize) -> (NonZeroUsize, Session, RecoveryPolicy) {
+        let jobs = NonZeroUsize::new(jobs).unwrap_or(NonZeroUsize::MIN);
+        (
+            jobs,
+            Session::build_on(self.channel()),
+            RecoveryPolicy::default(),
+        )
     }
 }
 

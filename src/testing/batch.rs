@@ -57,6 +57,25 @@ pub struct ScriptedCall {
     pub correction: Option<(Rejection, Digest)>,
 }
 
+/// What a scripted worker keeps of a call: the same from a `WorkerCall` as from an
+/// `AsyncWorkerCall`, which share these accessors but no trait.
+macro_rules! scripted_call {
+    ($call:expr) => {
+        ScriptedCall {
+            task: $call.task().id.clone(),
+            attempt: $call.attempt(),
+            prerequisites: $call
+                .prerequisites()
+                .iter()
+                .map(|(id, _)| (*id).clone())
+                .collect(),
+            correction: $call
+                .correction()
+                .map(|c| (c.rejection().clone(), c.candidate().digest())),
+        }
+    };
+}
+
 /// A worker that answers from per-task scripts: call `n` of a task gets the script's `n`th
 /// outcome (the last one repeats); tasks without a script get an empty candidate.
 ///
@@ -179,18 +198,7 @@ impl ScriptedWorker {
 
 impl Worker for ScriptedWorker {
     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
-        self.answer(ScriptedCall {
-            task: call.task().id.clone(),
-            attempt: call.attempt(),
-            prerequisites: call
-                .prerequisites()
-                .iter()
-                .map(|(id, _)| (*id).clone())
-                .collect(),
-            correction: call
-                .correction()
-                .map(|c| (c.rejection().clone(), c.candidate().digest())),
-        })
+        self.answer(scripted_call!(call))
     }
 }
 
@@ -209,18 +217,7 @@ mod asynchronous {
     use std::sync::{Arc, Mutex};
 
     fn scripted_call(call: &AsyncWorkerCall<'_>) -> ScriptedCall {
-        ScriptedCall {
-            task: call.task().id.clone(),
-            attempt: call.attempt(),
-            prerequisites: call
-                .prerequisites()
-                .iter()
-                .map(|(id, _)| (*id).clone())
-                .collect(),
-            correction: call
-                .correction()
-                .map(|c| (c.rejection().clone(), c.candidate().digest())),
-        }
+        scripted_call!(call)
     }
 
     /// The same answers as the synchronous worker, each after its task's turns.
