@@ -281,15 +281,20 @@ impl TaskEvidence {
         self.may_reserve(recovery) && !self.recovery_stalled()
     }
 
-    /// Whether its last two calls, one after the other, were refused for the same reason
-    /// (the same rule, the same file or message). A refusal is a verdict, and a verdict
-    /// repeated unchanged halts recovery: a third call would be refused again, so the
-    /// budget is not spent on it. A corrective call a recovery granted still runs.
+    /// Whether its last two answered calls, one after the other, were refused for the same
+    /// reason (the same rule, the same file or message). A refusal is a verdict, and a
+    /// verdict repeated unchanged halts recovery: a third call would be refused again, so the
+    /// budget is not spent on it. A call a crash interrupted between the two answered
+    /// nothing, so it does not separate them. A corrective call a recovery granted still
+    /// runs.
     pub(crate) fn recovery_stalled(&self) -> bool {
         match self.rejections.as_slice() {
             [.., before, last] => {
+                let between = (before.attempt + 1..last.attempt)
+                    .all(|attempt| self.interrupted.contains(&attempt));
                 !self.correction_granted
-                    && last.attempt == before.attempt + 1
+                    && last.attempt > before.attempt
+                    && between
                     && last.rejection == before.rejection
             }
             _ => false,
