@@ -2,7 +2,7 @@
 //! model call per phase; the plan's two independent branches run at once; the evidence is
 //! accepted and exported at the end. Run: `cargo run --example tokio_service --features async`
 use kleene::acceptance::{BuildBinding, accept, export, verify_archive};
-use kleene::batch::{AsyncBatchAgent, AsyncClosureWorker, AsyncWorkerCall as Call, Batch};
+use kleene::batch::{AsyncBatchAgent, AsyncWorkerCall as Call, Batch, ClosureWorker};
 use kleene::batch::{Candidate, MemoryJournal, Proposal, WorkerFailure as Failed};
 use kleene::closure::{
     AsyncAgent, ClosureRecord, ExecutionOutput as Output, Verdict, step::Session,
@@ -88,7 +88,7 @@ async fn build(spans: Spans) -> Result<Vec<u8>, Error> {
     let (channel, session) = (ChannelId::new("request-1")?, Session::new("build", "svc")?);
     let policy = kleene::closure::RecoveryPolicy::default();
     let agent = |_slot| Model::new(Arc::clone(&spans));
-    let make = |slot| AsyncClosureWorker::new(agent(slot), session.clone(), policy.clone());
+    let make = |slot| ClosureWorker::new(agent(slot), session.clone(), policy.clone());
     let (batch, mut journal) = (Batch::new(&plan, channel.clone()), MemoryJournal::default());
     let jobs = NonZeroUsize::new(2).ok_or("no slots")?;
     let run = batch.run_async(jobs, make, &(), &mut journal);

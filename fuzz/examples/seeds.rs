@@ -15,7 +15,7 @@ use kleene::checkpoint::{self, HEADER_LEN};
 use kleene::testing::batch::{ImageJournal, ScriptedOutcome, ScriptedWorker};
 use kleene::testing::process::decode_host_frames;
 use kleene::{
-    AppBuildPlan, Closure, Task,
+    AppBuildPlan, Task, closure::Closure,
     acceptance::{BuildBinding, accept, export},
     closure::{
         ClosureRecord, ExecutionOutput, GovernanceDecision, step::Next, verdict::OutputTail, RecoveryPolicy,

@@ -1,8 +1,9 @@
-//! The async batch worker whose every call is one closure of its task: [`ClosureWorker`]
-//! for the async driver, over the same sans-IO closure machine (feature `async`).
+//! The async side of [`ClosureWorker`]: over an [`AsyncBatchAgent`] it is an
+//! [`AsyncWorker`] for the async driver, over the same sans-IO closure machine (feature
+//! `async`).
 //!
-//! An [`AsyncClosureWorker`] turns each [`AsyncWorkerCall`] into a closure of the call's
-//! task run by your [`AsyncBatchAgent`], exactly as [`ClosureWorker`] does with a
+//! A [`ClosureWorker`] turns each [`AsyncWorkerCall`] into a closure of the call's task run
+//! by your [`AsyncBatchAgent`], exactly as it does each `WorkerCall` with a
 //! [`BatchAgent`](super::BatchAgent): every fix subtask first draws one attempt from the
 //! run's budget and awaits the journal's commit of that draw before the fix runs; a closure
 //! that halts proposes what the agent left, refused with the halt; the settled closure is
@@ -14,21 +15,21 @@
 //! [`OutputFile`](super::OutputFile), or let
 //! [`Batch::run_agents_async`](super::Batch::run_agents_async) do it.
 //!
-//! The example is on [`AsyncClosureWorker`]; `examples/tokio_minimal.rs` is a whole tokio
-//! program in 30 lines.
+//! The example is on the [`AsyncWorker`] impl of [`ClosureWorker`];
+//! `examples/tokio_minimal.rs` is a whole tokio program in 30 lines.
 //!
 //! [`ClosureWorker`]: super::ClosureWorker
 
 use std::future::Future;
 
 use super::asynchronous::{AsyncWorker, AsyncWorkerCall};
-use super::closure_worker::{GuardError, closure_proposal, withdrawal, without_fixes};
+use super::closure_worker::{ClosureWorker, GuardError, closure_proposal, withdrawal};
 use super::error::BatchError;
 use super::executor::{Batch, RunOutcome};
 use super::journal::EvidenceJournal;
 use super::output_file::OutputFile;
 use super::worker::{Proposal, WorkerFailure};
-use crate::closure::{AsyncAgent, Closure, ClosureRecord, RecoveryPolicy};
+use crate::closure::{AsyncAgent, Closure, ClosureRecord};
 use crate::plan::PlannedTask;
 use crate::{
     closure::audit::AuditEntry, closure::step::ExecutionOutput, closure::step::GovernanceDecision,
@@ -36,7 +37,7 @@ use crate::{
     closure::task::Task, closure::verdict::Verdict, id::TaskId,
 };
 
-/// An [`AsyncAgent`] that an [`AsyncClosureWorker`] can run batch calls with: the async
+/// An [`AsyncAgent`] that a [`ClosureWorker`] can run async batch calls with: the async
 /// counterpart of [`BatchAgent`](super::BatchAgent).
 pub trait AsyncBatchAgent: AsyncAgent {
     /// Prepares for `call` before its closure starts (a workspace for it, the correction to
@@ -122,7 +123,7 @@ impl Batch<'_> {
     ///
     /// `jobs` of 0 is taken as 1. Dropping the future keeps every reservation in the
     /// journal for a resume. For a session, policy or agent of your own, run an
-    /// [`AsyncClosureWorker`] with [`run_async`](Batch::run_async).
+    /// [`ClosureWorker`] with [`run_async`](Batch::run_async).
     ///
     /// # Errors
     ///
@@ -163,7 +164,7 @@ impl Batch<'_> {
         let (jobs, session, policy) = self.agents_setting(jobs);
         let make = |slot| {
             let agent = OutputFile::new(make_agent(slot));
-            AsyncClosureWorker::new(agent, session.clone(), policy.clone())
+            ClosureWorker::new(agent, session.clone(), policy.clone())
         };
         self.run_async(jobs, make, &(), journal).await
     }
@@ -235,17 +236,16 @@ impl<A: AsyncAgent + Send> AsyncBatchAgent for OutputFile<A> {
     }
 }
 
-/// An [`AsyncWorker`] whose every call is one closure of the call's task, run by an
-/// [`AsyncBatchAgent`] under one recovery policy and one run-wide fix budget: the async
-/// counterpart of [`ClosureWorker`](super::ClosureWorker), with the same evidence for the
-/// same answers.
+/// A [`ClosureWorker`] over an [`AsyncBatchAgent`] is an [`AsyncWorker`]: every call is one
+/// closure of the call's task, under one recovery policy and one run-wide fix budget, with
+/// the same evidence for the same answers as the synchronous worker.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::collections::BTreeMap;
 /// use std::num::NonZeroUsize;
-/// use kleene::batch::{AsyncBatchAgent, AsyncClosureWorker, AsyncWorkerCall, Batch, Candidate,
+/// use kleene::batch::{AsyncBatchAgent, ClosureWorker, AsyncWorkerCall, Batch, Candidate,
 ///                     MemoryJournal, Proposal, WorkerFailure};
 /// use kleene::closure::{AsyncAgent, ClosureRecord, ExecutionOutput, GovernanceDecision,
 ///                       RecoveryPolicy, step::Session, Severity, step::ValidationToken, ValidatorResult,
@@ -289,7 +289,7 @@ impl<A: AsyncAgent + Send> AsyncBatchAgent for OutputFile<A> {
 /// let (batch, mut journal) = (Batch::new(&plan, ChannelId::new("chan-1")?), MemoryJournal::default());
 /// let run = batch.run_async(
 ///     NonZeroUsize::MIN,
-///     |_slot| AsyncClosureWorker::new(Flaky { files: BTreeMap::new() }, session.clone(),
+///     |_slot| ClosureWorker::new(Flaky { files: BTreeMap::new() }, session.clone(),
 ///                                     RecoveryPolicy::default()),
 ///     &(),
 ///     &mut journal,
@@ -299,48 +299,7 @@ impl<A: AsyncAgent + Send> AsyncBatchAgent for OutputFile<A> {
 /// assert_eq!(outcome.evidence.fix_attempts_used(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug)]
-pub struct AsyncClosureWorker<A> {
-    agent: A,
-    session: Session,
-    policy: RecoveryPolicy,
-    no_fix: RecoveryPolicy,
-}
-
-impl<A: AsyncBatchAgent> AsyncClosureWorker<A> {
-    /// A worker running `agent`'s closures in `session` under `policy`; the policy's
-    /// `max_total_fix_attempts` bounds the fixes of the whole run.
-    pub fn new(agent: A, session: Session, policy: RecoveryPolicy) -> Self {
-        Self {
-            agent,
-            session,
-            no_fix: without_fixes(&policy),
-            policy,
-        }
-    }
-
-    /// The agent.
-    pub fn agent(&self) -> &A {
-        &self.agent
-    }
-
-    /// The agent, to change between runs.
-    pub fn agent_mut(&mut self) -> &mut A {
-        &mut self.agent
-    }
-
-    /// The agent back.
-    pub fn into_agent(self) -> A {
-        self.agent
-    }
-
-    /// The recovery policy.
-    pub fn policy(&self) -> &RecoveryPolicy {
-        &self.policy
-    }
-}
-
-impl<A: AsyncBatchAgent + Send> AsyncWorker for AsyncClosureWorker<A> {
+impl<A: AsyncBatchAgent + Send> AsyncWorker for ClosureWorker<A> {
     async fn call(&mut self, call: &AsyncWorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
         let task = call.task();
         self.agent.begin_call(call).await?;

@@ -12,7 +12,7 @@
 //!
 //! An [`AsyncWorker`] is anything that makes a call as a future. To run an
 //! [`AsyncAgent`](crate::closure::AsyncAgent) (the closure's phases, with fixes), make each
-//! slot's worker an [`AsyncClosureWorker`](super::AsyncClosureWorker); an agent whose
+//! slot's worker a [`ClosureWorker`](super::ClosureWorker) over an `AsyncBatchAgent`; an agent whose
 //! execution output is its task's one file needs only `AsyncAgent`, wrapped in
 //! [`OutputFile`](super::OutputFile).
 //!
@@ -189,7 +189,7 @@ impl<'a> AsyncWorkerCall<'a> {
 
     /// Commits to the journal that this call draws one fix attempt (for the fix subtask
     /// `fix`); resolves once the draw is durable, before the fix may run.
-    /// [`AsyncClosureWorker`](super::AsyncClosureWorker) does this for every fix it spawns.
+    /// [`ClosureWorker`](super::ClosureWorker) does this for every fix it spawns.
     ///
     /// # Errors
     ///
@@ -231,7 +231,7 @@ impl<'p> Batch<'p> {
     /// run-wide fix budget, as in [`run_threaded`](Self::run_threaded).
     ///
     /// The factory `make_worker` is given each slot's index (`0`, `1`, …), which most
-    /// factories ignore (`|_slot| AsyncClosureWorker::new(…)`); use it to give each slot its
+    /// factories ignore (`|_slot| ClosureWorker::new(…)`); use it to give each slot its
     /// own workspace or client handle. `contract` is your own check of each candidate after
     /// the built-in one (a candidate writes only its task's owned paths): `&()` adds none,
     /// a closure `|task, candidate| …` refuses with the exact

@@ -188,7 +188,10 @@ impl Batch<'_> {
 }
 
 /// A batch [`Worker`] whose every call is one closure of the call's task, run by a
-/// [`BatchAgent`] under one recovery policy and one run-wide fix budget.
+/// [`BatchAgent`] under one recovery policy and one run-wide fix budget. Over an
+/// `AsyncBatchAgent` (feature `async`) it is an `AsyncWorker` for
+/// [`Batch::run_async`](super::Batch::run_async), with the same evidence for the same
+/// answers.
 ///
 /// Every fix subtask a call's closure spawns first draws one attempt from the run's budget,
 /// committed to the journal before the fix runs, and each call's budget is restored from the
@@ -250,13 +253,13 @@ impl Batch<'_> {
 /// ```
 #[derive(Debug)]
 pub struct ClosureWorker<A> {
-    agent: A,
-    session: Session,
-    policy: RecoveryPolicy,
-    no_fix: RecoveryPolicy,
+    pub(super) agent: A,
+    pub(super) session: Session,
+    pub(super) policy: RecoveryPolicy,
+    pub(super) no_fix: RecoveryPolicy,
 }
 
-impl<A: BatchAgent> ClosureWorker<A> {
+impl<A> ClosureWorker<A> {
     /// A worker running `agent`'s closures in `session` under `policy`; the policy's
     /// `max_total_fix_attempts` bounds the fixes of the whole run.
     pub fn new(agent: A, session: Session, policy: RecoveryPolicy) -> Self {

@@ -53,9 +53,9 @@
 //! With the `async` feature, `Batch::run_async` does the same with one future per call of an
 //! `AsyncWorker`, under any executor (tokio, a single-threaded `block_on`); its journal I/O
 //! is synchronous, and dropping its future keeps every reservation for a resume.
-//! `AsyncClosureWorker` is the closure-running worker for it, as [`ClosureWorker`] is for
-//! the other two: it runs an `AsyncBatchAgent`, and `OutputFile` makes one of any
-//! `AsyncAgent` whose execution output is its task's one file.
+//! [`ClosureWorker`] is the closure-running worker for it too, over an `AsyncBatchAgent`;
+//! [`OutputFile`] makes one of any `AsyncAgent` (or a batch agent of any `Agent`) whose
+//! execution output is its task's one file.
 
 #[cfg(feature = "async")]
 mod async_closure_worker;
@@ -80,7 +80,7 @@ pub(crate) mod wire;
 pub mod worker;
 
 #[cfg(feature = "async")]
-pub use async_closure_worker::{AsyncBatchAgent, AsyncClosureWorker};
+pub use async_closure_worker::AsyncBatchAgent;
 #[cfg(feature = "async")]
 pub use asynchronous::{AsyncWorker, AsyncWorkerCall};
 pub use candidate::{Candidate, Rejection};

@@ -25,7 +25,7 @@ use crate::{
 /// an agent that writes nothing but that text (no shell, no workspace).
 ///
 /// Wrap an [`Agent`] for a [`ClosureWorker`](super::ClosureWorker), or an
-/// [`AsyncAgent`](crate::closure::AsyncAgent) for an `AsyncClosureWorker` (feature `async`):
+/// [`AsyncAgent`](crate::closure::AsyncAgent) for an `ClosureWorker` (feature `async`):
 /// it answers every phase with your agent, keeps the output of the call's last `execute` (a
 /// fix's output replaces the one it fixes), and proposes that text as the content of the
 /// task's one owned path. A call whose closure never executed proposes no file (a halted

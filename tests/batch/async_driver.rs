@@ -11,10 +11,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use kleene::batch::{
-    AsyncBatchAgent, AsyncClosureWorker, AsyncWorker, AsyncWorkerCall, Batch, BatchAgent,
-    BatchErrorKind, Candidate, ClosureWorker, MemoryJournal, OutputFile, Proposal, TaskStatus,
-    WorkerCall, WorkerFailure, evidence::EvidenceEvent, journal::EvidenceJournal,
-    worker::InfrastructureFailure, worker::PendingTurnReplay,
+    AsyncBatchAgent, AsyncWorker, AsyncWorkerCall, Batch, BatchAgent, BatchErrorKind, Candidate,
+    ClosureWorker, MemoryJournal, OutputFile, Proposal, TaskStatus, WorkerCall, WorkerFailure,
+    evidence::EvidenceEvent, journal::EvidenceJournal, worker::InfrastructureFailure,
+    worker::PendingTurnReplay,
 };
 use kleene::{
     Agent, Task,
@@ -471,7 +471,7 @@ fn the_closure_running_worker_gives_the_same_evidence_in_all_three_drivers() {
         )
         .unwrap();
     let mut journal = MemoryJournal::default();
-    let make = |_| AsyncClosureWorker::new(FixesEvenTasks, session.clone(), policy.clone());
+    let make = |_| ClosureWorker::new(FixesEvenTasks, session.clone(), policy.clone());
     let asynchronous =
         futures_executor::block_on(batch.run_async(jobs(3), make, &(), &mut journal)).unwrap();
     assert!(sequential.evidence.summary().is_complete());
@@ -575,7 +575,7 @@ fn an_async_fix_that_cannot_be_prepared_is_withdrawn_without_spending_its_attemp
     let batch = Batch::new(&plan, chan("room"));
     let mut journal = MemoryJournal::default();
     let agent = NoRoomForFixes::default();
-    let make = |_| AsyncClosureWorker::new(agent.clone(), session.clone(), policy.clone());
+    let make = |_| ClosureWorker::new(agent.clone(), session.clone(), policy.clone());
     let err = futures_executor::block_on(batch.run_async(jobs(2), make, &(), &mut journal))
         .expect_err("the host had no room");
     assert!(
@@ -595,7 +595,7 @@ fn an_async_fix_that_cannot_be_prepared_is_withdrawn_without_spending_its_attemp
         "{:?}",
         load.events
     );
-    let make = |_| AsyncClosureWorker::new(FixesEvenTasks, session.clone(), policy.clone());
+    let make = |_| ClosureWorker::new(FixesEvenTasks, session.clone(), policy.clone());
     let outcome =
         futures_executor::block_on(batch.run_async(jobs(2), make, &(), &mut journal)).unwrap();
     assert!(outcome.evidence.summary().is_complete());
@@ -773,7 +773,7 @@ fn an_output_file_agent_writes_its_last_output_to_its_tasks_one_path() {
     );
     let session = Session::new("build", "demo").unwrap();
     let make = |_| {
-        AsyncClosureWorker::new(
+        ClosureWorker::new(
             OutputFile::new(Plain),
             session.clone(),
             RecoveryPolicy::default(),

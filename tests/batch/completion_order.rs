@@ -117,7 +117,7 @@ fn a_scripted_completion_order_is_the_order_calls_settle_in() {
         let run = batch.run_async_observed(
             2.try_into().unwrap(),
             |_| {
-                kleene::batch::AsyncClosureWorker::new(
+                kleene::batch::ClosureWorker::new(
                     kleene::batch::OutputFile::new(agent.clone()),
                     kleene::closure::step::Session::new("build", "main").unwrap(),
                     kleene::closure::RecoveryPolicy::default(),

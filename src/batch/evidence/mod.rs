@@ -369,6 +369,12 @@ impl BatchEvidence {
         Some(match (rejected, last_interrupted) {
             (Some(rejected), _) if task.recovery_stalled() => FailureCause::Stalled {
                 call: rejected.attempt(),
+                previous: task
+                    .rejections
+                    .iter()
+                    .rev()
+                    .nth(1)
+                    .map_or(0, |before| before.attempt()),
                 rejection: rejected.rejection(),
             },
             (Some(rejected), _) => FailureCause::Rejected {
@@ -675,6 +681,46 @@ mod tests {
             rejected_for(2, "two"),
         ])
         .unwrap();
+        assert_eq!(e.status(&t()), Some(TaskStatus::Pending));
+    }
+
+    /// A call a crash interrupted answered nothing: the refusals either side of it are still
+    /// one after the other, so the same reason twice stalls the task (a resumed run makes no
+    /// call the uninterrupted run would not have made).
+    #[test]
+    fn an_interrupted_call_between_two_identical_refusals_still_stalls() {
+        let mut inventory = started(false);
+        if let EvidenceEvent::Started { inventory, .. } = &mut inventory {
+            inventory[0].budget = 3;
+        }
+        let interrupted = EvidenceEvent::Interrupted {
+            task: t(),
+            attempt: 2,
+        };
+        let events = vec![
+            inventory,
+            reserved(1),
+            rejected(1),
+            reserved(2),
+            interrupted,
+            reserved(3),
+            rejected(3),
+        ];
+        let e = BatchEvidence::fold(events.clone()).unwrap();
+        assert_eq!(e.status(&t()), Some(TaskStatus::Failed));
+        let cause = e.failure_cause(&t()).map(|c| c.to_string());
+        assert_eq!(
+            cause.as_deref(),
+            Some(
+                "recovery_stalled: call 3 was refused for the same reason as call 1, so no \
+                 further call was made: no"
+            )
+        );
+        // Another reason after the interruption: the budget decides.
+        let mut different = events;
+        different.pop();
+        different.push(rejected_for(3, "other"));
+        let e = BatchEvidence::fold(different).unwrap();
         assert_eq!(e.status(&t()), Some(TaskStatus::Pending));
     }
 

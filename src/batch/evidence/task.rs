@@ -95,7 +95,10 @@ pub enum FailureCause<'e> {
     Stalled {
         /// The call.
         call: u32,
-        /// Why it and the call before it were refused.
+        /// The answered call before it, refused for the same reason (`call - 1`, unless a
+        /// crash interrupted the calls between them).
+        previous: u32,
+        /// Why both were refused.
         rejection: &'e Rejection,
     },
     /// `call`, its last, was interrupted and its `budget` of calls is spent (as many
@@ -122,11 +125,14 @@ impl std::fmt::Display for FailureCause<'_> {
             Self::Rejected { call, rejection } => {
                 write!(f, "call {call} refused: {}", rejection.headline())
             }
-            Self::Stalled { call, rejection } => write!(
+            Self::Stalled {
+                call,
+                previous,
+                rejection,
+            } => write!(
                 f,
-                "recovery_stalled: call {call} was refused for the same reason as call {}, so \
-                 no further call was made: {}",
-                call.saturating_sub(1),
+                "recovery_stalled: call {call} was refused for the same reason as call \
+                 {previous}, so no further call was made: {}",
                 rejection.headline()
             ),
             Self::Interrupted { call, budget } => write!(
