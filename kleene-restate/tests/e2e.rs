@@ -469,8 +469,21 @@ fn calls_grouped_into_invocations_give_the_local_run_s_results() {
 /// Eight tasks that each sleep a second, writing when they started and ended (nanoseconds
 /// since the epoch) under `log` (a directory their sandbox gives them), so a test can count
 /// how many ran at once.
-fn sleeps(dir: &Path, log: &Path) -> PathBuf {
+///
+/// With `meet`, each sleep first waits (up to 30 s) until all eight have started, so eight
+/// overlap exactly when eight run at once, however late a loaded machine starts the last:
+/// the count does not depend on timing. A run of fewer at once makes the waiting ones give up,
+/// and the count says so.
+fn sleeps(dir: &Path, log: &Path, meet: bool) -> PathBuf {
     let shown = log.display();
+    let wait = if meet {
+        format!(
+            "n=0; while [ $(ls {shown} | grep -c start) -lt 8 ] && [ $n -lt 300 ]; do \
+             sleep 0.1; n=$((n+1)); done; "
+        )
+    } else {
+        String::new()
+    };
     plan_file(
         dir,
         (0..8)
@@ -478,7 +491,7 @@ fn sleeps(dir: &Path, log: &Path) -> PathBuf {
                 let mut t = task(
                     &format!("s{i}"),
                     &format!(
-                        "date +%s%N > {shown}/s{i}.start; sleep 1; \
+                        "date +%s%N > {shown}/s{i}.start; {wait}sleep 1; \
                          date +%s%N > {shown}/s{i}.end; echo {i} > s{i}.txt"
                     ),
                     &[],
@@ -521,7 +534,7 @@ fn eight_sleeps_on_two_workers_of_four_run_all_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let log = tempfile::tempdir().unwrap();
     let (out, took) = run(
-        &sleeps(dir.path(), log.path()),
+        &sleeps(dir.path(), log.path(), true),
         &channel("four"),
         &["--jobs", "8"],
     );
@@ -532,7 +545,8 @@ fn eight_sleeps_on_two_workers_of_four_run_all_at_once() {
     );
     eprintln!("8 x sleep 1, two workers of four calls: {took:?}");
     // Counted from the tasks' own clocks rather than the run's wall time, which a loaded
-    // machine stretches: all eight sleeps overlapped, so the workers ran four calls each.
+    // machine stretches, and met before they sleep: all eight sleeps overlapped, so the
+    // workers ran four calls each.
     assert_eq!(most_at_once(log.path()), 8);
 }
 
@@ -543,7 +557,7 @@ fn eight_sleeps_on_two_workers_of_one_run_two_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let log = tempfile::tempdir().unwrap();
     let (out, took) = run(
-        &sleeps(dir.path(), log.path()),
+        &sleeps(dir.path(), log.path(), false),
         &channel("one"),
         &["--jobs", "8"],
     );

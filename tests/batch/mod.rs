@@ -1,4 +1,6 @@
 pub(crate) mod runs;
+// Batch::run_agents as a library user meets it: a stop, a resume, acceptance.
+mod agents;
 // The async driver (feature "async"): tokio's runtime and single-threaded executors.
 #[cfg(feature = "async")]
 mod async_driver;
