@@ -122,7 +122,7 @@ impl Batch<'_> {
     /// text of a call's last execution is its task's one file.
     ///
     /// `jobs` of 0 is taken as 1. Dropping the future keeps every reservation in the
-    /// journal for a resume. For a session, policy or agent of your own, run an
+    /// journal for a resume. For a session, policy or agent of your own, run a
     /// [`ClosureWorker`] with [`run_async`](Batch::run_async).
     ///
     /// # Errors
@@ -290,7 +290,7 @@ impl<A: AsyncAgent + Send> AsyncBatchAgent for OutputFile<A> {
 /// let run = batch.run_async(
 ///     NonZeroUsize::MIN,
 ///     |_slot| ClosureWorker::new(Flaky { files: BTreeMap::new() }, session.clone(),
-///                                     RecoveryPolicy::default()),
+///                                RecoveryPolicy::default()),
 ///     &(),
 ///     &mut journal,
 /// );

@@ -171,8 +171,10 @@ impl ScriptedWorker {
         self.calls.iter().filter(|c| &c.task == task).collect()
     }
 
-    /// Records `call` and answers it from its task's script.
-    fn answer(&mut self, call: ScriptedCall) -> Result<Proposal, WorkerFailure> {
+    /// Records `call` and answers it from its task's script, saying how many turns the async
+    /// answer waits.
+    fn answer(&mut self, call: ScriptedCall) -> (Result<Proposal, WorkerFailure>, u32) {
+        let wait = self.order.turns_of(&call.task);
         let skipped = self
             .unanswered
             .get(&call.task)
@@ -184,21 +186,22 @@ impl ScriptedWorker {
             .scripts
             .get(&call.task)
             .and_then(|script| script.get(due).or_else(|| script.last()));
-        self.calls.push(call);
-        match outcome {
+        let answer = match outcome {
             None => Ok(Candidate::default().into()),
             Some(ScriptedOutcome::Candidate(c)) => Ok(c.clone().into()),
             Some(ScriptedOutcome::Infrastructure(f)) => {
                 Err(WorkerFailure::Infrastructure(f.clone()))
             }
             Some(ScriptedOutcome::Cancel) => Err(WorkerFailure::Cancelled),
-        }
+        };
+        self.calls.push(call);
+        (answer, wait)
     }
 }
 
 impl Worker for ScriptedWorker {
     fn call(&mut self, call: &WorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
-        self.answer(scripted_call!(call))
+        self.answer(scripted_call!(call)).0
     }
 }
 
@@ -216,15 +219,11 @@ mod asynchronous {
     use crate::testing::completion::turns;
     use std::sync::{Arc, Mutex};
 
-    fn scripted_call(call: &AsyncWorkerCall<'_>) -> ScriptedCall {
-        scripted_call!(call)
-    }
-
     /// The same answers as the synchronous worker, each after its task's turns.
     impl AsyncWorker for ScriptedWorker {
         async fn call(&mut self, call: &AsyncWorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
-            let answer = self.answer(scripted_call(call));
-            turns(self.order.turns_of(&call.task().id)).await;
+            let (answer, wait) = self.answer(scripted_call!(call));
+            turns(wait).await;
             answer
         }
     }
@@ -233,11 +232,8 @@ mod asynchronous {
     /// across a wait.
     impl AsyncWorker for Arc<Mutex<ScriptedWorker>> {
         async fn call(&mut self, call: &AsyncWorkerCall<'_>) -> Result<Proposal, WorkerFailure> {
-            let (answer, wait) = {
-                let mut worker = locked(self);
-                let answer = worker.answer(scripted_call(call));
-                (answer, worker.order.turns_of(&call.task().id))
-            };
+            // The lock is a temporary of this statement: released before the wait.
+            let (answer, wait) = locked(self).answer(scripted_call!(call));
             turns(wait).await;
             answer
         }

@@ -185,6 +185,18 @@ impl ScriptedAgent {
         &self.executed
     }
 
+    /// Executes `task` as the synchronous agent does, and says how many turns the async
+    /// answer waits.
+    #[cfg_attr(not(feature = "async"), allow(dead_code))]
+    fn execute_and_wait(
+        &mut self,
+        task: &Task,
+        token: &ValidationToken,
+    ) -> (Result<ExecutionOutput, ScriptedFailure>, u32) {
+        let answer = Agent::execute(self, task, token);
+        (answer, self.order.turns_of(task.root_task_ref()))
+    }
+
     fn answers(&mut self, task: &Task) -> &mut Answers {
         match self.by_root.get_mut(task.root_task_ref()) {
             Some(answers) => answers,
@@ -323,8 +335,8 @@ mod asynchronous {
             task: &Task,
             token: &ValidationToken,
         ) -> Result<ExecutionOutput, ScriptedFailure> {
-            let answer = Agent::execute(self, task, token);
-            turns(self.order.turns_of(task.root_task_ref())).await;
+            let (answer, wait) = self.execute_and_wait(task, token);
+            turns(wait).await;
             answer
         }
 
@@ -372,11 +384,8 @@ mod asynchronous {
             task: &Task,
             token: &ValidationToken,
         ) -> Result<ExecutionOutput, ScriptedFailure> {
-            let (answer, wait) = {
-                let mut agent = locked(self);
-                let answer = Agent::execute(&mut *agent, task, token);
-                (answer, agent.order.turns_of(task.root_task_ref()))
-            };
+            // The lock is a temporary of this statement: released before the wait.
+            let (answer, wait) = locked(self).execute_and_wait(task, token);
             turns(wait).await;
             answer
         }

@@ -298,10 +298,7 @@ impl TaskEvidence {
             [.., before, last] => {
                 let between = (before.attempt + 1..last.attempt)
                     .all(|attempt| self.interrupted.contains(&attempt));
-                !self.correction_granted
-                    && last.attempt > before.attempt
-                    && between
-                    && last.rejection == before.rejection
+                !self.correction_granted && between && last.rejection == before.rejection
             }
             _ => false,
         }
